@@ -1,0 +1,41 @@
+//! Failures of the file tools, each saying what was wrong and what to do.
+
+use hands_roots::PathError;
+use std::path::PathBuf;
+
+/// Why a file tool failed. Every variant is shown to the caller as a tool error (`isError`).
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// Resolution refused the path or could not open it.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// `read` or `edit` met a file with a NUL in its first 8 KiB.
+    #[error("`{}` is a binary file ({size} bytes, looks like {guess}); read refuses binary files", path.display())]
+    Binary { path: PathBuf, size: u64, guess: String },
+    /// `expected_sha256` did not match the file's current content.
+    #[error("`{}` changed since read: its sha256 is {actual}, not the expected {expected}; read it again and retry", path.display())]
+    Changed { path: PathBuf, expected: String, actual: String },
+    /// `edit` found no occurrence of `old_string`.
+    #[error("old_string was not found in `{}`{candidates}", path.display())]
+    NoMatch { path: PathBuf, candidates: String },
+    /// `edit` found several occurrences and `replace_all` was false.
+    #[error("old_string occurs {count} times in `{}` (lines {lines}); add surrounding context to make it unique, or set replace_all", path.display())]
+    NotUnique { path: PathBuf, count: usize, lines: String },
+    /// A parameter is out of range or contradicts another.
+    #[error("{0}")]
+    Invalid(String),
+    /// An I/O error on an already-resolved file.
+    #[error("cannot {op} `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FsError {
+    pub(crate) fn io(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Self {
+        FsError::Io { path: path.to_path_buf(), op, source }
+    }
+}

@@ -1,0 +1,19 @@
+//! The tools-fs logic of `hands`: read, write, edit, list_dir, glob and grep over the roots a
+//! [`hands_roots::Resolver`] confines. Knows nothing of MCP: each tool is a function from a
+//! parameter struct to an output struct (both with JSON schemas) or an [`FsError`].
+
+mod error;
+pub mod edit;
+pub mod list;
+pub mod read;
+pub mod search;
+pub mod text;
+pub mod write;
+
+pub use error::FsError;
+
+/// What every tool output provides besides its structured form: the text mirror shown to
+/// clients that do not read `structuredContent`.
+pub trait ToolText {
+    fn text(&self) -> String;
+}

@@ -1,0 +1,512 @@
+//! Confined path resolution: every path a tool touches is resolved here, beneath a pinned root.
+//!
+//! A [`Resolver`] holds the module's roots, each canonicalised once and pinned as an `O_PATH`
+//! directory descriptor, and a [`Policy`] (runner-denied and credential paths, secret-file
+//! patterns, protected paths). Resolution is lexical first (no `..`, no NUL, under a root), then
+//! by the kernel: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from the root's descriptor,
+//! so a symlink that leaves the root or a `/proc` magic link fails in the kernel, not in a
+//! check that could race. Callers then work on the descriptors returned, never on the path.
+
+mod error;
+mod policy;
+
+pub use error::{PathError, Result};
+pub use policy::{Policy, PolicyLists};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// A root as declared in the configuration, before it is canonicalised and pinned.
+#[derive(Debug, Clone)]
+pub struct RootSpec {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+/// A canonical root directory, pinned by an `O_PATH` descriptor for the daemon's lifetime.
+#[derive(Debug)]
+pub struct Root {
+    path: PathBuf,
+    fd: OwnedFd,
+    writable: bool,
+}
+
+impl Root {
+    /// Canonicalises `spec.path` and pins it; it must exist and be a directory.
+    pub fn pin(spec: &RootSpec) -> Result<Root> {
+        let path = std::fs::canonicalize(&spec.path).map_err(|e| PathError::RootUnusable {
+            root: spec.path.clone(),
+            why: e.to_string(),
+        })?;
+        let fd = rustix::fs::open(
+            &path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PathError::RootUnusable {
+            root: spec.path.clone(),
+            why: if e == Errno::NOTDIR {
+                "not a directory".to_string()
+            } else {
+                e.to_string()
+            },
+        })?;
+        Ok(Root { path, fd, writable: spec.writable })
+    }
+
+    /// The canonical absolute path of the root.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether tools may write beneath this root.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The pinned directory descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A path placed lexically under one root: which root, and the components beneath it.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub root: usize,
+    /// Relative to the root; empty for the root itself. Contains no `..`, `.` or root component.
+    pub rel: PathBuf,
+    /// `root.path().join(rel)`, as the caller would print it.
+    pub abs: PathBuf,
+}
+
+/// A regular file opened for reading through the resolver.
+#[derive(Debug)]
+pub struct OpenedFile {
+    pub file: File,
+    /// The real absolute path of the file (after in-root symlinks).
+    pub abs: PathBuf,
+    pub stat: Stat,
+}
+
+/// A directory opened through the resolver.
+#[derive(Debug)]
+pub struct OpenedDir {
+    pub fd: OwnedFd,
+    /// The real absolute path of the directory (after in-root symlinks).
+    pub abs: PathBuf,
+    /// Index of the most specific root that contains it.
+    pub root: usize,
+}
+
+/// Where a write will land: the parent directory's descriptor and the final name.
+#[derive(Debug)]
+pub struct WriteTarget {
+    pub parent: OwnedFd,
+    pub name: OsString,
+    /// The real absolute path the file will have.
+    pub abs: PathBuf,
+    /// The file that is there now, if any (always a regular file with one link).
+    pub existing: Option<Stat>,
+}
+
+/// The kind of a filesystem object, for messages.
+pub fn kind_name(ft: FileType) -> &'static str {
+    match ft {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "unknown file type",
+    }
+}
+
+/// Resolves tool paths beneath the roots of one module, under one policy.
+#[derive(Debug)]
+pub struct Resolver {
+    roots: Vec<Root>,
+    policy: Policy,
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+impl Resolver {
+    /// Pins every root. Fails on the first root that is missing or not a directory.
+    pub fn new(specs: &[RootSpec], policy: Policy) -> Result<Resolver> {
+        if specs.is_empty() {
+            return Err(PathError::NoRoots);
+        }
+        let roots = specs.iter().map(Root::pin).collect::<Result<Vec<_>>>()?;
+        Ok(Resolver { roots, policy })
+    }
+
+    pub fn roots(&self) -> &[Root] {
+        &self.roots
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn roots_list(&self) -> String {
+        self.roots.iter().map(|r| r.path.display().to_string()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The most specific root whose path contains `abs` (component-wise, so `/work/proj-x` is
+    /// not under `/work/proj`).
+    pub fn root_of(&self, abs: &Path) -> Option<usize> {
+        self.roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| abs.starts_with(&r.path))
+            .max_by_key(|(_, r)| r.path.as_os_str().len())
+            .map(|(i, _)| i)
+    }
+
+    /// Lexical placement of a tool path: refuses NUL, `..`, and paths outside every root, before
+    /// any filesystem call. An empty path means the first root.
+    pub fn locate(&self, path: &str) -> Result<Located> {
+        if path.contains('\0') {
+            return Err(PathError::Nul);
+        }
+        let p = Path::new(path);
+        let mut clean = PathBuf::new();
+        for c in p.components() {
+            match c {
+                Component::ParentDir => {
+                    return Err(PathError::DotDot { path: path.to_string() });
+                }
+                Component::CurDir => {}
+                Component::RootDir => clean.push("/"),
+                Component::Prefix(_) => {
+                    return Err(PathError::Outside {
+                        path: path.into(),
+                        roots: self.roots_list(),
+                    });
+                }
+                Component::Normal(n) => clean.push(n),
+            }
+        }
+        let abs = if p.is_absolute() { clean } else { self.roots[0].path.join(clean) };
+        let root = self
+            .root_of(&abs)
+            .ok_or_else(|| PathError::Outside { path: path.into(), roots: self.roots_list() })?;
+        let rel = abs.strip_prefix(&self.roots[root].path).unwrap_or(Path::new("")).to_path_buf();
+        Ok(Located { root, rel, abs })
+    }
+
+    /// Opens `rel` beneath `root` with the kernel's confinement, mapping errors to refusals.
+    fn open_beneath(
+        &self,
+        root: usize,
+        rel: &Path,
+        flags: OFlags,
+        shown: &Path,
+    ) -> Result<OwnedFd> {
+        let rel: &Path = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        openat2_beneath(self.roots[root].fd(), rel, flags)
+            .map_err(|e| self.map_open_error(e, shown, root))
+    }
+
+    fn map_open_error(&self, e: Errno, shown: &Path, root: usize) -> PathError {
+        let path = shown.to_path_buf();
+        match e {
+            Errno::XDEV => PathError::Escapes { path, root: self.roots[root].path.clone() },
+            Errno::LOOP => PathError::LinkLoop { path },
+            Errno::NOENT => PathError::NotFound { path },
+            Errno::NOTDIR => PathError::NotADirectory { path },
+            Errno::ACCESS | Errno::PERM => {
+                PathError::Io { path, op: "open", source: std::io::Error::from(e) }
+            }
+            other => PathError::Io { path, op: "open", source: std::io::Error::from(other) },
+        }
+    }
+
+    /// The real path of an open descriptor, and the root that holds it.
+    fn real_path(&self, fd: BorrowedFd<'_>, fallback: &Path) -> (PathBuf, Option<usize>) {
+        let real = fd_path(fd).unwrap_or_else(|| fallback.to_path_buf());
+        let root = self.root_of(&real);
+        (real, root)
+    }
+
+    /// Refuses a path that the policy hides from every tool (denied, credential, secret).
+    fn check_hidden(&self, abs: &Path, stat: Option<&Stat>, is_file: bool) -> Result<()> {
+        if let Some(why) = self.policy.denied(abs, stat) {
+            return Err(PathError::Denied { path: abs.to_path_buf(), why });
+        }
+        if is_file && self.policy.is_secret(abs) {
+            return Err(PathError::Secret { path: abs.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// Opens a regular file for reading. FIFOs, devices and sockets are refused without ever
+    /// being opened for I/O (they are inspected through an `O_PATH` descriptor first).
+    pub fn open_file(&self, path: &str) -> Result<OpenedFile> {
+        let loc = self.locate(path)?;
+        self.open_file_at(&loc)
+    }
+
+    /// Like [`Resolver::open_file`] for an absolute path that a walk produced.
+    pub fn open_file_abs(&self, abs: &Path) -> Result<OpenedFile> {
+        let s = abs.to_str().ok_or_else(|| PathError::NotUtf8 { path: abs.to_path_buf() })?;
+        self.open_file(s)
+    }
+
+    fn open_file_at(&self, loc: &Located) -> Result<OpenedFile> {
+        let opath = self.open_beneath(loc.root, &loc.rel, OFlags::PATH, &loc.abs)?;
+        let st = fstat(&opath, &loc.abs)?;
+        let (abs, _) = self.real_path(opath.as_fd(), &loc.abs);
+        let ft = FileType::from_raw_mode(st.st_mode);
+        if ft == FileType::Directory {
+            return Err(PathError::IsADirectory { path: abs });
+        }
+        self.check_hidden(&abs, Some(&st), true)?;
+        if ft != FileType::RegularFile {
+            return Err(PathError::NotRegular { path: abs, kind: kind_name(ft) });
+        }
+        // Reopen the very object the O_PATH descriptor names (not the path, which could have
+        // been swapped since), through its /proc/self/fd entry; fall back to a beneath-open with
+        // O_NONBLOCK and an identity comparison when /proc is unavailable.
+        let fd = match reopen(opath.as_fd(), OFlags::RDONLY | OFlags::CLOEXEC) {
+            Ok(fd) => fd,
+            Err(_) => {
+                let fd = self.open_beneath(
+                    loc.root,
+                    &loc.rel,
+                    OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+                    &loc.abs,
+                )?;
+                let st2 = fstat(&fd, &loc.abs)?;
+                if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) {
+                    return Err(PathError::Changed { path: abs });
+                }
+                fd
+            }
+        };
+        Ok(OpenedFile { file: File::from(fd), abs, stat: st })
+    }
+
+    /// Opens a directory (for listing or walking).
+    pub fn open_dir(&self, path: &str) -> Result<OpenedDir> {
+        let loc = self.locate(path)?;
+        let fd = self.open_beneath(
+            loc.root,
+            &loc.rel,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            &loc.abs,
+        )?;
+        let st = fstat(&fd, &loc.abs)?;
+        let (abs, root) = self.real_path(fd.as_fd(), &loc.abs);
+        self.check_hidden(&abs, Some(&st), false)?;
+        Ok(OpenedDir { fd, abs, root: root.unwrap_or(loc.root) })
+    }
+
+    /// Whether a walk should skip this entry: denied, credential, or secret. Used by glob and
+    /// grep so that listings and searches never surface what `read` would refuse.
+    pub fn hidden_from_walk(&self, abs: &Path, dev_ino: Option<(u64, u64)>, is_file: bool) -> bool {
+        self.policy.denied_ids(abs, dev_ino).is_some() || (is_file && self.policy.is_secret(abs))
+    }
+
+    /// Prepares a write of the file at `path`: refuses read-only roots, protected, denied and
+    /// secret paths, hard-linked targets and symlinks that dangle or leave the root; creates
+    /// missing parent folders when `create_parents` is set.
+    pub fn prepare_write(&self, path: &str, create_parents: bool) -> Result<WriteTarget> {
+        let loc = self.locate(path)?;
+        self.prepare_write_at(loc, create_parents, 0)
+    }
+
+    fn prepare_write_at(
+        &self,
+        loc: Located,
+        create_parents: bool,
+        depth: u32,
+    ) -> Result<WriteTarget> {
+        let Some(name) = loc.rel.file_name().map(OsStr::to_os_string) else {
+            return Err(PathError::IsADirectory { path: loc.abs });
+        };
+        self.check_writable(&loc.abs)?;
+        let parent_rel = loc.rel.parent().unwrap_or(Path::new("")).to_path_buf();
+        let parent = self.open_parent(&loc, &parent_rel, create_parents)?;
+        let (parent_abs, parent_root) = self.real_path(parent.as_fd(), &loc.abs);
+        let abs = parent_abs.join(&name);
+        // The real location decides: a link inside a writable root into a read-only root or a
+        // protected folder does not make it writable.
+        if parent_root.is_none() {
+            return Err(PathError::Escapes { path: loc.abs, root: self.roots[loc.root].path.clone() });
+        }
+        self.check_writable(&abs)?;
+        match statat_nofollow(parent.as_fd(), &name) {
+            Ok(st) => {
+                let ft = FileType::from_raw_mode(st.st_mode);
+                match ft {
+                    FileType::RegularFile => {
+                        self.check_hidden(&abs, Some(&st), true)?;
+                        if st.st_nlink > 1 {
+                            return Err(PathError::HardLinked { path: abs, links: st.st_nlink });
+                        }
+                        Ok(WriteTarget { parent, name, abs, existing: Some(st) })
+                    }
+                    FileType::Symlink => {
+                        if depth > 0 {
+                            return Err(PathError::LinkLoop { path: abs });
+                        }
+                        // Follow the link only to where it already points, beneath the root.
+                        let fd = self
+                            .open_beneath(loc.root, &loc.rel, OFlags::PATH, &loc.abs)
+                            .map_err(|e| match e {
+                                PathError::NotFound { path } => PathError::DanglingLink { path },
+                                other => other,
+                            })?;
+                        let (target, troot) = self.real_path(fd.as_fd(), &loc.abs);
+                        let troot = troot.ok_or_else(|| PathError::Escapes {
+                            path: loc.abs.clone(),
+                            root: self.roots[loc.root].path.clone(),
+                        })?;
+                        let rel = target
+                            .strip_prefix(&self.roots[troot].path)
+                            .unwrap_or(Path::new(""))
+                            .to_path_buf();
+                        self.prepare_write_at(
+                            Located { root: troot, rel, abs: target },
+                            false,
+                            depth + 1,
+                        )
+                    }
+                    other => Err(PathError::NotRegular { path: abs, kind: kind_name(other) }),
+                }
+            }
+            Err(Errno::NOENT) => {
+                self.check_hidden(&abs, None, true)?;
+                Ok(WriteTarget { parent, name, abs, existing: None })
+            }
+            Err(e) => Err(PathError::Io { path: abs, op: "stat", source: e.into() }),
+        }
+    }
+
+    /// Refuses writes to read-only roots, protected paths and denied paths, by real path.
+    fn check_writable(&self, abs: &Path) -> Result<()> {
+        let Some(root) = self.root_of(abs) else {
+            return Err(PathError::Outside { path: abs.to_path_buf(), roots: self.roots_list() });
+        };
+        let r = &self.roots[root];
+        if let Some(why) = self.policy.denied(abs, None) {
+            return Err(PathError::Denied { path: abs.to_path_buf(), why });
+        }
+        if !r.writable {
+            return Err(PathError::ReadOnlyRoot { path: abs.to_path_buf(), root: r.path.clone() });
+        }
+        let rel = abs.strip_prefix(&r.path).unwrap_or(Path::new(""));
+        if let Some(rule) = self.policy.protected(rel) {
+            return Err(PathError::Protected { path: abs.to_path_buf(), rule });
+        }
+        Ok(())
+    }
+
+    /// Opens (creating when asked) the parent folder of a write, one component at a time so
+    /// that every folder it makes is made beneath the one before it.
+    fn open_parent(&self, loc: &Located, parent_rel: &Path, create: bool) -> Result<OwnedFd> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match self.open_beneath(loc.root, parent_rel, flags, &loc.abs) {
+            Err(PathError::NotFound { .. }) if create => {}
+            other => return other,
+        }
+        let root_fd = self.roots[loc.root].fd();
+        let mut cur: OwnedFd = openat2_beneath(root_fd, Path::new("."), flags)
+            .map_err(|e| self.map_open_error(e, &loc.abs, loc.root))?;
+        let mut walked = self.roots[loc.root].path.clone();
+        for comp in parent_rel.components() {
+            let Component::Normal(c) = comp else { continue };
+            walked.push(c);
+            self.check_writable(&walked)?;
+            match openat2_beneath(cur.as_fd(), Path::new(c), flags) {
+                Ok(fd) => cur = fd,
+                Err(Errno::NOENT) => {
+                    match rustix::fs::mkdirat(cur.as_fd(), c, Mode::from_raw_mode(0o755)) {
+                        Ok(()) => {}
+                        // A dangling symlink occupies the name: refuse rather than follow it.
+                        Err(Errno::EXIST) => {
+                            return Err(PathError::DanglingLink { path: walked });
+                        }
+                        Err(e) => {
+                            return Err(PathError::Io { path: walked, op: "mkdir", source: e.into() });
+                        }
+                    }
+                    cur = openat2_beneath(cur.as_fd(), Path::new(c), flags)
+                        .map_err(|e| self.map_open_error(e, &walked, loc.root))?;
+                }
+                Err(e) => return Err(self.map_open_error(e, &walked, loc.root)),
+            }
+        }
+        Ok(cur)
+    }
+}
+
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::CLOEXEC | OFlags::NOCTTY;
+    match rustix::fs::openat2(dir, rel, flags, Mode::empty(), RESOLVE) {
+        Err(Errno::NOSYS) => walk_nofollow(dir, rel, flags),
+        other => other,
+    }
+}
+
+/// Fallback for kernels without openat2: a component-by-component walk that follows no symlink
+/// at all (stricter than openat2, which follows links that stay beneath the root).
+fn walk_nofollow(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
+    let comps: Vec<&OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut cur = rustix::fs::openat(dir, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    for (i, c) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let f = if last { flags | OFlags::NOFOLLOW } else { OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC };
+        cur = rustix::fs::openat(cur.as_fd(), *c, f, Mode::empty())?;
+    }
+    if comps.is_empty() {
+        cur = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+    }
+    Ok(cur)
+}
+
+fn fstat(fd: &OwnedFd, shown: &Path) -> Result<Stat> {
+    rustix::fs::fstat(fd).map_err(|e| PathError::Io { path: shown.to_path_buf(), op: "stat", source: e.into() })
+}
+
+fn statat_nofollow(dir: BorrowedFd<'_>, name: &OsStr) -> std::result::Result<Stat, Errno> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// The path the kernel records for an open descriptor.
+pub fn fd_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = std::fs::read_link(link).ok()?;
+    // A deleted or unreachable object is reported with a suffix or without a leading slash.
+    let bytes = target.as_os_str().as_bytes();
+    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
+        return None;
+    }
+    Some(target)
+}
+
+/// Reopens the object an `O_PATH` descriptor names, with new flags.
+fn reopen(fd: BorrowedFd<'_>, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::open(link.as_str(), flags | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty())
+}
+
+#[cfg(test)]
+mod tests;

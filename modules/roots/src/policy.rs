@@ -1,0 +1,156 @@
+//! What no tool may touch (denied and credential paths, by name and by file identity), which
+//! files count as secrets, and which paths inside writable roots are read-only.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use rustix::fs::Stat;
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Entries below a denied folder that are indexed by identity at startup; past this the
+/// name check still holds but a hard link to a deeper file would not be recognised.
+const IDENTITY_SCAN_LIMIT: usize = 50_000;
+
+/// The policy lists as data (from `sandbox-profiles/` and the config), before compilation.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyLists {
+    /// Credential paths (`~` already expanded by the caller).
+    pub credentials: Vec<PathBuf>,
+    /// The runner's `sandbox.deny` (`~` already expanded).
+    pub deny: Vec<PathBuf>,
+    /// Secret file-name patterns (globs matched against the file name).
+    pub secret_patterns: Vec<String>,
+    /// File names that match a secret pattern but are not secrets (`.env.example`).
+    pub secret_exceptions: Vec<String>,
+    /// Protected relative paths (`.git/hooks`), matched at any depth inside a root.
+    pub protected: Vec<String>,
+}
+
+#[derive(Debug)]
+struct DeniedPath {
+    /// As configured, and canonical when it exists (both are checked by name).
+    names: Vec<PathBuf>,
+    why: &'static str,
+}
+
+/// The compiled policy a [`crate::Resolver`] enforces.
+#[derive(Debug)]
+pub struct Policy {
+    denied: Vec<DeniedPath>,
+    /// (device, inode) of every denied path and of everything beneath the denied folders.
+    identities: HashSet<(u64, u64)>,
+    secrets: GlobSet,
+    secret_exceptions: GlobSet,
+    protected: Vec<Vec<String>>,
+}
+
+impl Policy {
+    /// Compiles the lists; fails only on an invalid secret pattern.
+    pub fn new(lists: &PolicyLists) -> Result<Policy, globset::Error> {
+        let mut denied = Vec::new();
+        let mut identities = HashSet::new();
+        let all = lists
+            .credentials
+            .iter()
+            .map(|p| (p, "credential denylist"))
+            .chain(lists.deny.iter().map(|p| (p, "sandbox.deny")));
+        for (p, why) in all {
+            let mut names = vec![p.clone()];
+            if let Ok(c) = std::fs::canonicalize(p) {
+                if &c != p {
+                    names.push(c);
+                }
+            }
+            index_identities(p, &mut identities);
+            denied.push(DeniedPath { names, why });
+        }
+        Ok(Policy {
+            denied,
+            identities,
+            secrets: build_set(&lists.secret_patterns)?,
+            secret_exceptions: build_set(&lists.secret_exceptions)?,
+            protected: lists
+                .protected
+                .iter()
+                .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
+                .filter(|v: &Vec<String>| !v.is_empty())
+                .collect(),
+        })
+    }
+
+    /// Why `abs` is denied, if it is: by name (it or an ancestor is a denied path) or by the
+    /// identity of the object `stat` describes.
+    pub fn denied(&self, abs: &Path, stat: Option<&Stat>) -> Option<String> {
+        self.denied_ids(abs, stat.map(|s| (s.st_dev, s.st_ino)))
+    }
+
+    /// [`Policy::denied`] with a bare (device, inode) pair.
+    pub fn denied_ids(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<String> {
+        for d in &self.denied {
+            if d.names.iter().any(|n| abs.starts_with(n)) {
+                return Some(format!("{} entry {}", d.why, d.names[0].display()));
+            }
+        }
+        if let Some(id) = dev_ino {
+            if self.identities.contains(&id) {
+                return Some("same file as a denied path (hard link or alias)".to_string());
+            }
+        }
+        None
+    }
+
+    /// Whether the file name of `abs` matches a secret pattern and no exception.
+    pub fn is_secret(&self, abs: &Path) -> bool {
+        let Some(name) = abs.file_name() else { return false };
+        self.secrets.is_match(name) && !self.secret_exceptions.is_match(name)
+    }
+
+    /// The protected rule `rel` (relative to its root) falls under, if any.
+    pub fn protected(&self, rel: &Path) -> Option<String> {
+        let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+        for rule in &self.protected {
+            if comps.windows(rule.len()).any(|w| w.iter().zip(rule).all(|(a, b)| a == b)) {
+                return Some(rule.join("/"));
+            }
+        }
+        None
+    }
+
+    /// The configured denied and credential paths (for the doctor and the sandbox masks).
+    pub fn denied_paths(&self) -> impl Iterator<Item = &Path> {
+        self.denied.iter().map(|d| d.names[0].as_path())
+    }
+}
+
+fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(Glob::new(p)?);
+    }
+    b.build()
+}
+
+/// Records the identity of `p` and, for a folder, of what lies beneath it (bounded).
+fn index_identities(p: &Path, ids: &mut HashSet<(u64, u64)>) {
+    let Ok(meta) = std::fs::metadata(p) else { return };
+    ids.insert((meta.dev(), meta.ino()));
+    if !meta.is_dir() {
+        return;
+    }
+    let mut stack = vec![p.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for entry in rd.flatten() {
+            seen += 1;
+            if seen > IDENTITY_SCAN_LIMIT {
+                return;
+            }
+            let Ok(m) = entry.metadata() else { continue };
+            ids.insert((m.dev(), m.ino()));
+            if m.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+}
