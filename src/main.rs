@@ -1,1 +1,145 @@
-fn main() {}
+//! `hands`: the daemon's command line — serve MCP on stdio, check a configuration, run the doctor.
+//!
+//! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
+//! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
+
+mod config;
+mod profiles;
+mod report;
+mod server;
+mod tools;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(name = "hands", version, about = "Confined files, shell and git for coding agents, over MCP")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve MCP on stdio (the embedded default when there is no config)
+    Serve {
+        /// The configuration file (default: ./daemon.toml, else the embedded default)
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Serve streamable HTTP at ADDR instead of stdio
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Log filter (also RUST_LOG), e.g. info, debug, hands=trace
+        #[arg(long)]
+        log_level: Option<String>,
+    },
+    /// Validate the configuration and print the resolved policy
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Everything check does, plus tool versions and warnings; exit 0 when it is safe to serve
+    Doctor {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config, http, log_level } => serve(config, http, log_level),
+        Command::Check { config } => check(config, false),
+        Command::Doctor { config } => check(config, true),
+    }
+}
+
+/// Writes a line to stderr; the only place outside `report` that does.
+fn eprint_line(s: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{s}");
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::new(l),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+}
+
+fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String>) -> ExitCode {
+    init_logging(log_level.as_deref());
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    if http.is_some() || cfg.http.is_some() {
+        eprint_line(
+            "hands: the streamable HTTP transport is not in this version yet; serve on stdio \
+             (drop --http and [server.http])",
+        );
+        return ExitCode::from(1);
+    }
+    let daemon = match server::Daemon::new(cfg) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    eprint_line(&report::banner(&daemon, "stdio"));
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprint_line(&format!("hands: cannot start the async runtime: {e}"));
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(async move {
+        use rmcp::ServiceExt;
+        let service = server::HandsServer::new(daemon)
+            .serve(rmcp::transport::io::stdio_pipes())
+            .await?;
+        service.waiting().await?;
+        anyhow::Ok(())
+    });
+    // A pending stdin read cannot be cancelled; do not wait for it on the way out.
+    rt.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report::out(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    let daemon = match server::Daemon::new(cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            report::out(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    report::out(&report::policy(&daemon));
+    if doctor {
+        report::out(&report::doctor(&daemon));
+    }
+    ExitCode::SUCCESS
+}

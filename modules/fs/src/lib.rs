@@ -10,6 +10,9 @@ pub mod search;
 pub mod text;
 pub mod write;
 
+#[cfg(test)]
+mod tests_walk;
+
 pub use error::FsError;
 
 /// What every tool output provides besides its structured form: the text mirror shown to

@@ -1,0 +1,165 @@
+//! What the daemon tells a person: the startup banner, the resolved policy (`hands check`) and
+//! the doctor's findings (`hands doctor`).
+
+use crate::config::{Grant, ModuleId, SandboxMode};
+use crate::server::Daemon;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::Command;
+
+/// Prints a report on stdout. Only `check` and `doctor` call it; `serve` never does, because
+/// on stdio, stdout is the protocol.
+pub fn out(s: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{s}");
+}
+
+fn roots_summary(daemon: &Daemon, id: ModuleId) -> String {
+    daemon
+        .config
+        .modules
+        .iter()
+        .find(|m| m.id == id)
+        .map(|m| {
+            m.roots
+                .iter()
+                .map(|r| format!("{} ({})", r.path.display(), if r.writable { "rw" } else { "ro" }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// The one-line startup banner (stderr).
+pub fn banner(daemon: &Daemon, transport: &str) -> String {
+    let c = &daemon.config;
+    let mut s = format!("hands {} · {transport} · config: {}", env!("CARGO_PKG_VERSION"), c.source);
+    for m in &c.modules {
+        let _ = write!(s, " · {}: {}", m.id.name(), roots_summary(daemon, m.id));
+    }
+    let unavailable = daemon.unavailable_modules();
+    if !unavailable.is_empty() {
+        let names: Vec<_> = unavailable.iter().map(|m| m.name()).collect();
+        let _ = write!(s, " · not in this version (no tools published): {}", names.join(", "));
+    }
+    let _ = write!(
+        s,
+        " · containment: no command runs in this version · trust: read {}, write {}, external {}",
+        c.trust.read, c.trust.write, c.trust.external
+    );
+    s
+}
+
+/// The resolved policy, as `hands check` prints it.
+pub fn policy(daemon: &Daemon) -> String {
+    let c = &daemon.config;
+    let mut s = String::new();
+    let _ = writeln!(s, "config: {}", c.source);
+    let _ = writeln!(s, "state_dir: {}", c.state_dir.display());
+    let _ = writeln!(
+        s,
+        "trust: read = {}, write = {}, external = {}, approval_timeout_secs = {}",
+        c.trust.read, c.trust.write, c.trust.external, c.trust.approval_timeout_secs
+    );
+    let _ = writeln!(
+        s,
+        "sandbox: mode = {}, deny = [{}]",
+        match c.sandbox_mode {
+            SandboxMode::Enforce => "enforce",
+            SandboxMode::BestEffort => "best-effort",
+        },
+        c.deny.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(s, "secret_patterns: {}", c.secret_patterns.join(", "));
+    for m in &c.modules {
+        let grants: Vec<_> = m.grants.iter().map(|g| g.name()).collect();
+        let _ = writeln!(s, "module {}:", m.id.name());
+        let _ = writeln!(s, "  grants: {}", grants.join(", "));
+        for r in &m.roots {
+            let _ = writeln!(
+                s,
+                "  root: {} ({})",
+                r.path.display(),
+                if r.writable { "read-write" } else { "read-only" }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  trust: read = {}, write = {}, external = {}",
+            m.trust.read, m.trust.write, m.trust.external
+        );
+        let tools: Vec<_> = daemon
+            .tools()
+            .iter()
+            .filter(|t| t.module == m.id)
+            .map(|t| t.tool.name.to_string())
+            .collect();
+        if tools.is_empty() {
+            let _ = writeln!(s, "  tools: none (this module's tools are not in this version)");
+        } else {
+            let _ = writeln!(s, "  tools: {}", tools.join(", "));
+        }
+    }
+    s.trim_end().to_string()
+}
+
+fn version_of(bin: &str) -> Option<String> {
+    let out = Command::new(bin).arg("-V").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+/// The doctor's findings beyond `check`: tool versions and warnings (SPEC §9).
+pub fn doctor(daemon: &Daemon) -> String {
+    let c = &daemon.config;
+    let mut warnings = Vec::new();
+    if c.sandbox_mode == SandboxMode::BestEffort {
+        warnings.push("sandbox.mode = \"best-effort\": commands may run with less than full containment".to_string());
+    }
+    let default_secrets: Vec<String> =
+        crate::profiles::secret_patterns().map(str::to_string).collect();
+    if c.secret_patterns != default_secrets {
+        warnings.push("sandbox.secret_patterns differs from the default list".to_string());
+    }
+    for m in &c.modules {
+        if m.has(Grant::Network) && m.trust.external == crate::config::TrustAction::Allow {
+            warnings.push(format!(
+                "{}: trust.external = \"allow\" with the network grant: a model can reach the network without a person",
+                m.id.name()
+            ));
+        }
+        let lists = crate::server::policy_lists(c);
+        for r in &m.roots {
+            for cred in lists.credentials.iter().chain(lists.deny.iter()) {
+                if cred.starts_with(&r.path) && cred.exists() {
+                    warnings.push(format!(
+                        "{}: root {} contains the denied path {} (it stays refused)",
+                        m.id.name(),
+                        r.path.display(),
+                        cred.display()
+                    ));
+                }
+            }
+        }
+    }
+    for id in daemon.unavailable_modules() {
+        warnings.push(format!("{} is declared but its tools are not in this version", id.name()));
+    }
+    let mut s = String::from("doctor:\n");
+    for bin in ["tmux", "git"] {
+        let _ = writeln!(
+            s,
+            "  {bin}: {}",
+            version_of(bin).unwrap_or_else(|| "not found".to_string())
+        );
+    }
+    let _ = writeln!(s, "  sandbox self-test: not in this version (no module spawns commands yet)");
+    if warnings.is_empty() {
+        let _ = writeln!(s, "warnings: none");
+    } else {
+        for w in warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
+    }
+    s.trim_end().to_string()
+}

@@ -1,0 +1,172 @@
+//! Shared test fixture: a temp folder with a root, an outside folder holding a canary, a fake
+//! home (so the credential denylist points at files the test controls), and an rmcp client
+//! that drives the real `hands` binary over stdio in either protocol era.
+#![allow(dead_code)]
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tokio::process::Command;
+
+pub const CANARY: &str = "canary: must stay unchanged\n";
+
+/// A temp tree: `root/` (the writable root), `outside/` (with `canary.txt`), `home/` (HOME).
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub outside: PathBuf,
+    pub home: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        let home = base.join("home");
+        let state = base.join("state");
+        for d in [&root, &outside, &home, &state] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(outside.join("canary.txt"), CANARY).unwrap();
+        Fixture { dir, root, outside, home, state }
+    }
+
+    /// Writes `daemon.toml` in the temp folder with `{root}`, `{outside}`, `{home}`, `{state}`
+    /// replaced, and returns its path.
+    pub fn config(&self, text: &str) -> PathBuf {
+        let text = text
+            .replace("{root}", self.root.to_str().unwrap())
+            .replace("{outside}", self.outside.to_str().unwrap())
+            .replace("{home}", self.home.to_str().unwrap())
+            .replace("{state}", self.state.to_str().unwrap());
+        let p = self.root.parent().unwrap().join("daemon.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// The usual config: tools-fs with `root` writable.
+    pub fn fs_config(&self) -> PathBuf {
+        self.config(
+            "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+        )
+    }
+
+    /// Asserts every canary outside the roots is unchanged and nothing new appeared there.
+    pub fn assert_canary(&self) {
+        let c = std::fs::read_to_string(self.outside.join("canary.txt")).unwrap();
+        assert_eq!(c, CANARY, "the canary outside the roots changed");
+        let names: Vec<_> = std::fs::read_dir(&self.outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["canary.txt".to_string()], "something was created outside the roots");
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    /// A command that runs the real binary with this fixture's environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hands"));
+        c.args(args)
+            .current_dir(&self.root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("RUST_LOG", "warn");
+        c
+    }
+
+    pub fn std_command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hands"));
+        c.args(args)
+            .current_dir(&self.root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", &self.state);
+        c
+    }
+}
+
+/// Which handshake the client opens with.
+#[derive(Clone, Copy, Debug)]
+pub enum Era {
+    /// 2025-11-25: `initialize`.
+    Legacy,
+    /// 2026-07-28: `server/discover`, stateless per-request metadata.
+    Modern,
+}
+
+pub struct Client {
+    pub service: RunningService<RoleClient, ()>,
+}
+
+impl Client {
+    /// Starts `hands serve --config CONFIG` and connects with a 2025-11-25 client.
+    pub async fn start(fx: &Fixture, config: &Path) -> Client {
+        Client::start_era(fx, config, Era::Legacy).await
+    }
+
+    pub async fn start_era(fx: &Fixture, config: &Path, era: Era) -> Client {
+        let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+        cmd.stderr(std::process::Stdio::inherit());
+        let transport = TokioChildProcess::new(cmd).unwrap();
+        let service = match era {
+            Era::Legacy => ().serve(transport).await.unwrap(),
+            Era::Modern => ()
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+                .unwrap(),
+        };
+        Client { service }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(map) = args else { panic!("arguments must be an object") };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(map);
+        self.service.peer().call_tool(params).await.unwrap()
+    }
+
+    /// Calls a tool that must succeed; returns its structured content.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        let r = self.call(tool, args.clone()).await;
+        assert_ne!(r.is_error, Some(true), "{tool} {args} failed: {}", text_of(&r));
+        r.structured_content.clone().unwrap_or(Value::Null)
+    }
+
+    /// Calls a tool that must fail with a tool error; returns its message.
+    pub async fn err(&self, tool: &str, args: Value) -> String {
+        let r = self.call(tool, args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{tool} {args} should have failed: {}", text_of(&r));
+        text_of(&r)
+    }
+
+    pub async fn stop(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+pub fn text_of(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,176 @@
+//! `hands check`: one test per configuration error class, and the example config loading.
+
+use super::common::Fixture;
+
+/// Runs `hands check --config CONFIG`; returns (exit code, stdout + stderr).
+fn check(fx: &Fixture, config: &std::path::Path) -> (i32, String) {
+    let out = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn fs_block(extra: &str) -> String {
+    format!(
+        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{{ path = \"{{root}}\", write = true }}]\n{extra}"
+    )
+}
+
+#[test]
+fn example_config_loads_and_lists_every_module() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.home.join("project")).unwrap();
+    std::fs::create_dir_all(fx.home.join("docs")).unwrap();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("daemon.toml.example");
+    let (code, text) = check(&fx, &example);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("module tools-fs"), "{text}");
+    assert!(text.contains(&format!("root: {} (read-write)", fx.home.join("project").display())), "{text}");
+    assert!(text.contains(&format!("root: {} (read-only)", fx.home.join("docs").display())), "{text}");
+    assert!(text.contains("tools: read, write, edit, list_dir, glob, grep"), "{text}");
+    assert!(text.contains("module tools-git"), "{text}");
+}
+
+#[test]
+fn valid_config_prints_the_resolved_policy() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&format!("[trust]\nwrite = \"deny\"\n\n{}", fs_block("")));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("write = deny"), "{text}");
+    assert!(text.contains(&format!("root: {} (read-write)", fx.root.display())), "{text}");
+}
+
+#[test]
+fn unknown_key_names_file_line_builtin_and_key() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&fs_block("colour = \"blue\"\n"));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:5"), "{text}");
+    assert!(text.contains("[[builtins]] id \"tools-fs\""), "{text}");
+    assert!(text.contains("colour"), "{text}");
+    assert!(text.contains("hint:"), "{text}");
+}
+
+#[test]
+fn unknown_top_level_key_is_an_error() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&format!("[trust]\nreed = \"allow\"\n\n{}", fs_block("")));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:2") && text.contains("reed"), "{text}");
+}
+
+#[test]
+fn unknown_key_in_module_config_names_the_key() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&fs_block("config = { trsut = {} }\n"));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("tools-fs") && text.contains("trsut"), "{text}");
+}
+
+#[test]
+fn unknown_module_id_is_refused_with_a_hint() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-web\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\" }]\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:2") && text.contains("tools-web"), "{text}");
+    assert!(text.contains("hint: the modules are tools-fs, tools-shell and tools-git"), "{text}");
+}
+
+#[test]
+fn duplicate_module_id_is_refused() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&format!("{}\n{}", fs_block(""), fs_block("")));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("declared twice") && text.contains("daemon.toml:6"), "{text}");
+}
+
+#[test]
+fn missing_grant_names_the_grant() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\" }]\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("tools-shell needs the `spawn` grant"), "{text}");
+    assert!(text.contains("hint: add \"spawn\" to grants"), "{text}");
+}
+
+#[test]
+fn missing_root_is_refused_with_its_line() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [\n  { path = \"{root}\" },\n  { path = \"{outside}/nope\" },\n]\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:6") && text.contains("filesystem[1].path"), "{text}");
+    assert!(text.contains("nope"), "{text}");
+}
+
+#[test]
+fn root_that_is_a_file_is_refused_and_write_is_named() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{outside}/canary.txt\", write = true }]\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("is not a directory (write = true needs a folder)"), "{text}");
+}
+
+#[test]
+fn relative_root_is_refused() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"project\" }]\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("not an absolute path"), "{text}");
+}
+
+#[test]
+fn bad_trust_value_is_refused_with_a_hint() {
+    let fx = Fixture::new();
+    let cfg = fx.config(&format!("[trust]\nexternal = \"maybe\"\n\n{}", fs_block("")));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:2") && text.contains("maybe"), "{text}");
+}
+
+#[test]
+fn several_problems_are_all_reported() {
+    let fx = Fixture::new();
+    let cfg = fx.config(
+        "[[builtins]]\nid = \"tools-git\"\ngrants = []\nfilesystem = [{ path = \"{outside}/missing\" }]\nconfig = { author_name = \"A\" }\n",
+    );
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("`filesystem` grant"), "{text}");
+    assert!(text.contains("`spawn` grant"), "{text}");
+    assert!(text.contains("missing"), "{text}");
+    assert!(text.contains("author_name and author_email go together"), "{text}");
+}
+
+#[test]
+fn no_config_uses_the_embedded_default_with_cwd_as_root() {
+    let fx = Fixture::new();
+    let out = fx.std_command(&["check"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("config: embedded default"), "{text}");
+    assert!(text.contains(&format!("root: {} (read-write)", fx.root.display())), "{text}");
+    assert!(text.contains("external = ask"), "{text}");
+}

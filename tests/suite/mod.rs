@@ -1,0 +1,8 @@
+//! Integration suites; `common` holds the temp-root fixture and the client helpers.
+
+pub mod common;
+
+mod config;
+mod fs_tools;
+mod path_attacks;
+mod protocol;
