@@ -116,6 +116,8 @@ struct FsRawConfig {
 
 /// The `config` table of tools-shell (its tools arrive in a later version; the schema is
 /// checked now so a file written for them is validated today).
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellConfig {
@@ -132,6 +134,8 @@ pub struct ShellConfig {
     trust: Option<RawTrust>,
 }
 
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellLimits {
@@ -141,6 +145,8 @@ pub struct ShellLimits {
     pub memory_mb: Option<u64>,
 }
 
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellCommands {
@@ -151,6 +157,8 @@ pub struct ShellCommands {
     pub confirm: Option<Vec<String>>,
 }
 
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellTool {
@@ -162,6 +170,8 @@ pub struct ShellTool {
 }
 
 /// The `config` table of tools-git.
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct GitConfig {
@@ -171,6 +181,8 @@ pub struct GitConfig {
     trust: Option<RawTrust>,
 }
 
+// Read by the shell and git modules as they land; validated now so files written for them check.
+#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct GitPush {
@@ -526,18 +538,16 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
 /// The embedded default: the current directory is the one writable root of all three modules,
 /// trust asks a person before external actions, commands get no network.
 pub fn embedded_default() -> Result<Config, ConfigError> {
-    let cwd = std::env::current_dir()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| ConfigError {
-            file: "embedded default".into(),
-            problems: vec![ConfigProblem {
-                line: None,
-                section: String::new(),
-                key: String::new(),
-                message: format!("cannot use the current directory as the root: {e}"),
-                hint: Some("run hands from an existing directory, or pass --config".into()),
-            }],
-        })?;
+    let cwd = std::env::current_dir().and_then(std::fs::canonicalize).map_err(|e| ConfigError {
+        file: "embedded default".into(),
+        problems: vec![ConfigProblem {
+            line: None,
+            section: String::new(),
+            key: String::new(),
+            message: format!("cannot use the current directory as the root: {e}"),
+            hint: Some("run hands from an existing directory, or pass --config".into()),
+        }],
+    })?;
     let home = home_dir();
     let root = vec![RootCfg { path: cwd, writable: true }];
     let trust = Trust::default();
@@ -579,10 +589,7 @@ fn builtin_at(src: &str, offset: usize) -> Option<String> {
     let before = &src[..offset.min(src.len())];
     let start = before.rfind("[[builtins]]")?;
     // The block ends at the next table header after it.
-    let block_end = src[start + 12..]
-        .find("\n[")
-        .map(|i| start + 12 + i)
-        .unwrap_or(src.len());
+    let block_end = src[start + 12..].find("\n[").map(|i| start + 12 + i).unwrap_or(src.len());
     if offset > block_end {
         return None;
     }
@@ -686,7 +693,10 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                         Some(cs),
                         "[[server.http.clients]]",
                         "token_env",
-                        format!("client `{}` needs exactly one of token_env and token_file", c.name),
+                        format!(
+                            "client `{}` needs exactly one of token_env and token_file",
+                            c.name
+                        ),
                         Some("token_env = \"HANDS_TOKEN_X\" reads the token from that variable"),
                     );
                 }

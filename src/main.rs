@@ -16,7 +16,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Parser, Debug)]
-#[command(name = "hands", version, about = "Confined files, shell and git for coding agents, over MCP")]
+#[command(
+    name = "hands",
+    version,
+    about = "Confined files, shell and git for coding agents, over MCP"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -105,9 +109,8 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
     };
     let result = rt.block_on(async move {
         use rmcp::ServiceExt;
-        let service = server::HandsServer::new(daemon)
-            .serve(rmcp::transport::io::stdio_pipes())
-            .await?;
+        let service =
+            server::HandsServer::new(daemon).serve(rmcp::transport::io::stdio_pipes()).await?;
         service.waiting().await?;
         anyhow::Ok(())
     });

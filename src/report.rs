@@ -114,7 +114,10 @@ pub fn doctor(daemon: &Daemon) -> String {
     let c = &daemon.config;
     let mut warnings = Vec::new();
     if c.sandbox_mode == SandboxMode::BestEffort {
-        warnings.push("sandbox.mode = \"best-effort\": commands may run with less than full containment".to_string());
+        warnings.push(
+            "sandbox.mode = \"best-effort\": commands may run with less than full containment"
+                .to_string(),
+        );
     }
     let default_secrets: Vec<String> =
         crate::profiles::secret_patterns().map(str::to_string).collect();
@@ -147,11 +150,8 @@ pub fn doctor(daemon: &Daemon) -> String {
     }
     let mut s = String::from("doctor:\n");
     for bin in ["tmux", "git"] {
-        let _ = writeln!(
-            s,
-            "  {bin}: {}",
-            version_of(bin).unwrap_or_else(|| "not found".to_string())
-        );
+        let _ =
+            writeln!(s, "  {bin}: {}", version_of(bin).unwrap_or_else(|| "not found".to_string()));
     }
     let _ = writeln!(s, "  sandbox self-test: not in this version (no module spawns commands yet)");
     if warnings.is_empty() {

@@ -2,7 +2,7 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{ActionClass, Config, ModuleId, TrustAction};
+use crate::config::{Config, ModuleId, TrustAction};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::{FsError, ToolText};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
@@ -53,8 +53,8 @@ impl Daemon {
                 .iter()
                 .map(|r| RootSpec { path: r.path.clone(), writable: r.writable })
                 .collect();
-            let policy = Policy::new(&lists)
-                .map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
+            let policy =
+                Policy::new(&lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
             let resolver = Resolver::new(&specs, policy)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
             fs = Some(Arc::new(resolver));
@@ -119,7 +119,10 @@ impl HandsServer {
             }
         }
         let Some(resolver) = self.daemon.fs.clone() else {
-            return tool_error(format!("`{}` is not available: its module is not declared", def.tool.name));
+            return tool_error(format!(
+                "`{}` is not available: its module is not declared",
+                def.tool.name
+            ));
         };
         match def.kind {
             ToolKind::Read => run_fs(resolver, args, "read", hands_fs::read::read).await,
@@ -165,13 +168,17 @@ where
                     r.structured_content = Some(v);
                     r
                 }
-                Err(e) => tool_error(format!("`{name}` produced a result that cannot be encoded: {e}")),
+                Err(e) => {
+                    tool_error(format!("`{name}` produced a result that cannot be encoded: {e}"))
+                }
             }
         }
         Ok(Err(e)) => tool_error(e.to_string()),
         Err(e) => {
             tracing::error!(tool = name, "tool task failed: {e}");
-            tool_error(format!("`{name}` failed internally; the server keeps serving — please retry"))
+            tool_error(format!(
+                "`{name}` failed internally; the server keeps serving — please retry"
+            ))
         }
     }
 }
@@ -206,7 +213,10 @@ impl ServerHandler for HandsServer {
     ) -> Result<CallToolResponse, McpError> {
         let Some(def) = self.daemon.tools.iter().find(|d| d.tool.name == request.name) else {
             return Err(McpError::invalid_params(
-                format!("unknown tool `{}`; tools/list shows the tools this server publishes", request.name),
+                format!(
+                    "unknown tool `{}`; tools/list shows the tools this server publishes",
+                    request.name
+                ),
                 None,
             ));
         };

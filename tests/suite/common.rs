@@ -65,7 +65,11 @@ impl Fixture {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names, vec!["canary.txt".to_string()], "something was created outside the roots");
+        assert_eq!(
+            names,
+            vec!["canary.txt".to_string()],
+            "something was created outside the roots"
+        );
     }
 
     pub fn write(&self, rel: &str, content: &str) -> PathBuf {

@@ -5,11 +5,8 @@ use super::common::Fixture;
 /// Runs `hands check --config CONFIG`; returns (exit code, stdout + stderr).
 fn check(fx: &Fixture, config: &std::path::Path) -> (i32, String) {
     let out = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -28,8 +25,14 @@ fn example_config_loads_and_lists_every_module() {
     let (code, text) = check(&fx, &example);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("module tools-fs"), "{text}");
-    assert!(text.contains(&format!("root: {} (read-write)", fx.home.join("project").display())), "{text}");
-    assert!(text.contains(&format!("root: {} (read-only)", fx.home.join("docs").display())), "{text}");
+    assert!(
+        text.contains(&format!("root: {} (read-write)", fx.home.join("project").display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("root: {} (read-only)", fx.home.join("docs").display())),
+        "{text}"
+    );
     assert!(text.contains("tools: read, write, edit, list_dir, glob, grep"), "{text}");
     assert!(text.contains("module tools-git"), "{text}");
 }

@@ -13,8 +13,11 @@ async fn exercise_every_tool(c: &Client, tag: &str) {
     assert_eq!(w["action"], "created");
     let r = c.ok("read", json!({"path": format!("{tag}/a.txt")})).await;
     assert_eq!(r["total_lines"], 2);
-    c.ok("edit", json!({"path": format!("{tag}/a.txt"), "old_string": "two", "new_string": "three"}))
-        .await;
+    c.ok(
+        "edit",
+        json!({"path": format!("{tag}/a.txt"), "old_string": "two", "new_string": "three"}),
+    )
+    .await;
     let l = c.ok("list_dir", json!({"path": tag})).await;
     assert_eq!(l["entries"][0]["name"], "a.txt");
     let g = c.ok("glob", json!({"pattern": "**/*.txt", "path": tag})).await;
@@ -30,7 +33,7 @@ async fn both_protocol_eras_connect_at_once_and_call_every_tool() {
     let legacy = Client::start_era(&fx, &cfg, Era::Legacy).await;
     let modern = Client::start_era(&fx, &cfg, Era::Modern).await;
     assert_eq!(
-        legacy.service.peer_info().map(|i| i.server_info.name.clone()),
+        legacy.service.peer_info().and_then(|i| i.server_info.clone()).map(|s| s.name),
         Some("hands".to_string())
     );
     for c in [&legacy, &modern] {

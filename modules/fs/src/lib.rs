@@ -2,13 +2,16 @@
 //! [`hands_roots::Resolver`] confines. Knows nothing of MCP: each tool is a function from a
 //! parameter struct to an output struct (both with JSON schemas) or an [`FsError`].
 
-mod error;
 pub mod edit;
+mod error;
 pub mod list;
 pub mod read;
 pub mod search;
 pub mod text;
 pub mod write;
+
+#[cfg(test)]
+mod tests_rwe;
 
 #[cfg(test)]
 mod tests_walk;

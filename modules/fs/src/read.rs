@@ -80,7 +80,8 @@ impl ToolText for ReadOutput {
         if self.truncated {
             let next = self.offset + self.lines_returned;
             let more = self.total_lines + 1 - next;
-            out.push_str(&format!("... {more} more lines; continue with offset={next}\n"));
+            let s = if more == 1 { "" } else { "s" };
+            out.push_str(&format!("... {more} more line{s}; continue with offset={next}\n"));
         }
         match self.encoding.as_str() {
             "invalid-utf8" => out.push_str(
@@ -209,7 +210,7 @@ fn stream(
 /// window. Returns the sha256 of the file's bytes.
 fn read_utf16(
     abs: &Path,
-    mut file: File,
+    file: File,
     head: Vec<u8>,
     size: u64,
     bom: Bom,

@@ -33,6 +33,8 @@ const CUT_MARKER: &str = "… [cut]";
 const MAX_CONTEXT: u64 = 100;
 /// A line longer than this makes the searcher give up on the file instead of buffering it.
 const HEAP_LIMIT: usize = 64 << 20;
+/// Longest regex or glob accepted; a longer one is refused before it is compiled or echoed.
+const MAX_PATTERN: usize = 64 << 10;
 
 /// Parameters of `glob`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -229,6 +231,7 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
     if p.pattern.is_empty() {
         return Err(FsError::Invalid("pattern is empty; give a regex or a string".into()));
     }
+    check_len(&p.pattern, "pattern")?;
     let mode = p.output.unwrap_or_default();
     let limit = p.limit.unwrap_or(DEFAULT_GREP_LIMIT);
     if limit == 0 {
@@ -349,10 +352,11 @@ fn walk_grep(
                 return WalkState::Continue;
             }
             let rel = path.strip_prefix(base).unwrap_or(path);
-            if let Some(f) = filter {
-                if !f.is_match(rel) && !f.is_match(entry.file_name()) {
-                    return WalkState::Continue;
-                }
+            if let Some(f) = filter
+                && !f.is_match(rel)
+                && !f.is_match(entry.file_name())
+            {
+                return WalkState::Continue;
             }
             // The resolver re-resolves the path beneath its root and refuses denied, secret
             // and non-regular files; such files are simply not searched.
@@ -525,11 +529,22 @@ fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher, FsError> {
     if pattern.is_empty() {
         return Err(FsError::Invalid(format!("{what} is empty; give a glob such as `**/*.rs`")));
     }
+    check_len(pattern, what)?;
     let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
         .map_err(|e| FsError::Invalid(format!("invalid {what} `{pattern}`: {e}")))?;
     Ok(glob.compile_matcher())
+}
+
+fn check_len(pattern: &str, what: &str) -> Result<(), FsError> {
+    if pattern.len() > MAX_PATTERN {
+        return Err(FsError::Invalid(format!(
+            "{what} is {} bytes long; at most {MAX_PATTERN} are accepted",
+            pattern.len()
+        )));
+    }
+    Ok(())
 }
 
 /// (device, inode) of a walked entry, itself and not a link's target.
@@ -586,12 +601,11 @@ impl ToolText for GrepOutput {
             GrepMode::Content => {
                 let mut prev: Option<(&str, u64)> = None;
                 for l in &self.matches {
-                    if self.grouped {
-                        if let Some((path, line)) = prev {
-                            if path != l.path || line + 1 != l.line {
-                                out.push_str("--\n");
-                            }
-                        }
+                    if self.grouped
+                        && let Some((path, line)) = prev
+                        && (path != l.path || line + 1 != l.line)
+                    {
+                        out.push_str("--\n");
                     }
                     let sep = if l.kind == LineKind::Match { ':' } else { '-' };
                     let _ = writeln!(out, "{}{sep}{}{sep}{}", l.path, l.line, l.text);

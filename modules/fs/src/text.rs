@@ -259,7 +259,8 @@ impl LineEnding {
 /// `s` with every bare LF (one not preceded by CR) turned into CRLF.
 pub fn lf_to_crlf(s: &str) -> Cow<'_, str> {
     let bytes = s.as_bytes();
-    let bare = bytes.iter().enumerate().any(|(i, &b)| b == b'\n' && (i == 0 || bytes[i - 1] != b'\r'));
+    let bare =
+        bytes.iter().enumerate().any(|(i, &b)| b == b'\n' && (i == 0 || bytes[i - 1] != b'\r'));
     if !bare {
         return Cow::Borrowed(s);
     }

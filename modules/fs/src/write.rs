@@ -52,7 +52,8 @@ impl ToolText for WriteOutput {
 /// Creates or replaces the file at `p.path` atomically.
 pub fn write(resolver: &Resolver, p: WriteParams) -> Result<WriteOutput, FsError> {
     let expected = p.expected_sha256.as_deref().map(parse_sha256).transpose()?;
-    let target = resolver.prepare_write(&p.path, true)?;
+    // With expected_sha256 the file must already exist, so no folder is created for it.
+    let target = resolver.prepare_write(&p.path, expected.is_none())?;
     if let Some(expected) = expected {
         let actual = current_sha256(&target)?;
         verify_sha256(&target.abs, &expected, &actual)?;

@@ -1,1 +1,211 @@
-//! placeholder
+//! The tools-git logic of `hands`: status, diff, log, branches, commit, worktrees and push,
+//! in process on `git2`, over repositories that lie wholly under the roots a
+//! [`hands_roots::Resolver`] confines. Knows nothing of MCP: each tool is a method of [`Git`]
+//! from a parameter struct to an output struct (both with JSON schemas, the output also a
+//! `Display` text mirror) or a [`GitError`].
+
+mod confine;
+mod error;
+mod names;
+mod push;
+mod read;
+mod write;
+
+pub use error::GitError;
+pub use push::{PushOutput, PushParams};
+pub use read::{
+    BranchCommitsOutput, BranchCommitsParams, BranchInfo, BranchesOutput, BranchesParams,
+    CommitInfo, DiffOutput, DiffParams, FileStatus, LogOutput, LogParams, StatusOutput,
+    StatusParams,
+};
+pub use write::{
+    BranchOutput, BranchParams, CommitOutput, CommitParams, SwitchOutput, SwitchParams,
+    WorktreeAddOutput, WorktreeAddParams,
+};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use hands_roots::Resolver;
+use std::sync::{Arc, Once};
+
+/// The settings of tools-git, validated by [`Git::new`].
+#[derive(Debug, Clone, Default)]
+pub struct GitSettings {
+    /// Commit identity `(name, email)`; `None` = the repository's `user.name`/`user.email`.
+    pub author: Option<(String, String)>,
+    /// Push policy; `None` = pushing is off.
+    pub push: Option<PushSettings>,
+    /// Whether the module holds the `network` grant (required by `push`).
+    pub network: bool,
+}
+
+/// Where and what `push` may push.
+#[derive(Debug, Clone)]
+pub struct PushSettings {
+    /// The only remote pushed to (default `origin`).
+    pub remote: String,
+    /// Glob patterns a branch must match (default `["task/*"]`); `*` stops at `/`, `**` does
+    /// not.
+    pub branches: Vec<String>,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        PushSettings { remote: "origin".to_string(), branches: vec!["task/*".to_string()] }
+    }
+}
+
+/// Push settings once compiled.
+#[derive(Debug)]
+pub(crate) struct PushPolicy {
+    pub(crate) remote: String,
+    pub(crate) patterns: Vec<String>,
+    pub(crate) set: GlobSet,
+}
+
+/// The git tools over one module's roots. Cheap to share: every call opens the repository
+/// afresh and checks it before use.
+#[derive(Debug)]
+pub struct Git {
+    pub(crate) resolver: Arc<Resolver>,
+    pub(crate) author: Option<(String, String)>,
+    pub(crate) push: Option<PushPolicy>,
+    pub(crate) network: bool,
+}
+
+static ISOLATE: Once = Once::new();
+
+/// Makes libgit2 read no global, XDG, system or ProgramData config: only the repository's own
+/// config counts, so nothing outside the roots (a `~/.gitconfig` with includes, helpers or
+/// `safe.directory`) steers a tool. Process-wide, done once.
+fn isolate_libgit2() {
+    ISOLATE.call_once(|| {
+        for level in [
+            git2::ConfigLevel::Global,
+            git2::ConfigLevel::XDG,
+            git2::ConfigLevel::System,
+            git2::ConfigLevel::ProgramData,
+        ] {
+            // `set_search_path` is unsafe only because libgit2 options are process-global and
+            // not synchronised; the `Once` runs it before this crate makes any other libgit2
+            // call, and nothing else in the daemon uses libgit2. An empty path means "search
+            // nowhere". Failure leaves libgit2's default, so it is ignored here and the
+            // repository config scan still applies.
+            #[allow(unsafe_code)]
+            let _ = unsafe { git2::opts::set_search_path(level, "") };
+        }
+    });
+}
+
+impl Git {
+    /// Validates the settings (author, push remote and patterns) and isolates libgit2 from
+    /// config outside the repositories.
+    pub fn new(resolver: Arc<Resolver>, settings: GitSettings) -> Result<Git, GitError> {
+        isolate_libgit2();
+        if let Some((name, email)) = &settings.author {
+            git2::Signature::now(name, email).map_err(|e| {
+                GitError::Settings(format!(
+                    "author_name/author_email are unusable ({}); use a plain name and address",
+                    e.message()
+                ))
+            })?;
+        }
+        let push = match settings.push {
+            None => None,
+            Some(p) => Some(compile_push(p)?),
+        };
+        Ok(Git { resolver, author: settings.author, push, network: settings.network })
+    }
+
+    /// The resolver the tools confine paths with.
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+}
+
+fn compile_push(p: PushSettings) -> Result<PushPolicy, GitError> {
+    if !git2::Remote::is_valid_name(&p.remote) || p.remote.starts_with('-') {
+        return Err(GitError::Settings(format!(
+            "push.remote `{}` is not a valid remote name",
+            p.remote
+        )));
+    }
+    if p.branches.is_empty() {
+        return Err(GitError::Settings(
+            "push.branches is empty, so no branch could be pushed; remove `push` to turn pushing off"
+                .to_string(),
+        ));
+    }
+    let mut b = GlobSetBuilder::new();
+    for pat in &p.branches {
+        let glob = GlobBuilder::new(pat).literal_separator(true).build().map_err(|e| {
+            GitError::Settings(format!("push.branches pattern `{pat}` is not a glob: {e}"))
+        })?;
+        b.add(glob);
+    }
+    let set = b.build().map_err(|e| GitError::Settings(format!("push.branches: {e}")))?;
+    Ok(PushPolicy { remote: p.remote, patterns: p.branches, set })
+}
+
+/// Formats a commit time as RFC 3339 in the committer's own offset.
+pub(crate) fn rfc3339(t: git2::Time) -> String {
+    let offset = i64::from(t.offset_minutes());
+    let local = t.seconds() + offset * 60;
+    let days = local.div_euclid(86_400);
+    let secs = local.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let sign = if offset < 0 { '-' } else { '+' };
+    let off = offset.abs();
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        off / 60,
+        off % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_is_shareable_across_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Git>();
+    }
+
+    #[test]
+    fn rfc3339_formats_offsets() {
+        assert_eq!(rfc3339(git2::Time::new(0, 0)), "1970-01-01T00:00:00+00:00");
+        assert_eq!(rfc3339(git2::Time::new(1_700_000_000, 120)), "2023-11-15T00:13:20+02:00");
+        assert_eq!(rfc3339(git2::Time::new(1_700_000_000, -330)), "2023-11-14T16:43:20-05:30");
+        assert_eq!(rfc3339(git2::Time::new(951_782_400, 0)), "2000-02-29T00:00:00+00:00");
+    }
+
+    #[test]
+    fn push_patterns_stop_at_slash() {
+        let p = compile_push(PushSettings::default());
+        let Ok(p) = p else { panic!("default push settings rejected") };
+        assert!(p.set.is_match("task/x"));
+        assert!(!p.set.is_match("task/x/y"));
+        assert!(!p.set.is_match("main"));
+        assert!(compile_push(PushSettings { remote: "-x".into(), branches: vec![] }).is_err());
+        assert!(compile_push(PushSettings { remote: "origin".into(), branches: vec![] }).is_err());
+    }
+}

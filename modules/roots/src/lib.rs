@@ -39,10 +39,8 @@ pub struct Root {
 impl Root {
     /// Canonicalises `spec.path` and pins it; it must exist and be a directory.
     pub fn pin(spec: &RootSpec) -> Result<Root> {
-        let path = std::fs::canonicalize(&spec.path).map_err(|e| PathError::RootUnusable {
-            root: spec.path.clone(),
-            why: e.to_string(),
-        })?;
+        let path = std::fs::canonicalize(&spec.path)
+            .map_err(|e| PathError::RootUnusable { root: spec.path.clone(), why: e.to_string() })?;
         let fd = rustix::fs::open(
             &path,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -50,11 +48,7 @@ impl Root {
         )
         .map_err(|e| PathError::RootUnusable {
             root: spec.path.clone(),
-            why: if e == Errno::NOTDIR {
-                "not a directory".to_string()
-            } else {
-                e.to_string()
-            },
+            why: if e == Errno::NOTDIR { "not a directory".to_string() } else { e.to_string() },
         })?;
         Ok(Root { path, fd, writable: spec.writable })
     }
@@ -187,10 +181,7 @@ impl Resolver {
                 Component::CurDir => {}
                 Component::RootDir => clean.push("/"),
                 Component::Prefix(_) => {
-                    return Err(PathError::Outside {
-                        path: path.into(),
-                        roots: self.roots_list(),
-                    });
+                    return Err(PathError::Outside { path: path.into(), roots: self.roots_list() });
                 }
                 Component::Normal(n) => clean.push(n),
             }
@@ -341,7 +332,10 @@ impl Resolver {
         // The real location decides: a link inside a writable root into a read-only root or a
         // protected folder does not make it writable.
         if parent_root.is_none() {
-            return Err(PathError::Escapes { path: loc.abs, root: self.roots[loc.root].path.clone() });
+            return Err(PathError::Escapes {
+                path: loc.abs,
+                root: self.roots[loc.root].path.clone(),
+            });
         }
         self.check_writable(&abs)?;
         match statat_nofollow(parent.as_fd(), &name) {
@@ -437,7 +431,11 @@ impl Resolver {
                             return Err(PathError::DanglingLink { path: walked });
                         }
                         Err(e) => {
-                            return Err(PathError::Io { path: walked, op: "mkdir", source: e.into() });
+                            return Err(PathError::Io {
+                                path: walked,
+                                op: "mkdir",
+                                source: e.into(),
+                            });
                         }
                     }
                     cur = openat2_beneath(cur.as_fd(), Path::new(c), flags)
@@ -450,8 +448,17 @@ impl Resolver {
     }
 }
 
-fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
-    let flags = flags | OFlags::CLOEXEC | OFlags::NOCTTY;
+fn openat2_beneath(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+) -> std::result::Result<OwnedFd, Errno> {
+    // openat2 refuses any flag beside O_PATH (and O_CLOEXEC/O_DIRECTORY/O_NOFOLLOW) with EINVAL.
+    let flags = if flags.contains(OFlags::PATH) {
+        flags | OFlags::CLOEXEC
+    } else {
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY
+    };
     match rustix::fs::openat2(dir, rel, flags, Mode::empty(), RESOLVE) {
         Err(Errno::NOSYS) => walk_nofollow(dir, rel, flags),
         other => other,
@@ -460,7 +467,11 @@ fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::resul
 
 /// Fallback for kernels without openat2: a component-by-component walk that follows no symlink
 /// at all (stricter than openat2, which follows links that stay beneath the root).
-fn walk_nofollow(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
+fn walk_nofollow(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+) -> std::result::Result<OwnedFd, Errno> {
     let comps: Vec<&OsStr> = rel
         .components()
         .filter_map(|c| match c {
@@ -468,10 +479,19 @@ fn walk_nofollow(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result:
             _ => None,
         })
         .collect();
-    let mut cur = rustix::fs::openat(dir, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut cur = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     for (i, c) in comps.iter().enumerate() {
         let last = i + 1 == comps.len();
-        let f = if last { flags | OFlags::NOFOLLOW } else { OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC };
+        let f = if last {
+            flags | OFlags::NOFOLLOW
+        } else {
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+        };
         cur = rustix::fs::openat(cur.as_fd(), *c, f, Mode::empty())?;
     }
     if comps.is_empty() {
@@ -481,7 +501,11 @@ fn walk_nofollow(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> std::result:
 }
 
 fn fstat(fd: &OwnedFd, shown: &Path) -> Result<Stat> {
-    rustix::fs::fstat(fd).map_err(|e| PathError::Io { path: shown.to_path_buf(), op: "stat", source: e.into() })
+    rustix::fs::fstat(fd).map_err(|e| PathError::Io {
+        path: shown.to_path_buf(),
+        op: "stat",
+        source: e.into(),
+    })
 }
 
 fn statat_nofollow(dir: BorrowedFd<'_>, name: &OsStr) -> std::result::Result<Stat, Errno> {

@@ -56,10 +56,10 @@ impl Policy {
             .chain(lists.deny.iter().map(|p| (p, "sandbox.deny")));
         for (p, why) in all {
             let mut names = vec![p.clone()];
-            if let Ok(c) = std::fs::canonicalize(p) {
-                if &c != p {
-                    names.push(c);
-                }
+            if let Ok(c) = std::fs::canonicalize(p)
+                && &c != p
+            {
+                names.push(c);
             }
             index_identities(p, &mut identities);
             denied.push(DeniedPath { names, why });
@@ -91,10 +91,10 @@ impl Policy {
                 return Some(format!("{} entry {}", d.why, d.names[0].display()));
             }
         }
-        if let Some(id) = dev_ino {
-            if self.identities.contains(&id) {
-                return Some("same file as a denied path (hard link or alias)".to_string());
-            }
+        if let Some(id) = dev_ino
+            && self.identities.contains(&id)
+        {
+            return Some("same file as a denied path (hard link or alias)".to_string());
         }
         None
     }

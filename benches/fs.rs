@@ -1,0 +1,215 @@
+//! Side-by-side benchmarks of the file tools through the real binary over stdio, against
+//! ripgrep in the same run: grep and glob over a large real tree, a 1-line window at the end of
+//! a 2 GB file (time and the daemon's peak memory), and the round-trip latency of a cheap call.
+//!
+//! Run: `cargo bench --bench fs` (needs `rg` on PATH). `HANDS_BENCH_TREE=/path` picks the tree;
+//! by default the cargo registry sources are copied until the tree holds ≥ 50,000 files.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt, service::RunningService};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn count_files(dir: &Path) -> usize {
+    let out = std::process::Command::new("rg")
+        .args(["--files", "--hidden", "--no-ignore", "--no-messages"])
+        .arg(dir)
+        .output()
+        .expect("rg on PATH");
+    out.stdout.iter().filter(|b| **b == b'\n').count()
+}
+
+/// The benchmark tree: HANDS_BENCH_TREE, or copies of the cargo registry sources.
+fn tree() -> PathBuf {
+    if let Some(t) = std::env::var_os("HANDS_BENCH_TREE") {
+        return PathBuf::from(t);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+    let src = std::fs::read_dir(home.join(".cargo/registry/src"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-tree");
+    std::fs::create_dir_all(&dest).unwrap();
+    let mut n = count_files(&dest);
+    let mut i = 0;
+    while n < 50_000 {
+        let copy = dest.join(format!("copy{i}"));
+        if !copy.exists() {
+            let st =
+                std::process::Command::new("cp").arg("-r").arg(&src).arg(&copy).status().unwrap();
+            assert!(st.success());
+        }
+        i += 1;
+        n = count_files(&dest);
+    }
+    dest
+}
+
+async fn start(root: &Path, state: &Path) -> (Client, u32) {
+    let cfg = state.join("daemon.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\n[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{{ path = \"{}\", write = true }}]\n",
+            state.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands");
+    let mut cmd = tokio::process::Command::new(&bin);
+    cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
+    let t = TokioChildProcess::new(cmd).unwrap();
+    let pid = t.id().unwrap();
+    (().serve(t).await.unwrap(), pid)
+}
+
+async fn call(c: &Client, tool: &str, args: Value) -> Value {
+    let Value::Object(m) = args else { unreachable!() };
+    let r = c
+        .peer()
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(m))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
+    r.structured_content.unwrap()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn rg_time(args: &[&str], dir: &Path) -> (Duration, String) {
+    let t = Instant::now();
+    let out = std::process::Command::new("rg").args(args).current_dir(dir).output().unwrap();
+    (t.elapsed(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let build = std::process::Command::new("cargo")
+        .args(["build", "--release", "--bin", "hands"])
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let runs = 5;
+    let tree = tree();
+    let files = count_files(&tree);
+    let state = tempfile::tempdir().unwrap();
+    let (c, _pid) = start(&tree, state.path()).await;
+    println!("tree: {} ({files} files)", tree.display());
+
+    // grep: the same search, counted in full, side by side with rg.
+    let pattern = r"fn\s+[a-z_]+_test\(";
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut our_count = 0;
+    let mut rg_count = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let v = call(
+            &c,
+            "grep",
+            json!({"pattern": pattern, "output": "count", "limit": 1_000_000_000u64}),
+        )
+        .await;
+        ours.push(t.elapsed());
+        our_count = v["total_matches"].as_u64().unwrap();
+        let (d, out) = rg_time(&["--no-require-git", "-c", "--no-messages", pattern], &tree);
+        theirs.push(d);
+        rg_count = out.lines().filter_map(|l| l.rsplit(':').next()?.parse::<u64>().ok()).sum();
+    }
+    let (g, r) = (median(ours), median(theirs));
+    println!(
+        "grep  {pattern:?}: hands {:.1} ms ({our_count} matches) · rg {:.1} ms ({rg_count} matches) · ratio {:.2}",
+        ms(g),
+        ms(r),
+        ms(g) / ms(r)
+    );
+
+    // glob: every Rust file, side by side with `rg --files -g`.
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut our_count = 0;
+    let mut rg_count = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let v = call(&c, "glob", json!({"pattern": "**/*.rs", "limit": 10_000_000u64})).await;
+        ours.push(t.elapsed());
+        our_count = v["count"].as_u64().unwrap();
+        let (d, out) = rg_time(&["--no-require-git", "--files", "-g", "*.rs"], &tree);
+        theirs.push(d);
+        rg_count = out.lines().count() as u64;
+    }
+    let (g, r) = (median(ours), median(theirs));
+    println!(
+        "glob  **/*.rs: hands {:.1} ms ({our_count} files) · rg --files -g {:.1} ms ({rg_count} files) · ratio {:.2}",
+        ms(g),
+        ms(r),
+        ms(g) / ms(r)
+    );
+    c.cancel().await.unwrap();
+
+    // read: a 1-line window at the end of a 2 GB sparse file.
+    let big = tempfile::tempdir().unwrap();
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::File::create(big.path().join("big.txt")).unwrap();
+        // Lines of text up front so the file is text, then a hole, then the last line.
+        f.write_all(&b"0123456789abcdef0123456789abcdef0123456789abcdef012345678\n".repeat(1000))
+            .unwrap();
+        f.seek(SeekFrom::Start(2 * 1024 * 1024 * 1024 - 10)).unwrap();
+        f.write_all(b"\nthe end\n").unwrap();
+    }
+    let (c, pid) = start(big.path(), state.path()).await;
+    let before = vm_hwm_kib(pid);
+    let t = Instant::now();
+    let v = call(&c, "read", json!({"path": "big.txt", "offset": 1002, "limit": 1})).await;
+    let d = t.elapsed();
+    let after = vm_hwm_kib(pid);
+    println!(
+        "read  1-line window at the end of a 2 GiB file: {:.0} ms · daemon peak RSS {} KiB before, {} KiB after · total_lines {}",
+        ms(d),
+        before,
+        after,
+        v["total_lines"]
+    );
+
+    // Round-trip latency of a cheap call.
+    std::fs::write(big.path().join("small.txt"), "x\n").unwrap();
+    let mut lat = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        let t = Instant::now();
+        call(&c, "read", json!({"path": "small.txt"})).await;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    println!(
+        "round trip (read of a 2-byte file, 1000 calls): p50 {:.3} ms · p99 {:.3} ms",
+        ms(lat[500]),
+        ms(lat[990])
+    );
+    c.cancel().await.unwrap();
+}

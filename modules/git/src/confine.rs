@@ -1,0 +1,359 @@
+//! Opening a repository under the roots: where it may be, what its config may say, and the
+//! checks that make a hostile repository refuse rather than reach outside the roots.
+
+use crate::{Git, GitError};
+use git2::{Repository, RepositoryOpenFlags};
+use hands_roots::PathError;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+/// Entries of a git dir inspected for symlinks leaving the roots; past this the walk stops.
+const GITDIR_SCAN_LIMIT: usize = 200_000;
+/// How deep libgit2 follows `objects/info/alternates` chains (it stops at 5).
+const ALTERNATES_DEPTH: u32 = 5;
+
+/// A repository opened and checked: every part of it lies under the roots.
+pub(crate) struct Repo {
+    pub(crate) repo: Repository,
+    /// The real path of the work tree, `None` for a bare repository.
+    pub(crate) workdir: Option<PathBuf>,
+    /// The real path of the git dir (`.git`, or `.git/worktrees/NAME` for a linked worktree).
+    pub(crate) gitdir: PathBuf,
+}
+
+impl Repo {
+    /// The work tree, or a clear refusal for a bare repository.
+    pub(crate) fn workdir(&self, tool: &'static str) -> Result<&Path, GitError> {
+        self.workdir.as_deref().ok_or_else(|| GitError::Bare { path: self.gitdir.clone(), tool })
+    }
+
+    /// Refuses while a merge, rebase, cherry-pick or similar is in progress.
+    pub(crate) fn check_clean_state(&self) -> Result<(), GitError> {
+        let state = self.repo.state();
+        if state == git2::RepositoryState::Clean {
+            return Ok(());
+        }
+        Err(GitError::Busy {
+            path: self.workdir.clone().unwrap_or_else(|| self.gitdir.clone()),
+            state: format!("{state:?}").to_lowercase(),
+        })
+    }
+}
+
+/// Whether a repository will be written to (refs, index, work tree, worktrees).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+impl Git {
+    /// Opens the repository at the tool path `repo` (default: the first root) and checks it:
+    /// no parent search, `.git` files, git dir, common dir, work tree, alternates and symlinks
+    /// inside the git dir all under the roots, a config that reads nothing outside them, and
+    /// for [`Access::Write`] a writable, unprotected location.
+    pub(crate) fn open(&self, repo: Option<&str>, access: Access) -> Result<Repo, GitError> {
+        let dir = self.resolver.open_dir(repo.unwrap_or(""))?;
+        let abs = dir.abs;
+        self.check_dotgit(&abs)?;
+        let repository = Repository::open_ext(
+            &abs,
+            RepositoryOpenFlags::NO_SEARCH,
+            std::iter::empty::<&OsStr>(),
+        )
+        .map_err(|e| match e.code() {
+            git2::ErrorCode::NotFound => GitError::NotARepo { path: abs.clone() },
+            git2::ErrorCode::Owner => GitError::Owner { path: abs.clone() },
+            _ => GitError::Git { op: "open", source: e },
+        })?;
+
+        let gitdir = self.inside(&abs, "git dir", repository.path())?;
+        let commondir = self.inside(&abs, "common dir", repository.commondir())?;
+        let workdir = match repository.workdir() {
+            Some(w) => Some(self.inside(&abs, "work tree", w)?),
+            None => None,
+        };
+        self.check_gitdir_links(&abs, &gitdir)?;
+        if commondir != gitdir {
+            self.check_gitdir_links(&abs, &commondir)?;
+        }
+        self.check_alternates(&abs, &commondir.join("objects"), 0)?;
+        self.check_config(&repository, &commondir)?;
+
+        if access == Access::Write {
+            self.check_writable(&commondir)?;
+            self.check_writable(&gitdir)?;
+            if let Some(w) = &workdir {
+                self.check_writable(w)?;
+            }
+        }
+        Ok(Repo { repo: repository, workdir, gitdir })
+    }
+
+    /// Pre-checks `DIR/.git` before libgit2 follows it: a directory (or in-root link to one)
+    /// is fine; a `.git` file must name a git dir under the roots.
+    fn check_dotgit(&self, dir: &Path) -> Result<(), GitError> {
+        let dotgit = dir.join(".git");
+        let shown = path_str(&dotgit)?;
+        match self.resolver.open_dir(shown) {
+            Ok(_) | Err(PathError::NotFound { .. }) => Ok(()),
+            Err(PathError::NotADirectory { .. }) => {
+                let mut opened = self.resolver.open_file(shown)?;
+                let mut text = String::new();
+                (&mut opened.file)
+                    .take(4096)
+                    .read_to_string(&mut text)
+                    .map_err(|e| PathError::Io { path: dotgit.clone(), op: "read", source: e })?;
+                let Some(target) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:"))
+                else {
+                    return Err(GitError::NotARepo { path: dir.to_path_buf() });
+                };
+                let target = dir.join(target.trim());
+                self.inside(dir, ".git file's target", &target)?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Canonicalises `p` (lexically when it does not exist) and requires it to lie under a
+    /// root and off every denied path; returns the real path.
+    pub(crate) fn inside(
+        &self,
+        repo: &Path,
+        what: &'static str,
+        p: &Path,
+    ) -> Result<PathBuf, GitError> {
+        let real = std::fs::canonicalize(p).unwrap_or_else(|_| lexical(p));
+        let outside =
+            || GitError::RepoOutside { repo: repo.to_path_buf(), what, target: real.clone() };
+        if self.resolver.root_of(&real).is_none() {
+            return Err(outside());
+        }
+        if self.resolver.policy().denied(&real, None).is_some() {
+            return Err(outside());
+        }
+        Ok(real)
+    }
+
+    /// Refuses a symlink anywhere in a git dir whose target leaves the roots (a `.git/objects`
+    /// or `.git/refs` pointing into another user's repository would let the tools read it).
+    fn check_gitdir_links(&self, repo: &Path, gitdir: &Path) -> Result<(), GitError> {
+        let mut stack = vec![gitdir.to_path_buf()];
+        let mut seen = 0usize;
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            for entry in rd.flatten() {
+                seen += 1;
+                if seen > GITDIR_SCAN_LIMIT {
+                    return Ok(());
+                }
+                let Ok(ft) = entry.file_type() else { continue };
+                let path = entry.path();
+                if ft.is_symlink() {
+                    self.inside(repo, "symlink inside the git dir", &path)?;
+                } else if ft.is_dir() {
+                    // Linked worktrees' own git dirs are checked when they are opened.
+                    stack.push(path);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses `objects/info/alternates` entries that borrow objects from outside the roots,
+    /// following chains as deep as libgit2 does.
+    fn check_alternates(&self, repo: &Path, objects: &Path, depth: u32) -> Result<(), GitError> {
+        if depth > ALTERNATES_DEPTH {
+            return Ok(());
+        }
+        let file = objects.join("info").join("alternates");
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => return Ok(()),
+        };
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let alt = self.inside(repo, "alternate object store", &objects.join(line))?;
+            self.check_alternates(repo, &alt, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Scans the repository's config (its own file, worktree config and every include) for
+    /// keys that would make libgit2 read a file outside the roots, or rewrite a URL into a
+    /// program (`ext::`). Keys that make command-line git run programs are inert in libgit2
+    /// (see the README) and are left alone.
+    fn check_config(&self, repo: &Repository, commondir: &Path) -> Result<(), GitError> {
+        let config = repo.config().map_err(GitError::git("read config"))?;
+        let mut entries = config.entries(None).map_err(GitError::git("read config"))?;
+        let mut found: Vec<(String, String)> = Vec::new();
+        while let Some(entry) = entries.next() {
+            let entry = entry.map_err(GitError::git("read config"))?;
+            let name = String::from_utf8_lossy(entry.name_bytes()).to_lowercase();
+            let value = String::from_utf8_lossy(entry.value_bytes()).into_owned();
+            found.push((name, value));
+        }
+        for (key, value) in found {
+            let hostile =
+                |why| GitError::HostileConfig { key: key.clone(), value: value.clone(), why };
+            let path_valued = key == "include.path"
+                || (key.starts_with("includeif.") && key.ends_with(".path"))
+                || key == "core.excludesfile"
+                || key == "core.attributesfile";
+            if path_valued {
+                if !self.config_path_inside(&value, commondir) {
+                    return Err(hostile("it reads a file outside the roots"));
+                }
+            } else if key.starts_with("url.")
+                && (key.ends_with(".insteadof") || key.ends_with(".pushinsteadof"))
+            {
+                let base = &key["url.".len()..key.rfind('.').unwrap_or(key.len())];
+                if is_ext(base) || is_ext(&value) {
+                    return Err(hostile("`ext::` URLs run a program"));
+                }
+                if let Some(local) = local_url_path(base)
+                    && !self.config_path_inside(local, commondir)
+                {
+                    return Err(hostile("it rewrites URLs to a path outside the roots"));
+                }
+            } else if key.starts_with("remote.")
+                && (key.ends_with(".url") || key.ends_with(".pushurl"))
+                && is_ext(&value)
+            {
+                return Err(hostile("`ext::` URLs run a program"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a path from the config (absolute, `~/…`, or relative to the git dir) lies under
+    /// a root.
+    fn config_path_inside(&self, value: &str, base: &Path) -> bool {
+        let p = if let Some(rest) = value.strip_prefix("~/") {
+            match std::env::var_os("HOME") {
+                Some(home) => PathBuf::from(home).join(rest),
+                None => return false,
+            }
+        } else if value.starts_with('~') {
+            return false;
+        } else {
+            base.join(value)
+        };
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| lexical(&p));
+        self.resolver.root_of(&real).is_some()
+            && self.resolver.policy().denied(&real, None).is_none()
+    }
+
+    /// Refuses writes where the resolver would: read-only roots, denied and protected paths.
+    pub(crate) fn check_writable(&self, abs: &Path) -> Result<(), GitError> {
+        let Some(i) = self.resolver.root_of(abs) else {
+            return Err(GitError::RepoOutside {
+                repo: abs.to_path_buf(),
+                what: "location",
+                target: abs.to_path_buf(),
+            });
+        };
+        let root = &self.resolver.roots()[i];
+        if let Some(why) = self.resolver.policy().denied(abs, None) {
+            return Err(PathError::Denied { path: abs.to_path_buf(), why }.into());
+        }
+        if !root.writable() {
+            return Err(PathError::ReadOnlyRoot {
+                path: abs.to_path_buf(),
+                root: root.path().to_path_buf(),
+            }
+            .into());
+        }
+        let rel = abs.strip_prefix(root.path()).unwrap_or(Path::new(""));
+        if let Some(rule) = self.resolver.policy().protected(rel) {
+            return Err(PathError::Protected { path: abs.to_path_buf(), rule }.into());
+        }
+        Ok(())
+    }
+
+    /// Places a path filter: through the resolver, inside the work tree, returned relative to
+    /// the work tree (empty for the work tree itself).
+    pub(crate) fn repo_relative(&self, workdir: &Path, given: &str) -> Result<PathBuf, GitError> {
+        let loc = self.resolver.locate(given)?;
+        // The root part of `loc.abs` is canonical; the rest is lexical and `..`-free.
+        match loc.abs.strip_prefix(workdir) {
+            Ok(rel) => Ok(rel.to_path_buf()),
+            Err(_) => {
+                let first_root = self.resolver.roots()[0].path().to_path_buf();
+                let example = workdir
+                    .strip_prefix(&first_root)
+                    .map(|w| w.join(given).to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| workdir.join(given).to_string_lossy().into_owned());
+                Err(GitError::PathOutsideRepo {
+                    given: given.to_string(),
+                    abs: loc.abs,
+                    workdir: workdir.to_path_buf(),
+                    first_root,
+                    example,
+                })
+            }
+        }
+    }
+
+    /// Whether the file at `rel` in the work tree is one the policy hides from every tool
+    /// (denied, credential, secret): its content is never shown or committed.
+    pub(crate) fn hidden(&self, workdir: &Path, rel: &Path) -> bool {
+        let abs = workdir.join(rel);
+        self.resolver.policy().denied(&abs, None).is_some()
+            || self.resolver.policy().is_secret(&abs)
+    }
+
+    /// The protected rule a work-tree path falls under, if any (by its place in its root).
+    pub(crate) fn protected(&self, workdir: &Path, rel: &Path) -> Option<String> {
+        let abs = workdir.join(rel);
+        let root = self.resolver.root_of(&abs)?;
+        let in_root = abs.strip_prefix(self.resolver.roots()[root].path()).ok()?;
+        self.resolver.policy().protected(in_root)
+    }
+}
+
+/// The path as UTF-8, for the resolver's string interface.
+pub(crate) fn path_str(p: &Path) -> Result<&str, GitError> {
+    p.to_str().ok_or_else(|| PathError::NotUtf8 { path: p.to_path_buf() }.into())
+}
+
+/// Removes `.` and folds `..` without touching the filesystem.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn is_ext(url: &str) -> bool {
+    url.trim_start().to_ascii_lowercase().starts_with("ext::")
+}
+
+/// The filesystem path a local URL names (`/path` or `file:///path`), if it is one.
+pub(crate) fn local_url_path(url: &str) -> Option<&str> {
+    if url.starts_with('/') {
+        return Some(url);
+    }
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("file://") {
+        let rest = &url["file://".len()..];
+        let rest = if rest.to_ascii_lowercase().starts_with("localhost/") {
+            &rest["localhost".len()..]
+        } else {
+            rest
+        };
+        return rest.starts_with('/').then_some(rest);
+    }
+    None
+}

@@ -1,0 +1,185 @@
+//! Refusals and failures of the git tools, each saying what was wrong and what to do.
+
+use hands_roots::PathError;
+use std::path::PathBuf;
+
+/// Why a git tool refused or failed. Returned by every [`crate::Git`] method; the message is
+/// shown to the person or model as it is, so each one names the argument, path or setting at
+/// fault and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// A path (repository, worktree, filter) was refused or not found by the roots resolver.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// The settings given to [`crate::Git::new`] are unusable; the daemon refuses to start
+    /// the module.
+    #[error("tools-git settings: {0}")]
+    Settings(String),
+    /// The folder exists but holds no repository (parent folders are never searched).
+    #[error(
+        "`{}` is not a git repository (hands does not search parent folders); pass the folder that holds `.git`",
+        path.display()
+    )]
+    NotARepo { path: PathBuf },
+    /// The repository is owned by another user and libgit2's ownership check refused it.
+    #[error(
+        "`{}` is owned by another user, so git refuses to open it (safe.directory); ask the person to fix its ownership",
+        path.display()
+    )]
+    Owner { path: PathBuf },
+    /// Part of the repository (git dir, work tree, common dir, alternates, a symlink inside
+    /// `.git`) lies outside every root or on a denied path.
+    #[error(
+        "repository `{}` is refused: its {what} `{}` is outside the roots of tools-git; only repositories wholly under the roots can be used",
+        repo.display(),
+        target.display()
+    )]
+    RepoOutside { repo: PathBuf, what: &'static str, target: PathBuf },
+    /// The repository's config has a key that would read a file outside the roots or run a
+    /// program through a URL rewrite.
+    #[error(
+        "repository config key `{key}` = `{value}` is refused: {why}; remove it from the repository's config"
+    )]
+    HostileConfig { key: String, value: String, why: &'static str },
+    /// A ref, branch or revision argument failed the input hardening (option-like, range or
+    /// reflog syntax, characters git forbids in ref names).
+    #[error(
+        "argument `{arg}` = {value:?} is refused: {why}; pass a plain branch name, tag or commit id"
+    )]
+    BadName { arg: &'static str, value: String, why: &'static str },
+    /// A free-text argument (commit message) is unusable.
+    #[error("argument `{arg}` is refused: {why}")]
+    BadArgument { arg: &'static str, why: String },
+    /// A path filter lies outside the repository's work tree.
+    #[error(
+        "path `{given}` is `{}`, outside the repository's work tree `{}`; paths are absolute or relative to the first root ({}), e.g. `{example}`",
+        abs.display(),
+        workdir.display(),
+        first_root.display()
+    )]
+    PathOutsideRepo {
+        given: String,
+        abs: PathBuf,
+        workdir: PathBuf,
+        first_root: PathBuf,
+        example: String,
+    },
+    /// The tool needs a work tree and the repository is bare.
+    #[error("`{}` is a bare repository; {tool} needs a work tree", path.display())]
+    Bare { path: PathBuf, tool: &'static str },
+    /// A revision or base name resolves to nothing.
+    #[error("{arg} `{value}` names no commit in this repository; see git_branches or git_log")]
+    RevNotFound { arg: &'static str, value: String },
+    /// `switch` or `push` named a local branch that does not exist.
+    #[error(
+        "there is no local branch `{name}`; see git_branches, or make it with git_branch (start `origin/{name}` to start from a remote branch)"
+    )]
+    BranchNotFound { name: String },
+    /// `branch` was asked to make a branch that exists already.
+    #[error("branch `{name}` already exists; use git_switch to check it out")]
+    BranchExists { name: String },
+    /// HEAD has no commit yet, and the tool needs one.
+    #[error("HEAD has no commits yet; make the first commit with git_commit")]
+    Unborn,
+    /// `branch_commits` was given no base and the repository has no default branch.
+    #[error("no default branch found (no origin/HEAD, main or master); pass `base`")]
+    NoBase,
+    /// A merge, rebase or similar is in progress.
+    #[error("a {state} is in progress in `{}`; finish or abort it with git first", path.display())]
+    Busy { path: PathBuf, state: String },
+    /// A checkout would overwrite local changes (safe checkout refused).
+    #[error(
+        "switching to `{branch}` would overwrite local changes in: {}; commit them with git_commit first",
+        paths.join(", ")
+    )]
+    WouldOverwrite { branch: String, paths: Vec<String> },
+    /// A checkout would create or change protected files (things run outside the sandbox).
+    #[error(
+        "{what} would create or change protected files ({}): something outside the sandbox executes them, so a person must make that change",
+        paths.join(", ")
+    )]
+    ProtectedChange { what: String, paths: Vec<String> },
+    /// The index holds unresolved conflicts.
+    #[error("the index has unresolved conflicts ({}); resolve them before committing", paths.join(", "))]
+    Conflicts { paths: Vec<String> },
+    /// Neither the settings nor the repository give a commit identity.
+    #[error(
+        "no commit identity: set author_name/author_email in tools-git's config or user.name/user.email in the repo"
+    )]
+    NoIdentity,
+    /// The commit would record no change.
+    #[error("nothing to commit{}", if *with_paths { " in the given paths" } else { "" })]
+    NothingToCommit { with_paths: bool },
+    /// A path given to `commit` is a secret or denied file.
+    #[error("`{path}` is a secret or denied file; it is never committed by hands")]
+    HiddenPath { path: String },
+    /// The branch is checked out elsewhere (worktree_add).
+    #[error("branch `{name}` is already checked out in another worktree; pick another branch")]
+    CheckedOutElsewhere { name: String },
+    /// Pushing is not configured.
+    #[error("pushing is off: tools-git has no push configured")]
+    PushOff,
+    /// Pushing needs the network grant.
+    #[error("push needs the `network` grant for tools-git")]
+    PushNoNetwork,
+    /// The branch matches none of the configured push patterns.
+    #[error("branch `{branch}` does not match the push patterns {patterns}")]
+    PushBranchRefused { branch: String, patterns: String },
+    /// The repository has no remote of the configured name.
+    #[error("the repository has no remote `{remote}` (the configured push remote)")]
+    PushNoRemote { remote: String },
+    /// The remote's URL uses SSH.
+    #[error("remote `{remote}` is `{url}`: push over SSH is not in this version")]
+    PushSsh { remote: String, url: String },
+    /// The remote's URL is of a kind hands does not push to.
+    #[error("remote `{remote}` is `{url}`: {why}")]
+    PushUrl { remote: String, url: String, why: &'static str },
+    /// The remote has commits the local branch lacks.
+    #[error(
+        "non-fast-forward: {remote}/{branch} has commits that {branch} lacks; pull/rebase first — hands never force-pushes"
+    )]
+    NonFastForward { remote: String, branch: String },
+    /// The remote is a non-bare repository with the branch checked out.
+    #[error(
+        "remote `{remote}` has `{branch}` checked out in its work tree; push to a bare repository"
+    )]
+    PushCheckedOut { remote: String, branch: String },
+    /// The remote rejected the update.
+    #[error("the remote rejected {refname}: {message}")]
+    PushRejected { refname: String, message: String },
+    /// Any other libgit2 failure, with the operation that failed.
+    #[error("git {op} failed: {}", source.message())]
+    Git {
+        op: &'static str,
+        #[source]
+        source: git2::Error,
+    },
+}
+
+impl GitError {
+    /// Wraps a libgit2 error with the operation that failed.
+    pub(crate) fn git(op: &'static str) -> impl FnOnce(git2::Error) -> GitError {
+        move |source| GitError::Git { op, source }
+    }
+
+    /// Whether this is a policy refusal (outside the roots, hostile config, hardened input,
+    /// push policy, protected files) rather than an ordinary failure; refusals are audited.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            GitError::Path(e) => e.is_refusal(),
+            GitError::RepoOutside { .. }
+            | GitError::HostileConfig { .. }
+            | GitError::BadName { .. }
+            | GitError::PathOutsideRepo { .. }
+            | GitError::ProtectedChange { .. }
+            | GitError::HiddenPath { .. }
+            | GitError::PushOff
+            | GitError::PushNoNetwork
+            | GitError::PushBranchRefused { .. }
+            | GitError::PushSsh { .. }
+            | GitError::PushUrl { .. }
+            | GitError::NonFastForward { .. } => true,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Tests of the git tools on real repositories in temporary roots: one binary, the suites in
+//! `suite/`, the fixtures in `common/`.
+
+// A failed unwrap is a failed test, which is what these assertions want.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod suite;

@@ -1,0 +1,5 @@
+//! The suites: each tool's normal path, and every refusal with its allowed neighbour.
+
+mod hardening;
+mod push;
+mod tools;
