@@ -625,10 +625,10 @@ pub fn parse(src: &str, file: &str) -> Result<Config, ConfigError> {
     })?;
     let mut p = Problems { src, list: Vec::new() };
     let cfg = validate(raw, &mut p);
-    if p.list.is_empty() {
-        if let Some(cfg) = cfg {
-            return Ok(Config { source: file.to_string(), ..cfg });
-        }
+    if p.list.is_empty()
+        && let Some(cfg) = cfg
+    {
+        return Ok(Config { source: file.to_string(), ..cfg });
     }
     Err(ConfigError { file: file.to_string(), problems: p.list })
 }
@@ -886,16 +886,16 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                 }
             },
         };
-        if let ModuleSettings::Git(g) = &settings {
-            if g.author_name.is_some() != g.author_email.is_some() {
-                p.add(
-                    settings_span.clone(),
-                    &section,
-                    "config.author_name",
-                    "author_name and author_email go together",
-                    Some("set both, or neither to use the repository's identity"),
-                );
-            }
+        if let ModuleSettings::Git(g) = &settings
+            && g.author_name.is_some() != g.author_email.is_some()
+        {
+            p.add(
+                settings_span.clone(),
+                &section,
+                "config.author_name",
+                "author_name and author_email go together",
+                Some("set both, or neither to use the repository's identity"),
+            );
         }
         let trust = match &trust_override {
             Some(t) => trust.overlay(t),

@@ -7,6 +7,7 @@ mod config;
 mod profiles;
 mod report;
 mod server;
+mod stdio;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -109,8 +110,11 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
     };
     let result = rt.block_on(async move {
         use rmcp::ServiceExt;
-        let service =
-            server::HandsServer::new(daemon).serve(rmcp::transport::io::stdio_pipes()).await?;
+        let service = {
+            let (input, output) = rmcp::transport::io::stdio_pipes();
+            let stream = stdio::framed(input, output);
+            server::HandsServer::new(daemon).serve(tokio::io::split(stream)).await?
+        };
         service.waiting().await?;
         anyhow::Ok(())
     });

@@ -1,7 +1,7 @@
 //! What the daemon tells a person: the startup banner, the resolved policy (`hands check`) and
 //! the doctor's findings (`hands doctor`).
 
-use crate::config::{Grant, ModuleId, SandboxMode};
+use crate::config::{Grant, ModuleId, ModuleSettings, SandboxMode};
 use crate::server::Daemon;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -71,6 +71,32 @@ pub fn policy(daemon: &Daemon) -> String {
         c.deny.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     );
     let _ = writeln!(s, "secret_patterns: {}", c.secret_patterns.join(", "));
+    if let Some(h) = &c.http {
+        let clients: Vec<String> = h
+            .clients
+            .iter()
+            .map(|cl| match (&cl.token_env, &cl.token_file) {
+                (Some(v), _) => format!("{} (token from ${v})", cl.name),
+                (None, Some(f)) => format!("{} (token from {})", cl.name, f.display()),
+                (None, None) => cl.name.clone(),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "http: listen {}, allowed_hosts [{}], clients [{}]",
+            h.listen,
+            h.allowed_hosts.join(", "),
+            clients.join(", ")
+        );
+    }
+    if let Some(d) = &c.dashboard {
+        let token = match (&d.token_env, &d.token_file) {
+            (Some(v), _) => format!("${v}"),
+            (None, Some(f)) => f.display().to_string(),
+            (None, None) => "none".to_string(),
+        };
+        let _ = writeln!(s, "dashboard: listen {}, login token from {token}", d.listen);
+    }
     for m in &c.modules {
         let grants: Vec<_> = m.grants.iter().map(|g| g.name()).collect();
         let _ = writeln!(s, "module {}:", m.id.name());
@@ -88,6 +114,34 @@ pub fn policy(daemon: &Daemon) -> String {
             "  trust: read = {}, write = {}, external = {}",
             m.trust.read, m.trust.write, m.trust.external
         );
+        match &m.settings {
+            ModuleSettings::Shell(sh) => {
+                let _ = writeln!(
+                    s,
+                    "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}",
+                    sh.path.as_deref().unwrap_or("(system folders)"),
+                    sh.output_chars.unwrap_or(30_000),
+                    sh.max_concurrent.unwrap_or(4),
+                    sh.bash.unwrap_or(true)
+                );
+            }
+            ModuleSettings::Git(g) => {
+                let author = match (&g.author_name, &g.author_email) {
+                    (Some(n), Some(e)) => format!("{n} <{e}>"),
+                    _ => "the repository's identity".to_string(),
+                };
+                let push = match &g.push {
+                    None => "off".to_string(),
+                    Some(p) => format!(
+                        "to {} for [{}]",
+                        p.remote.as_deref().unwrap_or("origin"),
+                        p.branches.clone().unwrap_or_else(|| vec!["task/*".into()]).join(", ")
+                    ),
+                };
+                let _ = writeln!(s, "  settings: author = {author}, push = {push}");
+            }
+            ModuleSettings::Fs => {}
+        }
         let tools: Vec<_> = daemon
             .tools()
             .iter()

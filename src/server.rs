@@ -2,9 +2,10 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{Config, ModuleId, TrustAction};
+use crate::config::{Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction};
 use crate::tools::{ToolDef, ToolKind};
-use hands_fs::{FsError, ToolText};
+use hands_fs::ToolText;
+use hands_git::{Git, GitSettings, PushSettings};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -20,6 +21,7 @@ use std::sync::Arc;
 pub struct Daemon {
     pub config: Config,
     fs: Option<Arc<Resolver>>,
+    git: Option<Arc<Git>>,
     tools: Vec<ToolDef>,
 }
 
@@ -38,29 +40,54 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
     }
 }
 
+/// Pins a module's roots under the shared policy lists.
+fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolver>> {
+    let specs: Vec<RootSpec> =
+        m.roots.iter().map(|r| RootSpec { path: r.path.clone(), writable: r.writable }).collect();
+    let policy = Policy::new(lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
+    let resolver =
+        Resolver::new(&specs, policy).map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
+    Ok(Arc::new(resolver))
+}
+
+fn git_settings(m: &ModuleCfg, cfg: &GitConfig) -> GitSettings {
+    let author = match (&cfg.author_name, &cfg.author_email) {
+        (Some(n), Some(e)) => Some((n.clone(), e.clone())),
+        _ => None,
+    };
+    let push = cfg.push.as_ref().map(|p| {
+        let d = PushSettings::default();
+        PushSettings {
+            remote: p.remote.clone().unwrap_or(d.remote),
+            branches: p.branches.clone().unwrap_or(d.branches),
+        }
+    });
+    GitSettings { author, push, network: m.has(Grant::Network) }
+}
+
 impl Daemon {
     /// Pins every declared module's roots and assembles the tool catalogue.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
         let lists = policy_lists(&config);
         let mut fs = None;
+        let mut git = None;
         let mut tools = Vec::new();
         for m in &config.modules {
-            if m.id != ModuleId::Fs {
-                continue;
+            match &m.settings {
+                ModuleSettings::Fs => {
+                    fs = Some(resolver_for(m, &lists)?);
+                    tools.extend(crate::tools::fs_tools());
+                }
+                ModuleSettings::Git(cfg) => {
+                    let g = Git::new(resolver_for(m, &lists)?, git_settings(m, cfg))
+                        .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    git = Some(Arc::new(g));
+                    tools.extend(crate::tools::git_tools());
+                }
+                ModuleSettings::Shell(_) => {}
             }
-            let specs: Vec<RootSpec> = m
-                .roots
-                .iter()
-                .map(|r| RootSpec { path: r.path.clone(), writable: r.writable })
-                .collect();
-            let policy =
-                Policy::new(&lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
-            let resolver = Resolver::new(&specs, policy)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
-            fs = Some(Arc::new(resolver));
-            tools.extend(crate::tools::fs_tools());
         }
-        Ok(Daemon { config, fs, tools })
+        Ok(Daemon { config, fs, git, tools })
     }
 
     pub fn tools(&self) -> &[ToolDef] {
@@ -69,7 +96,7 @@ impl Daemon {
 
     /// Modules that are declared but whose tools this version does not have yet.
     pub fn unavailable_modules(&self) -> Vec<ModuleId> {
-        self.config.modules.iter().map(|m| m.id).filter(|id| *id != ModuleId::Fs).collect()
+        self.config.modules.iter().map(|m| m.id).filter(|id| *id == ModuleId::Shell).collect()
     }
 }
 
@@ -118,37 +145,74 @@ impl HandsServer {
                 ));
             }
         }
-        let Some(resolver) = self.daemon.fs.clone() else {
-            return tool_error(format!(
-                "`{}` is not available: its module is not declared",
-                def.tool.name
-            ));
+        let missing = || {
+            tool_error(format!("`{}` is not available: its module is not declared", def.tool.name))
         };
+        let fs = self.daemon.fs.clone();
+        let git = self.daemon.git.clone();
+        use ToolKind as K;
         match def.kind {
-            ToolKind::Read => run_fs(resolver, args, "read", hands_fs::read::read).await,
-            ToolKind::Write => run_fs(resolver, args, "write", hands_fs::write::write).await,
-            ToolKind::Edit => run_fs(resolver, args, "edit", hands_fs::edit::edit).await,
-            ToolKind::ListDir => run_fs(resolver, args, "list_dir", hands_fs::list::list_dir).await,
-            ToolKind::Glob => run_fs(resolver, args, "glob", hands_fs::search::glob).await,
-            ToolKind::Grep => run_fs(resolver, args, "grep", hands_fs::search::grep).await,
+            K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
+                let Some(r) = fs else { return missing() };
+                match def.kind {
+                    K::Read => run(r, args, "read", hands_fs::read::read, ToolText::text).await,
+                    K::Write => run(r, args, "write", hands_fs::write::write, ToolText::text).await,
+                    K::Edit => run(r, args, "edit", hands_fs::edit::edit, ToolText::text).await,
+                    K::ListDir => {
+                        run(r, args, "list_dir", hands_fs::list::list_dir, ToolText::text).await
+                    }
+                    K::Glob => run(r, args, "glob", hands_fs::search::glob, ToolText::text).await,
+                    _ => run(r, args, "grep", hands_fs::search::grep, ToolText::text).await,
+                }
+            }
+            _ => {
+                let Some(g) = git else { return missing() };
+                let name = def.tool.name.to_string();
+                match def.kind {
+                    K::GitStatus => run(g, args, "git_status", Git::status, show).await,
+                    K::GitDiff => run(g, args, "git_diff", Git::diff, show).await,
+                    K::GitLog => run(g, args, "git_log", Git::log, show).await,
+                    K::GitBranches => run(g, args, "git_branches", Git::branches, show).await,
+                    K::GitBranch => run(g, args, "git_branch", Git::branch, show).await,
+                    K::GitSwitch => run(g, args, "git_switch", Git::switch, show).await,
+                    K::GitCommit => run(g, args, "git_commit", Git::commit, show).await,
+                    K::GitBranchCommits => {
+                        run(g, args, "git_branch_commits", Git::branch_commits, show).await
+                    }
+                    K::GitWorktreeAdd => {
+                        run(g, args, "git_worktree_add", Git::worktree_add, show).await
+                    }
+                    K::GitPush => run(g, args, "git_push", Git::push, show).await,
+                    _ => tool_error(format!("`{name}` has no implementation")),
+                }
+            }
         }
     }
+}
+
+/// The text mirror of an output that renders itself with `Display`.
+fn show<O: std::fmt::Display>(o: &O) -> String {
+    o.to_string()
 }
 
 fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
-/// Parses the arguments, runs a file tool on a blocking thread and shapes its result.
-async fn run_fs<P, O>(
-    resolver: Arc<Resolver>,
+/// Parses the arguments, runs a module function on a blocking thread and shapes its result:
+/// structured content plus its text mirror, or a tool error carrying the module's message.
+async fn run<S, P, O, E>(
+    state: Arc<S>,
     args: JsonObject,
     name: &'static str,
-    f: fn(&Resolver, P) -> Result<O, FsError>,
+    f: fn(&S, P) -> Result<O, E>,
+    text: fn(&O) -> String,
 ) -> CallToolResult
 where
+    S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
-    O: Serialize + ToolText + Send + 'static,
+    O: Serialize + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
 {
     let params: P = match serde_json::from_value(serde_json::Value::Object(args)) {
         Ok(p) => p,
@@ -158,21 +222,16 @@ where
             ));
         }
     };
-    let joined = tokio::task::spawn_blocking(move || f(&resolver, params)).await;
+    let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
-        Ok(Ok(out)) => {
-            let text = out.text();
-            match serde_json::to_value(&out) {
-                Ok(v) => {
-                    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-                    r.structured_content = Some(v);
-                    r
-                }
-                Err(e) => {
-                    tool_error(format!("`{name}` produced a result that cannot be encoded: {e}"))
-                }
+        Ok(Ok(out)) => match serde_json::to_value(&out) {
+            Ok(v) => {
+                let mut r = CallToolResult::success(vec![ContentBlock::text(text(&out))]);
+                r.structured_content = Some(v);
+                r
             }
-        }
+            Err(e) => tool_error(format!("`{name}` produced a result that cannot be encoded: {e}")),
+        },
         Ok(Err(e)) => tool_error(e.to_string()),
         Err(e) => {
             tracing::error!(tool = name, "tool task failed: {e}");

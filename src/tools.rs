@@ -3,6 +3,7 @@
 
 use crate::config::{ActionClass, ModuleId};
 use hands_fs::{edit, list, read, search, write};
+use hands_git as git;
 use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
 use rmcp::model::{Tool, ToolAnnotations};
 
@@ -15,6 +16,16 @@ pub enum ToolKind {
     ListDir,
     Glob,
     Grep,
+    GitStatus,
+    GitDiff,
+    GitLog,
+    GitBranches,
+    GitBranch,
+    GitSwitch,
+    GitCommit,
+    GitBranchCommits,
+    GitWorktreeAdd,
+    GitPush,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +155,139 @@ pub fn fs_tools() -> Vec<ToolDef> {
                 kind: ToolKind::Grep,
                 class: ActionClass::Read,
                 hints: (true, false, true, false),
+            },
+        ),
+    ]
+}
+
+/// The tools of tools-git, in their published order.
+pub fn git_tools() -> Vec<ToolDef> {
+    let m = ModuleId::Git;
+    vec![
+        def::<git::StatusParams, git::StatusOutput>(
+            m,
+            Spec {
+                name: "git_status",
+                title: "Git status",
+                description: "The branch, its upstream and ahead/behind counts, and the staged, \
+                unstaged, untracked and conflicted files of a repository under the roots \
+                (`repo`, default the first root). At most 1000 entries, with `truncated`.",
+                kind: ToolKind::GitStatus,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<git::DiffParams, git::DiffOutput>(
+            m,
+            Spec {
+                name: "git_diff",
+                title: "Git diff",
+                description: "The patch of the unstaged changes (or the staged ones with \
+                `staged`), optionally of one `path`, with `context` lines (default 3). Capped \
+                at 256 KiB with `truncated`; secret files show no content.",
+                kind: ToolKind::GitDiff,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<git::LogParams, git::LogOutput>(
+            m,
+            Spec {
+                name: "git_log",
+                title: "Git log",
+                description: "Commits newest first from `rev` (default HEAD), optionally touching \
+                `path`: id, author, date, summary. `limit` defaults to 20, at most 500.",
+                kind: ToolKind::GitLog,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<git::BranchesParams, git::BranchesOutput>(
+            m,
+            Spec {
+                name: "git_branches",
+                title: "Git branches",
+                description: "Local branches with the current one marked, each with its upstream \
+                and last commit.",
+                kind: ToolKind::GitBranches,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<git::BranchParams, git::BranchOutput>(
+            m,
+            Spec {
+                name: "git_branch",
+                title: "Create branch",
+                description: "Make a branch `name` at `start` (default HEAD) and check it out \
+                unless `checkout` is false. Names starting with `-`, containing `..` or `@{`, \
+                or failing git's ref rules are refused.",
+                kind: ToolKind::GitBranch,
+                class: ActionClass::Write,
+                hints: (false, false, false, false),
+            },
+        ),
+        def::<git::SwitchParams, git::SwitchOutput>(
+            m,
+            Spec {
+                name: "git_switch",
+                title: "Switch branch",
+                description: "Check out an existing local branch. Refuses, naming the files, when \
+                local changes would be overwritten; never discards work.",
+                kind: ToolKind::GitSwitch,
+                class: ActionClass::Write,
+                hints: (false, false, true, false),
+            },
+        ),
+        def::<git::CommitParams, git::CommitOutput>(
+            m,
+            Spec {
+                name: "git_commit",
+                title: "Commit",
+                description: "Commit every change, untracked files included (or only `paths`), \
+                with the configured author. Never runs hooks; secret files are left out and \
+                listed in `skipped`. Returns the new commit id.",
+                kind: ToolKind::GitCommit,
+                class: ActionClass::Write,
+                hints: (false, false, false, false),
+            },
+        ),
+        def::<git::BranchCommitsParams, git::BranchCommitsOutput>(
+            m,
+            Spec {
+                name: "git_branch_commits",
+                title: "Commits on a branch",
+                description: "The commits on `branch` that `base` (default: the default branch) \
+                lacks, newest first.",
+                kind: ToolKind::GitBranchCommits,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<git::WorktreeAddParams, git::WorktreeAddOutput>(
+            m,
+            Spec {
+                name: "git_worktree_add",
+                title: "Add worktree",
+                description: "Add a worktree at `path` (under a writable root) on `branch`, made \
+                from HEAD if it does not exist.",
+                kind: ToolKind::GitWorktreeAdd,
+                class: ActionClass::Write,
+                hints: (false, false, false, false),
+            },
+        ),
+        def::<git::PushParams, git::PushOutput>(
+            m,
+            Spec {
+                name: "git_push",
+                title: "Push branch",
+                description: "Push one branch to the configured remote, never forced (a \
+                non-fast-forward is refused), only when it matches the configured patterns \
+                (default task/*) and the module holds the network grant. Off until push is \
+                configured.",
+                kind: ToolKind::GitPush,
+                class: ActionClass::External,
+                hints: (false, false, true, true),
             },
         ),
     ]

@@ -95,7 +95,7 @@ fn duplicate_module_id_is_refused() {
     let cfg = fx.config(&format!("{}\n{}", fs_block(""), fs_block("")));
     let (code, text) = check(&fx, &cfg);
     assert_eq!(code, 1, "{text}");
-    assert!(text.contains("declared twice") && text.contains("daemon.toml:6"), "{text}");
+    assert!(text.contains("declared twice") && text.contains("daemon.toml:7"), "{text}");
 }
 
 #[test]

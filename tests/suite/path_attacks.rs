@@ -287,7 +287,7 @@ async fn dangling_symlink_write_is_refused() {
         &c,
         "write",
         json!({"path": "dangle", "content": "x"}),
-        "dangling",
+        "leaves root",
         ("write", json!({"path": "fresh.txt", "content": "x"})),
     )
     .await;
