@@ -35,18 +35,22 @@ pub fn banner(daemon: &Daemon, transport: &str) -> String {
     let c = &daemon.config;
     let mut s = format!("hands {} · {transport} · config: {}", env!("CARGO_PKG_VERSION"), c.source);
     for m in &c.modules {
-        let _ = write!(s, " · {}: {}", m.id.name(), roots_summary(daemon, m.id));
+        let _ = write!(
+            s,
+            " · {}: {} (trust: read {}, write {}, external {})",
+            m.id.name(),
+            roots_summary(daemon, m.id),
+            m.trust.read,
+            m.trust.write,
+            m.trust.external
+        );
     }
     let unavailable = daemon.unavailable_modules();
     if !unavailable.is_empty() {
         let names: Vec<_> = unavailable.iter().map(|m| m.name()).collect();
         let _ = write!(s, " · not in this version (no tools published): {}", names.join(", "));
     }
-    let _ = write!(
-        s,
-        " · containment: no command runs in this version · trust: read {}, write {}, external {}",
-        c.trust.read, c.trust.write, c.trust.external
-    );
+    let _ = write!(s, " · containment: no command runs in this version");
     s
 }
 

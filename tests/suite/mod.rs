@@ -4,5 +4,6 @@ pub mod common;
 
 mod config;
 mod fs_tools;
+mod git_tools;
 mod path_attacks;
 mod protocol;

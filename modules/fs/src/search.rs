@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -195,7 +194,7 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
             let Some(ft) = entry.file_type() else { return WalkState::Continue };
             let path = entry.path();
             if ft.is_dir() {
-                return if resolver.hidden_from_walk(path, ids(&entry), false) {
+                return if resolver.hidden_from_walk(path, None, false) {
                     WalkState::Skip
                 } else {
                     WalkState::Continue
@@ -206,7 +205,7 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
             }
             let rel = path.strip_prefix(&base).unwrap_or(path);
             let subject = if absolute { path } else { rel };
-            if !matcher.is_match(subject) || resolver.hidden_from_walk(path, ids(&entry), true) {
+            if !matcher.is_match(subject) || resolver.hidden_from_walk(path, None, true) {
                 return WalkState::Continue;
             }
             lock(&hits).push(shown(&prefix, rel));
@@ -341,7 +340,7 @@ fn walk_grep(
             let Some(ft) = entry.file_type() else { return WalkState::Continue };
             let path = entry.path();
             if ft.is_dir() {
-                return if resolver.hidden_from_walk(path, ids(&entry), false) {
+                return if resolver.hidden_from_walk(path, None, false) {
                     WalkState::Skip
                 } else {
                     WalkState::Continue
@@ -360,7 +359,7 @@ fn walk_grep(
             }
             // The resolver re-resolves the path beneath its root and refuses denied, secret
             // and non-regular files; such files are simply not searched.
-            let Ok(opened) = resolver.open_file_abs(path) else { return WalkState::Continue };
+            let Ok(opened) = resolver.open_walked(path) else { return WalkState::Continue };
             shared.search(&mut searcher, &opened.file, shown(prefix, rel));
             WalkState::Continue
         })
@@ -510,8 +509,9 @@ fn walker(resolver: &Resolver, base: &Path, hidden: bool, ignored: bool) -> Walk
         // The global gitignore lives outside the roots and varies by machine: not read.
         .git_global(false)
         .require_git(false);
-    // The visitors check every entry against the full policy; this name-only filter runs
-    // earlier, so that the walker does not even read a denied folder's listing.
+    // The visitors check every entry's name against the policy (grep's open then checks the
+    // file's identity too); this filter runs earlier, so that the walker does not even read a
+    // denied folder's listing.
     let mut denied: Vec<PathBuf> = Vec::new();
     for d in resolver.policy().denied_paths() {
         denied.push(d.to_path_buf());
@@ -545,11 +545,6 @@ fn check_len(pattern: &str, what: &str) -> Result<(), FsError> {
         )));
     }
     Ok(())
-}
-
-/// (device, inode) of a walked entry, itself and not a link's target.
-fn ids(entry: &ignore::DirEntry) -> Option<(u64, u64)> {
-    entry.metadata().ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The `path` parameter as a prefix for output paths: `.` components dropped, so results read

@@ -286,6 +286,27 @@ impl Resolver {
         Ok(OpenedFile { file: File::from(fd), abs, stat: st })
     }
 
+    /// Opens a file a walk produced (the walk follows no symlinks): one beneath-open that
+    /// follows no symlink at all, so the walked path is the real path, then one `fstat` to refuse
+    /// anything but a regular file and to check the policy by name and by identity. `O_NONBLOCK`
+    /// keeps a FIFO swapped in under the walker from blocking the open.
+    pub fn open_walked(&self, abs: &Path) -> Result<OpenedFile> {
+        let s = abs.to_str().ok_or_else(|| PathError::NotUtf8 { path: abs.to_path_buf() })?;
+        let loc = self.locate(s)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let how = RESOLVE | ResolveFlags::NO_SYMLINKS;
+        let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
+        let fd = rustix::fs::openat2(self.roots[loc.root].fd(), rel, flags, Mode::empty(), how)
+            .map_err(|e| self.map_open_error(e, &loc.abs, loc.root))?;
+        let st = fstat(&fd, &loc.abs)?;
+        let ft = FileType::from_raw_mode(st.st_mode);
+        if ft != FileType::RegularFile {
+            return Err(PathError::NotRegular { path: loc.abs, kind: kind_name(ft) });
+        }
+        self.check_hidden(&loc.abs, Some(&st), true)?;
+        Ok(OpenedFile { file: File::from(fd), abs: loc.abs, stat: st })
+    }
+
     /// Opens a directory (for listing or walking).
     pub fn open_dir(&self, path: &str) -> Result<OpenedDir> {
         let loc = self.locate(path)?;
