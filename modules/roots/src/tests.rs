@@ -1,1 +1,121 @@
+//! Unit tests of lexical placement, policy matching and the descriptor-based opens.
 
+use super::*;
+use std::os::unix::fs::symlink;
+
+fn resolver(roots: &[(&Path, bool)], lists: PolicyLists) -> Resolver {
+    let specs: Vec<RootSpec> =
+        roots.iter().map(|(p, w)| RootSpec { path: p.to_path_buf(), writable: *w }).collect();
+    Resolver::new(&specs, Policy::new(&lists).unwrap()).unwrap()
+}
+
+fn tree() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(t.path()).unwrap();
+    std::fs::create_dir_all(base.join("proj/ro")).unwrap();
+    std::fs::create_dir_all(base.join("proj-secrets")).unwrap();
+    std::fs::write(base.join("proj/a.txt"), "a").unwrap();
+    (t, base)
+}
+
+#[test]
+fn locate_refuses_dotdot_nul_and_sibling_prefixes() {
+    let (_t, base) = tree();
+    let r = resolver(&[(&base.join("proj"), true)], PolicyLists::default());
+    assert!(matches!(r.locate("../x"), Err(PathError::DotDot { .. })));
+    assert!(matches!(r.locate("a/../../x"), Err(PathError::DotDot { .. })));
+    assert!(matches!(r.locate("a\0b"), Err(PathError::Nul)));
+    let sibling = base.join("proj-secrets/k");
+    assert!(matches!(r.locate(sibling.to_str().unwrap()), Err(PathError::Outside { .. })));
+    let loc = r.locate("./sub/./f.txt").unwrap();
+    assert_eq!(loc.rel, PathBuf::from("sub/f.txt"));
+    assert_eq!(loc.abs, base.join("proj/sub/f.txt"));
+    assert_eq!(r.locate("").unwrap().rel, PathBuf::new());
+}
+
+#[test]
+fn the_most_specific_root_decides() {
+    let (_t, base) = tree();
+    let r = resolver(
+        &[(&base.join("proj"), true), (&base.join("proj/ro"), false)],
+        PolicyLists::default(),
+    );
+    assert_eq!(r.locate("ro/x").unwrap().root, 1);
+    assert_eq!(r.locate("x").unwrap().root, 0);
+    assert!(matches!(r.prepare_write("ro/x", true), Err(PathError::ReadOnlyRoot { .. })));
+    assert!(r.prepare_write("x", true).is_ok());
+}
+
+#[test]
+fn protected_rules_match_at_any_depth_but_only_whole_components() {
+    let lists =
+        PolicyLists { protected: vec![".git/hooks".into(), ".envrc".into()], ..Default::default() };
+    let p = Policy::new(&lists).unwrap();
+    assert!(p.protected(Path::new(".git/hooks/pre-commit")).is_some());
+    assert!(p.protected(Path::new("sub/.git/hooks")).is_some());
+    assert!(p.protected(Path::new("a/.envrc")).is_some());
+    assert!(p.protected(Path::new("src/hooks/x")).is_none());
+    assert!(p.protected(Path::new(".git/hooksy")).is_none());
+    assert!(p.protected(Path::new(".envrc.bak")).is_none());
+}
+
+#[test]
+fn secret_patterns_have_exceptions() {
+    let lists = PolicyLists {
+        secret_patterns: vec![".env".into(), ".env.*".into(), "*.pem".into()],
+        secret_exceptions: vec![".env.example".into()],
+        ..Default::default()
+    };
+    let p = Policy::new(&lists).unwrap();
+    assert!(p.is_secret(Path::new("/r/.env")));
+    assert!(p.is_secret(Path::new("/r/.env.local")));
+    assert!(p.is_secret(Path::new("/r/k/server.pem")));
+    assert!(!p.is_secret(Path::new("/r/.env.example")));
+    assert!(!p.is_secret(Path::new("/r/env.txt")));
+}
+
+#[test]
+fn denied_by_name_and_by_identity() {
+    let (_t, base) = tree();
+    std::fs::create_dir_all(base.join("home/.ssh")).unwrap();
+    std::fs::write(base.join("home/.ssh/id_rsa"), "key").unwrap();
+    std::fs::hard_link(base.join("home/.ssh/id_rsa"), base.join("proj/copy")).unwrap();
+    let lists = PolicyLists { credentials: vec![base.join("home/.ssh")], ..Default::default() };
+    let r = resolver(&[(&base.join("proj"), true)], lists);
+    assert!(matches!(r.open_file("copy"), Err(PathError::Denied { .. })));
+    assert!(matches!(r.open_walked(&base.join("proj/copy")), Err(PathError::Denied { .. })));
+    assert!(r.policy().denied(&base.join("home/.ssh/config"), None).is_some());
+    assert!(r.open_file("a.txt").is_ok());
+}
+
+#[test]
+fn open_walked_follows_no_symlink_at_all() {
+    let (_t, base) = tree();
+    symlink("a.txt", base.join("proj/link")).unwrap();
+    let r = resolver(&[(&base.join("proj"), true)], PolicyLists::default());
+    assert!(r.open_walked(&base.join("proj/link")).is_err());
+    assert!(r.open_walked(&base.join("proj/a.txt")).is_ok());
+    // open_file follows a link that stays beneath the root, and reports the real path.
+    assert_eq!(r.open_file("link").unwrap().abs, base.join("proj/a.txt"));
+}
+
+#[test]
+fn prepare_write_makes_parents_beneath_the_root_only() {
+    let (_t, base) = tree();
+    symlink(base.join("proj-secrets"), base.join("proj/out")).unwrap();
+    let r = resolver(&[(&base.join("proj"), true)], PolicyLists::default());
+    let t = r.prepare_write("new/deeper/f.txt", true).unwrap();
+    assert_eq!(t.abs, base.join("proj/new/deeper/f.txt"));
+    assert!(t.existing.is_none());
+    assert!(matches!(r.prepare_write("out/x/f.txt", true), Err(PathError::Escapes { .. })));
+    assert!(!base.join("proj-secrets/x").exists());
+}
+
+#[test]
+fn walk_fallback_refuses_every_symlink() {
+    let (_t, base) = tree();
+    symlink("a.txt", base.join("proj/link")).unwrap();
+    let root = Root::pin(&RootSpec { path: base.join("proj"), writable: true }).unwrap();
+    assert!(walk_nofollow(root.fd(), Path::new("link"), OFlags::RDONLY).is_err());
+    assert!(walk_nofollow(root.fd(), Path::new("a.txt"), OFlags::RDONLY).is_ok());
+}
