@@ -86,6 +86,18 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             return ExitCode::from(1);
         }
     };
+    if let Some(sock) = server::git_agent_socket(&cfg) {
+        // libssh2 (git push over SSH) finds the ssh-agent only through SSH_AUTH_SOCK, so the
+        // configured push.ssh_auth_sock becomes this process's SSH_AUTH_SOCK. `set_var` is
+        // unsafe because another thread could read the environment at the same time; here
+        // none exists yet: the tokio runtime starts below, logging spawns no thread, and
+        // nothing before this point starts one. The daemon never hands its own environment
+        // to anything it spawns, so the socket path goes no further than libssh2.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("SSH_AUTH_SOCK", &sock)
+        };
+    }
     if http.is_some() || cfg.http.is_some() {
         eprint_line(
             "hands: the streamable HTTP transport is not in this version yet; serve on stdio \

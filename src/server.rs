@@ -15,6 +15,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Everything a connection needs, built once at startup.
@@ -50,7 +51,7 @@ fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolv
     Ok(Arc::new(resolver))
 }
 
-fn git_settings(m: &ModuleCfg, cfg: &GitConfig) -> GitSettings {
+fn git_settings(m: &ModuleCfg, cfg: &GitConfig, state_dir: &Path) -> GitSettings {
     let author = match (&cfg.author_name, &cfg.author_email) {
         (Some(n), Some(e)) => Some((n.clone(), e.clone())),
         _ => None,
@@ -60,9 +61,34 @@ fn git_settings(m: &ModuleCfg, cfg: &GitConfig) -> GitSettings {
         PushSettings {
             remote: p.remote.clone().unwrap_or(d.remote),
             branches: p.branches.clone().unwrap_or(d.branches),
+            ssh_auth_sock: setting_path(p.ssh_auth_sock.as_deref()),
+            known_hosts: setting_path(p.known_hosts.as_deref()),
         }
     });
-    GitSettings { author, push, network: m.has(Grant::Network) }
+    GitSettings {
+        author,
+        push,
+        network: m.has(Grant::Network),
+        // Trust on first use records host keys here; a relative state dir is not used for it.
+        state_dir: state_dir.is_absolute().then(|| state_dir.to_path_buf()),
+    }
+}
+
+/// A path-valued setting: empty = unset, `~` expanded.
+fn setting_path(value: Option<&str>) -> Option<PathBuf> {
+    let home = crate::config::home_dir();
+    value.filter(|v| !v.is_empty()).map(|v| crate::config::expand_tilde(v, home.as_deref()))
+}
+
+/// The configured `push.ssh_auth_sock` of tools-git, `~` expanded. libssh2 finds the
+/// ssh-agent only through `SSH_AUTH_SOCK`, so `main` exports this before any thread starts.
+pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
+    config.modules.iter().find_map(|m| match &m.settings {
+        ModuleSettings::Git(cfg) => {
+            cfg.push.as_ref().and_then(|p| setting_path(p.ssh_auth_sock.as_deref()))
+        }
+        _ => None,
+    })
 }
 
 impl Daemon {
@@ -79,8 +105,9 @@ impl Daemon {
                     tools.extend(crate::tools::fs_tools());
                 }
                 ModuleSettings::Git(cfg) => {
-                    let g = Git::new(resolver_for(m, &lists)?, git_settings(m, cfg))
-                        .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    let g =
+                        Git::new(resolver_for(m, &lists)?, git_settings(m, cfg, &config.state_dir))
+                            .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     git = Some(Arc::new(g));
                     tools.extend(crate::tools::git_tools());
                 }

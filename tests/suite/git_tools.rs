@@ -1230,3 +1230,49 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// 100,000 files: `git_status` and `git_diff` answer with capped output and `truncated`, and the
+/// daemon keeps serving.
+#[tokio::test]
+async fn status_and_diff_stay_bounded_on_a_hundred_thousand_files() {
+    let (fx, c) = start().await;
+    let repo = fx.root.join("big");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&fx.home, &repo, &["init", "-q", "-b", "main"]);
+    for d in 0..1000 {
+        let dir = repo.join(format!("d{d:04}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f:03}.txt")), format!("file {d} {f}\n")).unwrap();
+        }
+    }
+    git(&fx.home, &repo, &["add", "-A"]);
+    git(&fx.home, &repo, &["commit", "-q", "-m", "a hundred thousand files"]);
+    // Change 20,000 tracked files and leave 2,000 untracked ones.
+    for d in 0..200 {
+        for f in 0..100 {
+            let p = repo.join(format!("d{d:04}/f{f:03}.txt"));
+            std::fs::write(&p, format!("file {d} {f}\nchanged\n")).unwrap();
+        }
+        for f in 0..10 {
+            std::fs::write(repo.join(format!("d{d:04}/new{f}.txt")), "new\n").unwrap();
+        }
+    }
+    let s = c.ok("git_status", json!({"repo": "big"})).await;
+    assert_eq!(s["truncated"], true, "status is capped");
+    let listed = ["staged", "unstaged", "untracked", "conflicted"]
+        .iter()
+        .map(|k| s[k].as_array().map_or(0, Vec::len))
+        .sum::<usize>();
+    assert!(listed <= 1000, "{listed} entries listed");
+    assert!(s.to_string().len() < 512 * 1024);
+    let d = c.ok("git_diff", json!({"repo": "big"})).await;
+    assert_eq!(d["truncated"], true, "diff is capped");
+    assert!(d["patch"].as_str().unwrap().len() <= 256 * 1024);
+    assert!(d["patch"].as_str().unwrap().contains("+changed"));
+    // Still serving.
+    let l = c.ok("git_log", json!({"repo": "big", "limit": 1})).await;
+    assert_eq!(l["commits"].as_array().unwrap().len(), 1);
+    c.stop().await;
+    fx.assert_canary();
+}

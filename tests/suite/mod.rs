@@ -4,6 +4,7 @@ pub mod common;
 
 mod config;
 mod fs_tools;
+mod git_ssh;
 mod git_tools;
 mod path_attacks;
 mod protocol;

@@ -128,9 +128,20 @@ pub enum GitError {
     /// The repository has no remote of the configured name.
     #[error("the repository has no remote `{remote}` (the configured push remote)")]
     PushNoRemote { remote: String },
-    /// The remote's URL uses SSH.
-    #[error("remote `{remote}` is `{url}`: push over SSH is not in this version")]
-    PushSsh { remote: String, url: String },
+    /// Push over SSH cannot start: no usable ssh-agent, no user name, or a state dir missing
+    /// for trust on first use. Nothing was sent; no connection was made.
+    #[error("remote `{remote}` is `{url}`: {why}")]
+    PushSshSetup { remote: String, url: String, why: String },
+    /// The SSH server's host key is not the expected one, or the host is not known; the
+    /// connection was dropped before authentication, so nothing was sent.
+    #[error("SSH host key check for `{host}` refused the push: {why}. Nothing was sent")]
+    PushHostKey { host: String, why: String },
+    /// SSH authentication through the ssh-agent failed.
+    #[error("SSH push to `{url}` could not authenticate: {why}")]
+    PushSshAuth { url: String, why: String },
+    /// The SSH remote could not be reached or failed mid-way.
+    #[error("push to `{url}` failed: {message}")]
+    PushNetwork { url: String, message: String },
     /// The remote's URL is of a kind hands does not push to.
     #[error("remote `{remote}` is `{url}`: {why}")]
     PushUrl { remote: String, url: String, why: &'static str },
@@ -176,7 +187,8 @@ impl GitError {
             | GitError::PushOff
             | GitError::PushNoNetwork
             | GitError::PushBranchRefused { .. }
-            | GitError::PushSsh { .. }
+            | GitError::PushSshSetup { .. }
+            | GitError::PushHostKey { .. }
             | GitError::PushUrl { .. }
             | GitError::NonFastForward { .. } => true,
             _ => false,

@@ -9,6 +9,7 @@ mod error;
 mod names;
 mod push;
 mod read;
+mod ssh;
 mod write;
 
 pub use error::GitError;
@@ -25,7 +26,8 @@ pub use write::{
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use hands_roots::Resolver;
-use std::sync::{Arc, Once};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Once};
 
 /// The settings of tools-git, validated by [`Git::new`].
 #[derive(Debug, Clone, Default)]
@@ -36,6 +38,10 @@ pub struct GitSettings {
     pub push: Option<PushSettings>,
     /// Whether the module holds the `network` grant (required by `push`).
     pub network: bool,
+    /// The daemon's state dir (absolute): where push over SSH records host keys on first use
+    /// when `known_hosts` is not set (`<state_dir>/known_hosts`). `None`: no trust on first
+    /// use, so SSH push needs `known_hosts`.
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Where and what `push` may push.
@@ -46,11 +52,24 @@ pub struct PushSettings {
     /// Glob patterns a branch must match (default `["task/*"]`); `*` stops at `/`, `**` does
     /// not.
     pub branches: Vec<String>,
+    /// The ssh-agent socket SSH push authenticates through (absolute). libssh2 finds the
+    /// agent only through the `SSH_AUTH_SOCK` environment variable, so the embedding process
+    /// must set `SSH_AUTH_SOCK` to this path before it starts any thread; `push` refuses if
+    /// the two differ. `None`: the process's own `SSH_AUTH_SOCK`.
+    pub ssh_auth_sock: Option<PathBuf>,
+    /// The known_hosts file SSH host keys are checked against (absolute). `None`: trust on
+    /// first use, recorded in `<state_dir>/known_hosts`.
+    pub known_hosts: Option<PathBuf>,
 }
 
 impl Default for PushSettings {
     fn default() -> Self {
-        PushSettings { remote: "origin".to_string(), branches: vec!["task/*".to_string()] }
+        PushSettings {
+            remote: "origin".to_string(),
+            branches: vec!["task/*".to_string()],
+            ssh_auth_sock: None,
+            known_hosts: None,
+        }
     }
 }
 
@@ -60,6 +79,8 @@ pub(crate) struct PushPolicy {
     pub(crate) remote: String,
     pub(crate) patterns: Vec<String>,
     pub(crate) set: GlobSet,
+    pub(crate) ssh_auth_sock: Option<PathBuf>,
+    pub(crate) known_hosts: Option<PathBuf>,
 }
 
 /// The git tools over one module's roots. Cheap to share: every call opens the repository
@@ -70,6 +91,9 @@ pub struct Git {
     pub(crate) author: Option<(String, String)>,
     pub(crate) push: Option<PushPolicy>,
     pub(crate) network: bool,
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Serialises trust-on-first-use host key records.
+    pub(crate) tofu_lock: Mutex<()>,
 }
 
 static ISOLATE: Once = Once::new();
@@ -93,6 +117,13 @@ fn isolate_libgit2() {
             #[allow(unsafe_code)]
             let _ = unsafe { git2::opts::set_search_path(level, "") };
         }
+        // Bounds on push over SSH, so a silent server cannot hold a worker thread forever:
+        // 30 s to connect, 5 min for any one read or write. Same soundness argument as above
+        // (process-global libgit2 options, set once before any other libgit2 call).
+        #[allow(unsafe_code)]
+        let _ = unsafe { git2::opts::set_server_connect_timeout_in_milliseconds(30_000) };
+        #[allow(unsafe_code)]
+        let _ = unsafe { git2::opts::set_server_timeout_in_milliseconds(300_000) };
     });
 }
 
@@ -113,7 +144,22 @@ impl Git {
             None => None,
             Some(p) => Some(compile_push(p)?),
         };
-        Ok(Git { resolver, author: settings.author, push, network: settings.network })
+        if let Some(dir) = &settings.state_dir
+            && !dir.is_absolute()
+        {
+            return Err(GitError::Settings(format!(
+                "the state dir `{}` is not an absolute path",
+                dir.display()
+            )));
+        }
+        Ok(Git {
+            resolver,
+            author: settings.author,
+            push,
+            network: settings.network,
+            state_dir: settings.state_dir,
+            tofu_lock: Mutex::new(()),
+        })
     }
 
     /// The resolver the tools confine paths with.
@@ -143,7 +189,23 @@ fn compile_push(p: PushSettings) -> Result<PushPolicy, GitError> {
         b.add(glob);
     }
     let set = b.build().map_err(|e| GitError::Settings(format!("push.branches: {e}")))?;
-    Ok(PushPolicy { remote: p.remote, patterns: p.branches, set })
+    for (key, path) in [("ssh_auth_sock", &p.ssh_auth_sock), ("known_hosts", &p.known_hosts)] {
+        if let Some(path) = path
+            && !path.is_absolute()
+        {
+            return Err(GitError::Settings(format!(
+                "push.{key} `{}` is not an absolute path (`~/` is expanded; nothing else is)",
+                path.display()
+            )));
+        }
+    }
+    Ok(PushPolicy {
+        remote: p.remote,
+        patterns: p.branches,
+        set,
+        ssh_auth_sock: p.ssh_auth_sock,
+        known_hosts: p.known_hosts,
+    })
 }
 
 /// Formats a commit time as RFC 3339 in the committer's own offset.
@@ -205,7 +267,11 @@ mod tests {
         assert!(p.set.is_match("task/x"));
         assert!(!p.set.is_match("task/x/y"));
         assert!(!p.set.is_match("main"));
-        assert!(compile_push(PushSettings { remote: "-x".into(), branches: vec![] }).is_err());
-        assert!(compile_push(PushSettings { remote: "origin".into(), branches: vec![] }).is_err());
+        let d = PushSettings::default;
+        assert!(compile_push(PushSettings { remote: "-x".into(), ..d() }).is_err());
+        assert!(compile_push(PushSettings { branches: vec![], ..d() }).is_err());
+        let rel = Some(PathBuf::from("known_hosts"));
+        assert!(compile_push(PushSettings { known_hosts: rel.clone(), ..d() }).is_err());
+        assert!(compile_push(PushSettings { ssh_auth_sock: rel, ..d() }).is_err());
     }
 }

@@ -1,14 +1,18 @@
-//! `push`: one branch to the configured remote, only when configured, granted and matching
-//! the patterns, and never forced (a non-fast-forward is refused before anything is sent).
+//! `push`: one branch to the configured remote (a local repository under the roots, or an SSH
+//! server), only when configured, granted and matching the patterns, and never forced (a
+//! non-fast-forward is refused before anything is sent).
 
 use crate::confine::{Access, local_url_path, path_str};
 use crate::names::check_branch;
 use crate::read::short;
+use crate::ssh::{self, Agent, KeySource, SshUrl};
 use crate::{Git, GitError};
-use git2::{BranchType, Oid, PushOptions, RemoteCallbacks, Repository};
+use git2::{BranchType, Direction, Oid, PushOptions, RemoteCallbacks, Repository};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::fmt;
+use std::path::PathBuf;
 
 /// Parameters of `git_push`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -72,9 +76,104 @@ impl fmt::Display for PushOutput {
     }
 }
 
+/// Where a remote URL leads.
+#[derive(Debug, PartialEq, Eq)]
+enum Target<'u> {
+    /// A local repository at this absolute path.
+    Local(&'u str),
+    /// An SSH server.
+    Ssh(SshUrl),
+}
+
+/// What both transports need to know about one push.
+struct Job {
+    remote: String,
+    branch: String,
+    url: String,
+    refname: String,
+    local_tip: Oid,
+    /// The ref and message of an update the remote rejected.
+    rejected: RefCell<Option<(String, String)>>,
+}
+
+impl Job {
+    /// The result; `new` defaults to the local tip.
+    fn output(self, old: Option<Oid>, new: Option<Oid>) -> PushOutput {
+        let new = new.unwrap_or(self.local_tip);
+        PushOutput {
+            remote: self.remote,
+            branch: self.branch,
+            url: self.url,
+            old: old.map(|o| o.to_string()),
+            new: new.to_string(),
+            up_to_date: old == Some(new),
+        }
+    }
+
+    /// Refuses unless the remote's `old` tip is the local tip or one of its ancestors;
+    /// `true` when they are equal (nothing to send).
+    fn fast_forward(&self, repo: &Repository, old: Option<Oid>) -> Result<bool, GitError> {
+        match old {
+            Some(old) if old == self.local_tip => Ok(true),
+            Some(old) if !is_ancestor(repo, old, self.local_tip) => Err(GitError::NonFastForward {
+                remote: self.remote.clone(),
+                branch: self.branch.clone(),
+            }),
+            _ => Ok(false),
+        }
+    }
+
+    /// Pushes `refname:refname` (no `+`: the transport itself refuses a non-fast-forward
+    /// too), turning a server's rejection of the update into an error.
+    fn send<'a>(
+        &'a self,
+        remote: &mut git2::Remote<'_>,
+        mut callbacks: RemoteCallbacks<'a>,
+        map: impl Fn(git2::Error) -> GitError,
+    ) -> Result<(), GitError> {
+        let result = {
+            callbacks.push_update_reference(|name, status| match status {
+                Some(msg) => {
+                    *self.rejected.borrow_mut() = Some((name.to_string(), msg.to_string()));
+                    Err(git2::Error::from_str(&format!("the remote rejected {name}: {msg}")))
+                }
+                None => Ok(()),
+            });
+            let mut opts = PushOptions::new();
+            opts.remote_callbacks(callbacks);
+            let spec = format!("{}:{}", self.refname, self.refname);
+            remote.push(&[spec.as_str()], Some(&mut opts))
+        };
+        if let Some((refname, message)) = self.rejected.borrow_mut().take() {
+            return Err(GitError::PushRejected { refname, message });
+        }
+        result.map_err(|e| match e.code() {
+            git2::ErrorCode::NotFastForward => GitError::NonFastForward {
+                remote: self.remote.clone(),
+                branch: self.branch.clone(),
+            },
+            _ => map(e),
+        })
+    }
+}
+
+/// Callbacks for a local push: any network transport libgit2 might pick instead is refused
+/// (no host key is trusted, no credential is given).
+fn local_callbacks<'a>() -> RemoteCallbacks<'a> {
+    let mut cb = RemoteCallbacks::new();
+    cb.certificate_check(|_, host| {
+        Err(git2::Error::from_str(&format!(
+            "a local push reached the network host `{host}`; refused"
+        )))
+    });
+    cb.credentials(|_, _, _| Err(git2::Error::from_str("a local push needs no credentials")));
+    cb
+}
+
 impl Git {
-    /// `git_push`: pushes `refs/heads/B` to the same ref on the configured remote (local path
-    /// or `file://` URL), refusing a non-fast-forward and anything the policy does not allow.
+    /// `git_push`: pushes `refs/heads/B` to the same ref on the configured remote (a local
+    /// path or `file://` URL, or an SSH server), refusing a non-fast-forward and anything the
+    /// policy does not allow.
     pub fn push(&self, p: PushParams) -> Result<PushOutput, GitError> {
         let policy = self.push.as_ref().ok_or(GitError::PushOff)?;
         if !self.network {
@@ -99,7 +198,7 @@ impl Git {
             .or_else(|| remote.url())
             .ok_or_else(|| GitError::PushNoRemote { remote: remote_name.clone() })?
             .to_string();
-        let path = classify(&remote_name, &url)?;
+        let target = classify(&remote_name, &url)?;
 
         let local = repo
             .find_branch(&branch, BranchType::Local)
@@ -108,93 +207,157 @@ impl Git {
             .get()
             .target()
             .ok_or_else(|| GitError::BranchNotFound { name: branch.clone() })?;
+        let refname = format!("refs/heads/{branch}");
+        let job = Job {
+            remote: remote_name,
+            branch,
+            url: url.clone(),
+            refname,
+            local_tip,
+            rejected: RefCell::new(None),
+        };
+        match target {
+            Target::Local(path) => self.push_local(repo, &mut remote, job, path),
+            Target::Ssh(ssh) => self.push_ssh(repo, &mut remote, job, ssh),
+        }
+    }
 
+    fn push_local(
+        &self,
+        repo: &Repository,
+        remote: &mut git2::Remote<'_>,
+        job: Job,
+        path: &str,
+    ) -> Result<PushOutput, GitError> {
         // The remote must itself be a repository wholly under a writable root.
         let dest = self.open(Some(path), Access::Write).map_err(|e| match e {
             GitError::Path(hands_roots::PathError::Outside { .. }) => GitError::PushUrl {
-                remote: remote_name.clone(),
-                url: url.clone(),
+                remote: job.remote.clone(),
+                url: job.url.clone(),
                 why: "the remote's path is outside the roots of tools-git; a person can add it as a writable root",
             },
             other => other,
         })?;
-        let refname = format!("refs/heads/{branch}");
         if dest.workdir.is_some() {
             let (checked_out, _) = crate::read::head_state(&dest.repo)?;
-            if checked_out.as_deref() == Some(branch.as_str()) {
-                return Err(GitError::PushCheckedOut { remote: remote_name, branch });
+            if checked_out.as_deref() == Some(job.branch.as_str()) {
+                return Err(GitError::PushCheckedOut { remote: job.remote, branch: job.branch });
             }
         }
-        let old = remote_tip(&dest.repo, &refname)?;
-        if let Some(old) = old {
-            if old == local_tip {
-                return Ok(PushOutput {
-                    remote: remote_name,
-                    branch,
-                    url,
-                    old: Some(old.to_string()),
-                    new: old.to_string(),
-                    up_to_date: true,
-                });
-            }
-            if !is_ancestor(repo, old, local_tip) {
-                return Err(GitError::NonFastForward { remote: remote_name, branch });
-            }
-        }
+        let old = remote_tip(&dest.repo, &job.refname)?;
         drop(dest);
-
-        let rejected: std::cell::RefCell<Option<(String, String)>> = std::cell::RefCell::new(None);
-        let result = {
-            let mut callbacks = RemoteCallbacks::new();
-            callbacks.push_update_reference(|name, status| match status {
-                Some(msg) => {
-                    *rejected.borrow_mut() = Some((name.to_string(), msg.to_string()));
-                    Err(git2::Error::from_str(&format!("the remote rejected {name}: {msg}")))
-                }
-                None => Ok(()),
-            });
-            let mut opts = PushOptions::new();
-            opts.remote_callbacks(callbacks);
-            // No `+`: the transport itself refuses a non-fast-forward too.
-            let spec = format!("{refname}:{refname}");
-            remote.push(&[spec.as_str()], Some(&mut opts))
-        };
-        if let Some((refname, message)) = rejected.into_inner() {
-            return Err(GitError::PushRejected { refname, message });
+        if job.fast_forward(repo, old)? {
+            return Ok(job.output(old, None));
         }
-        result.map_err(|e| match e.code() {
-            git2::ErrorCode::NotFastForward => {
-                GitError::NonFastForward { remote: remote_name.clone(), branch: branch.clone() }
-            }
-            _ => GitError::Git { op: "push", source: e },
-        })?;
-
+        job.send(remote, local_callbacks(), |e| GitError::Git { op: "push", source: e })?;
         let dest = self.open(Some(path), Access::Read)?;
-        let new = remote_tip(&dest.repo, &refname)?.unwrap_or(local_tip);
-        Ok(PushOutput {
-            remote: remote_name,
-            branch,
-            url,
-            old: old.map(|o| o.to_string()),
-            new: new.to_string(),
-            up_to_date: false,
-        })
+        let new = remote_tip(&dest.repo, &job.refname)?;
+        Ok(job.output(old, new))
+    }
+
+    /// Push over SSH: the agent and host key policy are checked before any connection; one
+    /// connection reads the remote's tip (host key checked, agent authentication) for the
+    /// fast-forward check, a second one sends.
+    fn push_ssh(
+        &self,
+        repo: &Repository,
+        remote: &mut git2::Remote<'_>,
+        job: Job,
+        ssh: SshUrl,
+    ) -> Result<PushOutput, GitError> {
+        // `self.push` is Some: `push` checked it.
+        let (configured_sock, known_hosts) = match &self.push {
+            Some(p) => (p.ssh_auth_sock.clone(), p.known_hosts.clone()),
+            None => return Err(GitError::PushOff),
+        };
+        let setup = |why: String| GitError::PushSshSetup {
+            remote: job.remote.clone(),
+            url: job.url.clone(),
+            why,
+        };
+        let agent = agent(configured_sock.as_deref()).map_err(setup)?;
+        let user = match &ssh.user {
+            Some(u) => u.clone(),
+            None => ["USER", "LOGNAME"]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+                .ok_or_else(|| {
+                    setup("the URL names no user and the daemon has no USER; write the user into the remote URL (user@host)".into())
+                })?,
+        };
+        let keys = match (known_hosts, &self.state_dir) {
+            (Some(file), _) => KeySource::Configured(file),
+            (None, Some(state)) => KeySource::Tofu(state.join("known_hosts")),
+            (None, None) => {
+                return Err(setup(
+                    "push.known_hosts is not set and the daemon gave no state dir to record host keys in; set push.known_hosts".into(),
+                ));
+            }
+        };
+        let session = ssh::Session::new(ssh, user, agent, keys, &self.tofu_lock);
+        session.precheck()?;
+
+        let old = {
+            let conn = remote
+                .connect_auth(Direction::Push, Some(session.callbacks()), None)
+                .map_err(|e| session.map_error(e))?;
+            let heads = conn.list().map_err(|e| session.map_error(e))?;
+            heads.iter().find(|h| h.name() == job.refname).map(|h| h.oid())
+        };
+        if job.fast_forward(repo, old)? {
+            return Ok(job.output(old, None));
+        }
+        job.send(remote, session.callbacks(), |e| session.map_error(e))?;
+        Ok(job.output(old, None))
     }
 }
 
-/// The filesystem path of a local remote, or why hands will not push to this URL.
-fn classify<'u>(remote: &str, url: &'u str) -> Result<&'u str, GitError> {
+/// The agent socket SSH push will use: `push.ssh_auth_sock`, else the process's own
+/// `SSH_AUTH_SOCK`. libssh2 reads only `SSH_AUTH_SOCK`, so a configured socket must be what
+/// the daemon exported at startup. Checked to exist and be a socket, so a missing agent is
+/// reported before any connection.
+fn agent(configured: Option<&std::path::Path>) -> Result<Agent, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let env = std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let agent = match (configured, env) {
+        (Some(sock), env) => {
+            if env.as_deref() != Some(sock) {
+                return Err(format!(
+                    "push.ssh_auth_sock is `{}` but the daemon's SSH_AUTH_SOCK is {}; libssh2 finds the agent only through SSH_AUTH_SOCK, which the daemon sets at startup — restart it",
+                    sock.display(),
+                    env.map(|e| format!("`{}`", e.display())).unwrap_or_else(|| "unset".into())
+                ));
+            }
+            Agent { socket: sock.to_path_buf(), configured: true }
+        }
+        (None, Some(env)) => Agent { socket: env, configured: false },
+        (None, None) => {
+            return Err("push over SSH authenticates only through an ssh-agent, and neither push.ssh_auth_sock nor the daemon's SSH_AUTH_SOCK names one; a person sets push.ssh_auth_sock".into());
+        }
+    };
+    match std::fs::metadata(&agent.socket) {
+        Ok(m) if m.file_type().is_socket() => Ok(agent),
+        Ok(_) => Err(format!("{agent} is not a socket")),
+        Err(e) => Err(format!("{agent} cannot be used ({e}); is the agent running?")),
+    }
+}
+
+/// Where the URL leads, or why hands will not push to it.
+fn classify<'u>(remote: &str, url: &'u str) -> Result<Target<'u>, GitError> {
     let lower = url.to_ascii_lowercase();
     let refuse = |why| GitError::PushUrl { remote: remote.to_string(), url: url.to_string(), why };
     if let Some(p) = local_url_path(url) {
         path_str(std::path::Path::new(p))?;
-        return Ok(p);
+        if !lower.starts_with("file://") && url.contains(':') {
+            // libgit2 would read `/a:b` as scp-like SSH (host `/a`).
+            return Err(refuse(
+                "a local path with `:` is ambiguous with SSH; write it as a file:/// URL",
+            ));
+        }
+        return Ok(Target::Local(p));
     }
-    if lower.starts_with("ssh://")
-        || lower.starts_with("git+ssh://")
-        || lower.starts_with("ssh+git://")
-    {
-        return Err(GitError::PushSsh { remote: remote.to_string(), url: url.to_string() });
+    if ssh::has_ssh_scheme(url) {
+        return ssh::parse_ssh_url(url).map(Target::Ssh).map_err(refuse);
     }
     if lower.starts_with("ext::") {
         return Err(refuse("`ext::` URLs run a program; refused"));
@@ -204,14 +367,14 @@ fn classify<'u>(remote: &str, url: &'u str) -> Result<&'u str, GitError> {
     }
     if lower.contains("://") {
         return Err(refuse(
-            "hands pushes only to local paths and file:// URLs (SSH comes later); HTTP(S) and git:// are not supported",
+            "hands pushes only over SSH and to local paths and file:// URLs; HTTP(S) and git:// are not supported",
         ));
     }
     // scp-like `user@host:path`: a colon before any slash.
     if let Some(colon) = url.find(':')
         && url.find('/').is_none_or(|slash| colon < slash)
     {
-        return Err(GitError::PushSsh { remote: remote.to_string(), url: url.to_string() });
+        return ssh::parse_scp(url).map(Target::Ssh).map_err(refuse);
     }
     Err(refuse(
         "a relative path is ambiguous; set the remote to an absolute path or a file:/// URL",
@@ -242,13 +405,26 @@ mod tests {
 
     #[test]
     fn urls_are_classified() {
-        assert_eq!(classify("o", "/srv/x.git").ok(), Some("/srv/x.git"));
-        assert_eq!(classify("o", "file:///srv/x.git").ok(), Some("/srv/x.git"));
-        assert_eq!(classify("o", "file://localhost/srv/x.git").ok(), Some("/srv/x.git"));
-        for ssh in ["ssh://git@h/x.git", "git@github.com:o/r.git", "host:r.git"] {
-            assert!(matches!(classify("o", ssh), Err(GitError::PushSsh { .. })), "{ssh}");
+        assert_eq!(classify("o", "/srv/x.git").ok(), Some(Target::Local("/srv/x.git")));
+        assert_eq!(classify("o", "file:///srv/x.git").ok(), Some(Target::Local("/srv/x.git")));
+        assert_eq!(
+            classify("o", "file://localhost/srv/x.git").ok(),
+            Some(Target::Local("/srv/x.git"))
+        );
+        assert_eq!(classify("o", "file:///srv/a:b.git").ok(), Some(Target::Local("/srv/a:b.git")));
+        for ssh in ["ssh://git@h/x.git", "git@github.com:o/r.git", "host:r.git", "SSH://h:2/x"] {
+            assert!(matches!(classify("o", ssh), Ok(Target::Ssh(_))), "{ssh}");
         }
-        for other in ["https://h/x.git", "git://h/x", "ext::sh -c x", "../x.git", "file://x"] {
+        for other in [
+            "https://h/x.git",
+            "git://h/x",
+            "ext::sh -c x",
+            "../x.git",
+            "file://x",
+            "/srv/a:b.git",
+            "ssh://u:pw@h/x",
+            "[::1]:x",
+        ] {
             assert!(matches!(classify("o", other), Err(GitError::PushUrl { .. })), "{other}");
         }
     }

@@ -72,6 +72,7 @@ impl Fx {
             author: None,
             push: Some(PushSettings::default()),
             network: true,
+            ..GitSettings::default()
         })
     }
 

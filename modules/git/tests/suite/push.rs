@@ -108,6 +108,7 @@ fn push_is_off_unless_configured_and_needs_the_network_grant() {
         author: None,
         push: Some(PushSettings::default()),
         network: false,
+        ..GitSettings::default()
     });
     let e = push(&no_net, "task/x").unwrap_err();
     assert_eq!(e.to_string(), "push needs the `network` grant for tools-git");
@@ -115,15 +116,31 @@ fn push_is_off_unless_configured_and_needs_the_network_grant() {
 }
 
 #[test]
-fn push_refuses_ssh_and_remote_paths_outside_the_roots() {
+fn push_refuses_ssh_without_a_usable_agent_and_remote_paths_outside_the_roots() {
     let fx = Fx::repo();
     task_branch(&fx);
     git(&fx.work, &["remote", "add", "origin", "git@example.com:o/r.git"]);
-    let g = fx.git_push();
+    // An agent socket that is not there (and not this process's SSH_AUTH_SOCK): refused before
+    // any connection, naming the remote's URL.
+    let sock = fx.base.join("no-agent.sock");
+    let g = fx.git_with(GitSettings {
+        push: Some(PushSettings { ssh_auth_sock: Some(sock), ..PushSettings::default() }),
+        network: true,
+        ..GitSettings::default()
+    });
     let e = push(&g, "task/x").unwrap_err();
-    assert!(e.to_string().ends_with("push over SSH is not in this version"), "{e}");
+    assert!(matches!(e, GitError::PushSshSetup { .. }), "{e}");
+    assert!(e.to_string().contains("git@example.com:o/r.git"), "{e}");
+    assert!(e.to_string().contains("push.ssh_auth_sock"), "{e}");
     git(&fx.work, &["remote", "set-url", "origin", "ssh://git@example.com/o/r.git"]);
-    assert!(matches!(push(&g, "task/x"), Err(GitError::PushSsh { .. })));
+    assert!(matches!(push(&g, "task/x"), Err(GitError::PushSshSetup { .. })));
+    // Malformed SSH URLs are refused by form.
+    for url in ["ssh://u:pw@example.com/r.git", "ssh://example.com", "[::1]:r.git"] {
+        git(&fx.work, &["remote", "set-url", "origin", url]);
+        let e = push(&g, "task/x").unwrap_err();
+        assert!(matches!(e, GitError::PushUrl { .. }), "{url}: {e}");
+    }
+    let g = fx.git_push();
 
     let outside = fx.out.join("bare.git");
     git(&fx.base, &["init", "-q", "--bare", outside.to_str().unwrap()]);
