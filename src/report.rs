@@ -137,9 +137,17 @@ pub fn policy(daemon: &Daemon) -> String {
                 let push = match &g.push {
                     None => "off".to_string(),
                     Some(p) => format!(
-                        "to {} for [{}]",
+                        "to {} for [{}], ssh agent {}, host keys {}",
                         p.remote.as_deref().unwrap_or("origin"),
-                        p.branches.clone().unwrap_or_else(|| vec!["task/*".into()]).join(", ")
+                        p.branches.clone().unwrap_or_else(|| vec!["task/*".into()]).join(", "),
+                        p.ssh_auth_sock
+                            .as_deref()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or("$SSH_AUTH_SOCK"),
+                        p.known_hosts
+                            .as_deref()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or("recorded on first use in the state dir")
                     ),
                 };
                 let _ = writeln!(s, "  settings: author = {author}, push = {push}");
