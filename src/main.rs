@@ -6,6 +6,8 @@
 mod config;
 mod profiles;
 mod report;
+#[cfg(target_os = "linux")]
+mod sandbox;
 mod server;
 mod stdio;
 mod tools;
@@ -51,6 +53,11 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Internal: run one command in the sandbox described by the JSON spec (tools-shell's
+    /// re-exec; see src/sandbox)
+    #[cfg(target_os = "linux")]
+    #[command(name = "__sandbox", hide = true)]
+    Sandbox { spec: String },
 }
 
 fn main() -> ExitCode {
@@ -59,6 +66,8 @@ fn main() -> ExitCode {
         Command::Serve { config, http, log_level } => serve(config, http, log_level),
         Command::Check { config } => check(config, false),
         Command::Doctor { config } => check(config, true),
+        #[cfg(target_os = "linux")]
+        Command::Sandbox { spec } => sandbox::main(&spec),
     }
 }
 

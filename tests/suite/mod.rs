@@ -8,3 +8,5 @@ mod git_ssh;
 mod git_tools;
 mod path_attacks;
 mod protocol;
+#[cfg(target_os = "linux")]
+mod sandbox;

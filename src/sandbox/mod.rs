@@ -1,0 +1,189 @@
+//! The sandbox launcher behind the hidden `hands __sandbox SPEC` subcommand: it reads a JSON
+//! [`Spec`], builds the namespaces, the new root, the limits, Landlock and seccomp, and runs the
+//! command inside as PID 1 of its own PID namespace.
+//!
+//! Signals: SIGTERM, SIGINT or SIGHUP sent to the launcher is forwarded to every process of the
+//! sandbox (PID 1 ignores it unless it set a handler); SIGKILL to the launcher kills them all.
+//!
+//! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
+//! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
+//! command never starts.
+// This module is the one place that needs raw system calls (unshare, mount, pivot_root, fork,
+// capset, prctl, ioctl, setrlimit) that no safe crate covers; every `unsafe` block is a plain
+// libc call on arguments built just before it.
+#![allow(unsafe_code)]
+
+mod confine;
+mod mounts;
+mod sys;
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Component, PathBuf};
+use std::process::ExitCode;
+
+/// Exit code of the launcher when the sandbox could not be built.
+pub const SETUP_FAILED: u8 = 125;
+
+/// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
+/// are); `..` is refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The command; `argv[0]` is looked up in the `PATH` of `env` when it has no `/`.
+    pub argv: Vec<String>,
+    /// Working directory inside the sandbox (normally inside a root).
+    pub cwd: PathBuf,
+    /// The whole environment of the command; nothing of the launcher's own is added.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Folders bound at their real paths, read-write or read-only.
+    #[serde(default)]
+    pub roots: Vec<Root>,
+    /// Paths inside writable roots re-bound read-only (their parents pinned).
+    #[serde(default)]
+    pub protected: Vec<PathBuf>,
+    /// Denied and credential paths: masked when they exist inside a bound folder.
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
+    /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
+    /// recreated as the same symlink.
+    #[serde(default)]
+    pub system: Vec<PathBuf>,
+    /// The host network; without it the command gets a private network namespace with
+    /// loopback only, and Landlock refuses TCP bind and connect.
+    #[serde(default)]
+    pub network: bool,
+    /// The sandbox's own home folder, bound read-write at its path (created when missing).
+    pub home: PathBuf,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Root {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub writable: bool,
+}
+
+/// Per-command limits; the defaults are SPEC §2's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Processes and threads at once (a pids cgroup; RLIMIT_NPROC does not bind root).
+    pub processes: u64,
+    pub open_files: u64,
+    pub file_size_mb: u64,
+    /// Address space per process, and the size of the private `/tmp`.
+    pub memory_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { processes: 512, open_files: 1024, file_size_mb: 4096, memory_mb: 8192 }
+    }
+}
+
+impl Spec {
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
+        let roots = self.roots.iter().map(|r| &r.path);
+        let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
+        for p in roots.chain(lists).chain([&self.cwd, &self.home]) {
+            let clean = p.is_absolute()
+                && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+                && p.components().count() > 1;
+            anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
+        }
+        Ok(())
+    }
+}
+
+/// Runs `hands __sandbox SPEC`.
+pub fn main(spec: &str) -> ExitCode {
+    match launch(spec) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "hands sandbox: {e:#}");
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+fn launch(spec: &str) -> anyhow::Result<u8> {
+    use anyhow::Context;
+    let spec: Spec = serde_json::from_str(spec).context("the spec is not valid")?;
+    spec.validate()?;
+    std::fs::create_dir_all(&spec.home)
+        .with_context(|| format!("cannot create the sandbox home {}", spec.home.display()))?;
+    let cgroup = confine::PidsCgroup::join(spec.limits.processes)?;
+    let (err_read, err_write) = sys::pipe()?;
+    let (signals, old_mask) = sys::catch_stop_signals()?;
+    mounts::enter_namespaces(spec.network)?;
+    let pid = sys::fork()?;
+    if pid == 0 {
+        drop(err_read);
+        drop(signals);
+        let mut err_write = std::fs::File::from(err_write);
+        // Killing the launcher kills PID 1, and with it every process of the namespace. A
+        // launcher that died before this line is seen as the pipe's closed read end.
+        let orphan = sys::die_with_parent().is_err() || !sys::reader_alive(&err_write);
+        if orphan {
+            sys::exit_now(SETUP_FAILED);
+        }
+        let started = sys::restore_signal_mask(&old_mask).and_then(|()| child(&spec));
+        if let Err(e) = started {
+            let _ = err_write.write_all(format!("{e:#}").as_bytes());
+        }
+        sys::exit_now(SETUP_FAILED);
+    }
+    drop(err_write);
+    let pidfd = sys::pidfd_open(pid);
+    // The write end closes on the child's execve (close-on-exec): an empty read means the
+    // command started; anything else is why it did not.
+    let mut why = String::new();
+    let _ = std::fs::File::from(err_read).read_to_string(&mut why);
+    // SIGTERM, SIGINT or SIGHUP to the launcher goes to every process of the sandbox (found in
+    // its pids cgroup), so a caller can ask for a clean stop, wait, then SIGKILL the launcher.
+    if let Ok(pidfd) = &pidfd {
+        while let Ok(Some(sig)) = sys::wait_event(pidfd, &signals) {
+            cgroup.signal_all(sig);
+        }
+    }
+    let status = sys::wait(pid);
+    drop(cgroup);
+    anyhow::ensure!(why.is_empty(), "{why}");
+    status
+}
+
+/// Runs in the child, PID 1 of the new PID namespace; returns only on failure.
+fn child(spec: &Spec) -> anyhow::Result<()> {
+    mounts::build_root(spec)?;
+    if !spec.network {
+        sys::loopback_up()?;
+    }
+    let _ = sys::set_hostname("sandbox");
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
+    confine::rlimits(&spec.limits)?;
+    // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
+    sys::cloexec_from(3)?;
+    sys::setsid()?;
+    confine::no_new_privs()?;
+    confine::drop_capabilities()?;
+    confine::landlock(spec)?;
+    let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
+    confine::seccomp()?;
+    sys::exec(&program, &spec.argv, &spec.env)
+}
+
+/// Wraps a raw descriptor just returned by the kernel.
+fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: callers pass a descriptor the kernel just returned and nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}

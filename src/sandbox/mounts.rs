@@ -1,0 +1,229 @@
+//! The namespaces and the new root: a tmpfs holding only what the spec names, entered with
+//! pivot_root, the old root detached.
+
+use super::{Spec, sys};
+use anyhow::{Context, Result};
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where the host's root is reachable while the new root is built (after the first pivot).
+const OLD: &str = "/oldroot";
+/// Where the new root is built (after the first pivot).
+const NEW: &str = "/newroot";
+
+/// Devices bound from the host into the minimal `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Unshares user, mount, PID, IPC, UTS and cgroup namespaces (and network unless granted) and
+/// maps the caller's own uid and gid to themselves. The next child forked is PID 1.
+pub fn enter_namespaces(network: bool) -> Result<()> {
+    let (uid, gid) = sys::ids();
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    if !network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    sys::unshare(flags)?;
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).with_context(|| format!("cannot write {file}"))
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+}
+
+fn rel(p: &Path) -> &Path {
+    p.strip_prefix("/").unwrap_or(p)
+}
+
+fn host(p: &Path) -> PathBuf {
+    Path::new(OLD).join(rel(p))
+}
+
+fn inside(p: &Path) -> PathBuf {
+    Path::new(NEW).join(rel(p))
+}
+
+fn mkdirs(p: &Path) -> Result<()> {
+    std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))
+}
+
+/// Binds `src` on `dst` (creating the mount point), read-only when asked.
+fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<()> {
+    if src.is_dir() {
+        mkdirs(dst)?;
+    } else if std::fs::symlink_metadata(dst).is_err() {
+        if let Some(parent) = dst.parent() {
+            mkdirs(parent)?;
+        }
+        std::fs::File::create(dst)
+            .with_context(|| format!("cannot create mount point {}", dst.display()))?;
+    }
+    sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
+    if read_only {
+        sys::make_read_only(dst, true)?;
+    }
+    Ok(())
+}
+
+fn tmpfs(dst: &Path, flags: libc::c_ulong, data: &str) -> Result<()> {
+    mkdirs(dst)?;
+    sys::mount(Some(Path::new("tmpfs")), dst, Some("tmpfs"), flags, Some(data))
+}
+
+/// Builds the new root and enters it. Runs in the child, which holds every capability of the
+/// new user namespace until `confine` drops them.
+pub fn build_root(spec: &Spec) -> Result<()> {
+    // Nothing done here may propagate back to the host.
+    sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    // A scratch tmpfs becomes the root first, with the host's root under it at /oldroot: then
+    // every source, even one under the host's /tmp, stays reachable while the new root is built.
+    let base = Path::new("/tmp");
+    sys::mount(
+        Some(Path::new("tmpfs")),
+        base,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=0700,size=64k"),
+    )?;
+    mkdirs(&base.join("oldroot"))?;
+    mkdirs(&base.join("newroot"))?;
+    sys::pivot_root(base, &base.join("oldroot"))?;
+    std::env::set_current_dir("/").context("chdir /")?;
+    tmpfs(Path::new(NEW), libc::MS_NOSUID | libc::MS_NODEV, "mode=0755,size=4m")?;
+
+    // /proc, /dev and /tmp first: roots and the home may lie below /tmp and are bound on top.
+    let proc_ = inside(Path::new("/proc"));
+    mkdirs(&proc_)?;
+    let no_exec = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    sys::mount(Some(Path::new("proc")), &proc_, Some("proc"), no_exec, None)?;
+    // The command runs as the host's root (uid 0 maps to itself), and the kernel lets that uid
+    // write the host-global sysctls and /proc/sysrq-trigger by file mode alone, capabilities or
+    // not: /proc/sys is read-only and the trigger masked (Landlock keeps all of /proc read-only
+    // too).
+    bind(&proc_.join("sys"), &proc_.join("sys"), true)?;
+    let trigger = proc_.join("sysrq-trigger");
+    if trigger.exists() {
+        bind(&host(Path::new("/dev/null")), &trigger, true)?;
+    }
+    build_dev()?;
+    let tmp_opts = format!("mode=1777,size={}m", spec.limits.memory_mb.max(1));
+    tmpfs(&inside(Path::new("/tmp")), libc::MS_NOSUID | libc::MS_NODEV, &tmp_opts)?;
+
+    for s in &spec.system {
+        let src = host(s);
+        let Ok(meta) = std::fs::symlink_metadata(&src) else { continue };
+        let dst = inside(s);
+        if meta.file_type().is_symlink() {
+            // Merged /usr: /bin -> usr/bin stays a (relative) symlink into the bound /usr.
+            let target = std::fs::read_link(&src).context("readlink")?;
+            if std::fs::symlink_metadata(&dst).is_err() {
+                if let Some(parent) = dst.parent() {
+                    mkdirs(parent)?;
+                }
+                std::os::unix::fs::symlink(&target, &dst)
+                    .with_context(|| format!("cannot link {}", dst.display()))?;
+            }
+        } else {
+            bind(&src, &dst, true)?;
+        }
+    }
+    bind(&host(&spec.home), &inside(&spec.home), false)?;
+    // Outer roots first, so a read-only root nested in a writable one is bound on top.
+    let mut roots: Vec<_> = spec.roots.iter().collect();
+    roots.sort_by_key(|r| r.path.components().count());
+    for r in &roots {
+        bind(&host(&r.path), &inside(&r.path), !r.writable)?;
+    }
+
+    // Pin every folder between a writable root and a protected or masked path (a mount point
+    // cannot be renamed), so `mv .git x` cannot carry a mask or a read-only bind aside.
+    let existing = |p: &PathBuf| {
+        std::fs::symlink_metadata(inside(p)).is_ok_and(|m| !m.file_type().is_symlink())
+    };
+    let guarded: Vec<&PathBuf> =
+        spec.protected.iter().chain(&spec.masked).filter(|p| existing(p)).collect();
+    let mut pins = BTreeSet::new();
+    for p in &guarded {
+        let Some(root) = roots.iter().rev().find(|r| p.starts_with(&r.path) && **p != r.path)
+        else {
+            continue;
+        };
+        if !root.writable {
+            continue;
+        }
+        for a in p.ancestors().skip(1).take_while(|a| *a != root.path) {
+            pins.insert((a.components().count(), a.to_path_buf()));
+        }
+    }
+    for (_, p) in &pins {
+        let at = inside(p);
+        sys::mount(Some(&at), &at, None, libc::MS_BIND | libc::MS_REC, None)?;
+    }
+    for p in spec.protected.iter().filter(|p| existing(p)) {
+        bind(&inside(p), &inside(p), true)?;
+    }
+    let null = host(Path::new("/dev/null"));
+    for p in spec.masked.iter().filter(|p| existing(p)) {
+        let at = inside(p);
+        if at.is_dir() {
+            sys::mount(
+                Some(Path::new("tmpfs")),
+                &at,
+                Some("tmpfs"),
+                libc::MS_RDONLY | no_exec,
+                Some("mode=000,size=4k"),
+            )?;
+        } else {
+            bind(&null, &at, true)?;
+        }
+    }
+
+    // Enter the new root and drop the old one (and the scratch root) from this namespace.
+    std::env::set_current_dir(NEW).context("chdir to the new root")?;
+    sys::pivot_root(Path::new("."), Path::new("."))?;
+    sys::umount_detach(Path::new("."))?;
+    std::env::set_current_dir("/").context("chdir /")?;
+    sys::make_read_only(Path::new("/"), false)
+}
+
+/// A minimal `/dev`: a few devices bound from the host, a new devpts instance, `/dev/shm`.
+fn build_dev() -> Result<()> {
+    let dev = inside(Path::new("/dev"));
+    tmpfs(&dev, libc::MS_NOSUID | libc::MS_NOEXEC, "mode=0755,size=64k")?;
+    for name in DEVICES {
+        let src = host(&Path::new("/dev").join(name));
+        if std::fs::symlink_metadata(&src).is_ok() {
+            bind(&src, &dev.join(name), false)?;
+        }
+    }
+    let pts = dev.join("pts");
+    mkdirs(&pts)?;
+    sys::mount(
+        Some(Path::new("devpts")),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )?;
+    let links = [
+        ("pts/ptmx", "ptmx"),
+        ("/proc/self/fd", "fd"),
+        ("/proc/self/fd/0", "stdin"),
+        ("/proc/self/fd/1", "stdout"),
+        ("/proc/self/fd/2", "stderr"),
+    ];
+    for (target, name) in links {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .with_context(|| format!("cannot link /dev/{name}"))?;
+    }
+    let shm = dev.join("shm");
+    mkdirs(&shm)?;
+    std::fs::set_permissions(&shm, std::fs::Permissions::from_mode(0o1777))
+        .context("chmod /dev/shm")
+}

@@ -1,0 +1,309 @@
+//! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
+//! names the call.
+
+use anyhow::{Result, anyhow};
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The last OS error, prefixed with what was being done.
+pub fn os_err(what: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("{what}: {}", std::io::Error::last_os_error())
+}
+
+fn check(ret: libc::c_long, what: impl std::fmt::Display) -> Result<libc::c_long> {
+    if ret < 0 { Err(os_err(what)) } else { Ok(ret) }
+}
+
+pub fn cstr(s: impl AsRef<OsStr>) -> Result<CString> {
+    CString::new(s.as_ref().as_bytes()).map_err(|_| anyhow!("a NUL byte in {:?}", s.as_ref()))
+}
+
+/// A close-on-exec pipe: (read, write).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
+    let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(ret.into(), "pipe2")?;
+    Ok((super::owned(fds[0]), super::owned(fds[1])))
+}
+
+/// The caller's real uid and gid.
+pub fn ids() -> (libc::uid_t, libc::gid_t) {
+    // SAFETY: getuid and getgid take nothing and cannot fail.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+pub fn unshare(flags: libc::c_int) -> Result<()> {
+    // SAFETY: unshare takes flags only; the launcher is single-threaded here.
+    check(unsafe { libc::unshare(flags) }.into(), "unshare").map(drop)
+}
+
+pub fn fork() -> Result<libc::pid_t> {
+    // SAFETY: the launcher has one thread, so the child may go on running Rust code.
+    let pid = unsafe { libc::fork() };
+    check(pid.into(), "fork")?;
+    Ok(pid)
+}
+
+/// Ends the process at once, without running destructors or flushing anything of the parent's.
+pub fn exit_now(code: u8) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code.into()) }
+}
+
+/// Waits for `pid` and turns its end into an exit code: the code, or 128 + the signal.
+pub fn wait(pid: libc::pid_t) -> Result<u8> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(os_err("waitpid"));
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(libc::WEXITSTATUS(status) as u8);
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(128u8.saturating_add(libc::WTERMSIG(status) as u8));
+        }
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP and returns a signalfd that receives them, with the mask
+/// that was in force before (for the child to restore).
+pub fn catch_stop_signals() -> Result<(OwnedFd, libc::sigset_t)> {
+    // SAFETY: sigset_t is plain data; every pointer is to a local that outlives the call.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        check(libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old).into(), "sigprocmask")?;
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        check(fd.into(), "signalfd")?;
+        Ok((super::owned(fd), old))
+    }
+}
+
+/// Restores a signal mask saved by [`catch_stop_signals`].
+pub fn restore_signal_mask(old: &libc::sigset_t) -> Result<()> {
+    // SAFETY: `old` is a valid sigset_t.
+    let ret = unsafe { libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+    check(ret.into(), "sigprocmask").map(drop)
+}
+
+pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
+    // SAFETY: pidfd_open takes integers only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    check(fd, "pidfd_open")?;
+    Ok(super::owned(fd as i32))
+}
+
+/// Waits until the process behind `pidfd` ends (`None`) or a signal arrives on `sigfd`
+/// (`Some(signal)`).
+pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd) -> Result<Option<i32>> {
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: sigfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds.
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if ret < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(os_err("poll"));
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: `info` is `size` writable bytes.
+            let n = unsafe {
+                libc::read(
+                    sigfd.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
+            if n == size as isize {
+                return Ok(Some(info.ssi_signo as i32));
+            }
+        }
+        if fds[0].revents != 0 {
+            return Ok(None);
+        }
+    }
+}
+
+pub fn die_with_parent() -> Result<()> {
+    // SAFETY: prctl with integer arguments.
+    let ret = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    check(ret.into(), "prctl(PR_SET_PDEATHSIG)").map(drop)
+}
+
+/// Whether the pipe behind the write end `fd` still has a reader.
+pub fn reader_alive(fd: &impl AsRawFd) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let ret = unsafe { libc::poll(&mut p, 1, 0) };
+    ret >= 0 && p.revents & libc::POLLERR == 0
+}
+
+pub fn mount(
+    src: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<()> {
+    let src_c = src.map(cstr).transpose()?;
+    let target_c = cstr(target)?;
+    let fstype_c = fstype.map(cstr).transpose()?;
+    let data_c = data.map(cstr).transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
+    let ret = unsafe {
+        libc::mount(
+            ptr(&src_c),
+            target_c.as_ptr(),
+            ptr(&fstype_c),
+            flags,
+            ptr(&data_c).cast::<libc::c_void>(),
+        )
+    };
+    let what =
+        src.map_or_else(|| fstype.unwrap_or("none").to_string(), |s| s.display().to_string());
+    check(ret.into(), format_args!("mount {what} on {}", target.display())).map(drop)
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_int = 0x8000;
+
+/// Makes the mount at `path` (and, when `recursive`, every mount below it) read-only. Unlike a remount, this
+/// changes only the read-only bit, so the locked nosuid/nodev/noexec flags of a mount that came
+/// from the parent user namespace stay as they are (a remount that dropped them is refused).
+pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
+    let c = cstr(path)?;
+    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: `c` is a NUL-terminated path and `attr` a mount_attr of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            if recursive { AT_RECURSIVE } else { 0 },
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret, format_args!("mount_setattr(read-only) {}", path.display())).map(drop)
+}
+
+pub fn pivot_root(new_root: &Path, put_old: &Path) -> Result<()> {
+    let (a, b) = (cstr(new_root)?, cstr(put_old)?);
+    // SAFETY: two NUL-terminated paths.
+    let ret = unsafe { libc::syscall(libc::SYS_pivot_root, a.as_ptr(), b.as_ptr()) };
+    check(ret, "pivot_root").map(drop)
+}
+
+pub fn umount_detach(path: &Path) -> Result<()> {
+    let c = cstr(path)?;
+    // SAFETY: a NUL-terminated path.
+    let ret = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    check(ret.into(), format_args!("umount {}", path.display())).map(drop)
+}
+
+pub fn set_hostname(name: &str) -> Result<()> {
+    // SAFETY: the pointer and length describe `name`.
+    let ret = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
+    check(ret.into(), "sethostname").map(drop)
+}
+
+#[repr(C)]
+struct IfreqFlags {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+const SIOCGIFFLAGS: libc::c_ulong = 0x8913;
+const SIOCSIFFLAGS: libc::c_ulong = 0x8914;
+
+/// Brings `lo` up in the new network namespace, so the command has a working loopback.
+pub fn loopback_up() -> Result<()> {
+    // SAFETY: socket takes integers only.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(fd.into(), "socket for loopback")?;
+    let sock = super::owned(fd);
+    let mut req = IfreqFlags { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
+    req.name[0] = b'l' as libc::c_char;
+    req.name[1] = b'o' as libc::c_char;
+    // SAFETY: `req` is an ifreq-shaped buffer that lives across both calls.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGIFFLAGS, &mut req as *mut IfreqFlags) };
+    check(ret.into(), "ioctl(SIOCGIFFLAGS, lo)")?;
+    req.flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: as above.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCSIFFLAGS, &mut req as *mut IfreqFlags) };
+    check(ret.into(), "ioctl(SIOCSIFFLAGS, lo up)").map(drop)
+}
+
+/// Marks every descriptor from `first` up close-on-exec, so none reaches the command.
+pub fn cloexec_from(first: u32) -> Result<()> {
+    // SAFETY: close_range with integer arguments; CLOEXEC closes nothing now.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    check(ret, "close_range").map(drop)
+}
+
+pub fn setsid() -> Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { libc::setsid() }.into(), "setsid").map(drop)
+}
+
+/// Resolves `argv0` against `PATH` the way a shell would, inside the new root.
+pub fn find_program(argv0: &str, path: Option<&str>) -> Result<PathBuf> {
+    if argv0.contains('/') {
+        return Ok(PathBuf::from(argv0));
+    }
+    for dir in path.unwrap_or("/usr/bin:/bin").split(':') {
+        let candidate = Path::new(if dir.is_empty() { "." } else { dir }).join(argv0);
+        let c = cstr(&candidate)?;
+        // SAFETY: a NUL-terminated path.
+        if candidate.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+            return Ok(candidate);
+        }
+    }
+    Err(anyhow!("{argv0}: command not found in the sandbox's PATH"))
+}
+
+/// Replaces the process with `program`; returns only on failure.
+pub fn exec(program: &Path, argv: &[String], env: &BTreeMap<String, String>) -> Result<()> {
+    let prog = cstr(program)?;
+    let args = argv.iter().map(cstr).collect::<Result<Vec<_>>>()?;
+    let envs = env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<Vec<_>>>()?;
+    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    arg_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    // SAFETY: null-terminated arrays of NUL-terminated strings that outlive the call.
+    unsafe { libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+    Err(os_err(format_args!("cannot run {}", program.display())))
+}
