@@ -418,8 +418,11 @@ impl Git {
             },
         };
         let limit = p.limit.unwrap_or(LOG_DEFAULT).clamp(1, LOG_MAX) as usize;
+        // `Sort::NONE` is libgit2's lazy walk in commit-date order, newest first, as `git log`
+        // does by default. Any other sorting makes libgit2 read the whole history before the
+        // first commit comes out (over 10,000 commits that was most of a 500-commit log).
         let mut walk = repo.revwalk().map_err(GitError::git("log"))?;
-        walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME).map_err(GitError::git("log"))?;
+        walk.set_sorting(Sort::NONE).map_err(GitError::git("log"))?;
         walk.push(start).map_err(GitError::git("log"))?;
         let mut commits = Vec::new();
         let mut truncated = false;
