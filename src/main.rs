@@ -4,11 +4,13 @@
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
 
 mod config;
+mod probe;
 mod profiles;
 mod report;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod server;
+mod shell;
 mod stdio;
 mod tools;
 
@@ -121,6 +123,8 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             return ExitCode::from(1);
         }
     };
+    // The sandbox self-test runs before serving, so every result states what held.
+    let _ = daemon.self_test();
     eprint_line(&report::banner(&daemon, "stdio"));
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -168,6 +172,10 @@ fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
     report::out(&report::policy(&daemon));
     if doctor {
         report::out(&report::doctor(&daemon));
+        let enforce = daemon.config.sandbox_mode == config::SandboxMode::Enforce;
+        if enforce && daemon.self_test().is_some_and(|p| !p.missing().is_empty()) {
+            return ExitCode::from(1);
+        }
     }
     ExitCode::SUCCESS
 }

@@ -48,9 +48,16 @@ pub fn banner(daemon: &Daemon, transport: &str) -> String {
     let unavailable = daemon.unavailable_modules();
     if !unavailable.is_empty() {
         let names: Vec<_> = unavailable.iter().map(|m| m.name()).collect();
-        let _ = write!(s, " · not in this version (no tools published): {}", names.join(", "));
+        let _ = write!(s, " · no tools published: {}", names.join(", "));
     }
-    let _ = write!(s, " · containment: no command runs in this version");
+    if let Some(p) = daemon.self_test() {
+        let _ = write!(s, " · containment: {} (sandbox self-test)", p.tier());
+        if c.sandbox_mode == SandboxMode::Enforce && !p.missing().is_empty() {
+            let _ = write!(s, " · sandbox.mode = enforce: bash refuses to run");
+        }
+    } else {
+        let _ = write!(s, " · containment: no module runs commands");
+    }
     s
 }
 
@@ -161,7 +168,7 @@ pub fn policy(daemon: &Daemon) -> String {
             .map(|t| t.tool.name.to_string())
             .collect();
         if tools.is_empty() {
-            let _ = writeln!(s, "  tools: none (this module's tools are not in this version)");
+            let _ = writeln!(s, "  tools: none");
         } else {
             let _ = writeln!(s, "  tools: {}", tools.join(", "));
         }
@@ -212,14 +219,26 @@ pub fn doctor(daemon: &Daemon) -> String {
         }
     }
     for id in daemon.unavailable_modules() {
-        warnings.push(format!("{} is declared but its tools are not in this version", id.name()));
+        let why = if id == ModuleId::Shell && !cfg!(target_os = "linux") {
+            ": commands can be contained only on Linux"
+        } else {
+            ""
+        };
+        warnings.push(format!("{} is declared but publishes no tools{why}", id.name()));
     }
     let mut s = String::from("doctor:\n");
     for bin in ["tmux", "git"] {
         let _ =
             writeln!(s, "  {bin}: {}", version_of(bin).unwrap_or_else(|| "not found".to_string()));
     }
-    let _ = writeln!(s, "  sandbox self-test: not in this version (no module spawns commands yet)");
+    if let Some(p) = daemon.self_test() {
+        let _ = writeln!(s, "  sandbox self-test: {}\n{}", p.tier(), p.table());
+        for m in p.missing() {
+            warnings.push(format!("sandbox guarantee missing: {m}"));
+        }
+    } else {
+        let _ = writeln!(s, "  sandbox self-test: no module runs commands");
+    }
     if warnings.is_empty() {
         let _ = writeln!(s, "warnings: none");
     } else {

@@ -23,6 +23,7 @@ pub struct Daemon {
     pub config: Config,
     fs: Option<Arc<Resolver>>,
     git: Option<Arc<Git>>,
+    shell: Option<Arc<crate::shell::Shell>>,
     tools: Vec<ToolDef>,
 }
 
@@ -97,6 +98,7 @@ impl Daemon {
         let lists = policy_lists(&config);
         let mut fs = None;
         let mut git = None;
+        let mut shell = None;
         let mut tools = Vec::new();
         for m in &config.modules {
             match &m.settings {
@@ -111,19 +113,46 @@ impl Daemon {
                     git = Some(Arc::new(g));
                     tools.extend(crate::tools::git_tools());
                 }
-                ModuleSettings::Shell(_) => {}
+                ModuleSettings::Shell(cfg) => {
+                    // Elsewhere than Linux nothing can contain a command, so nothing runs one
+                    // (the banner and the doctor say so); files and git still work.
+                    if cfg.bash != Some(false) && cfg!(target_os = "linux") {
+                        let sh = crate::shell::Shell::new(
+                            m,
+                            cfg,
+                            resolver_for(m, &lists)?,
+                            &lists,
+                            &config.state_dir,
+                            config.sandbox_mode == crate::config::SandboxMode::Enforce,
+                        )
+                        .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        shell = Some(Arc::new(sh));
+                        tools.extend(crate::tools::shell_tools(m.has(Grant::Network)));
+                    }
+                }
             }
         }
-        Ok(Daemon { config, fs, git, tools })
+        Ok(Daemon { config, fs, git, shell, tools })
     }
 
     pub fn tools(&self) -> &[ToolDef] {
         &self.tools
     }
 
-    /// Modules that are declared but whose tools this version does not have yet.
+    /// Modules that are declared but publish no tool (tools-shell with `bash = false`: its
+    /// tmux tools are not in this version).
     pub fn unavailable_modules(&self) -> Vec<ModuleId> {
-        self.config.modules.iter().map(|m| m.id).filter(|id| *id == ModuleId::Shell).collect()
+        self.config
+            .modules
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| !self.tools.iter().any(|t| t.module == *id))
+            .collect()
+    }
+
+    /// Runs the sandbox self-test once, when a module runs commands.
+    pub fn self_test(&self) -> Option<&crate::probe::Probe> {
+        self.shell.as_ref().map(|s| s.self_test())
     }
 }
 
@@ -148,7 +177,12 @@ impl HandsServer {
             .unwrap_or(TrustAction::Deny)
     }
 
-    async fn dispatch(&self, def: &ToolDef, args: JsonObject) -> CallToolResult {
+    async fn dispatch(
+        &self,
+        def: &ToolDef,
+        args: JsonObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         match self.trust_for(def) {
             TrustAction::Allow => {}
             TrustAction::Deny => {
@@ -179,6 +213,17 @@ impl HandsServer {
         let git = self.daemon.git.clone();
         use ToolKind as K;
         match def.kind {
+            K::Bash => {
+                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let params: hands_shell::bash::BashParams = match parse(args, "bash") {
+                    Ok(p) => p,
+                    Err(e) => return e,
+                };
+                match sh.bash(params, ctx).await {
+                    Ok(out) => structured(&out, out.to_string(), "bash"),
+                    Err(crate::shell::Refusal(msg)) => tool_error(msg),
+                }
+            }
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
@@ -226,6 +271,27 @@ fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
+/// Parses a tool's arguments, or the tool error that says what is wrong with them.
+fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+        tool_error(format!(
+            "invalid arguments for `{name}`: {e}; the tool's inputSchema lists its parameters"
+        ))
+    })
+}
+
+/// A successful result: structured content plus its text mirror.
+fn structured<O: Serialize>(out: &O, text: String, name: &str) -> CallToolResult {
+    match serde_json::to_value(out) {
+        Ok(v) => {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(v);
+            r
+        }
+        Err(e) => tool_error(format!("`{name}` produced a result that cannot be encoded: {e}")),
+    }
+}
+
 /// Parses the arguments, runs a module function on a blocking thread and shapes its result:
 /// structured content plus its text mirror, or a tool error carrying the module's message.
 async fn run<S, P, O, E>(
@@ -241,24 +307,13 @@ where
     O: Serialize + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let params: P = match serde_json::from_value(serde_json::Value::Object(args)) {
+    let params: P = match parse(args, name) {
         Ok(p) => p,
-        Err(e) => {
-            return tool_error(format!(
-                "invalid arguments for `{name}`: {e}; the tool's inputSchema lists its parameters"
-            ));
-        }
+        Err(e) => return e,
     };
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
-        Ok(Ok(out)) => match serde_json::to_value(&out) {
-            Ok(v) => {
-                let mut r = CallToolResult::success(vec![ContentBlock::text(text(&out))]);
-                r.structured_content = Some(v);
-                r
-            }
-            Err(e) => tool_error(format!("`{name}` produced a result that cannot be encoded: {e}")),
-        },
+        Ok(Ok(out)) => structured(&out, text(&out), name),
         Ok(Err(e)) => tool_error(e.to_string()),
         Err(e) => {
             tracing::error!(tool = name, "tool task failed: {e}");
@@ -295,7 +350,7 @@ impl ServerHandler for HandsServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(def) = self.daemon.tools.iter().find(|d| d.tool.name == request.name) else {
             return Err(McpError::invalid_params(
@@ -307,6 +362,6 @@ impl ServerHandler for HandsServer {
             ));
         };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.dispatch(def, args).await.into())
+        Ok(self.dispatch(def, args, &context).await.into())
     }
 }

@@ -26,6 +26,7 @@ pub enum ToolKind {
     GitBranchCommits,
     GitWorktreeAdd,
     GitPush,
+    Bash,
 }
 
 #[derive(Debug, Clone)]
@@ -291,4 +292,28 @@ pub fn git_tools() -> Vec<ToolDef> {
             },
         ),
     ]
+}
+
+/// The tools of tools-shell, in their published order. `network`: the module holds the
+/// `network` grant, so commands reach the host network (open world).
+pub fn shell_tools(network: bool) -> Vec<ToolDef> {
+    let m = ModuleId::Shell;
+    vec![def::<hands_shell::bash::BashParams, hands_shell::bash::BashOutput>(
+        m,
+        Spec {
+            name: "bash",
+            title: "Run a command",
+            description: "Run `command` with bash (non-interactive, stdin /dev/null) inside the \
+            sandbox until it ends: it sees only the roots (read-only ones read-only), system \
+            folders and a private /tmp and HOME; credential files are masked; no network unless \
+            the module holds the network grant (commands still share a private loopback). \
+            `cwd` defaults to the first root; `timeout_secs` defaults to 120 (max 600), after \
+            which the whole process tree is stopped. Returns exit_code (or signal), timed_out, \
+            duration_ms and the END of stdout and stderr (capped, with truncated and \
+            dropped_bytes; control characters escaped). A non-zero exit is a normal result.",
+            kind: ToolKind::Bash,
+            class: ActionClass::External,
+            hints: (false, true, false, network),
+        },
+    )]
 }

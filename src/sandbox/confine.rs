@@ -190,20 +190,19 @@ pub fn drop_capabilities() -> Result<()> {
 
 /// Landlock as a second wall behind the mounts: read+exec on system folders and read-only
 /// roots, everything on writable roots, /tmp and the home, devices on /dev, listing anywhere;
-/// signals and abstract unix sockets scoped to the sandbox; without the network grant, TCP bind
-/// and connect refused. Anything short of full enforcement on this kernel is a failure.
+/// signals and abstract unix sockets scoped to the sandbox. TCP is not restricted here: without
+/// the network grant the private network namespace is the wall, and Landlock TCP rules would
+/// break the shared loopback SPEC §4.2 promises (a dev server reachable from other commands).
+/// Anything short of full enforcement on this kernel is a failure.
 pub fn landlock(spec: &Spec) -> Result<()> {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-        Scope, path_beneath_rules,
+        ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+        path_beneath_rules,
     };
     let abi = ABI::V6;
     let exists = |p: &&Path| p.exists();
-    let mut ruleset =
+    let ruleset =
         Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
-    if !spec.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
-    }
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let system: Vec<&Path> = spec.system.iter().map(PathBuf::as_path).filter(exists).collect();

@@ -53,7 +53,7 @@ pub struct Spec {
     #[serde(default)]
     pub system: Vec<PathBuf>,
     /// The host network; without it the command gets a private network namespace with
-    /// loopback only, and Landlock refuses TCP bind and connect.
+    /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
     #[serde(default)]
     pub network: bool,
     /// The sandbox's own home folder, bound read-write at its path (created when missing).

@@ -124,7 +124,19 @@ impl Client {
     }
 
     pub async fn start_era(fx: &Fixture, config: &Path, era: Era) -> Client {
+        Client::start_with_env(fx, config, era, &[]).await
+    }
+
+    /// Starts the server with extra variables in its own environment (e.g. a secret-looking
+    /// one that no command may see).
+    pub async fn start_with_env(
+        fx: &Fixture,
+        config: &Path,
+        era: Era,
+        env: &[(&str, &str)],
+    ) -> Client {
         let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+        cmd.envs(env.iter().copied());
         cmd.stderr(std::process::Stdio::inherit());
         let transport = TokioChildProcess::new(cmd).unwrap();
         let service = match era {

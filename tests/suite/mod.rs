@@ -2,6 +2,8 @@
 
 pub mod common;
 
+#[cfg(target_os = "linux")]
+mod bash;
 mod config;
 mod fs_tools;
 mod git_ssh;

@@ -1,0 +1,282 @@
+//! The sandbox self-test (SPEC §5 item 6): one probe command run through the launcher with the
+//! module's own spec, trying the escapes; the daemon checks the host side (canaries, listeners)
+//! and records, per guarantee, whether it holds.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One guarantee and what the probe found.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    /// `Some(true)` holds, `Some(false)` missing, `None` not tested here (with why in `note`).
+    pub holds: Option<bool>,
+    /// The mechanism that should hold it, or why it was not tested.
+    pub note: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub checks: Vec<Check>,
+}
+
+impl Probe {
+    pub fn missing(&self) -> Vec<&'static str> {
+        self.checks.iter().filter(|c| c.holds == Some(false)).map(|c| c.name).collect()
+    }
+
+    /// The containment tier as results and the banner state it.
+    pub fn tier(&self) -> String {
+        let missing = self.missing();
+        if missing.is_empty() {
+            "full".to_string()
+        } else {
+            format!("partial (missing: {})", missing.join(", "))
+        }
+    }
+
+    /// The table `hands doctor` prints.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for c in &self.checks {
+            let state = match c.holds {
+                Some(true) => "holds",
+                Some(false) => "MISSING",
+                None => "not tested",
+            };
+            s.push_str(&format!("    {:<28} {:<10} {}\n", c.name, state, c.note));
+        }
+        s.trim_end().to_string()
+    }
+}
+
+const SCRIPT: &str = r#"
+out=$1; masked=$2; tcp=$3; udp=$4; daemon=$5
+echo escaped > "$out/canary" 2>/dev/null
+touch "$out/new" 2>/dev/null
+chmod 000 "$out/canary" 2>/dev/null
+if grep -q HANDS-PROBE-SECRET "$masked" 2>/dev/null; then echo "masked: missing"; else echo "masked: holds"; fi
+if [ "$tcp" != 0 ]; then
+  if (exec 3<>"/dev/tcp/127.0.0.1/$tcp") 2>/dev/null; then echo "tcp: missing"; else echo "tcp: holds"; fi
+  (echo probe > "/dev/udp/127.0.0.1/$udp") 2>/dev/null
+fi
+if command -v unshare >/dev/null; then
+  if unshare -Ur true 2>/dev/null; then echo "userns: missing"; else echo "userns: holds"; fi
+fi
+if kill -0 "$daemon" 2>/dev/null; then echo "signal: missing"; else echo "signal: holds"; fi
+if grep -qa "HOME=" "/proc/$daemon/environ" 2>/dev/null; then echo "environ: missing"; else echo "environ: holds"; fi
+echo "done: yes"
+"#;
+
+fn unique_dir() -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| "/tmp".into());
+    tmp.join(format!("hands-probe-{}-{nanos}", std::process::id()))
+}
+
+/// Runs the probe with `base` (the module's launcher spec without argv and cwd).
+pub fn run(exe: &Path, base: &serde_json::Map<String, Value>, roots: &[PathBuf]) -> Probe {
+    let dir = unique_dir();
+    let probe = run_in(exe, base, roots, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    probe
+}
+
+fn run_in(
+    exe: &Path,
+    base: &serde_json::Map<String, Value>,
+    roots: &[PathBuf],
+    dir: &Path,
+) -> Probe {
+    use std::os::unix::fs::PermissionsExt;
+    let network = base.get("network").and_then(Value::as_bool).unwrap_or(false);
+    let (out, inside) = (dir.join("out"), dir.join("in"));
+    let setup = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(&out)?;
+        std::fs::create_dir_all(&inside)?;
+        std::fs::write(out.join("canary"), "canary\n")?;
+        std::fs::write(inside.join("secret"), "HANDS-PROBE-SECRET\n")
+    })();
+    if let Err(e) = setup {
+        return failed(format!("cannot prepare the probe in {}: {e}", dir.display()));
+    }
+    let outside_tested = !roots.iter().any(|r| out.starts_with(r));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").ok();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").ok();
+    let port = |a: Option<std::io::Result<std::net::SocketAddr>>| {
+        a.and_then(Result::ok).map(|a| a.port()).unwrap_or(0)
+    };
+    let tcp_port = if network { 0 } else { port(tcp.as_ref().map(|l| l.local_addr())) };
+    let udp_port = port(udp.as_ref().map(|u| u.local_addr()));
+    let daemon = std::process::id();
+    let mut spec = base.clone();
+    let mut root_list = spec.get("roots").and_then(Value::as_array).cloned().unwrap_or_default();
+    root_list.push(json!({ "path": inside, "writable": false }));
+    spec.insert("roots".into(), Value::Array(root_list));
+    let mut masked = spec.get("masked").and_then(Value::as_array).cloned().unwrap_or_default();
+    masked.push(json!(inside.join("secret")));
+    spec.insert("masked".into(), Value::Array(masked));
+    spec.insert("cwd".into(), json!(inside));
+    let args = [
+        out.display().to_string(),
+        inside.join("secret").display().to_string(),
+        tcp_port.to_string(),
+        udp_port.to_string(),
+        daemon.to_string(),
+    ];
+    let mut argv = vec!["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"];
+    argv.extend(args.iter().map(String::as_str));
+    spec.insert("argv".into(), json!(argv));
+    let child = Command::new(exe)
+        .arg("__sandbox")
+        .arg(Value::Object(spec).to_string())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let output = match child {
+        Ok(c) => wait(c, Duration::from_secs(20)),
+        Err(e) => return failed(format!("the launcher could not start: {e}")),
+    };
+    let Some(output) = output else {
+        return failed("the probe did not finish within 20 s".into());
+    };
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !text.contains("done: yes") {
+        let err = String::from_utf8_lossy(&output.stderr);
+        let why = err.lines().find(|l| l.starts_with("hands sandbox:")).unwrap_or("no report");
+        return failed(format!("the sandbox could not be built ({why})"));
+    }
+    let said = |key: &str| -> Option<bool> {
+        text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(": ")).map(|v| v == "holds")
+    };
+    let canary_same = std::fs::read_to_string(out.join("canary")).is_ok_and(|c| c == "canary\n")
+        && !out.join("new").exists();
+    let mode_same =
+        std::fs::metadata(out.join("canary")).is_ok_and(|m| m.permissions().mode() & 0o777 != 0);
+    let mut udp_received = false;
+    if let Some(u) = &udp {
+        let _ = u.set_nonblocking(true);
+        udp_received = u.recv(&mut [0u8; 64]).is_ok();
+    }
+    let mut tcp_accepted = false;
+    if let Some(l) = &tcp {
+        let _ = l.set_nonblocking(true);
+        tcp_accepted = l.accept().is_ok();
+    }
+    let untested = |why: &str| (None, why.to_string());
+    let mut checks = Vec::new();
+    let mut add = |name: &'static str, (holds, note): (Option<bool>, String)| {
+        checks.push(Check { name, holds, note })
+    };
+    let tested = |holds: bool, how: &str| (Some(holds), how.to_string());
+    add(
+        "write outside the roots",
+        if outside_tested {
+            tested(canary_same, "mount namespace with a read-only root, Landlock")
+        } else {
+            untested("the temp folder lies inside a root")
+        },
+    );
+    add(
+        "chmod outside the roots",
+        if outside_tested {
+            tested(mode_same, "read-only root, Landlock")
+        } else {
+            untested("the temp folder lies inside a root")
+        },
+    );
+    add(
+        "read a masked path",
+        match said("masked") {
+            Some(h) => tested(h, "masks over denied and credential paths"),
+            None => untested("no answer"),
+        },
+    );
+    if network {
+        add("host loopback TCP", untested("the module holds the network grant"));
+        add("UDP to the host", untested("the module holds the network grant"));
+    } else {
+        let tcp_holds = said("tcp").unwrap_or(true) && !tcp_accepted;
+        add("host loopback TCP", tested(tcp_holds, "private network namespace"));
+        add("UDP to the host", tested(!udp_received, "private network namespace"));
+    }
+    add(
+        "nested user namespace",
+        match said("userns") {
+            Some(h) => tested(h, "seccomp (unshare, clone flags)"),
+            None => untested("unshare is not installed"),
+        },
+    );
+    let small_pid = daemon < 64;
+    add(
+        "signal the daemon",
+        match said("signal") {
+            Some(h) if !small_pid => tested(h, "PID namespace, Landlock signal scope"),
+            _ => untested("the daemon's pid could exist inside the sandbox"),
+        },
+    );
+    add(
+        "read the daemon's environ",
+        match said("environ") {
+            Some(h) if !small_pid => tested(h, "PID namespace, fresh /proc"),
+            _ => untested("the daemon's pid could exist inside the sandbox"),
+        },
+    );
+    add("vsock, packet sockets", (None, "seccomp socket families (not probed)".to_string()));
+    Probe { checks }
+}
+
+fn failed(why: String) -> Probe {
+    Probe { checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }] }
+}
+
+fn wait(mut child: std::process::Child, limit: Duration) -> Option<std::process::Output> {
+    use std::io::Read;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut stdout = Vec::new();
+                let mut stderr = Vec::new();
+                if let Some(mut o) = child.stdout.take() {
+                    let _ = o.read_to_end(&mut stdout);
+                }
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_end(&mut stderr);
+                }
+                return Some(std::process::Output { status, stdout, stderr });
+            }
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_guarantee_lowers_the_tier_and_is_named() {
+        let check = |name, holds| Check { name, holds, note: String::new() };
+        let p = Probe {
+            checks: vec![check("a", Some(true)), check("b", Some(false)), check("c", None)],
+        };
+        assert_eq!(p.missing(), vec!["b"]);
+        assert_eq!(p.tier(), "partial (missing: b)");
+        assert!(p.table().contains("MISSING"));
+        let full = Probe { checks: vec![check("a", Some(true)), check("c", None)] };
+        assert_eq!(full.tier(), "full");
+    }
+}

@@ -1,0 +1,332 @@
+//! tools-shell's `bash`: each call re-runs this binary as `hands __sandbox SPEC` (see
+//! `src/sandbox`), captures the end of its output, and stops the whole tree on timeout,
+//! cancellation or client disconnect.
+
+use crate::config::{Grant, ModuleCfg, ShellConfig};
+use hands_roots::Resolver;
+use hands_shell::bash::{self, BashOutput, BashParams, Ending};
+use hands_shell::capture::Tail;
+use rmcp::RoleServer;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Semaphore;
+
+/// What every command of the module runs with; built once at startup.
+pub struct Shell {
+    resolver: Arc<Resolver>,
+    /// The launcher spec without `argv` and `cwd`.
+    base: serde_json::Map<String, Value>,
+    output_chars: usize,
+    slots: Arc<Semaphore>,
+    exe: PathBuf,
+    enforce: bool,
+    roots: Vec<PathBuf>,
+    probe: std::sync::OnceLock<crate::probe::Probe>,
+}
+
+/// Folders every command sees read-only, when they exist.
+const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The launcher's exit code when the sandbox could not be built (`src/sandbox`).
+const SETUP_FAILED: i32 = 125;
+/// How long a stopped command gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+/// How long the output pipes may stay open after the launcher ended.
+const DRAIN: Duration = Duration::from_secs(2);
+
+fn clean_abs(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components().count() > 1
+        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+/// A failure a user should read (`isError`).
+pub struct Refusal(pub String);
+
+impl Shell {
+    pub fn new(
+        m: &ModuleCfg,
+        cfg: &ShellConfig,
+        resolver: Arc<Resolver>,
+        lists: &hands_roots::PolicyLists,
+        state_dir: &Path,
+        enforce: bool,
+    ) -> anyhow::Result<Shell> {
+        use anyhow::Context;
+        let daemon_home = crate::config::home_dir();
+        let state = if state_dir.is_absolute() {
+            state_dir.to_path_buf()
+        } else {
+            std::env::current_dir().context("current folder")?.join(state_dir)
+        };
+        let home = state.join("sandbox-home/tools-shell");
+        std::fs::create_dir_all(&home)
+            .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
+        let home = std::fs::canonicalize(&home)
+            .with_context(|| format!("cannot resolve {}", home.display()))?;
+        let path = cfg.path.clone().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_PATH.to_string());
+        let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        for dir in path.split(':').map(PathBuf::from) {
+            if clean_abs(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
+                system.push(dir);
+            }
+        }
+        system.retain(|p| p.exists());
+        let roots: Vec<Value> =
+            m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
+        let protected: Vec<PathBuf> = m
+            .roots
+            .iter()
+            .filter(|r| r.writable)
+            .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
+            .filter(|p| clean_abs(p) && std::fs::symlink_metadata(p).is_ok())
+            .collect();
+        let masked: Vec<PathBuf> =
+            lists.credentials.iter().chain(&lists.deny).filter(|p| clean_abs(p)).cloned().collect();
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        for (k, v) in [
+            ("LANG", "C.UTF-8"),
+            ("TERM", "dumb"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+            ("GIT_EDITOR", "true"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+        ] {
+            env.insert(k.into(), v.into());
+        }
+        for (k, v) in &cfg.env {
+            let v = crate::config::expand_tilde(v, daemon_home.as_deref());
+            env.insert(k.clone(), v.to_string_lossy().into_owned());
+        }
+        // Always the sandbox's own, whatever `env` says.
+        env.insert("PATH".into(), path);
+        env.insert("HOME".into(), home.to_string_lossy().into_owned());
+        env.insert("TMPDIR".into(), "/tmp".into());
+        let l = cfg.limits.clone().unwrap_or_default();
+        let limits = json!({
+            "processes": l.processes.unwrap_or(512),
+            "open_files": l.open_files.unwrap_or(1024),
+            "file_size_mb": l.file_size_mb.unwrap_or(4096),
+            "memory_mb": l.memory_mb.unwrap_or(8192),
+        });
+        let base = json!({
+            "env": env,
+            "roots": roots,
+            "protected": protected,
+            "masked": masked,
+            "system": system,
+            "network": m.has(Grant::Network),
+            "home": home,
+            "limits": limits,
+        });
+        let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
+        let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
+        let max = cfg.max_concurrent.unwrap_or(4).clamp(1, 1024) as usize;
+        let output_chars = cfg.output_chars.unwrap_or(30_000).clamp(100, 1_000_000) as usize;
+        Ok(Shell {
+            resolver,
+            base,
+            output_chars,
+            slots: Arc::new(Semaphore::new(max)),
+            exe,
+            enforce,
+            roots: m.roots.iter().map(|r| r.path.clone()).collect(),
+            probe: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    pub fn self_test(&self) -> &crate::probe::Probe {
+        self.probe.get_or_init(|| crate::probe::run(&self.exe, &self.base, &self.roots))
+    }
+
+    /// The containment tier of a command run now.
+    fn containment(&self) -> String {
+        match self.probe.get() {
+            Some(p) => p.tier(),
+            None => "full (launcher refuses to run without every layer; not probed)".into(),
+        }
+    }
+
+    /// Runs one `bash` call to its end.
+    pub async fn bash(
+        &self,
+        p: BashParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<BashOutput, Refusal> {
+        let timeout = p.timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
+        if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
+            return Err(Refusal(format!(
+                "timeout_secs must be between 1 and {}; got {timeout}",
+                bash::MAX_TIMEOUT_SECS
+            )));
+        }
+        if let Some(p) = self.probe.get()
+            && self.enforce
+            && !p.missing().is_empty()
+        {
+            return Err(Refusal(format!(
+                "refused: sandbox.mode = \"enforce\" and the sandbox self-test found these \
+                 guarantees missing: {}; `hands doctor` shows why. A person can fix the host \
+                 or set sandbox.mode = \"best-effort\"",
+                p.missing().join(", ")
+            )));
+        }
+        let resolver = self.resolver.clone();
+        let cwd_arg = p.cwd.clone().unwrap_or_default();
+        let cwd = tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
+            .await
+            .map_err(|e| Refusal(format!("cwd could not be checked: {e}")))?
+            .map_err(|e| Refusal(format!("bad cwd: {e}")))?;
+        let _slot = tokio::select! {
+            s = self.slots.clone().acquire_owned() => {
+                s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
+            }
+            () = ctx.ct.cancelled() => return Err(Refusal("cancelled before it started".into())),
+        };
+        let mut spec = self.base.clone();
+        spec.insert("argv".into(), json!(["bash", "--noprofile", "--norc", "-c", p.command]));
+        spec.insert("cwd".into(), json!(cwd));
+        let spec = Value::Object(spec).to_string();
+        self.run(&spec, Duration::from_secs(timeout), ctx).await
+    }
+
+    async fn run(
+        &self,
+        spec: &str,
+        timeout: Duration,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<BashOutput, Refusal> {
+        use std::process::Stdio;
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new(&self.exe)
+            .arg("__sandbox")
+            .arg(spec)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+        let keep = self.output_chars.saturating_mul(4);
+        let out = Arc::new(Mutex::new(Tail::new(keep)));
+        let err = Arc::new(Mutex::new(Tail::new(keep)));
+        let readers = [
+            child.stdout.take().map(|s| drain(s, out.clone())),
+            child.stderr.take().map(|s| drain(s, err.clone())),
+        ];
+        let progress = ctx.meta.get_progress_token();
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut timed_out = false;
+        let mut cancelled = false;
+        let status = loop {
+            tokio::select! {
+                s = child.wait() => break s,
+                () = &mut deadline, if !timed_out && !cancelled => {
+                    timed_out = true;
+                    break stop(&mut child).await;
+                }
+                () = ctx.ct.cancelled(), if !timed_out && !cancelled => {
+                    cancelled = true;
+                    break stop(&mut child).await;
+                }
+                _ = tick.tick() => {
+                    if let Some(token) = &progress {
+                        let bytes = total(&out) + total(&err);
+                        let secs = started.elapsed().as_secs();
+                        let note = ProgressNotificationParam::new(token.clone(), secs as f64)
+                            .with_message(format!("running {secs} s, {bytes} bytes of output"));
+                        let _ = ctx.peer.notify_progress(note).await;
+                    }
+                }
+            }
+        };
+        // Every process of the sandbox is gone once the launcher is; the pipes close with them.
+        for r in readers.into_iter().flatten() {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(DRAIN, r).await.is_err() {
+                abort.abort();
+            }
+        }
+        let duration_ms = started.elapsed().as_millis() as u64;
+        if cancelled {
+            return Err(Refusal("cancelled: the command and its processes were stopped".into()));
+        }
+        let status =
+            status.map_err(|e| Refusal(format!("waiting for the sandbox launcher failed: {e}")))?;
+        let (out, err) = (lock(&out), lock(&err));
+        let ending = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+            (Some(code), _) => Ending::from_code(code),
+            (None, Some(sig)) => Ending::Signal(sig),
+            (None, None) => Ending::Exit(-1),
+        };
+        if ending == Ending::Exit(SETUP_FAILED) {
+            let text = String::from_utf8_lossy(&err.bytes()).into_owned();
+            if let Some(line) = text.lines().find(|l| l.starts_with("hands sandbox:")) {
+                return Err(Refusal(format!(
+                    "the command did not run: the sandbox could not be built ({line})"
+                )));
+            }
+        }
+        Ok(bash::output(
+            ending,
+            timed_out,
+            duration_ms,
+            &out,
+            &err,
+            self.output_chars,
+            &self.containment(),
+        ))
+    }
+}
+
+fn lock(t: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
+    t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn total(t: &Mutex<Tail>) -> u64 {
+    lock(t).total()
+}
+
+/// Reads a pipe to its end into a tail.
+fn drain<R>(mut r: R, tail: Arc<Mutex<Tail>>) -> tokio::task::JoinHandle<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => lock(&tail).push(&buf[..n]),
+            }
+        }
+    })
+}
+
+/// SIGTERM to the launcher (it forwards it to every process of the sandbox), a grace period,
+/// then SIGKILL (which takes the whole PID namespace with it).
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    if let Some(pid) = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    match tokio::time::timeout(GRACE, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! The `bash` tool through the real binary and rmcp's client: results, limits, cwd, env,
+//! containment, queueing, timeout and cancellation killing the whole tree.
+
+use super::common::{Client, Era, Fixture, text_of};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "hunter2-hands-test-secret";
+
+/// tools-shell with `root` writable and the fake home read-only, external calls allowed;
+/// `extra` is appended inside its `config` table.
+fn shell_config(fx: &Fixture, extra: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}, {{ path = \"{{home}}\" }}]\n\
+         config = {{ trust = {{ external = \"allow\" }}, env = {{ HANDS_TOOL_DIR = \"~/tool\" }}{extra} }}\n"
+    ))
+}
+
+async fn start(fx: &Fixture, extra: &str) -> Client {
+    let config = shell_config(fx, extra);
+    Client::start_with_env(fx, &config, Era::Legacy, &[("HANDS_TEST_SECRET", SECRET)]).await
+}
+
+async fn bash(c: &Client, command: &str) -> Value {
+    c.ok("bash", json!({ "command": command })).await
+}
+
+fn out(v: &Value) -> &str {
+    v["stdout"].as_str().unwrap()
+}
+
+/// Host pids whose command line is exactly `argv`.
+fn host_processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    f()
+}
+
+/// A sleep duration no other test uses, to find it in the host's /proc.
+fn unique_sleep() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}.{}", 6000 + std::process::id() % 1000, nanos.subsec_nanos())
+}
+
+#[tokio::test]
+async fn bash_is_listed_as_external_and_destructive_and_refused_while_trust_asks() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let tools = c.service.peer().list_all_tools().await.unwrap();
+    let t = tools.iter().find(|t| t.name == "bash").expect("bash is published");
+    let a = t.annotations.as_ref().unwrap();
+    assert_eq!(a.read_only_hint, Some(false));
+    assert_eq!(a.destructive_hint, Some(true));
+    assert_eq!(a.idempotent_hint, Some(false));
+    assert_eq!(a.open_world_hint, Some(false));
+    c.stop().await;
+    // Default trust: external = "ask", which fails closed.
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let c = Client::start(&fx, &config).await;
+    let msg = c.err("bash", json!({ "command": "touch {root}/x" })).await;
+    assert!(msg.contains("ask"), "{msg}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals_are_normal_results() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r = bash(&c, "echo hello; echo oops >&2").await;
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(out(&r), "hello\n");
+    assert_eq!(r["stderr"], "oops\n");
+    assert_eq!(r["timed_out"], false);
+    assert_eq!(r["truncated"], false);
+    assert_eq!(r["containment"], "full");
+    let r = bash(&c, "exit 3").await;
+    assert_eq!(r["exit_code"], 3);
+    // The command runs as PID 1 of its namespace, which its own signals cannot kill; a child
+    // killed by a signal is reported as that signal (the shell's 128 + N).
+    let r = bash(&c, "bash -c 'kill -9 $$'; exit $?").await;
+    assert_eq!(r["signal"], 9, "{r}");
+    assert!(r.get("exit_code").is_none(), "{r}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_tree_and_is_a_normal_result() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let secs = unique_sleep();
+    let started = Instant::now();
+    let r = c
+        .ok(
+            "bash",
+            json!({
+                "command": format!("setsid sleep {secs} >/dev/null 2>&1 </dev/null & sleep {secs}"),
+                "timeout_secs": 1,
+            }),
+        )
+        .await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert!(
+        wait_until(Duration::from_secs(3), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "a sleep outlived the timeout"
+    );
+    let msg = c.err("bash", json!({ "command": "true", "timeout_secs": 601 })).await;
+    assert!(msg.contains("600"), "{msg}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn output_is_capped_keeping_the_end_with_escapes_and_utf8_flags() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r = bash(&c, "yes | head -c 10000000; echo END-MARK").await;
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["truncated"], true);
+    assert!(r["dropped_bytes"].as_u64().unwrap() > 9_000_000, "{}", r["dropped_bytes"]);
+    assert!(out(&r).ends_with("END-MARK\n"), "the end of the output was not kept");
+    assert!(out(&r).chars().count() <= 30_000);
+    let r = bash(&c, r"printf 'a\033[31mb\r\n'; printf 'bad \377\n' >&2").await;
+    assert_eq!(out(&r), "a\\u{1b}[31mb\\r\n");
+    assert_eq!(r["invalid_utf8"], true);
+    assert!(r["stderr"].as_str().unwrap().contains('\u{fffd}'));
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn cwd_defaults_to_the_first_root_and_must_be_a_folder_in_a_root() {
+    let fx = Fixture::new();
+    fx.write("sub/f.txt", "x");
+    let c = start(&fx, "").await;
+    let r = bash(&c, "pwd").await;
+    assert_eq!(out(&r).trim_end(), fx.root.to_str().unwrap());
+    let r = c.ok("bash", json!({ "command": "pwd; ls", "cwd": "sub" })).await;
+    assert_eq!(out(&r), format!("{}\nf.txt\n", fx.root.join("sub").display()));
+    let r = c.ok("bash", json!({ "command": "pwd", "cwd": fx.home })).await;
+    assert_eq!(out(&r).trim_end(), fx.home.to_str().unwrap());
+    let msg = c.err("bash", json!({ "command": "pwd", "cwd": fx.outside })).await;
+    assert!(msg.contains("cwd"), "{msg}");
+    c.err("bash", json!({ "command": "pwd", "cwd": "../outside" })).await;
+    c.err("bash", json!({ "command": "pwd", "cwd": "sub/f.txt" })).await;
+    c.err("bash", json!({ "command": "pwd", "cwd": "missing" })).await;
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_environment_is_minimal_and_nothing_of_the_daemon_leaks() {
+    let fx = Fixture::new();
+    let c = start(&fx, ", path = \"/usr/bin:/bin\"").await;
+    let r = bash(&c, "env; cat /proc/1/environ /proc/self/environ | tr '\\0' '\\n'").await;
+    let text = out(&r);
+    assert!(!text.contains(SECRET), "the daemon's secret leaked: {text}");
+    assert!(!text.contains("XDG_STATE_HOME"), "{text}");
+    assert!(!text.contains("RUST_LOG"), "{text}");
+    for want in [
+        "PATH=/usr/bin:/bin\n".to_string(),
+        format!("HANDS_TOOL_DIR={}/tool\n", fx.home.display()),
+        format!("HOME={}\n", fx.state.join("sandbox-home/tools-shell").display()),
+        "TMPDIR=/tmp\n".into(),
+        "LANG=C.UTF-8\n".into(),
+        "TERM=dumb\n".into(),
+        "PAGER=cat\n".into(),
+        "GIT_PAGER=cat\n".into(),
+        "GIT_EDITOR=true\n".into(),
+        "GIT_TERMINAL_PROMPT=0\n".into(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in {text}");
+    }
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn writes_land_in_the_root_only_and_credentials_are_masked() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.home.join(".ssh")).unwrap();
+    std::fs::write(fx.home.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();
+    std::fs::write(fx.home.join("notes.txt"), "plain notes\n").unwrap();
+    let c = start(&fx, "").await;
+    let outside = fx.outside.display();
+    let home = fx.home.display();
+    let r = bash(
+        &c,
+        &format!(
+            "echo made > inside.txt; echo evil > {outside}/canary.txt; touch {outside}/new; \
+             echo evil > {home}/notes.txt; cat {home}/.ssh/id_rsa; cat {home}/notes.txt"
+        ),
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("inside.txt")).unwrap(), "made\n");
+    fx.assert_canary();
+    assert!(!out(&r).contains("PRIVATE"), "{r}");
+    assert!(out(&r).contains("plain notes"), "{r}");
+    assert_eq!(std::fs::read_to_string(fx.home.join("notes.txt")).unwrap(), "plain notes\n");
+    assert_eq!(std::fs::read_to_string(fx.home.join(".ssh/id_rsa")).unwrap(), "PRIVATE KEY\n");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn host_loopback_is_unreachable_but_the_private_loopback_works() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = bash(&c, &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")).await;
+    assert!(!out(&r).contains("connected"), "{r}");
+    assert_ne!(r["exit_code"], 0);
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "the host listener was reached");
+    if std::path::Path::new("/usr/bin/python3").exists()
+        && std::path::Path::new("/usr/bin/curl").exists()
+    {
+        let r = bash(
+            &c,
+            "echo served > page.txt; /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1 \
+             >/dev/null 2>&1 & for i in $(seq 50); do curl -s localhost:8000/page.txt && break; \
+             sleep 0.1; done",
+        )
+        .await;
+        assert_eq!(out(&r), "served\n", "{r}");
+    }
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn calls_beyond_max_concurrent_wait_instead_of_failing() {
+    let fx = Fixture::new();
+    let c = start(&fx, ", max_concurrent = 2").await;
+    let started = Instant::now();
+    let calls = (0..5).map(|_| bash(&c, "sleep 1; echo done"));
+    let results = futures_join_all(calls).await;
+    for r in &results {
+        assert_eq!(out(r), "done\n", "{r}");
+    }
+    assert!(started.elapsed() >= Duration::from_millis(2500), "{:?}", started.elapsed());
+    c.stop().await;
+}
+
+/// Awaits every future concurrently (no extra crate needed).
+async fn futures_join_all<F: std::future::Future<Output = Value>>(
+    fs: impl Iterator<Item = F>,
+) -> Vec<Value> {
+    let mut set = Vec::new();
+    for f in fs {
+        set.push(Box::pin(f));
+    }
+    let mut out = vec![Value::Null; set.len()];
+    let mut pending: Vec<usize> = (0..set.len()).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain(|&i| match set[i].as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => {
+                out[i] = v.clone();
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if pending.is_empty() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+    })
+    .await;
+    out
+}
+
+#[tokio::test]
+async fn cancelling_the_request_kills_the_command() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let secs = unique_sleep();
+    let peer = c.service.peer().clone();
+    let params = CallToolRequestParams::new("bash")
+        .with_arguments(json!({ "command": format!("sleep {secs}") }).as_object().unwrap().clone());
+    let call = tokio::spawn(async move { peer.call_tool(params).await });
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command never started"
+    );
+    // Dropping the request's future sends notifications/cancelled.
+    call.abort();
+    assert!(
+        wait_until(Duration::from_secs(5), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "the sleep survived the cancellation"
+    );
+    // The server keeps serving.
+    assert_eq!(out(&bash(&c, "echo still").await), "still\n");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_server_answers_while_a_fork_bomb_runs() {
+    let fx = Fixture::new();
+    let c = start(&fx, ", limits = { processes = 64 }").await;
+    let peer = c.service.peer().clone();
+    let params = CallToolRequestParams::new("bash").with_arguments(
+        json!({ "command": "b() { b | b & }; b; while :; do :; done", "timeout_secs": 4 })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let bomb = tokio::spawn(async move { peer.call_tool(params).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let r = bash(&c, "echo alive").await;
+    assert_eq!(out(&r), "alive\n");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let r = tokio::time::timeout(Duration::from_secs(20), bomb).await.unwrap().unwrap().unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    c.stop().await;
+}
+
+/// A client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+struct ProgressLog(std::sync::Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>);
+
+impl rmcp::ClientHandler for ProgressLog {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params);
+    }
+}
+
+#[tokio::test]
+async fn long_commands_send_progress_every_second() {
+    use rmcp::ServiceExt;
+    let fx = Fixture::new();
+    let config = shell_config(&fx, "");
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    let log = ProgressLog::default();
+    let service =
+        log.clone().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let params = CallToolRequestParams::new("bash").with_arguments(
+        json!({ "command": "echo tick; sleep 2.5; echo tock" }).as_object().unwrap().clone(),
+    );
+    let r = service.peer().call_tool(params).await.unwrap();
+    assert_eq!(r.structured_content.unwrap()["stdout"], "tick\ntock\n");
+    let seen = log.0.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].progress < w[1].progress), "{seen:?}");
+    assert!(seen[0].message.as_deref().unwrap_or("").contains("bytes"), "{seen:?}");
+    let _ = service.cancel().await;
+}
+
+#[test]
+fn doctor_runs_the_sandbox_self_test_and_prints_each_guarantee() {
+    let fx = Fixture::new();
+    let config = shell_config(&fx, "");
+    let o = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("sandbox self-test: full"), "{text}");
+    for line in [
+        "write outside the roots",
+        "read a masked path",
+        "host loopback TCP",
+        "UDP to the host",
+        "read the daemon's environ",
+    ] {
+        let row = text.lines().find(|l| l.contains(line)).unwrap_or_else(|| panic!("{text}"));
+        assert!(row.contains("holds"), "{row}");
+    }
+    assert!(!text.contains("MISSING"), "{text}");
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_be_built_refuses_in_both_modes() {
+    // One process in all: the launcher cannot even fork the command.
+    let fx = Fixture::new();
+    let c = start(&fx, ", limits = { processes = 0 }").await;
+    let msg = c.err("bash", json!({ "command": "touch made" })).await;
+    assert!(msg.contains("enforce") && msg.contains("sandbox can be built"), "{msg}");
+    c.stop().await;
+    let config = shell_config(&fx, ", limits = { processes = 0 }");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[daemon]", "[sandbox]\nmode = \"best-effort\"\n\n[daemon]"),
+    )
+    .unwrap();
+    let c = Client::start(&fx, &config).await;
+    let msg = c.err("bash", json!({ "command": "touch made" })).await;
+    assert!(msg.contains("hands sandbox:"), "{msg}");
+    assert!(!fx.root.join("made").exists());
+    c.stop().await;
+}
