@@ -407,3 +407,20 @@ async fn a_sandbox_that_cannot_be_built_refuses_in_both_modes() {
     assert!(!fx.root.join("made").exists());
     c.stop().await;
 }
+
+#[tokio::test]
+async fn host_system_secrets_are_masked_while_the_rest_of_etc_reads() {
+    if !std::path::Path::new("/etc/shadow").exists() {
+        eprintln!("SKIPPED: /etc/shadow does not exist on this machine; NOT tested");
+        return;
+    }
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r =
+        bash(&c, "head -c 200 /etc/shadow; echo; echo passwd-lines=$(wc -l < /etc/passwd)").await;
+    let text = out(&r);
+    assert!(!text.contains("root:"), "/etc/shadow must read as masked: {r}");
+    assert!(text.contains("passwd-lines="), "{r}");
+    assert!(!text.contains("passwd-lines=0"), "/etc/passwd stays readable: {r}");
+    c.stop().await;
+}
