@@ -176,8 +176,9 @@ pub fn policy(daemon: &Daemon) -> String {
     s.trim_end().to_string()
 }
 
-fn version_of(bin: &str) -> Option<String> {
-    let out = Command::new(bin).arg("-V").output().ok()?;
+/// The first line a program prints for its version flag (`tmux -V`, `git --version`).
+fn version_of(bin: &str, flag: &str) -> Option<String> {
+    let out = Command::new(bin).arg(flag).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     Some(text.lines().next().unwrap_or("").trim().to_string())
 }
@@ -227,9 +228,12 @@ pub fn doctor(daemon: &Daemon) -> String {
         warnings.push(format!("{} is declared but publishes no tools{why}", id.name()));
     }
     let mut s = String::from("doctor:\n");
-    for bin in ["tmux", "git"] {
-        let _ =
-            writeln!(s, "  {bin}: {}", version_of(bin).unwrap_or_else(|| "not found".to_string()));
+    for (bin, flag) in [("tmux", "-V"), ("git", "--version")] {
+        let _ = writeln!(
+            s,
+            "  {bin}: {}",
+            version_of(bin, flag).unwrap_or_else(|| "not found".to_string())
+        );
     }
     if let Some(p) = daemon.self_test() {
         let _ = writeln!(s, "  sandbox self-test: {}\n{}", p.tier(), p.table());
