@@ -1,0 +1,181 @@
+//! The cost of the sandbox: the `bash` tool running `true` through the real binary over stdio,
+//! against a bare spawn of the same command and a direct run of the sandbox launcher with the
+//! spec the daemon builds, all in the same run, interleaved call by call.
+//!
+//! Run: `cargo bench --bench bash`. The spec is taken from the daemon itself: while a
+//! `sleep` runs through the tool, the launcher's command line (`hands __sandbox SPEC`) is read
+//! from `/proc`, and its `argv` swapped for `true`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt, service::RunningService};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+type Client = RunningService<RoleClient, ()>;
+
+const RUNS: usize = 200;
+const SLEEP: &str = "sleep 2.71828";
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands")
+}
+
+async fn start(root: &Path, state: &Path) -> (Client, u32) {
+    let cfg = state.join("daemon.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\n[[builtins]]\nid = \"tools-shell\"\n\
+             grants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{}\", write = true }}]\n\
+             config = {{ trust = {{ external = \"allow\" }} }}\n",
+            state.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
+    let t = TokioChildProcess::new(cmd).unwrap();
+    let pid = t.id().unwrap();
+    (().serve(t).await.unwrap(), pid)
+}
+
+async fn bash(peer: &rmcp::Peer<RoleClient>, command: &str) -> Value {
+    let Value::Object(m) = json!({ "command": command }) else { unreachable!() };
+    let r = peer
+        .call_tool(CallToolRequestParams::new("bash".to_string()).with_arguments(m))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "bash: {:?}", r.content);
+    r.structured_content.unwrap()
+}
+
+/// The command line of a child of `daemon` that is the launcher running [`SLEEP`].
+fn launcher_spec(daemon: u32) -> Option<Value> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1));
+        if ppid != Some(daemon.to_string().as_str()) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) != Some(&&b"__sandbox"[..]) {
+            continue;
+        }
+        let Ok(spec) = serde_json::from_slice::<Value>(args[2]) else { continue };
+        if spec["argv"] == json!(["bash", "--noprofile", "--norc", "-c", SLEEP]) {
+            return Some(spec);
+        }
+    }
+    None
+}
+
+async fn timed(cmd: &mut tokio::process::Command) -> Duration {
+    let t = Instant::now();
+    let out = cmd.output().await.unwrap();
+    let d = t.elapsed();
+    assert!(out.status.success(), "{:?}: {}", cmd, String::from_utf8_lossy(&out.stderr));
+    d
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Median and p90.
+fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    (ms(v[v.len() / 2]), ms(v[v.len() * 9 / 10]))
+}
+
+#[tokio::main]
+async fn main() {
+    let build = std::process::Command::new("cargo")
+        .args(["build", "--release", "--bin", "hands"])
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (c, daemon) = start(&root_path, state.path()).await;
+    let peer = c.peer().clone();
+
+    // The spec the daemon builds, read off the launcher's command line while it runs.
+    let sleeper = {
+        let peer = peer.clone();
+        tokio::spawn(async move { bash(&peer, SLEEP).await })
+    };
+    let mut spec = None;
+    let t = Instant::now();
+    while spec.is_none() && t.elapsed() < Duration::from_secs(30) {
+        spec = launcher_spec(daemon);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut spec = spec.expect("the launcher of the sleep was seen in /proc");
+    sleeper.await.unwrap();
+    spec["argv"] = json!(["bash", "--noprofile", "--norc", "-c", "true"]);
+    let spec = spec.to_string();
+
+    let launcher = || {
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.arg("__sandbox")
+            .arg(&spec)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    let bare = || {
+        let mut cmd = tokio::process::Command::new("bash");
+        cmd.args(["--noprofile", "--norc", "-c", "true"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .current_dir(&root_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+
+    // Warm-up: page cache, the daemon's first call.
+    for _ in 0..10 {
+        assert_eq!(bash(&peer, "true").await["exit_code"], 0);
+        timed(&mut launcher()).await;
+        timed(&mut bare()).await;
+    }
+
+    let mut tool = Vec::with_capacity(RUNS);
+    let mut direct = Vec::with_capacity(RUNS);
+    let mut spawn = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let r = bash(&peer, "true").await;
+        tool.push(t.elapsed());
+        assert_eq!(r["exit_code"], 0, "{r}");
+        direct.push(timed(&mut launcher()).await);
+        spawn.push(timed(&mut bare()).await);
+    }
+    c.cancel().await.unwrap();
+
+    let (tool, tool90) = stats(tool);
+    let (direct, direct90) = stats(direct);
+    let (spawn, spawn90) = stats(spawn);
+    println!("{RUNS} runs each of `bash --noprofile --norc -c true`, interleaved:");
+    println!("  bash tool over MCP         median {tool:.2} ms · p90 {tool90:.2} ms");
+    println!("  hands __sandbox (direct)   median {direct:.2} ms · p90 {direct90:.2} ms");
+    println!("  bare spawn                 median {spawn:.2} ms · p90 {spawn90:.2} ms");
+    println!("  overhead (tool − bare)     {:.2} ms (goal ≤ 15 ms)", tool - spawn);
+    println!("  launcher only (direct − bare) {:.2} ms", direct - spawn);
+    println!("  MCP + daemon (tool − direct)  {:.2} ms", tool - direct);
+}
