@@ -1,7 +1,7 @@
 //! The `bash` tool through the real binary and rmcp's client: results, limits, cwd, env,
 //! containment, queueing, timeout and cancellation killing the whole tree.
 
-use super::common::{Client, Era, Fixture, text_of};
+use super::common::{Client, Era, Fixture, host_processes, text_of};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -31,17 +31,6 @@ async fn bash(c: &Client, command: &str) -> Value {
 
 fn out(v: &Value) -> &str {
     v["stdout"].as_str().unwrap()
-}
-
-/// Host pids whose command line is exactly `argv`.
-fn host_processes(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
-        .collect()
 }
 
 async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -186,3 +186,14 @@ pub fn text_of(r: &CallToolResult) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Host pids whose command line is exactly `argv` (to prove a process is gone from the host).
+pub fn host_processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}

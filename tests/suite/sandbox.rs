@@ -2,7 +2,7 @@
 //! each paired with a canary outside the roots that must stay unchanged. They run as root, so
 //! every refusal here comes from the sandbox, not from file permissions.
 
-use super::common::Fixture;
+use super::common::{Fixture, host_processes};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::PathBuf;
@@ -94,17 +94,6 @@ fn stdout(o: &Output) -> String {
 
 fn all(o: &Output) -> String {
     format!("{}{}", stdout(o), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Host pids whose command line is exactly `argv`.
-fn host_processes(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
-        .collect()
 }
 
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
