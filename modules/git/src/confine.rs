@@ -13,6 +13,72 @@ const GITDIR_SCAN_LIMIT: usize = 200_000;
 /// How deep libgit2 follows `objects/info/alternates` chains (it stops at 5).
 const ALTERNATES_DEPTH: u32 = 5;
 
+/// Opened repositories kept between read-class calls (most recently used last).
+pub(crate) const REPO_CACHE_SIZE: usize = 8;
+
+/// An opened repository kept for reuse, with the stamps it was checked against.
+pub(crate) struct CachedRepo {
+    /// The real path the tools named (the work tree, or the bare repository).
+    key: PathBuf,
+    stamp: Vec<FileStamp>,
+    repository: Repository,
+}
+
+impl std::fmt::Debug for CachedRepo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedRepo").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+/// (dev, inode, mtime s, mtime ns, size) of a file (mtime -1 and size 0 for a directory), or
+/// all zero when it is missing.
+type FileStamp = (u64, u64, i64, i64, u64);
+
+/// Stamps of what decides where the repository reads from: `DIR/.git` itself (not followed),
+/// the git dir's `HEAD`, `config` and `config.worktree`, and the common dir's `config` (these
+/// followed). `None` where stamps are unavailable, which turns caching off.
+#[cfg(unix)]
+fn stamp(abs: &Path, gitdir: &Path, commondir: &Path) -> Option<Vec<FileStamp>> {
+    use std::os::unix::fs::MetadataExt;
+    let files = [
+        abs.join(".git"),
+        gitdir.join("HEAD"),
+        gitdir.join("config"),
+        gitdir.join("config.worktree"),
+        commondir.join("config"),
+    ];
+    Some(
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| if i == 0 { std::fs::symlink_metadata(f) } else { std::fs::metadata(f) })
+            .map(|m| match m {
+                // A directory's mtime moves with every lock file created in it (git's own
+                // `status` takes `index.lock`): its identity is what counts.
+                Ok(m) if m.is_dir() => (m.dev(), m.ino(), -1, -1, 0),
+                Ok(m) => (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()),
+                Err(_) => (0, 0, 0, 0, 0),
+            })
+            .collect(),
+    )
+}
+
+#[cfg(not(unix))]
+fn stamp(_abs: &Path, _gitdir: &Path, _commondir: &Path) -> Option<Vec<FileStamp>> {
+    None
+}
+
+/// libgit2's open of `abs` itself (no parent search), errors mapped.
+fn open_repository(abs: &Path) -> Result<Repository, GitError> {
+    Repository::open_ext(abs, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&OsStr>()).map_err(
+        |e| match e.code() {
+            git2::ErrorCode::NotFound => GitError::NotARepo { path: abs.to_path_buf() },
+            git2::ErrorCode::Owner => GitError::Owner { path: abs.to_path_buf() },
+            _ => GitError::Git { op: "open", source: e },
+        },
+    )
+}
+
 /// A repository opened and checked: every part of it lies under the roots.
 pub(crate) struct Repo {
     pub(crate) repo: Repository,
@@ -54,31 +120,74 @@ impl Git {
     /// inside the git dir all under the roots, a config that reads nothing outside them, and
     /// for [`Access::Write`] a writable, unprotected location.
     pub(crate) fn open(&self, repo: Option<&str>, access: Access) -> Result<Repo, GitError> {
-        let dir = self.resolver.open_dir(repo.unwrap_or(""))?;
-        let abs = dir.abs;
+        let abs = self.resolver.open_dir(repo.unwrap_or(""))?.abs;
+        if access == Access::Write {
+            // Write tools open afresh; the cached entry would only go stale.
+            self.evict(&abs);
+        }
         self.check_dotgit(&abs)?;
-        let repository = Repository::open_ext(
-            &abs,
-            RepositoryOpenFlags::NO_SEARCH,
-            std::iter::empty::<&OsStr>(),
-        )
-        .map_err(|e| match e.code() {
-            git2::ErrorCode::NotFound => GitError::NotARepo { path: abs.clone() },
-            git2::ErrorCode::Owner => GitError::Owner { path: abs.clone() },
-            _ => GitError::Git { op: "open", source: e },
-        })?;
+        let repository = open_repository(&abs)?;
+        let (r, _) = self.check_opened(&abs, repository, access)?;
+        Ok(r)
+    }
 
-        let gitdir = self.inside(&abs, "git dir", repository.path())?;
-        let commondir = self.inside(&abs, "common dir", repository.commondir())?;
+    /// Runs a read-class tool on the repository at `repo`, reusing an opened repository kept
+    /// from an earlier call when the on-disk stamps of its `.git`, `HEAD` and config files are
+    /// unchanged. Every check [`Git::open`] runs is run again, against the current state,
+    /// before the repository is used; a failing check drops the cached entry and refuses.
+    pub(crate) fn with_read<T>(
+        &self,
+        repo: Option<&str>,
+        f: impl FnOnce(&Repo) -> Result<T, GitError>,
+    ) -> Result<T, GitError> {
+        let abs = self.resolver.open_dir(repo.unwrap_or(""))?.abs;
+        // Taken out of the cache for the whole call: a failed check leaves it dropped.
+        let cached = self.take_cached(&abs);
+        self.check_dotgit(&abs)?;
+        let reused = cached.and_then(|c| {
+            let now = stamp(&abs, c.repository.path(), c.repository.commondir())?;
+            if now != c.stamp {
+                return None;
+            }
+            // libgit2 keeps the parsed index; re-read it when it changed on disk.
+            let mut index = c.repository.index().ok()?;
+            index.read(false).ok()?;
+            Some(c.repository)
+        });
+        let repository = match reused {
+            Some(r) => r,
+            None => open_repository(&abs)?,
+        };
+        // Stamped before the checks, so a change made while they run shows on the next call.
+        let st = stamp(&abs, repository.path(), repository.commondir());
+        let (r, _) = self.check_opened(&abs, repository, Access::Read)?;
+        let Some(st) = st else {
+            return f(&r);
+        };
+        let out = f(&r)?;
+        self.put_cached(CachedRepo { key: abs, stamp: st, repository: r.repo });
+        Ok(out)
+    }
+
+    /// The checks of [`Git::open`] after libgit2 opened the repository; also returns the real
+    /// common dir.
+    fn check_opened(
+        &self,
+        abs: &Path,
+        repository: Repository,
+        access: Access,
+    ) -> Result<(Repo, PathBuf), GitError> {
+        let gitdir = self.inside(abs, "git dir", repository.path())?;
+        let commondir = self.inside(abs, "common dir", repository.commondir())?;
         let workdir = match repository.workdir() {
-            Some(w) => Some(self.inside(&abs, "work tree", w)?),
+            Some(w) => Some(self.inside(abs, "work tree", w)?),
             None => None,
         };
-        self.check_gitdir_links(&abs, &gitdir)?;
+        self.check_gitdir_links(abs, &gitdir)?;
         if commondir != gitdir {
-            self.check_gitdir_links(&abs, &commondir)?;
+            self.check_gitdir_links(abs, &commondir)?;
         }
-        self.check_alternates(&abs, &commondir.join("objects"), 0)?;
+        self.check_alternates(abs, &commondir.join("objects"), 0)?;
         self.check_config(&repository, &commondir)?;
 
         if access == Access::Write {
@@ -88,7 +197,31 @@ impl Git {
                 self.check_writable(w)?;
             }
         }
-        Ok(Repo { repo: repository, workdir, gitdir })
+        Ok((Repo { repo: repository, workdir, gitdir }, commondir))
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Vec<CachedRepo>> {
+        self.repos.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take_cached(&self, key: &Path) -> Option<CachedRepo> {
+        let mut cache = self.cache();
+        let i = cache.iter().position(|c| c.key == key)?;
+        Some(cache.remove(i))
+    }
+
+    fn put_cached(&self, entry: CachedRepo) {
+        let mut cache = self.cache();
+        cache.retain(|c| c.key != entry.key);
+        cache.push(entry);
+        while cache.len() > REPO_CACHE_SIZE {
+            cache.remove(0);
+        }
+    }
+
+    /// Drops the cached repository at `key`, if any.
+    pub(crate) fn evict(&self, key: &Path) {
+        drop(self.take_cached(key));
     }
 
     /// Pre-checks `DIR/.git` before libgit2 follows it: a directory (or in-root link to one)

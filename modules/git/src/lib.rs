@@ -83,8 +83,9 @@ pub(crate) struct PushPolicy {
     pub(crate) known_hosts: Option<PathBuf>,
 }
 
-/// The git tools over one module's roots. Cheap to share: every call opens the repository
-/// afresh and checks it before use.
+/// The git tools over one module's roots. Cheap to share: every call checks the repository
+/// before use; read-class tools reuse an opened repository (re-checked every call), write-class
+/// tools open it afresh.
 #[derive(Debug)]
 pub struct Git {
     pub(crate) resolver: Arc<Resolver>,
@@ -94,6 +95,8 @@ pub struct Git {
     pub(crate) state_dir: Option<PathBuf>,
     /// Serialises trust-on-first-use host key records.
     pub(crate) tofu_lock: Mutex<()>,
+    /// Opened repositories kept for read-class tools, most recently used last.
+    pub(crate) repos: Mutex<Vec<confine::CachedRepo>>,
 }
 
 static ISOLATE: Once = Once::new();
@@ -159,6 +162,7 @@ impl Git {
             network: settings.network,
             state_dir: settings.state_dir,
             tofu_lock: Mutex::new(()),
+            repos: Mutex::new(Vec::new()),
         })
     }
 

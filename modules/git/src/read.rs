@@ -1,6 +1,5 @@
 //! The read-class tools: `status`, `diff`, `log`, `branches` and `branch_commits`.
 
-use crate::confine::Access;
 use crate::names::check_rev;
 use crate::{Git, GitError, rfc3339};
 use git2::{BranchType, Commit, DiffFormat, DiffOptions, Oid, Repository, Sort, Status};
@@ -73,94 +72,97 @@ pub struct StatusOutput {
 impl Git {
     /// `git_status`: branch, upstream ahead/behind, and the changed files, structured.
     pub fn status(&self, p: StatusParams) -> Result<StatusOutput, GitError> {
-        let r = self.open(p.repo.as_deref(), Access::Read)?;
-        r.workdir("git_status")?;
-        let repo = &r.repo;
-        let (branch, head) = head_state(repo)?;
-        let (mut upstream, mut ahead, mut behind) = (None, None, None);
-        if let (Some(name), Some(local)) = (&branch, head)
-            && let Ok(b) = repo.find_branch(name, BranchType::Local)
-            && let Ok(up) = b.upstream()
-        {
-            upstream = up.name().ok().flatten().map(str::to_string);
-            if let Some(up_id) = up.get().target()
-                && let Ok((a, b)) = repo.graph_ahead_behind(local, up_id)
+        let at = p.repo.clone();
+        self.with_read(at.as_deref(), |r| {
+            r.workdir("git_status")?;
+            let repo = &r.repo;
+            let (branch, head) = head_state(repo)?;
+            let (mut upstream, mut ahead, mut behind) = (None, None, None);
+            if let (Some(name), Some(local)) = (&branch, head)
+                && let Ok(b) = repo.find_branch(name, BranchType::Local)
+                && let Ok(up) = b.upstream()
             {
-                ahead = Some(a);
-                behind = Some(b);
+                upstream = up.name().ok().flatten().map(str::to_string);
+                if let Some(up_id) = up.get().target()
+                    && let Ok((a, b)) = repo.graph_ahead_behind(local, up_id)
+                {
+                    ahead = Some(a);
+                    behind = Some(b);
+                }
             }
-        }
 
-        let mut opts = git2::StatusOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(false)
-            .include_ignored(false)
-            .renames_head_to_index(true);
-        let statuses = repo.statuses(Some(&mut opts)).map_err(GitError::git("status"))?;
-        let mut out = StatusOutput {
-            branch,
-            head: head.map(|h| h.to_string()),
-            upstream,
-            ahead,
-            behind,
-            staged: Vec::new(),
-            unstaged: Vec::new(),
-            untracked: Vec::new(),
-            conflicted: Vec::new(),
-            total: 0,
-            truncated: false,
-        };
-        let push = |list: &mut Vec<FileStatus>, path: String, status: &str, total: &mut usize| {
-            *total += 1;
-            if *total <= STATUS_CAP {
-                list.push(FileStatus { path, status: status.to_string() });
-            }
-        };
-        for entry in statuses.iter() {
-            let s = entry.status();
-            let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
-            if s.is_conflicted() {
-                push(&mut out.conflicted, path, "conflicted", &mut out.total);
-                continue;
-            }
-            let staged = if s.is_index_new() {
-                Some("added")
-            } else if s.is_index_modified() {
-                Some("modified")
-            } else if s.is_index_deleted() {
-                Some("deleted")
-            } else if s.is_index_renamed() {
-                Some("renamed")
-            } else if s.is_index_typechange() {
-                Some("typechange")
-            } else {
-                None
+            let mut opts = git2::StatusOptions::new();
+            opts.include_untracked(true)
+                .recurse_untracked_dirs(false)
+                .include_ignored(false)
+                .renames_head_to_index(true);
+            let statuses = repo.statuses(Some(&mut opts)).map_err(GitError::git("status"))?;
+            let mut out = StatusOutput {
+                branch,
+                head: head.map(|h| h.to_string()),
+                upstream,
+                ahead,
+                behind,
+                staged: Vec::new(),
+                unstaged: Vec::new(),
+                untracked: Vec::new(),
+                conflicted: Vec::new(),
+                total: 0,
+                truncated: false,
             };
-            if let Some(st) = staged {
-                let shown = match (st, entry.head_to_index()) {
-                    ("renamed", Some(d)) => format!(
-                        "{} -> {}",
-                        d.old_file().path().map(|p| p.to_string_lossy()).unwrap_or_default(),
-                        d.new_file().path().map(|p| p.to_string_lossy()).unwrap_or_default()
-                    ),
-                    _ => path.clone(),
+            let push =
+                |list: &mut Vec<FileStatus>, path: String, status: &str, total: &mut usize| {
+                    *total += 1;
+                    if *total <= STATUS_CAP {
+                        list.push(FileStatus { path, status: status.to_string() });
+                    }
                 };
-                push(&mut out.staged, shown, st, &mut out.total);
+            for entry in statuses.iter() {
+                let s = entry.status();
+                let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+                if s.is_conflicted() {
+                    push(&mut out.conflicted, path, "conflicted", &mut out.total);
+                    continue;
+                }
+                let staged = if s.is_index_new() {
+                    Some("added")
+                } else if s.is_index_modified() {
+                    Some("modified")
+                } else if s.is_index_deleted() {
+                    Some("deleted")
+                } else if s.is_index_renamed() {
+                    Some("renamed")
+                } else if s.is_index_typechange() {
+                    Some("typechange")
+                } else {
+                    None
+                };
+                if let Some(st) = staged {
+                    let shown = match (st, entry.head_to_index()) {
+                        ("renamed", Some(d)) => format!(
+                            "{} -> {}",
+                            d.old_file().path().map(|p| p.to_string_lossy()).unwrap_or_default(),
+                            d.new_file().path().map(|p| p.to_string_lossy()).unwrap_or_default()
+                        ),
+                        _ => path.clone(),
+                    };
+                    push(&mut out.staged, shown, st, &mut out.total);
+                }
+                if s.contains(Status::WT_NEW) {
+                    push(&mut out.untracked, path.clone(), "untracked", &mut out.total);
+                } else if s.is_wt_modified() {
+                    push(&mut out.unstaged, path.clone(), "modified", &mut out.total);
+                } else if s.is_wt_deleted() {
+                    push(&mut out.unstaged, path.clone(), "deleted", &mut out.total);
+                } else if s.is_wt_typechange() {
+                    push(&mut out.unstaged, path.clone(), "typechange", &mut out.total);
+                } else if s.is_wt_renamed() {
+                    push(&mut out.unstaged, path.clone(), "renamed", &mut out.total);
+                }
             }
-            if s.contains(Status::WT_NEW) {
-                push(&mut out.untracked, path.clone(), "untracked", &mut out.total);
-            } else if s.is_wt_modified() {
-                push(&mut out.unstaged, path.clone(), "modified", &mut out.total);
-            } else if s.is_wt_deleted() {
-                push(&mut out.unstaged, path.clone(), "deleted", &mut out.total);
-            } else if s.is_wt_typechange() {
-                push(&mut out.unstaged, path.clone(), "typechange", &mut out.total);
-            } else if s.is_wt_renamed() {
-                push(&mut out.unstaged, path.clone(), "renamed", &mut out.total);
-            }
-        }
-        out.truncated = out.total > STATUS_CAP;
-        Ok(out)
+            out.truncated = out.total > STATUS_CAP;
+            Ok(out)
+        })
     }
 }
 
@@ -248,66 +250,68 @@ pub struct DiffOutput {
 impl Git {
     /// `git_diff`: the patch of the unstaged or staged changes, optionally of one path.
     pub fn diff(&self, p: DiffParams) -> Result<DiffOutput, GitError> {
-        let r = self.open(p.repo.as_deref(), Access::Read)?;
-        let workdir = r.workdir("git_diff")?.to_path_buf();
-        let repo = &r.repo;
-        let mut opts = DiffOptions::new();
-        opts.context_lines(p.context.unwrap_or(3).min(1000))
-            .max_size(DIFF_MAX_FILE)
-            .disable_pathspec_match(true);
-        if let Some(path) = &p.path {
-            let rel = self.repo_relative(&workdir, path)?;
-            if !rel.as_os_str().is_empty() {
-                opts.pathspec(rel);
-            }
-        }
-        let diff = if p.staged.unwrap_or(false) {
-            let tree = match repo.head() {
-                Ok(h) => Some(h.peel_to_tree().map_err(GitError::git("diff"))?),
-                Err(_) => None,
-            };
-            repo.diff_tree_to_index(tree.as_ref(), None, Some(&mut opts))
-        } else {
-            repo.diff_index_to_workdir(None, Some(&mut opts))
-        }
-        .map_err(GitError::git("diff"))?;
-
-        let files_changed = diff.deltas().len();
-        let mut patch: Vec<u8> = Vec::new();
-        let mut truncated = false;
-        let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| {
-            let path = delta.new_file().path().or_else(|| delta.old_file().path());
-            let hidden = path.is_some_and(|p| self.hidden(&workdir, p));
-            let origin = line.origin();
-            let mut chunk: Vec<u8> = Vec::new();
-            if hidden {
-                if origin != 'F' {
-                    return true;
+        let at = p.repo.clone();
+        self.with_read(at.as_deref(), |r| {
+            let workdir = r.workdir("git_diff")?.to_path_buf();
+            let repo = &r.repo;
+            let mut opts = DiffOptions::new();
+            opts.context_lines(p.context.unwrap_or(3).min(1000))
+                .max_size(DIFF_MAX_FILE)
+                .disable_pathspec_match(true);
+            if let Some(path) = &p.path {
+                let rel = self.repo_relative(&workdir, path)?;
+                if !rel.as_os_str().is_empty() {
+                    opts.pathspec(rel);
                 }
-                chunk.extend_from_slice(line.content());
-                chunk.extend_from_slice(b"(secret or denied file: content not shown)\n");
+            }
+            let diff = if p.staged.unwrap_or(false) {
+                let tree = match repo.head() {
+                    Ok(h) => Some(h.peel_to_tree().map_err(GitError::git("diff"))?),
+                    Err(_) => None,
+                };
+                repo.diff_tree_to_index(tree.as_ref(), None, Some(&mut opts))
             } else {
-                if matches!(origin, '+' | '-' | ' ') {
-                    chunk.push(origin as u8);
+                repo.diff_index_to_workdir(None, Some(&mut opts))
+            }
+            .map_err(GitError::git("diff"))?;
+
+            let files_changed = diff.deltas().len();
+            let mut patch: Vec<u8> = Vec::new();
+            let mut truncated = false;
+            let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| {
+                let path = delta.new_file().path().or_else(|| delta.old_file().path());
+                let hidden = path.is_some_and(|p| self.hidden(&workdir, p));
+                let origin = line.origin();
+                let mut chunk: Vec<u8> = Vec::new();
+                if hidden {
+                    if origin != 'F' {
+                        return true;
+                    }
+                    chunk.extend_from_slice(line.content());
+                    chunk.extend_from_slice(b"(secret or denied file: content not shown)\n");
+                } else {
+                    if matches!(origin, '+' | '-' | ' ') {
+                        chunk.push(origin as u8);
+                    }
+                    chunk.extend_from_slice(line.content());
                 }
-                chunk.extend_from_slice(line.content());
+                if patch.len() + chunk.len() > DIFF_CAP {
+                    truncated = true;
+                    return false;
+                }
+                patch.extend_from_slice(&chunk);
+                true
+            });
+            if let Err(e) = printed
+                && !truncated
+            {
+                return Err(GitError::Git { op: "diff", source: e });
             }
-            if patch.len() + chunk.len() > DIFF_CAP {
-                truncated = true;
-                return false;
-            }
-            patch.extend_from_slice(&chunk);
-            true
-        });
-        if let Err(e) = printed
-            && !truncated
-        {
-            return Err(GitError::Git { op: "diff", source: e });
-        }
-        Ok(DiffOutput {
-            patch: String::from_utf8_lossy(&patch).into_owned(),
-            files_changed,
-            truncated,
+            Ok(DiffOutput {
+                patch: String::from_utf8_lossy(&patch).into_owned(),
+                files_changed,
+                truncated,
+            })
         })
     }
 }
@@ -404,47 +408,49 @@ impl Git {
         if let Some(rev) = &p.rev {
             check_rev("rev", rev)?;
         }
-        let r = self.open(p.repo.as_deref(), Access::Read)?;
-        let repo = &r.repo;
-        let filter = match &p.path {
-            Some(path) => Some(self.repo_relative(r.workdir("git_log with `path`")?, path)?),
-            None => None,
-        };
-        let start = match &p.rev {
-            Some(rev) => resolve(repo, "rev", rev)?,
-            None => match head_state(repo)?.1 {
-                Some(id) => id,
-                None => return Ok(LogOutput { commits: Vec::new(), truncated: false }),
-            },
-        };
-        let limit = p.limit.unwrap_or(LOG_DEFAULT).clamp(1, LOG_MAX) as usize;
-        // `Sort::NONE` is libgit2's lazy walk in commit-date order, newest first, as `git log`
-        // does by default. Any other sorting makes libgit2 read the whole history before the
-        // first commit comes out (over 10,000 commits that was most of a 500-commit log).
-        let mut walk = repo.revwalk().map_err(GitError::git("log"))?;
-        walk.set_sorting(Sort::NONE).map_err(GitError::git("log"))?;
-        walk.push(start).map_err(GitError::git("log"))?;
-        let mut commits = Vec::new();
-        let mut truncated = false;
-        for (scanned, id) in walk.enumerate() {
-            if scanned >= LOG_SCAN_CAP {
-                truncated = true;
-                break;
+        let at = p.repo.clone();
+        self.with_read(at.as_deref(), |r| {
+            let repo = &r.repo;
+            let filter = match &p.path {
+                Some(path) => Some(self.repo_relative(r.workdir("git_log with `path`")?, path)?),
+                None => None,
+            };
+            let start = match &p.rev {
+                Some(rev) => resolve(repo, "rev", rev)?,
+                None => match head_state(repo)?.1 {
+                    Some(id) => id,
+                    None => return Ok(LogOutput { commits: Vec::new(), truncated: false }),
+                },
+            };
+            let limit = p.limit.unwrap_or(LOG_DEFAULT).clamp(1, LOG_MAX) as usize;
+            // `Sort::NONE` is libgit2's lazy walk in commit-date order, newest first, as `git log`
+            // does by default. Any other sorting makes libgit2 read the whole history before the
+            // first commit comes out (over 10,000 commits that was most of a 500-commit log).
+            let mut walk = repo.revwalk().map_err(GitError::git("log"))?;
+            walk.set_sorting(Sort::NONE).map_err(GitError::git("log"))?;
+            walk.push(start).map_err(GitError::git("log"))?;
+            let mut commits = Vec::new();
+            let mut truncated = false;
+            for (scanned, id) in walk.enumerate() {
+                if scanned >= LOG_SCAN_CAP {
+                    truncated = true;
+                    break;
+                }
+                let id = id.map_err(GitError::git("log"))?;
+                let c = repo.find_commit(id).map_err(GitError::git("log"))?;
+                if let Some(rel) = &filter
+                    && !touches(&c, rel)
+                {
+                    continue;
+                }
+                if commits.len() == limit {
+                    truncated = true;
+                    break;
+                }
+                commits.push(CommitInfo::of(&c));
             }
-            let id = id.map_err(GitError::git("log"))?;
-            let c = repo.find_commit(id).map_err(GitError::git("log"))?;
-            if let Some(rel) = &filter
-                && !touches(&c, rel)
-            {
-                continue;
-            }
-            if commits.len() == limit {
-                truncated = true;
-                break;
-            }
-            commits.push(CommitInfo::of(&c));
-        }
-        Ok(LogOutput { commits, truncated })
+            Ok(LogOutput { commits, truncated })
+        })
     }
 }
 
@@ -528,35 +534,40 @@ pub struct BranchesOutput {
 impl Git {
     /// `git_branches`: local branches, the current one marked, with upstream and last commit.
     pub fn branches(&self, p: BranchesParams) -> Result<BranchesOutput, GitError> {
-        let r = self.open(p.repo.as_deref(), Access::Read)?;
-        let repo = &r.repo;
-        let mut branches = Vec::new();
-        let mut truncated = false;
-        for b in repo.branches(Some(BranchType::Local)).map_err(GitError::git("list branches"))? {
-            let (b, _) = b.map_err(GitError::git("list branches"))?;
-            if branches.len() == BRANCHES_CAP {
-                truncated = true;
-                break;
+        let at = p.repo.clone();
+        self.with_read(at.as_deref(), |r| {
+            let repo = &r.repo;
+            let mut branches = Vec::new();
+            let mut truncated = false;
+            for b in
+                repo.branches(Some(BranchType::Local)).map_err(GitError::git("list branches"))?
+            {
+                let (b, _) = b.map_err(GitError::git("list branches"))?;
+                if branches.len() == BRANCHES_CAP {
+                    truncated = true;
+                    break;
+                }
+                let name = String::from_utf8_lossy(
+                    b.name_bytes().map_err(GitError::git("list branches"))?,
+                )
+                .into_owned();
+                let upstream =
+                    b.upstream().ok().and_then(|u| u.name().ok().flatten().map(str::to_string));
+                let (last_commit, summary) = match b.get().peel_to_commit() {
+                    Ok(c) => (c.id().to_string(), CommitInfo::of(&c).summary),
+                    Err(_) => (String::new(), String::new()),
+                };
+                branches.push(BranchInfo {
+                    name,
+                    current: b.is_head(),
+                    upstream,
+                    last_commit,
+                    summary,
+                });
             }
-            let name =
-                String::from_utf8_lossy(b.name_bytes().map_err(GitError::git("list branches"))?)
-                    .into_owned();
-            let upstream =
-                b.upstream().ok().and_then(|u| u.name().ok().flatten().map(str::to_string));
-            let (last_commit, summary) = match b.get().peel_to_commit() {
-                Ok(c) => (c.id().to_string(), CommitInfo::of(&c).summary),
-                Err(_) => (String::new(), String::new()),
-            };
-            branches.push(BranchInfo {
-                name,
-                current: b.is_head(),
-                upstream,
-                last_commit,
-                summary,
-            });
-        }
-        branches.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(BranchesOutput { branches, truncated })
+            branches.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(BranchesOutput { branches, truncated })
+        })
     }
 }
 
@@ -614,29 +625,31 @@ impl Git {
         if let Some(base) = &p.base {
             check_rev("base", base)?;
         }
-        let r = self.open(p.repo.as_deref(), Access::Read)?;
-        let repo = &r.repo;
-        let tip = resolve(repo, "branch", &p.branch)?;
-        let (base, base_id) = match &p.base {
-            Some(b) => (b.clone(), resolve(repo, "base", b)?),
-            None => default_base(repo).ok_or(GitError::NoBase)?,
-        };
-        let mut walk = repo.revwalk().map_err(GitError::git("log"))?;
-        walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME).map_err(GitError::git("log"))?;
-        walk.push(tip).map_err(GitError::git("log"))?;
-        walk.hide(base_id).map_err(GitError::git("log"))?;
-        let mut commits = Vec::new();
-        let mut truncated = false;
-        for id in walk {
-            let id = id.map_err(GitError::git("log"))?;
-            if commits.len() == LIST_CAP {
-                truncated = true;
-                break;
+        let at = p.repo.clone();
+        self.with_read(at.as_deref(), |r| {
+            let repo = &r.repo;
+            let tip = resolve(repo, "branch", &p.branch)?;
+            let (base, base_id) = match &p.base {
+                Some(b) => (b.clone(), resolve(repo, "base", b)?),
+                None => default_base(repo).ok_or(GitError::NoBase)?,
+            };
+            let mut walk = repo.revwalk().map_err(GitError::git("log"))?;
+            walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME).map_err(GitError::git("log"))?;
+            walk.push(tip).map_err(GitError::git("log"))?;
+            walk.hide(base_id).map_err(GitError::git("log"))?;
+            let mut commits = Vec::new();
+            let mut truncated = false;
+            for id in walk {
+                let id = id.map_err(GitError::git("log"))?;
+                if commits.len() == LIST_CAP {
+                    truncated = true;
+                    break;
+                }
+                let c = repo.find_commit(id).map_err(GitError::git("log"))?;
+                commits.push(CommitInfo::of(&c));
             }
-            let c = repo.find_commit(id).map_err(GitError::git("log"))?;
-            commits.push(CommitInfo::of(&c));
-        }
-        Ok(BranchCommitsOutput { branch: p.branch, base, commits, truncated })
+            Ok(BranchCommitsOutput { branch: p.branch, base, commits, truncated })
+        })
     }
 }
 

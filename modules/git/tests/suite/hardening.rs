@@ -410,3 +410,100 @@ fn a_hostile_repository_runs_nothing() {
         .unwrap();
     assert!(!fx.canaries().is_empty(), "the fixture is not hostile to command-line git");
 }
+
+// Read-class tools reuse an opened repository between calls; each call re-checks it against
+// what is on disk now.
+
+#[test]
+fn cached_status_sees_work_tree_and_index_changes() {
+    let fx = Fx::repo();
+    let g = fx.git();
+    let s = g.status(StatusParams::default()).unwrap();
+    assert_eq!(s.total, 0, "{s:?}");
+    write(&fx.work, "a.txt", "two\n");
+    write(&fx.work, "b.txt", "new\n");
+    let s = g.status(StatusParams::default()).unwrap();
+    assert_eq!(s.unstaged.len(), 1, "{s:?}");
+    assert_eq!(s.unstaged[0].path, "a.txt");
+    assert_eq!(s.untracked.len(), 1, "{s:?}");
+    assert_eq!(s.untracked[0].path, "b.txt");
+    // The index changed by the command line between calls.
+    git(&fx.work, &["add", "b.txt"]);
+    let s = g.status(StatusParams::default()).unwrap();
+    assert_eq!(s.staged.len(), 1, "{s:?}");
+    assert_eq!(s.staged[0].path, "b.txt");
+    assert!(s.untracked.is_empty(), "{s:?}");
+    git(&fx.work, &["commit", "-qam", "second"]);
+    let s = g.status(StatusParams::default()).unwrap();
+    assert_eq!(s.total, 0, "{s:?}");
+    let l = g.log(LogParams::default()).unwrap();
+    assert_eq!(l.commits[0].summary, "second");
+    // A branch switch by the command line.
+    git(&fx.work, &["switch", "-qc", "other"]);
+    assert_eq!(g.status(StatusParams::default()).unwrap().branch.as_deref(), Some("other"));
+}
+
+#[test]
+fn config_added_between_cached_calls_is_refused() {
+    let fx = Fx::repo();
+    write(&fx.out, "inc", "[user]\n\tname = Included\n");
+    let g = fx.git();
+    g.status(StatusParams::default()).unwrap();
+    let inc = fx.out.join("inc");
+    git(&fx.work, &["config", "include.path", inc.to_str().unwrap()]);
+    let e = g.status(StatusParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::HostileConfig { .. }), "{e}");
+    let e = g.log(LogParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::HostileConfig { .. }), "{e}");
+    git(&fx.work, &["config", "--unset", "include.path"]);
+    g.status(StatusParams::default()).unwrap();
+
+    git(&fx.work, &["config", "core.worktree", fx.out.to_str().unwrap()]);
+    let e = g.status(StatusParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::RepoOutside { .. }), "{e}");
+    git(&fx.work, &["config", "--unset", "core.worktree"]);
+    g.status(StatusParams::default()).unwrap();
+
+    // An in-root include, cached, then edited to include a file outside the roots.
+    write(&fx.work, "inc.cfg", "[user]\n\tname = Included\n");
+    git(&fx.work, &["config", "include.path", "../inc.cfg"]);
+    g.status(StatusParams::default()).unwrap();
+    write(&fx.work, "inc.cfg", &format!("[include]\n\tpath = {}\n", inc.display()));
+    let e = g.status(StatusParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::HostileConfig { .. }), "{e}");
+}
+
+#[test]
+fn checks_added_between_cached_calls_are_refused() {
+    let fx = Fx::repo();
+    let g = fx.git();
+    let outside = fx.out.join("o");
+    init(&outside);
+    write(&outside, "secret.txt", "outside\n");
+    git(&outside, &["add", "."]);
+    git(&outside, &["commit", "-qm", "outside secret"]);
+
+    g.log(LogParams::default()).unwrap();
+    let alt = fx.work.join(".git/objects/info/alternates");
+    std::fs::write(&alt, format!("{}\n", outside.join(".git/objects").display())).unwrap();
+    let e = g.log(LogParams::default()).unwrap_err();
+    assert!(e.to_string().contains("alternate object store"), "{e}");
+    std::fs::remove_file(&alt).unwrap();
+
+    g.status(StatusParams::default()).unwrap();
+    std::os::unix::fs::symlink(outside.join(".git/refs"), fx.work.join(".git/refs/remotes"))
+        .unwrap();
+    let e = g.status(StatusParams::default()).unwrap_err();
+    assert!(e.to_string().contains("symlink inside the git dir"), "{e}");
+    std::fs::remove_file(fx.work.join(".git/refs/remotes")).unwrap();
+    g.status(StatusParams::default()).unwrap();
+
+    // A `.git` dir replaced by a `.git` file pointing outside the roots.
+    std::fs::rename(fx.work.join(".git"), fx.work.join("old.git")).unwrap();
+    write(&fx.work, ".git", &format!("gitdir: {}\n", outside.join(".git").display()));
+    let e = g.status(StatusParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::RepoOutside { .. }), "{e}");
+    assert!(e.to_string().contains(".git file's target"), "{e}");
+    let e = g.log(LogParams::default()).unwrap_err();
+    assert!(matches!(e, GitError::RepoOutside { .. }), "{e}");
+}
