@@ -410,3 +410,48 @@ async fn host_system_secrets_are_masked_while_the_rest_of_etc_reads() {
     assert!(!text.contains("passwd-lines=0"), "/etc/passwd stays readable: {r}");
     c.stop().await;
 }
+
+#[tokio::test]
+async fn dns_and_raw_sockets_fail_while_local_names_and_udp_sockets_work() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r = bash(
+        &c,
+        "getent hosts localhost >/dev/null && echo local-ok; \
+         getent hosts example.com >/dev/null && echo dns-LEAK || echo dns-refused; \
+         /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print(\"udp-ok\")'; \
+         /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); print(\"raw-LEAK\")' 2>/dev/null || echo raw-refused",
+    )
+    .await;
+    let text = out(&r);
+    for want in ["local-ok", "dns-refused", "udp-ok", "raw-refused"] {
+        assert!(text.contains(want), "missing {want}: {r}");
+    }
+    assert!(!text.contains("LEAK"), "{r}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_unix_socket_outside_the_roots_is_unreachable() {
+    let fx = Fixture::new();
+    // A stand-in for docker.sock or an ssh-agent, in a folder outside every root.
+    let host = tempfile::tempdir().unwrap();
+    let sock = host.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let c = start(&fx, "").await;
+    let connect = |path: &str| {
+        format!(
+            "/usr/bin/python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"connected\")' {path} 2>/dev/null || echo refused"
+        )
+    };
+    let r = bash(&c, &connect(sock.to_str().unwrap())).await;
+    assert_eq!(out(&r), "refused\n", "{r}");
+    assert!(listener.accept().is_err(), "nothing reached the host socket");
+    // Positive control: a unix socket made inside the root by the command itself works.
+    let inside = "/usr/bin/python3 -c 'import socket; l=socket.socket(socket.AF_UNIX); l.bind(\"in.sock\"); l.listen(1); s=socket.socket(socket.AF_UNIX); s.connect(\"in.sock\"); print(\"connected\")'";
+    let r = bash(&c, inside).await;
+    assert_eq!(out(&r), "connected\n", "{r}");
+    c.stop().await;
+    fx.assert_canary();
+}
