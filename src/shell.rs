@@ -87,8 +87,9 @@ impl Shell {
             .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
             .filter(|p| clean_abs(p) && std::fs::symlink_metadata(p).is_ok())
             .collect();
-        let masked: Vec<PathBuf> =
+        let mut masked: Vec<PathBuf> =
             lists.credentials.iter().chain(&lists.deny).filter(|p| clean_abs(p)).cloned().collect();
+        masked.extend(hard_links_to_denied(&m.roots, resolver.policy()));
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -329,4 +330,43 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
             child.wait().await
         }
     }
+}
+
+/// Names inside the roots that are hard links to a denied or credential file. The launcher masks
+/// by path, so these names are masked too. The walk is bounded and runs once at startup; a link
+/// made later cannot come from inside the sandbox, where the originals are masked.
+fn hard_links_to_denied(
+    roots: &[crate::config::RootCfg],
+    policy: &hands_roots::Policy,
+) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    const LIMIT: usize = 200_000;
+    let mut found = Vec::new();
+    let mut stack: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > LIMIT {
+                tracing::warn!("hard-link scan of the roots stopped after {LIMIT} entries");
+                return found;
+            }
+            // `DirEntry::metadata` does not follow symlinks, so the walk never leaves the roots.
+            let Ok(meta) = entry.metadata() else { continue };
+            let path = entry.path();
+            if meta.is_dir() {
+                if policy.denied(&path, None).is_none() {
+                    stack.push(path);
+                }
+            } else if meta.is_file()
+                && meta.nlink() > 1
+                && policy.is_denied_identity(meta.dev(), meta.ino())
+                && clean_abs(&path)
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

@@ -455,3 +455,19 @@ async fn a_host_unix_socket_outside_the_roots_is_unreachable() {
     c.stop().await;
     fx.assert_canary();
 }
+
+#[tokio::test]
+async fn a_hard_link_to_a_credential_file_inside_a_root_reads_as_masked() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.home.join(".ssh")).unwrap();
+    std::fs::write(fx.home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::hard_link(fx.home.join(".ssh/id_ed25519"), fx.root.join("innocent.txt")).unwrap();
+    std::fs::write(fx.root.join("plain.txt"), "plain\n").unwrap();
+    let c = start(&fx, "").await;
+    let r = bash(&c, "cat innocent.txt; cat plain.txt").await;
+    assert!(!out(&r).contains("PRIVATE"), "{r}");
+    assert!(out(&r).contains("plain"), "{r}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("innocent.txt")).unwrap(), "PRIVATE KEY\n");
+    c.stop().await;
+    fx.assert_canary();
+}

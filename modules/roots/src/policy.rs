@@ -99,6 +99,11 @@ impl Policy {
         None
     }
 
+    /// Whether (device, inode) is a denied or credential file or folder (or lies beneath one).
+    pub fn is_denied_identity(&self, dev: u64, ino: u64) -> bool {
+        self.identities.contains(&(dev, ino))
+    }
+
     /// Whether the file name of `abs` matches a secret pattern and no exception.
     pub fn is_secret(&self, abs: &Path) -> bool {
         let Some(name) = abs.file_name() else { return false };
