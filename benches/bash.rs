@@ -7,6 +7,9 @@
 //! from `/proc`, and its `argv` swapped for `true`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "common/mod.rs"]
+mod common;
+use common::ms;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
@@ -85,10 +88,6 @@ async fn timed(cmd: &mut tokio::process::Command) -> Duration {
     let d = t.elapsed();
     assert!(out.status.success(), "{:?}: {}", cmd, String::from_utf8_lossy(&out.stderr));
     d
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// Median and p90.

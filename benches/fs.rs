@@ -6,10 +6,12 @@
 //! by default the cargo registry sources are copied until the tree holds ≥ 50,000 files.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use rmcp::model::CallToolRequestParams;
+#[path = "common/mod.rs"]
+mod common;
+use common::{call, median, ms};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -70,26 +72,6 @@ async fn start(root: &Path, state: &Path) -> (Client, u32) {
     let t = TokioChildProcess::new(cmd).unwrap();
     let pid = t.id().unwrap();
     (().serve(t).await.unwrap(), pid)
-}
-
-async fn call(c: &Client, tool: &str, args: Value) -> Value {
-    let Value::Object(m) = args else { unreachable!() };
-    let r = c
-        .peer()
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(m))
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
-    r.structured_content.unwrap()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn rg_time(args: &[&str], dir: &Path) -> (Duration, String) {

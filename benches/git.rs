@@ -6,7 +6,9 @@
 //! `git fast-import` into `target/bench-git-repo` and reused; delete it to regenerate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use rmcp::model::CallToolRequestParams;
+#[path = "common/mod.rs"]
+mod common;
+use common::{call, median, ms};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
@@ -161,26 +163,6 @@ async fn start(root: &Path, state: &Path) -> Client {
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
     ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap()
-}
-
-async fn call(c: &Client, tool: &str, args: Value) -> Value {
-    let Value::Object(m) = args else { unreachable!() };
-    let r = c
-        .peer()
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(m))
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
-    r.structured_content.unwrap()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn git_time(dir: &Path, args: &[&str]) -> (Duration, String) {

@@ -246,12 +246,6 @@ impl Resolver {
         self.open_file_at(&loc)
     }
 
-    /// Like [`Resolver::open_file`] for an absolute path that a walk produced.
-    pub fn open_file_abs(&self, abs: &Path) -> Result<OpenedFile> {
-        let s = abs.to_str().ok_or_else(|| PathError::NotUtf8 { path: abs.to_path_buf() })?;
-        self.open_file(s)
-    }
-
     fn open_file_at(&self, loc: &Located) -> Result<OpenedFile> {
         let opath = self.open_beneath(loc.root, &loc.rel, OFlags::PATH, &loc.abs)?;
         let st = fstat(&opath, &loc.abs)?;
