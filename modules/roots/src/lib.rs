@@ -214,9 +214,6 @@ impl Resolver {
             Errno::LOOP => PathError::LinkLoop { path },
             Errno::NOENT => PathError::NotFound { path },
             Errno::NOTDIR => PathError::NotADirectory { path },
-            Errno::ACCESS | Errno::PERM => {
-                PathError::Io { path, op: "open", source: std::io::Error::from(e) }
-            }
             other => PathError::Io { path, op: "open", source: std::io::Error::from(other) },
         }
     }
