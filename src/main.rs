@@ -138,7 +138,7 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
         let service = {
             let (input, output) = rmcp::transport::io::stdio_pipes();
             let stream = stdio::framed(input, output);
-            server::HandsServer::new(daemon).serve(tokio::io::split(stream)).await?
+            server::HandsServer::new(daemon, "stdio").serve(tokio::io::split(stream)).await?
         };
         service.waiting().await?;
         anyhow::Ok(())

@@ -160,11 +160,19 @@ impl Daemon {
 #[derive(Clone)]
 pub struct HandsServer {
     daemon: Arc<Daemon>,
+    /// Who is connected: `stdio`, or the `name` of an HTTP client's token. It is the identity
+    /// approvals and the audit log record.
+    client: Arc<str>,
 }
 
 impl HandsServer {
-    pub fn new(daemon: Arc<Daemon>) -> Self {
-        HandsServer { daemon }
+    pub fn new(daemon: Arc<Daemon>, client: &str) -> Self {
+        HandsServer { daemon, client: Arc::from(client) }
+    }
+
+    /// The connected client's identity (`stdio` or an HTTP client's configured name).
+    pub fn client(&self) -> &str {
+        &self.client
     }
 
     fn trust_for(&self, def: &ToolDef) -> TrustAction {
