@@ -682,12 +682,48 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
     let http = raw.server.http.as_ref().map(|h| {
         let span = h.span();
         let h = h.get_ref();
+        let mut names_seen: Vec<&str> = Vec::new();
         let clients = h
             .clients
             .iter()
             .map(|c| {
                 let cs = c.span();
                 let c = c.get_ref();
+                // The name is the client's identity in approvals and the audit log: it must be
+                // unique, and not one of the built-in identities (`stdio`, and `http` for
+                // token-less loopback clients).
+                let name_ok = !c.name.is_empty()
+                    && c.name.len() <= 64
+                    && c.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b));
+                if !name_ok {
+                    p.add(
+                        Some(cs.clone()),
+                        "[[server.http.clients]]",
+                        "name",
+                        format!(
+                            "client name `{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
+                            c.name
+                        ),
+                        Some("the name is the client's identity in approvals and the audit log"),
+                    );
+                } else if c.name == "stdio" || c.name == "http" {
+                    p.add(
+                        Some(cs.clone()),
+                        "[[server.http.clients]]",
+                        "name",
+                        format!("client name `{}` is reserved", c.name),
+                        Some("`stdio` names the stdio client, `http` a token-less loopback one"),
+                    );
+                } else if names_seen.contains(&c.name.as_str()) {
+                    p.add(
+                        Some(cs.clone()),
+                        "[[server.http.clients]]",
+                        "name",
+                        format!("client name `{}` appears twice", c.name),
+                        Some("each client needs its own name and token"),
+                    );
+                }
+                names_seen.push(&c.name);
                 if c.token_env.is_some() == c.token_file.is_some() {
                     p.add(
                         Some(cs),

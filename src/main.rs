@@ -3,7 +3,12 @@
 //! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
 
+mod audit;
 mod config;
+mod control;
+mod http;
+mod masks;
+mod netns;
 mod probe;
 mod profiles;
 mod report;
@@ -33,12 +38,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve MCP on stdio (the embedded default when there is no config)
+    /// Serve MCP on stdio, or over streamable HTTP with --http or [server.http]
     Serve {
         /// The configuration file (default: ./daemon.toml, else the embedded default)
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Serve streamable HTTP at ADDR instead of stdio
+        /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (overrides
+        /// [server.http].listen)
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
         /// Log filter (also RUST_LOG), e.g. info, debug, hands=trace
@@ -55,11 +61,35 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Print the audit log, one record a line; --verify checks its hash chain
+    Audit {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Keep printing records as they are written
+        #[arg(long, conflicts_with = "verify")]
+        follow: bool,
+        /// Check every record's hash and link; exit 1 naming the first broken record
+        #[arg(long)]
+        verify: bool,
+    },
+    /// The brake: end every running command of the daemon and refuse new ones until
+    /// `hands stop --release` or a restart
+    Stop {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Lift the brake: commands run again
+        #[arg(long)]
+        release: bool,
+    },
     /// Internal: run one command in the sandbox described by the JSON spec (tools-shell's
     /// re-exec; see src/sandbox)
     #[cfg(target_os = "linux")]
     #[command(name = "__sandbox", hide = true)]
     Sandbox { spec: String },
+    /// Internal: hold a module's private network namespace (see src/sandbox/netns.rs)
+    #[cfg(target_os = "linux")]
+    #[command(name = "__netns", hide = true)]
+    Netns { pidfile: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -68,8 +98,12 @@ fn main() -> ExitCode {
         Command::Serve { config, http, log_level } => serve(config, http, log_level),
         Command::Check { config } => check(config, false),
         Command::Doctor { config } => check(config, true),
+        Command::Audit { config, follow, verify } => audit_cmd(config, follow, verify),
+        Command::Stop { config, release } => stop_cmd(config, release),
         #[cfg(target_os = "linux")]
         Command::Sandbox { spec } => sandbox::main(&spec),
+        #[cfg(target_os = "linux")]
+        Command::Netns { pidfile } => sandbox::netns::holder_main(&pidfile),
     }
 }
 
@@ -109,13 +143,14 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             std::env::set_var("SSH_AUTH_SOCK", &sock)
         };
     }
-    if http.is_some() || cfg.http.is_some() {
-        eprint_line(
-            "hands: the streamable HTTP transport is not in this version yet; serve on stdio \
-             (drop --http and [server.http])",
-        );
-        return ExitCode::from(1);
-    }
+    // Tokens are read and the loopback rule checked before anything starts.
+    let http = match crate::http::Setup::new(cfg.http.as_ref(), http.as_deref()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
     let daemon = match server::Daemon::new(cfg) {
         Ok(d) => Arc::new(d),
         Err(e) => {
@@ -125,7 +160,10 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
     };
     // The sandbox self-test runs before serving, so every result states what held.
     let _ = daemon.self_test();
-    eprint_line(&report::banner(&daemon, "stdio"));
+    if http.is_none() {
+        // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+        eprint_line(&report::banner(&daemon, "stdio"));
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -135,6 +173,17 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
     };
     let result = rt.block_on(async move {
         use rmcp::ServiceExt;
+        // `hands stop`'s door; serving goes on without it, and says so.
+        let _control = control::start(daemon.clone())
+            .inspect_err(|e| {
+                eprint_line(&format!(
+                    "hands: warning: {e:#}; `hands stop` cannot reach this daemon"
+                ))
+            })
+            .ok();
+        if let Some(setup) = http {
+            return crate::http::serve(daemon, setup).await;
+        }
         let service = {
             let (input, output) = rmcp::transport::io::stdio_pipes();
             let stream = stdio::framed(input, output);
@@ -178,4 +227,147 @@ fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The state dir a subcommand's config names (relative: from the current folder).
+fn state_dir(config: Option<PathBuf>) -> Result<PathBuf, ExitCode> {
+    match config::load(config.as_deref()) {
+        Ok(c) => Ok(server::absolute(&c.state_dir)),
+        Err(e) => {
+            report::out(&e.to_string());
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// `hands audit [--follow] [--verify]`.
+fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> ExitCode {
+    let dir = match state_dir(config) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let path = audit::path_in(&dir);
+    if verify {
+        return match audit::verify(&path) {
+            Ok(v) => {
+                for w in &v.warnings {
+                    report::out(&format!("warning: {w}"));
+                }
+                match v.broken {
+                    Some(b) => {
+                        report::out(&format!(
+                            "{}: broken at {b}; {} records before it are intact",
+                            path.display(),
+                            v.records
+                        ));
+                        ExitCode::from(1)
+                    }
+                    None => {
+                        report::out(&format!(
+                            "{}: {} records, chain intact",
+                            path.display(),
+                            v.records
+                        ));
+                        ExitCode::SUCCESS
+                    }
+                }
+            }
+            Err(e) => {
+                report::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
+                ExitCode::from(1)
+            }
+        };
+    }
+    match print_audit(&path, follow) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Prints every complete record; with `follow`, keeps polling for new ones.
+fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
+    use std::io::{Read, Seek};
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !follow => {
+            report::out(&format!("{}: no records yet", path.display()));
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut offset = 0u64;
+    loop {
+        let mut chunk = Vec::new();
+        file.read_to_end(&mut chunk)?;
+        offset += chunk.len() as u64;
+        pending.extend_from_slice(&chunk);
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            report::out(&audit::render(&line[..line.len() - 1]));
+        }
+        if !follow {
+            if !pending.is_empty() {
+                report::out(&audit::render(&pending));
+            }
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        if std::fs::metadata(path).is_ok_and(|m| m.len() < offset) {
+            // Replaced or truncated by someone: start again from its beginning.
+            file = std::fs::File::open(path)?;
+            offset = 0;
+            pending.clear();
+        } else {
+            file.seek(std::io::SeekFrom::Start(offset))?;
+        }
+    }
+}
+
+/// `hands stop [--release]`: asks every live daemon of the state dir.
+fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
+    let dir = match state_dir(config) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let op = if release { "release" } else { "stop" };
+    let answers = control::request_all(&dir, &serde_json::json!({ "op": op }));
+    if answers.is_empty() {
+        report::out(&format!(
+            "hands: no running daemon found in {} (no live control socket); nothing to {op}. \
+             Check --config: it must name the daemon's state_dir",
+            dir.display()
+        ));
+        return ExitCode::from(1);
+    }
+    let mut failed = false;
+    for (path, answer) in answers {
+        let v = match answer {
+            Ok(v) if v["ok"] == true => v,
+            Ok(v) => {
+                failed = true;
+                report::out(&format!("hands: {}: {}", path.display(), v["error"]));
+                continue;
+            }
+            Err(e) => {
+                failed = true;
+                report::out(&format!("hands: {e}"));
+                continue;
+            }
+        };
+        let pid = &v["pid"];
+        report::out(&if release {
+            format!("hands: daemon {pid} released: commands run again")
+        } else {
+            format!(
+                "hands: daemon {pid} stopped: {} running commands ended; new commands are \
+                 refused until `hands stop --release`",
+                v["ended"]
+            )
+        });
+    }
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

@@ -233,7 +233,7 @@ fn run_in(
     Probe { checks }
 }
 
-fn failed(why: String) -> Probe {
+pub fn failed(why: String) -> Probe {
     Probe { checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }] }
 }
 

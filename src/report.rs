@@ -219,6 +219,20 @@ pub fn doctor(daemon: &Daemon) -> String {
             }
         }
     }
+    if let Some(h) = &c.http {
+        if h.listen.parse::<std::net::SocketAddr>().is_ok_and(|a| !a.ip().is_loopback()) {
+            warnings.push(format!(
+                "[server.http] listens on {}, not a loopback address: whoever holds a client's \
+                 token reaches the tools from the network (hands speaks plain HTTP; put TLS in \
+                 front)",
+                h.listen
+            ));
+        }
+        // The same checks `serve` makes first: tokens present, long enough, distinct.
+        if let Err(e) = crate::http::Setup::new(Some(h), None) {
+            warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
+        }
+    }
     for id in daemon.unavailable_modules() {
         let why = if id == ModuleId::Shell && !cfg!(target_os = "linux") {
             ": commands can be contained only on Linux"

@@ -2,7 +2,9 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction};
+use crate::config::{
+    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction,
+};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
 use hands_git::{Git, GitSettings, PushSettings};
@@ -25,6 +27,9 @@ pub struct Daemon {
     git: Option<Arc<Git>>,
     shell: Option<Arc<crate::shell::Shell>>,
     tools: Vec<ToolDef>,
+    audit: Arc<crate::audit::Audit>,
+    /// `hands stop` is in effect: external-class calls are refused until `--release`.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -132,7 +137,59 @@ impl Daemon {
                 }
             }
         }
-        Ok(Daemon { config, fs, git, shell, tools })
+        let audit = crate::audit::Audit::open(&absolute(&config.state_dir))?;
+        Ok(Daemon {
+            config,
+            fs,
+            git,
+            shell,
+            tools,
+            audit: Arc::new(audit),
+            stopped: Default::default(),
+        })
+    }
+
+    /// The brake (`hands stop`): refuse external-class calls from now on and end every running
+    /// command; returns how many were running.
+    pub async fn stop(&self) -> usize {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        match &self.shell {
+            Some(sh) => sh.stop_all().await,
+            None => 0,
+        }
+    }
+
+    /// `hands stop --release`: external-class calls run again.
+    pub fn release(&self) {
+        self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);
+        if let Some(sh) = &self.shell {
+            sh.release();
+        }
+    }
+
+    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
+    pub async fn record_control(&self, op: &str, outcome: String) {
+        let entry = crate::audit::Entry {
+            client: "terminal".into(),
+            module: "hands".into(),
+            tool: op.into(),
+            class: "control".into(),
+            arguments: serde_json::json!({}),
+            decision: crate::audit::Decision::Allow,
+            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
+            outcome,
+            result: None,
+        };
+        let audit = self.audit.clone();
+        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
+            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
+        }
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn tools(&self) -> &[ToolDef] {
@@ -154,6 +211,21 @@ impl Daemon {
     pub fn self_test(&self) -> Option<&crate::probe::Probe> {
         self.shell.as_ref().map(|s| s.self_test())
     }
+}
+
+/// A relative state dir is taken from the current folder, as tools-shell does.
+pub fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// What the gate said about one call; `refusal` is the message when it did not allow it.
+struct Gate {
+    decision: crate::audit::Decision,
+    decided_by: crate::audit::DecidedBy,
+    refusal: Option<String>,
 }
 
 /// The rmcp handler of one connection.
@@ -185,35 +257,122 @@ impl HandsServer {
             .unwrap_or(TrustAction::Deny)
     }
 
-    async fn dispatch(
-        &self,
-        def: &ToolDef,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    /// The trust gate: the brake first (external class), then the policy.
+    fn gate(&self, def: &ToolDef) -> Gate {
+        use crate::audit::{DecidedBy, Decision};
+        let deny = |by, msg| Gate { decision: Decision::Deny, decided_by: by, refusal: Some(msg) };
+        if def.class == ActionClass::External && self.daemon.is_stopped() {
+            return deny(
+                DecidedBy::Stop,
+                format!(
+                    "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
+                     they run again after `hands stop --release` (or a restart)",
+                    def.tool.name
+                ),
+            );
+        }
         match self.trust_for(def) {
-            TrustAction::Allow => {}
-            TrustAction::Deny => {
-                return tool_error(format!(
+            TrustAction::Allow => {
+                Gate { decision: Decision::Allow, decided_by: DecidedBy::Policy, refusal: None }
+            }
+            TrustAction::Deny => deny(
+                DecidedBy::Policy,
+                format!(
                     "`{}` is refused by policy: trust.{} = \"deny\" for {}; a person can change \
                      this in daemon.toml",
                     def.tool.name,
                     def.class,
                     def.module.name()
-                ));
-            }
-            TrustAction::Ask => {
-                // Fail closed: until a person can be asked, "ask" refuses.
-                return tool_error(format!(
+                ),
+            ),
+            // Fail closed: until a person can be asked, "ask" refuses.
+            TrustAction::Ask => deny(
+                DecidedBy::Policy,
+                format!(
                     "`{}` needs a person's approval (trust.{} = \"ask\"), and this version cannot \
                      ask yet; a person can set trust.{} = \"allow\" for {} in daemon.toml",
                     def.tool.name,
                     def.class,
                     def.class,
                     def.module.name()
-                ));
-            }
+                ),
+            ),
         }
+    }
+
+    /// The gate, the call, and its audit record (SPEC §8): every write- and external-class
+    /// call and every call that does not succeed is recorded and fsynced before its result is
+    /// returned; a read-class success is not recorded.
+    async fn audited(
+        &self,
+        def: &ToolDef,
+        args: JsonObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let gate = self.gate(def);
+        let arguments = serde_json::Value::Object(args.clone());
+        let result = match &gate.refusal {
+            Some(msg) => tool_error(msg.clone()),
+            None => self.dispatch(def, args, ctx).await,
+        };
+        let failed = result.is_error == Some(true);
+        if def.class == ActionClass::Read && !failed {
+            return result;
+        }
+        let first_line = |r: &CallToolResult| {
+            let text: String = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text())
+                .map(|t| t.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            text.lines().next().unwrap_or("").to_string()
+        };
+        let outcome = match (&gate.refusal, failed) {
+            (Some(msg), _) => format!("refused: {msg}"),
+            (None, true) => format!("error: {}", first_line(&result)),
+            (None, false) => "ok".to_string(),
+        };
+        let entry = crate::audit::Entry {
+            client: self.client().to_string(),
+            module: def.module.name().to_string(),
+            tool: def.tool.name.to_string(),
+            class: def.class.to_string(),
+            arguments,
+            decision: gate.decision,
+            decided_by: gate.decided_by,
+            outcome,
+            result: result.structured_content.as_ref().and_then(crate::audit::facts),
+        };
+        let audit = self.daemon.audit.clone();
+        let written = tokio::task::spawn_blocking(move || audit.append(&entry)).await;
+        match written {
+            Ok(Ok(_)) => result,
+            Ok(Err(e)) => self.unaudited(def, &result, &e.to_string()),
+            Err(e) => self.unaudited(def, &result, &e.to_string()),
+        }
+    }
+
+    /// The call happened (or was refused) but its record could not be written: the client
+    /// learns both, and the daemon's log says so.
+    fn unaudited(&self, def: &ToolDef, result: &CallToolResult, why: &str) -> CallToolResult {
+        let path = self.daemon.audit.path().display().to_string();
+        tracing::error!(tool = %def.tool.name, "cannot write the audit log {path}: {why}");
+        let mut content = result.content.clone();
+        content.push(ContentBlock::text(format!(
+            "hands could not write this call's audit record to {path} ({why}); the result above \
+             stands, but a person should fix the audit log (disk space, permissions)"
+        )));
+        CallToolResult::error(content)
+    }
+
+    async fn dispatch(
+        &self,
+        def: &ToolDef,
+        args: JsonObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let missing = || {
             tool_error(format!("`{}` is not available: its module is not declared", def.tool.name))
         };
@@ -230,6 +389,32 @@ impl HandsServer {
                 match sh.bash(params, ctx).await {
                     Ok(out) => structured(&out, out.to_string(), "bash"),
                     Err(crate::shell::Refusal(msg)) => tool_error(msg),
+                }
+            }
+            K::TmuxStart | K::TmuxRead | K::TmuxSend | K::TmuxList | K::TmuxKill => {
+                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let name = def.tool.name.as_ref();
+                match def.kind {
+                    K::TmuxStart => match parse(args, name) {
+                        Ok(p) => shaped(sh.tmux_start(p).await, name),
+                        Err(e) => e,
+                    },
+                    K::TmuxRead => match parse(args, name) {
+                        Ok(p) => shaped(sh.tmux_read(p).await, name),
+                        Err(e) => e,
+                    },
+                    K::TmuxSend => match parse(args, name) {
+                        Ok(p) => shaped(sh.tmux_send(p).await, name),
+                        Err(e) => e,
+                    },
+                    K::TmuxList => match parse(args, name) {
+                        Ok(p) => shaped(sh.tmux_list(p).await, name),
+                        Err(e) => e,
+                    },
+                    _ => match parse(args, name) {
+                        Ok(p) => shaped(sh.tmux_kill(p).await, name),
+                        Err(e) => e,
+                    },
                 }
             }
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
@@ -286,6 +471,18 @@ fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToo
             "invalid arguments for `{name}`: {e}; the tool's inputSchema lists its parameters"
         ))
     })
+}
+
+/// A tools-shell result: structured content plus its text mirror, or the refusal as a tool
+/// error.
+fn shaped<O: Serialize + std::fmt::Display>(
+    r: Result<O, crate::shell::Refusal>,
+    name: &str,
+) -> CallToolResult {
+    match r {
+        Ok(out) => structured(&out, out.to_string(), name),
+        Err(crate::shell::Refusal(msg)) => tool_error(msg),
+    }
 }
 
 /// A successful result: structured content plus its text mirror.
@@ -370,6 +567,6 @@ impl ServerHandler for HandsServer {
             ));
         };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.dispatch(def, args, &context).await.into())
+        Ok(self.audited(def, args, &context).await.into())
     }
 }

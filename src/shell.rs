@@ -1,8 +1,10 @@
 //! tools-shell's `bash`: each call re-runs this binary as `hands __sandbox SPEC` (see
 //! `src/sandbox`), captures the end of its output, and stops the whole tree on timeout,
-//! cancellation or client disconnect.
+//! cancellation or client disconnect. The tmux sessions are in `shell/tmux.rs`.
 
 use crate::config::{Grant, ModuleCfg, ShellConfig};
+use crate::masks;
+mod tmux;
 use hands_roots::Resolver;
 use hands_shell::bash::{self, BashOutput, BashParams, Ending};
 use hands_shell::capture::Tail;
@@ -28,6 +30,27 @@ pub struct Shell {
     enforce: bool,
     roots: Vec<PathBuf>,
     probe: std::sync::OnceLock<crate::probe::Probe>,
+    /// The module's shared private network namespace; none with the `network` grant.
+    netns: Option<crate::netns::Netns>,
+    /// The module's tmux sessions (`shell/tmux.rs`).
+    tmux: tmux::Sessions,
+    /// Secret files and hard links to denied files in the roots, added to `masked` per call.
+    masks: Arc<masks::Masks>,
+    /// The brake: `true` while `hands stop` is in effect. Every running (or queued) command
+    /// holds a receiver and is stopped when it turns `true`; the receiver count is the
+    /// registry `stop_all` waits on.
+    halt: tokio::sync::watch::Sender<bool>,
+}
+
+/// What a command stopped by the brake, or refused while it holds, returns.
+const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's commands; commands \
+                      are refused until `hands stop --release` (or a restart)";
+
+/// Resolves once the brake is on (never, if the shell is gone).
+async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|on| *on).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Folders every command sees read-only, when they exist.
@@ -39,6 +62,9 @@ const SETUP_FAILED: i32 = 125;
 const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.
 const DRAIN: Duration = Duration::from_secs(2);
+/// The longest spec the launcher can receive: one argument is at most 128 KiB on Linux
+/// (MAX_ARG_STRLEN, with its terminating NUL).
+const SPEC_LIMIT: usize = 128 * 1024 - 1;
 
 fn clean_abs(p: &Path) -> bool {
     p.is_absolute()
@@ -89,7 +115,17 @@ impl Shell {
             .collect();
         let mut masked: Vec<PathBuf> =
             lists.credentials.iter().chain(&lists.deny).filter(|p| clean_abs(p)).cloned().collect();
-        masked.extend(hard_links_to_denied(&m.roots, resolver.policy()));
+        // A missing denied path in a writable root gets an empty placeholder, so a command
+        // meets a mask there instead of creating it; what the walk finds is added per call.
+        let denied: Vec<masks::DeniedPath> =
+            (lists.credentials.iter().map(|p| (p, true)))
+                .chain(lists.deny.iter().map(|p| (p, false)))
+                .filter(|(p, _)| clean_abs(p))
+                .map(|(p, cred)| {
+                    if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
+                })
+                .collect();
+        masked.extend(masks::placeholders(&denied, &m.roots)?);
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -106,7 +142,7 @@ impl Shell {
             env.insert(k.clone(), v.to_string_lossy().into_owned());
         }
         // Always the sandbox's own, whatever `env` says.
-        env.insert("PATH".into(), path);
+        env.insert("PATH".into(), path.clone());
         env.insert("HOME".into(), home.to_string_lossy().into_owned());
         env.insert("TMPDIR".into(), "/tmp".into());
         let l = cfg.limits.clone().unwrap_or_default();
@@ -128,9 +164,17 @@ impl Shell {
         });
         let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
+        let sessions = tmux::Sessions::new(&state, m.id.name(), &path)?;
+        let netns = if m.has(Grant::Network) {
+            None
+        } else {
+            Some(crate::netns::Netns::new(&exe, &state.join("netns"), m.id.name())?)
+        };
         let max = cfg.max_concurrent.unwrap_or(4).clamp(1, 1024) as usize;
         let output_chars = cfg.output_chars.unwrap_or(30_000).clamp(100, 1_000_000) as usize;
         Ok(Shell {
+            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone())),
+            halt: tokio::sync::watch::channel(false).0,
             resolver,
             base,
             output_chars,
@@ -139,12 +183,50 @@ impl Shell {
             enforce,
             roots: m.roots.iter().map(|r| r.path.clone()).collect(),
             probe: std::sync::OnceLock::new(),
+            netns,
+            tmux: sessions,
         })
+    }
+
+    /// The brake: ends every running command and tmux session of the module now (TERM, grace,
+    /// KILL, as a timeout does), refuses new ones until [`Shell::release`], and returns how many
+    /// commands were running or queued plus how many sessions ended. Waits, bounded, until they
+    /// have ended.
+    pub async fn stop_all(&self) -> usize {
+        let running = self.halt.receiver_count();
+        self.halt.send_replace(true);
+        let sessions = self.tmux_kill_all().await;
+        let until = Instant::now() + GRACE + DRAIN + Duration::from_secs(1);
+        while self.halt.receiver_count() > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        running + sessions
+    }
+
+    /// Lifts the brake: commands run again.
+    pub fn release(&self) {
+        self.halt.send_replace(false);
     }
 
     /// The sandbox self-test, run once (at startup, or by `hands doctor`).
     pub fn self_test(&self) -> &crate::probe::Probe {
-        self.probe.get_or_init(|| crate::probe::run(&self.exe, &self.base, &self.roots))
+        self.probe.get_or_init(|| match self.with_netns(self.base.clone()) {
+            Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
+            Err(Refusal(why)) => crate::probe::failed(why),
+        })
+    }
+
+    /// Adds the module's shared network namespace to a launcher spec (starting its holder when
+    /// there is none). Blocks briefly the first time.
+    fn with_netns(
+        &self,
+        mut spec: serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, Refusal> {
+        if let Some(n) = &self.netns {
+            let h = n.holder().map_err(|e| Refusal(format!("{e:#}")))?;
+            spec.insert("netns".into(), json!(h));
+        }
+        Ok(spec)
     }
 
     /// The containment tier of a command run now.
@@ -153,6 +235,36 @@ impl Shell {
             Some(p) => p.tier(),
             None => "full (launcher refuses to run without every layer; not probed)".into(),
         }
+    }
+
+    /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
+    /// guarantee missing.
+    fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+        if *self.halt.borrow() {
+            return Err(Refusal(HALTED.into()));
+        }
+        if let Some(p) = self.probe.get()
+            && self.enforce
+            && !p.missing().is_empty()
+        {
+            return Err(Refusal(format!(
+                "refused: sandbox.mode = \"enforce\" and the sandbox self-test found these \
+                 guarantees missing: {}; `hands doctor` shows why. A person can fix the host \
+                 or set sandbox.mode = \"best-effort\"",
+                p.missing().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// A command's working folder, resolved through the roots (default: the first root).
+    async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, Refusal> {
+        let resolver = self.resolver.clone();
+        let cwd_arg = cwd.unwrap_or_default();
+        tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
+            .await
+            .map_err(|e| Refusal(format!("cwd could not be checked: {e}")))?
+            .map_err(|e| Refusal(format!("bad cwd: {e}")))
     }
 
     /// Runs one `bash` call to its end.
@@ -168,34 +280,69 @@ impl Shell {
                 bash::MAX_TIMEOUT_SECS
             )));
         }
-        if let Some(p) = self.probe.get()
-            && self.enforce
-            && !p.missing().is_empty()
-        {
-            return Err(Refusal(format!(
-                "refused: sandbox.mode = \"enforce\" and the sandbox self-test found these \
-                 guarantees missing: {}; `hands doctor` shows why. A person can fix the host \
-                 or set sandbox.mode = \"best-effort\"",
-                p.missing().join(", ")
-            )));
-        }
-        let resolver = self.resolver.clone();
-        let cwd_arg = p.cwd.clone().unwrap_or_default();
-        let cwd = tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
-            .await
-            .map_err(|e| Refusal(format!("cwd could not be checked: {e}")))?
-            .map_err(|e| Refusal(format!("bad cwd: {e}")))?;
+        self.refuse_when_unsafe()?;
+        let cwd = self.resolve_cwd(p.cwd.clone()).await?;
+        let mut halt = self.halt.subscribe();
         let _slot = tokio::select! {
             s = self.slots.clone().acquire_owned() => {
                 s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
             }
             () = ctx.ct.cancelled() => return Err(Refusal("cancelled before it started".into())),
+            () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
-        let mut spec = self.base.clone();
-        spec.insert("argv".into(), json!(["bash", "--noprofile", "--norc", "-c", p.command]));
+        drop(halt);
+        let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
+        let spec = self.spec(argv, &cwd, None, None).await?;
+        self.run(&spec, Duration::from_secs(timeout), ctx).await
+    }
+
+    /// The launcher spec for one command: the base plus the names the walk of the roots finds
+    /// now (secret files, hard links to denied files), as the JSON argument of `__sandbox`.
+    /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
+    async fn spec(
+        &self,
+        argv: Value,
+        cwd: &Path,
+        socket_dir: Option<&Path>,
+        watch: Option<&Path>,
+    ) -> Result<String, Refusal> {
+        let masks = self.masks.clone();
+        let found = tokio::task::spawn_blocking(move || masks.current()).await.map_err(|e| {
+            Refusal(format!("the roots could not be scanned for secret files: {e}"))
+        })?;
+        if let Some(p) = &found.unmaskable {
+            return Err(Refusal(format!(
+                "refused: {} must be hidden from commands (a secret file or a hard link to a \
+                 denied file) but its name is not UTF-8, which the sandbox cannot mask; a person \
+                 can rename or remove it",
+                p.display()
+            )));
+        }
+        let mut spec = self.with_netns(self.base.clone())?;
+        if let Some(Value::Array(masked)) = spec.get_mut("masked") {
+            masked.extend(found.paths.iter().filter_map(|p| p.to_str()).map(|p| json!(p)));
+        }
+        if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
+            roots.push(json!({ "path": dir, "writable": true }));
+        }
+        if let Some(w) = watch {
+            spec.insert("watch".into(), json!(w));
+        }
+        spec.insert("argv".into(), argv);
         spec.insert("cwd".into(), json!(cwd));
         let spec = Value::Object(spec).to_string();
-        self.run(&spec, Duration::from_secs(timeout), ctx).await
+        if spec.len() > SPEC_LIMIT {
+            return Err(Refusal(format!(
+                "refused: the sandbox spec is {} bytes, more than one argument may hold ({} \
+                 bytes); it names {} masked files in the roots (secret files and hard links to \
+                 denied files) plus the command. Shorten the command, or a person can narrow the \
+                 roots or sandbox.secret_patterns",
+                spec.len(),
+                SPEC_LIMIT,
+                found.paths.len()
+            )));
+        }
+        Ok(spec)
     }
 
     async fn run(
@@ -206,6 +353,10 @@ impl Shell {
     ) -> Result<BashOutput, Refusal> {
         use std::process::Stdio;
         let started = Instant::now();
+        let mut halt = self.halt.subscribe();
+        if *halt.borrow() {
+            return Err(Refusal(HALTED.into()));
+        }
         let mut child = tokio::process::Command::new(&self.exe)
             .arg("__sandbox")
             .arg(spec)
@@ -232,6 +383,7 @@ impl Shell {
         tokio::pin!(deadline);
         let mut timed_out = false;
         let mut cancelled = false;
+        let mut stopped = false;
         let status = loop {
             tokio::select! {
                 s = child.wait() => break s,
@@ -241,6 +393,10 @@ impl Shell {
                 }
                 () = ctx.ct.cancelled(), if !timed_out && !cancelled => {
                     cancelled = true;
+                    break stop(&mut child).await;
+                }
+                () = halted(&mut halt), if !timed_out && !cancelled => {
+                    (cancelled, stopped) = (true, true);
                     break stop(&mut child).await;
                 }
                 _ = tick.tick() => {
@@ -262,6 +418,9 @@ impl Shell {
             }
         }
         let duration_ms = started.elapsed().as_millis() as u64;
+        if stopped {
+            return Err(Refusal(HALTED.into()));
+        }
         if cancelled {
             return Err(Refusal("cancelled: the command and its processes were stopped".into()));
         }
@@ -330,43 +489,4 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
             child.wait().await
         }
     }
-}
-
-/// Names inside the roots that are hard links to a denied or credential file. The launcher masks
-/// by path, so these names are masked too. The walk is bounded and runs once at startup; a link
-/// made later cannot come from inside the sandbox, where the originals are masked.
-fn hard_links_to_denied(
-    roots: &[crate::config::RootCfg],
-    policy: &hands_roots::Policy,
-) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    const LIMIT: usize = 200_000;
-    let mut found = Vec::new();
-    let mut stack: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > LIMIT {
-                tracing::warn!("hard-link scan of the roots stopped after {LIMIT} entries");
-                return found;
-            }
-            // `DirEntry::metadata` does not follow symlinks, so the walk never leaves the roots.
-            let Ok(meta) = entry.metadata() else { continue };
-            let path = entry.path();
-            if meta.is_dir() {
-                if policy.denied(&path, None).is_none() {
-                    stack.push(path);
-                }
-            } else if meta.is_file()
-                && meta.nlink() > 1
-                && policy.is_denied_identity(meta.dev(), meta.ino())
-                && clean_abs(&path)
-            {
-                found.push(path);
-            }
-        }
-    }
-    found
 }

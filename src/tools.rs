@@ -27,6 +27,11 @@ pub enum ToolKind {
     GitWorktreeAdd,
     GitPush,
     Bash,
+    TmuxStart,
+    TmuxRead,
+    TmuxSend,
+    TmuxList,
+    TmuxKill,
 }
 
 #[derive(Debug, Clone)]
@@ -297,23 +302,91 @@ pub fn git_tools() -> Vec<ToolDef> {
 /// The tools of tools-shell, in their published order. `network`: the module holds the
 /// `network` grant, so commands reach the host network (open world).
 pub fn shell_tools(network: bool) -> Vec<ToolDef> {
+    use hands_shell::tmux as t;
     let m = ModuleId::Shell;
-    vec![def::<hands_shell::bash::BashParams, hands_shell::bash::BashOutput>(
-        m,
-        Spec {
-            name: "bash",
-            title: "Run a command",
-            description: "Run `command` with bash (non-interactive, stdin /dev/null) inside the \
-            sandbox until it ends: it sees only the roots (read-only ones read-only), system \
-            folders and a private /tmp and HOME; credential files are masked; no network unless \
-            the module holds the network grant (commands still share a private loopback). \
-            `cwd` defaults to the first root; `timeout_secs` defaults to 120 (max 600), after \
-            which the whole process tree is stopped. Returns exit_code (or signal), timed_out, \
-            duration_ms and the END of stdout and stderr (capped, with truncated and \
-            dropped_bytes; control characters escaped). A non-zero exit is a normal result.",
-            kind: ToolKind::Bash,
-            class: ActionClass::External,
-            hints: (false, true, false, network),
-        },
-    )]
+    vec![
+        def::<hands_shell::bash::BashParams, hands_shell::bash::BashOutput>(
+            m,
+            Spec {
+                name: "bash",
+                title: "Run a command",
+                description: "Run `command` with bash (non-interactive, stdin /dev/null) inside \
+                the sandbox until it ends: it sees only the roots (read-only ones read-only), \
+                system folders and a private /tmp and HOME; credential files are masked; no \
+                network unless the module holds the network grant (commands still share a \
+                private loopback). `cwd` defaults to the first root; `timeout_secs` defaults to \
+                120 (max 600), after which the whole process tree is stopped. Returns exit_code \
+                (or signal), timed_out, duration_ms and the END of stdout and stderr (capped, \
+                with truncated and dropped_bytes; control characters escaped). A non-zero exit \
+                is a normal result. For servers and watchers that keep running, use tmux_start.",
+                kind: ToolKind::Bash,
+                class: ActionClass::External,
+                hints: (false, true, false, network),
+            },
+        ),
+        def::<t::StartParams, t::Session>(
+            m,
+            Spec {
+                name: "tmux_start",
+                title: "Start a long-running command",
+                description: "Start `command` (a dev server, a watcher, a REPL) in a new tmux \
+                session inside the same sandbox as bash, and return at once with the session's \
+                name. It keeps running after this call; its pane stays after it ends so \
+                tmux_read can show the output and exit status. Commands of this module share \
+                one private loopback, so a server started here is reachable from bash (and from \
+                nothing else). A command that cannot start (not found) is reported as an error.",
+                kind: ToolKind::TmuxStart,
+                class: ActionClass::External,
+                hints: (false, true, false, network),
+            },
+        ),
+        def::<t::ReadParams, t::ReadOutput>(
+            m,
+            Spec {
+                name: "tmux_read",
+                title: "Read a tmux session",
+                description: "The last `lines` lines (default 100, max 5000) of a session's \
+                pane, whether its command has ended, and its exit status once it has.",
+                kind: ToolKind::TmuxRead,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<t::SendParams, t::SendOutput>(
+            m,
+            Spec {
+                name: "tmux_send",
+                title: "Type into a tmux session",
+                description: "Type `text` literally into a session's pane (no tmux key names or \
+                formats are interpreted), then Enter unless `enter` is false.",
+                kind: ToolKind::TmuxSend,
+                class: ActionClass::External,
+                hints: (false, true, false, network),
+            },
+        ),
+        def::<t::ListParams, t::ListOutput>(
+            m,
+            Spec {
+                name: "tmux_list",
+                title: "List tmux sessions",
+                description: "This module's tmux sessions: name, command, cwd, start time \
+                (seconds since the epoch), running or ended (with exit status).",
+                kind: ToolKind::TmuxList,
+                class: ActionClass::Read,
+                hints: (true, false, true, false),
+            },
+        ),
+        def::<t::KillParams, t::KillOutput>(
+            m,
+            Spec {
+                name: "tmux_kill",
+                title: "End a tmux session",
+                description: "End a session and every process it started (background and \
+                `setsid` children included).",
+                kind: ToolKind::TmuxKill,
+                class: ActionClass::External,
+                hints: (false, true, true, false),
+            },
+        ),
+    ]
 }

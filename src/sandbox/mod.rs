@@ -15,6 +15,7 @@
 
 mod confine;
 mod mounts;
+pub mod netns;
 mod sys;
 
 use serde::Deserialize;
@@ -26,6 +27,9 @@ use std::process::ExitCode;
 
 /// Exit code of the launcher when the sandbox could not be built.
 pub const SETUP_FAILED: u8 = 125;
+
+/// How often a launcher with a `watch` file checks it.
+const WATCH_MS: i32 = 2000;
 
 /// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
 /// are); `..` is refused.
@@ -56,10 +60,18 @@ pub struct Spec {
     /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
     #[serde(default)]
     pub network: bool,
+    /// Without `network`: the module's shared network namespace to join; none gives the
+    /// command a namespace of its own.
+    #[serde(default)]
+    pub netns: Option<crate::netns::Holder>,
     /// The sandbox's own home folder, bound read-write at its path (created when missing).
     pub home: PathBuf,
     #[serde(default)]
     pub limits: Limits,
+    /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
+    /// their marker in the state dir does, so nothing outlives a removed state dir.
+    #[serde(default)]
+    pub watch: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,7 +105,7 @@ impl Spec {
         anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
         let roots = self.roots.iter().map(|r| &r.path);
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
-        for p in roots.chain(lists).chain([&self.cwd, &self.home]) {
+        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
             let clean = p.is_absolute()
                 && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
                 && p.components().count() > 1;
@@ -121,10 +133,17 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
     spec.validate()?;
     std::fs::create_dir_all(&spec.home)
         .with_context(|| format!("cannot create the sandbox home {}", spec.home.display()))?;
+    // Opened now: after the child's pivot_root the launcher sees the sandbox's root too.
+    let watch = match &spec.watch {
+        Some(p) => {
+            Some(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+        None => None,
+    };
     let cgroup = confine::PidsCgroup::join(spec.limits.processes)?;
     let (err_read, err_write) = sys::pipe()?;
     let (signals, old_mask) = sys::catch_stop_signals()?;
-    mounts::enter_namespaces(spec.network)?;
+    mounts::enter_namespaces(spec.network, spec.netns)?;
     let pid = sys::fork()?;
     if pid == 0 {
         drop(err_read);
@@ -151,8 +170,19 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
     // SIGTERM, SIGINT or SIGHUP to the launcher goes to every process of the sandbox (found in
     // its pids cgroup), so a caller can ask for a clean stop, wait, then SIGKILL the launcher.
     if let Ok(pidfd) = &pidfd {
-        while let Ok(Some(sig)) = sys::wait_event(pidfd, &signals) {
-            cgroup.signal_all(sig);
+        let tick = if watch.is_some() { WATCH_MS } else { -1 };
+        loop {
+            match sys::wait_event(pidfd, &signals, tick) {
+                Ok(sys::Event::Signal(sig)) => cgroup.signal_all(sig),
+                Ok(sys::Event::Tick) => {
+                    use std::os::unix::fs::MetadataExt;
+                    // A removed marker has no links left: end everything in the sandbox.
+                    if watch.as_ref().is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0)) {
+                        cgroup.signal_all(libc::SIGKILL);
+                    }
+                }
+                Ok(sys::Event::Ended) | Err(_) => break,
+            }
         }
     }
     let status = sys::wait(pid);
@@ -164,7 +194,7 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
 /// Runs in the child, PID 1 of the new PID namespace; returns only on failure.
 fn child(spec: &Spec) -> anyhow::Result<()> {
     mounts::build_root(spec)?;
-    if !spec.network {
+    if !spec.network && spec.netns.is_none() {
         sys::loopback_up()?;
     }
     let _ = sys::set_hostname("sandbox");

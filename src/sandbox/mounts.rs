@@ -15,10 +15,12 @@ const NEW: &str = "/newroot";
 /// Devices bound from the host into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// Unshares user, mount, PID, IPC, UTS and cgroup namespaces (and network unless granted) and
-/// maps the caller's own uid and gid to themselves. The next child forked is PID 1.
-pub fn enter_namespaces(network: bool) -> Result<()> {
-    let (uid, gid) = sys::ids();
+/// Unshares user, mount, PID, IPC, UTS and cgroup namespaces and maps the caller's own uid and
+/// gid to themselves. The network: the host's when granted; else the module's shared one when a
+/// holder is named (its user namespace joined first, so the new one nests in it); else a new
+/// one. The next child forked is PID 1.
+pub fn enter_namespaces(network: bool, holder: Option<crate::netns::Holder>) -> Result<()> {
+    let ids = sys::ids();
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -26,9 +28,18 @@ pub fn enter_namespaces(network: bool) -> Result<()> {
         | libc::CLONE_NEWUTS
         | libc::CLONE_NEWCGROUP;
     if !network {
-        flags |= libc::CLONE_NEWNET;
+        match holder {
+            Some(h) => super::netns::join(h)?,
+            None => flags |= libc::CLONE_NEWNET,
+        }
     }
     sys::unshare(flags)?;
+    map_ids(ids)
+}
+
+/// Maps the caller's uid and gid (read before it unshared: inside, they read as the overflow
+/// id until mapped) to themselves in the user namespace it just entered.
+pub fn map_ids((uid, gid): (libc::uid_t, libc::gid_t)) -> Result<()> {
     let write = |file: &str, text: String| {
         std::fs::write(file, text).with_context(|| format!("cannot write {file}"))
     };

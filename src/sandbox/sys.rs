@@ -1,7 +1,7 @@
 //! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
 //! names the call.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -107,21 +107,34 @@ pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
     Ok(super::owned(fd as i32))
 }
 
-/// Waits until the process behind `pidfd` ends (`None`) or a signal arrives on `sigfd`
-/// (`Some(signal)`).
-pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd) -> Result<Option<i32>> {
+/// What [`wait_event`] saw.
+pub enum Event {
+    /// The process behind the pidfd ended.
+    Ended,
+    /// A signal arrived on the signalfd.
+    Signal(i32),
+    /// `timeout_ms` passed with neither.
+    Tick,
+}
+
+/// Waits until the process behind `pidfd` ends, a signal arrives on `sigfd`, or `timeout_ms`
+/// passes (-1: no timeout).
+pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd, timeout_ms: i32) -> Result<Event> {
     loop {
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sigfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: two valid pollfds.
-        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
         if ret < 0 {
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
             return Err(os_err("poll"));
+        }
+        if ret == 0 {
+            return Ok(Event::Tick);
         }
         if fds[1].revents & libc::POLLIN != 0 {
             // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
@@ -136,11 +149,11 @@ pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd) -> Result<Option<i32>> {
                 )
             };
             if n == size as isize {
-                return Ok(Some(info.ssi_signo as i32));
+                return Ok(Event::Signal(info.ssi_signo as i32));
             }
         }
         if fds[0].revents != 0 {
-            return Ok(None);
+            return Ok(Event::Ended);
         }
     }
 }
@@ -306,4 +319,17 @@ pub fn exec(program: &Path, argv: &[String], env: &BTreeMap<String, String>) -> 
     // SAFETY: null-terminated arrays of NUL-terminated strings that outlive the call.
     unsafe { libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr()) };
     Err(os_err(format_args!("cannot run {}", program.display())))
+}
+
+/// Joins the namespaces `nstypes` (CLONE_NEW* flags) of the process behind `pidfd`.
+pub fn setns(pidfd: &OwnedFd, nstypes: libc::c_int) -> Result<()> {
+    // SAFETY: a valid pidfd and integer flags; the launcher is single-threaded here.
+    check(unsafe { libc::setns(pidfd.as_raw_fd(), nstypes) }.into(), "setns").map(drop)
+}
+
+/// Points stdout at `/dev/null`, so whoever reads the pipe behind it sees its end.
+pub fn stdout_to_null() -> Result<()> {
+    let null = std::fs::File::options().write(true).open("/dev/null").context("/dev/null")?;
+    // SAFETY: dup2 of a descriptor we own onto fd 1.
+    check(unsafe { libc::dup2(null.as_raw_fd(), 1) }.into(), "dup2").map(drop)
 }

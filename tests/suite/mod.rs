@@ -2,13 +2,19 @@
 
 pub mod common;
 
+mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
 mod config;
 mod fs_tools;
 mod git_ssh;
 mod git_tools;
+mod http;
 mod path_attacks;
 mod protocol;
 #[cfg(target_os = "linux")]
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod stop;
+#[cfg(target_os = "linux")]
+mod tmux;

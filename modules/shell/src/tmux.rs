@@ -1,0 +1,444 @@
+//! tools-shell's tmux tools without MCP or the sandbox: their parameters and results, the rules
+//! for session names, the tmux command lines (built with `tmux_interface`) and the reading of
+//! tmux's answers.
+//!
+//! Every session has a tmux server of its own (one PID namespace each, so killing a session
+//! kills every process it started); the daemon runs these command lines inside the module's
+//! sandbox, never on the host.
+
+use crate::capture::render;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use tmux_interface::{
+    CapturePane, DisplayMessage, KillServer, NewSession, SendKeys, SetOption, Tmux, TmuxCommand,
+};
+
+/// Default and maximum of `tmux_read`'s `lines`.
+pub const DEFAULT_LINES: u32 = 100;
+pub const MAX_LINES: u32 = 5000;
+/// The longest session name.
+pub const MAX_NAME: usize = 32;
+/// The most characters `tmux_send` types in one call.
+pub const MAX_SEND_CHARS: usize = 16 * 1024;
+/// Scrollback each pane keeps (a little over `MAX_LINES`).
+const HISTORY: &str = "6000";
+/// The pane size of a new session.
+const WIDTH: usize = 200;
+const HEIGHT: usize = 50;
+
+/// Parameters of `tmux_start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartParams {
+    /// The command line to keep running (a server, a watcher, a REPL), run with
+    /// `bash -c` inside the sandbox.
+    pub command: String,
+    /// Working folder: absolute (under a root) or relative to the first root. Default: the
+    /// first root.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Session name: letters, digits, `_` and `-`, at most 32, not starting with `-`. Default:
+    /// `s1`, `s2`, ... (the first free one).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Parameters of `tmux_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    /// The session's name.
+    pub session: String,
+    /// How many of the last lines of the pane to return. Default 100, at most 5000.
+    #[serde(default)]
+    pub lines: Option<u32>,
+}
+
+/// Parameters of `tmux_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendParams {
+    /// The session's name.
+    pub session: String,
+    /// Text typed literally into the pane (no tmux key names, no format expansion).
+    pub text: String,
+    /// Press Enter after the text. Default true.
+    #[serde(default)]
+    pub enter: Option<bool>,
+}
+
+/// Parameters of `tmux_list` (none).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {}
+
+/// Parameters of `tmux_kill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillParams {
+    /// The session's name.
+    pub session: String,
+}
+
+/// A session's state: its command still runs, or it ended (with `exit_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Running,
+    Ended,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::Running => "running",
+            State::Ended => "ended",
+        })
+    }
+}
+
+/// One session, as `tmux_start` and `tmux_list` report it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Session {
+    pub name: String,
+    pub command: String,
+    pub cwd: String,
+    /// When it started: seconds since the UNIX epoch.
+    pub started: u64,
+    pub state: State,
+    /// The command's exit status once it ended (128 + N for signal N).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+}
+
+impl fmt::Display for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}  {}", self.name, self.state)?;
+        if let Some(s) = self.exit_status {
+            write!(f, " (exit status {s})")?;
+        }
+        write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)
+    }
+}
+
+/// The result of `tmux_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListOutput {
+    pub sessions: Vec<Session>,
+}
+
+impl fmt::Display for ListOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sessions.is_empty() {
+            return f.write_str("no tmux sessions");
+        }
+        for (i, s) in self.sessions.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of `tmux_read`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadOutput {
+    pub session: String,
+    /// The last lines of the pane (control characters escaped).
+    pub text: String,
+    /// How many lines `text` holds.
+    pub lines: usize,
+    /// The session's command has ended.
+    pub ended: bool,
+    /// Its exit status once ended (128 + N for signal N).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// `text` was cut to the character budget (its end is kept).
+    pub truncated: bool,
+}
+
+impl fmt::Display for ReadOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)?;
+        match (self.ended, self.exit_status) {
+            (true, Some(s)) => write!(f, "\n[session {} ended, exit status {s}]", self.session),
+            (true, None) => write!(f, "\n[session {} ended]", self.session),
+            _ => write!(f, "\n[session {} running]", self.session),
+        }
+    }
+}
+
+/// The result of `tmux_send`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SendOutput {
+    pub session: String,
+    /// Characters typed (Enter not counted).
+    pub sent_chars: usize,
+    pub enter: bool,
+}
+
+impl fmt::Display for SendOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let enter = if self.enter { " and Enter" } else { "" };
+        write!(f, "typed {} characters{enter} into {}", self.sent_chars, self.session)
+    }
+}
+
+/// The result of `tmux_kill`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct KillOutput {
+    pub session: String,
+    /// The session existed and it and every process it started are gone.
+    pub killed: bool,
+}
+
+impl fmt::Display for KillOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "session {} and all its processes ended", self.session)
+    }
+}
+
+/// Checks a session name: tmux target syntax (`:`, `.`), option-like names, whitespace and
+/// anything outside `[A-Za-z0-9_-]` are refused.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if name.is_empty() || name.len() > MAX_NAME || !ok_chars || name.starts_with('-') {
+        return Err(format!(
+            "invalid session name {name:?}: use 1 to {MAX_NAME} letters, digits, `_` or `-`, \
+             not starting with `-` (tmux target syntax such as `:` or `.` is not allowed)"
+        ));
+    }
+    Ok(())
+}
+
+/// The first free default name, `s1`, `s2`, ...
+pub fn default_name(taken: &[String]) -> String {
+    (1..).map(|i| format!("s{i}")).find(|n| !taken.contains(n)).unwrap_or_default()
+}
+
+/// tmux reads an argument that ends in `;` as the end of a command (and `\;` as a literal `;`),
+/// so a trailing `;` gets its backslash; nothing else in an argument is special.
+fn arg(s: &str) -> String {
+    match s.strip_suffix(';') {
+        Some(head) => format!("{head}\\;"),
+        None => s.to_string(),
+    }
+}
+
+/// `tmux -S SOCKET` followed by the commands, joined by `;` arguments.
+fn client(socket: &str, commands: Vec<Vec<String>>) -> Vec<String> {
+    let mut v: Vec<String> =
+        Tmux::new().socket_path(socket).build().to_vec().iter().map(|a| a.to_string()).collect();
+    for (i, c) in commands.into_iter().enumerate() {
+        if i > 0 {
+            v.push(";".into());
+        }
+        v.extend(c);
+    }
+    v
+}
+
+fn words(cmd: TmuxCommand<'_>) -> Vec<String> {
+    cmd.to_vec().iter().map(|a| arg(a)).collect()
+}
+
+/// The server of one session, run in the foreground (`-D`) as the sandbox's PID 1, with no
+/// config file of the user's.
+pub fn server_argv(socket: &str) -> Vec<String> {
+    Tmux::new()
+        .socket_path(socket)
+        .file("/dev/null")
+        .no_daemon()
+        .build()
+        .to_vec()
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+}
+
+/// Makes the session: panes stay after their command ends, the command runs with `shell -c`.
+pub fn new_session_argv(
+    socket: &str,
+    name: &str,
+    cwd: &str,
+    shell: &str,
+    command: &str,
+) -> Vec<String> {
+    let set = |option: &'static str, value: &str| {
+        words(SetOption::new().global().option(option).value(value.to_string()).build())
+    };
+    let new = NewSession::new()
+        .detached()
+        .session_name(name.to_string())
+        .start_directory(cwd.to_string())
+        .width(WIDTH)
+        .height(HEIGHT)
+        .shell_command(command.to_string())
+        .build();
+    client(
+        socket,
+        vec![
+            set("remain-on-exit", "on"),
+            // No "Pane is dead" line in the pane's text (`-q`: a tmux without it goes on).
+            words(
+                SetOption::new().global().quiet().option("remain-on-exit-format").value("").build(),
+            ),
+            set("default-shell", shell),
+            set("history-limit", HISTORY),
+            set("status", "off"),
+            words(new),
+        ],
+    )
+}
+
+/// The format `state_argv` prints: dead flag and exit status of the session's pane.
+const STATE_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}";
+
+/// Prints the pane's state line, then (when `lines` is given) the last `lines` lines of
+/// history and screen, wrapped lines joined.
+pub fn read_argv(socket: &str, name: &str, lines: Option<u32>) -> Vec<String> {
+    let target = format!("={name}:");
+    let state =
+        DisplayMessage::new().print().target_pane(target.clone()).message(STATE_FORMAT).build();
+    let mut commands = vec![words(state)];
+    if let Some(n) = lines {
+        let capture = CapturePane::new()
+            .stdout()
+            .join()
+            .start_line(format!("-{n}"))
+            .target_pane(target)
+            .build();
+        commands.push(words(capture));
+    }
+    client(socket, commands)
+}
+
+/// Types `text` literally (`-l`), then Enter when asked.
+pub fn send_argv(socket: &str, name: &str, text: &str, enter: bool) -> Vec<String> {
+    let target = format!("={name}:");
+    let mut commands = Vec::new();
+    if !text.is_empty() {
+        let mut typed = words(SendKeys::new().disable_lookup().target_pane(target.clone()).build());
+        typed.push("--".into());
+        typed.push(arg(text));
+        commands.push(typed);
+    }
+    if enter {
+        commands.push(words(SendKeys::new().target_pane(target).key("Enter").build()));
+    }
+    client(socket, commands)
+}
+
+pub fn kill_server_argv(socket: &str) -> Vec<String> {
+    client(socket, vec![words(KillServer::new().build())])
+}
+
+/// Reads `read_argv`'s state line: `(ended, exit_status)`.
+pub fn parse_state(line: &str) -> Option<(bool, Option<i32>)> {
+    let (dead, status) = line.trim().split_once(':')?;
+    match dead {
+        "1" => Some((true, status.parse().ok())),
+        "0" | "" => Some((false, None)),
+        _ => None,
+    }
+}
+
+/// Shapes `read_argv`'s output into `tmux_read`'s result: trailing blank screen rows dropped,
+/// the last `lines` lines kept, then the end kept within `max_chars`.
+pub fn read_output(
+    session: &str,
+    stdout: &[u8],
+    lines: u32,
+    max_chars: usize,
+) -> Option<ReadOutput> {
+    let text = String::from_utf8_lossy(stdout);
+    let (state, pane) = text.split_once('\n').unwrap_or((&text, ""));
+    let (ended, exit_status) = parse_state(state)?;
+    let mut rows: Vec<&str> = pane.lines().map(str::trim_end).collect();
+    while rows.last().is_some_and(|r| r.is_empty()) {
+        rows.pop();
+    }
+    let keep = rows.len().saturating_sub(lines as usize);
+    let rows = &rows[keep..];
+    let joined = rows.join("\n");
+    let r = render(joined.as_bytes(), joined.len() as u64, max_chars);
+    Some(ReadOutput {
+        session: session.to_string(),
+        lines: r.text.lines().count(),
+        text: r.text,
+        ended,
+        exit_status,
+        truncated: r.dropped_bytes > 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_tmux_syntax_or_option_shape_are_refused() {
+        for bad in ["", "-x", "a:b", "a.b", "a b", "$1", "=a", "a;", &"x".repeat(33), "é"] {
+            assert!(check_name(bad).is_err(), "{bad:?} must be refused");
+        }
+        for good in ["s1", "web_server", "a-b", "X", &"x".repeat(32)] {
+            assert!(check_name(good).is_ok(), "{good:?} must be accepted");
+        }
+    }
+
+    #[test]
+    fn the_first_free_default_name_is_chosen() {
+        assert_eq!(default_name(&[]), "s1");
+        assert_eq!(default_name(&["s1".into(), "s3".into()]), "s2");
+    }
+
+    #[test]
+    fn a_trailing_semicolon_is_escaped_and_nothing_else_changes() {
+        assert_eq!(arg("a;"), "a\\;");
+        assert_eq!(arg(";"), "\\;");
+        assert_eq!(arg("a\\;"), "a\\\\;");
+        assert_eq!(arg("C-c #{x} ; y"), "C-c #{x} ; y");
+    }
+
+    #[test]
+    fn send_types_literally_after_a_double_dash_then_enter() {
+        let v = send_argv("/s", "w", "-rf ;", true);
+        assert_eq!(
+            v,
+            [
+                "tmux",
+                "-S",
+                "/s",
+                "send-keys",
+                "-l",
+                "-t",
+                "=w:",
+                "--",
+                "-rf \\;",
+                ";",
+                "send-keys",
+                "-t",
+                "=w:",
+                "Enter"
+            ]
+        );
+    }
+
+    #[test]
+    fn state_lines_are_read() {
+        assert_eq!(parse_state("1:3\n"), Some((true, Some(3))));
+        assert_eq!(parse_state("0:"), Some((false, None)));
+        assert_eq!(parse_state("garbage"), None);
+    }
+
+    #[test]
+    fn read_keeps_the_last_lines_without_blank_screen_rows() {
+        let out = b"1:3\na\nb\nc\n\n\n";
+        let r = read_output("s", out, 2, 1000).unwrap();
+        assert_eq!(r.text, "b\nc");
+        assert_eq!((r.lines, r.ended, r.exit_status, r.truncated), (2, true, Some(3), false));
+    }
+}

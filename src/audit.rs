@@ -1,0 +1,614 @@
+//! The audit log (SPEC §8): `<state_dir>/audit.jsonl`, one JSON line per write-class and
+//! external-class call and per refusal, hash-chained, appended and fsynced before the call's
+//! result is returned; and the reader behind `hands audit [--follow] [--verify]`.
+//!
+//! Each record carries `prev` (the `hash` of the record before it; 64 zeros for the first) and
+//! `hash`: the sha256, in hex, of the record's canonical JSON without `hash` — keys sorted at
+//! every level, no whitespace, serde_json's string escaping. The chain proves order and
+//! completeness against edits, not against someone who rewrites the whole file from an edit
+//! onwards (there is no key); keep a copy elsewhere when that matters.
+//!
+//! Several daemons may share a state dir (every stdio client starts its own `hands serve`):
+//! each append takes an exclusive `flock` on the file and, when the file grew since this
+//! daemon's last append, re-reads the last record, so the chain stays one chain.
+//!
+//! A crash can tear the last line (a partial write). The daemon still starts: the next append
+//! first ends the torn line with a newline, then continues the chain from the last complete
+//! record. `--verify` accepts such a line only when the record after it links across it (its
+//! `prev` is the hash of the record before the torn line), and then prints a warning; a line
+//! that cannot be read and is not linked across is the first broken record.
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{BufRead, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The file name inside the state dir.
+pub const FILE_NAME: &str = "audit.jsonl";
+
+/// What the gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+/// Who made the gate's decision. Only `policy` and `stop` are made today; the others arrive
+/// with approvals (SPEC §6).
+#[allow(dead_code)] // the person channels and standing permissions come with approvals
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecidedBy {
+    /// `[trust]` (or the module's override) said allow or deny, or `ask` failed closed.
+    Policy,
+    /// A standing *session* or *always* permission of this client.
+    StandingPermission,
+    /// A person answered through the client (input-required result or elicitation).
+    PersonViaClient,
+    /// A person answered with `hands approvals` in a terminal.
+    PersonViaTerminal,
+    /// The brake: `hands stop` is in effect until `hands stop --release`.
+    Stop,
+}
+
+/// One call, as the server describes it; `Audit::append` adds seq, time and the chain.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub client: String,
+    pub module: String,
+    pub tool: String,
+    pub class: String,
+    pub arguments: Value,
+    pub decision: Decision,
+    pub decided_by: DecidedBy,
+    /// `ok`, `error: <first line>` or `refused: <why>`.
+    pub outcome: String,
+    /// Scalar facts of a successful result (exit code, signal, duration, bytes, sha256, ...).
+    pub result: Option<Value>,
+}
+
+/// The record as written; field order is the line's order (the hash does not depend on it).
+#[derive(Serialize)]
+struct Record<'a> {
+    seq: u64,
+    time: String,
+    client: &'a str,
+    module: &'a str,
+    tool: &'a str,
+    class: &'a str,
+    arguments: &'a Value,
+    decision: Decision,
+    decided_by: DecidedBy,
+    outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    prev: &'a str,
+}
+
+/// The open log. Appends are serialised in-process by the mutex and across processes by flock.
+pub struct Audit {
+    path: PathBuf,
+    tail: Mutex<Tail>,
+}
+
+/// Where this daemon believes the chain ends.
+struct Tail {
+    file: File,
+    /// The file's length after our last append (or at open).
+    end: u64,
+    seq: u64,
+    prev: String,
+}
+
+/// Holds an exclusive flock until dropped.
+struct Flock<'a>(&'a File);
+
+impl<'a> Flock<'a> {
+    fn exclusive(file: &'a File) -> std::io::Result<Flock<'a>> {
+        rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(Flock(file))
+    }
+}
+
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// The audit log's path for a state dir (relative state dirs are taken from the current folder,
+/// as tools-shell does).
+pub fn path_in(state_dir: &Path) -> PathBuf {
+    state_dir.join(FILE_NAME)
+}
+
+impl Audit {
+    /// Opens (creating the state dir and the file, mode 0600) and finds the end of the chain.
+    pub fn open(state_dir: &Path) -> anyhow::Result<Audit> {
+        use anyhow::Context;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(state_dir).with_context(|| {
+            format!(
+                "cannot create the state dir {} for the audit log; fix its permissions or set \
+                 [daemon] state_dir",
+                state_dir.display()
+            )
+        })?;
+        let path = path_in(state_dir);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "cannot open the audit log {}; fix its permissions or set [daemon] state_dir",
+                    path.display()
+                )
+            })?;
+        let (end, seq, prev) = {
+            let _lock = Flock::exclusive(&file)
+                .with_context(|| format!("cannot lock the audit log {}", path.display()))?;
+            let end = file.metadata()?.len();
+            let (seq, prev) = last_link(&file, end)
+                .with_context(|| format!("cannot read the audit log {}", path.display()))?;
+            (end, seq, prev)
+        };
+        let tail = Tail { file, end, seq, prev };
+        Ok(Audit { path, tail: Mutex::new(tail) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record and fsyncs it; returns its seq. Blocking: call it off the async
+    /// runtime's worker threads.
+    pub fn append(&self, e: &Entry) -> std::io::Result<u64> {
+        let mut t = self.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let t = &mut *t;
+        let _lock = Flock::exclusive(&t.file)?;
+        let len = t.file.metadata()?.len();
+        let mut line = Vec::new();
+        if len != t.end {
+            // Another daemon appended (or a torn line is there): continue from the file's end.
+            let (seq, prev) = last_link(&t.file, len)?;
+            t.seq = seq;
+            t.prev = prev;
+        }
+        if len > 0 && !ends_with_newline(&t.file, len)? {
+            line.push(b'\n');
+        }
+        let seq = t.seq + 1;
+        let record = Record {
+            seq,
+            time: rfc3339(std::time::SystemTime::now()),
+            client: &e.client,
+            module: &e.module,
+            tool: &e.tool,
+            class: &e.class,
+            arguments: &e.arguments,
+            decision: e.decision,
+            decided_by: e.decided_by,
+            outcome: &e.outcome,
+            result: e.result.as_ref(),
+            prev: &t.prev,
+        };
+        let value = serde_json::to_value(&record).map_err(std::io::Error::other)?;
+        let hash = hash_of(&value);
+        let mut text = serde_json::to_string(&record).map_err(std::io::Error::other)?;
+        // The record's own order, with `hash` last; `to_string` of a struct always ends in `}`.
+        text.pop();
+        text.push_str(&format!(",\"hash\":\"{hash}\"}}\n"));
+        line.extend_from_slice(text.as_bytes());
+        (&t.file).write_all(&line)?;
+        t.file.sync_data()?;
+        t.end = len + line.len() as u64;
+        t.seq = seq;
+        t.prev = hash;
+        Ok(seq)
+    }
+}
+
+/// The facts of a successful result worth a record (SPEC §8: exit code, signal, duration,
+/// bytes; and what a write or commit produced), never the output itself.
+pub fn facts(structured: &Value) -> Option<Value> {
+    const KEYS: &[&str] = &[
+        "exit_code",
+        "signal",
+        "timed_out",
+        "duration_ms",
+        "dropped_bytes",
+        "containment",
+        "path",
+        "action",
+        "bytes",
+        "sha256",
+        "replacements",
+        "commit",
+        "branch",
+        "session",
+    ];
+    let obj = structured.as_object()?;
+    let mut out = serde_json::Map::new();
+    for k in KEYS {
+        if let Some(v) = obj.get(*k).filter(|v| !v.is_object() && !v.is_array()) {
+            out.insert((*k).to_string(), v.clone());
+        }
+    }
+    // A command's output size: what was shown plus what was dropped.
+    if let (Some(o), Some(e)) = (obj.get("stdout"), obj.get("stderr")) {
+        let shown = o.as_str().map_or(0, str::len) + e.as_str().map_or(0, str::len);
+        let dropped = obj.get("dropped_bytes").and_then(Value::as_u64).unwrap_or(0);
+        out.insert("output_bytes".into(), Value::from(shown as u64 + dropped));
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+fn ends_with_newline(file: &File, len: u64) -> std::io::Result<bool> {
+    let mut b = [0u8; 1];
+    file.read_exact_at(&mut b, len - 1)?;
+    Ok(b[0] == b'\n')
+}
+
+/// The seq and hash of the last complete, readable record before `end` (0 and GENESIS when
+/// there is none). Reads backwards, so opening a large log costs only its last records.
+fn last_link(file: &File, end: u64) -> std::io::Result<(u64, String)> {
+    const CHUNK: u64 = 64 * 1024;
+    // The region [0, stop) holds complete lines (each ending in '\n').
+    let mut stop = end;
+    if end > 0 && !ends_with_newline(file, end)? {
+        stop = find_back(file, end, CHUNK)?.map_or(0, |nl| nl + 1);
+    }
+    while stop > 0 {
+        let line_end = stop - 1; // the '\n'
+        let start = find_back(file, line_end, CHUNK)?.map_or(0, |nl| nl + 1);
+        let mut buf = vec![0u8; (line_end - start) as usize];
+        file.read_exact_at(&mut buf, start)?;
+        if let Some((seq, hash)) = link_of(&buf) {
+            return Ok((seq, hash));
+        }
+        stop = start;
+    }
+    Ok((0, GENESIS.to_string()))
+}
+
+/// The offset of the last '\n' before `end`, if any.
+fn find_back(file: &File, end: u64, chunk: u64) -> std::io::Result<Option<u64>> {
+    let mut hi = end;
+    while hi > 0 {
+        let lo = hi.saturating_sub(chunk);
+        let mut buf = vec![0u8; (hi - lo) as usize];
+        file.read_exact_at(&mut buf, lo)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(lo + i as u64));
+        }
+        hi = lo;
+    }
+    Ok(None)
+}
+
+/// `seq` and `hash` of a line that is a record.
+fn link_of(line: &[u8]) -> Option<(u64, String)> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let seq = v.get("seq")?.as_u64()?;
+    let hash = v.get("hash")?.as_str()?;
+    (hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| (seq, hash.to_string()))
+}
+
+/// sha256 (hex) of a record's canonical JSON, `hash` left out.
+fn hash_of(record: &Value) -> String {
+    let mut s = String::new();
+    match record {
+        Value::Object(m) => {
+            let mut m = m.clone();
+            m.remove("hash");
+            canonical(&Value::Object(m), &mut s);
+        }
+        other => canonical(other, &mut s),
+    }
+    format!("{:x}", Sha256::digest(s.as_bytes()))
+}
+
+/// JSON with object keys sorted at every level and no whitespace: the same bytes whatever
+/// order a writer or serde_json's map used.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(x) = m.get(k) {
+                    canonical(x, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, e.g. `2026-11-29T22:11:45.123Z`.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading: `hands audit`.
+
+/// The outcome of `--verify`.
+#[derive(Debug)]
+pub struct Verified {
+    /// Records checked.
+    pub records: u64,
+    /// Lines that are torn writes the chain links across (line number, note).
+    pub warnings: Vec<String>,
+    /// The first broken record, when there is one.
+    pub broken: Option<String>,
+}
+
+/// Checks every record's hash, `seq` and `prev` link, from the first line.
+pub fn verify(path: &Path) -> std::io::Result<Verified> {
+    let file = File::open(path)?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut out = Verified { records: 0, warnings: Vec::new(), broken: None };
+    let mut prev = GENESIS.to_string();
+    let mut prev_at = String::from("the start of the log");
+    let mut seq = 0u64;
+    // An unreadable line waiting to learn whether the next record links across it.
+    let mut pending: Option<(usize, String)> = None;
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        n += 1;
+        let complete = buf.last() == Some(&b'\n');
+        let body = if complete { &buf[..buf.len() - 1] } else { &buf[..] };
+        let record = serde_json::from_slice::<Value>(body)
+            .ok()
+            .filter(|v| v.get("seq").and_then(Value::as_u64).is_some() && v.get("hash").is_some());
+        let Some(v) = record else {
+            if let Some((line, why)) = pending.take() {
+                out.broken = Some(broken_line(line, &why));
+                return Ok(out);
+            }
+            let why = if complete { "is not a readable record" } else { "is an incomplete record" };
+            pending = Some((n, why.to_string()));
+            continue;
+        };
+        let this_seq = v.get("seq").and_then(Value::as_u64).unwrap_or_default();
+        let at = format!("seq {this_seq} (line {n})");
+        let stored = v.get("hash").and_then(Value::as_str).unwrap_or_default();
+        let link = v.get("prev").and_then(Value::as_str).unwrap_or_default();
+        if link != prev || this_seq != seq + 1 {
+            out.broken = Some(match pending.take() {
+                // The record after an unreadable line links to that line, not across it: the
+                // unreadable line was a record, and it was changed.
+                Some((line, why)) => broken_line(line, &why),
+                None if link != prev => {
+                    format!("{at}: its prev does not match the hash of {prev_at}")
+                }
+                None => format!("{at}: expected seq {} after {prev_at}", seq + 1),
+            });
+            return Ok(out);
+        }
+        if hash_of(&v) != stored {
+            out.broken = Some(format!("{at}: its hash does not match its content (edited)"));
+            return Ok(out);
+        }
+        if let Some((line, _)) = pending.take() {
+            out.warnings.push(format!(
+                "line {line} is an incomplete record (a write torn by a crash); {at} links \
+                 across it"
+            ));
+        }
+        out.records += 1;
+        seq = this_seq;
+        prev = stored.to_string();
+        prev_at = at;
+    }
+    if let Some((line, why)) = pending {
+        if why.starts_with("is an incomplete") {
+            out.warnings.push(format!(
+                "line {line} is an incomplete last record (a write torn by a crash); the next \
+                 record will continue from {prev_at}"
+            ));
+        } else {
+            out.broken = Some(broken_line(line, &why));
+        }
+    }
+    Ok(out)
+}
+
+fn broken_line(line: usize, why: &str) -> String {
+    format!("line {line} {why}, and no later record links across it (edited or truncated)")
+}
+
+/// One record as a readable line: `seq time client module/tool class decision(by) outcome
+/// arguments`. An unreadable line is shown as such.
+pub fn render(line: &[u8]) -> String {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return format!("(unreadable line: {})", String::from_utf8_lossy(line).trim_end());
+    };
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    let seq = v.get("seq").and_then(Value::as_u64).unwrap_or_default();
+    let mut args = v.get("arguments").map(Value::to_string).unwrap_or_default();
+    const MAX: usize = 200;
+    if args.chars().count() > MAX {
+        args = args.chars().take(MAX).collect::<String>() + "…";
+    }
+    let result = v.get("result").map(|r| format!(" {r}")).unwrap_or_default();
+    format!(
+        "#{seq} {} {} {}/{} {} {} by {}: {}{result} {args}",
+        s("time"),
+        s("client"),
+        s("module"),
+        s("tool"),
+        s("class"),
+        s("decision"),
+        s("decided_by"),
+        s("outcome"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(tool: &str) -> Entry {
+        Entry {
+            client: "stdio".into(),
+            module: "tools-fs".into(),
+            tool: tool.into(),
+            class: "write".into(),
+            arguments: json!({ "path": "a.txt", "content": "x\u{1}y\"é" , "n": 1.5 }),
+            decision: Decision::Allow,
+            decided_by: DecidedBy::Policy,
+            outcome: "ok".into(),
+            result: Some(json!({ "bytes": 3 })),
+        }
+    }
+
+    fn lines(p: &Path) -> Vec<String> {
+        std::fs::read_to_string(p).unwrap().lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn rfc3339_is_utc_with_millis() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_709_164_800_123);
+        assert_eq!(rfc3339(t), "2024-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(std::time::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn the_chain_continues_across_reopen_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Audit::open(dir.path()).unwrap();
+        assert_eq!(a.append(&entry("write")).unwrap(), 1);
+        assert_eq!(a.append(&entry("edit")).unwrap(), 2);
+        drop(a);
+        let a = Audit::open(dir.path()).unwrap();
+        assert_eq!(a.append(&entry("write")).unwrap(), 3);
+        let v = verify(a.path()).unwrap();
+        assert_eq!((v.records, v.broken.as_deref()), (3, None));
+        let l = lines(a.path());
+        let first: Value = serde_json::from_str(&l[0]).unwrap();
+        assert_eq!(first["prev"], GENESIS);
+        let second: Value = serde_json::from_str(&l[1]).unwrap();
+        assert_eq!(second["prev"], first["hash"]);
+    }
+
+    #[test]
+    fn two_handles_on_one_file_keep_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Audit::open(dir.path()).unwrap();
+        let b = Audit::open(dir.path()).unwrap();
+        a.append(&entry("write")).unwrap();
+        b.append(&entry("write")).unwrap();
+        a.append(&entry("write")).unwrap();
+        let v = verify(a.path()).unwrap();
+        assert_eq!((v.records, v.broken.as_deref()), (3, None));
+    }
+
+    #[test]
+    fn an_edited_byte_names_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Audit::open(dir.path()).unwrap();
+        for _ in 0..3 {
+            a.append(&entry("write")).unwrap();
+        }
+        let text = std::fs::read_to_string(a.path()).unwrap();
+        // Inside a string value: still JSON, wrong hash.
+        let edited = text.replacen("a.txt", "b.txt", 2).replacen("b.txt", "a.txt", 1);
+        std::fs::write(a.path(), edited).unwrap();
+        let v = verify(a.path()).unwrap();
+        assert!(v.broken.as_deref().unwrap().starts_with("seq 2 (line 2)"), "{v:?}");
+        // A byte that breaks the JSON: the line is named.
+        let edited = text.replacen("\"seq\":2", "\"seq\":2,", 1);
+        std::fs::write(a.path(), edited).unwrap();
+        let v = verify(a.path()).unwrap();
+        assert!(v.broken.as_deref().unwrap().starts_with("line 2 "), "{v:?}");
+    }
+
+    #[test]
+    fn a_torn_last_line_does_not_stop_the_daemon_and_verifies_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Audit::open(dir.path()).unwrap();
+        a.append(&entry("write")).unwrap();
+        drop(a);
+        let p = path_in(dir.path());
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":2,\"time\":\"20").unwrap();
+        let v = verify(&p).unwrap();
+        assert_eq!((v.records, v.broken.as_deref(), v.warnings.len()), (1, None, 1));
+        let a = Audit::open(dir.path()).unwrap();
+        assert_eq!(a.append(&entry("write")).unwrap(), 2);
+        let v = verify(&p).unwrap();
+        assert_eq!((v.records, v.broken.as_deref(), v.warnings.len()), (2, None, 1), "{v:?}");
+        assert_eq!(lines(&p).len(), 3);
+    }
+
+    #[test]
+    fn canonical_sorts_keys_whatever_the_order() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"d":[1,{"z":0,"y":"é"}],"c":null}}"#).unwrap();
+        let mut s = String::new();
+        canonical(&a, &mut s);
+        assert_eq!(s, r#"{"a":{"c":null,"d":[1,{"y":"é","z":0}]},"b":1}"#);
+    }
+}

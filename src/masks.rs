@@ -1,0 +1,327 @@
+//! What tools-shell hides from commands beyond the fixed deny lists: names inside the roots
+//! found by one bounded walk (secret files, hard links to denied files), refreshed for every
+//! command through a short-lived cache, and the empty placeholders that make a missing denied
+//! path inside a writable root impossible to create.
+
+use hands_roots::{Policy, Resolver};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Entries one walk of the roots visits at most; past it the rest of the roots is not scanned.
+const WALK_LIMIT: usize = 200_000;
+/// How long a walk's result is reused: a secret file created on the host is masked for every
+/// command that starts this long after it appeared.
+const TTL: Duration = Duration::from_secs(2);
+/// Credential-list entries that are folders, so a missing one gets a folder as placeholder
+/// (the person's own tools then still find a folder where they expect one).
+const CREDENTIAL_FOLDERS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    "gcloud",
+    ".kube",
+    "keyrings",
+    ".password-store",
+    ".mozilla",
+    "google-chrome",
+    "chromium",
+    "op",
+];
+
+/// The names inside the roots that commands must not see, found by walking the roots.
+pub struct Masks {
+    roots: Vec<PathBuf>,
+    resolver: Arc<Resolver>,
+    cache: Mutex<Option<(Instant, Arc<Found>)>>,
+    warned: AtomicBool,
+}
+
+/// One walk's result.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Secret files and hard links to denied files, as absolute paths.
+    pub paths: Vec<PathBuf>,
+    /// A name that must be masked but cannot travel in the launcher's JSON spec (not UTF-8).
+    pub unmaskable: Option<PathBuf>,
+}
+
+impl Masks {
+    pub fn new(roots: &[crate::config::RootCfg], resolver: Arc<Resolver>) -> Masks {
+        let all: Vec<&PathBuf> = roots.iter().map(|r| &r.path).collect();
+        // A root inside another is walked as part of the outer one.
+        let mut roots: Vec<PathBuf> = all
+            .iter()
+            .filter(|p| !all.iter().any(|o| p.starts_with(o) && p != &o))
+            .map(|p| p.to_path_buf())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        Masks { roots, resolver, cache: Mutex::new(None), warned: AtomicBool::new(false) }
+    }
+
+    /// The names to mask for a command starting now: the last walk's when it is younger than
+    /// [`TTL`], else a new walk's. Blocking; call it off the async runtime.
+    pub fn current(&self) -> Arc<Found> {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, found)) = cache.as_ref()
+            && at.elapsed() < TTL
+        {
+            return found.clone();
+        }
+        let started = Instant::now();
+        let (found, seen, complete) = walk(&self.roots, self.resolver.policy(), WALK_LIMIT);
+        if !complete && !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "the roots hold more than {WALK_LIMIT} entries; only the first {WALK_LIMIT} are \
+                 checked for secret files and hard links to denied files, so one beyond them is \
+                 not masked for commands (narrow the roots to fix this)"
+            );
+        }
+        tracing::debug!(
+            entries = seen,
+            masked = found.paths.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "walked the roots for masks"
+        );
+        let found = Arc::new(found);
+        // Stamped when the walk ended, so a slow walk is not immediately stale.
+        *cache = Some((Instant::now(), found.clone()));
+        found
+    }
+}
+
+/// Walks `roots` depth-first without following symlinks and without entering denied folders,
+/// visiting at most `limit` entries. Returns what it found, how many entries it visited, and
+/// whether it finished.
+pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, bool) {
+    let mut found = Found::default();
+    let mut stack: Vec<PathBuf> = roots.iter().rev().cloned().collect();
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > limit {
+                return (found, limit, false);
+            }
+            // The entry's own type (from the directory listing, or lstat): a symlink is never
+            // followed, so the walk stays inside the roots.
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if kind.is_dir() {
+                if policy.denied(&path, None).is_none() {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            let hide = policy.is_secret(&path)
+                || entry
+                    .metadata()
+                    .is_ok_and(|m| m.nlink() > 1 && policy.is_denied_identity(m.dev(), m.ino()));
+            if !hide {
+                continue;
+            }
+            if path.to_str().is_some() {
+                found.paths.push(path);
+            } else if found.unmaskable.is_none() {
+                found.unmaskable = Some(path);
+            }
+        }
+    }
+    (found, seen, true)
+}
+
+/// A denied or credential path, and whether it names a folder.
+pub struct DeniedPath {
+    pub path: PathBuf,
+    pub folder: bool,
+}
+
+impl DeniedPath {
+    /// A credential-list entry: a folder when its name is one of [`CREDENTIAL_FOLDERS`].
+    pub fn credential(path: &Path) -> DeniedPath {
+        let folder = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| CREDENTIAL_FOLDERS.contains(&n));
+        DeniedPath { path: path.to_path_buf(), folder }
+    }
+
+    /// A `sandbox.deny` entry: a folder when it is written with a trailing `/`.
+    pub fn deny(path: &Path) -> DeniedPath {
+        let folder = path.as_os_str().as_encoded_bytes().ends_with(b"/");
+        DeniedPath { path: path.to_path_buf(), folder }
+    }
+}
+
+/// Makes every missing denied path that lies inside a writable root impossible to create from a
+/// command: the first missing component is created on the host, empty (a folder, mode 0700,
+/// when more components follow or the entry is a folder; else a file, mode 0600), so the
+/// launcher has something to mask and pins its parents. Returns the real paths of the
+/// placeholders made or found, for the spec's `masked` list. Paths outside the roots or in
+/// read-only roots need nothing: Landlock and the read-only binds refuse creating them.
+pub fn placeholders(
+    denied: &[DeniedPath],
+    roots: &[crate::config::RootCfg],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut made = Vec::new();
+    for d in denied {
+        let Some((at, folder)) = first_missing(d) else { continue };
+        // The most specific root holding the real place decides, as it does for the tools.
+        let root = roots
+            .iter()
+            .filter(|r| at.starts_with(&r.path))
+            .max_by_key(|r| r.path.as_os_str().len());
+        if !root.is_some_and(|r| r.writable && at != r.path) {
+            continue;
+        }
+        let created = if folder {
+            std::fs::DirBuilder::new().mode(0o700).create(&at)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&at)
+                .map(drop)
+        };
+        match created {
+            Ok(()) => tracing::info!(
+                "created the empty {} {} so that commands cannot create the denied path {} \
+                 (the sandbox masks it); it may be removed while hands is not running",
+                if folder { "folder" } else { "file" },
+                at.display(),
+                d.path.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => anyhow::bail!(
+                "cannot create the placeholder {} that keeps commands from creating the denied \
+                 path {}: {e}\nhint: create it yourself, or declare the root that holds it \
+                 read-only",
+                at.display(),
+                d.path.display()
+            ),
+        }
+        made.push(at);
+    }
+    Ok(made)
+}
+
+/// The real path of the first missing component of `d.path`, and whether it must be a folder;
+/// `None` when the whole path exists or nothing can be created there.
+fn first_missing(d: &DeniedPath) -> Option<(PathBuf, bool)> {
+    let mut prefix = PathBuf::new();
+    let mut comps = d.path.components().peekable();
+    while let Some(c) = comps.next() {
+        prefix.push(c);
+        match std::fs::symlink_metadata(&prefix) {
+            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&prefix).is_err() => {
+                tracing::warn!(
+                    "{} is a dangling symlink on the way to the denied path {}; a command may be \
+                     able to create its target (remove the link, or create the target)",
+                    prefix.display(),
+                    d.path.display()
+                );
+                return None;
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = prefix.parent()?;
+                let name = prefix.file_name()?;
+                let real = std::fs::canonicalize(parent).ok()?.join(name);
+                return Some((real, d.folder || comps.peek().is_some()));
+            }
+            // Not a folder on the way (ENOTDIR) or unreadable: nothing can be created below.
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RootCfg;
+    use hands_roots::PolicyLists;
+
+    fn policy(credentials: Vec<PathBuf>) -> Policy {
+        let lists = PolicyLists {
+            credentials,
+            secret_patterns: vec![".env".into(), ".env.*".into(), "*.pem".into()],
+            secret_exceptions: vec![".env.example".into()],
+            ..PolicyLists::default()
+        };
+        Policy::new(&lists).unwrap()
+    }
+
+    #[test]
+    fn the_walk_finds_secrets_and_hard_links_but_not_exceptions_or_denied_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("root");
+        let home = base.join("home");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("denied")).unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(root.join(".env"), "x").unwrap();
+        std::fs::write(root.join(".env.example"), "x").unwrap();
+        std::fs::write(root.join("a/b/key.pem"), "x").unwrap();
+        std::fs::write(root.join("denied/other.pem"), "x").unwrap();
+        std::fs::write(home.join(".ssh/id"), "x").unwrap();
+        std::fs::hard_link(home.join(".ssh/id"), root.join("a/innocent")).unwrap();
+        std::os::unix::fs::symlink(&home, root.join("link")).unwrap();
+        let p = policy(vec![home.join(".ssh"), root.join("denied")]);
+        let (found, seen, complete) = walk(std::slice::from_ref(&root), &p, 1000);
+        let mut paths = found.paths.clone();
+        paths.sort();
+        let want = [root.join(".env"), root.join("a/b/key.pem"), root.join("a/innocent")];
+        assert_eq!(paths, want);
+        assert!(complete);
+        assert!(seen >= 7, "{seen}");
+        let (_, seen, complete) = walk(&[root], &p, 2);
+        assert!(!complete);
+        assert_eq!(seen, 2);
+    }
+
+    #[test]
+    fn placeholders_only_in_writable_roots_folder_or_file_as_declared() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let rw = base.join("rw");
+        let ro = base.join("ro");
+        std::fs::create_dir_all(&rw).unwrap();
+        std::fs::create_dir_all(&ro).unwrap();
+        let roots = [
+            RootCfg { path: rw.clone(), writable: true },
+            RootCfg { path: ro.clone(), writable: false },
+        ];
+        let denied = [
+            DeniedPath::credential(&rw.join(".ssh")),
+            DeniedPath::credential(&rw.join(".netrc")),
+            DeniedPath::credential(&rw.join(".docker/config.json")),
+            DeniedPath::deny(Path::new(&format!("{}/private/", rw.display()))),
+            DeniedPath::credential(&ro.join(".aws")),
+            DeniedPath::credential(&base.join("elsewhere/.aws")),
+        ];
+        let made = placeholders(&denied, &roots).unwrap();
+        let want = [rw.join(".ssh"), rw.join(".netrc"), rw.join(".docker"), rw.join("private")];
+        assert_eq!(made, want);
+        assert!(rw.join(".ssh").is_dir());
+        assert!(rw.join(".docker").is_dir());
+        assert!(rw.join("private").is_dir());
+        assert_eq!(std::fs::read(rw.join(".netrc")).unwrap(), b"");
+        assert!(!ro.join(".aws").exists());
+        assert!(!base.join("elsewhere").exists());
+        // Again: everything exists now, so nothing more is made and nothing fails.
+        let again = placeholders(&denied, &roots).unwrap();
+        assert_eq!(again, Vec::<PathBuf>::new());
+    }
+}

@@ -1,0 +1,117 @@
+//! The daemon's side of a module's shared private network namespace (the holder process itself
+//! is `src/sandbox/netns.rs`): find the module's live holder from its pid file in the state dir,
+//! or start one, and hand its pid and start time to every launcher of the module.
+
+use anyhow::{Context, Result, anyhow};
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// A holder process, named for good by its pid and start time.
+#[derive(Debug, Clone, Copy, serde::Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Holder {
+    pub pid: i32,
+    pub start: u64,
+}
+
+/// The start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since boot): with the pid
+/// it names one process for good, since a reused pid starts later.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses; the fields after it do not.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// The module's holder: reused while alive, started again when it is gone.
+pub struct Netns {
+    exe: PathBuf,
+    pidfile: PathBuf,
+    current: Mutex<Option<Holder>>,
+}
+
+impl Netns {
+    /// `dir` is the state dir's `netns/` folder; `module` names the pid file in it.
+    pub fn new(exe: &Path, dir: &Path, module: &str) -> Result<Netns> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Netns {
+            exe: exe.to_path_buf(),
+            pidfile: dir.join(format!("{module}.pid")),
+            current: Mutex::new(None),
+        })
+    }
+
+    /// The live holder, starting one when there is none. Several daemons sharing a state dir
+    /// agree on one through a lock file.
+    pub fn holder(&self) -> Result<Holder> {
+        let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(h) = *current
+            && start_time(h.pid) == Some(h.start)
+        {
+            return Ok(h);
+        }
+        let lock_path = self.pidfile.with_extension("lock");
+        let lock = std::fs::File::create(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        let h = match self.read_live() {
+            Some(h) => h,
+            None => self.spawn()?,
+        };
+        *current = Some(h);
+        Ok(h)
+    }
+
+    /// The holder named by the pid file, when that process is alive and is a holder.
+    fn read_live(&self) -> Option<Holder> {
+        let text = std::fs::read_to_string(&self.pidfile).ok()?;
+        let mut f = text.split_whitespace();
+        let h = Holder { pid: f.next()?.parse().ok()?, start: f.next()?.parse().ok()? };
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", h.pid)).ok()?;
+        let is_holder = cmdline.split(|b| *b == 0).any(|a| a == b"__netns");
+        (is_holder && start_time(h.pid) == Some(h.start)).then_some(h)
+    }
+
+    fn spawn(&self) -> Result<Holder> {
+        use std::os::unix::process::CommandExt;
+        use std::process::Stdio;
+        let mut child = std::process::Command::new(&self.exe)
+            .arg("__netns")
+            .arg(&self.pidfile)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C meant for the daemon leaves the namespace be.
+            .process_group(0)
+            .spawn()
+            .context("cannot start the network namespace holder (hands __netns)")?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        if line.trim() != "ready" {
+            let mut why = String::new();
+            if let Some(mut err) = child.stderr.take() {
+                let _ = err.read_to_string(&mut why);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(anyhow!(
+                "the module's private network namespace could not be made: {}",
+                why.trim()
+            ));
+        }
+        // The holder outlives this call (and perhaps the daemon); a thread reaps it if it ends
+        // first.
+        std::thread::spawn(move || child.wait());
+        self.read_live().ok_or_else(|| {
+            anyhow!(
+                "the network namespace holder did not record itself in {}",
+                self.pidfile.display()
+            )
+        })
+    }
+}

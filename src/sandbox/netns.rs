@@ -1,0 +1,83 @@
+//! The module's one private network namespace (SPEC §4.2): without the `network` grant every
+//! command and tmux server of a module shares a single loopback, so a dev server started with
+//! `tmux_start` is reachable from `bash` and from nothing else.
+//!
+//! A network namespace lives as long as something is in it, so a small holder process keeps it:
+//! `hands __netns PIDFILE` unshares a user and a network namespace, brings loopback up, writes
+//! `PID START` (its pid and start time) to PIDFILE and sleeps. It outlives the daemon (tmux
+//! sessions survive a restart, and their loopback with them) and ends by itself once PIDFILE no
+//! longer names it (the state folder was removed, or a newer holder took over). Launchers join
+//! its user and network namespaces through a pidfd before unsharing the rest (see [`join`]).
+
+use super::{mounts, sys};
+use crate::netns::{Holder, start_time};
+use anyhow::{Context, Result, anyhow};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How often the holder checks that PIDFILE still names it.
+const CHECK: Duration = Duration::from_secs(2);
+
+/// Runs `hands __netns PIDFILE`.
+pub fn holder_main(pidfile: &Path) -> ExitCode {
+    match hold(pidfile) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "hands netns: {e:#}");
+            ExitCode::from(super::SETUP_FAILED)
+        }
+    }
+}
+
+fn hold(pidfile: &Path) -> Result<()> {
+    // No controlling terminal: a Ctrl-C meant for the daemon does not end the namespace.
+    let _ = sys::setsid();
+    let ids = sys::ids();
+    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+    mounts::map_ids(ids)?;
+    sys::loopback_up()?;
+    let pid = std::process::id() as i32;
+    let start = start_time(pid).ok_or_else(|| anyhow!("cannot read /proc/self/stat"))?;
+    let mine = format!("{pid} {start}\n");
+    let tmp = pidfile.with_extension(format!("tmp{pid}"));
+    std::fs::write(&tmp, &mine).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, pidfile)
+        .with_context(|| format!("cannot write {}", pidfile.display()))?;
+    // The daemon reads this line, then the holder has nothing more to say.
+    {
+        let mut out = std::io::stdout().lock();
+        out.write_all(b"ready\n").context("cannot report readiness")?;
+        out.flush().context("cannot report readiness")?;
+    }
+    sys::stdout_to_null()?;
+    loop {
+        std::thread::sleep(CHECK);
+        match std::fs::read_to_string(pidfile) {
+            Ok(text) if text == mine => {}
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Joins the holder's user and network namespaces. Called before the launcher unshares the
+/// rest, so the sandbox's own user namespace nests in the holder's and its network namespace is
+/// the holder's.
+pub fn join(holder: Holder) -> Result<()> {
+    let gone = || {
+        anyhow!(
+            "the module's network namespace holder (pid {}) is gone; the daemon starts a new one \
+             on the next command",
+            holder.pid
+        )
+    };
+    let pidfd = sys::pidfd_open(holder.pid).map_err(|_| gone())?;
+    // Checked after the pidfd exists: if the pid still has the recorded start time now, the
+    // pidfd refers to the holder and cannot come to mean another process.
+    if start_time(holder.pid) != Some(holder.start) {
+        return Err(gone());
+    }
+    sys::setns(&pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
+        .context("cannot join the module's network namespace")
+}

@@ -1,0 +1,442 @@
+//! tools-shell's tmux sessions (SPEC §4.2): each session is a tmux server of its own, run by a
+//! sandbox launcher as PID 1 of its own PID namespace, in the module's sandbox and shared
+//! network namespace, on a socket in the state dir that only that session's sandbox sees.
+//!
+//! The tmux *client* commands (new-session, capture-pane, send-keys, ...) run through the
+//! launcher too, never on the host: a tmux client obeys its server (it opens files the server
+//! names), and the server is inside the sandbox.
+//!
+//! State, under `<state>/tmux/<module>/`: `<name>.json` (command, cwd, start time, the
+//! launcher's pid and start time; written by the daemon, invisible to commands), `<name>.alive`
+//! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
+//! stderr) and `s/<name>/tmux.sock`. A restarted daemon reads the same files, so sessions
+//! survive it.
+
+use super::{Refusal, Shell};
+use hands_shell::tmux::{
+    self, KillOutput, ListOutput, ReadOutput, SendOutput, Session, State, check_name,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The longest unix socket path (`sun_path` holds 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 100;
+/// How long a tmux client command may take.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new server gets to create its socket.
+const SERVER_START: Duration = Duration::from_secs(5);
+/// How long after start a command that exits 126/127 counts as "could not start".
+const START_CHECK: Duration = Duration::from_millis(500);
+
+/// Where a module's sessions live.
+pub struct Sessions {
+    dir: PathBuf,
+    /// `bash` on the configured PATH: tmux's `default-shell`, which runs each command.
+    bash: String,
+}
+
+/// What the daemon records of a session.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    name: String,
+    command: String,
+    cwd: String,
+    started: u64,
+    launcher: crate::netns::Holder,
+}
+
+impl Sessions {
+    pub fn new(state: &Path, module: &str, path: &str) -> anyhow::Result<Sessions> {
+        use anyhow::Context;
+        let dir = state.join("tmux").join(module);
+        std::fs::create_dir_all(dir.join("s"))
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let bash = path
+            .split(':')
+            .map(|d| Path::new(d).join("bash"))
+            .find(|p| p.is_file())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/bin/bash".into());
+        Ok(Sessions { dir, bash })
+    }
+
+    fn meta_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.json"))
+    }
+
+    fn marker(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.alive"))
+    }
+
+    fn socket_dir(&self, name: &str) -> PathBuf {
+        self.dir.join("s").join(name)
+    }
+
+    fn socket(&self, name: &str) -> String {
+        self.socket_dir(name).join("tmux.sock").to_string_lossy().into_owned()
+    }
+
+    fn read_meta(&self, name: &str) -> Option<Meta> {
+        let text = std::fs::read_to_string(self.meta_path(name)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Names of recorded sessions, sorted.
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let n = e.file_name().to_str()?.strip_suffix(".json")?.to_string();
+                check_name(&n).is_ok().then_some(n)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Removes everything recorded of a session (its launcher already gone).
+    fn forget(&self, name: &str) {
+        let _ = std::fs::remove_file(self.marker(name));
+        let _ = std::fs::remove_file(self.meta_path(name));
+        let _ = std::fs::remove_file(self.dir.join(format!("{name}.log")));
+        let _ = std::fs::remove_dir_all(self.socket_dir(name));
+    }
+}
+
+/// Whether a launcher recorded in a session's meta is still that process.
+fn alive(l: crate::netns::Holder) -> bool {
+    crate::netns::start_time(l.pid) == Some(l.start)
+}
+
+/// Ends a session's launcher, and with it its PID namespace: SIGTERM (forwarded to every
+/// process), a grace period, then SIGKILL. Waits until it is gone.
+async fn end_launcher(l: crate::netns::Holder) {
+    use rustix::process::{Pid, Signal, kill_process};
+    let Some(pid) = Pid::from_raw(l.pid) else { return };
+    if !alive(l) {
+        return;
+    }
+    let _ = kill_process(pid, Signal::TERM);
+    let until = Instant::now() + super::GRACE;
+    while alive(l) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if alive(l) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while alive(l) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn no_session(name: &str) -> Refusal {
+    Refusal(format!("no tmux session named {name:?}; tmux_list shows this module's sessions"))
+}
+
+impl Shell {
+    /// The recorded, live session `name`, or the refusal that says it does not exist.
+    fn live_session(&self, name: &str) -> Result<Meta, Refusal> {
+        check_name(name).map_err(Refusal)?;
+        let t = &self.tmux;
+        match t.read_meta(name) {
+            Some(m) if alive(m.launcher) => Ok(m),
+            Some(_) => {
+                t.forget(name);
+                Err(Refusal(format!(
+                    "tmux session {name:?} is gone (its server ended, e.g. with the machine); \
+                     start it again with tmux_start"
+                )))
+            }
+            None => Err(no_session(name)),
+        }
+    }
+
+    /// Runs one tmux client command in the session's sandbox and returns its stdout, or a
+    /// refusal carrying tmux's complaint.
+    async fn tmux_client(
+        &self,
+        name: &str,
+        argv: Vec<String>,
+        cwd: &str,
+    ) -> Result<Vec<u8>, Refusal> {
+        let socket_dir = self.tmux.socket_dir(name);
+        let spec = self.spec(json!(argv), Path::new(cwd), Some(&socket_dir), None).await?;
+        let child = tokio::process::Command::new(&self.exe)
+            .arg("__sandbox")
+            .arg(spec)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
+            .await
+            .map_err(|_| Refusal(format!("tmux did not answer within {CLIENT_TIMEOUT:?}")))?
+            .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+        if out.status.success() {
+            return Ok(out.stdout);
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())))
+    }
+
+    /// `tmux_start`.
+    pub async fn tmux_start(&self, p: tmux::StartParams) -> Result<Session, Refusal> {
+        self.refuse_when_unsafe()?;
+        let t = &self.tmux;
+        let name = match p.name {
+            Some(n) => {
+                check_name(&n).map_err(Refusal)?;
+                n
+            }
+            None => tmux::default_name(&t.names()),
+        };
+        if let Some(m) = t.read_meta(&name) {
+            if alive(m.launcher) {
+                return Err(Refusal(format!(
+                    "tmux session {name:?} already exists; read it, tmux_kill it, or choose \
+                     another name"
+                )));
+            }
+            t.forget(&name);
+        }
+        let socket = t.socket(&name);
+        if socket.len() > MAX_SOCKET_PATH {
+            return Err(Refusal(format!(
+                "the tmux socket path {socket} is longer than {MAX_SOCKET_PATH} bytes, which unix \
+                 sockets cannot hold; a person can choose a shorter daemon.state_dir"
+            )));
+        }
+        let cwd = self.resolve_cwd(p.cwd).await?;
+        let cwd_s = cwd.to_string_lossy().into_owned();
+        let launcher = self.start_server(&name, &cwd).await?;
+        let meta = Meta {
+            name: name.clone(),
+            command: p.command.clone(),
+            cwd: cwd_s.clone(),
+            started: now_secs(),
+            launcher,
+        };
+        let recorded = serde_json::to_string(&meta)
+            .map_err(|e| e.to_string())
+            .and_then(|text| write_atomic(&t.meta_path(&name), &text).map_err(|e| e.to_string()));
+        if let Err(e) = recorded {
+            end_launcher(launcher).await;
+            t.forget(&name);
+            return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
+        }
+        let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command);
+        if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
+            end_launcher(launcher).await;
+            t.forget(&name);
+            return Err(e);
+        }
+        // A command that cannot start (not found, not executable) ends at once with 127/126:
+        // report it rather than leave a dead pane.
+        let until = Instant::now() + START_CHECK;
+        let mut state = (false, None);
+        loop {
+            if let Ok(r) = self.read_pane(&name, &cwd_s, 50).await {
+                state = (r.ended, r.exit_status);
+                if r.ended && matches!(r.exit_status, Some(126 | 127)) {
+                    end_launcher(launcher).await;
+                    t.forget(&name);
+                    return Err(Refusal(format!(
+                        "the command did not start in tmux session {name:?} (exit status {}): {}",
+                        r.exit_status.unwrap_or_default(),
+                        r.text.trim()
+                    )));
+                }
+                // Dead with no status yet: tmux saw the pane close before it reaped the
+                // process; the status follows.
+                if r.ended && r.exit_status.is_some() {
+                    break;
+                }
+            }
+            if Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(Session {
+            name,
+            command: meta.command,
+            cwd: meta.cwd,
+            started: meta.started,
+            state: if state.0 { State::Ended } else { State::Running },
+            exit_status: state.1,
+        })
+    }
+
+    /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
+    /// for its socket.
+    async fn start_server(&self, name: &str, cwd: &Path) -> Result<crate::netns::Holder, Refusal> {
+        use std::os::unix::process::CommandExt;
+        use std::process::Stdio;
+        let t = &self.tmux;
+        let socket_dir = t.socket_dir(name);
+        let _ = std::fs::remove_dir_all(&socket_dir);
+        let fail = |what: &str, e: std::io::Error| Refusal(format!("cannot {what}: {e}"));
+        std::fs::create_dir_all(&socket_dir)
+            .map_err(|e| fail("create the tmux socket folder", e))?;
+        let marker = t.marker(name);
+        std::fs::write(&marker, b"").map_err(|e| fail("create the session marker", e))?;
+        let log_path = t.dir.join(format!("{name}.log"));
+        let log =
+            std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
+        let argv = tmux::server_argv(&t.socket(name));
+        let spec = self.spec(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
+        let mut child = std::process::Command::new(&self.exe)
+            .arg("__sandbox")
+            .arg(spec)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            // Not in the daemon's process group: the session outlives the daemon.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| fail("start the sandbox launcher", e))?;
+        let pid = child.id() as i32;
+        let start = crate::netns::start_time(pid);
+        // Reaped here while the daemon lives; by init after.
+        std::thread::spawn(move || child.wait());
+        let Some(start) = start else {
+            t.forget(name);
+            return Err(Refusal(format!("the tmux server of {name:?} ended at once")));
+        };
+        let launcher = crate::netns::Holder { pid, start };
+        let socket = PathBuf::from(t.socket(name));
+        let until = Instant::now() + SERVER_START;
+        while !socket.exists() {
+            if !alive(launcher) || Instant::now() >= until {
+                let why = std::fs::read_to_string(&log_path).unwrap_or_default();
+                end_launcher(launcher).await;
+                t.forget(name);
+                return Err(Refusal(format!(
+                    "the tmux server of session {name:?} did not start: {}",
+                    why.trim()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(launcher)
+    }
+
+    async fn read_pane(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
+        let argv = tmux::read_argv(&self.tmux.socket(name), name, Some(lines));
+        let out = self.tmux_client(name, argv, cwd).await?;
+        tmux::read_output(name, &out, lines, self.output_chars)
+            .ok_or_else(|| Refusal(format!("tmux gave an unreadable answer for session {name:?}")))
+    }
+
+    /// `tmux_read`.
+    pub async fn tmux_read(&self, p: tmux::ReadParams) -> Result<ReadOutput, Refusal> {
+        let lines = p.lines.unwrap_or(tmux::DEFAULT_LINES);
+        if lines == 0 || lines > tmux::MAX_LINES {
+            return Err(Refusal(format!(
+                "lines must be between 1 and {}; got {lines}",
+                tmux::MAX_LINES
+            )));
+        }
+        let m = self.live_session(&p.session)?;
+        let mut r = self.read_pane(&m.name, &m.cwd, lines).await?;
+        // A pane tmux saw close gets its exit status a moment later, when tmux reaps it.
+        for _ in 0..10 {
+            if !r.ended || r.exit_status.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            r = self.read_pane(&m.name, &m.cwd, lines).await?;
+        }
+        Ok(r)
+    }
+
+    /// `tmux_send`.
+    pub async fn tmux_send(&self, p: tmux::SendParams) -> Result<SendOutput, Refusal> {
+        self.refuse_when_unsafe()?;
+        let chars = p.text.chars().count();
+        if chars > tmux::MAX_SEND_CHARS {
+            return Err(Refusal(format!(
+                "text is {chars} characters; tmux_send types at most {} per call — send it in \
+                 parts",
+                tmux::MAX_SEND_CHARS
+            )));
+        }
+        let m = self.live_session(&p.session)?;
+        let enter = p.enter.unwrap_or(true);
+        let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
+        self.tmux_client(&m.name, argv, &m.cwd).await?;
+        Ok(SendOutput { session: m.name, sent_chars: chars, enter })
+    }
+
+    /// `tmux_list`.
+    pub async fn tmux_list(&self, _p: tmux::ListParams) -> Result<ListOutput, Refusal> {
+        let mut sessions = Vec::new();
+        for name in self.tmux.names() {
+            let Ok(m) = self.live_session(&name) else { continue };
+            let argv = tmux::read_argv(&self.tmux.socket(&name), &name, None);
+            let state = match self.tmux_client(&name, argv, &m.cwd).await {
+                Ok(out) => tmux::parse_state(&String::from_utf8_lossy(&out)),
+                Err(_) => None,
+            };
+            let (ended, exit_status) = state.unwrap_or((true, None));
+            sessions.push(Session {
+                name: m.name,
+                command: m.command,
+                cwd: m.cwd,
+                started: m.started,
+                state: if ended { State::Ended } else { State::Running },
+                exit_status,
+            });
+        }
+        Ok(ListOutput { sessions })
+    }
+
+    /// `tmux_kill`.
+    pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, Refusal> {
+        check_name(&p.session).map_err(Refusal)?;
+        let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
+        end_launcher(m.launcher).await;
+        if alive(m.launcher) {
+            return Err(Refusal(format!(
+                "tmux session {:?} did not end (pid {}); a person can kill it",
+                m.name, m.launcher.pid
+            )));
+        }
+        self.tmux.forget(&m.name);
+        Ok(KillOutput { session: m.name, killed: true })
+    }
+
+    /// Ends every tmux session of the module (`hands stop`); returns how many there were.
+    pub async fn tmux_kill_all(&self) -> usize {
+        let mut n = 0;
+        for name in self.tmux.names() {
+            if let Some(m) = self.tmux.read_meta(&name) {
+                end_launcher(m.launcher).await;
+                n += 1;
+            }
+            self.tmux.forget(&name);
+        }
+        n
+    }
+}
+
+/// Writes a file through a temporary name and a rename, so a reader never sees half of it.
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}

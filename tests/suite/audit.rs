@@ -1,0 +1,183 @@
+//! The audit log through the real binary: which calls leave a record and what it says, that
+//! the record is on disk when the result arrives, `hands audit --verify` on an intact and on an
+//! edited log, and the chain across a restart.
+
+use super::common::{Client, Fixture};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+/// tools-fs (read and write allowed) and tools-git with read and write denied by policy;
+/// on Linux also tools-shell with external calls allowed.
+fn config(fx: &Fixture) -> PathBuf {
+    let mut text = String::from(
+        "[daemon]\nstate_dir = \"{state}\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { read = \"deny\", write = \"deny\" } }\n",
+    );
+    if cfg!(target_os = "linux") {
+        text.push_str(
+            "\n[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{ path = \"{root}\", write = true }]\n\
+             config = { trust = { external = \"allow\" } }\n",
+        );
+    }
+    fx.config(&text)
+}
+
+fn log_path(fx: &Fixture) -> PathBuf {
+    fx.state.join("audit.jsonl")
+}
+
+/// Every record on disk now, parsed.
+fn records(fx: &Fixture) -> Vec<Value> {
+    match std::fs::read_to_string(log_path(fx)) {
+        Ok(text) => text.lines().map(|l| serde_json::from_str(l).unwrap()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `hands audit ARGS --config CONFIG`: exit code and stdout.
+async fn hands_audit(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let mut all = vec!["audit", "--config", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = fx.command(&all).output().await.unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes_are_not() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+
+    // A write: the record is there as soon as the result is.
+    c.ok("write", json!({ "path": "a.txt", "content": "hello" })).await;
+    let r = records(&fx);
+    assert_eq!(r.len(), 1, "{r:?}");
+    let w = &r[0];
+    assert_eq!(w["seq"], 1);
+    assert_eq!(w["client"], "stdio");
+    assert_eq!(w["module"], "tools-fs");
+    assert_eq!(w["tool"], "write");
+    assert_eq!(w["class"], "write");
+    assert_eq!(w["arguments"], json!({ "path": "a.txt", "content": "hello" }));
+    assert_eq!(w["decision"], "allow");
+    assert_eq!(w["decided_by"], "policy");
+    assert_eq!(w["outcome"], "ok");
+    assert_eq!(w["result"]["bytes"], 5);
+    assert_eq!(w["prev"], "0".repeat(64));
+    assert!(w["time"].as_str().unwrap().ends_with('Z'), "{w}");
+    let mode = std::fs::metadata(log_path(&fx)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the log holds full arguments: private to its owner");
+
+    // Read-class successes leave no record (positive control for the refusals below).
+    c.ok("read", json!({ "path": "a.txt" })).await;
+    c.ok("list_dir", json!({ "path": "." })).await;
+    assert_eq!(records(&fx).len(), 1);
+
+    // A write the module refuses (outside the roots) is an `error` outcome of an allowed call.
+    let outside = fx.outside.join("x.txt");
+    c.err("write", json!({ "path": outside, "content": "no" })).await;
+    let r = records(&fx);
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[1]["decision"], "allow");
+    assert!(r[1]["outcome"].as_str().unwrap().starts_with("error: "), "{}", r[1]);
+    assert!(r[1]["outcome"].as_str().unwrap().contains("outside every root"), "{}", r[1]);
+
+    // Policy refusals, of a read-class and a write-class tool.
+    c.err("git_status", json!({})).await;
+    c.err("git_commit", json!({ "message": "m" })).await;
+    let r = records(&fx);
+    assert_eq!(r.len(), 4);
+    for (rec, tool, class) in [(&r[2], "git_status", "read"), (&r[3], "git_commit", "write")] {
+        assert_eq!(rec["tool"], tool);
+        assert_eq!(rec["class"], class);
+        assert_eq!(rec["module"], "tools-git");
+        assert_eq!(rec["decision"], "deny");
+        assert_eq!(rec["decided_by"], "policy");
+        assert!(rec["outcome"].as_str().unwrap().starts_with("refused: "), "{rec}");
+    }
+    assert_eq!(r[3]["arguments"], json!({ "message": "m" }));
+    for pair in r.windows(2) {
+        assert_eq!(pair[1]["prev"], pair[0]["hash"]);
+        assert_eq!(pair[1]["seq"].as_u64().unwrap(), pair[0]["seq"].as_u64().unwrap() + 1);
+    }
+    c.stop().await;
+    fx.assert_canary();
+
+    // `hands audit` prints one readable line per record.
+    let (code, out) = hands_audit(&fx, &config, &[]).await;
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[0].starts_with("#1 ") && lines[0].contains("stdio tools-fs/write"), "{out}");
+    assert!(lines[3].contains("deny by policy"), "{out}");
+
+    // Intact: --verify passes and counts.
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("4 records, chain intact"), "{out}");
+
+    // One byte of an older record changed: --verify fails and names that record.
+    let text = std::fs::read_to_string(log_path(&fx)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let edited = lines[1].replacen("outside every root", "outside every rooT", 1);
+    assert_ne!(edited, lines[1]);
+    let mut all: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    all[1] = edited;
+    std::fs::write(log_path(&fx), all.join("\n") + "\n").unwrap();
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("seq 2 (line 2)"), "{out}");
+    assert!(out.contains("1 records before it are intact"), "{out}");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_bash_call_is_recorded_with_its_command_and_exit() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+    let cmd = "echo hi; exit 3";
+    let out = c.ok("bash", json!({ "command": cmd })).await;
+    assert_eq!(out["exit_code"], 3);
+    let r = records(&fx);
+    assert_eq!(r.len(), 1, "{r:?}");
+    let b = &r[0];
+    assert_eq!(b["module"], "tools-shell");
+    assert_eq!(b["tool"], "bash");
+    assert_eq!(b["class"], "external");
+    assert_eq!(b["client"], "stdio");
+    assert_eq!(b["decided_by"], "policy");
+    assert_eq!(b["arguments"], json!({ "command": cmd }));
+    assert_eq!(b["outcome"], "ok");
+    assert_eq!(b["result"]["exit_code"], 3);
+    assert_eq!(b["result"]["output_bytes"], 3);
+    assert!(b["result"]["duration_ms"].is_u64(), "{b}");
+    assert!(b["result"].get("stdout").is_none(), "output stays out of the log: {b}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_chain_continues_across_a_restart() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+    c.ok("write", json!({ "path": "a.txt", "content": "1" })).await;
+    c.stop().await;
+    let c = Client::start(&fx, &config).await;
+    c.ok("edit", json!({ "path": "a.txt", "old_string": "1", "new_string": "2" })).await;
+    c.stop().await;
+    let r = records(&fx);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(r[1]["seq"], 2);
+    assert_eq!(r[1]["tool"], "edit");
+    assert_eq!(r[1]["prev"], r[0]["hash"]);
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 records, chain intact"), "{out}");
+}

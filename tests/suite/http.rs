@@ -1,0 +1,430 @@
+//! `hands serve --http`: the real binary on a loopback port, driven by rmcp's streamable HTTP
+//! client in both protocol eras and by hand-written HTTP/1.1 for the door's refusals (tokens,
+//! Host, Origin, body cap, sessions that belong to another client, startup refusals).
+
+use super::common::{Client, Era, Fixture, text_of};
+use rmcp::model::ProtocolVersion;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Child;
+
+const TOKEN_A: &str = "alpha-token-0123456789abcdef";
+const TOKEN_B: &str = "beta-token-fedcba9876543210";
+
+/// A running `hands serve --http 127.0.0.1:0` and the address its banner reported.
+struct Server {
+    _child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+/// tools-fs on the fixture's root, and `[server.http]` with two clients: `alpha` (token from a
+/// variable) and `beta` (token from a file, with a trailing newline).
+fn two_clients(fx: &Fixture) -> PathBuf {
+    let token_file = fx.root.parent().unwrap().join("beta.token");
+    std::fs::write(&token_file, format!("{TOKEN_B}\n")).unwrap();
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.http]\nlisten = \"127.0.0.1:1\"\n\n\
+         [[server.http.clients]]\nname = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_A\"\n\n\
+         [[server.http.clients]]\nname = \"beta\"\ntoken_file = \"{}\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n",
+        token_file.display()
+    ))
+}
+
+/// Starts the server (`--http 127.0.0.1:0` overriding the config's listen) and reads the bound
+/// address from the banner; stderr keeps draining afterwards so logging never blocks it.
+async fn start(fx: &Fixture, config: &std::path::Path) -> Server {
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap(), "--http"]);
+    cmd.arg("127.0.0.1:0")
+        .env("HANDS_TEST_TOKEN_A", TOKEN_A)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let Some(line) = lines.next_line().await.unwrap() else {
+                panic!("hands exited before its banner");
+            };
+            relay(&line);
+            if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
+                && let Some((addr, _)) = rest.split_once("/mcp")
+            {
+                return addr.parse::<SocketAddr>().unwrap();
+            }
+        }
+    })
+    .await
+    .expect("no banner with the address within 30 s");
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            relay(&line);
+        }
+    });
+    Server { _child: child, addr }
+}
+
+/// Shows the server's stderr with the test's output (cargo prints it when a test fails).
+#[allow(clippy::print_stderr)]
+fn relay(line: &str) {
+    eprintln!("hands: {line}");
+}
+
+/// rmcp's streamable HTTP client with this bearer token (or none), in the given era.
+async fn connect(server: &Server, token: Option<&str>, era: Era) -> Client {
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(server.url());
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::from_config(cfg);
+    let service = match era {
+        Era::Legacy => ().serve(transport).await.unwrap(),
+        Era::Modern => ()
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap(),
+    };
+    Client { service }
+}
+
+/// A hand-written HTTP/1.1 exchange: status, lowercased head, body.
+struct Raw {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Raw {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// Sends `head` (request line and headers, without the blank line), then `body`, and reads the
+/// response until the server closes (every request says `Connection: close`). A body the server
+/// refuses early may not be read in full; the write error is ignored and the response still read.
+async fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> Raw {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = s.split();
+    let request = format!("{head}\r\nConnection: close\r\n\r\n");
+    let send = async {
+        let _ = wr.write_all(request.as_bytes()).await;
+        let _ = wr.write_all(body).await;
+    };
+    let mut buf = Vec::new();
+    let read = async {
+        let _ = rd.read_to_end(&mut buf).await;
+    };
+    tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(send, read) })
+        .await
+        .expect("the server did not answer within 20 s");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Raw { status, head: head.to_string(), body: body.to_string() }
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+/// A POST of `body` to /mcp with the given extra header lines.
+async fn post(addr: SocketAddr, extra: &[String], body: &str) -> Raw {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}",
+        body.len()
+    );
+    for h in extra {
+        head.push_str("\r\n");
+        head.push_str(h);
+    }
+    raw(addr, &head, body.as_bytes()).await
+}
+
+fn bearer(token: &str) -> String {
+    format!("Authorization: Bearer {token}")
+}
+
+#[tokio::test]
+async fn http_without_or_with_a_wrong_token_is_401_with_a_bearer_challenge() {
+    let fx = Fixture::new();
+    let server = start(&fx, &two_clients(&fx)).await;
+    let none = post(server.addr, &[], INITIALIZE).await;
+    assert_eq!(none.status, 401, "{}{}", none.head, none.body);
+    assert!(none.header("www-authenticate").unwrap().starts_with("Bearer"), "{}", none.head);
+    let wrong = post(server.addr, &[bearer("alpha-token-0123456789abcdeX")], INITIALIZE).await;
+    assert_eq!(wrong.status, 401, "{}", wrong.head);
+    assert!(wrong.header("www-authenticate").unwrap().contains("invalid_token"));
+    // A prefix of a real token, and a real token under another scheme, are no tokens.
+    let prefix = post(server.addr, &[bearer(&TOKEN_A[..20])], INITIALIZE).await;
+    assert_eq!(prefix.status, 401);
+    let basic = post(server.addr, &[format!("Authorization: Basic {TOKEN_A}")], INITIALIZE).await;
+    assert_eq!(basic.status, 401);
+    // The paired positive control: the same request with alpha's token is served.
+    let ok = post(server.addr, &[bearer(TOKEN_A)], INITIALIZE).await;
+    assert_eq!(ok.status, 200, "{}{}", ok.head, ok.body);
+    assert!(ok.body.contains("\"protocolVersion\""), "{}", ok.body);
+    // rmcp's client without a token cannot even initialize.
+    let transport = StreamableHttpClientTransport::from_uri(server.url());
+    assert!(().serve(transport).await.is_err(), "a client without a token was served");
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_refuses_foreign_host_and_origin_and_serves_loopback_ones() {
+    let fx = Fixture::new();
+    let server = start(&fx, &two_clients(&fx)).await;
+    let a = server.addr;
+    let auth = bearer(TOKEN_A);
+    // DNS rebinding: a page on evil.example.com whose name now resolves to 127.0.0.1. Refused
+    // before the token is even looked at.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: evil.example.com:{}\r\n{auth}\r\nContent-Type: \
+         application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}",
+        a.port(),
+        INITIALIZE.len()
+    );
+    let r = raw(a, &head, INITIALIZE.as_bytes()).await;
+    assert_eq!(r.status, 403, "{}{}", r.head, r.body);
+    assert!(r.body.contains("allowed_hosts"), "{}", r.body);
+    for origin in ["http://evil.example.com", "https://evil.example.com:8443", "null"] {
+        let r = post(a, &[auth.clone(), format!("Origin: {origin}")], INITIALIZE).await;
+        assert_eq!(r.status, 403, "Origin {origin}: {}{}", r.head, r.body);
+    }
+    // Positive controls: loopback Host spellings and a loopback Origin are served.
+    for host in [format!("localhost:{}", a.port()), format!("127.0.0.1:{}", a.port())] {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}\r\nOrigin: http://{host}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}",
+            INITIALIZE.len()
+        );
+        let r = raw(a, &head, INITIALIZE.as_bytes()).await;
+        assert_eq!(r.status, 200, "Host {host}: {}{}", r.head, r.body);
+    }
+    // Only /mcp is served.
+    let r = raw(a, &format!("GET / HTTP/1.1\r\nHost: {a}\r\n{auth}"), b"").await;
+    assert_eq!(r.status, 404);
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_caps_request_bodies_at_4_mib() {
+    let fx = Fixture::new();
+    let server = start(&fx, &two_clients(&fx)).await;
+    let a = server.addr;
+    let auth = bearer(TOKEN_A);
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(4 * 1024 * 1024 + 1)
+    );
+    // Declared length over the cap: refused before the body is read.
+    let r = post(a, std::slice::from_ref(&auth), &big).await;
+    assert_eq!(r.status, 413, "{}{}", r.head, r.body);
+    // Chunked, so no length is declared: refused while reading, at the same cap.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {a}\r\n{auth}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked"
+    );
+    let mut body = Vec::new();
+    for chunk in big.as_bytes().chunks(64 * 1024) {
+        body.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        body.extend_from_slice(chunk);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"0\r\n\r\n");
+    let r = raw(a, &head, &body).await;
+    assert_eq!(r.status, 413, "{}{}", r.head, r.body);
+    // The paired positive control: a large body under the cap is read (and served).
+    let under = INITIALIZE.replace("\"raw\"", &format!("\"{}\"", "r".repeat(3 * 1024 * 1024)));
+    let r = post(a, &[auth], &under).await;
+    assert_eq!(r.status, 200, "{}", r.head);
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_clients_use_tools_in_both_eras_under_their_own_names() {
+    let fx = Fixture::new();
+    fx.write("notes/hello.txt", "hello over http\n");
+    let server = start(&fx, &two_clients(&fx)).await;
+    for (token, era) in [(TOKEN_A, Era::Legacy), (TOKEN_B, Era::Modern), (TOKEN_A, Era::Modern)] {
+        let c = connect(&server, Some(token), era).await;
+        let r = c.ok("list_dir", json!({"path": "notes"})).await;
+        assert!(r.to_string().contains("hello.txt"), "{era:?}: {r}");
+        let r = c.ok("read", json!({"path": "notes/hello.txt"})).await;
+        assert!(r["content"].as_str().unwrap().contains("hello over http"), "{era:?}: {r}");
+        // Paths outside the roots stay refused over HTTP too.
+        let outside = fx.outside.join("canary.txt");
+        let e = c.err("read", json!({"path": outside.to_str().unwrap()})).await;
+        assert!(!e.contains("canary: must stay"), "{e}");
+        c.stop().await;
+    }
+    // The identity: each client's write is recorded under its configured name.
+    let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    alpha.ok("write", json!({"path": "by-alpha.txt", "content": "a\n"})).await;
+    alpha.stop().await;
+    let beta = connect(&server, Some(TOKEN_B), Era::Modern).await;
+    let r = beta.call("write", json!({"path": "by-beta.txt", "content": "b\n"})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    beta.stop().await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("by-alpha.txt")).unwrap(), "a\n");
+    assert_eq!(std::fs::read_to_string(fx.root.join("by-beta.txt")).unwrap(), "b\n");
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    let client_of = |path: &str| {
+        audit
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["tool"] == "write" && v["arguments"]["path"] == path)
+            .map(|v| v["client"].clone())
+    };
+    assert_eq!(client_of("by-alpha.txt"), Some(json!("alpha")), "{audit}");
+    assert_eq!(client_of("by-beta.txt"), Some(json!("beta")), "{audit}");
+    fx.assert_canary();
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_session_of_one_client_is_unknown_to_another() {
+    let fx = Fixture::new();
+    let server = start(&fx, &two_clients(&fx)).await;
+    let a = server.addr;
+    let init = post(a, &[bearer(TOKEN_A)], INITIALIZE).await;
+    assert_eq!(init.status, 200, "{}", init.head);
+    let session = init.header("mcp-session-id").expect("a 2025-era session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let with = |token: &str| {
+        vec![
+            bearer(token),
+            format!("Mcp-Session-Id: {session}"),
+            "MCP-Protocol-Version: 2025-11-25".to_string(),
+        ]
+    };
+    assert_eq!(post(a, &with(TOKEN_A), initialized).await.status, 202);
+    // beta's token with alpha's session: beta's service has never seen that session.
+    let stolen = post(a, &with(TOKEN_B), list).await;
+    assert_eq!(stolen.status, 404, "{}{}", stolen.head, stolen.body);
+    assert!(!stolen.body.contains("list_dir"), "{}", stolen.body);
+    // Positive control: alpha's own session lists the tools.
+    let own = post(a, &with(TOKEN_A), list).await;
+    assert_eq!(own.status, 200, "{}", own.head);
+    assert!(own.body.contains("list_dir"), "{}", own.body);
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_without_clients_serves_loopback_only_as_http() {
+    let fx = Fixture::new();
+    let server = start(&fx, &fx.fs_config()).await;
+    fx.write("x.txt", "x\n");
+    let c = connect(&server, None, Era::Modern).await;
+    c.ok("write", json!({"path": "y.txt", "content": "y\n"})).await;
+    c.stop().await;
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    assert!(audit.lines().any(|l| l.contains("\"client\":\"http\"")), "{audit}");
+    // Host checks hold without tokens too.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: evil.example.com\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}",
+        INITIALIZE.len()
+    );
+    assert_eq!(raw(server.addr, &head, INITIALIZE.as_bytes()).await.status, 403);
+    drop(server);
+}
+
+/// Runs `hands serve` expecting it to refuse to start; returns its stderr.
+fn refused(fx: &Fixture, config: &std::path::Path, http: &str, env: &[(&str, &str)]) -> String {
+    let out = fx
+        .std_command(&["serve", "--config", config.to_str().unwrap(), "--http", http])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty());
+    err
+}
+
+#[test]
+fn http_on_a_non_loopback_address_without_clients_refuses_to_start() {
+    let fx = Fixture::new();
+    let err = refused(&fx, &fx.fs_config(), "0.0.0.0:0", &[]);
+    assert!(err.contains("0.0.0.0:0") && err.contains("without bearer tokens"), "{err}");
+    assert!(err.contains("[[server.http.clients]]") && err.contains("token_env"), "{err}");
+}
+
+#[test]
+fn http_client_whose_token_is_missing_or_weak_refuses_to_start() {
+    let fx = Fixture::new();
+    let config = two_clients(&fx);
+    let err = refused(&fx, &config, "127.0.0.1:0", &[]);
+    assert!(err.contains("`alpha`") && err.contains("HANDS_TEST_TOKEN_A"), "{err}");
+    let err = refused(&fx, &config, "127.0.0.1:0", &[("HANDS_TEST_TOKEN_A", "  \n")]);
+    assert!(err.contains("`alpha`") && err.contains("empty"), "{err}");
+    let err = refused(&fx, &config, "127.0.0.1:0", &[("HANDS_TEST_TOKEN_A", "short")]);
+    assert!(err.contains("`alpha`") && err.contains("at least 16"), "{err}");
+    let err = refused(&fx, &config, "127.0.0.1:0", &[("HANDS_TEST_TOKEN_A", TOKEN_B)]);
+    assert!(err.contains("same token"), "{err}");
+    std::fs::remove_file(fx.root.parent().unwrap().join("beta.token")).unwrap();
+    let err = refused(&fx, &config, "127.0.0.1:0", &[("HANDS_TEST_TOKEN_A", TOKEN_A)]);
+    assert!(err.contains("`beta`") && err.contains("beta.token"), "{err}");
+}
+
+#[test]
+fn http_client_names_must_be_unique_and_not_a_built_in_identity() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[server.http]\nlisten = \"127.0.0.1:8765\"\n\
+         [[server.http.clients]]\nname = \"stdio\"\ntoken_env = \"A\"\n\
+         [[server.http.clients]]\nname = \"ci\"\ntoken_env = \"B\"\n\
+         [[server.http.clients]]\nname = \"ci\"\ntoken_env = \"C\"\n\
+         [[server.http.clients]]\nname = \"has space\"\ntoken_env = \"D\"\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\" }]\n",
+    );
+    let out = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("`stdio` is reserved"), "{text}");
+    assert!(text.contains("`ci` appears twice"), "{text}");
+    assert!(text.contains("`has space` is not"), "{text}");
+}
+
+#[test]
+fn doctor_warns_of_a_non_loopback_listener_and_a_token_serve_would_refuse() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[server.http]\nlisten = \"0.0.0.0:8765\"\n\
+         [[server.http.clients]]\nname = \"ci\"\ntoken_env = \"HANDS_TEST_UNSET_TOKEN\"\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\" }]\n",
+    );
+    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("0.0.0.0:8765, not a loopback address"), "{text}");
+    assert!(text.contains("would refuse to start") && text.contains("`ci`"), "{text}");
+}

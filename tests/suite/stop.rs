@@ -1,0 +1,146 @@
+//! `hands stop` through the real binary: a running command dies (no process left on the host),
+//! later commands are refused naming `hands stop --release` while reads still work, the release
+//! lets commands run again, and the control socket is private.
+
+use super::common::{Client, Fixture, host_processes, text_of};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// tools-fs and tools-shell on `root`, external calls allowed.
+fn config(fx: &Fixture) -> PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    )
+}
+
+async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    f()
+}
+
+/// A sleep duration no other test uses, to find it in the host's /proc.
+fn unique_sleep() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}.{}", 7000 + std::process::id() % 1000, nanos.subsec_nanos())
+}
+
+/// `hands stop [--release] --config CONFIG`: exit code and stdout.
+async fn hands_stop(fx: &Fixture, config: &Path, release: bool) -> (i32, String) {
+    let mut args = vec!["stop", "--config", config.to_str().unwrap()];
+    if release {
+        args.push("--release");
+    }
+    let out = fx.command(&args).output().await.unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn records(fx: &Fixture) -> Vec<Value> {
+    std::fs::read_to_string(fx.state.join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "readable\n");
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+
+    // The control socket: private to its owner.
+    let sock = fx.state.join("control.sock");
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // A long command, running.
+    let secs = unique_sleep();
+    let peer = c.service.peer().clone();
+    let params = CallToolRequestParams::new("bash").with_arguments(
+        json!({ "command": format!("sleep {secs}"), "timeout_secs": 600 })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let call = tokio::spawn(async move { peer.call_tool(params).await });
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command never started"
+    );
+
+    // The brake.
+    let started = Instant::now();
+    let (code, out) = hands_stop(&fx, &config, false).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 running commands ended"), "{out}");
+    let r = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("hands stop --release"), "{}", text_of(&r));
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert!(
+        wait_until(Duration::from_secs(3), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "a sleep outlived `hands stop`"
+    );
+
+    // New commands are refused, naming the way out; reads still work.
+    let msg = c.err("bash", json!({ "command": "echo should-not-run" })).await;
+    assert!(msg.contains("hands stop --release"), "{msg}");
+    let read = c.ok("read", json!({ "path": "a.txt" })).await;
+    assert!(read.to_string().contains("readable"), "{read}");
+
+    // Released: commands run again.
+    let (code, out) = hands_stop(&fx, &config, true).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("released"), "{out}");
+    let r = c.ok("bash", json!({ "command": "echo again" })).await;
+    assert_eq!(r["stdout"], "again\n");
+
+    // The log tells the story: the killed call, the person's stop, the refusal, the release.
+    let r = records(&fx);
+    let summary: Vec<(String, String, String)> = r
+        .iter()
+        .map(|x| {
+            let s = |k: &str| x[k].as_str().unwrap_or_default().to_string();
+            (s("tool"), s("decided_by"), s("outcome").chars().take(8).collect())
+        })
+        .collect();
+    let want = [
+        ("bash", "policy", "error: s"),
+        ("stop", "person-via-terminal", "ok: 1 ru"),
+        ("bash", "stop", "refused:"),
+        ("release", "person-via-terminal", "ok"),
+        ("bash", "policy", "ok"),
+    ];
+    let want: Vec<(String, String, String)> =
+        want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
+    // The killed call's record is written when its result returns, which may be after the
+    // stop's own record.
+    let mut got = summary.clone();
+    got[..2].sort();
+    let mut first_two = want[..2].to_vec();
+    first_two.sort();
+    assert_eq!(got[..2], first_two[..], "{summary:?}");
+    assert_eq!(got[2..], want[2..], "{summary:?}");
+
+    // The socket goes with the daemon; then there is nothing to stop.
+    c.stop().await;
+    assert!(wait_until(Duration::from_secs(5), || !sock.exists()).await, "socket left behind");
+    let (code, out) = hands_stop(&fx, &config, false).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no running daemon"), "{out}");
+}

@@ -1,0 +1,302 @@
+//! The tmux tools through the real binary, real tmux and rmcp's client: sessions in the module's
+//! sandbox and shared loopback, literal typing, exit status, kill leaving nothing behind, a
+//! daemon restart, the user's own tmux server untouched, and escapes from inside a pane.
+
+use super::common::{Client, Era, Fixture, host_processes};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn shell_config(fx: &Fixture) -> PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }, { path = \"{home}\" }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    )
+}
+
+async fn start(fx: &Fixture) -> Client {
+    Client::start_era(fx, &shell_config(fx), Era::Legacy).await
+}
+
+/// Reads a session until `pred` holds on its result (or a deadline passes); returns the last.
+async fn read_until(c: &Client, session: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let r = c.ok("tmux_read", json!({ "session": session })).await;
+        if pred(&r) || start.elapsed() > Duration::from_secs(15) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn text(v: &Value) -> &str {
+    v["text"].as_str().unwrap()
+}
+
+/// A number no other test uses, to find processes in the host's /proc.
+fn unique() -> u32 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    7000 + (std::process::id() % 500) * 1000 + nanos.subsec_micros() % 1000
+}
+
+/// A TCP port free on the host's loopback right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_web_server_in_tmux_is_reachable_from_bash_and_not_from_the_host() {
+    let fx = Fixture::new();
+    fx.write("site/index.html", "hello from the sandbox\n");
+    let c = start(&fx).await;
+    let port = free_port();
+    let started = c
+        .ok(
+            "tmux_start",
+            json!({ "command": format!("python3 -m http.server {port} --bind 127.0.0.1"),
+                    "cwd": "site", "name": "web" }),
+        )
+        .await;
+    assert_eq!(started["name"], "web");
+    assert_eq!(started["state"], "running");
+    let probe = format!(
+        "for i in $(seq 50); do python3 -c 'import urllib.request,sys; \
+         sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:{port}/index.html\").read().decode())' \
+         2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+    );
+    let got = c.ok("bash", json!({ "command": probe })).await;
+    assert_eq!(got["exit_code"], 0, "bash could not reach the tmux server: {got}");
+    assert_eq!(got["stdout"], "hello from the sandbox\n");
+    // The host's loopback does not have it.
+    let host = std::net::TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Duration::from_millis(500),
+    );
+    assert!(host.is_err(), "the sandboxed server must not be reachable from the host");
+    c.ok("tmux_kill", json!({ "session": "web" })).await;
+}
+
+#[tokio::test]
+async fn an_ended_command_shows_its_output_and_exit_status() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "echo first; echo second; exit 3", "name": "e3" })).await;
+    let r = read_until(&c, "e3", |r| r["ended"] == true).await;
+    assert_eq!(r["ended"], true, "{r}");
+    assert_eq!(r["exit_status"], 3, "{r}");
+    assert_eq!(text(&r), "first\nsecond");
+    let one = c.ok("tmux_read", json!({ "session": "e3", "lines": 1 })).await;
+    assert_eq!(text(&one), "second");
+    let listed = c.ok("tmux_list", json!({})).await;
+    let s = &listed["sessions"][0];
+    assert_eq!((s["name"].as_str(), s["state"].as_str()), (Some("e3"), Some("ended")));
+    assert_eq!(s["exit_status"], 3);
+    assert_eq!(s["cwd"], fx.root.to_str().unwrap());
+    assert_eq!(s["command"], "echo first; echo second; exit 3");
+    assert!(s["started"].as_u64().unwrap() > 1_700_000_000);
+    for bad in [0, 5001] {
+        let e = c.err("tmux_read", json!({ "session": "e3", "lines": bad })).await;
+        assert!(e.contains("between 1 and 5000"), "{e}");
+    }
+    c.ok("tmux_kill", json!({ "session": "e3" })).await;
+    assert_eq!(c.ok("tmux_list", json!({})).await["sessions"], json!([]));
+}
+
+#[tokio::test]
+async fn send_types_text_literally_including_tmux_syntax() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "cat", "name": "cat" })).await;
+    let tricky = "C-c ; #{pane_id} $HOME 'q' \"d\" \\; end;";
+    let sent = c.ok("tmux_send", json!({ "session": "cat", "text": tricky })).await;
+    assert_eq!(sent["sent_chars"], tricky.chars().count());
+    // The terminal echoes the line, then cat prints it again.
+    let r = read_until(&c, "cat", |r| text(r).matches(tricky).count() >= 2).await;
+    assert_eq!(text(&r).matches(tricky).count(), 2, "{}", text(&r));
+    assert_eq!(r["ended"], false, "C-c must not have been sent as a key: {r}");
+    // Without Enter the text waits on the line.
+    c.ok("tmux_send", json!({ "session": "cat", "text": "-n partial", "enter": false })).await;
+    let r = read_until(&c, "cat", |r| text(r).ends_with("-n partial")).await;
+    assert!(text(&r).ends_with("-n partial"), "{}", text(&r));
+    assert_eq!(text(&r).matches("-n partial").count(), 1);
+    c.ok("tmux_kill", json!({ "session": "cat" })).await;
+}
+
+#[tokio::test]
+async fn names_are_validated_and_bad_commands_are_reported() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    for bad in ["a:b", "a.b", "-t", "x y", "=s", ""] {
+        let e = c.err("tmux_start", json!({ "command": "true", "name": bad })).await;
+        assert!(e.contains("invalid session name"), "{bad:?}: {e}");
+        let e = c.err("tmux_read", json!({ "session": bad })).await;
+        assert!(e.contains("invalid session name"), "{bad:?}: {e}");
+    }
+    let e =
+        c.err("tmux_start", json!({ "command": "no-such-program-hands --x", "name": "bad" })).await;
+    assert!(e.contains("did not start") && e.contains("127"), "{e}");
+    assert!(e.contains("not found"), "the shell's complaint is shown: {e}");
+    assert_eq!(c.ok("tmux_list", json!({})).await["sessions"], json!([]));
+    let e = c.err("tmux_read", json!({ "session": "nothing" })).await;
+    assert!(e.contains("no tmux session"), "{e}");
+    let e = c.err("tmux_start", json!({ "command": "true", "cwd": "/etc" })).await;
+    assert!(e.contains("bad cwd"), "{e}");
+    // Default names, and a duplicate refused.
+    let a = c.ok("tmux_start", json!({ "command": "sleep 30" })).await;
+    assert_eq!(a["name"], "s1");
+    let b = c.ok("tmux_start", json!({ "command": "sleep 30" })).await;
+    assert_eq!(b["name"], "s2");
+    let e = c.err("tmux_start", json!({ "command": "true", "name": "s1" })).await;
+    assert!(e.contains("already exists"), "{e}");
+    for s in ["s1", "s2"] {
+        c.ok("tmux_kill", json!({ "session": s })).await;
+    }
+}
+
+#[tokio::test]
+async fn kill_leaves_no_process_behind_including_a_setsid_child() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let pane = format!("{}.5", unique());
+    let child = format!("{}.25", unique());
+    let cmd = format!("setsid sleep {child} & disown; sleep {pane}");
+    c.ok("tmux_start", json!({ "command": cmd, "name": "tree" })).await;
+    let seen = async {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if !host_processes(&["sleep", &child]).is_empty()
+                && !host_processes(&["sleep", &pane]).is_empty()
+            {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    };
+    assert!(seen.await, "both sleeps should be running on the host");
+    let k = c.ok("tmux_kill", json!({ "session": "tree" })).await;
+    assert_eq!(k["killed"], true);
+    assert!(host_processes(&["sleep", &pane]).is_empty(), "the pane's command survived");
+    assert!(host_processes(&["sleep", &child]).is_empty(), "the setsid child survived");
+    let e = c.err("tmux_read", json!({ "session": "tree" })).await;
+    assert!(e.contains("no tmux session"), "{e}");
+}
+
+#[tokio::test]
+async fn sessions_survive_a_daemon_restart() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "echo before-restart; cat", "name": "keep" })).await;
+    read_until(&c, "keep", |r| text(r).contains("before-restart")).await;
+    fx.write("site/index.html", "still here\n");
+    let port = free_port();
+    let serve = format!("python3 -m http.server {port} --bind 127.0.0.1");
+    c.ok("tmux_start", json!({ "command": serve, "cwd": "site", "name": "web" })).await;
+    c.stop().await;
+    // Wait until the daemon process is gone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = start(&fx).await;
+    let listed = c.ok("tmux_list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["name"], "keep", "{listed}");
+    assert_eq!(listed["sessions"][0]["state"], "running");
+    assert_eq!(listed["sessions"][1]["name"], "web", "{listed}");
+    // The private loopback survived with the server: a new bash call reaches it.
+    let probe = format!(
+        "for i in $(seq 50); do python3 -c 'import urllib.request,sys; \
+         sys.stdout.write(urllib.request.urlopen(\"http://127.0.0.1:{port}/\").read().decode())' \
+         2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+    );
+    let got = c.ok("bash", json!({ "command": probe })).await;
+    assert_eq!(got["stdout"], "still here\n", "{got}");
+    c.ok("tmux_kill", json!({ "session": "web" })).await;
+    c.ok("tmux_send", json!({ "session": "keep", "text": "after-restart" })).await;
+    let r = read_until(&c, "keep", |r| text(r).matches("after-restart").count() >= 2).await;
+    assert!(text(&r).contains("before-restart"), "{}", text(&r));
+    assert_eq!(text(&r).matches("after-restart").count(), 2, "{}", text(&r));
+    c.ok("tmux_kill", json!({ "session": "keep" })).await;
+}
+
+#[tokio::test]
+async fn the_users_own_tmux_server_is_not_seen_or_touched() {
+    let fx = Fixture::new();
+    // The user's server on the default socket of its own TMUX_TMPDIR.
+    let user_tmp = fx.dir.path().join("user-tmux");
+    std::fs::create_dir_all(&user_tmp).unwrap();
+    let user_tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(args)
+            .env("TMUX_TMPDIR", &user_tmp)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
+    };
+    let made = user_tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "mine", "sleep 120"]);
+    assert!(made.status.success(), "{made:?}");
+    let c = Client::start_with_env(
+        &fx,
+        &shell_config(&fx),
+        Era::Legacy,
+        &[("TMUX_TMPDIR", user_tmp.to_str().unwrap())],
+    )
+    .await;
+    c.ok("tmux_start", json!({ "command": "sleep 60", "name": "ours" })).await;
+    let listed = c.ok("tmux_list", json!({})).await;
+    let names: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ours"]);
+    let e = c.err("tmux_read", json!({ "session": "mine" })).await;
+    assert!(e.contains("no tmux session"), "{e}");
+    let e = c.err("tmux_kill", json!({ "session": "mine" })).await;
+    assert!(e.contains("no tmux session"), "{e}");
+    // Nor from inside the sandbox: the user's socket folder is not there.
+    let inside = c
+        .ok("bash", json!({ "command": format!("ls {} 2>&1; tmux ls 2>&1", user_tmp.display()) }))
+        .await;
+    assert!(!inside["stdout"].as_str().unwrap().contains("mine"), "{inside}");
+    c.ok("tmux_kill", json!({ "session": "ours" })).await;
+    let still = user_tmux(&["list-sessions", "-F", "#{session_name}"]);
+    assert_eq!(String::from_utf8_lossy(&still.stdout).trim(), "mine");
+    user_tmux(&["kill-server"]);
+}
+
+#[tokio::test]
+async fn escapes_from_inside_a_pane_fail() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::fs::write(fx.home.join(".netrc"), "machine x password hunter2\n").unwrap();
+    let outside = fx.outside.join("pwned");
+    let script = format!(
+        "echo inside > ok.txt && echo root-write-ok; \
+         (echo x > {out}) 2>/dev/null && echo OUTSIDE-WRITTEN || echo outside-refused; \
+         (cat {home}/.netrc 2>/dev/null | grep -q hunter2) && echo SECRET-READ || echo secret-masked; \
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 1)' \
+           2>/dev/null && echo HOST-LOOPBACK || echo loopback-refused; \
+         echo done",
+        out = outside.display(),
+        home = fx.home.display(),
+    );
+    c.ok("tmux_start", json!({ "command": script, "name": "esc" })).await;
+    let r = read_until(&c, "esc", |r| r["ended"] == true).await;
+    let t = text(&r);
+    assert!(t.contains("done"), "{t}");
+    // Positive control: the root is writable from the pane.
+    assert!(t.contains("root-write-ok"), "{t}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("ok.txt")).unwrap(), "inside\n");
+    assert!(t.contains("outside-refused") && !t.contains("OUTSIDE-WRITTEN"), "{t}");
+    assert!(t.contains("secret-masked") && !t.contains("SECRET-READ"), "{t}");
+    assert!(t.contains("loopback-refused") && !t.contains("HOST-LOOPBACK"), "{t}");
+    assert!(listener.accept().is_err(), "nothing reached the host listener");
+    assert!(!outside.exists());
+    fx.assert_canary();
+    c.ok("tmux_kill", json!({ "session": "esc" })).await;
+}
