@@ -1,6 +1,7 @@
 //! The tmux tools through the real binary, real tmux and rmcp's client: sessions in the module's
 //! sandbox and shared loopback, literal typing, exit status, kill leaving nothing behind, a
-//! daemon restart, the user's own tmux server untouched, and escapes from inside a pane.
+//! daemon restart, the user's own tmux server untouched, escapes from inside a pane, and the
+//! one private loopback every command of a module shares.
 
 use super::common::{Client, Era, Fixture, host_processes};
 use serde_json::{Value, json};
@@ -299,4 +300,31 @@ async fn escapes_from_inside_a_pane_fail() {
     assert!(!outside.exists());
     fx.assert_canary();
     c.ok("tmux_kill", json!({ "session": "esc" })).await;
+}
+
+#[tokio::test]
+async fn two_bash_calls_share_one_loopback() {
+    let fx = Fixture::new();
+    let c = std::sync::Arc::new(start(&fx).await);
+    let port = free_port();
+    // One call listens (and answers once); a second, concurrent call connects to it.
+    let server = format!(
+        "python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, \
+         socket.SO_REUSEADDR, 1); s.bind((\"127.0.0.1\", {port})); s.listen(); s.settimeout(20); \
+         c,_=s.accept(); c.sendall(b\"shared-loopback\"); c.close()'"
+    );
+    let listening = {
+        let c = c.clone();
+        tokio::spawn(async move { c.ok("bash", json!({ "command": server })).await })
+    };
+    let client = format!(
+        "for i in $(seq 100); do python3 -c 'import socket,sys; \
+         sys.stdout.write(socket.create_connection((\"127.0.0.1\", {port}), 1).recv(64).decode())' \
+         2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+    );
+    let got = c.ok("bash", json!({ "command": client })).await;
+    assert_eq!(got["stdout"], "shared-loopback", "{got}");
+    assert_eq!(listening.await.unwrap()["exit_code"], 0);
+    // That the host cannot reach this loopback is shown with a long-lived listener in
+    // a_web_server_in_tmux_is_reachable_from_bash_and_not_from_the_host.
 }
