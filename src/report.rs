@@ -232,6 +232,21 @@ pub fn doctor(daemon: &Daemon) -> String {
         if let Err(e) = crate::http::Setup::new(Some(h), None) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
         }
+        for cl in &h.clients {
+            let Some(file) = &cl.token_file else { continue };
+            if let Ok(meta) = std::fs::metadata(file) {
+                use std::os::unix::fs::PermissionsExt as _;
+                if meta.permissions().mode() & 0o077 != 0 {
+                    warnings.push(format!(
+                        "[[server.http.clients]] `{}`: token_file {} is readable by other users \
+                         (mode {:o}); `chmod 600` it",
+                        cl.name,
+                        file.display(),
+                        meta.permissions().mode() & 0o777
+                    ));
+                }
+            }
+        }
     }
     for id in daemon.unavailable_modules() {
         let why = if id == ModuleId::Shell && !cfg!(target_os = "linux") {

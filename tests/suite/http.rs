@@ -416,15 +416,29 @@ fn http_client_names_must_be_unique_and_not_a_built_in_identity() {
 
 #[test]
 fn doctor_warns_of_a_non_loopback_listener_and_a_token_serve_would_refuse() {
+    use std::os::unix::fs::PermissionsExt;
     let fx = Fixture::new();
-    let config = fx.config(
+    let token_file = fx.root.parent().unwrap().join("ops.token");
+    std::fs::write(&token_file, format!("{TOKEN_B}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = fx.config(&format!(
         "[server.http]\nlisten = \"0.0.0.0:8765\"\n\
          [[server.http.clients]]\nname = \"ci\"\ntoken_env = \"HANDS_TEST_UNSET_TOKEN\"\n\
+         [[server.http.clients]]\nname = \"ops\"\ntoken_file = \"{}\"\n\
          [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
-         filesystem = [{ path = \"{root}\" }]\n",
-    );
-    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+         filesystem = [{{ path = \"{{root}}\" }}]\n",
+        token_file.display()
+    ));
+    let doctor = || {
+        let out =
+            fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = doctor();
     assert!(text.contains("0.0.0.0:8765, not a loopback address"), "{text}");
     assert!(text.contains("would refuse to start") && text.contains("`ci`"), "{text}");
+    assert!(text.contains("`ops`: token_file") && text.contains("chmod 600"), "{text}");
+    // The paired control: a private token file draws no such warning.
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!doctor().contains("chmod 600"));
 }
