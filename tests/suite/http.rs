@@ -241,8 +241,14 @@ async fn http_caps_request_bodies_at_4_mib() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
         "x".repeat(4 * 1024 * 1024 + 1)
     );
-    // Declared length over the cap: refused before the body is read.
-    let r = post(a, std::slice::from_ref(&auth), &big).await;
+    // Declared length over the cap: refused on the headers alone, before any body is sent
+    // (sending none also keeps the refused bytes from turning the close into a reset).
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {a}\r\n{auth}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}",
+        big.len()
+    );
+    let r = raw(a, &head, b"").await;
     assert_eq!(r.status, 413, "{}{}", r.head, r.body);
     // Chunked, so no length is declared: refused while reading, at the same cap.
     let head = format!(
