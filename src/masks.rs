@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 /// Entries one walk of the roots visits at most; past it the rest of the roots is not scanned.
 const WALK_LIMIT: usize = 200_000;
 /// How long a walk's result is reused: a secret file created on the host is masked for every
-/// command that starts this long after it appeared.
+/// command that starts this long after it appeared. A walk slower than a tenth of it is reused
+/// ten times as long as it took, so walking never takes more than a tenth of the time.
 const TTL: Duration = Duration::from_secs(2);
 /// Credential-list entries that are folders, so a missing one gets a folder as placeholder
 /// (the person's own tools then still find a folder where they expect one).
@@ -36,7 +37,8 @@ const CREDENTIAL_FOLDERS: &[&str] = &[
 pub struct Masks {
     roots: Vec<PathBuf>,
     resolver: Arc<Resolver>,
-    cache: Mutex<Option<(Instant, Arc<Found>)>>,
+    /// The last walk's result, when it ended, and how long it may be reused.
+    cache: Mutex<Option<(Instant, Duration, Arc<Found>)>>,
     warned: AtomicBool,
 }
 
@@ -64,11 +66,12 @@ impl Masks {
     }
 
     /// The names to mask for a command starting now: the last walk's when it is younger than
-    /// [`TTL`], else a new walk's. Blocking; call it off the async runtime.
+    /// [`TTL`] (longer for a slow walk), else a new walk's. Blocking; call it off the async
+    /// runtime.
     pub fn current(&self) -> Arc<Found> {
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((at, found)) = cache.as_ref()
-            && at.elapsed() < TTL
+        if let Some((at, ttl, found)) = cache.as_ref()
+            && at.elapsed() < *ttl
         {
             return found.clone();
         }
@@ -89,7 +92,8 @@ impl Masks {
         );
         let found = Arc::new(found);
         // Stamped when the walk ended, so a slow walk is not immediately stale.
-        *cache = Some((Instant::now(), found.clone()));
+        let ttl = TTL.max(started.elapsed().saturating_mul(10));
+        *cache = Some((Instant::now(), ttl, found.clone()));
         found
     }
 }
@@ -320,8 +324,10 @@ mod tests {
         assert_eq!(std::fs::read(rw.join(".netrc")).unwrap(), b"");
         assert!(!ro.join(".aws").exists());
         assert!(!base.join("elsewhere").exists());
-        // Again: everything exists now, so nothing more is made and nothing fails.
+        // The next start finds the folder and makes the next missing component, then nothing.
         let again = placeholders(&denied, &roots).unwrap();
-        assert_eq!(again, Vec::<PathBuf>::new());
+        assert_eq!(again, [rw.join(".docker/config.json")]);
+        assert_eq!(std::fs::read(rw.join(".docker/config.json")).unwrap(), b"");
+        assert_eq!(placeholders(&denied, &roots).unwrap(), Vec::<PathBuf>::new());
     }
 }

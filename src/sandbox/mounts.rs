@@ -4,7 +4,7 @@
 use super::{Spec, sys};
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Where the host's root is reachable while the new root is built (after the first pivot).
@@ -179,7 +179,16 @@ pub fn build_root(spec: &Spec) -> Result<()> {
     for p in spec.protected.iter().filter(|p| existing(p)) {
         bind(&inside(p), &inside(p), true)?;
     }
-    let null = host(Path::new("/dev/null"));
+    // A masked file is covered by an empty mode-000 file bound read-only, so reading it and
+    // writing it both fail; /dev/null would have taken writes as if they had worked. The file
+    // lives in the scratch root, which is detached below; its binds stay.
+    let blank = Path::new("/masked");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(blank)
+        .with_context(|| format!("cannot create {}", blank.display()))?;
     for p in spec.masked.iter().filter(|p| existing(p)) {
         let at = inside(p);
         if at.is_dir() {
@@ -191,7 +200,7 @@ pub fn build_root(spec: &Spec) -> Result<()> {
                 Some("mode=000,size=4k"),
             )?;
         } else {
-            bind(&null, &at, true)?;
+            bind(blank, &at, true)?;
         }
     }
 

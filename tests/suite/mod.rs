@@ -10,6 +10,8 @@ mod fs_tools;
 mod git_ssh;
 mod git_tools;
 mod http;
+#[cfg(target_os = "linux")]
+mod masking;
 mod path_attacks;
 mod protocol;
 #[cfg(target_os = "linux")]

@@ -1,0 +1,239 @@
+//! What the `bash` tool's sandbox hides beyond the fixed deny lists, through the real binary:
+//! secret files inside the roots (also ones created after the daemon started), the folders
+//! above them pinned, missing denied paths that a command must not create, and descriptors.
+//! The tests run as root, so every refusal here comes from the sandbox, and each has a
+//! positive control beside it.
+
+use super::common::{Client, Era, Fixture};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const SECRET: &str = "hunter2-hands-masking-secret";
+
+/// tools-shell with `root` writable and the fake home writable or read-only, external calls
+/// allowed; `sandbox` is the body of the `[sandbox]` table.
+fn shell_config(fx: &Fixture, home_writable: bool, sandbox: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[sandbox]\n{sandbox}\n\n[[builtins]]\n\
+         id = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}, \
+         {{ path = \"{{home}}\", write = {home_writable} }}]\n\
+         config = {{ trust = {{ external = \"allow\" }} }}\n"
+    ))
+}
+
+async fn start(fx: &Fixture, home_writable: bool, sandbox: &str) -> Client {
+    let config = shell_config(fx, home_writable, sandbox);
+    Client::start_with_env(fx, &config, Era::Legacy, &[]).await
+}
+
+async fn bash(c: &Client, command: &str) -> Value {
+    c.ok("bash", json!({ "command": command })).await
+}
+
+fn out(v: &Value) -> &str {
+    v["stdout"].as_str().unwrap()
+}
+
+fn read(p: impl AsRef<std::path::Path>) -> String {
+    std::fs::read_to_string(p).unwrap()
+}
+
+#[tokio::test]
+async fn a_dot_env_reads_as_masked_and_cannot_be_overwritten_while_env_example_reads() {
+    let fx = Fixture::new();
+    fx.write(".env", &format!("TOKEN={SECRET}\n"));
+    fx.write(".env.example", "TOKEN=example-value\n");
+    std::fs::create_dir_all(fx.home.join("app")).unwrap();
+    std::fs::write(fx.home.join("app/.env"), format!("RO={SECRET}\n")).unwrap();
+    let c = start(&fx, false, "").await;
+    let home = fx.home.display();
+    let r = bash(
+        &c,
+        &format!(
+            "cat .env; cat {home}/app/.env; cp .env copy; cat copy; \
+             echo x > .env && echo wrote-env; echo x >> .env && echo appended-env; \
+             rm -f .env && echo removed-env; mv .env moved && echo moved-env; \
+             cat .env.example; echo y > plain.txt && cat plain.txt"
+        ),
+    )
+    .await;
+    let text = out(&r);
+    assert!(!text.contains(SECRET), "a secret file leaked: {r}");
+    for word in ["wrote-env", "appended-env", "removed-env", "moved-env"] {
+        assert!(!text.contains(word), "{word}: {r}");
+    }
+    assert!(text.contains("TOKEN=example-value"), "the positive control failed: {r}");
+    assert!(text.contains("y\n"), "the positive control failed: {r}");
+    assert_eq!(read(fx.root.join(".env")), format!("TOKEN={SECRET}\n"));
+    assert_eq!(read(fx.home.join("app/.env")), format!("RO={SECRET}\n"));
+    assert!(!fx.root.join("moved").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_dot_env_created_after_the_daemon_started_is_masked_for_the_next_command() {
+    let fx = Fixture::new();
+    let c = start(&fx, false, "").await;
+    // A first command fills the walk's cache while there is no secret yet.
+    assert_eq!(out(&bash(&c, "ls -A").await), "");
+    fx.write(".env.local", &format!("TOKEN={SECRET}\n"));
+    fx.write("later.txt", "later\n");
+    // Longer than the walk's cache lives.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = bash(&c, "cat .env.local; cat later.txt").await;
+    assert!(!out(&r).contains(SECRET), "a secret made after start leaked: {r}");
+    assert!(out(&r).contains("later"), "the positive control failed: {r}");
+    assert_eq!(read(fx.root.join(".env.local")), format!("TOKEN={SECRET}\n"));
+    c.stop().await;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_pem_in_a_subfolder_is_masked_and_its_folders_cannot_be_moved_aside() {
+    let fx = Fixture::new();
+    fx.write("certs/deep/server.pem", &format!("-----BEGIN {SECRET}-----\n"));
+    fx.write("certs/deep/readme.txt", "readme\n");
+    let c = start(&fx, false, "").await;
+    let r = bash(
+        &c,
+        "cat certs/deep/server.pem; mv certs/deep certs/moved && echo moved-deep; \
+         mv certs certs2 && echo moved-certs; cat certs/moved/server.pem certs2/deep/server.pem; \
+         cat certs/deep/readme.txt; mkdir plain && mv plain plain2 && echo moved-plain",
+    )
+    .await;
+    let text = out(&r);
+    assert!(!text.contains(SECRET), "the .pem leaked: {r}");
+    assert!(!text.contains("moved-deep") && !text.contains("moved-certs"), "{r}");
+    assert!(text.contains("readme"), "the positive control failed: {r}");
+    assert!(text.contains("moved-plain"), "the positive control failed: {r}");
+    assert!(fx.root.join("plain2").is_dir());
+    assert_eq!(read(fx.root.join("certs/deep/server.pem")), format!("-----BEGIN {SECRET}-----\n"));
+    assert!(!fx.root.join("certs2").exists() && !fx.root.join("certs/moved").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_missing_denied_path_in_a_writable_root_cannot_be_created() {
+    let fx = Fixture::new();
+    let c = start(&fx, false, "deny = [\"{root}/private\"]").await;
+    // The daemon made an empty placeholder at startup, so the launcher has something to mask.
+    let private = fx.root.join("private");
+    let meta = std::fs::symlink_metadata(&private).unwrap();
+    assert!(meta.is_file() && meta.len() == 0, "{meta:?}");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let r = bash(
+        &c,
+        "mkdir private && echo made-dir; echo x > private/f && echo wrote-f; \
+         rm -f private && echo removed; echo x > private && echo wrote-private; \
+         mkdir other && echo x > other/f && cat other/f && echo control-ok",
+    )
+    .await;
+    let text = out(&r);
+    for word in ["made-dir", "wrote-f", "removed", "wrote-private"] {
+        assert!(!text.contains(word), "{word}: {r}");
+    }
+    assert!(text.contains("control-ok"), "the positive control failed: {r}");
+    assert_eq!(read(fx.root.join("other/f")), "x\n");
+    let meta = std::fs::symlink_metadata(&private).unwrap();
+    assert!(meta.is_file() && meta.len() == 0, "the placeholder changed: {meta:?}");
+    c.stop().await;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_missing_credential_folder_in_a_writable_home_cannot_be_created() {
+    let fx = Fixture::new();
+    // The daemon's HOME is the fake home, here declared writable and without `.aws`/`.ssh`.
+    let c = start(&fx, true, "").await;
+    for name in [".aws", ".ssh"] {
+        let meta = std::fs::symlink_metadata(fx.home.join(name)).unwrap();
+        assert!(meta.is_dir(), "{name}: {meta:?}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{name}");
+    }
+    let home = fx.home.display();
+    let r = bash(
+        &c,
+        &format!(
+            "mkdir -p {home}/.aws; echo key > {home}/.aws/credentials && echo wrote-aws; \
+             echo key >> {home}/.ssh/authorized_keys && echo wrote-ssh; \
+             rm -rf {home}/.aws; mv {home}/.ssh {home}/ssh2 && echo moved-ssh; \
+             echo notes > {home}/notes.txt && cat {home}/notes.txt"
+        ),
+    )
+    .await;
+    let text = out(&r);
+    for word in ["wrote-aws", "wrote-ssh", "moved-ssh"] {
+        assert!(!text.contains(word), "{word}: {r}");
+    }
+    assert!(text.contains("notes"), "the positive control failed: {r}");
+    assert_eq!(read(fx.home.join("notes.txt")), "notes\n");
+    for name in [".aws", ".ssh"] {
+        let left: Vec<_> = std::fs::read_dir(fx.home.join(name)).unwrap().collect();
+        assert!(left.is_empty(), "something was created in {name}: {left:?}");
+    }
+    assert!(!fx.home.join("ssh2").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_missing_denied_path_in_a_read_only_root_or_outside_needs_no_placeholder() {
+    let fx = Fixture::new();
+    let c = start(&fx, false, "deny = [\"{home}/private\", \"{outside}/private\"]").await;
+    // Nothing is made on the host where Landlock and the read-only binds already refuse.
+    assert!(!fx.home.join("private").exists());
+    assert!(!fx.home.join(".aws").exists());
+    assert!(!fx.outside.join("private").exists());
+    let (home, outside) = (fx.home.display(), fx.outside.display());
+    let r = bash(
+        &c,
+        &format!(
+            "mkdir {home}/private && echo made-home; echo x > {home}/private && echo wrote-home; \
+             mkdir -p {home}/.aws && echo made-aws; \
+             mkdir {outside}/private && echo made-outside; \
+             echo x > {outside}/private && echo wrote-outside; \
+             mkdir private && echo x > private/f && cat private/f && echo control-ok"
+        ),
+    )
+    .await;
+    let text = out(&r);
+    for word in ["made-home", "wrote-home", "made-aws", "made-outside", "wrote-outside"] {
+        assert!(!text.contains(word), "{word}: {r}");
+    }
+    assert!(text.contains("control-ok"), "the positive control failed: {r}");
+    assert!(!fx.home.join("private").exists());
+    assert!(!fx.home.join(".aws").exists());
+    c.stop().await;
+    // Also proves nothing (`private`) appeared outside the roots.
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn proc_self_fd_shows_only_0_to_2_and_the_folder_ls_opened() {
+    let fx = Fixture::new();
+    let c = start(&fx, false, "").await;
+    let r = bash(&c, "ls /proc/self/fd; echo ---; ls -l /proc/self/fd").await;
+    let text = out(&r);
+    let (plain, long) = text.split_once("---\n").unwrap();
+    let fds: BTreeSet<u32> = plain.lines().map(|l| l.trim().parse().unwrap()).collect();
+    let allowed: BTreeSet<u32> = [0, 1, 2, 3].into();
+    assert!(fds.is_subset(&allowed), "a descriptor reached the command: {text}");
+    assert!([0, 1, 2].iter().all(|n| fds.contains(n)), "{text}");
+    // In the long listing, 3 (if there) is the folder `ls` opened to list: /proc/<its pid>/fd.
+    for line in long.lines().filter(|l| l.contains(" -> ")) {
+        let (left, target) = line.split_once(" -> ").unwrap();
+        let fd: u32 = left.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(allowed.contains(&fd), "a descriptor reached the command: {text}");
+        if fd == 3 {
+            let pid = target.strip_prefix("/proc/").and_then(|t| t.strip_suffix("/fd"));
+            assert!(pid.is_some_and(|p| p.parse::<u32>().is_ok()), "fd 3 is not ls's own: {text}");
+        }
+    }
+    c.stop().await;
+}
