@@ -3,6 +3,7 @@
 //! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
 
+mod approvals;
 mod audit;
 mod config;
 mod control;

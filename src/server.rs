@@ -30,6 +30,8 @@ pub struct Daemon {
     audit: Arc<crate::audit::Audit>,
     /// `hands stop` is in effect: external-class calls are refused until `--release`.
     stopped: std::sync::atomic::AtomicBool,
+    /// Asking a person, and the standing permissions (`src/approvals.rs`).
+    pub approvals: Arc<crate::approvals::Approvals>,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -138,6 +140,8 @@ impl Daemon {
             }
         }
         let audit = crate::audit::Audit::open(&absolute(&config.state_dir))?;
+        let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
+        let approvals = crate::approvals::Approvals::new(&absolute(&config.state_dir), timeout)?;
         Ok(Daemon {
             config,
             fs,
@@ -146,6 +150,7 @@ impl Daemon {
             tools,
             audit: Arc::new(audit),
             stopped: Default::default(),
+            approvals: Arc::new(approvals),
         })
     }
 
@@ -221,11 +226,20 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// What the gate said about one call; `refusal` is the message when it did not allow it.
+/// What the gate said about one call; `refusal` is the message when it did not allow it, and
+/// `input` the question for a 2026-07-28 client to put to a person before it retries.
 struct Gate {
     decision: crate::audit::Decision,
     decided_by: crate::audit::DecidedBy,
     refusal: Option<String>,
+    input: Option<rmcp::model::InputRequiredResult>,
+}
+
+/// What a retried call echoes back after an input-required result.
+#[derive(Default)]
+struct Retry {
+    state: Option<String>,
+    responses: Option<rmcp::model::InputResponses>,
 }
 
 /// The rmcp handler of one connection.
@@ -235,11 +249,13 @@ pub struct HandsServer {
     /// Who is connected: `stdio`, or the `name` of an HTTP client's token. It is the identity
     /// approvals and the audit log record.
     client: Arc<str>,
+    /// Standing *session* permissions of this connection: (module, tool).
+    session: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
 }
 
 impl HandsServer {
     pub fn new(daemon: Arc<Daemon>, client: &str) -> Self {
-        HandsServer { daemon, client: Arc::from(client) }
+        HandsServer { daemon, client: Arc::from(client), session: Default::default() }
     }
 
     /// The connected client's identity (`stdio` or an HTTP client's configured name).
@@ -257,10 +273,22 @@ impl HandsServer {
             .unwrap_or(TrustAction::Deny)
     }
 
-    /// The trust gate: the brake first (external class), then the policy.
-    fn gate(&self, def: &ToolDef) -> Gate {
+    /// The trust gate: the brake first (external class), then the policy; `ask` goes to a
+    /// standing permission or a person (`ask_person`).
+    async fn gate(
+        &self,
+        def: &ToolDef,
+        arguments: &serde_json::Value,
+        retry: Retry,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Gate {
         use crate::audit::{DecidedBy, Decision};
-        let deny = |by, msg| Gate { decision: Decision::Deny, decided_by: by, refusal: Some(msg) };
+        let deny = |by, msg| Gate {
+            decision: Decision::Deny,
+            decided_by: by,
+            refusal: Some(msg),
+            input: None,
+        };
         if def.class == ActionClass::External && self.daemon.is_stopped() {
             return deny(
                 DecidedBy::Stop,
@@ -272,9 +300,12 @@ impl HandsServer {
             );
         }
         match self.trust_for(def) {
-            TrustAction::Allow => {
-                Gate { decision: Decision::Allow, decided_by: DecidedBy::Policy, refusal: None }
-            }
+            TrustAction::Allow => Gate {
+                decision: Decision::Allow,
+                decided_by: DecidedBy::Policy,
+                refusal: None,
+                input: None,
+            },
             TrustAction::Deny => deny(
                 DecidedBy::Policy,
                 format!(
@@ -285,18 +316,93 @@ impl HandsServer {
                     def.module.name()
                 ),
             ),
-            // Fail closed: until a person can be asked, "ask" refuses.
-            TrustAction::Ask => deny(
-                DecidedBy::Policy,
-                format!(
-                    "`{}` needs a person's approval (trust.{} = \"ask\"), and this version cannot \
-                     ask yet; a person can set trust.{} = \"allow\" for {} in daemon.toml",
+            TrustAction::Ask => self.ask_person(def, arguments, retry, ctx).await,
+        }
+    }
+
+    /// `ask`: a standing permission, else a person — through the client (a 2026-07-28
+    /// input-required round trip, or a 2025-era elicitation), else at a terminal. Anything but
+    /// an explicit allow refuses.
+    async fn ask_person(
+        &self,
+        def: &ToolDef,
+        arguments: &serde_json::Value,
+        retry: Retry,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Gate {
+        use crate::approvals::{Action, Asked, Channel, Choice};
+        use crate::audit::{DecidedBy, Decision};
+        let approvals = &self.daemon.approvals;
+        let action = Action {
+            client: self.client().to_string(),
+            module: def.module.name().to_string(),
+            tool: def.tool.name.to_string(),
+            class: def.class.to_string(),
+            arguments: arguments.clone(),
+        };
+        let allow =
+            |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
+        let key = (action.module.clone(), action.tool.clone());
+        let in_session =
+            self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&key);
+        if in_session || approvals.always_allows(&action) {
+            return allow(DecidedBy::StandingPermission);
+        }
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let elicits = ctx.client_capabilities().is_some_and(|c| {
+            c.elicitation.as_ref().is_some_and(|e| e.url.is_none() || e.form.is_some())
+        });
+        let asked = match (&retry.state, modern) {
+            (Some(state), true) => approvals.redeem(&action, state, retry.responses.as_ref()),
+            (None, true) => match approvals.input_required(&action) {
+                Ok(r) => Asked::InputRequired(r),
+                Err(e) => Asked::Refused(e, Channel::Client),
+            },
+            (_, false) if elicits => approvals.elicit(&action, &ctx.peer).await,
+            (_, false) => approvals.park(&action).await,
+        };
+        let by = |c: Channel| match c {
+            Channel::Client => DecidedBy::PersonViaClient,
+            Channel::Terminal => DecidedBy::PersonViaTerminal,
+        };
+        match asked {
+            Asked::InputRequired(r) => Gate {
+                decision: Decision::Deny,
+                decided_by: DecidedBy::Policy,
+                refusal: None,
+                input: Some(r),
+            },
+            Asked::Allowed(choice, channel) => {
+                match choice {
+                    Choice::Once => {}
+                    Choice::Session => {
+                        self.session
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert(key);
+                    }
+                    Choice::Always => {
+                        if let Err(e) = approvals.grant_always(&action) {
+                            tracing::error!("cannot record an always permission: {e:#}");
+                        }
+                    }
+                }
+                allow(by(channel))
+            }
+            Asked::Refused(why, channel) => Gate {
+                decision: Decision::Deny,
+                decided_by: by(channel),
+                refusal: Some(format!(
+                    "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only when a \
+                     person allows it",
                     def.tool.name,
                     def.class,
-                    def.class,
                     def.module.name()
-                ),
-            ),
+                )),
+                input: None,
+            },
         }
     }
 
@@ -307,17 +413,22 @@ impl HandsServer {
         &self,
         def: &ToolDef,
         args: JsonObject,
+        retry: Retry,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let gate = self.gate(def);
+    ) -> CallToolResponse {
         let arguments = serde_json::Value::Object(args.clone());
+        let gate = self.gate(def, &arguments, retry, ctx).await;
+        if let Some(input) = gate.input {
+            // Not decided yet: the client asks its person and retries.
+            return CallToolResponse::InputRequired(input);
+        }
         let result = match &gate.refusal {
             Some(msg) => tool_error(msg.clone()),
             None => self.dispatch(def, args, ctx).await,
         };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
-            return result;
+            return result.into();
         }
         let first_line = |r: &CallToolResult| {
             let text: String = r
@@ -352,6 +463,7 @@ impl HandsServer {
             Ok(Err(e)) => self.unaudited(def, &result, &e.to_string()),
             Err(e) => self.unaudited(def, &result, &e.to_string()),
         }
+        .into()
     }
 
     /// The call happened (or was refused) but its record could not be written: the client
@@ -566,7 +678,8 @@ impl ServerHandler for HandsServer {
                 None,
             ));
         };
+        let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.audited(def, args, &context).await.into())
+        Ok(self.audited(def, args, retry, &context).await)
     }
 }

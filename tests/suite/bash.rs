@@ -62,9 +62,10 @@ async fn bash_is_listed_as_external_and_destructive_and_refused_while_trust_asks
     assert_eq!(a.idempotent_hint, Some(false));
     assert_eq!(a.open_world_hint, Some(false));
     c.stop().await;
-    // Default trust: external = "ask", which fails closed.
+    // Default trust: external = "ask"; this client can be asked nothing, so the call waits for
+    // a person at a terminal (1 s here), then fails closed.
     let config = fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+        "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\napproval_timeout_secs = 1\n\n[[builtins]]\nid = \"tools-shell\"\n\
          grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
     );
     let c = Client::start(&fx, &config).await;

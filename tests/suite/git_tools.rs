@@ -33,7 +33,7 @@ fn git_config(push: bool, network: bool, external: &str) -> String {
         r#"["filesystem", "spawn"]"#
     };
     let mut text = format!(
-        "[daemon]\nstate_dir = \"{{state}}\"\n\n\
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = 1\n\n\
          [[builtins]]\nid = \"tools-git\"\ngrants = {grants}\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}, {{ path = \"{{root}}/ro\" }}]\n\n\
          [builtins.config]\nauthor_name = \"Agent\"\nauthor_email = \"agent@example.com\"\n\

@@ -7,6 +7,7 @@ mod audit;
 mod bash;
 mod config;
 mod fs_tools;
+mod gate;
 mod git_ssh;
 mod git_tools;
 mod http;

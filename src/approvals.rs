@@ -1,0 +1,517 @@
+//! Asking a person (SPEC §6): when the policy says `ask`, a call runs only after a person says
+//! yes — through the client (a 2026-07-28 input-required result, or a 2025-era elicitation
+//! request) or, for a client that can do neither, at a terminal with `hands approvals approve
+//! ID`. Anything but an explicit allow refuses. Standing permissions: *session* (held by the
+//! connection, see `server.rs`) and *always* (this file's `always.json`, surviving restarts).
+//!
+//! The input-required round trip keeps no state in the daemon but a set of spent nonces: the
+//! `requestState` carries `{nonce, digest of the exact action, expiry}`, sealed with rmcp's
+//! HMAC codec under a key that never leaves this process and bound to the client's identity.
+//! On the retry the seal, the expiry, the nonce (single use) and the digest are checked; a
+//! different action asks again.
+
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
+
+/// The key of the approval request inside `inputRequests`.
+const INPUT_KEY: &str = "approval";
+/// The choices a person is offered, as the form's enum values.
+pub const CHOICES: [&str; 4] = ["allow_once", "allow_session", "allow_always", "reject"];
+
+/// What a person chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Once,
+    Session,
+    Always,
+}
+
+/// How the person was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    Client,
+    Terminal,
+}
+
+/// One action waiting at the gate, described exactly.
+#[derive(Debug, Clone)]
+pub struct Action {
+    pub client: String,
+    pub module: String,
+    pub tool: String,
+    pub class: String,
+    pub arguments: Value,
+}
+
+impl Action {
+    /// A digest of everything that identifies the action: changing any argument changes it.
+    pub fn digest(&self) -> String {
+        use sha2::Digest;
+        let text = json!([self.client, self.module, self.tool, self.class, self.arguments]);
+        hex::encode(sha2::Sha256::digest(text.to_string().as_bytes()))
+    }
+
+    /// The exact action in words a person can judge: tool, module, and the arguments that
+    /// matter (command, argv, cwd, repo, branch, path), then all of them.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} wants to run `{}` ({} class) of {}",
+            self.client, self.tool, self.class, self.module
+        );
+        for key in ["command", "argv", "cwd", "repo", "branch", "path", "session", "text"] {
+            if let Some(v) = self.arguments.get(key) {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                s.push_str(&format!("\n  {key}: {v}"));
+            }
+        }
+        s.push_str(&format!("\n  arguments: {}", self.arguments));
+        s
+    }
+}
+
+/// The gate's answer after asking.
+#[derive(Debug)]
+pub enum Asked {
+    Allowed(Choice, Channel),
+    Refused(String, Channel),
+    /// Return this to the client; it retries with the answer.
+    InputRequired(InputRequiredResult),
+}
+
+/// What `requestState` carries (sealed).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    nonce: String,
+    digest: String,
+    expires: u64,
+}
+
+/// A standing *always* permission.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Standing {
+    pub id: String,
+    pub client: String,
+    pub module: String,
+    pub tool: String,
+    /// The version of hands (and so of the module) it was given for; another asks again.
+    pub version: String,
+    pub granted: u64,
+}
+
+/// An action parked for a person at a terminal.
+pub struct Parked {
+    pub id: String,
+    pub action: String,
+    pub expires: u64,
+    answer: oneshot::Sender<bool>,
+}
+
+/// A parked action as `hands approvals list` shows it.
+#[derive(Debug, Serialize)]
+pub struct ParkedView {
+    pub id: String,
+    pub action: String,
+    pub expires: u64,
+}
+
+pub struct Approvals {
+    codec: RequestStateCodec,
+    spent: Mutex<HashMap<String, Instant>>,
+    parked: Mutex<BTreeMap<String, Parked>>,
+    always_path: PathBuf,
+    timeout: Duration,
+}
+
+/// The version a standing permission is bound to.
+pub fn module_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Random bytes from the kernel, hex-encoded.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(hex::encode(buf))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Reads the standing *always* permissions (a missing file is none).
+pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!("{} is not valid ({e}); a person can remove it", path.display())
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Replaces the standing permissions atomically (temp file, fsync, rename), under a lock file
+/// shared with `hands approvals revoke`.
+pub fn update_always(
+    path: &Path,
+    f: impl FnOnce(&mut Vec<Standing>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let lock_path = path.with_extension("lock");
+    let lock_file = std::fs::File::create(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::LockExclusive)
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let mut all = read_always(path)?;
+    f(&mut all)?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let text = serde_json::to_string_pretty(&all).context("cannot encode the permissions")?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+impl Approvals {
+    pub fn new(state_dir: &Path, timeout: Duration) -> anyhow::Result<Approvals> {
+        use anyhow::Context;
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("cannot create {}", state_dir.display()))?;
+        let key = random_hex(32).context("cannot read /dev/urandom for the approval key")?;
+        let codec = RequestStateCodec::try_new(key.into_bytes())
+            .map_err(|e| anyhow::anyhow!("cannot make the approval seal: {e}"))?;
+        Ok(Approvals {
+            codec,
+            spent: Mutex::new(HashMap::new()),
+            parked: Mutex::new(BTreeMap::new()),
+            always_path: state_dir.join("approvals.json"),
+            timeout,
+        })
+    }
+
+    pub fn always_path(&self) -> &Path {
+        &self.always_path
+    }
+
+    /// Whether a standing *always* permission covers this client, module and tool at this
+    /// version. An unreadable file covers nothing (fails closed).
+    pub fn always_allows(&self, a: &Action) -> bool {
+        read_always(&self.always_path).unwrap_or_default().iter().any(|s| {
+            s.client == a.client
+                && s.module == a.module
+                && s.tool == a.tool
+                && s.version == module_version()
+        })
+    }
+
+    /// Records an *always* permission.
+    pub fn grant_always(&self, a: &Action) -> anyhow::Result<()> {
+        let id = format!("p-{}", random_hex(6)?);
+        update_always(&self.always_path, |all| {
+            all.retain(|s| !(s.client == a.client && s.module == a.module && s.tool == a.tool));
+            all.push(Standing {
+                id,
+                client: a.client.clone(),
+                module: a.module.clone(),
+                tool: a.tool.clone(),
+                version: module_version().to_string(),
+                granted: now(),
+            });
+            Ok(())
+        })
+    }
+
+    /// The form a person answers: one choice among [`CHOICES`].
+    fn request(&self, a: &Action) -> Result<ElicitRequestParams, String> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "decision": {
+                    "type": "string",
+                    "title": "Decision",
+                    "enum": CHOICES,
+                    "enumNames": ["Allow once", "Allow for this session", "Always for this client", "Reject"],
+                }
+            },
+            "required": ["decision"],
+        });
+        let Value::Object(schema) = schema else { return Err("schema".into()) };
+        let requested_schema = ElicitationSchema::from_json_schema(schema)
+            .map_err(|e| format!("cannot build the approval form: {e}"))?;
+        Ok(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!("hands needs a person's approval.\n{}", a.describe()),
+            requested_schema,
+        })
+    }
+
+    /// Reads a person's answer: only `accept` with an allow choice allows.
+    fn read_answer(result: &ElicitResult) -> Result<Choice, String> {
+        match result.action {
+            ElicitationAction::Accept => {}
+            ElicitationAction::Decline => return Err("the person declined".into()),
+            ElicitationAction::Cancel => return Err("the person cancelled".into()),
+            _ => return Err("the answer is not accept".into()),
+        }
+        let decision =
+            result.content.as_ref().and_then(|c| c.get("decision")).and_then(Value::as_str);
+        match decision {
+            Some("allow_once") => Ok(Choice::Once),
+            Some("allow_session") => Ok(Choice::Session),
+            Some("allow_always") => Ok(Choice::Always),
+            Some("reject") => Err("the person rejected it".into()),
+            other => Err(format!("the answer is not one of the choices ({other:?})")),
+        }
+    }
+
+    /// The first round of a 2026-07-28 client: the form plus the sealed state.
+    pub fn input_required(&self, a: &Action) -> Result<InputRequiredResult, String> {
+        let nonce = random_hex(16).map_err(|e| format!("cannot make a nonce: {e}"))?;
+        let sealed = Sealed { nonce, digest: a.digest(), expires: now() + self.timeout.as_secs() };
+        let opts = SealOptions::new().associated_data(a.client.as_bytes()).ttl(self.timeout);
+        let state = self
+            .codec
+            .seal_json_with(&sealed, &opts)
+            .map_err(|e| format!("cannot seal the request state: {e}"))?;
+        let req = InputRequest::Elicitation(ElicitRequest::new(self.request(a)?));
+        let mut requests = BTreeMap::new();
+        requests.insert(INPUT_KEY.to_string(), req);
+        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    /// The retry of a 2026-07-28 client: checks the echoed state and reads the answer. A
+    /// state for a different action asks again.
+    pub fn redeem(&self, a: &Action, state: &str, responses: Option<&InputResponses>) -> Asked {
+        let refuse = |why: String| Asked::Refused(why, Channel::Client);
+        let sealed: Sealed = match self.codec.open_json_with(state, a.client.as_bytes()) {
+            Ok(s) => s,
+            Err(e) => return refuse(format!("the approval state is not valid ({e})")),
+        };
+        if sealed.expires < now() {
+            return refuse("the approval expired".into());
+        }
+        if sealed.digest != a.digest() {
+            // Approved (or not) for other arguments: this action needs its own answer.
+            return match self.input_required(a) {
+                Ok(r) => Asked::InputRequired(r),
+                Err(e) => refuse(e),
+            };
+        }
+        {
+            let mut spent = lock(&self.spent);
+            let now = Instant::now();
+            spent.retain(|_, until| *until > now);
+            if spent.contains_key(&sealed.nonce) {
+                return refuse("this approval was already used".into());
+            }
+            spent.insert(sealed.nonce, now + self.timeout + Duration::from_secs(60));
+        }
+        let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) else {
+            return refuse("the retry carries no answer to the approval request".into());
+        };
+        match serde_json::from_value::<ElicitResult>(answer.clone()) {
+            Ok(r) => match Self::read_answer(&r) {
+                Ok(choice) => Asked::Allowed(choice, Channel::Client),
+                Err(why) => refuse(why),
+            },
+            Err(e) => refuse(format!("the answer is malformed ({e})")),
+        }
+    }
+
+    /// A 2025-era client that declared elicitation: ask it and wait.
+    pub async fn elicit(&self, a: &Action, peer: &rmcp::Peer<rmcp::RoleServer>) -> Asked {
+        let params = match self.request(a) {
+            Ok(p) => p,
+            Err(e) => return Asked::Refused(e, Channel::Client),
+        };
+        match peer.create_elicitation_with_timeout(params, Some(self.timeout)).await {
+            Ok(r) => match Self::read_answer(&r) {
+                Ok(choice) => Asked::Allowed(choice, Channel::Client),
+                Err(why) => Asked::Refused(why, Channel::Client),
+            },
+            Err(e) => Asked::Refused(format!("no answer from the person ({e})"), Channel::Client),
+        }
+    }
+
+    /// A client that can do neither: park the action until a person answers at a terminal,
+    /// or the approval timeout passes.
+    pub async fn park(&self, a: &Action) -> Asked {
+        let id = match random_hex(4) {
+            Ok(h) => format!("a-{h}"),
+            Err(e) => return Asked::Refused(format!("cannot park: {e}"), Channel::Terminal),
+        };
+        let (tx, rx) = oneshot::channel();
+        let expires = now() + self.timeout.as_secs();
+        lock(&self.parked).insert(
+            id.clone(),
+            Parked { id: id.clone(), action: a.describe(), expires, answer: tx },
+        );
+        tracing::warn!(
+            "approval needed ({id}): {}\n  a person can run `hands approvals approve {id}` or \
+             `hands approvals deny {id}` within {} s",
+            a.describe(),
+            self.timeout.as_secs()
+        );
+        let answer = tokio::time::timeout(self.timeout, rx).await;
+        lock(&self.parked).remove(&id);
+        match answer {
+            Ok(Ok(true)) => Asked::Allowed(Choice::Once, Channel::Terminal),
+            Ok(Ok(false)) => Asked::Refused(
+                format!("a person denied it at a terminal (approval {id})"),
+                Channel::Terminal,
+            ),
+            _ => Asked::Refused(
+                format!(
+                    "no person approved it within {} s (approval {id}); the client cannot ask \
+                     a person itself, so a person must run `hands approvals approve {id}` in a \
+                     terminal while the call waits — retry the call and approve it then",
+                    self.timeout.as_secs()
+                ),
+                Channel::Terminal,
+            ),
+        }
+    }
+
+    /// Answers a parked action (`hands approvals approve|deny ID`).
+    pub fn answer(&self, id: &str, allow: bool) -> Result<(), String> {
+        let parked = lock(&self.parked).remove(id);
+        match parked {
+            Some(p) => {
+                p.answer.send(allow).map_err(|_| format!("approval {id} is no longer waiting"))
+            }
+            None => {
+                Err(format!("no action is waiting under {id}; `hands approvals list` shows them"))
+            }
+        }
+    }
+
+    /// The parked actions.
+    pub fn parked(&self) -> Vec<ParkedView> {
+        lock(&self.parked)
+            .values()
+            .map(|p| ParkedView { id: p.id.clone(), action: p.action.clone(), expires: p.expires })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn action(cmd: &str) -> Action {
+        Action {
+            client: "stdio".into(),
+            module: "tools-shell".into(),
+            tool: "bash".into(),
+            class: "external".into(),
+            arguments: json!({ "command": cmd }),
+        }
+    }
+
+    fn accept(decision: &str) -> InputResponses {
+        let mut r = InputResponses::new();
+        r.insert(
+            INPUT_KEY.into(),
+            json!({ "action": "accept", "content": { "decision": decision } }),
+        );
+        r
+    }
+
+    fn state_of(r: &InputRequiredResult) -> String {
+        r.request_state.clone().unwrap()
+    }
+
+    #[test]
+    fn a_sealed_state_is_single_use_and_bound_to_the_action_and_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let ap = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let a = action("ls");
+        let state = state_of(&ap.input_required(&a).unwrap());
+        assert!(matches!(
+            ap.redeem(&a, &state, Some(&accept("allow_once"))),
+            Asked::Allowed(Choice::Once, _)
+        ));
+        // Replayed.
+        assert!(matches!(ap.redeem(&a, &state, Some(&accept("allow_once"))), Asked::Refused(..)));
+        // Another action with this state asks again.
+        let state = state_of(&ap.input_required(&a).unwrap());
+        assert!(matches!(
+            ap.redeem(&action("rm -rf /"), &state, Some(&accept("allow_once"))),
+            Asked::InputRequired(_)
+        ));
+        // Another client cannot use it.
+        let mut other = action("ls");
+        other.client = "other".into();
+        let state = state_of(&ap.input_required(&a).unwrap());
+        assert!(matches!(
+            ap.redeem(&other, &state, Some(&accept("allow_once"))),
+            Asked::Refused(..)
+        ));
+        // Tampered.
+        let mut t = state_of(&ap.input_required(&a).unwrap());
+        let last = t.pop().unwrap();
+        t.push(if last == 'A' { 'B' } else { 'A' });
+        assert!(matches!(ap.redeem(&a, &t, Some(&accept("allow_once"))), Asked::Refused(..)));
+    }
+
+    #[test]
+    fn only_an_explicit_allow_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let ap = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let a = action("ls");
+        let answers = [
+            json!({ "action": "decline" }),
+            json!({ "action": "cancel" }),
+            json!({ "action": "accept", "content": { "decision": "reject" } }),
+            json!({ "action": "accept", "content": { "decision": "yes please" } }),
+            json!({ "action": "accept" }),
+            json!("garbage"),
+        ];
+        for answer in answers {
+            let state = state_of(&ap.input_required(&a).unwrap());
+            let mut r = InputResponses::new();
+            r.insert(INPUT_KEY.into(), answer.clone());
+            assert!(matches!(ap.redeem(&a, &state, Some(&r)), Asked::Refused(..)), "{answer}");
+        }
+        let state = state_of(&ap.input_required(&a).unwrap());
+        assert!(matches!(ap.redeem(&a, &state, None), Asked::Refused(..)));
+    }
+
+    #[test]
+    fn always_permissions_persist_and_are_bound_to_the_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let ap = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let a = action("ls");
+        assert!(!ap.always_allows(&a));
+        ap.grant_always(&a).unwrap();
+        let again = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
+        assert!(again.always_allows(&a));
+        update_always(again.always_path(), |all| {
+            all[0].version = "0.0.1-older".into();
+            Ok(())
+        })
+        .unwrap();
+        assert!(!again.always_allows(&a));
+    }
+}

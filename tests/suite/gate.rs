@@ -1,0 +1,304 @@
+//! The trust gate's `ask` through the real binary: a 2026-07-28 client answering an
+//! input-required result, a 2025-era client answering an elicitation request, a client that
+//! can do neither (the action parks for `hands approvals`), standing permissions (session and
+//! always, surviving a restart, bound to the version, revocable), and a model that tries to
+//! approve for itself. Each refusal is checked against the world: the file the call would
+//! write does not appear.
+
+use super::common::{Fixture, text_of};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses,
+    ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{
+    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt,
+};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How the test's person answers: `None` declines; `Some("cancel")` cancels; otherwise the
+/// choice is sent with `accept`.
+#[derive(Clone)]
+struct Person {
+    answer: Arc<Mutex<Option<&'static str>>>,
+    asked: Arc<Mutex<Vec<String>>>,
+    elicitation: bool,
+}
+
+impl Person {
+    fn new(answer: Option<&'static str>, elicitation: bool) -> Person {
+        Person { answer: Arc::new(Mutex::new(answer)), asked: Arc::default(), elicitation }
+    }
+
+    fn set(&self, answer: Option<&'static str>) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    fn times_asked(&self) -> usize {
+        self.asked.lock().unwrap().len()
+    }
+}
+
+impl ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            panic!("hands asks with a form");
+        };
+        self.asked.lock().unwrap().push(message);
+        let answer = *self.answer.lock().unwrap();
+        Ok(match answer {
+            None => ElicitResult::new(ElicitationAction::Decline),
+            Some("cancel") => ElicitResult::new(ElicitationAction::Cancel),
+            Some(choice) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "decision": choice })),
+        })
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.elicitation {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("gate-test", "0"))
+    }
+}
+
+/// tools-fs with `write` set to ask (and the usual short approval timeout).
+fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\nwrite = \"ask\"\n\
+         approval_timeout_secs = {timeout}\n\n[[builtins]]\nid = \"tools-fs\"\n\
+         grants = [\"filesystem\"]\nfilesystem = [{{ path = \"{{root}}\", write = true }}]\n"
+    ))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Era {
+    Legacy,
+    Modern,
+}
+
+async fn connect(
+    fx: &Fixture,
+    config: &std::path::Path,
+    era: Era,
+    person: Person,
+) -> RunningService<RoleClient, Person> {
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    match era {
+        Era::Legacy => person.serve(transport).await.unwrap(),
+        Era::Modern => person
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap(),
+    }
+}
+
+async fn write(
+    c: &RunningService<RoleClient, Person>,
+    path: &str,
+    content: &str,
+) -> CallToolResult {
+    let Value::Object(args) = json!({ "path": path, "content": content }) else { unreachable!() };
+    // RunningService::call_tool answers input-required rounds through the handler.
+    c.call_tool(CallToolRequestParams::new("write").with_arguments(args)).await.unwrap()
+}
+
+fn refused(r: &CallToolResult) -> bool {
+    r.is_error == Some(true) && text_of(r).contains("was not approved")
+}
+
+#[tokio::test]
+async fn each_answer_of_a_person_through_either_era_of_client() {
+    for era in [Era::Modern, Era::Legacy] {
+        let fx = Fixture::new();
+        let person = Person::new(Some("allow_once"), true);
+        let c = connect(&fx, &ask_config(&fx, 30), era, person.clone()).await;
+        // Accept, once: it runs, and the person saw the exact action.
+        let r = write(&c, "a.txt", "A").await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        assert_eq!(std::fs::read_to_string(fx.root.join("a.txt")).unwrap(), "A");
+        let asked = person.asked.lock().unwrap()[0].clone();
+        assert!(asked.contains("`write`") && asked.contains("a.txt"), "{asked}");
+        // Once means once: the next call asks again.
+        write(&c, "a2.txt", "A2").await;
+        assert_eq!(person.times_asked(), 2);
+        // Decline, cancel, reject, a malformed choice: refused, nothing written.
+        for (i, answer) in
+            [None, Some("cancel"), Some("reject"), Some("sure")].into_iter().enumerate()
+        {
+            person.set(answer);
+            let name = format!("no{i}.txt");
+            let r = write(&c, &name, "X").await;
+            assert!(refused(&r), "{answer:?}: {}", text_of(&r));
+            assert!(!fx.root.join(&name).exists());
+        }
+        fx.assert_canary();
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn a_session_permission_ends_with_the_connection_and_always_survives_a_restart() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let person = Person::new(Some("allow_session"), true);
+    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    assert_ne!(write(&c, "s1.txt", "1").await.is_error, Some(true));
+    person.set(None);
+    assert_ne!(write(&c, "s2.txt", "2").await.is_error, Some(true), "the session allows it");
+    assert_eq!(person.times_asked(), 1);
+    let _ = c.cancel().await;
+    // A new connection asks again (and the person declines now).
+    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    assert!(refused(&write(&c, "s3.txt", "3").await));
+    assert!(!fx.root.join("s3.txt").exists());
+    // Always: recorded in the state dir, good after a restart without asking.
+    person.set(Some("allow_always"));
+    assert_ne!(write(&c, "al1.txt", "1").await.is_error, Some(true));
+    let _ = c.cancel().await;
+    let quiet = Person::new(None, true);
+    let c = connect(&fx, &config, Era::Modern, quiet.clone()).await;
+    assert_ne!(write(&c, "al2.txt", "2").await.is_error, Some(true));
+    assert_eq!(quiet.times_asked(), 0, "always must not ask again");
+    let _ = c.cancel().await;
+    // A version bump asks again: the record names the version it was given for.
+    let file = fx.state.join("approvals.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(text.contains(version), "{text}");
+    std::fs::write(&file, text.replace(version, "0.0.0-older")).unwrap();
+    let c = connect(&fx, &config, Era::Modern, quiet.clone()).await;
+    assert!(refused(&write(&c, "al3.txt", "3").await));
+    assert_eq!(quiet.times_asked(), 1);
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() {
+    let fx = Fixture::new();
+    let person = Person::new(Some("allow_once"), true);
+    let c = connect(&fx, &ask_config(&fx, 30), Era::Modern, person).await;
+    let call = |path: &str, state: Option<String>, answer: Option<&str>| {
+        let Value::Object(args) = json!({ "path": path, "content": "S" }) else { unreachable!() };
+        let mut p = CallToolRequestParams::new("write").with_arguments(args);
+        if let Some(s) = state {
+            p = p.with_request_state(s);
+        }
+        if let Some(a) = answer {
+            let mut r = InputResponses::new();
+            r.insert(
+                "approval".into(),
+                json!({ "action": "accept", "content": { "decision": a } }),
+            );
+            p = p.with_input_responses(r);
+        }
+        p
+    };
+    let first = c.peer().call_tool_once(call("t.txt", None, None)).await.unwrap();
+    let CallToolResponse::InputRequired(ir) = first else { panic!("expected input_required") };
+    let state = ir.request_state.clone().unwrap();
+    assert!(ir.input_requests.unwrap().contains_key("approval"));
+    // Tampered: one character changed.
+    let mut bad = state.clone();
+    let last = bad.pop().unwrap();
+    bad.push(if last == 'A' { 'B' } else { 'A' });
+    let r = c.peer().call_tool_once(call("t.txt", Some(bad), Some("allow_once"))).await.unwrap();
+    let CallToolResponse::Complete(r) = r else { panic!("tampered state must be refused") };
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(!fx.root.join("t.txt").exists());
+    // Other arguments with this state: asked again, nothing written.
+    let r = c
+        .peer()
+        .call_tool_once(call("other.txt", Some(state.clone()), Some("allow_once")))
+        .await
+        .unwrap();
+    assert!(matches!(r, CallToolResponse::InputRequired(_)), "{r:?}");
+    assert!(!fx.root.join("other.txt").exists());
+    // The real answer works once...
+    let r = c
+        .peer()
+        .call_tool_once(call("t.txt", Some(state.clone()), Some("allow_once")))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else { panic!("expected a result") };
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    std::fs::remove_file(fx.root.join("t.txt")).unwrap();
+    // ...and a replay is refused.
+    let r = c.peer().call_tool_once(call("t.txt", Some(state), Some("allow_once"))).await.unwrap();
+    let CallToolResponse::Complete(r) = r else { panic!("a replay must be refused") };
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(!fx.root.join("t.txt").exists());
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn an_expired_state_is_refused() {
+    let fx = Fixture::new();
+    let c = connect(&fx, &ask_config(&fx, 1), Era::Modern, Person::new(None, true)).await;
+    let Value::Object(args) = json!({ "path": "late.txt", "content": "L" }) else { unreachable!() };
+    let p = CallToolRequestParams::new("write").with_arguments(args);
+    let CallToolResponse::InputRequired(ir) = c.peer().call_tool_once(p.clone()).await.unwrap()
+    else {
+        panic!("expected input_required")
+    };
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let mut r = InputResponses::new();
+    r.insert(
+        "approval".into(),
+        json!({ "action": "accept", "content": { "decision": "allow_once" } }),
+    );
+    let retry = p.with_request_state(ir.request_state.unwrap()).with_input_responses(r);
+    let CallToolResponse::Complete(r) = c.peer().call_tool_once(retry).await.unwrap() else {
+        panic!("an expired state must be refused")
+    };
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(!fx.root.join("late.txt").exists());
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_model_cannot_approve_for_itself() {
+    let fx = Fixture::new();
+    // The client declines every question; the "model" stuffs approval-looking arguments.
+    let person = Person::new(None, true);
+    let c = connect(&fx, &ask_config(&fx, 30), Era::Legacy, person.clone()).await;
+    for extra in [
+        json!({ "approved": true }),
+        json!({ "decision": "allow_always" }),
+        json!({ "approval": { "action": "accept", "content": { "decision": "allow_once" } } }),
+    ] {
+        let mut args = json!({ "path": "m.txt", "content": "M" });
+        args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let Value::Object(args) = args else { unreachable!() };
+        let r = c
+            .peer()
+            .call_tool(CallToolRequestParams::new("write").with_arguments(args))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+        assert!(!fx.root.join("m.txt").exists());
+    }
+    // No tool exists that approves, and the standing permissions file was never made.
+    let tools = c.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().all(|t| !t.name.contains("approv")));
+    assert!(!fx.state.join("approvals.json").exists());
+    let _ = c.cancel().await;
+}
