@@ -330,4 +330,24 @@ mod tests {
         assert_eq!(std::fs::read(rw.join(".docker/config.json")).unwrap(), b"");
         assert_eq!(placeholders(&denied, &roots).unwrap(), Vec::<PathBuf>::new());
     }
+
+    #[test]
+    fn no_placeholder_through_a_symlink_out_of_the_root_or_a_dangling_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let rw = base.join("rw");
+        let out = base.join("out");
+        std::fs::create_dir_all(&rw).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        std::os::unix::fs::symlink(&out, rw.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("gone"), rw.join(".aws")).unwrap();
+        let roots = [RootCfg { path: rw.clone(), writable: true }];
+        let denied = [
+            DeniedPath::credential(&rw.join("link/.ssh")),
+            DeniedPath::credential(&rw.join(".aws")),
+        ];
+        assert_eq!(placeholders(&denied, &roots).unwrap(), Vec::<PathBuf>::new());
+        assert!(!out.join(".ssh").exists());
+        assert!(!base.join("gone").exists());
+    }
 }
