@@ -130,6 +130,8 @@ pub struct ParkedView {
 
 pub struct Approvals {
     codec: RequestStateCodec,
+    /// Session permissions granted under an older epoch are void (`revoke --all`).
+    epoch: std::sync::atomic::AtomicU64,
     spent: Mutex<HashMap<String, Instant>>,
     parked: Mutex<BTreeMap<String, Parked>>,
     always_path: PathBuf,
@@ -203,6 +205,7 @@ impl Approvals {
             .map_err(|e| anyhow::anyhow!("cannot make the approval seal: {e}"))?;
         Ok(Approvals {
             codec,
+            epoch: Default::default(),
             spent: Mutex::new(HashMap::new()),
             parked: Mutex::new(BTreeMap::new()),
             always_path: state_dir.join("approvals.json"),
@@ -210,8 +213,14 @@ impl Approvals {
         })
     }
 
-    pub fn always_path(&self) -> &Path {
-        &self.always_path
+    /// The current session epoch: a session permission holds only while it is unchanged.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Ends every session permission of every connection (`hands approvals revoke --all`).
+    pub fn revoke_sessions(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether a standing *always* permission covers this client, module and tool at this
@@ -507,7 +516,7 @@ mod tests {
         ap.grant_always(&a).unwrap();
         let again = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
         assert!(again.always_allows(&a));
-        update_always(again.always_path(), |all| {
+        update_always(&again.always_path, |all| {
             all[0].version = "0.0.1-older".into();
             Ok(())
         })

@@ -1,11 +1,12 @@
-//! The daemon's local control socket, and the client side used by `hands stop` (and, later,
-//! `hands approvals`).
+//! The daemon's local control socket, and the client side used by `hands stop` and `hands
+//! approvals`.
 //!
 //! A serving daemon listens on `<state_dir>/control.sock`, mode 0600, and answers only peers
 //! whose uid (SO_PEERCRED) is its own or root. The protocol is one JSON request line,
 //! `{"op": "..."}`, then one JSON response line, `{"ok": true, ...}` or
-//! `{"ok": false, "error": "..."}`. Ops: `status`, `stop`, `release`; a new op is one arm
-//! in [`answer`].
+//! `{"ok": false, "error": "..."}`. Ops: `status`, `stop`, `release`, and for `hands
+//! approvals`: `approvals` (the parked actions), `answer` (`id`, `allow`) and
+//! `revoke_sessions`; a new op is one arm in [`answer`].
 //!
 //! Several daemons may share a state dir (every stdio client starts its own `hands serve`).
 //! The first takes `control.sock`; while it lives, a later one listens on
@@ -183,7 +184,28 @@ async fn answer(req: &Value, daemon: &Daemon) -> Value {
             daemon.record_control("release", "ok".into()).await;
             json!({ "ok": true, "pid": pid, "stopped": false })
         }
-        Some(op) => fail(format!("unknown op `{op}`; this daemon knows status, stop, release")),
+        Some("approvals") => {
+            json!({ "ok": true, "pid": pid, "pending": daemon.approvals.parked() })
+        }
+        Some("answer") => {
+            let (Some(id), Some(allow)) =
+                (req.get("id").and_then(Value::as_str), req.get("allow").and_then(Value::as_bool))
+            else {
+                return fail("`answer` needs \"id\" (string) and \"allow\" (bool)".into());
+            };
+            match daemon.approvals.answer(id, allow) {
+                Ok(()) => json!({ "ok": true, "pid": pid }),
+                Err(e) => fail(e),
+            }
+        }
+        Some("revoke_sessions") => {
+            daemon.approvals.revoke_sessions();
+            json!({ "ok": true, "pid": pid })
+        }
+        Some(op) => fail(format!(
+            "unknown op `{op}`; this daemon knows status, stop, release, approvals, answer, \
+             revoke_sessions"
+        )),
         None => fail("the request has no \"op\"; send {\"op\": \"status\"}".into()),
     }
 }

@@ -82,6 +82,14 @@ enum Command {
         #[arg(long)]
         release: bool,
     },
+    /// A person's answers at the gate: list what waits and what stands, approve or deny a
+    /// waiting action, revoke standing permissions
+    Approvals {
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        action: ApprovalsCmd,
+    },
     /// Internal: run one command in the sandbox described by the JSON spec (tools-shell's
     /// re-exec; see src/sandbox)
     #[cfg(target_os = "linux")]
@@ -93,6 +101,24 @@ enum Command {
     Netns { pidfile: PathBuf },
 }
 
+#[derive(Subcommand, Debug)]
+enum ApprovalsCmd {
+    /// Actions waiting for a person, and the standing *always* permissions
+    List,
+    /// Allow a waiting action once
+    Approve { id: String },
+    /// Refuse a waiting action
+    Deny { id: String },
+    /// End a standing permission (its id from `list`), or all of them with --all (session
+    /// permissions of live connections included)
+    Revoke {
+        #[arg(required_unless_present = "all")]
+        id: Option<String>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -101,6 +127,7 @@ fn main() -> ExitCode {
         Command::Doctor { config } => check(config, true),
         Command::Audit { config, follow, verify } => audit_cmd(config, follow, verify),
         Command::Stop { config, release } => stop_cmd(config, release),
+        Command::Approvals { config, action } => approvals_cmd(config, action),
         #[cfg(target_os = "linux")]
         Command::Sandbox { spec } => sandbox::main(&spec),
         #[cfg(target_os = "linux")]
@@ -371,4 +398,112 @@ fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
         });
     }
     if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// `hands approvals ...`: the parked actions live in the daemons (asked over their control
+/// sockets); the *always* permissions in `<state_dir>/approvals.json`.
+fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
+    use serde_json::json;
+    let dir = match state_dir(config) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let always_path = dir.join("approvals.json");
+    let live = |req: serde_json::Value| -> Vec<serde_json::Value> {
+        control::request_all(&dir, &req)
+            .into_iter()
+            .filter_map(|(path, a)| match a {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    report::out(&format!("hands: {}: {e}", path.display()));
+                    None
+                }
+            })
+            .collect()
+    };
+    match action {
+        ApprovalsCmd::List => {
+            let mut waiting = 0;
+            for v in live(json!({ "op": "approvals" })) {
+                for p in v["pending"].as_array().into_iter().flatten() {
+                    waiting += 1;
+                    report::out(&format!(
+                        "waiting {} (daemon {}, expires at {}): {}",
+                        p["id"].as_str().unwrap_or("?"),
+                        v["pid"],
+                        p["expires"],
+                        p["action"].as_str().unwrap_or("?")
+                    ));
+                }
+            }
+            if waiting == 0 {
+                report::out("no action is waiting for a person");
+            }
+            match approvals::read_always(&always_path) {
+                Ok(all) if all.is_empty() => report::out("no standing always permissions"),
+                Ok(all) => {
+                    for s in all {
+                        report::out(&format!(
+                            "always {}: client {} may run `{}` of {} (hands {}, granted at {})",
+                            s.id, s.client, s.tool, s.module, s.version, s.granted
+                        ));
+                    }
+                }
+                Err(e) => {
+                    report::out(&format!("hands: {e:#}"));
+                    return ExitCode::from(1);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        ApprovalsCmd::Approve { id } => answer_parked(&live, &id, true),
+        ApprovalsCmd::Deny { id } => answer_parked(&live, &id, false),
+        ApprovalsCmd::Revoke { id, all } => {
+            let result = approvals::update_always(&always_path, |list| {
+                let before = list.len();
+                match &id {
+                    Some(id) => list.retain(|s| &s.id != id),
+                    None => list.clear(),
+                }
+                if id.is_some() && list.len() == before {
+                    anyhow::bail!(
+                        "no standing permission has the id {}; `hands approvals list` shows them",
+                        id.as_deref().unwrap_or_default()
+                    );
+                }
+                Ok(())
+            });
+            if let Err(e) = result {
+                report::out(&format!("hands: {e:#}"));
+                return ExitCode::from(1);
+            }
+            if all {
+                live(json!({ "op": "revoke_sessions" }));
+                report::out("revoked every standing permission, session permissions included");
+            } else {
+                report::out("revoked");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Sends a person's answer for a parked action to every live daemon; one of them holds it.
+fn answer_parked(
+    live: &dyn Fn(serde_json::Value) -> Vec<serde_json::Value>,
+    id: &str,
+    allow: bool,
+) -> ExitCode {
+    let answers = live(serde_json::json!({ "op": "answer", "id": id, "allow": allow }));
+    if answers.iter().any(|v| v["ok"] == true) {
+        report::out(&format!("{} {id}", if allow { "approved" } else { "denied" }));
+        return ExitCode::SUCCESS;
+    }
+    let why = answers
+        .iter()
+        .filter_map(|v| v["error"].as_str())
+        .next()
+        .unwrap_or("no running daemon found in the state dir (check --config)");
+    report::out(&format!("hands: {why}"));
+    ExitCode::from(1)
 }

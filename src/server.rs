@@ -249,8 +249,8 @@ pub struct HandsServer {
     /// Who is connected: `stdio`, or the `name` of an HTTP client's token. It is the identity
     /// approvals and the audit log record.
     client: Arc<str>,
-    /// Standing *session* permissions of this connection: (module, tool).
-    session: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    /// Standing *session* permissions of this connection: (module, tool, epoch granted in).
+    session: Arc<std::sync::Mutex<std::collections::HashSet<(String, String, u64)>>>,
 }
 
 impl HandsServer {
@@ -342,7 +342,7 @@ impl HandsServer {
         };
         let allow =
             |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
-        let key = (action.module.clone(), action.tool.clone());
+        let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
         let in_session =
             self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&key);
         if in_session || approvals.always_allows(&action) {

@@ -302,3 +302,104 @@ async fn a_model_cannot_approve_for_itself() {
     assert!(!fx.state.join("approvals.json").exists());
     let _ = c.cancel().await;
 }
+
+/// Runs `hands approvals ARGS --config CONFIG`; returns (success, stdout).
+fn approvals(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["approvals"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--config", config.to_str().unwrap()]);
+    let out = fx.std_command(&all).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits until `hands approvals list` shows a waiting action; returns its id.
+async fn waiting_id(fx: &Fixture, config: &std::path::Path) -> String {
+    for _ in 0..200 {
+        let (_, out) = approvals(fx, config, &["list"]);
+        if let Some(line) = out.lines().find(|l| l.starts_with("waiting ")) {
+            assert!(line.contains("`write`") && out.contains("path: parked.txt"), "{out}");
+            return line.split_whitespace().nth(1).unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no action was parked");
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_be_asked_waits_for_a_person_at_a_terminal() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let c = Arc::new(connect(&fx, &config, Era::Legacy, Person::new(None, false)).await);
+    // Approved from a second process.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { write(&c, "parked.txt", "P").await })
+    };
+    let id = waiting_id(&fx, &config).await;
+    assert!(!fx.root.join("parked.txt").exists(), "nothing runs before the answer");
+    let (ok, out) = approvals(&fx, &config, &["approve", &id]);
+    assert!(ok, "{out}");
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("parked.txt")).unwrap(), "P");
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    assert!(audit.contains("person-via-terminal"), "{audit}");
+    // An id answered twice, or never issued, is an error for the person, and changes nothing.
+    let (ok, out) = approvals(&fx, &config, &["approve", &id]);
+    assert!(!ok && out.contains("no action is waiting"), "{out}");
+    // Denied.
+    std::fs::remove_file(fx.root.join("parked.txt")).unwrap();
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { write(&c, "parked.txt", "P").await })
+    };
+    let id = waiting_id(&fx, &config).await;
+    assert!(approvals(&fx, &config, &["deny", &id]).0);
+    let r = call.await.unwrap();
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(text_of(&r).contains("denied"), "{}", text_of(&r));
+    assert!(!fx.root.join("parked.txt").exists());
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_parked_action_expires_into_a_refusal_that_says_what_to_run() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 1);
+    let c = connect(&fx, &config, Era::Legacy, Person::new(None, false)).await;
+    let r = write(&c, "late.txt", "L").await;
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(text_of(&r).contains("hands approvals approve"), "{}", text_of(&r));
+    assert!(!fx.root.join("late.txt").exists());
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn revoke_makes_it_ask_again() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let person = Person::new(Some("allow_always"), true);
+    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    assert_ne!(write(&c, "r1.txt", "1").await.is_error, Some(true));
+    let (ok, out) = approvals(&fx, &config, &["list"]);
+    assert!(ok, "{out}");
+    let line = out.lines().find(|l| l.starts_with("always ")).expect("the permission is listed");
+    assert!(line.contains("client stdio") && line.contains("`write`"), "{line}");
+    let id = line.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_string();
+    let (ok, out) = approvals(&fx, &config, &["revoke", &id]);
+    assert!(ok, "{out}");
+    person.set(None);
+    assert!(refused(&write(&c, "r2.txt", "2").await));
+    assert_eq!(person.times_asked(), 2);
+    let (ok, out) = approvals(&fx, &config, &["revoke", "p-nonexistent"]);
+    assert!(!ok && out.contains("no standing permission"), "{out}");
+    // A session permission ends with `revoke --all`, while the connection lives on.
+    person.set(Some("allow_session"));
+    assert_ne!(write(&c, "r3.txt", "3").await.is_error, Some(true));
+    person.set(None);
+    assert_ne!(write(&c, "r4.txt", "4").await.is_error, Some(true), "the session allows it");
+    assert!(approvals(&fx, &config, &["revoke", "--all"]).0);
+    assert!(refused(&write(&c, "r5.txt", "5").await));
+    assert!(!fx.root.join("r5.txt").exists());
+    let _ = c.cancel().await;
+}
