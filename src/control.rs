@@ -176,7 +176,7 @@ async fn answer(req: &Value, daemon: &Daemon) -> Value {
         Some("status") => json!({ "ok": true, "pid": pid, "stopped": daemon.is_stopped() }),
         Some("stop") => {
             let ended = daemon.stop().await;
-            daemon.record_control("stop", format!("ok: {ended} running commands ended")).await;
+            daemon.record_control("stop", format!("ok: ended {ended} commands and sessions")).await;
             json!({ "ok": true, "pid": pid, "stopped": true, "ended": ended })
         }
         Some("release") => {

@@ -391,8 +391,8 @@ fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
             format!("hands: daemon {pid} released: commands run again")
         } else {
             format!(
-                "hands: daemon {pid} stopped: {} running commands ended; new commands are \
-                 refused until `hands stop --release`",
+                "hands: daemon {pid} stopped: ended {} running commands and tmux sessions; new \
+                 commands are refused until `hands stop --release`",
                 v["ended"]
             )
         });

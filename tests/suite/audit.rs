@@ -6,6 +6,8 @@ use super::common::{Client, Fixture};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
 
 /// tools-fs (read and write allowed) and tools-git with read and write denied by policy;
 /// on Linux also tools-shell with external calls allowed.
@@ -180,4 +182,26 @@ async fn the_chain_continues_across_a_restart() {
     let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("2 records, chain intact"), "{out}");
+}
+
+#[tokio::test]
+async fn follow_prints_records_as_they_are_written() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+    c.ok("write", json!({ "path": "a.txt", "content": "1" })).await;
+    let mut follow = fx.command(&["audit", "--follow", "--config", config.to_str().unwrap()]);
+    follow.stdout(std::process::Stdio::piped()).kill_on_drop(true);
+    let mut child = follow.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let next = async |lines: &mut tokio::io::Lines<_>| {
+        tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await.unwrap().unwrap()
+    };
+    let first: String = next(&mut lines).await.unwrap();
+    assert!(first.starts_with("#1 ") && first.contains("tools-fs/write"), "{first}");
+    c.ok("write", json!({ "path": "b.txt", "content": "2" })).await;
+    let second: String = next(&mut lines).await.unwrap();
+    assert!(second.starts_with("#2 ") && second.contains("b.txt"), "{second}");
+    child.kill().await.unwrap();
+    c.stop().await;
 }

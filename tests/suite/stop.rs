@@ -87,7 +87,7 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     let started = Instant::now();
     let (code, out) = hands_stop(&fx, &config, false).await;
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("1 running commands ended"), "{out}");
+    assert!(out.contains("ended 1 running commands and tmux sessions"), "{out}");
     let r = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap().unwrap();
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("hands stop --release"), "{}", text_of(&r));
@@ -121,7 +121,7 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
         .collect();
     let want = [
         ("bash", "policy", "error: s"),
-        ("stop", "person-via-terminal", "ok: 1 ru"),
+        ("stop", "person-via-terminal", "ok: ende"),
         ("bash", "stop", "refused:"),
         ("release", "person-via-terminal", "ok"),
         ("bash", "policy", "ok"),
@@ -143,4 +143,47 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     let (code, out) = hands_stop(&fx, &config, false).await;
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("no running daemon"), "{out}");
+}
+
+#[tokio::test]
+async fn stop_reaches_every_daemon_of_the_state_dir() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let a = Client::start(&fx, &config).await;
+    let b = Client::start(&fx, &config).await;
+    // The second daemon listens beside the first, which keeps `control.sock`.
+    let mut socks: Vec<String> = std::fs::read_dir(&fx.state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("control") && n.ends_with(".sock"))
+        .collect();
+    socks.sort();
+    assert_eq!(socks.len(), 2, "{socks:?}");
+    assert_eq!(socks[0], "control-".to_string() + &socks[0][8..], "{socks:?}");
+    assert!(socks.contains(&"control.sock".to_string()), "{socks:?}");
+
+    let (code, out) = hands_stop(&fx, &config, false).await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains(" stopped: ")).count(), 2, "{out}");
+    for c in [&a, &b] {
+        let msg = c.err("bash", json!({ "command": "echo should-not-run" })).await;
+        assert!(msg.contains("hands stop --release"), "{msg}");
+    }
+    let (code, out) = hands_stop(&fx, &config, true).await;
+    assert_eq!(code, 0, "{out}");
+    for c in [&a, &b] {
+        let r = c.ok("bash", json!({ "command": "echo again" })).await;
+        assert_eq!(r["stdout"], "again\n");
+    }
+    // Two writers, one chain.
+    let out = fx
+        .command(&["audit", "--verify", "--config", config.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("8 records, chain intact"), "{text}");
+    a.stop().await;
+    b.stop().await;
 }
