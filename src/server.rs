@@ -32,6 +32,8 @@ pub struct Daemon {
     stopped: std::sync::atomic::AtomicBool,
     /// Asking a person, and the standing permissions (`src/approvals.rs`).
     pub approvals: Arc<crate::approvals::Approvals>,
+    /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
+    resolvers: Vec<(ModuleId, Arc<Resolver>)>,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -107,16 +109,18 @@ impl Daemon {
         let mut git = None;
         let mut shell = None;
         let mut tools = Vec::new();
+        let mut resolvers = Vec::new();
         for m in &config.modules {
+            let resolver = resolver_for(m, &lists)?;
+            resolvers.push((m.id, resolver.clone()));
             match &m.settings {
                 ModuleSettings::Fs => {
-                    fs = Some(resolver_for(m, &lists)?);
+                    fs = Some(resolver);
                     tools.extend(crate::tools::fs_tools());
                 }
                 ModuleSettings::Git(cfg) => {
-                    let g =
-                        Git::new(resolver_for(m, &lists)?, git_settings(m, cfg, &config.state_dir))
-                            .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
+                        .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     git = Some(Arc::new(g));
                     tools.extend(crate::tools::git_tools());
                 }
@@ -127,7 +131,7 @@ impl Daemon {
                         let sh = crate::shell::Shell::new(
                             m,
                             cfg,
-                            resolver_for(m, &lists)?,
+                            resolver,
                             &lists,
                             &config.state_dir,
                             config.sandbox_mode == crate::config::SandboxMode::Enforce,
@@ -151,6 +155,7 @@ impl Daemon {
             audit: Arc::new(audit),
             stopped: Default::default(),
             approvals: Arc::new(approvals),
+            resolvers,
         })
     }
 
@@ -289,15 +294,19 @@ impl HandsServer {
             refusal: Some(msg),
             input: None,
         };
-        if def.class == ActionClass::External && self.daemon.is_stopped() {
-            return deny(
-                DecidedBy::Stop,
-                format!(
-                    "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
-                     they run again after `hands stop --release` (or a restart)",
-                    def.tool.name
-                ),
-            );
+        let braked = || def.class == ActionClass::External && self.daemon.is_stopped();
+        let brake = || {
+            format!(
+                "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
+                 they run again after `hands stop --release` (or a restart)",
+                def.tool.name
+            )
+        };
+        if braked() {
+            return deny(DecidedBy::Stop, brake());
+        }
+        if let Some(msg) = self.hidden_path(def, arguments) {
+            return deny(DecidedBy::Policy, msg);
         }
         match self.trust_for(def) {
             TrustAction::Allow => Gate {
@@ -316,8 +325,26 @@ impl HandsServer {
                     def.module.name()
                 ),
             ),
-            TrustAction::Ask => self.ask_person(def, arguments, retry, ctx).await,
+            TrustAction::Ask => {
+                let gate = self.ask_person(def, arguments, retry, ctx).await;
+                // A person may answer after `hands stop` (a parked action waits minutes): the
+                // brake still wins.
+                if gate.refusal.is_none() && gate.input.is_none() && braked() {
+                    return deny(DecidedBy::Stop, brake());
+                }
+                gate
+            }
         }
+    }
+
+    /// A path argument that names a denied, credential or secret path: refused before the
+    /// policy and before any person is asked, at every trust level (SPEC §3).
+    fn hidden_path(&self, def: &ToolDef, arguments: &serde_json::Value) -> Option<String> {
+        let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
+        ["path", "cwd", "repo"].iter().find_map(|key| {
+            let p = arguments.get(*key)?.as_str()?;
+            resolver.refuse_hidden(p).err().map(|e| format!("`{}` is refused: {e}", def.tool.name))
+        })
     }
 
     /// `ask`: a standing permission, else a person — through the client (a 2026-07-28

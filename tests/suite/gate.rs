@@ -403,3 +403,28 @@ async fn revoke_makes_it_ask_again() {
     assert!(!fx.root.join("r5.txt").exists());
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn a_denied_or_secret_path_is_refused_before_anyone_is_asked() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\nwrite = \"ask\"\n\n[sandbox]\n\
+         deny = [\"{root}/private\"]\n\n[[builtins]]\nid = \"tools-fs\"\n\
+         grants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let person = Person::new(Some("allow_once"), true);
+    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    for path in [".env", "sub/.env.local", "private/x.txt", "id_rsa"] {
+        let r = write(&c, path, "S").await;
+        assert_eq!(r.is_error, Some(true), "{path}: {}", text_of(&r));
+        assert!(!text_of(&r).contains("was not approved"), "{}", text_of(&r));
+        assert!(!fx.root.join(path).exists());
+    }
+    assert_eq!(person.times_asked(), 0, "no person is asked about a path no one may touch");
+    // Positive control: an ordinary path is asked about and written.
+    assert_ne!(write(&c, "fine.txt", "F").await.is_error, Some(true));
+    assert_eq!(person.times_asked(), 1);
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().filter(|l| l.contains("refused")).count(), 4, "{audit}");
+    let _ = c.cancel().await;
+}

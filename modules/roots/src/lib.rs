@@ -225,6 +225,17 @@ impl Resolver {
         (real, root)
     }
 
+    /// The check the trust gate runs before it asks anyone: a tool path that names a denied,
+    /// credential or secret path is refused by name, without touching the filesystem (the
+    /// tool would refuse it anyway, after a person had been asked for nothing). Other
+    /// problems (outside the roots, `..`) are left to the tool's own resolution.
+    pub fn refuse_hidden(&self, path: &str) -> Result<()> {
+        match self.locate(path) {
+            Ok(loc) => self.check_hidden(&loc.abs, None, true),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Refuses a path that the policy hides from every tool (denied, credential, secret).
     fn check_hidden(&self, abs: &Path, stat: Option<&Stat>, is_file: bool) -> Result<()> {
         if let Some(why) = self.policy.denied(abs, stat) {
