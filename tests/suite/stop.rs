@@ -187,3 +187,53 @@ async fn stop_reaches_every_daemon_of_the_state_dir() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn an_action_approved_after_stop_is_still_refused() {
+    let fx = Fixture::new();
+    // tools-shell with the default external = "ask": this client cannot be asked, so the call
+    // parks for `hands approvals`.
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let c = Client::start(&fx, &config).await;
+    let peer = c.service.peer().clone();
+    let marker = fx.root.join("ran.txt");
+    let params = CallToolRequestParams::new("bash").with_arguments(
+        json!({ "command": format!("echo ran > {}", marker.display()) })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let call = tokio::spawn(async move { peer.call_tool(params).await });
+    let approvals = |args: &[&str]| {
+        let mut all = vec!["approvals"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", config.to_str().unwrap()]);
+        let out = fx.std_command(&all).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut id = None;
+    for _ in 0..200 {
+        let (_, out) = approvals(&["list"]);
+        if let Some(line) = out.lines().find(|l| l.starts_with("waiting ")) {
+            id = line.split_whitespace().nth(1).map(str::to_string);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = id.expect("the bash call never parked");
+    let (code, out) = hands_stop(&fx, &config, false).await;
+    assert_eq!(code, 0, "{out}");
+    let (ok, out) = approvals(&["approve", &id]);
+    assert!(ok, "{out}");
+    let r = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("hands stop --release"), "{}", text_of(&r));
+    assert!(!marker.exists(), "the command ran after `hands stop`");
+    let last = records(&fx).pop().unwrap();
+    assert_eq!((last["tool"].as_str(), last["decided_by"].as_str()), (Some("bash"), Some("stop")));
+    c.stop().await;
+}
