@@ -55,6 +55,10 @@ impl ClientHandler for Person {
         };
         self.asked.lock().unwrap().push(message);
         let answer = *self.answer.lock().unwrap();
+        if answer == Some("slow") {
+            // A person who never answers in time.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
         Ok(match answer {
             None => ElicitResult::new(ElicitationAction::Decline),
             Some("cancel") => ElicitResult::new(ElicitationAction::Cancel),
@@ -426,5 +430,38 @@ async fn a_denied_or_secret_path_is_refused_before_anyone_is_asked() {
     assert_eq!(person.times_asked(), 1);
     let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
     assert_eq!(audit.lines().filter(|l| l.contains("refused")).count(), 4, "{audit}");
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn policy_allow_and_deny_need_no_person_for_any_kind_of_client() {
+    for (era, elicitation) in [(Era::Modern, true), (Era::Legacy, true), (Era::Legacy, false)] {
+        let fx = Fixture::new();
+        let config = fx.config(
+            "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-fs\"\n\
+             grants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n\
+             config = { trust = { write = \"deny\", read = \"allow\" } }\n",
+        );
+        let person = Person::new(Some("allow_once"), elicitation);
+        let c = connect(&fx, &config, era, person.clone()).await;
+        let r = write(&c, "d.txt", "D").await;
+        assert!(text_of(&r).contains("refused by policy"), "{}", text_of(&r));
+        assert!(!fx.root.join("d.txt").exists());
+        std::fs::write(fx.root.join("r.txt"), "R").unwrap();
+        let Value::Object(args) = json!({ "path": "r.txt" }) else { unreachable!() };
+        let r = c.call_tool(CallToolRequestParams::new("read").with_arguments(args)).await.unwrap();
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        assert_eq!(person.times_asked(), 0);
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn a_person_who_does_not_answer_in_time_is_a_refusal() {
+    let fx = Fixture::new();
+    let c = connect(&fx, &ask_config(&fx, 1), Era::Legacy, Person::new(Some("slow"), true)).await;
+    let r = write(&c, "slow.txt", "S").await;
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(!fx.root.join("slow.txt").exists());
     let _ = c.cancel().await;
 }
