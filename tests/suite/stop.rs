@@ -237,3 +237,39 @@ async fn an_action_approved_after_stop_is_still_refused() {
     assert_eq!((last["tool"].as_str(), last["decided_by"].as_str()), (Some("bash"), Some("stop")));
     c.stop().await;
 }
+
+#[tokio::test]
+async fn a_sandboxed_command_cannot_use_the_control_socket() {
+    let fx = Fixture::new();
+    // The state dir inside the root puts the socket in the command's reach; the same uid is
+    // not enough: the peer's user namespace is the sandbox's own.
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{root}/state\"\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    );
+    let c = Client::start(&fx, &config).await;
+    let sock = fx.root.join("state/control.sock");
+    assert!(sock.exists());
+    fx.write(
+        "probe.py",
+        &format!(
+            "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+             s.sendall(b'{{\"op\": \"status\"}}\\n')\nprint(s.recv(4096).decode())\n",
+            sock.to_str().unwrap()
+        ),
+    );
+    let r = c.ok("bash", json!({ "command": "python3 probe.py" })).await;
+    let stdout = r["stdout"].as_str().unwrap();
+    assert!(stdout.contains("another user namespace"), "{r}");
+    assert!(!stdout.contains("\"ok\":true"), "{r}");
+    // Positive control: the person's own request, from the host, is answered.
+    let out = fx
+        .command(&["stop", "--release", "--config", config.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    c.stop().await;
+}
