@@ -1,6 +1,8 @@
-//! `hands stop` through the real binary: a running command dies (no process left on the host),
-//! later commands are refused naming `hands stop --release` while reads still work, the release
-//! lets commands run again, and the control socket is private.
+//! `hands stop` through the real binary: a running command and a tmux session die (no process
+//! left on the host), later calls are refused naming `hands stop --release` while reads still
+//! work, the release lets commands run again, every daemon of a state dir is reached, a late
+//! approval does not get past the brake, and the control socket is private (mode 0600, and
+//! refused to a sandboxed command).
 
 use super::common::{Client, Fixture, host_processes, text_of};
 use rmcp::model::CallToolRequestParams;
@@ -271,5 +273,32 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
         .await
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn stop_ends_tmux_sessions_and_refuses_new_ones_until_release() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+    let secs = unique_sleep();
+    c.ok("tmux_start", json!({ "command": format!("sleep {secs}"), "name": "srv" })).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the session's command never started"
+    );
+    let (code, out) = hands_stop(&fx, &config, false).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ended 1 running commands and tmux sessions"), "{out}");
+    assert!(
+        wait_until(Duration::from_secs(5), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "a tmux session's command outlived `hands stop`"
+    );
+    let msg = c.err("tmux_start", json!({ "command": "sleep 1", "name": "again" })).await;
+    assert!(msg.contains("hands stop --release"), "{msg}");
+    let (code, out) = hands_stop(&fx, &config, true).await;
+    assert_eq!(code, 0, "{out}");
+    c.ok("tmux_start", json!({ "command": "true", "name": "after" })).await;
+    c.ok("tmux_kill", json!({ "session": "after" })).await;
     c.stop().await;
 }
