@@ -264,6 +264,28 @@ async fn the_users_own_tmux_server_is_not_seen_or_touched() {
     c.ok("tmux_kill", json!({ "session": "ours" })).await;
     let still = user_tmux(&["list-sessions", "-F", "#{session_name}"]);
     assert_eq!(String::from_utf8_lossy(&still.stdout).trim(), "mine");
+    // `hands stop` ends this daemon's sessions, and only those.
+    let marker = format!("{}.75", unique());
+    c.ok("tmux_start", json!({ "command": format!("sleep {marker}"), "name": "braked" })).await;
+    let start = Instant::now();
+    while host_processes(&["sleep", &marker]).is_empty() && start.elapsed().as_secs() < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!host_processes(&["sleep", &marker]).is_empty(), "the session's command runs");
+    let config = shell_config(&fx);
+    let stop = fx.std_command(&["stop", "--config", config.to_str().unwrap()]).output().unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    assert!(host_processes(&["sleep", &marker]).is_empty(), "the session survived hands stop");
+    assert_eq!(c.ok("tmux_list", json!({})).await["sessions"], json!([]));
+    let e = c.err("tmux_start", json!({ "command": "true" })).await;
+    assert!(e.contains("hands stop"), "{e}");
+    let still = user_tmux(&["list-sessions", "-F", "#{session_name}"]);
+    assert_eq!(String::from_utf8_lossy(&still.stdout).trim(), "mine", "the user's session");
+    let release =
+        fx.std_command(&["stop", "--release", "--config", config.to_str().unwrap()]).output();
+    assert!(release.unwrap().status.success());
+    c.ok("tmux_start", json!({ "command": "true", "name": "after" })).await;
+    c.ok("tmux_kill", json!({ "session": "after" })).await;
     user_tmux(&["kill-server"]);
 }
 
