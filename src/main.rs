@@ -300,6 +300,14 @@ fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> ExitCode {
                     }
                 }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                report::out(&format!(
+                    "hands: there is no audit log at {}: no daemon has served with this \
+                     state_dir, or the log was removed",
+                    path.display()
+                ));
+                ExitCode::from(1)
+            }
             Err(e) => {
                 report::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
                 ExitCode::from(1)
@@ -318,13 +326,19 @@ fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> ExitCode {
 /// Prints every complete record; with `follow`, keeps polling for new ones.
 fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
     use std::io::{Read, Seek};
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !follow => {
-            report::out(&format!("{}: no records yet", path.display()));
-            return Ok(());
+    let mut file = loop {
+        match std::fs::File::open(path) {
+            Ok(f) => break f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !follow => {
+                report::out(&format!("{}: no records yet", path.display()));
+                return Ok(());
+            }
+            // The daemon creates the log when it starts; wait for it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Err(e) => return Err(e),
         }
-        Err(e) => return Err(e),
     };
     let mut pending: Vec<u8> = Vec::new();
     let mut offset = 0u64;
