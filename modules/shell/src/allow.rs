@@ -1,0 +1,331 @@
+//! The allowlist of tools-shell's `run` and `os-*` tools and of `hands exec` (SPEC §4.4):
+//! entries parsed from `commands = { allow, deny, confirm }`, an argv matched against them,
+//! binary names checked, `PATH` resolution, and the names of published tools. Pure: no MCP,
+//! no config file, no process.
+//!
+//! An entry is a binary name, optionally followed by leading arguments that must match as whole
+//! tokens (`kubectl get` admits `kubectl get pods`, not `kubectl getsecrets`), or `*` (every
+//! binary). `deny` wins over `allow`; `confirm` admits nothing by itself, it only marks an
+//! admitted argv as needing a person's yes for each run.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Programs that run only after a person says yes, unless `commands.confirm` is set: the
+/// destructive classics and every shell (a shell runs whatever text it is given).
+pub const DEFAULT_CONFIRM: &[&str] = &[
+    "rm", "rmdir", "dd", "mkfs", "shred", "fdisk", "parted", "shutdown", "reboot", "halt", "sh",
+    "bash", "zsh", "fish", "dash", "ksh",
+];
+
+/// The longest tool name MCP clients accept.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// One list entry: `*`, or a binary with leading arguments that must match token by token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    Any,
+    Prefix { bin: String, args: Vec<String> },
+}
+
+impl Entry {
+    /// Parses `"kubectl get"` (tokens split on whitespace) or `"*"`.
+    pub fn parse(text: &str) -> Result<Entry, AllowError> {
+        let mut tokens = text.split_whitespace().map(str::to_string);
+        let Some(bin) = tokens.next() else {
+            return Err(AllowError::EmptyEntry);
+        };
+        if bin == "*" {
+            return match tokens.next() {
+                None => Ok(Entry::Any),
+                Some(_) => Err(AllowError::StarWithArguments(text.to_string())),
+            };
+        }
+        check_name(&bin)?;
+        Ok(Entry::Prefix { bin, args: tokens.collect() })
+    }
+
+    /// Whether `argv` (binary, then arguments) starts with this entry, token by token.
+    pub fn matches(&self, argv: &[String]) -> bool {
+        match self {
+            Entry::Any => !argv.is_empty(),
+            Entry::Prefix { bin, args } => {
+                argv.first() == Some(bin)
+                    && argv.len() > args.len()
+                    && argv[1..=args.len()].iter().zip(args).all(|(a, b)| a == b)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Entry::Any => write!(f, "*"),
+            Entry::Prefix { bin, args } if args.is_empty() => write!(f, "{bin}"),
+            Entry::Prefix { bin, args } => write!(f, "{bin} {}", args.join(" ")),
+        }
+    }
+}
+
+/// What is wrong with an entry, a binary name or a published tool. Returned by
+/// [`Policy::new`], [`check_name`] and [`tool_name`] at startup (the config is refused) and by
+/// [`Policy::decide`] per call (the call is refused); the text says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowError {
+    #[error("an entry is empty; write a binary name, optionally followed by leading arguments")]
+    EmptyEntry,
+    #[error("`{0}`: `*` stands alone (it admits every binary on PATH); it takes no arguments")]
+    StarWithArguments(String),
+    #[error("no binary was given (argv is empty)")]
+    EmptyArgv,
+    #[error(
+        "`{0}` is refused: a binary is given by name only, never by path (no `/`, `.` or `..`); \
+         it is looked up in the module's configured PATH"
+    )]
+    Pathed(String),
+    #[error("`{0}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty")]
+    BadName(String),
+    #[error("`{argv}` is refused: commands.deny lists `{entry}`")]
+    Denied { argv: String, entry: String },
+    #[error(
+        "`{argv}` is refused: no entry of commands.allow admits it (allowed: {allowed}); entries \
+         match whole leading tokens, so `kubectl get` admits `kubectl get pods` but not \
+         `kubectl getsecrets`. A person can add an entry to commands.allow in daemon.toml"
+    )]
+    NotAllowed { argv: String, allowed: String },
+    #[error(
+        "the published name `{0}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
+         of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`"
+    )]
+    BadToolName(String),
+}
+
+/// A binary must be a plain name: no `/`, not `.` or `..`, no `..` inside, no NUL, no
+/// whitespace. Checked before any list is consulted.
+pub fn check_name(bin: &str) -> Result<(), AllowError> {
+    if bin.contains('/') || bin == "." || bin.contains("..") {
+        return Err(AllowError::Pathed(bin.to_string()));
+    }
+    if bin.is_empty() || bin.contains('\0') || bin.chars().any(char::is_whitespace) {
+        return Err(AllowError::BadName(bin.escape_debug().to_string()));
+    }
+    Ok(())
+}
+
+/// The policy's answer for one argv that passed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Admitted; the trust gate decides as for any external-class call.
+    Allowed,
+    /// Admitted, but only a person's yes for this one run lets it run.
+    Confirm,
+}
+
+/// The compiled `commands` table.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub allow: Vec<Entry>,
+    pub deny: Vec<Entry>,
+    pub confirm: Vec<Entry>,
+}
+
+impl Policy {
+    /// Parses the three lists; `confirm: None` is [`DEFAULT_CONFIRM`]. Errors carry the list
+    /// and the entry's index.
+    pub fn new(
+        allow: &[String],
+        deny: &[String],
+        confirm: Option<&[String]>,
+    ) -> Result<Policy, (&'static str, usize, AllowError)> {
+        let list = |name: &'static str, items: &[String]| {
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Entry::parse(s).map_err(|e| (name, i, e)))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let default: Vec<String> = DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect();
+        Ok(Policy {
+            allow: list("allow", allow)?,
+            deny: list("deny", deny)?,
+            confirm: list("confirm", confirm.unwrap_or(&default))?,
+        })
+    }
+
+    /// `allow = ["*"]`: every binary on PATH is admitted (`hands doctor` warns).
+    pub fn allows_everything(&self) -> bool {
+        self.allow.contains(&Entry::Any)
+    }
+
+    /// Whether `allow` admits anything at all (`run` is published only then).
+    pub fn admits_something(&self) -> bool {
+        !self.allow.is_empty()
+    }
+
+    /// The name check, then `deny` (which wins over everything), then `allow`, then whether
+    /// `confirm` lists it.
+    pub fn decide(&self, argv: &[String]) -> Result<Verdict, AllowError> {
+        let Some(bin) = argv.first() else { return Err(AllowError::EmptyArgv) };
+        check_name(bin)?;
+        if let Some(entry) = self.deny.iter().find(|e| e.matches(argv)) {
+            return Err(AllowError::Denied { argv: show(argv), entry: entry.to_string() });
+        }
+        if !self.allow.iter().any(|e| e.matches(argv)) {
+            let allowed = if self.allow.is_empty() {
+                "none".to_string()
+            } else {
+                self.allow.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
+            };
+            return Err(AllowError::NotAllowed { argv: show(argv), allowed });
+        }
+        if self.confirm.iter().any(|e| e.matches(argv)) {
+            return Ok(Verdict::Confirm);
+        }
+        Ok(Verdict::Allowed)
+    }
+}
+
+/// An argv as one line for messages: tokens with spaces or quotes are quoted.
+pub fn show(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.is_empty() || a.chars().any(|c| c.is_whitespace() || c == '"' || c == '\'') {
+                format!("{a:?}")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The published name of a `tools` entry: `os-<bin>[-<arg>…]`, checked against MCP's rules.
+pub fn tool_name(bin: &str, args: &[String]) -> Result<String, AllowError> {
+    check_name(bin)?;
+    let mut name = format!("os-{bin}");
+    for a in args {
+        name.push('-');
+        name.push_str(a);
+    }
+    let valid = !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if valid { Ok(name) } else { Err(AllowError::BadToolName(name)) }
+}
+
+/// Finds `bin` in the folders of `path` (absolute ones only; empty and relative entries are
+/// skipped): the first regular file there that someone may execute.
+pub fn resolve(bin: &str, path: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if check_name(bin).is_err() {
+        return None;
+    }
+    path.split(':').filter(|d| Path::new(d).is_absolute()).find_map(|dir| {
+        let candidate = Path::new(dir).join(bin);
+        let meta = std::fs::metadata(&candidate).ok()?;
+        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn policy(allow: &[&str], deny: &[&str], confirm: Option<&[&str]>) -> Policy {
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let confirm = confirm.map(v);
+        Policy::new(&v(allow), &v(deny), confirm.as_deref()).unwrap()
+    }
+
+    #[test]
+    fn entries_match_whole_leading_tokens() {
+        let p = policy(&["kubectl get", "rg"], &[], None);
+        assert_eq!(p.decide(&argv("kubectl get pods")), Ok(Verdict::Allowed));
+        assert_eq!(p.decide(&argv("kubectl get")), Ok(Verdict::Allowed));
+        assert_eq!(p.decide(&argv("rg -n x")), Ok(Verdict::Allowed));
+        for refused in ["kubectl delete pods", "kubectl getsecrets", "kubectl", "rgx", "ls"] {
+            assert!(
+                matches!(p.decide(&argv(refused)), Err(AllowError::NotAllowed { .. })),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_with_a_path_are_refused_before_any_list() {
+        let p = policy(&["*"], &[], Some(&[]));
+        for bin in ["/bin/sh", "./sh", "../bin/sh", "..", ".", "a/b", "x..y"] {
+            assert_eq!(p.decide(&[bin.to_string()]), Err(AllowError::Pathed(bin.into())), "{bin}");
+        }
+        assert!(matches!(p.decide(&["a b".into()]), Err(AllowError::BadName(_))));
+        assert!(matches!(p.decide(&["".into()]), Err(AllowError::BadName(_))));
+        assert_eq!(p.decide(&[]), Err(AllowError::EmptyArgv));
+        // One element with shell syntax is a (strange) name, not a command line.
+        assert_eq!(p.decide(&["ls;rm".into()]), Ok(Verdict::Allowed));
+    }
+
+    #[test]
+    fn deny_beats_allow_and_star() {
+        let p = policy(&["*", "shutdown"], &["shutdown", "kubectl delete"], None);
+        assert!(matches!(p.decide(&argv("shutdown -h now")), Err(AllowError::Denied { .. })));
+        assert!(matches!(p.decide(&argv("kubectl delete x")), Err(AllowError::Denied { .. })));
+        assert_eq!(p.decide(&argv("kubectl get x")), Ok(Verdict::Allowed));
+        assert!(p.allows_everything());
+    }
+
+    #[test]
+    fn confirm_is_per_binary_and_admits_nothing_by_itself() {
+        let p = policy(&["rm", "ls"], &[], None);
+        for a in ["rm -rf x", "rm -r -f x", "rm -fr x", "rm --recursive --force x", "rm x"] {
+            assert_eq!(p.decide(&argv(a)), Ok(Verdict::Confirm), "{a}");
+        }
+        assert_eq!(p.decide(&argv("ls -l")), Ok(Verdict::Allowed));
+        assert!(matches!(p.decide(&argv("sh -c x")), Err(AllowError::NotAllowed { .. })));
+        let p = policy(&["*"], &[], None);
+        for shell in ["sh", "bash", "zsh", "fish", "dash", "ksh"] {
+            assert_eq!(p.decide(&[shell.to_string()]), Ok(Verdict::Confirm), "{shell}");
+        }
+        let p = policy(&["*"], &[], Some(&["git push"]));
+        assert_eq!(p.decide(&argv("rm x")), Ok(Verdict::Allowed));
+        assert_eq!(p.decide(&argv("git push origin")), Ok(Verdict::Confirm));
+    }
+
+    #[test]
+    fn bad_entries_are_refused() {
+        let v = |s: &str| vec![s.to_string()];
+        assert!(matches!(Policy::new(&v("/bin/ls"), &[], None), Err(("allow", 0, _))));
+        assert!(matches!(Policy::new(&[], &v("* x"), None), Err(("deny", 0, _))));
+        assert!(matches!(Policy::new(&[], &[], Some(&v("  "))), Err(("confirm", 0, _))));
+    }
+
+    #[test]
+    fn tool_names_follow_mcp_rules() {
+        assert_eq!(tool_name("kubectl", &argv("get")).unwrap(), "os-kubectl-get");
+        assert_eq!(tool_name("rg", &[]).unwrap(), "os-rg");
+        assert!(tool_name("kubectl", &["--context=x".into()]).is_err());
+        assert!(tool_name("x", &["a".repeat(130)]).is_err());
+        assert!(tool_name("/bin/x", &[]).is_err());
+    }
+
+    #[test]
+    fn resolve_finds_executables_on_absolute_path_folders_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let exe = dir.join("tool");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "x").unwrap();
+        let path = format!("relative:{}", dir.display());
+        assert_eq!(resolve("tool", &path), Some(exe));
+        assert_eq!(resolve("plain", &path), None);
+        assert_eq!(resolve("../tool", &path), None);
+        assert_eq!(resolve("tool", "relative"), None);
+    }
+}
