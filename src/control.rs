@@ -125,23 +125,23 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
     let me = rustix::process::geteuid().as_raw();
     let peer = stream.peer_cred();
     let (read, mut write) = stream.into_split();
+    // The request line is read first, whoever the peer is, so a refused peer gets its answer
+    // instead of a broken pipe; nothing in it is acted on before the checks below.
+    let mut line = String::new();
+    let mut limited = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
+    let got = tokio::time::timeout(REQUEST_TIMEOUT, limited.read_line(&mut line)).await;
     let reply = match peer.as_ref().map(|c| (c.uid(), c.pid())) {
         Ok((uid, pid)) if (uid == me || uid == 0) && !same_user_namespace(pid) => {
             tracing::warn!("control socket: refused a peer in another user namespace");
             fail("refused: the peer runs in another user namespace (a sandboxed command?)".into())
         }
-        Ok((uid, _)) if uid == me || uid == 0 => {
-            let mut line = String::new();
-            let mut limited =
-                tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
-            match tokio::time::timeout(REQUEST_TIMEOUT, limited.read_line(&mut line)).await {
-                Ok(Ok(n)) if n > 0 => match serde_json::from_str::<Value>(&line) {
-                    Ok(req) => answer(&req, &daemon).await,
-                    Err(e) => fail(format!("the request is not JSON ({e}); send {{\"op\": ...}}")),
-                },
-                _ => fail("no request line arrived".into()),
-            }
-        }
+        Ok((uid, _)) if uid == me || uid == 0 => match got {
+            Ok(Ok(n)) if n > 0 => match serde_json::from_str::<Value>(&line) {
+                Ok(req) => answer(&req, &daemon).await,
+                Err(e) => fail(format!("the request is not JSON ({e}); send {{\"op\": ...}}")),
+            },
+            _ => fail("no request line arrived".into()),
+        },
         Ok((uid, _)) => {
             tracing::warn!("control socket: refused a peer with uid {uid}");
             fail(format!("refused: uid {uid} is neither this daemon's uid ({me}) nor root"))

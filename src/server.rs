@@ -104,6 +104,7 @@ pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
 impl Daemon {
     /// Pins every declared module's roots and assembles the tool catalogue.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
+        refuse_state_dir_in_roots(&config)?;
         let lists = policy_lists(&config);
         let mut fs = None;
         let mut git = None;
@@ -126,8 +127,10 @@ impl Daemon {
                 }
                 ModuleSettings::Shell(cfg) => {
                     // Elsewhere than Linux nothing can contain a command, so nothing runs one
-                    // (the banner and the doctor say so); files and git still work.
-                    if cfg.bash != Some(false) && cfg!(target_os = "linux") {
+                    // (the banner and the doctor say so); files and git still work. With
+                    // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
+                    // that only show or end sessions.
+                    if cfg!(target_os = "linux") {
                         let sh = crate::shell::Shell::new(
                             m,
                             cfg,
@@ -137,8 +140,13 @@ impl Daemon {
                             config.sandbox_mode == crate::config::SandboxMode::Enforce,
                         )
                         .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        tools.extend(crate::tools::shell_tools(&crate::tools::ShellCatalogue {
+                            network: m.has(Grant::Network),
+                            bash: cfg.bash != Some(false),
+                            run: sh.policy().admits_something(),
+                            os_tools: &cfg.tools,
+                        }));
                         shell = Some(Arc::new(sh));
-                        tools.extend(crate::tools::shell_tools(m.has(Grant::Network)));
                     }
                 }
             }
@@ -206,8 +214,7 @@ impl Daemon {
         &self.tools
     }
 
-    /// Modules that are declared but publish no tool (tools-shell with `bash = false`: its
-    /// tmux tools are not in this version).
+    /// Modules that are declared but publish no tool (tools-shell elsewhere than Linux).
     pub fn unavailable_modules(&self) -> Vec<ModuleId> {
         self.config
             .modules
@@ -220,6 +227,64 @@ impl Daemon {
     /// Runs the sandbox self-test once, when a module runs commands.
     pub fn self_test(&self) -> Option<&crate::probe::Probe> {
         self.shell.as_ref().map(|s| s.self_test())
+    }
+
+    /// tools-shell's commands, when the module runs.
+    pub fn shell(&self) -> Option<&Arc<crate::shell::Shell>> {
+        self.shell.as_ref()
+    }
+
+    /// Writes one record (`hands exec`); an error says the record is missing.
+    pub async fn append_audit(&self, entry: crate::audit::Entry) -> Result<(), String> {
+        let audit = self.audit.clone();
+        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot write the audit log {}: {e}", self.audit.path().display())),
+            Err(e) => Err(format!("cannot write the audit log {}: {e}", self.audit.path().display())),
+        }
+    }
+}
+
+/// The state dir holds what the daemon trusts and commands must not touch — the audit log,
+/// the standing permissions, the control sockets, tmux session records — so it may not lie
+/// inside a root (where the file tools and commands could rewrite it), nor contain one.
+fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
+    let state = lenient_canonical(&absolute(&config.state_dir));
+    for m in &config.modules {
+        for r in &m.roots {
+            let root = lenient_canonical(&r.path);
+            if state.starts_with(&root) || root.starts_with(&state) {
+                anyhow::bail!(
+                    "the state dir {} lies inside the root {} of {} (or holds it): commands and \
+                     file tools could rewrite the audit log and grant themselves approvals. Set \
+                     [daemon] state_dir to a folder outside every root, or declare a narrower \
+                     root (with no config, run hands from a project folder rather than from \
+                     your home)",
+                    state.display(),
+                    root.display(),
+                    m.id.name()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The canonical form of the deepest existing ancestor, with the missing rest appended.
+fn lenient_canonical(p: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part));
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
     }
 }
 
@@ -280,12 +345,16 @@ impl HandsServer {
 
     /// The trust gate: the brake first (external class), then the policy; `ask` goes to a
     /// standing permission or a person (`ask_person`).
+    ///
+    /// `confirm`: the argv is confirm-listed (SPEC §4.4): whatever the policy allows, a person
+    /// must say yes to this one run; only the policy's `deny` still refuses without asking.
     async fn gate(
         &self,
         def: &ToolDef,
         arguments: &serde_json::Value,
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
+        confirm: bool,
     ) -> Gate {
         use crate::audit::{DecidedBy, Decision};
         let deny = |by, msg| Gate {
@@ -309,6 +378,13 @@ impl HandsServer {
             return deny(DecidedBy::Policy, msg);
         }
         match self.trust_for(def) {
+            TrustAction::Allow | TrustAction::Ask if confirm => {
+                let gate = self.ask_person(def, arguments, retry, ctx, true).await;
+                if gate.refusal.is_none() && gate.input.is_none() && braked() {
+                    return deny(DecidedBy::Stop, brake());
+                }
+                gate
+            }
             TrustAction::Allow => Gate {
                 decision: Decision::Allow,
                 decided_by: DecidedBy::Policy,
@@ -326,7 +402,7 @@ impl HandsServer {
                 ),
             ),
             TrustAction::Ask => {
-                let gate = self.ask_person(def, arguments, retry, ctx).await;
+                let gate = self.ask_person(def, arguments, retry, ctx, false).await;
                 // A person may answer after `hands stop` (a parked action waits minutes): the
                 // brake still wins.
                 if gate.refusal.is_none() && gate.input.is_none() && braked() {
@@ -337,25 +413,30 @@ impl HandsServer {
         }
     }
 
-    /// A path argument that names a denied, credential or secret path: refused before the
-    /// policy and before any person is asked, at every trust level (SPEC §3).
+    /// A path argument that names a denied or credential path: refused before the policy and
+    /// before any person is asked, at every trust level (SPEC §3).
     fn hidden_path(&self, def: &ToolDef, arguments: &serde_json::Value) -> Option<String> {
         let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
         ["path", "cwd", "repo"].iter().find_map(|key| {
             let p = arguments.get(*key)?.as_str()?;
-            resolver.refuse_hidden(p).err().map(|e| format!("`{}` is refused: {e}", def.tool.name))
+            resolver.refuse_denied(p).err().map(|e| format!("`{}` is refused: {e}", def.tool.name))
         })
     }
 
     /// `ask`: a standing permission, else a person — through the client (a 2026-07-28
     /// input-required round trip, or a 2025-era elicitation), else at a terminal. Anything but
     /// an explicit allow refuses.
+    ///
+    /// `confirm` (a confirm-listed argv): no standing permission is consulted, and any allow
+    /// counts as *once* — the answer grants no session or always permission, so the next
+    /// confirm-listed run asks again.
     async fn ask_person(
         &self,
         def: &ToolDef,
         arguments: &serde_json::Value,
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
+        confirm: bool,
     ) -> Gate {
         use crate::approvals::{Action, Asked, Channel, Choice};
         use crate::audit::{DecidedBy, Decision};
@@ -366,13 +447,14 @@ impl HandsServer {
             tool: def.tool.name.to_string(),
             class: def.class.to_string(),
             arguments: arguments.clone(),
+            confirm,
         };
         let allow =
             |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
         let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
         let in_session =
             self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&key);
-        if in_session || approvals.always_allows(&action) {
+        if !confirm && (in_session || approvals.always_allows(&action)) {
             return allow(DecidedBy::StandingPermission);
         }
         let modern = ctx
@@ -402,6 +484,7 @@ impl HandsServer {
                 input: Some(r),
             },
             Asked::Allowed(choice, channel) => {
+                let choice = if confirm { Choice::Once } else { choice };
                 match choice {
                     Choice::Once => {}
                     Choice::Session => {
@@ -421,13 +504,21 @@ impl HandsServer {
             Asked::Refused(why, channel) => Gate {
                 decision: Decision::Deny,
                 decided_by: by(channel),
-                refusal: Some(format!(
-                    "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only when a \
-                     person allows it",
-                    def.tool.name,
-                    def.class,
-                    def.module.name()
-                )),
+                refusal: Some(if confirm {
+                    format!(
+                        "`{}` was not approved: {why}. commands.confirm lists this program: \
+                         each run needs a person's yes, whatever trust says",
+                        def.tool.name
+                    )
+                } else {
+                    format!(
+                        "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only \
+                         when a person allows it",
+                        def.tool.name,
+                        def.class,
+                        def.module.name()
+                    )
+                }),
                 input: None,
             },
         }
@@ -443,15 +534,55 @@ impl HandsServer {
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
-        let arguments = serde_json::Value::Object(args.clone());
-        let gate = self.gate(def, &arguments, retry, ctx).await;
+        let mut arguments = serde_json::Value::Object(args.clone());
+        // `run` and `os-*`: SPEC §4.4's policy before the trust gate; the record and the
+        // person's question carry the full argv and the binary it resolved to.
+        let program = match def.kind {
+            ToolKind::Run | ToolKind::OsTool(_) => Some(self.program(def, args.clone())),
+            _ => None,
+        };
+        let gate = match &program {
+            Some(Err((argv, msg))) => {
+                if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
+                    a.insert("argv".into(), serde_json::json!(argv));
+                }
+                Gate {
+                    decision: crate::audit::Decision::Deny,
+                    decided_by: crate::audit::DecidedBy::Policy,
+                    refusal: Some(msg.clone()),
+                    input: None,
+                }
+            }
+            Some(Ok(run)) => {
+                if let Some(a) = arguments.as_object_mut() {
+                    a.insert("argv".into(), serde_json::json!(run.checked.argv));
+                    a.insert("binary".into(), serde_json::json!(run.checked.program));
+                }
+                self.gate(def, &arguments, retry, ctx, run.checked.confirm).await
+            }
+            None => self.gate(def, &arguments, retry, ctx, false).await,
+        };
         if let Some(input) = gate.input {
             // Not decided yet: the client asks its person and retries.
             return CallToolResponse::InputRequired(input);
         }
-        let result = match &gate.refusal {
-            Some(msg) => tool_error(msg.clone()),
-            None => self.dispatch(def, args, ctx).await,
+        let result = match (&gate.refusal, program) {
+            (Some(msg), _) => tool_error(msg.clone()),
+            (None, Some(Ok(run))) => match self.daemon.shell.clone() {
+                Some(sh) => shaped(
+                    sh.run_program(
+                        &run.checked,
+                        run.cwd,
+                        run.timeout_secs,
+                        crate::shell::Caller::of(ctx),
+                        None,
+                    )
+                    .await,
+                    &def.tool.name,
+                ),
+                None => tool_error(format!("`{}` is not available", def.tool.name)),
+            },
+            (None, _) => self.dispatch(def, args, ctx).await,
         };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
@@ -491,6 +622,31 @@ impl HandsServer {
             Err(e) => self.unaudited(def, &result, &e.to_string()),
         }
         .into()
+    }
+
+    /// The parsed call of `run` or an `os-*` tool, checked by the policy and resolved on PATH;
+    /// or why it is refused (with the argv, when there is one).
+    fn program(&self, def: &ToolDef, args: JsonObject) -> Result<Program, (Option<Vec<String>>, String)> {
+        let name = def.tool.name.as_ref();
+        let Some(sh) = self.daemon.shell.as_ref() else {
+            return Err((None, format!("`{name}` is not available: tools-shell does not run here")));
+        };
+        let bad = |e: CallToolResult| (None, text_of(&e));
+        let (argv, cwd, timeout_secs) = match def.kind {
+            ToolKind::OsTool(i) => {
+                let p: hands_shell::run::OsToolParams = parse(args, name).map_err(bad)?;
+                let argv = sh.os_argv(i, &p.args).ok_or_else(|| (None, format!("`{name}` has no entry")))?;
+                (argv, p.cwd, p.timeout_secs)
+            }
+            _ => {
+                let p: hands_shell::run::RunParams = parse(args, name).map_err(bad)?;
+                (p.argv, p.cwd, p.timeout_secs)
+            }
+        };
+        match sh.check(&argv) {
+            Ok(checked) => Ok(Program { checked, cwd, timeout_secs }),
+            Err(crate::shell::Refusal(msg)) => Err((Some(argv), msg)),
+        }
     }
 
     /// The call happened (or was refused) but its record could not be written: the client
@@ -556,6 +712,9 @@ impl HandsServer {
                     },
                 }
             }
+            K::Run | K::OsTool(_) => {
+                tool_error(format!("`{}` runs through the allowlist, not here", def.tool.name))
+            }
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
@@ -592,6 +751,17 @@ impl HandsServer {
             }
         }
     }
+}
+
+/// A `run`/`os-*` call that passed the policy.
+struct Program {
+    checked: crate::shell::Checked,
+    cwd: Option<String>,
+    timeout_secs: Option<u64>,
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.as_str()).collect::<Vec<_>>().join("\n")
 }
 
 /// The text mirror of an output that renders itself with `Display`.

@@ -243,29 +243,47 @@ async fn an_action_approved_after_stop_is_still_refused() {
 #[tokio::test]
 async fn a_sandboxed_command_cannot_use_the_control_socket() {
     let fx = Fixture::new();
-    // The state dir inside the root puts the socket in the command's reach; the same uid is
-    // not enough: the peer's user namespace is the sandbox's own.
-    let config = fx.config(
+    // A state dir inside a root is refused outright: the audit log, the standing permissions
+    // and the control socket would be in the reach of commands and file tools.
+    let inside = fx.config(
         "[daemon]\nstate_dir = \"{root}/state\"\n\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { external = \"allow\" } }\n",
+         filesystem = [{ path = \"{root}\", write = true }]\n",
     );
+    let out = fx.std_command(&["check", "--config", inside.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("lies inside the root"), "{text}");
+    assert!(!fx.root.join("state").exists(), "nothing was created in the root");
+    // Defense in depth: even a sandboxed command that reaches the socket (here the launcher is
+    // run by hand with the state dir bound in) is refused, though it has the daemon's uid.
+    let config = config(&fx);
     let c = Client::start(&fx, &config).await;
-    let sock = fx.root.join("state/control.sock");
+    let sock = fx.state.join("control.sock");
     assert!(sock.exists());
-    fx.write(
-        "probe.py",
-        &format!(
-            "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
-             s.sendall(b'{{\"op\": \"status\"}}\\n')\nprint(s.recv(4096).decode())\n",
-            sock.to_str().unwrap()
-        ),
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+         s.sendall(b'{{\"op\": \"stop\"}}\\n')\nprint(s.recv(4096).decode())\n",
+        sock.to_str().unwrap()
     );
-    let r = c.ok("bash", json!({ "command": "python3 probe.py" })).await;
-    let stdout = r["stdout"].as_str().unwrap();
-    assert!(stdout.contains("another user namespace"), "{r}");
-    assert!(!stdout.contains("\"ok\":true"), "{r}");
+    let spec = json!({
+        "argv": ["python3", "-c", probe],
+        "cwd": fx.root,
+        "env": { "PATH": "/usr/bin:/bin", "HOME": fx.root, "LANG": "C.UTF-8" },
+        "roots": [{ "path": fx.root, "writable": true }, { "path": fx.state, "writable": true }],
+        "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
+        "home": fx.root,
+    });
+    let out = fx.std_command(&["__sandbox", &spec.to_string()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("another user namespace"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("\"ok\":true"), "{stdout}");
+    // The brake was not pulled: commands still run.
+    let r = c.ok("bash", json!({ "command": "echo still-running" })).await;
+    assert_eq!(r["stdout"], "still-running\n");
     // Positive control: the person's own request, from the host, is answered.
     let out = fx
         .command(&["stop", "--release", "--config", config.to_str().unwrap()])

@@ -225,13 +225,14 @@ impl Resolver {
         (real, root)
     }
 
-    /// The check the trust gate runs before it asks anyone: a tool path that names a denied,
-    /// credential or secret path is refused by name, without touching the filesystem (the
-    /// tool would refuse it anyway, after a person had been asked for nothing). Other
-    /// problems (outside the roots, `..`) are left to the tool's own resolution.
-    pub fn refuse_hidden(&self, path: &str) -> Result<()> {
+    /// The check the trust gate runs before it asks anyone: a tool path that names a denied
+    /// or credential path is refused by name, without touching the filesystem (the tool would
+    /// refuse it anyway, after a person had been asked for nothing). Secret files are left to
+    /// the tools, which refuse them or, like `git_diff`, show them masked; other problems
+    /// (outside the roots, `..`) are left to the tool's own resolution.
+    pub fn refuse_denied(&self, path: &str) -> Result<()> {
         match self.locate(path) {
-            Ok(loc) => self.check_hidden(&loc.abs, None, true),
+            Ok(loc) => self.check_hidden(&loc.abs, None, false),
             Err(_) => Ok(()),
         }
     }
