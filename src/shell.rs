@@ -106,6 +106,7 @@ impl Shell {
         system.retain(|p| p.exists());
         let roots: Vec<Value> =
             m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
+        masks::protected_placeholders(&m.roots)?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()

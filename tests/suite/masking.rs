@@ -80,7 +80,7 @@ async fn a_dot_env_created_after_the_daemon_started_is_masked_for_the_next_comma
     let fx = Fixture::new();
     let c = start(&fx, false, "").await;
     // A first command fills the walk's cache while there is no secret yet.
-    assert_eq!(out(&bash(&c, "ls -A").await), "");
+    assert!(!out(&bash(&c, "ls -A").await).contains(".env"));
     fx.write(".env.local", &format!("TOKEN={SECRET}\n"));
     fx.write("later.txt", "later\n");
     // Longer than the walk's cache lives.
@@ -235,5 +235,28 @@ async fn proc_self_fd_shows_only_0_to_2_and_the_folder_ls_opened() {
             assert!(pid.is_some_and(|p| p.parse::<u32>().is_ok()), "fd 3 is not ls's own: {text}");
         }
     }
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn missing_protected_folders_cannot_be_created_by_a_command() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join(".git")).unwrap();
+    let c = start(&fx, false, "").await;
+    for dir in [".vscode", ".claude", ".cursor", ".codex", ".idea", ".git/hooks"] {
+        let at = fx.root.join(dir);
+        assert!(at.is_dir(), "{dir} placeholder");
+        let r = bash(&c, &format!("echo '{{}}' > {dir}/x.json && echo WROTE")).await;
+        assert!(!out(&r).contains("WROTE"), "{dir}: {r}");
+        assert_eq!(std::fs::read_dir(&at).unwrap().count(), 0, "{dir} stays empty on the host");
+    }
+    let r =
+        bash(&c, "mv .vscode v2 2>&1 || echo MOVE-REFUSED; rmdir .claude 2>&1 || echo RM-REFUSED")
+            .await;
+    assert!(out(&r).contains("MOVE-REFUSED") && out(&r).contains("RM-REFUSED"), "{r}");
+    // Positive control: an ordinary new folder and file in the root.
+    let r = bash(&c, "mkdir -p src && echo ok > src/main.rs && cat src/main.rs").await;
+    assert_eq!(out(&r), "ok\n");
+    fx.assert_canary();
     c.stop().await;
 }
