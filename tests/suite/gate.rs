@@ -155,6 +155,10 @@ async fn each_answer_of_a_person_through_either_era_of_client() {
             assert!(!fx.root.join(&name).exists());
         }
         fx.assert_canary();
+        // The audit names who decided: the person, through the client, for each call.
+        let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+        let by_person = audit.lines().filter(|l| l.contains("\"person-via-client\"")).count();
+        assert_eq!(by_person, 6, "{audit}");
         let _ = c.cancel().await;
     }
 }
@@ -182,6 +186,9 @@ async fn a_session_permission_ends_with_the_connection_and_always_survives_a_res
     let c = connect(&fx, &config, Era::Modern, quiet.clone()).await;
     assert_ne!(write(&c, "al2.txt", "2").await.is_error, Some(true));
     assert_eq!(quiet.times_asked(), 0, "always must not ask again");
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    let standing = audit.lines().filter(|l| l.contains("\"standing-permission\"")).count();
+    assert_eq!(standing, 2, "s2.txt (session) and al2.txt (always): {audit}");
     let _ = c.cancel().await;
     // A version bump asks again: the record names the version it was given for.
     let file = fx.state.join("approvals.json");
