@@ -50,6 +50,8 @@ pub struct Action {
     pub tool: String,
     pub class: String,
     pub arguments: Value,
+    /// A confirm-listed program (SPEC §4.4): the answer allows this one run only.
+    pub confirm: bool,
 }
 
 impl Action {
@@ -67,7 +69,14 @@ impl Action {
             "{} wants to run `{}` ({} class) of {}",
             self.client, self.tool, self.class, self.module
         );
-        for key in ["command", "argv", "cwd", "repo", "branch", "path", "session", "text"] {
+        if self.confirm {
+            s.push_str(
+                "\n  confirm-listed: a yes allows this one run only (no session or always \
+                 permission covers it)",
+            );
+        }
+        for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
+        {
             if let Some(v) = self.arguments.get(key) {
                 let v = match v {
                     Value::String(s) => s.clone(),
@@ -435,6 +444,7 @@ mod tests {
             tool: "bash".into(),
             class: "external".into(),
             arguments: json!({ "command": cmd }),
+            confirm: false,
         }
     }
 

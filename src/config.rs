@@ -114,10 +114,8 @@ struct FsRawConfig {
     trust: Option<RawTrust>,
 }
 
-/// The `config` table of tools-shell (its tools arrive in a later version; the schema is
-/// checked now so a file written for them is validated today).
-// Read by the shell and git modules as they land; validated now so files written for them check.
-#[allow(dead_code)]
+/// The `config` table of tools-shell. `commands` and `tools` (SPEC §4.4) are checked by
+/// [`check_shell`] after parsing.
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellConfig {
@@ -125,6 +123,8 @@ pub struct ShellConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub output_chars: Option<u64>,
+    /// The output cap of `run` and the `os-*` tools (default 8192 characters).
+    pub run_output_chars: Option<u64>,
     pub max_concurrent: Option<u64>,
     pub limits: Option<ShellLimits>,
     pub bash: Option<bool>,
@@ -145,8 +145,6 @@ pub struct ShellLimits {
     pub memory_mb: Option<u64>,
 }
 
-// Read by the shell and git modules as they land; validated now so files written for them check.
-#[allow(dead_code)]
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellCommands {
@@ -157,8 +155,6 @@ pub struct ShellCommands {
     pub confirm: Option<Vec<String>>,
 }
 
-// Read by the shell and git modules as they land; validated now so files written for them check.
-#[allow(dead_code)]
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ShellTool {
@@ -922,6 +918,11 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                 }
             },
         };
+        if let ModuleSettings::Shell(sh) = &settings {
+            for (key, message, hint) in check_shell(sh) {
+                p.add(settings_span.clone(), &section, &key, message, hint);
+            }
+        }
         if let ModuleSettings::Git(g) = &settings
             && g.author_name.is_some() != g.author_email.is_some()
         {
@@ -960,6 +961,57 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         dashboard,
         modules,
     })
+}
+
+impl ShellConfig {
+    /// The compiled `commands` table (the default `confirm` list when it is not set).
+    pub fn policy(&self) -> Result<hands_shell::allow::Policy, String> {
+        let c = self.commands.clone().unwrap_or_default();
+        hands_shell::allow::Policy::new(&c.allow, &c.deny, c.confirm.as_deref())
+            .map_err(|(list, i, e)| format!("commands.{list}[{i}]: {e}"))
+    }
+
+    /// The `PATH` of the module's commands: `path`, or the system's folders when it is empty.
+    pub fn command_path(&self) -> String {
+        self.path.clone().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_COMMAND_PATH.to_string())
+    }
+}
+
+/// The `PATH` of tools-shell's commands when `path` is not set.
+pub const DEFAULT_COMMAND_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The checks of tools-shell's `commands` and `tools` that make a config invalid: entries that
+/// are not names (a `/`, `.`, `..`), `*` with arguments, published names MCP would refuse.
+/// (A tool whose binary `allow` does not admit, an empty description and two entries with one
+/// name are `hands doctor` warnings, not errors.) Each finding: key, message, hint.
+fn check_shell(sh: &ShellConfig) -> Vec<(String, String, Option<&'static str>)> {
+    use hands_shell::allow;
+    let mut out = Vec::new();
+    if let Err(e) = sh.policy() {
+        let key = e.split(':').next().unwrap_or("commands").to_string();
+        out.push((
+            format!("config.{key}"),
+            e,
+            Some("entries are binary names with optional leading arguments, e.g. \"kubectl get\", or \"*\""),
+        ));
+    }
+    for (i, t) in sh.tools.iter().enumerate() {
+        if let Err(e) = allow::tool_name(&t.bin, &t.args) {
+            out.push((
+                format!("config.tools[{i}]"),
+                e.to_string(),
+                Some("a tools entry is { bin = \"kubectl\", args = [\"get\"], description = \"...\" }"),
+            ));
+        }
+    }
+    if sh.run_output_chars == Some(0) {
+        out.push((
+            "config.run_output_chars".into(),
+            "must be at least 1".into(),
+            Some("the default is 8192 characters"),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

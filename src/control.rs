@@ -6,7 +6,9 @@
 //! `{"op": "..."}`, then one JSON response line, `{"ok": true, ...}` or
 //! `{"ok": false, "error": "..."}`. Ops: `status`, `stop`, `release`, and for `hands
 //! approvals`: `approvals` (the parked actions), `answer` (`id`, `allow`) and
-//! `revoke_sessions`; a new op is one arm in [`answer`].
+//! `revoke_sessions`; a new op is one arm in [`answer`]. `exec` (`hands exec`, see
+//! `src/exec.rs`) is the one op whose answer is several lines (the output as it comes); it goes
+//! to one daemon, the first live socket, via [`stream_one`].
 //!
 //! Several daemons may share a state dir (every stdio client starts its own `hands serve`).
 //! The first takes `control.sock`; while it lives, a later one listens on
@@ -137,6 +139,11 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
         }
         Ok((uid, _)) if uid == me || uid == 0 => match got {
             Ok(Ok(n)) if n > 0 => match serde_json::from_str::<Value>(&line) {
+                Ok(req) if req.get("op").and_then(Value::as_str) == Some("exec") => {
+                    crate::exec::serve(&req, &daemon, limited, &mut write).await;
+                    let _ = write.shutdown().await;
+                    return;
+                }
                 Ok(req) => answer(&req, &daemon).await,
                 Err(e) => fail(format!("the request is not JSON ({e}); send {{\"op\": ...}}")),
             },
@@ -204,7 +211,7 @@ async fn answer(req: &Value, daemon: &Daemon) -> Value {
         }
         Some(op) => fail(format!(
             "unknown op `{op}`; this daemon knows status, stop, release, approvals, answer, \
-             revoke_sessions"
+             revoke_sessions, exec"
         )),
         None => fail("the request has no \"op\"; send {\"op\": \"status\"}".into()),
     }
@@ -247,6 +254,42 @@ pub fn request_all(state_dir: &Path, req: &Value) -> Vec<(PathBuf, Result<Value,
         out.push((path, answer));
     }
     out
+}
+
+/// Sends one request to the first live daemon of the state dir and returns its answer lines
+/// to read as they come (`exec`), each read bounded by `wait`.
+pub fn stream_one(
+    state_dir: &Path,
+    req: &Value,
+    wait: Duration,
+) -> Result<std::io::BufReader<std::os::unix::net::UnixStream>, String> {
+    for path in sockets(state_dir) {
+        let mut stream = match std::os::unix::net::UnixStream::connect(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            Err(e) => return Err(format!("cannot connect to {}: {e}", path.display())),
+        };
+        let sent = (|| {
+            stream.set_read_timeout(Some(wait))?;
+            stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+            let mut line = req.to_string();
+            line.push('\n');
+            stream.write_all(line.as_bytes())
+        })();
+        return match sent {
+            Ok(()) => Ok(std::io::BufReader::new(stream)),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        };
+    }
+    Err(format!(
+        "no running daemon found in {} (no live control socket); start `hands serve` with \
+         this config, or check --config: it must name the daemon's state_dir",
+        state_dir.display()
+    ))
 }
 
 fn exchange(mut stream: std::os::unix::net::UnixStream, req: &Value) -> std::io::Result<Value> {

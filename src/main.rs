@@ -7,6 +7,7 @@ mod approvals;
 mod audit;
 mod config;
 mod control;
+mod exec;
 mod http;
 mod masks;
 mod netns;
@@ -90,6 +91,23 @@ enum Command {
         #[command(subcommand)]
         action: ApprovalsCmd,
     },
+    /// A person runs one allowlisted program through the running daemon's policy, sandbox and
+    /// audit log; a confirm-listed one asks y/N here first. Prints its output exactly and exits
+    /// with its status (126: refused or declined; 125: no daemon answered)
+    Exec {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Working folder (under a root of tools-shell); default: the current folder when it
+        /// lies under one, else the module's first root
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Seconds before the command's whole tree is stopped (default 120, at most 600)
+        #[arg(long)]
+        timeout_secs: Option<u64>,
+        /// The program's name (looked up in tools-shell's PATH), then its arguments
+        #[arg(last = true, required = true, value_name = "BIN ARGS")]
+        argv: Vec<String>,
+    },
     /// Internal: run one command in the sandbox described by the JSON spec (tools-shell's
     /// re-exec; see src/sandbox)
     #[cfg(target_os = "linux")]
@@ -128,6 +146,9 @@ fn main() -> ExitCode {
         Command::Audit { config, follow, verify } => audit_cmd(config, follow, verify),
         Command::Stop { config, release } => stop_cmd(config, release),
         Command::Approvals { config, action } => approvals_cmd(config, action),
+        Command::Exec { config, cwd, timeout_secs, argv } => {
+            exec_cmd(config, cwd, timeout_secs, argv)
+        }
         #[cfg(target_os = "linux")]
         Command::Sandbox { spec } => sandbox::main(&spec),
         #[cfg(target_os = "linux")]
@@ -367,6 +388,31 @@ fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
             file.seek(std::io::SeekFrom::Start(offset))?;
         }
     }
+}
+
+/// `hands exec -- BIN ARGS…`: the cwd is the given one, else the current folder when it lies
+/// under a root of tools-shell (else the daemon uses the module's first root).
+fn exec_cmd(
+    config: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    timeout_secs: Option<u64>,
+    argv: Vec<String>,
+) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report::out(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    let dir = server::absolute(&cfg.state_dir);
+    let cwd = cwd.map(|c| server::absolute(&c)).or_else(|| {
+        let here = std::env::current_dir().ok()?;
+        let shell = cfg.modules.iter().find(|m| m.id == config::ModuleId::Shell)?;
+        shell.roots.iter().any(|r| here.starts_with(&r.path)).then_some(here)
+    });
+    let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
+    ExitCode::from(exec::client(&dir, &argv, cwd, timeout_secs))
 }
 
 /// `hands stop [--release]`: asks every live daemon of the state dir.

@@ -135,6 +135,19 @@ pub fn policy(daemon: &Daemon) -> String {
                     sh.max_concurrent.unwrap_or(4),
                     sh.bash.unwrap_or(true)
                 );
+                if let Ok(p) = sh.policy() {
+                    let list = |l: &[hands_shell::allow::Entry]| {
+                        l.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
+                    };
+                    let _ = writeln!(
+                        s,
+                        "  commands: allow [{}], deny [{}], confirm [{}]; run_output_chars = {}",
+                        list(&p.allow),
+                        list(&p.deny),
+                        list(&p.confirm),
+                        sh.run_output_chars.unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS)
+                    );
+                }
             }
             ModuleSettings::Git(g) => {
                 let author = match (&g.author_name, &g.author_email) {
@@ -174,6 +187,81 @@ pub fn policy(daemon: &Daemon) -> String {
         }
     }
     s.trim_end().to_string()
+}
+
+/// SPEC §4.4's doctor warnings for tools-shell's `commands` and `tools`: `allow = ["*"]`, a
+/// published tool `allow` does not admit (or `deny` refuses, or PATH lacks), an empty
+/// description, two entries with one name; and a PATH folder inside a writable root, where a
+/// command could plant a program under an allowed name.
+fn shell_warnings(sh: &crate::config::ShellConfig, m: &crate::config::ModuleCfg) -> Vec<String> {
+    use hands_shell::allow::{Entry, tool_name};
+    let mut w = Vec::new();
+    let Ok(policy) = sh.policy() else { return w };
+    if policy.allows_everything() {
+        w.push(
+            "tools-shell: commands.allow = [\"*\"] admits every program on the module's PATH \
+             (only deny and confirm still stop one)"
+                .to_string(),
+        );
+    }
+    let path = sh.command_path();
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for (i, t) in sh.tools.iter().enumerate() {
+        let Ok(name) = tool_name(&t.bin, &t.args) else { continue };
+        let fixed: Vec<String> = std::iter::once(t.bin.clone()).chain(t.args.clone()).collect();
+        // Admitted when some entry could match a call: its tokens and the fixed ones agree
+        // as far as both go.
+        let admitted = policy.allow.iter().any(|e| match e {
+            Entry::Any => true,
+            Entry::Prefix { bin, args } => {
+                bin == &t.bin && args.iter().zip(&t.args).all(|(a, b)| a == b)
+            }
+        });
+        if !admitted {
+            w.push(format!(
+                "tools-shell: tools[{i}] publishes `{name}`, but commands.allow does not admit \
+                 `{}`: every call is refused",
+                fixed.join(" ")
+            ));
+        } else if let Some(d) = policy.deny.iter().find(|e| e.matches(&fixed)) {
+            w.push(format!(
+                "tools-shell: tools[{i}] publishes `{name}`, but commands.deny lists `{d}`: \
+                 every call is refused"
+            ));
+        }
+        if hands_shell::allow::resolve(&t.bin, &path).is_none() {
+            w.push(format!(
+                "tools-shell: tools[{i}] publishes `{name}`, but `{}` is not on the module's \
+                 PATH ({path})",
+                t.bin
+            ));
+        }
+        if t.description.trim().is_empty() {
+            w.push(format!(
+                "tools-shell: tools[{i}] (`{name}`) has an empty description; a model sees only \
+                 the command line"
+            ));
+        }
+        match seen.iter().find(|(n, _)| *n == name) {
+            Some((_, first)) => w.push(format!(
+                "tools-shell: tools[{first}] and tools[{i}] would both publish `{name}`; only \
+                 tools[{first}] is published"
+            )),
+            None => seen.push((name, i)),
+        }
+    }
+    for dir in path.split(':').filter(|d| std::path::Path::new(d).is_absolute()) {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into());
+        if let Some(r) = m.roots.iter().find(|r| r.writable && dir.starts_with(&r.path)) {
+            w.push(format!(
+                "tools-shell: PATH folder {} lies in the writable root {}: a command can put a \
+                 program there under an allowed name",
+                dir.display(),
+                r.path.display()
+            ));
+        }
+    }
+    w
 }
 
 /// The first line a program prints for its version flag (`tmux -V`, `git --version`).
@@ -246,6 +334,11 @@ pub fn doctor(daemon: &Daemon) -> String {
                     ));
                 }
             }
+        }
+    }
+    for m in &c.modules {
+        if let ModuleSettings::Shell(sh) = &m.settings {
+            warnings.extend(shell_warnings(sh, m));
         }
     }
     for id in daemon.unavailable_modules() {

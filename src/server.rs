@@ -239,8 +239,12 @@ impl Daemon {
         let audit = self.audit.clone();
         match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("cannot write the audit log {}: {e}", self.audit.path().display())),
-            Err(e) => Err(format!("cannot write the audit log {}: {e}", self.audit.path().display())),
+            Ok(Err(e)) => {
+                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
+            }
+            Err(e) => {
+                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
+            }
         }
     }
 }
@@ -626,16 +630,25 @@ impl HandsServer {
 
     /// The parsed call of `run` or an `os-*` tool, checked by the policy and resolved on PATH;
     /// or why it is refused (with the argv, when there is one).
-    fn program(&self, def: &ToolDef, args: JsonObject) -> Result<Program, (Option<Vec<String>>, String)> {
+    fn program(
+        &self,
+        def: &ToolDef,
+        args: JsonObject,
+    ) -> Result<Program, (Option<Vec<String>>, String)> {
         let name = def.tool.name.as_ref();
         let Some(sh) = self.daemon.shell.as_ref() else {
-            return Err((None, format!("`{name}` is not available: tools-shell does not run here")));
+            return Err((
+                None,
+                format!("`{name}` is not available: tools-shell does not run here"),
+            ));
         };
         let bad = |e: CallToolResult| (None, text_of(&e));
         let (argv, cwd, timeout_secs) = match def.kind {
             ToolKind::OsTool(i) => {
                 let p: hands_shell::run::OsToolParams = parse(args, name).map_err(bad)?;
-                let argv = sh.os_argv(i, &p.args).ok_or_else(|| (None, format!("`{name}` has no entry")))?;
+                let argv = sh
+                    .os_argv(i, &p.args)
+                    .ok_or_else(|| (None, format!("`{name}` has no entry")))?;
                 (argv, p.cwd, p.timeout_secs)
             }
             _ => {
@@ -761,7 +774,12 @@ struct Program {
 }
 
 fn text_of(r: &CallToolResult) -> String {
-    r.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.as_str()).collect::<Vec<_>>().join("\n")
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The text mirror of an output that renders itself with `Display`.

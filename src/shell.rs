@@ -326,8 +326,14 @@ impl Shell {
         if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
             roots.push(json!({ "path": dir, "writable": true }));
         }
-        if let Some(w) = watch {
-            spec.insert("watch".into(), json!(w));
+        match watch {
+            // A tmux server outlives the daemon; everything else dies with it.
+            Some(w) => {
+                spec.insert("watch".into(), json!(w));
+            }
+            None => {
+                spec.insert("parent".into(), json!(std::process::id()));
+            }
         }
         spec.insert("argv".into(), argv);
         spec.insert("cwd".into(), json!(cwd));

@@ -32,6 +32,10 @@ pub enum ToolKind {
     TmuxSend,
     TmuxList,
     TmuxKill,
+    /// `run`: one allowlisted program with exactly the given argv.
+    Run,
+    /// A published `os-*` tool: the index of its entry in tools-shell's `tools`.
+    OsTool(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -299,9 +303,92 @@ pub fn git_tools() -> Vec<ToolDef> {
     ]
 }
 
-/// The tools of tools-shell, in their published order. `network`: the module holds the
-/// `network` grant, so commands reach the host network (open world).
-pub fn shell_tools(network: bool) -> Vec<ToolDef> {
+/// Which of tools-shell's tools are published: `bash` (and the tmux tools that run shell
+/// text) unless `bash = false`; `run` when `commands.allow` admits something; one `os-*` tool
+/// per `tools` entry (the first of two entries with one name wins).
+pub struct ShellCatalogue<'a> {
+    /// The module holds the `network` grant, so commands reach the host network (open world).
+    pub network: bool,
+    pub bash: bool,
+    pub run: bool,
+    pub os_tools: &'a [crate::config::ShellTool],
+}
+
+/// The tools of tools-shell, in their published order: bash, the tmux tools, run, os-*.
+/// With `bash = false`, `bash`, `tmux_start` and `tmux_send` are left out; `tmux_read`,
+/// `tmux_list` and `tmux_kill` stay, because sessions outlive a restart and a change of
+/// config, and these only show or end them.
+pub fn shell_tools(c: &ShellCatalogue) -> Vec<ToolDef> {
+    let mut all = bash_tools(c.network);
+    if !c.bash {
+        all.retain(|d| {
+            !matches!(d.kind, ToolKind::Bash | ToolKind::TmuxStart | ToolKind::TmuxSend)
+        });
+    }
+    if c.run {
+        all.push(run_tool(c.network));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (i, t) in c.os_tools.iter().enumerate() {
+        let Ok(name) = hands_shell::allow::tool_name(&t.bin, &t.args) else { continue };
+        if names.contains(&name) {
+            tracing::warn!(
+                "tools-shell: tools[{i}] would publish `{name}` again; only the first entry is published"
+            );
+            continue;
+        }
+        names.push(name.clone());
+        all.push(os_tool(i, name, t, c.network));
+    }
+    all
+}
+
+fn run_tool(network: bool) -> ToolDef {
+    def::<hands_shell::run::RunParams, hands_shell::bash::BashOutput>(
+        ModuleId::Shell,
+        Spec {
+            name: "run",
+            title: "Run an allowlisted program",
+            description: "Run one program with exactly the given `argv` (name first, looked up             in the configured PATH; no `/`), never through a shell: `|`, `;`, `$(…)` and `*`             are literal. Only binaries (and leading arguments) the person's allowlist admits             run; some (rm, shells, …) need a person's yes on every run. Same sandbox and result             as bash: exit_code (or signal), timed_out, duration_ms, the END of stdout and             stderr (8 KB by default, with truncated and dropped_bytes). `cwd` defaults to the             first root; `timeout_secs` to 120 (max 600).",
+            kind: ToolKind::Run,
+            class: ActionClass::External,
+            hints: (false, true, false, network),
+        },
+    )
+}
+
+/// One published `os-*` tool: the entry's description (or a plain one when it is empty) and
+/// the fixed command it runs.
+fn os_tool(index: usize, name: String, t: &crate::config::ShellTool, network: bool) -> ToolDef {
+    let fixed = std::iter::once(t.bin.clone()).chain(t.args.iter().cloned()).collect::<Vec<_>>();
+    let fixed = hands_shell::allow::show(&fixed);
+    let what = if t.description.trim().is_empty() {
+        format!("Run `{fixed}`.")
+    } else {
+        t.description.trim().to_string()
+    };
+    let description = format!(
+        "{what} Runs `{fixed} ARGS…` in the sandbox, never through a shell: `args` are          appended as given. Result as bash (output capped at 8 KB by default)."
+    );
+    let title = format!("Run {fixed}");
+    let tool = Tool::new_with_raw(
+        name,
+        Some(description.into()),
+        schema_for_type::<hands_shell::run::OsToolParams>(),
+    )
+    .with_title(title.clone())
+    .with_raw_output_schema(schema_for_output::<hands_shell::bash::BashOutput>())
+    .with_annotations(annotations(&title, (false, true, false, network)));
+    ToolDef {
+        tool,
+        kind: ToolKind::OsTool(index),
+        module: ModuleId::Shell,
+        class: ActionClass::External,
+    }
+}
+
+/// `bash` and the tmux tools, in their published order.
+fn bash_tools(network: bool) -> Vec<ToolDef> {
     use hands_shell::tmux as t;
     let m = ModuleId::Shell;
     vec![

@@ -72,6 +72,10 @@ pub struct Spec {
     /// their marker in the state dir does, so nothing outlives a removed state dir.
     #[serde(default)]
     pub watch: Option<PathBuf>,
+    /// The daemon's pid: the launcher (and with it the sandbox) dies with that process, even
+    /// when it is killed with SIGKILL. None for what must outlive the daemon (tmux servers).
+    #[serde(default)]
+    pub parent: Option<i32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +135,14 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
     use anyhow::Context;
     let spec: Spec = serde_json::from_str(spec).context("the spec is not valid")?;
     spec.validate()?;
+    if let Some(parent) = spec.parent {
+        sys::die_with_parent()?;
+        // The parent may have died before the line above: then nothing would signal us.
+        anyhow::ensure!(
+            std::os::unix::process::parent_id() as i32 == parent,
+            "the daemon (pid {parent}) is gone"
+        );
+    }
     std::fs::create_dir_all(&spec.home)
         .with_context(|| format!("cannot create the sandbox home {}", spec.home.display()))?;
     // Opened now: after the child's pivot_root the launcher sees the sandbox's root too.

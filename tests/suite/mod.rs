@@ -16,6 +16,8 @@ mod masking;
 mod path_attacks;
 mod protocol;
 #[cfg(target_os = "linux")]
+mod run;
+#[cfg(target_os = "linux")]
 mod sandbox;
 #[cfg(target_os = "linux")]
 mod stop;

@@ -350,3 +350,48 @@ async fn two_bash_calls_share_one_loopback() {
     // That the host cannot reach this loopback is shown with a long-lived listener in
     // a_web_server_in_tmux_is_reachable_from_bash_and_not_from_the_host.
 }
+
+#[tokio::test]
+async fn a_killed_daemon_takes_its_commands_along_but_not_its_sessions() {
+    let fx = Fixture::new();
+    let config = shell_config(&fx);
+    let c = std::sync::Arc::new(start(&fx).await);
+    let session_marker = format!("{}.125", unique());
+    c.ok("tmux_start", json!({ "command": format!("sleep {session_marker}"), "name": "lives" }))
+        .await;
+    let bash_marker = format!("{}.625", unique());
+    let running = {
+        let c = c.clone();
+        let cmd = format!("setsid sleep {bash_marker} & sleep {bash_marker}");
+        tokio::spawn(async move { c.call("bash", json!({ "command": cmd })).await })
+    };
+    let start_t = Instant::now();
+    while host_processes(&["sleep", &bash_marker]).len() < 2 && start_t.elapsed().as_secs() < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(host_processes(&["sleep", &bash_marker]).len(), 2, "both sleeps run");
+    let daemon = host_processes(&[
+        env!("CARGO_BIN_EXE_hands"),
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(daemon.len(), 1, "one daemon");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let start_t = Instant::now();
+    while !host_processes(&["sleep", &bash_marker]).is_empty() && start_t.elapsed().as_secs() < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(host_processes(&["sleep", &bash_marker]).is_empty(), "a command outlived its daemon");
+    running.abort();
+    // The session is meant to outlive the daemon, and a new daemon finds it.
+    assert!(!host_processes(&["sleep", &session_marker]).is_empty(), "the session died");
+    let c = start(&fx).await;
+    assert_eq!(c.ok("tmux_list", json!({})).await["sessions"][0]["name"], "lives");
+    c.ok("tmux_kill", json!({ "session": "lives" })).await;
+    assert!(host_processes(&["sleep", &session_marker]).is_empty());
+}

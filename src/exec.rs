@@ -1,0 +1,278 @@
+//! `hands exec -- BIN ARGS…` (SPEC §4.4): a person's own command from a terminal, run by the
+//! serving daemon under the same allow/deny policy, sandbox and audit log as `run`.
+//!
+//! Over the control socket (`src/control.rs`), op `exec`: `{"op": "exec", "argv": [...],
+//! "cwd": "...", "timeout_secs": N, "answer": "yes"|"no"}`. The daemon checks the policy
+//! (names, deny, allow, PATH); a confirm-listed argv without `answer` gets
+//! `{"ok": false, "confirm": true, "question": "..."}` and no record (nothing is decided yet);
+//! the terminal asks `y/N` and sends the request again with the answer. A run streams its
+//! output as `{"stream": "stdout"|"stderr", "hex": "..."}` lines (bytes exactly as written),
+//! then its audit record is written, then one final line with the ending
+//! (`{"ok": true, "exit_code"|"signal", "timed_out", "duration_ms", "containment"}`). A refusal
+//! is recorded first and answered with `{"ok": false, "error": "..."}`. Closing the connection
+//! (Ctrl-C at the terminal) stops the command and its whole tree.
+//!
+//! Records: client `terminal`, module `tools-shell`, tool `exec`, class `external`, the argv and
+//! the binary it resolved to; `decided_by` is `person-via-terminal` for a confirm-listed argv
+//! (the person answered `y` or `N`) and `policy` otherwise.
+
+use crate::audit::{DecidedBy, Decision, Entry};
+use crate::server::Daemon;
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The exit status of `hands exec` when the daemon refused the command or the person declined.
+pub const REFUSED: u8 = 126;
+/// The exit status when no daemon could be asked or its answer was not understood.
+pub const UNREACHABLE: u8 = 125;
+
+/// The daemon's side of one `exec` request; writes every answer line to `write` and watches
+/// `read` for the terminal going away.
+pub async fn serve<R, W>(req: &Value, daemon: &Daemon, read: R, write: &mut W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    let reply = run(req, daemon, read, write).await;
+    let mut line = reply.to_string();
+    line.push('\n');
+    let _ = write.write_all(line.as_bytes()).await;
+}
+
+fn fail(error: String) -> Value {
+    json!({ "ok": false, "error": error })
+}
+
+async fn run<R, W>(req: &Value, daemon: &Daemon, mut read: R, write: &mut W) -> Value
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    let argv: Option<Vec<String>> = req
+        .get("argv")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect());
+    let Some(argv) = argv else {
+        return fail("`exec` needs \"argv\": an array of strings".into());
+    };
+    let cwd = req.get("cwd").and_then(Value::as_str).map(str::to_string);
+    let timeout_secs = req.get("timeout_secs").and_then(Value::as_u64);
+    let answer = req.get("answer").and_then(Value::as_str);
+    let Some(shell) = daemon.shell().cloned() else {
+        return fail(
+            "this daemon runs no commands: tools-shell is not declared in its config (or the \
+             host is not Linux)"
+                .into(),
+        );
+    };
+    let mut arguments = json!({ "argv": argv });
+    if let Some(c) = &cwd {
+        arguments["cwd"] = json!(c);
+    }
+    let record = |arguments: &Value, decision, decided_by, outcome: String, result| Entry {
+        client: "terminal".into(),
+        module: "tools-shell".into(),
+        tool: "exec".into(),
+        class: "external".into(),
+        arguments: arguments.clone(),
+        decision,
+        decided_by,
+        outcome,
+        result,
+    };
+    let refuse = |arguments: &Value, by, msg: String| {
+        let entry = record(arguments, Decision::Deny, by, format!("refused: {msg}"), None);
+        async move {
+            match daemon.append_audit(entry).await {
+                Ok(()) => fail(msg),
+                Err(e) => fail(format!("{msg}; and {e}")),
+            }
+        }
+    };
+    let checked = match shell.check(&argv) {
+        Ok(c) => c,
+        Err(crate::shell::Refusal(msg)) => return refuse(&arguments, DecidedBy::Policy, msg).await,
+    };
+    arguments["binary"] = json!(checked.program);
+    if daemon.is_stopped() {
+        let msg = "refused: a person stopped this daemon's commands with `hands stop`; they run \
+                   again after `hands stop --release` (or a restart)";
+        return refuse(&arguments, DecidedBy::Stop, msg.into()).await;
+    }
+    let decided_by = match (checked.confirm, answer) {
+        (false, _) => DecidedBy::Policy,
+        (true, Some("yes")) => DecidedBy::PersonViaTerminal,
+        (true, Some(_)) => {
+            let msg = format!(
+                "`{}` was not run: the person declined at the terminal",
+                hands_shell::allow::show(&argv)
+            );
+            return refuse(&arguments, DecidedBy::PersonViaTerminal, msg).await;
+        }
+        (true, None) => {
+            return json!({
+                "ok": false,
+                "confirm": true,
+                "question": format!(
+                    "`{}` ({}) is confirm-listed: run it?",
+                    hands_shell::allow::show(&argv),
+                    checked.program.display()
+                ),
+            });
+        }
+    };
+    // The terminal going away (Ctrl-C) stops the command.
+    let ct = tokio_util::sync::CancellationToken::new();
+    let gone = ct.clone();
+    let watcher = tokio::spawn(async move {
+        let mut buf = [0u8; 256];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        gone.cancel();
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(bool, Vec<u8>)>(16);
+    let caller = crate::shell::Caller::terminal(ct);
+    let running = shell.run_program(&checked, cwd, timeout_secs, caller, Some(tx));
+    let forward = async {
+        let mut open = true;
+        while let Some((is_err, bytes)) = rx.recv().await {
+            if !open {
+                continue;
+            }
+            let stream = if is_err { "stderr" } else { "stdout" };
+            let mut line = json!({ "stream": stream, "hex": hex::encode(&bytes) }).to_string();
+            line.push('\n');
+            open = write.write_all(line.as_bytes()).await.is_ok();
+        }
+    };
+    let (result, ()) = tokio::join!(running, forward);
+    watcher.abort();
+    let out = match result {
+        Ok(out) => out,
+        Err(crate::shell::Refusal(msg)) => {
+            let entry =
+                record(&arguments, Decision::Allow, decided_by, format!("error: {msg}"), None);
+            return match daemon.append_audit(entry).await {
+                Ok(()) => fail(msg),
+                Err(e) => fail(format!("{msg}; and {e}")),
+            };
+        }
+    };
+    let value = serde_json::to_value(&out).unwrap_or(Value::Null);
+    let facts = crate::audit::facts(&value);
+    let entry = record(&arguments, Decision::Allow, decided_by, "ok".into(), facts);
+    let mut end = json!({
+        "ok": true,
+        "timed_out": out.timed_out,
+        "duration_ms": out.duration_ms,
+        "containment": out.containment,
+    });
+    match (out.exit_code, out.signal) {
+        (_, Some(s)) => end["signal"] = json!(s),
+        (Some(c), None) => end["exit_code"] = json!(c),
+        (None, None) => {}
+    }
+    if let Err(e) = daemon.append_audit(entry).await {
+        end["audit_error"] = json!(e);
+    }
+    end
+}
+
+/// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
+/// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
+/// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
+pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
+    let mut req = json!({ "op": "exec", "argv": argv });
+    if let Some(c) = &cwd {
+        req["cwd"] = json!(c);
+    }
+    if let Some(t) = timeout {
+        req["timeout_secs"] = json!(t);
+    }
+    let wait = std::time::Duration::from_secs(timeout.unwrap_or(120) + 60);
+    loop {
+        let mut lines = match crate::control::stream_one(state_dir, &req, wait) {
+            Ok(l) => l,
+            Err(e) => {
+                say(&format!("hands: {e}"));
+                return UNREACHABLE;
+            }
+        };
+        let mut stdout = std::io::stdout().lock();
+        let mut stderr = std::io::stderr().lock();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match lines.read_line(&mut line) {
+                Ok(0) => {
+                    say("hands: the daemon closed the connection before the command ended");
+                    return UNREACHABLE;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    say(&format!("hands: reading the daemon's answer failed: {e}"));
+                    return UNREACHABLE;
+                }
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                say(&format!("hands: the daemon's answer is not JSON: {line:?}"));
+                return UNREACHABLE;
+            };
+            if let Some(stream) = v.get("stream").and_then(Value::as_str) {
+                let bytes = v.get("hex").and_then(Value::as_str).and_then(|h| hex::decode(h).ok());
+                let bytes = bytes.unwrap_or_default();
+                let _ = if stream == "stderr" {
+                    stderr.write_all(&bytes).and_then(|()| stderr.flush())
+                } else {
+                    stdout.write_all(&bytes).and_then(|()| stdout.flush())
+                };
+                continue;
+            }
+            if v["ok"] == true {
+                if let Some(e) = v.get("audit_error").and_then(Value::as_str) {
+                    say(&format!("hands: warning: {e}"));
+                }
+                if v["timed_out"] == true {
+                    say("hands: the command timed out and was stopped");
+                }
+                if let Some(s) = v.get("signal").and_then(Value::as_u64) {
+                    return (128 + s.min(127)) as u8;
+                }
+                return v.get("exit_code").and_then(Value::as_i64).map(|c| c as u8).unwrap_or(1);
+            }
+            if v["confirm"] == true && req.get("answer").is_none() {
+                drop((stdout, stderr));
+                let question = v["question"].as_str().unwrap_or("run it?");
+                let yes = ask(&format!("hands: {question} [y/N] "));
+                req["answer"] = json!(if yes { "yes" } else { "no" });
+                break;
+            }
+            say(&format!("hands: {}", v["error"].as_str().unwrap_or("the daemon refused")));
+            return REFUSED;
+        }
+    }
+}
+
+/// One line on stderr.
+fn say(s: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{s}");
+}
+
+/// Asks on stderr and reads the answer from stdin: only `y` or `yes` is a yes.
+fn ask(question: &str) -> bool {
+    let mut e = std::io::stderr().lock();
+    let _ = write!(e, "{question}");
+    let _ = e.flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
