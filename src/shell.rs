@@ -1,4 +1,5 @@
-//! tools-shell's `bash`: each call re-runs this binary as `hands __sandbox SPEC` (see
+//! tools-shell's commands: `bash`, `run`/`os-*` and `hands exec` (one allowlisted program,
+//! argv given exactly, no shell). Each re-runs this binary as `hands __sandbox SPEC` (see
 //! `src/sandbox`), captures the end of its output, and stops the whole tree on timeout,
 //! cancellation or client disconnect. The tmux sessions are in `shell/tmux.rs`.
 
@@ -6,6 +7,7 @@ use crate::config::{Grant, ModuleCfg, ShellConfig};
 use crate::masks;
 mod tmux;
 use hands_roots::Resolver;
+use hands_shell::allow::{self, Verdict};
 use hands_shell::bash::{self, BashOutput, BashParams, Ending};
 use hands_shell::capture::Tail;
 use rmcp::RoleServer;
@@ -36,6 +38,14 @@ pub struct Shell {
     tmux: tmux::Sessions,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
     masks: Arc<masks::Masks>,
+    /// The `PATH` of commands; `run` resolves binaries against it on the host.
+    path: String,
+    /// The compiled `commands` table (SPEC §4.4).
+    policy: allow::Policy,
+    /// The `tools` entries behind the `os-*` tools, by index.
+    os_tools: Vec<crate::config::ShellTool>,
+    /// The output cap of `run` and `os-*`.
+    run_output_chars: usize,
     /// The brake: `true` while `hands stop` is in effect. Every running (or queued) command
     /// holds a receiver and is stopped when it turns `true`; the receiver count is the
     /// registry `stop_all` waits on.
@@ -55,7 +65,6 @@ async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
 
 /// Folders every command sees read-only, when they exist.
 const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The launcher's exit code when the sandbox could not be built (`src/sandbox`).
 const SETUP_FAILED: i32 = 125;
 /// How long a stopped command gets between SIGTERM and SIGKILL.
@@ -74,6 +83,40 @@ fn clean_abs(p: &Path) -> bool {
 
 /// A failure a user should read (`isError`).
 pub struct Refusal(pub String);
+
+/// Who waits for a command: what cancels it, and where progress notifications go.
+pub struct Caller {
+    pub ct: tokio_util::sync::CancellationToken,
+    progress: Option<(rmcp::Peer<RoleServer>, rmcp::model::ProgressToken)>,
+}
+
+impl Caller {
+    /// An MCP request: cancelled by `notifications/cancelled` or a disconnect; progress to
+    /// the client when it sent a token.
+    pub fn of(ctx: &RequestContext<RoleServer>) -> Caller {
+        let progress = ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t));
+        Caller { ct: ctx.ct.clone(), progress }
+    }
+
+    /// A person's `hands exec`: cancelled when the terminal goes away; no progress.
+    pub fn terminal(ct: tokio_util::sync::CancellationToken) -> Caller {
+        Caller { ct, progress: None }
+    }
+}
+
+/// Where a command's output goes as it arrives, besides its tail: `(is_stderr, bytes)`.
+pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
+
+/// One allowlisted command, checked by the policy and resolved on the configured PATH.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The binary's name, then the arguments, as asked.
+    pub argv: Vec<String>,
+    /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
+    pub program: PathBuf,
+    /// Only a person's yes for this one run lets it run.
+    pub confirm: bool,
+}
 
 impl Shell {
     pub fn new(
@@ -96,7 +139,8 @@ impl Shell {
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
         let home = std::fs::canonicalize(&home)
             .with_context(|| format!("cannot resolve {}", home.display()))?;
-        let path = cfg.path.clone().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_PATH.to_string());
+        let path = cfg.command_path();
+        let policy = cfg.policy().map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
         for dir in path.split(':').map(PathBuf::from) {
             if clean_abs(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
@@ -173,7 +217,15 @@ impl Shell {
         };
         let max = cfg.max_concurrent.unwrap_or(4).clamp(1, 1024) as usize;
         let output_chars = cfg.output_chars.unwrap_or(30_000).clamp(100, 1_000_000) as usize;
+        let run_output_chars = cfg
+            .run_output_chars
+            .unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS)
+            .clamp(1, 1_000_000) as usize;
         Ok(Shell {
+            path,
+            policy,
+            os_tools: cfg.tools.clone(),
+            run_output_chars,
             masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone())),
             halt: tokio::sync::watch::channel(false).0,
             resolver,
@@ -274,7 +326,65 @@ impl Shell {
         p: BashParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<BashOutput, Refusal> {
-        let timeout = p.timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
+        let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
+        self.launch(argv, p.cwd, p.timeout_secs, Caller::of(ctx), self.output_chars, None).await
+    }
+
+    /// The policy of `run`, `os-*` and `hands exec`.
+    pub fn policy(&self) -> &allow::Policy {
+        &self.policy
+    }
+
+    /// The full argv of the `os-*` tool behind `tools[index]`: its binary, its fixed leading
+    /// arguments, then the caller's.
+    pub fn os_argv(&self, index: usize, args: &[String]) -> Option<Vec<String>> {
+        let t = self.os_tools.get(index)?;
+        Some(std::iter::once(&t.bin).chain(&t.args).chain(args).cloned().collect())
+    }
+
+    /// SPEC §4.4's policy for one argv (name, deny, allow, confirm), then the binary resolved
+    /// on the configured PATH.
+    pub fn check(&self, argv: &[String]) -> Result<Checked, Refusal> {
+        let verdict = self.policy.decide(argv).map_err(|e| Refusal(e.to_string()))?;
+        let bin = argv.first().map(String::as_str).unwrap_or_default();
+        let program = allow::resolve(bin, &self.path).ok_or_else(|| {
+            Refusal(format!(
+                "`{bin}` is not found in the module's PATH ({}); a person can install it there \
+                 or add its folder to tools-shell's `path`",
+                self.path
+            ))
+        })?;
+        Ok(Checked { argv: argv.to_vec(), program, confirm: verdict == Verdict::Confirm })
+    }
+
+    /// Runs one checked program with exactly its arguments (no shell), output capped at
+    /// `run_output_chars`; `tee` also receives the output as it arrives (`hands exec`).
+    pub async fn run_program(
+        &self,
+        c: &Checked,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+        caller: Caller,
+        tee: Option<Tee>,
+    ) -> Result<BashOutput, Refusal> {
+        let mut argv: Vec<Value> = vec![json!(c.program)];
+        argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
+        let chars = self.run_output_chars;
+        self.launch(Value::Array(argv), cwd, timeout_secs, caller, chars, tee).await
+    }
+
+    /// The timeout checked, the brake and the self-test consulted, the cwd resolved, a slot
+    /// taken; then the command runs to its end.
+    async fn launch(
+        &self,
+        argv: Value,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+        caller: Caller,
+        output_chars: usize,
+        tee: Option<Tee>,
+    ) -> Result<BashOutput, Refusal> {
+        let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
             return Err(Refusal(format!(
                 "timeout_secs must be between 1 and {}; got {timeout}",
@@ -282,19 +392,18 @@ impl Shell {
             )));
         }
         self.refuse_when_unsafe()?;
-        let cwd = self.resolve_cwd(p.cwd.clone()).await?;
+        let cwd = self.resolve_cwd(cwd).await?;
         let mut halt = self.halt.subscribe();
         let _slot = tokio::select! {
             s = self.slots.clone().acquire_owned() => {
                 s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
             }
-            () = ctx.ct.cancelled() => return Err(Refusal("cancelled before it started".into())),
+            () = caller.ct.cancelled() => return Err(Refusal("cancelled before it started".into())),
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
-        let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
         let spec = self.spec(argv, &cwd, None, None).await?;
-        self.run(&spec, Duration::from_secs(timeout), ctx).await
+        self.run(&spec, Duration::from_secs(timeout), &caller, output_chars, tee).await
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
@@ -356,7 +465,9 @@ impl Shell {
         &self,
         spec: &str,
         timeout: Duration,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
+        output_chars: usize,
+        tee: Option<Tee>,
     ) -> Result<BashOutput, Refusal> {
         use std::process::Stdio;
         let started = Instant::now();
@@ -374,14 +485,14 @@ impl Shell {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
-        let keep = self.output_chars.saturating_mul(4);
+        let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
         let readers = [
-            child.stdout.take().map(|s| drain(s, out.clone())),
-            child.stderr.take().map(|s| drain(s, err.clone())),
+            child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),
+            child.stderr.take().map(|s| drain(s, err.clone(), tee.map(|t| (t, true)))),
         ];
-        let progress = ctx.meta.get_progress_token();
+        let progress = &caller.progress;
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + Duration::from_secs(1),
             Duration::from_secs(1),
@@ -398,7 +509,7 @@ impl Shell {
                     timed_out = true;
                     break stop(&mut child).await;
                 }
-                () = ctx.ct.cancelled(), if !timed_out && !cancelled => {
+                () = caller.ct.cancelled(), if !timed_out && !cancelled => {
                     cancelled = true;
                     break stop(&mut child).await;
                 }
@@ -407,12 +518,12 @@ impl Shell {
                     break stop(&mut child).await;
                 }
                 _ = tick.tick() => {
-                    if let Some(token) = &progress {
+                    if let Some((peer, token)) = progress {
                         let bytes = total(&out) + total(&err);
                         let secs = started.elapsed().as_secs();
                         let note = ProgressNotificationParam::new(token.clone(), secs as f64)
                             .with_message(format!("running {secs} s, {bytes} bytes of output"));
-                        let _ = ctx.peer.notify_progress(note).await;
+                        let _ = peer.notify_progress(note).await;
                     }
                 }
             }
@@ -453,7 +564,7 @@ impl Shell {
             duration_ms,
             &out,
             &err,
-            self.output_chars,
+            output_chars,
             &self.containment(),
         ))
     }
@@ -467,8 +578,12 @@ fn total(t: &Mutex<Tail>) -> u64 {
     lock(t).total()
 }
 
-/// Reads a pipe to its end into a tail.
-fn drain<R>(mut r: R, tail: Arc<Mutex<Tail>>) -> tokio::task::JoinHandle<()>
+/// Reads a pipe to its end into a tail, and into the tee while its receiver listens.
+fn drain<R>(
+    mut r: R,
+    tail: Arc<Mutex<Tail>>,
+    mut tee: Option<(Tee, bool)>,
+) -> tokio::task::JoinHandle<()>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
@@ -477,7 +592,14 @@ where
         loop {
             match r.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => lock(&tail).push(&buf[..n]),
+                Ok(n) => {
+                    lock(&tail).push(&buf[..n]);
+                    if let Some((tx, is_err)) = &tee
+                        && tx.send((*is_err, buf[..n].to_vec())).await.is_err()
+                    {
+                        tee = None;
+                    }
+                }
             }
         }
     })

@@ -361,7 +361,7 @@ async fn doctor_warns_about_star_and_about_published_tools_that_cannot_work() {
 }
 
 fn config_tools(fx: &Fixture, tools: &str) -> PathBuf {
-    config(&fx, "allow = [\"kubectl get\"]", &format!(", tools = [{tools}]"))
+    config(fx, "allow = [\"kubectl get\"]", &format!(", tools = [{tools}]"))
 }
 
 #[tokio::test]
