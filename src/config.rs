@@ -1040,6 +1040,33 @@ mod tests {
     }
 
     #[test]
+    fn shell_commands_and_tools_are_checked_strictly() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = |config: &str| {
+            format!(
+                "[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+                 filesystem = [{{ path = \"{}\" }}]\nconfig = {{ {config} }}\n",
+                dir.path().display()
+            )
+        };
+        let e = err(&module("commands = { allow = [\"/bin/sh\"] }"));
+        assert!(e.contains("config.commands.allow[0]") && e.contains("never by path"), "{e}");
+        let e = err(&module("commands = { deny = [\"* x\"] }"));
+        assert!(e.contains("config.commands.deny[0]"), "{e}");
+        let e = err(&module("tools = [{ bin = \"kubectl\", args = [\"--context=x\"] }]"));
+        assert!(e.contains("config.tools[0]") && e.contains("os-kubectl---context=x"), "{e}");
+        let e = err(&module("commands = { allow = [\"rg\"], colour = 1 }"));
+        assert!(e.contains("colour"), "{e}");
+        let e = err(&module("tools = [{ bin = \"rg\", arg = [\"x\"] }]"));
+        assert!(e.contains("arg"), "{e}");
+        let ok = module(
+            "bash = false, run_output_chars = 100, commands = { allow = [\"kubectl get\", \"*\"] }, \
+             tools = [{ bin = \"kubectl\", args = [\"get\"], description = \"Read.\" }]",
+        );
+        assert!(parse(&ok, "daemon.toml").is_ok());
+    }
+
+    #[test]
     fn tilde_expands_only_at_the_start() {
         let h = Path::new("/home/x");
         assert_eq!(expand_tilde("~/a", Some(h)), PathBuf::from("/home/x/a"));
