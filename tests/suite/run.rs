@@ -90,11 +90,16 @@ fn stand_in(fx: &Fixture) -> PathBuf {
 /// tools-shell with `bash = false`, external calls allowed by policy, the stand-in's folder on
 /// PATH; `commands` and `extra` go inside its `config` table.
 fn config(fx: &Fixture, commands: &str, extra: &str) -> PathBuf {
+    config_trust(fx, "allow", commands, extra)
+}
+
+/// As [`config`], with `trust.external` set to `external`.
+fn config_trust(fx: &Fixture, external: &str, commands: &str, extra: &str) -> PathBuf {
     let bin = stand_in(fx);
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
          grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{{ path = \"{{root}}\", write = true }}]\n\
-         config = {{ path = \"{}:/usr/bin:/bin\", bash = false, trust = {{ external = \"allow\" }}, \
+         config = {{ path = \"{}:/usr/bin:/bin\", bash = false, trust = {{ external = \"{external}\" }}, \
          commands = {{ {commands} }}{extra} }}\n",
         bin.display()
     ))
@@ -104,6 +109,22 @@ async fn connect(fx: &Fixture, config: &Path, person: Person) -> Conn {
     let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
     cmd.stderr(std::process::Stdio::inherit());
     person.serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap()
+}
+
+/// A 2026-07-28 client: the person answers input-required results through the handler.
+async fn connect_modern(fx: &Fixture, config: &Path, person: Person) -> Conn {
+    use rmcp::ClientServiceExt;
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    person
+        .serve_with_lifecycle(
+            TokioChildProcess::new(cmd).unwrap(),
+            rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
 }
 
 async fn call(c: &Conn, tool: &str, args: Value) -> CallToolResult {
@@ -256,6 +277,44 @@ async fn every_spelling_of_rm_asks_a_person_even_when_trust_allows() {
     let by: Vec<_> =
         audit(&fx).iter().map(|r| r["decided_by"].as_str().unwrap().to_string()).collect();
     assert!(by.iter().filter(|b| *b == "person-via-client").count() >= 12, "{by:?}");
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_standing_permission_never_covers_a_confirm_listed_program() {
+    let fx = Fixture::new();
+    let config = config_trust(&fx, "ask", "allow = [\"rm\", \"touch\"]", "");
+    let person = Person::new(Some("allow_always"));
+    let c = connect_modern(&fx, &config, person.clone()).await;
+    // `touch` under trust "ask": the person answers "always" for `run`, and it is recorded.
+    ran(&c, &["touch", "y"]).await;
+    assert_eq!(person.times_asked(), 1);
+    assert!(fx.state.join("approvals.json").exists());
+    ran(&c, &["touch", "z"]).await;
+    assert_eq!(person.times_asked(), 1, "the always permission covers touch");
+    // It does not cover rm: asked, declined, the file stays.
+    person.set(None);
+    let msg = refused(&c, &["rm", "y"]).await;
+    assert!(msg.contains("commands.confirm"), "{msg}");
+    assert_eq!(person.times_asked(), 2);
+    assert!(fx.root.join("y").exists());
+    // Allowed by the person through the 2026-07-28 round trip: gone.
+    person.set(Some("allow_once"));
+    ran(&c, &["rm", "y"]).await;
+    assert_eq!(person.times_asked(), 3);
+    assert!(!fx.root.join("y").exists());
+    let _ = c.cancel().await;
+    // trust.external = "deny" still refuses a confirm-listed program, and asks no one.
+    let fx = Fixture::new();
+    let config = config_trust(&fx, "deny", "allow = [\"rm\"]", "");
+    let person = Person::new(Some("allow_once"));
+    let c = connect(&fx, &config, person.clone()).await;
+    std::fs::write(fx.root.join("y"), "Y").unwrap();
+    let msg = refused(&c, &["rm", "y"]).await;
+    assert!(msg.contains("refused by policy"), "{msg}");
+    assert_eq!(person.times_asked(), 0);
+    assert!(fx.root.join("y").exists());
     fx.assert_canary();
     let _ = c.cancel().await;
 }
@@ -465,5 +524,51 @@ async fn hands_exec_runs_a_persons_command_through_the_daemon() {
     assert_eq!(summary, want);
     assert_eq!(records[0]["result"]["exit_code"], 0);
     fx.assert_canary();
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn closing_hands_exec_stops_the_command() {
+    let fx = Fixture::new();
+    let config = config(&fx, "allow = [\"sleep\"]", "");
+    let c = connect(&fx, &config, Person::new(None)).await;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let secs = format!("{}.{}", 7000 + std::process::id() % 1000, nanos.subsec_nanos());
+    let mut child = fx
+        .std_command(&["exec", "--config", config.to_str().unwrap(), "--", "sleep", &secs])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The sandboxed sleep, seen from the host (its argv[0] is the resolved path).
+    let found = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .any(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.ends_with(format!("sleep\0{secs}\0").as_bytes()))
+            })
+    };
+    let mut started = false;
+    for _ in 0..200 {
+        if found() {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(started, "the sleep never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut gone = false;
+    for _ in 0..400 {
+        if !found() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(gone, "the command outlived its terminal");
     let _ = c.cancel().await;
 }
