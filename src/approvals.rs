@@ -40,6 +40,8 @@ pub enum Choice {
 pub enum Channel {
     Client,
     Terminal,
+    /// The person's dashboard (`src/dashboard`), which answers parked actions with any choice.
+    Dashboard,
 }
 
 /// One action waiting at the gate, described exactly.
@@ -121,12 +123,21 @@ pub struct Standing {
     pub granted: u64,
 }
 
-/// An action parked for a person at a terminal.
+/// An action parked for a person at a terminal (or on the dashboard).
 pub struct Parked {
     pub id: String,
     pub action: String,
     pub expires: u64,
-    answer: oneshot::Sender<bool>,
+    detail: Action,
+    /// The person's choice (`None`: denied) and where they made it.
+    answer: oneshot::Sender<(Option<Choice>, Channel)>,
+}
+
+/// A parked action with its parts, as the dashboard shows it.
+pub struct Pending {
+    pub id: String,
+    pub expires: u64,
+    pub action: Action,
 }
 
 /// A parked action as `hands approvals list` shows it.
@@ -383,7 +394,7 @@ impl Approvals {
         let expires = now() + self.timeout.as_secs();
         lock(&self.parked).insert(
             id.clone(),
-            Parked { id: id.clone(), action: a.describe(), expires, answer: tx },
+            Parked { id: id.clone(), action: a.describe(), expires, detail: a.clone(), answer: tx },
         );
         tracing::warn!(
             "approval needed ({id}): {}\n  a person can run `hands approvals approve {id}` or \
@@ -394,11 +405,12 @@ impl Approvals {
         let answer = tokio::time::timeout(self.timeout, rx).await;
         lock(&self.parked).remove(&id);
         match answer {
-            Ok(Ok(true)) => Asked::Allowed(Choice::Once, Channel::Terminal),
-            Ok(Ok(false)) => Asked::Refused(
-                format!("a person denied it at a terminal (approval {id})"),
-                Channel::Terminal,
-            ),
+            Ok(Ok((Some(choice), via))) => Asked::Allowed(choice, via),
+            Ok(Ok((None, via))) => {
+                let place =
+                    if via == Channel::Dashboard { "on the dashboard" } else { "at a terminal" };
+                Asked::Refused(format!("a person denied it {place} (approval {id})"), via)
+            }
             _ => Asked::Refused(
                 format!(
                     "no person approved it within {} s (approval {id}); the client cannot ask \
@@ -411,17 +423,33 @@ impl Approvals {
         }
     }
 
-    /// Answers a parked action (`hands approvals approve|deny ID`).
+    /// Answers a parked action (`hands approvals approve|deny ID`): allow once, or deny.
     pub fn answer(&self, id: &str, allow: bool) -> Result<(), String> {
+        self.answer_as(id, allow.then_some(Choice::Once), Channel::Terminal)
+    }
+
+    /// Answers a parked action with a person's choice (`None` denies), made through `via`. A
+    /// parked action's client cannot ask its person, so the dashboard may answer it with any
+    /// of the four choices; a session or always choice binds that client, as if it had asked.
+    pub fn answer_as(&self, id: &str, choice: Option<Choice>, via: Channel) -> Result<(), String> {
         let parked = lock(&self.parked).remove(id);
         match parked {
-            Some(p) => {
-                p.answer.send(allow).map_err(|_| format!("approval {id} is no longer waiting"))
-            }
+            Some(p) => p
+                .answer
+                .send((choice, via))
+                .map_err(|_| format!("approval {id} is no longer waiting")),
             None => {
                 Err(format!("no action is waiting under {id}; `hands approvals list` shows them"))
             }
         }
+    }
+
+    /// The parked actions with their parts, oldest id order.
+    pub fn pending(&self) -> Vec<Pending> {
+        lock(&self.parked)
+            .values()
+            .map(|p| Pending { id: p.id.clone(), expires: p.expires, action: p.detail.clone() })
+            .collect()
     }
 
     /// The parked actions.

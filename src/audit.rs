@@ -55,6 +55,8 @@ pub enum DecidedBy {
     PersonViaClient,
     /// A person answered with `hands approvals` in a terminal.
     PersonViaTerminal,
+    /// A person answered, or acted, on the dashboard (`src/dashboard`).
+    PersonViaDashboard,
     /// The brake: `hands stop` is in effect until `hands stop --release`.
     Stop,
 }

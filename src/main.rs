@@ -7,6 +7,7 @@ mod approvals;
 mod audit;
 mod config;
 mod control;
+mod dashboard;
 mod exec;
 mod http;
 mod masks;
@@ -200,6 +201,13 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             return ExitCode::from(1);
         }
     };
+    let dashboard = match dashboard::Setup::new(cfg.dashboard.as_ref()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
     let daemon = match server::Daemon::new(cfg) {
         Ok(d) => Arc::new(d),
         Err(e) => {
@@ -230,6 +238,14 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
                 ))
             })
             .ok();
+        if let Some(setup) = dashboard {
+            // The person's page; serving MCP goes on without it (another daemon of this state
+            // dir may hold the port), and says so.
+            match dashboard::start(daemon.clone(), setup).await {
+                Ok(addr) => eprint_line(&format!("hands: dashboard at http://{addr}/")),
+                Err(e) => eprint_line(&format!("hands: warning: {e:#}; no dashboard here")),
+            }
+        }
         if let Some(setup) = http {
             return crate::http::serve(daemon, setup).await;
         }

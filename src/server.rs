@@ -479,6 +479,7 @@ impl HandsServer {
         let by = |c: Channel| match c {
             Channel::Client => DecidedBy::PersonViaClient,
             Channel::Terminal => DecidedBy::PersonViaTerminal,
+            Channel::Dashboard => DecidedBy::PersonViaDashboard,
         };
         match asked {
             Asked::InputRequired(r) => Gate {
@@ -895,6 +896,8 @@ impl ServerHandler for HandsServer {
         };
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.audited(def, args, retry, &context).await)
+        // Commands this call runs are shown on the dashboard under the client's name.
+        let call = self.audited(def, args, retry, &context);
+        Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::config::{Grant, ModuleCfg, ShellConfig};
 use crate::masks;
+mod running;
 mod tmux;
 use hands_roots::Resolver;
 use hands_shell::allow::{self, Verdict};
@@ -13,6 +14,7 @@ use hands_shell::capture::Tail;
 use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
+pub use running::CLIENT;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -50,6 +52,8 @@ pub struct Shell {
     /// holds a receiver and is stopped when it turns `true`; the receiver count is the
     /// registry `stop_all` waits on.
     halt: tokio::sync::watch::Sender<bool>,
+    /// The commands running now, for the dashboard (`shell/running.rs`).
+    running: running::Registry,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -228,6 +232,7 @@ impl Shell {
             run_output_chars,
             masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone())),
             halt: tokio::sync::watch::channel(false).0,
+            running: Default::default(),
             resolver,
             base,
             output_chars,
@@ -402,8 +407,9 @@ impl Shell {
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
+        let label = running::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
-        self.run(&spec, Duration::from_secs(timeout), &caller, output_chars, tee).await
+        self.run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee).await
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
@@ -464,6 +470,7 @@ impl Shell {
     async fn run(
         &self,
         spec: &str,
+        label: String,
         timeout: Duration,
         caller: &Caller,
         output_chars: usize,
@@ -488,6 +495,7 @@ impl Shell {
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
+        let registered = self.running.register(label, out.clone(), err.clone());
         let readers = [
             child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),
             child.stderr.take().map(|s| drain(s, err.clone(), tee.map(|t| (t, true)))),
@@ -502,6 +510,7 @@ impl Shell {
         let mut timed_out = false;
         let mut cancelled = false;
         let mut stopped = false;
+        let mut by_person = false;
         let status = loop {
             tokio::select! {
                 s = child.wait() => break s,
@@ -511,6 +520,10 @@ impl Shell {
                 }
                 () = caller.ct.cancelled(), if !timed_out && !cancelled => {
                     cancelled = true;
+                    break stop(&mut child).await;
+                }
+                () = registered.stop.cancelled(), if !timed_out && !cancelled => {
+                    (cancelled, by_person) = (true, true);
                     break stop(&mut child).await;
                 }
                 () = halted(&mut halt), if !timed_out && !cancelled => {
@@ -538,6 +551,12 @@ impl Shell {
         let duration_ms = started.elapsed().as_millis() as u64;
         if stopped {
             return Err(Refusal(HALTED.into()));
+        }
+        if by_person {
+            return Err(Refusal(
+                "stopped by a person on the dashboard: the command and its processes were ended"
+                    .into(),
+            ));
         }
         if cancelled {
             return Err(Refusal("cancelled: the command and its processes were stopped".into()));

@@ -6,6 +6,8 @@ mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
 mod config;
+#[cfg(target_os = "linux")]
+mod dashboard;
 mod fs_tools;
 mod gate;
 mod git_ssh;

@@ -1,0 +1,730 @@
+//! The dashboard's HTML (server-rendered, every shown string through [`esc`]) and its actions:
+//! answering parked approvals, stopping commands and sessions, the brake, revoking standing
+//! permissions. Each action is what `hands approvals` or `hands stop` does, done by this
+//! daemon, and recorded in the audit log as `person-via-dashboard`.
+
+use super::Door;
+use crate::approvals::{Channel, Choice};
+use crate::audit::{DecidedBy, Decision, Entry};
+use http::StatusCode;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+/// How many of the latest audit records are read for the trail.
+const AUDIT_RECORDS: usize = 200;
+/// How many bytes from the end of the audit log are read for them.
+const AUDIT_TAIL_BYTES: u64 = 512 * 1024;
+/// How many lines of a command's or session's output are shown.
+const OUTPUT_LINES: usize = 8;
+
+/// What is slow to compute and changes rarely.
+#[derive(Default)]
+pub(crate) struct Cache {
+    /// The doctor's warnings (computed once: the config does not change while serving).
+    warnings: Mutex<Option<Vec<String>>>,
+    /// The audit log's length and mtime at its last check, and what the check said.
+    chain: Mutex<Option<(u64, std::time::SystemTime, ChainState)>>,
+}
+
+#[derive(Clone)]
+enum ChainState {
+    Intact { records: u64, warnings: Vec<String> },
+    Broken(String),
+    Unreadable(String),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// HTML-escapes text for an element's content or a quoted attribute.
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Computes the doctor's warnings once, off the request path (it runs `tmux -V`, `git
+/// --version`).
+pub(crate) async fn warm(door: &Door) {
+    let daemon = door.daemon.clone();
+    let text = tokio::task::spawn_blocking(move || crate::report::doctor(&daemon))
+        .await
+        .unwrap_or_else(|e| format!("warning: the doctor could not run ({e})"));
+    let warnings =
+        text.lines().filter_map(|l| l.strip_prefix("warning: ")).map(str::to_string).collect();
+    *lock(&door.cache.warnings) = Some(warnings);
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn when(secs: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    let s = crate::audit::rfc3339(t);
+    // `2026-11-29T22:11:45.000Z` → `2026-11-29 22:11:45Z`
+    s.get(..19).map(|p| format!("{}Z", p.replace('T', " "))).unwrap_or(s)
+}
+
+fn elapsed(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min {} s", s / 60, s % 60),
+        s => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn hidden(name: &str, value: &str) -> String {
+    format!("<input type=\"hidden\" name=\"{}\" value=\"{}\">", esc(name), esc(value))
+}
+
+/// A one-button form that POSTs to `action` with the CSRF token and `fields`.
+fn button(action: &str, csrf: &str, fields: &[(&str, &str)], label: &str, class: &str) -> String {
+    let mut s = format!("<form method=\"post\" action=\"{}\" class=\"inline\">", esc(action));
+    s.push_str(&hidden("csrf", csrf));
+    for (k, v) in fields {
+        s.push_str(&hidden(k, v));
+    }
+    let _ = write!(
+        s,
+        "<button type=\"submit\" class=\"{}\">{}</button></form>",
+        esc(class),
+        esc(label)
+    );
+    s
+}
+
+fn shell(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><link rel=\"stylesheet\" href=\"/dashboard.css\">\
+         <script src=\"/dashboard.js\" defer></script></head><body>{body}</body></html>\n",
+        esc(title)
+    )
+}
+
+/// The login page.
+pub(crate) fn login(nonce: &str, error: Option<&str>) -> String {
+    let error = error.map(|e| format!("<p class=\"error\">{}</p>", esc(e))).unwrap_or_default();
+    shell(
+        "hands — log in",
+        &format!(
+            "<main class=\"login\"><h1>hands</h1><p>The person's dashboard. Log in with the \
+             dashboard token (<code>[server.dashboard]</code>'s <code>token_env</code> or \
+             <code>token_file</code>).</p>{error}<form method=\"post\" action=\"/login\">{}\
+             <label>Token <input type=\"password\" name=\"token\" id=\"token\" \
+             autocomplete=\"current-password\" autofocus required></label> \
+             <button type=\"submit\" id=\"login\">Log in</button></form></main>",
+            hidden("csrf", nonce)
+        ),
+    )
+}
+
+/// A page that says what went wrong with an action, and links back.
+pub(crate) fn message(text: &str) -> String {
+    shell(
+        "hands — dashboard",
+        &format!(
+            "<main><p class=\"error\" id=\"message\">{}</p><p><a href=\"/\">Back to the \
+             dashboard</a></p></main>",
+            esc(text)
+        ),
+    )
+}
+
+/// The whole page: the header, then the live part (which the script refreshes).
+pub(crate) async fn full(door: &Door, csrf: &str, query: &str) -> String {
+    let live = live(door, csrf, query).await;
+    let header = format!(
+        "<header><h1>hands</h1><span class=\"muted\">dashboard of daemon {} · {}</span>{}</header>",
+        std::process::id(),
+        esc(&door.daemon.config.source),
+        button("/logout", csrf, &[], "Log out", "quiet")
+    );
+    shell("hands — dashboard", &format!("{header}<main id=\"live\">{live}</main>"))
+}
+
+/// The sections that change: what the script fetches from `/live` every two seconds.
+pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
+    let mut s = String::new();
+    s.push_str(&pending(door, csrf));
+    s.push_str(&running(door, csrf).await);
+    s.push_str(&permissions(door, csrf));
+    s.push_str(&audit(door, query).await);
+    s.push_str(&containment(door));
+    s
+}
+
+fn pending(door: &Door, csrf: &str) -> String {
+    let all = door.daemon.approvals.pending();
+    let mut s = format!(
+        "<section id=\"pending\"><h2>Pending approvals <span class=\"count\">{}</span></h2>",
+        all.len()
+    );
+    if all.is_empty() {
+        s.push_str("<p class=\"muted\">No action is waiting for a person.</p>");
+    }
+    let now = now_secs();
+    for p in all {
+        let a = &p.action;
+        let _ = write!(
+            s,
+            "<article class=\"pending\" id=\"{id}\"><h3><code class=\"tool\">{}</code> \
+             <span class=\"muted\">({} class) of {}</span></h3><dl>",
+            esc(&a.tool),
+            esc(&a.class),
+            esc(&a.module),
+            id = esc(&p.id)
+        );
+        let mut row = |k: &str, v: &str| {
+            let _ = write!(
+                s,
+                "<dt>{}</dt><dd><code class=\"{}\">{}</code></dd>",
+                esc(k),
+                esc(k),
+                esc(v)
+            );
+        };
+        row("client", &a.client);
+        for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
+        {
+            if let Some(v) = a.arguments.get(key) {
+                let v = match v {
+                    Value::String(t) => t.clone(),
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    other => other.to_string(),
+                };
+                row(key, &v);
+            }
+        }
+        row("arguments", &a.arguments.to_string());
+        let left = p.expires.saturating_sub(now);
+        let _ = write!(
+            s,
+            "<dt>time left</dt><dd><span class=\"left\" data-expires=\"{}\">{}</span></dd></dl>",
+            p.expires,
+            esc(&elapsed(left))
+        );
+        if a.confirm {
+            s.push_str(
+                "<p class=\"warn\">confirm-listed program: a yes allows this one run only.</p>",
+            );
+        }
+        let _ = write!(
+            s,
+            "<form method=\"post\" action=\"/approve\" class=\"choices\">{}{}",
+            hidden("csrf", csrf),
+            hidden("id", &p.id)
+        );
+        let choices: &[(&str, &str, &str)] = if a.confirm {
+            &[("once", "Allow once", "allow"), ("reject", "Reject", "reject")]
+        } else {
+            &[
+                ("once", "Allow once", "allow"),
+                ("session", "Allow for this session", "allow"),
+                ("always", "Always for this client", "allow"),
+                ("reject", "Reject", "reject"),
+            ]
+        };
+        for (value, label, class) in choices {
+            let _ = write!(
+                s,
+                "<button type=\"submit\" name=\"choice\" value=\"{value}\" class=\"{class}\">{label}</button>"
+            );
+        }
+        s.push_str("</form></article>");
+    }
+    s.push_str("</section>");
+    s
+}
+
+/// The last `n` lines of a text.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+async fn running(door: &Door, csrf: &str) -> String {
+    let daemon = &door.daemon;
+    let mut s = String::from("<section id=\"running\"><h2>Running now</h2>");
+    if daemon.is_stopped() {
+        let _ = write!(
+            s,
+            "<p class=\"brake on\" id=\"brake\">Stopped: <code>hands stop</code> is in effect; \
+             commands and sessions are refused. {}</p>",
+            button("/release", csrf, &[], "Release the brake", "allow")
+        );
+    } else {
+        let _ = write!(
+            s,
+            "<p class=\"brake\" id=\"brake\">{} <span class=\"muted\">ends every command and \
+             session of this daemon and refuses new ones until released (<code>hands \
+             stop</code>)</span></p>",
+            button("/brake", csrf, &[], "Stop everything", "reject")
+        );
+    }
+    let Some(sh) = daemon.shell() else {
+        s.push_str("<p class=\"muted\">tools-shell does not run here.</p></section>");
+        return s;
+    };
+    let now = now_secs();
+    s.push_str(
+        "<table><thead><tr><th>kind</th><th>client</th><th>command</th><th>started</th>\
+         <th>elapsed</th><th>last output</th><th></th></tr></thead><tbody>",
+    );
+    let mut rows = 0;
+    for c in sh.running() {
+        rows += 1;
+        let id = c.id.to_string();
+        let _ = write!(
+            s,
+            "<tr class=\"command\" id=\"c-{id}\"><td>command</td><td>{}</td><td><code class=\"cmd\">{}</code></td>\
+             <td>{}</td><td>{}</td><td><pre>{}</pre></td><td>{}</td></tr>",
+            esc(&c.client),
+            esc(&c.command),
+            esc(&when(c.started)),
+            esc(&elapsed(now.saturating_sub(c.started))),
+            esc(&last_lines(&c.output, OUTPUT_LINES)),
+            button("/stop-command", csrf, &[("id", &id)], "Stop", "reject")
+        );
+    }
+    let sessions = sh.tmux_list(hands_shell::tmux::ListParams {}).await.map(|l| l.sessions);
+    for t in sessions.unwrap_or_default() {
+        rows += 1;
+        let running = t.state == hands_shell::tmux::State::Running;
+        let out = sh
+            .tmux_read(hands_shell::tmux::ReadParams {
+                session: t.name.clone(),
+                lines: Some(OUTPUT_LINES as u32),
+            })
+            .await
+            .map(|r| r.text)
+            .unwrap_or_default();
+        let _ = write!(
+            s,
+            "<tr class=\"tmux\" id=\"t-{name}\"><td>tmux <code>{name}</code>{}</td><td>—</td>\
+             <td><code class=\"cmd\">{}</code></td><td>{}</td><td>{}</td><td><pre>{}</pre></td>\
+             <td>{}</td></tr>",
+            if running { "" } else { " (ended)" },
+            esc(&t.command),
+            esc(&when(t.started)),
+            esc(&elapsed(now.saturating_sub(t.started))),
+            esc(&last_lines(&out, OUTPUT_LINES)),
+            button("/stop-session", csrf, &[("session", &t.name)], "Stop", "reject"),
+            name = esc(&t.name)
+        );
+    }
+    if rows == 0 {
+        s.push_str("<tr><td colspan=\"7\" class=\"muted\">Nothing runs.</td></tr>");
+    }
+    s.push_str("</tbody></table></section>");
+    s
+}
+
+fn permissions(door: &Door, csrf: &str) -> String {
+    let path = crate::server::absolute(&door.daemon.config.state_dir).join("approvals.json");
+    let mut s = String::from("<section id=\"permissions\"><h2>Standing permissions</h2>");
+    match crate::approvals::read_always(&path) {
+        Ok(all) if all.is_empty() => {
+            s.push_str("<p class=\"muted\">No <em>always</em> permission is recorded.</p>");
+        }
+        Ok(all) => {
+            s.push_str(
+                "<table><thead><tr><th>id</th><th>client</th><th>module</th><th>tool</th>\
+                 <th>hands version</th><th>granted</th><th></th></tr></thead><tbody>",
+            );
+            for p in &all {
+                let _ = write!(
+                    s,
+                    "<tr class=\"permission\" id=\"{id}\"><td><code>{id}</code></td><td>{}</td><td>{}</td>\
+                     <td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&p.client),
+                    esc(&p.module),
+                    esc(&p.tool),
+                    esc(&p.version),
+                    esc(&when(p.granted)),
+                    button("/revoke", csrf, &[("id", &p.id)], "Revoke", "reject"),
+                    id = esc(&p.id)
+                );
+            }
+            s.push_str("</tbody></table>");
+        }
+        Err(e) => {
+            let _ = write!(s, "<p class=\"error\">{}</p>", esc(&format!("{e:#}")));
+        }
+    }
+    let _ = write!(
+        s,
+        "<p>{} <span class=\"muted\">every <em>always</em> permission, and every client's \
+         <em>session</em> permissions</span></p></section>",
+        button("/revoke-all", csrf, &[], "Revoke all", "reject")
+    );
+    s
+}
+
+/// The chain's state, re-verified when the log changed since the last check.
+async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
+    let meta = std::fs::metadata(path).ok();
+    let key = meta.as_ref().map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH)));
+    if let (Some((len, mtime)), Some((l, t, state))) = (key, lock(&door.cache.chain).as_ref())
+        && len == *l
+        && mtime == *t
+    {
+        return state.clone();
+    }
+    let p = path.to_path_buf();
+    let state = match tokio::task::spawn_blocking(move || crate::audit::verify(&p)).await {
+        Ok(Ok(v)) => match v.broken {
+            Some(b) => ChainState::Broken(b),
+            None => ChainState::Intact { records: v.records, warnings: v.warnings },
+        },
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            ChainState::Intact { records: 0, warnings: Vec::new() }
+        }
+        Ok(Err(e)) => ChainState::Unreadable(e.to_string()),
+        Err(e) => ChainState::Unreadable(e.to_string()),
+    };
+    if let Some((len, mtime)) = key {
+        *lock(&door.cache.chain) = Some((len, mtime, state.clone()));
+    }
+    state
+}
+
+/// The latest records (newest first), read from the end of the log.
+fn latest_records(path: &std::path::Path) -> std::io::Result<Vec<Value>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(AUDIT_TAIL_BYTES);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if start > 0 {
+        // The first line may be cut: start at the next whole one.
+        text = text.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default();
+    }
+    Ok(text
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .take(AUDIT_RECORDS)
+        .collect())
+}
+
+fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
+    let mut s = format!(
+        "<label>{} <select name=\"{}\"><option value=\"\">any</option>",
+        esc(label),
+        esc(name)
+    );
+    for o in options {
+        let sel = if o == chosen { " selected" } else { "" };
+        let _ = write!(s, "<option value=\"{v}\"{sel}>{v}</option>", v = esc(o));
+    }
+    s.push_str("</select></label> ");
+    s
+}
+
+async fn audit(door: &Door, query: &str) -> String {
+    let path = crate::audit::path_in(&crate::server::absolute(&door.daemon.config.state_dir));
+    let mut s = String::from("<section id=\"audit\"><h2>Audit trail</h2>");
+    match chain_state(door, &path).await {
+        ChainState::Intact { records, warnings } => {
+            let _ = write!(
+                s,
+                "<p id=\"chain\" class=\"ok\">Hash chain verified: {records} records intact.</p>"
+            );
+            for w in warnings {
+                let _ = write!(s, "<p class=\"warn\">{}</p>", esc(&w));
+            }
+        }
+        ChainState::Broken(b) => {
+            let _ =
+                write!(s, "<p id=\"chain\" class=\"broken\">Hash chain BROKEN: {}</p>", esc(&b));
+        }
+        ChainState::Unreadable(e) => {
+            let _ = write!(
+                s,
+                "<p id=\"chain\" class=\"broken\">The audit log {} cannot be read: {}</p>",
+                esc(&path.display().to_string()),
+                esc(&e)
+            );
+        }
+    }
+    let p = path.clone();
+    let records = match tokio::task::spawn_blocking(move || latest_records(&p)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
+            return s;
+        }
+        Err(e) => {
+            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
+            return s;
+        }
+    };
+    let q = super::form_pairs(query);
+    let want = |k: &str| super::field(&q, k).unwrap_or("").to_string();
+    let (client, module, decision) = (want("client"), want("module"), want("decision"));
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let distinct = |k: &str| {
+        let mut all: Vec<String> = records.iter().map(|r| str_of(r, k)).collect();
+        all.sort();
+        all.dedup();
+        all.retain(|x| !x.is_empty());
+        all
+    };
+    let _ = write!(
+        s,
+        "<form method=\"get\" action=\"/\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
+        select("client", "client", &distinct("client"), &client),
+        select("module", "module", &distinct("module"), &module),
+        select("decision", "decision", &["allow".to_string(), "deny".to_string()], &decision),
+    );
+    s.push_str(
+        "<table class=\"audit\"><thead><tr><th>#</th><th>time</th><th>client</th><th>module / tool</th>\
+         <th>decision</th><th>by</th><th>outcome</th><th>arguments</th></tr></thead><tbody>",
+    );
+    let shown: Vec<&Value> = records
+        .iter()
+        .filter(|r| client.is_empty() || str_of(r, "client") == client)
+        .filter(|r| module.is_empty() || str_of(r, "module") == module)
+        .filter(|r| decision.is_empty() || str_of(r, "decision") == decision)
+        .collect();
+    for r in &shown {
+        let mut args = r.get("arguments").map(Value::to_string).unwrap_or_default();
+        if args.chars().count() > 300 {
+            args = args.chars().take(300).collect::<String>() + "…";
+        }
+        let d = str_of(r, "decision");
+        let _ = write!(
+            s,
+            "<tr class=\"record {}\"><td>{}</td><td>{}</td><td>{}</td><td>{} / <code>{}</code></td>\
+             <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            esc(&d),
+            r.get("seq").and_then(Value::as_u64).unwrap_or(0),
+            esc(&str_of(r, "time")),
+            esc(&str_of(r, "client")),
+            esc(&str_of(r, "module")),
+            esc(&str_of(r, "tool")),
+            esc(&d),
+            esc(&str_of(r, "decided_by")),
+            esc(&str_of(r, "outcome")),
+            esc(&args)
+        );
+    }
+    if shown.is_empty() {
+        s.push_str("<tr><td colspan=\"8\" class=\"muted\">No records.</td></tr>");
+    }
+    let _ = write!(
+        s,
+        "</tbody></table><p class=\"muted\">The latest {} records of {}; <code>hands audit \
+         --verify</code> checks the whole log.</p></section>",
+        AUDIT_RECORDS,
+        esc(&path.display().to_string())
+    );
+    s
+}
+
+fn containment(door: &Door) -> String {
+    let mut s = String::from("<section id=\"containment\"><h2>Containment</h2>");
+    match door.daemon.self_test() {
+        Some(p) => {
+            let _ = write!(
+                s,
+                "<p>Sandbox self-test: <strong>{}</strong> (<code>sandbox.mode = \"{}\"</code>)</p>\
+                 <table><thead><tr><th>guarantee</th><th>mechanism</th><th>holds</th></tr></thead><tbody>",
+                esc(&p.tier()),
+                match door.daemon.config.sandbox_mode {
+                    crate::config::SandboxMode::Enforce => "enforce",
+                    crate::config::SandboxMode::BestEffort => "best-effort",
+                }
+            );
+            for c in &p.checks {
+                let (class, state) = match c.holds {
+                    Some(true) => ("ok", "holds"),
+                    Some(false) => ("broken", "MISSING"),
+                    None => ("muted", "not tested"),
+                };
+                let _ = write!(
+                    s,
+                    "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{state}</td></tr>",
+                    esc(c.name),
+                    esc(&c.note)
+                );
+            }
+            s.push_str("</tbody></table>");
+        }
+        None => s.push_str("<p class=\"muted\">No module runs commands: nothing to contain.</p>"),
+    }
+    match lock(&door.cache.warnings).as_ref() {
+        None => s.push_str("<p class=\"muted\">The doctor's warnings are being computed…</p>"),
+        Some(w) if w.is_empty() => s.push_str("<p class=\"ok\">Doctor: no warnings.</p>"),
+        Some(w) => {
+            s.push_str("<ul class=\"warnings\">");
+            for x in w {
+                let _ = write!(s, "<li>{}</li>", esc(x));
+            }
+            s.push_str("</ul>");
+        }
+    }
+    s.push_str("</section>");
+    s
+}
+
+/// Writes the record of a person's action on the dashboard.
+async fn record(door: &Door, op: &str, arguments: Value, outcome: String) {
+    let entry = Entry {
+        client: "dashboard".into(),
+        module: "hands".into(),
+        tool: op.into(),
+        class: "control".into(),
+        arguments,
+        decision: Decision::Allow,
+        decided_by: DecidedBy::PersonViaDashboard,
+        outcome,
+        result: None,
+    };
+    if let Err(e) = door.daemon.append_audit(entry).await {
+        tracing::error!("dashboard: {e}");
+    }
+}
+
+type ActError = (StatusCode, String);
+
+fn need<'a>(pairs: &'a [(String, String)], name: &str) -> Result<&'a str, ActError> {
+    super::field(pairs, name)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| (StatusCode::BAD_REQUEST, format!("the form has no `{name}`")))
+}
+
+/// Carries out one POSTed action (CSRF and Origin already checked).
+pub(crate) async fn act(
+    door: &Door,
+    path: &str,
+    pairs: &[(String, String)],
+) -> Result<(), ActError> {
+    let daemon = &door.daemon;
+    match path {
+        "/approve" => {
+            let id = need(pairs, "id")?;
+            let choice = match need(pairs, "choice")? {
+                "once" => Some(Choice::Once),
+                "session" => Some(Choice::Session),
+                "always" => Some(Choice::Always),
+                "reject" => None,
+                other => {
+                    return Err((
+                        StatusCode::BAD_REQUEST,
+                        format!("`{other}` is not a choice (once, session, always, reject)"),
+                    ));
+                }
+            };
+            // The call's own audit record says who decided: person-via-dashboard.
+            daemon
+                .approvals
+                .answer_as(id, choice, Channel::Dashboard)
+                .map_err(|e| (StatusCode::CONFLICT, e))
+        }
+        "/brake" => {
+            let ended = daemon.stop().await;
+            record(door, "stop", json!({}), format!("ok: ended {ended} commands and sessions"))
+                .await;
+            Ok(())
+        }
+        "/release" => {
+            daemon.release();
+            record(door, "release", json!({}), "ok".into()).await;
+            Ok(())
+        }
+        "/stop-command" => {
+            let id = need(pairs, "id")?;
+            let sh = daemon.shell().ok_or_else(|| {
+                (StatusCode::NOT_FOUND, "tools-shell does not run here".to_string())
+            })?;
+            let n: u64 = id
+                .parse()
+                .map_err(|_| (StatusCode::BAD_REQUEST, format!("`{id}` is not a command id")))?;
+            let command = sh.stop_command(n).await.ok_or_else(|| {
+                (StatusCode::CONFLICT, format!("command {id} is not running (it may have ended)"))
+            })?;
+            record(door, "stop_command", json!({ "command": command }), "ok".into()).await;
+            Ok(())
+        }
+        "/stop-session" => {
+            let name = need(pairs, "session")?.to_string();
+            let sh = daemon.shell().ok_or_else(|| {
+                (StatusCode::NOT_FOUND, "tools-shell does not run here".to_string())
+            })?;
+            let r = sh.tmux_kill(hands_shell::tmux::KillParams { session: name.clone() }).await;
+            let outcome = match &r {
+                Ok(_) => "ok".to_string(),
+                Err(crate::shell::Refusal(m)) => format!("error: {m}"),
+            };
+            record(door, "tmux_kill", json!({ "session": name }), outcome).await;
+            r.map(|_| ()).map_err(|crate::shell::Refusal(m)| (StatusCode::CONFLICT, m))
+        }
+        "/revoke" | "/revoke-all" => {
+            let id =
+                (path == "/revoke").then(|| need(pairs, "id")).transpose()?.map(str::to_string);
+            let file = crate::server::absolute(&daemon.config.state_dir).join("approvals.json");
+            let wanted = id.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                crate::approvals::update_always(&file, |list| {
+                    let before = list.len();
+                    match &wanted {
+                        Some(id) => list.retain(|s| &s.id != id),
+                        None => list.clear(),
+                    }
+                    if wanted.is_some() && list.len() == before {
+                        anyhow::bail!("no standing permission has this id (already revoked?)");
+                    }
+                    Ok(())
+                })
+            })
+            .await
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            result.map_err(|e| (StatusCode::CONFLICT, format!("{e:#}")))?;
+            if id.is_none() {
+                // As `hands approvals revoke --all`: every live daemon's session permissions too.
+                daemon.approvals.revoke_sessions();
+                let dir = crate::server::absolute(&daemon.config.state_dir);
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::control::request_all(&dir, &json!({ "op": "revoke_sessions" }))
+                })
+                .await;
+            }
+            let args = match &id {
+                Some(id) => json!({ "id": id }),
+                None => json!({ "all": true }),
+            };
+            record(door, "revoke", args, "ok".into()).await;
+            Ok(())
+        }
+        _ => Err((StatusCode::NOT_FOUND, format!("the dashboard has no action {path}"))),
+    }
+}

@@ -1,0 +1,148 @@
+//! The commands running now (`bash`, `run`, `os-*`, `hands exec`): a small registry the
+//! dashboard reads for "Running now" and stops one command through (its whole tree, as a
+//! timeout does). A command is registered while its launcher runs and removed when it ends.
+
+use super::Shell;
+use hands_shell::capture::Tail;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+tokio::task_local! {
+    /// Who asked for the commands run in this task: the MCP client's identity (set by the
+    /// server around each call). Outside it (`hands exec`) the asker is `terminal`.
+    pub static CLIENT: String;
+}
+
+/// One running command as the dashboard shows it.
+pub struct RunningCommand {
+    pub id: u64,
+    pub client: String,
+    /// The command line (`bash -c` text, or the argv joined by spaces).
+    pub command: String,
+    /// Seconds since the UNIX epoch.
+    pub started: u64,
+    /// The end of its output so far (stdout, then stderr).
+    pub output: String,
+}
+
+struct Entry {
+    client: String,
+    command: String,
+    started: u64,
+    out: Arc<Mutex<Tail>>,
+    err: Arc<Mutex<Tail>>,
+    stop: CancellationToken,
+}
+
+#[derive(Default)]
+pub(super) struct Registry {
+    next: AtomicU64,
+    live: Arc<Mutex<BTreeMap<u64, Entry>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes its command from the registry when the run ends, however it ends.
+pub(super) struct Registered {
+    id: u64,
+    live: Arc<Mutex<BTreeMap<u64, Entry>>>,
+    /// Cancelled when a person stops this command on the dashboard.
+    pub stop: CancellationToken,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.live).remove(&self.id);
+    }
+}
+
+impl Registry {
+    /// Registers a command whose output goes to `out` and `err`.
+    pub(super) fn register(
+        &self,
+        command: String,
+        out: Arc<Mutex<Tail>>,
+        err: Arc<Mutex<Tail>>,
+    ) -> Registered {
+        let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        let client = CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string());
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let stop = CancellationToken::new();
+        lock(&self.live)
+            .insert(id, Entry { client, command, started, out, err, stop: stop.clone() });
+        Registered { id, live: self.live.clone(), stop }
+    }
+}
+
+/// The command line a person reads for a launcher argv: `bash -c`'s text, else the argv.
+pub(super) fn label(argv: &serde_json::Value) -> String {
+    let items: Vec<String> = argv
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match items.as_slice() {
+        [bash, _, _, c, command] if bash == "bash" && c == "-c" => command.clone(),
+        _ => items.join(" "),
+    }
+}
+
+impl Shell {
+    /// The commands running now, oldest first.
+    pub fn running(&self) -> Vec<RunningCommand> {
+        let text = |t: &Mutex<Tail>| {
+            let t = lock(t);
+            String::from_utf8_lossy(&t.bytes()).into_owned()
+        };
+        lock(&self.running.live)
+            .iter()
+            .map(|(id, e)| {
+                let (out, err) = (text(&e.out), text(&e.err));
+                let output = match (out.trim_end().is_empty(), err.trim_end().is_empty()) {
+                    (_, true) => out,
+                    (true, false) => err,
+                    (false, false) => format!("{}\n{err}", out.trim_end()),
+                };
+                RunningCommand {
+                    id: *id,
+                    client: e.client.clone(),
+                    command: e.command.clone(),
+                    started: e.started,
+                    output: hands_shell::capture::render(
+                        output.as_bytes(),
+                        output.len() as u64,
+                        4000,
+                    )
+                    .text,
+                }
+            })
+            .collect()
+    }
+
+    /// Stops one running command and its whole process tree (TERM, grace, KILL) and waits,
+    /// bounded, until it has ended; its command line, or `None` when no such command runs.
+    pub async fn stop_command(&self, id: u64) -> Option<String> {
+        let (command, stop) = {
+            let live = lock(&self.running.live);
+            let e = live.get(&id)?;
+            (e.command.clone(), e.stop.clone())
+        };
+        stop.cancel();
+        let until = Instant::now() + super::GRACE + super::DRAIN + Duration::from_secs(1);
+        while lock(&self.running.live).contains_key(&id) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Some(command)
+    }
+}

@@ -1,0 +1,535 @@
+//! The person's dashboard (`[server.dashboard]`) through the real binary and hand-written
+//! HTTP/1.1: the login and what it refuses (no cookie, an MCP bearer token, a wrong token, a
+//! foreign Host), CSRF and Origin on every state-changing request (a refused POST changes
+//! nothing: the parked call stays parked, its file unwritten), the four choices wired to the
+//! real parked action and audited as `person-via-dashboard`, escaping, standing permissions
+//! and revoke, stopping a running command (gone from the host) and the brake.
+
+use super::common::{Client, Fixture, host_processes, text_of};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+pub const TOKEN: &str = "dashboard-token-0123456789abcdef";
+const MCP_TOKEN: &str = "mcp-client-token-0123456789abcdef";
+
+/// tools-fs (writes ask a person) and tools-shell (external: `external`), a dashboard on a
+/// free loopback port.
+pub fn config(fx: &Fixture, external: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.dashboard]\nlisten = \"127.0.0.1:0\"\n\
+         token_env = \"HANDS_DASHBOARD_TOKEN\"\n\n[trust]\nwrite = \"ask\"\nexternal = \"{external}\"\n\
+         approval_timeout_secs = 60\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n"
+    ))
+}
+
+/// A stdio client (2025-era, no elicitation: its asks park) and the dashboard's address, read
+/// from the daemon's stderr.
+pub async fn start(fx: &Fixture, config: &Path) -> (Arc<Client>, SocketAddr) {
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN);
+    let (transport, stderr) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().unwrap();
+    let addr = dashboard_addr(stderr.unwrap()).await;
+    let service = ().serve(transport).await.unwrap();
+    (Arc::new(Client { service }), addr)
+}
+
+/// Reads stderr until the `dashboard at http://ADDR/` line, then keeps draining it.
+async fn dashboard_addr(stderr: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> SocketAddr {
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let Some(line) = lines.next_line().await.unwrap() else {
+                panic!("hands exited before serving the dashboard");
+            };
+            relay(&line);
+            if let Some(rest) = line.split_once("dashboard at http://").map(|(_, r)| r) {
+                return rest.trim_end_matches('/').parse::<SocketAddr>().unwrap();
+            }
+        }
+    })
+    .await
+    .expect("no dashboard line within 30 s");
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            relay(&line);
+        }
+    });
+    addr
+}
+
+#[allow(clippy::print_stderr)]
+fn relay(line: &str) {
+    eprintln!("hands: {line}");
+}
+
+/// A hand-written HTTP/1.1 exchange: status, head, body.
+pub struct Raw {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Raw {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers(name).into_iter().next()
+    }
+
+    pub fn headers(&self, name: &str) -> Vec<String> {
+        self.head
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+            .collect()
+    }
+
+    /// The value a `Set-Cookie` gives `name`.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.headers("set-cookie").iter().find_map(|c| {
+            let first = c.split(';').next()?;
+            let (k, v) = first.split_once('=')?;
+            (k == name).then(|| v.to_string())
+        })
+    }
+}
+
+pub async fn raw(addr: SocketAddr, head: &str, body: &str) -> Raw {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("{head}\r\nConnection: close\r\n\r\n{body}");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("the dashboard did not answer within 30 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Raw { status, head: head.to_string(), body: body.to_string() }
+}
+
+async fn get(addr: SocketAddr, path: &str, extra: &[String]) -> Raw {
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}");
+    for h in extra {
+        head.push_str("\r\n");
+        head.push_str(h);
+    }
+    raw(addr, &head, "").await
+}
+
+async fn post(addr: SocketAddr, path: &str, extra: &[String], body: &str) -> Raw {
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}",
+        body.len()
+    );
+    for h in extra {
+        head.push_str("\r\n");
+        head.push_str(h);
+    }
+    raw(addr, &head, body).await
+}
+
+fn origin(addr: SocketAddr) -> String {
+    format!("Origin: http://{addr}")
+}
+
+/// The value of the first hidden `csrf` field in a page.
+fn csrf_in(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("the page has a csrf field") + 19;
+    html[at..].split('"').next().unwrap().to_string()
+}
+
+/// A logged-in browser, as far as the server can tell: its cookie header and CSRF token.
+pub struct Session {
+    addr: SocketAddr,
+    cookie: String,
+    csrf: String,
+}
+
+pub async fn login(addr: SocketAddr) -> Session {
+    let page = get(addr, "/login", &[]).await;
+    assert_eq!(page.status, 200, "{}", page.head);
+    let nonce = page.cookie("hands_login").unwrap();
+    let form = csrf_in(&page.body);
+    let r = post(
+        addr,
+        "/login",
+        &[origin(addr), format!("Cookie: hands_login={nonce}")],
+        &format!("csrf={form}&token={TOKEN}"),
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}{}", r.head, r.body);
+    let set = r.headers("set-cookie");
+    let session_cookie = set.iter().find(|c| c.starts_with("hands_session=")).unwrap();
+    assert!(session_cookie.contains("HttpOnly"), "{session_cookie}");
+    assert!(session_cookie.contains("SameSite=Strict"), "{session_cookie}");
+    let cookie = format!("Cookie: hands_session={}", r.cookie("hands_session").unwrap());
+    let page = get(addr, "/", std::slice::from_ref(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.head);
+    Session { addr, cookie, csrf: csrf_in(&page.body) }
+}
+
+impl Session {
+    async fn live(&self) -> String {
+        let r = get(self.addr, "/live", std::slice::from_ref(&self.cookie)).await;
+        assert_eq!(r.status, 200, "{}{}", r.head, r.body);
+        r.body
+    }
+
+    /// A form POST from the page itself (Origin and CSRF as a browser sends them).
+    async fn post(&self, path: &str, fields: &str) -> Raw {
+        let body = format!("csrf={}&{fields}", self.csrf);
+        post(self.addr, path, &[origin(self.addr), self.cookie.clone()], &body).await
+    }
+
+    /// Waits until a pending approval shows on the page; returns its id.
+    async fn pending_id(&self) -> String {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            let page = self.live().await;
+            if let Some(at) = page.find("class=\"pending\" id=\"") {
+                return page[at + 20..].split('"').next().unwrap().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no pending approval appeared on the dashboard");
+    }
+}
+
+fn write_call(c: &Arc<Client>, path: &str) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let c = c.clone();
+    let path = path.to_string();
+    tokio::spawn(async move { c.call("write", json!({ "path": path, "content": "x" })).await })
+}
+
+fn records(fx: &Fixture) -> Vec<Value> {
+    std::fs::read_to_string(fx.state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    // No session: the page redirects to the login, the live part and actions are 401.
+    let r = get(addr, "/", &[]).await;
+    assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")), "{}", r.head);
+    assert_eq!(get(addr, "/live", &[]).await.status, 401);
+    let r = post(addr, "/brake", &[origin(addr)], "csrf=x").await;
+    assert_eq!(r.status, 401, "{}", r.head);
+    // A bearer token (the dashboard's own, or an MCP one) opens nothing; nor does a made-up
+    // session cookie.
+    for h in [
+        format!("Authorization: Bearer {TOKEN}"),
+        format!("Authorization: Bearer {MCP_TOKEN}"),
+        "Cookie: hands_session=0123456789abcdef0123456789abcdef".to_string(),
+    ] {
+        let r = get(addr, "/", std::slice::from_ref(&h)).await;
+        assert_eq!(r.status, 303, "{h}: {}", r.head);
+    }
+    // A wrong token is refused with the form again; no session cookie is set.
+    let page = get(addr, "/login", &[]).await;
+    let nonce = page.cookie("hands_login").unwrap();
+    let wrong = post(
+        addr,
+        "/login",
+        &[origin(addr), format!("Cookie: hands_login={nonce}")],
+        &format!("csrf={}&token=not-the-token-0123456789", csrf_in(&page.body)),
+    )
+    .await;
+    assert_eq!(wrong.status, 401, "{}", wrong.head);
+    assert!(wrong.cookie("hands_session").is_none());
+    // The login form's own CSRF token is required too.
+    let r = post(addr, "/login", &[origin(addr)], &format!("token={TOKEN}")).await;
+    assert_eq!(r.status, 403, "{}", r.head);
+    // A foreign Host (DNS rebinding) is refused before anything else.
+    let r = raw(addr, "GET /login HTTP/1.1\r\nHost: evil.example.com", "").await;
+    assert_eq!(r.status, 403, "{}", r.head);
+    // The positive control: the right token logs in; every response carries the CSP.
+    let s = login(addr).await;
+    let page = get(addr, "/", std::slice::from_ref(&s.cookie)).await;
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(page.header("x-content-type-options").as_deref(), Some("nosniff"));
+    assert!(get(addr, "/login", &[]).await.header("content-security-policy").is_some());
+    for section in [
+        "id=\"pending\"",
+        "id=\"running\"",
+        "id=\"permissions\"",
+        "id=\"audit\"",
+        "id=\"containment\"",
+    ] {
+        assert!(page.body.contains(section), "{section} missing");
+    }
+    drop(c);
+}
+
+#[tokio::test]
+async fn a_post_without_csrf_or_from_another_origin_changes_nothing() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let s = login(addr).await;
+    let call = write_call(&c, "guarded.txt");
+    let id = s.pending_id().await;
+    let fields = format!("id={id}&choice=once");
+    let cookie = s.cookie.clone();
+    let refused = [
+        // No CSRF token.
+        post(addr, "/approve", &[origin(addr), cookie.clone()], &fields).await,
+        // Another session's (or a made-up) token.
+        post(addr, "/approve", &[origin(addr), cookie.clone()], &format!("csrf=deadbeef&{fields}"))
+            .await,
+        // The right token from a foreign page.
+        post(
+            addr,
+            "/approve",
+            &["Origin: http://evil.example.com".into(), cookie.clone()],
+            &format!("csrf={}&{fields}", s.csrf),
+        )
+        .await,
+        // No Origin at all.
+        post(addr, "/approve", std::slice::from_ref(&cookie), &format!("csrf={}&{fields}", s.csrf))
+            .await,
+        // `Origin: null` (a sandboxed frame, a file: page).
+        post(
+            addr,
+            "/approve",
+            &["Origin: null".into(), cookie.clone()],
+            &format!("csrf={}&{fields}", s.csrf),
+        )
+        .await,
+    ];
+    for r in &refused {
+        assert_eq!(r.status, 403, "{}{}", r.head, r.body);
+    }
+    // Nothing changed: still waiting, nothing written, no brake.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished());
+    assert!(!fx.root.join("guarded.txt").exists());
+    assert!(s.live().await.contains(&format!("class=\"pending\" id=\"{id}\"")));
+    let r = post(addr, "/brake", &[origin(addr), cookie.clone()], "csrf=nope").await;
+    assert_eq!(r.status, 403);
+    assert!(!s.live().await.contains("Release the brake"));
+    // The positive control: the same request from the page is served, and the call runs.
+    let r = s.post("/approve", &fields).await;
+    assert_eq!(r.status, 303, "{}{}", r.head, r.body);
+    let done = call.await.unwrap();
+    assert_ne!(done.is_error, Some(true), "{}", text_of(&done));
+    assert_eq!(std::fs::read_to_string(fx.root.join("guarded.txt")).unwrap(), "x");
+    let rec = records(&fx);
+    let last = rec.iter().rev().find(|r| r["tool"] == "write").unwrap();
+    assert_eq!(last["decided_by"], "person-via-dashboard", "{last}");
+    assert_eq!(last["decision"], "allow");
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn the_four_choices_reach_the_parked_call_and_revoke_asks_again() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let s = login(addr).await;
+    // Reject: refused, nothing written, audited as the dashboard's decision.
+    let call = write_call(&c, "rejected.txt");
+    let id = s.pending_id().await;
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
+    assert!(!fx.root.join("rejected.txt").exists());
+    let last = records(&fx).into_iter().rev().find(|r| r["tool"] == "write").unwrap();
+    assert_eq!(
+        (last["decision"].as_str(), last["decided_by"].as_str()),
+        (Some("deny"), Some("person-via-dashboard"))
+    );
+    // Answering it again: nothing waits under that id.
+    let again = s.post("/approve", &format!("id={id}&choice=once")).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+
+    // Session: this connection's next write does not ask.
+    let call = write_call(&c, "s1.txt");
+    let id = s.pending_id().await;
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=session")).await.status, 303);
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    let r = tokio::time::timeout(Duration::from_secs(10), write_call(&c, "s2.txt")).await;
+    assert_ne!(r.expect("a session permission lets it run at once").unwrap().is_error, Some(true));
+
+    // Revoke all ends the session permission: the next write asks again.
+    assert_eq!(s.post("/revoke-all", "").await.status, 303);
+    let call = write_call(&c, "s3.txt");
+    let id = s.pending_id().await;
+    // Always: recorded, listed, and the next write runs without asking.
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=always")).await.status, 303);
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    let page = s.live().await;
+    let at = page.find("class=\"permission\" id=\"").expect("the permission is listed") + 23;
+    let pid = page[at..].split('"').next().unwrap().to_string();
+    let r = tokio::time::timeout(Duration::from_secs(10), write_call(&c, "s4.txt")).await;
+    assert_ne!(r.expect("an always permission lets it run at once").unwrap().is_error, Some(true));
+    // Revoke it: gone from the file and the page, and the next write asks again.
+    assert_eq!(s.post("/revoke", &format!("id={pid}")).await.status, 303);
+    assert!(!s.live().await.contains(&format!("class=\"permission\" id=\"{pid}\"")));
+    let call = write_call(&c, "s5.txt");
+    let id = s.pending_id().await;
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert!(!fx.root.join("s5.txt").exists());
+    let revoked = records(&fx).into_iter().filter(|r| r["tool"] == "revoke").count();
+    assert_eq!(revoked, 2);
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn markup_in_a_pending_command_is_shown_as_text() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let s = login(addr).await;
+    let evil = "echo '<img src=x onerror=alert(1)>' \"<script>alert(2)</script>\"";
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": evil })).await })
+    };
+    let id = s.pending_id().await;
+    let page = s.live().await;
+    assert!(!page.contains("<img src=x"), "raw markup reached the page");
+    assert!(!page.contains("<script>alert"), "raw markup reached the page");
+    assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"), "{page}");
+    assert!(page.contains("&lt;script&gt;alert(2)&lt;/script&gt;"));
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+}
+
+/// A sleep duration no other test uses, to find it in the host's /proc.
+fn unique_sleep() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}.{}", 8000 + std::process::id() % 1000, nanos.subsec_nanos())
+}
+
+#[tokio::test]
+async fn stop_ends_a_running_command_and_the_brake_holds_until_release() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "allow")).await;
+    let s = login(addr).await;
+    let secs = unique_sleep();
+    let command = format!("echo started-{secs}; sleep {secs}");
+    let call = {
+        let c = c.clone();
+        let command = command.clone();
+        tokio::spawn(async move {
+            c.call("bash", json!({ "command": command, "timeout_secs": 600 })).await
+        })
+    };
+    // It shows, with its client and its output so far.
+    let start = Instant::now();
+    let page = loop {
+        let page = s.live().await;
+        if page.contains(&format!("started-{secs}\n"))
+            || page.contains(&format!("<pre>started-{secs}"))
+        {
+            break page;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the command did not show: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!host_processes(&["sleep", &secs]).is_empty(), "the sleep runs on the host");
+    let at = page.find("class=\"command\" id=\"c-").unwrap() + 22;
+    let id = page[at..].split('"').next().unwrap().to_string();
+    let row = &page[at..];
+    assert!(row[..row.find("</tr>").unwrap()].contains("<td>stdio</td>"), "{row}");
+    assert_eq!(s.post("/stop-command", &format!("id={id}")).await.status, 303);
+    let r = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("stopped by a person on the dashboard"), "{}", text_of(&r));
+    assert!(host_processes(&["sleep", &secs]).is_empty(), "the sleep is gone from the host");
+    assert!(!s.live().await.contains(&format!("id=\"c-{id}\"")));
+
+    // The brake: a running command ends, new ones are refused, release lets them run.
+    let call = {
+        let c = c.clone();
+        let command = format!("sleep {secs}");
+        tokio::spawn(async move {
+            c.call("bash", json!({ "command": command, "timeout_secs": 600 })).await
+        })
+    };
+    let start = Instant::now();
+    while !s.live().await.contains("class=\"command\"") {
+        assert!(start.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.post("/brake", "").await.status, 303);
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert!(host_processes(&["sleep", &secs]).is_empty());
+    assert!(s.live().await.contains("Release the brake"));
+    let refused = c.call("bash", json!({ "command": "true" })).await;
+    assert!(text_of(&refused).contains("hands stop"), "{}", text_of(&refused));
+    assert_eq!(s.post("/release", "").await.status, 303);
+    let ok = c.call("bash", json!({ "command": "echo again" })).await;
+    assert_ne!(ok.is_error, Some(true), "{}", text_of(&ok));
+    let tools: Vec<String> = records(&fx)
+        .iter()
+        .filter(|r| r["decided_by"] == "person-via-dashboard")
+        .map(|r| r["tool"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["stop_command", "stop", "release"], "{tools:?}");
+    let _ = c;
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn over_http_an_mcp_token_does_not_open_the_dashboard_nor_the_reverse() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.http]\nlisten = \"127.0.0.1:0\"\n\n\
+         [[server.http.clients]]\nname = \"bot\"\ntoken_env = \"HANDS_TEST_MCP\"\n\n\
+         [server.dashboard]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"HANDS_DASHBOARD_TOKEN\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN)
+        .env("HANDS_TEST_MCP", MCP_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let addr = dashboard_addr(child.stderr.take().unwrap()).await;
+    let bearer = format!("Authorization: Bearer {MCP_TOKEN}");
+    let r = get(addr, "/", std::slice::from_ref(&bearer)).await;
+    assert_eq!(r.status, 303, "{}", r.head);
+    assert_eq!(get(addr, "/live", std::slice::from_ref(&bearer)).await.status, 401);
+    // The MCP token is not the person's login either.
+    let page = get(addr, "/login", &[]).await;
+    let nonce = page.cookie("hands_login").unwrap();
+    let r = post(
+        addr,
+        "/login",
+        &[origin(addr), format!("Cookie: hands_login={nonce}")],
+        &format!("csrf={}&token={MCP_TOKEN}", csrf_in(&page.body)),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.head);
+    // The dashboard serves nothing of MCP.
+    let r = post(addr, "/mcp", std::slice::from_ref(&bearer), "{}").await;
+    assert!(r.status == 401 || r.status == 403, "{}", r.head);
+    // The positive control: the dashboard token logs in.
+    login(addr).await;
+    drop(child);
+}
