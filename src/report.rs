@@ -53,7 +53,7 @@ pub fn banner(daemon: &Daemon, transport: &str) -> String {
     if let Some(p) = daemon.self_test() {
         let _ = write!(s, " · containment: {} (sandbox self-test)", p.tier());
         if c.sandbox_mode == SandboxMode::Enforce && !p.missing().is_empty() {
-            let _ = write!(s, " · sandbox.mode = enforce: bash refuses to run");
+            let _ = write!(s, " · sandbox.mode = enforce: commands refuse to run");
         }
     } else {
         let _ = write!(s, " · containment: no module runs commands");
