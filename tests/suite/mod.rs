@@ -8,6 +8,10 @@ mod bash;
 mod config;
 #[cfg(target_os = "linux")]
 mod dashboard;
+#[cfg(target_os = "linux")]
+mod dashboard_browser;
+#[cfg(target_os = "linux")]
+mod faults;
 mod fs_tools;
 mod gate;
 mod git_ssh;

@@ -108,13 +108,26 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Longest part of the target's name used in the temp name, so that it stays under NAME_MAX.
 const TEMP_NAME_KEEP: usize = 200;
 
-/// Replaces (or creates) the target's file with `bytes` atomically: a temp file in the same
-/// folder is written, given the old file's permission bits (0644 for a new file), fsynced and
-/// renamed over the name; the folder is then fsynced. On failure the temp file is removed, so
-/// the name holds either the old content or the new, never a part.
+/// Replaces (or creates) the target's file with `bytes` atomically: the content is written
+/// to a temp file in the same folder, given the old file's permission bits (0644 for a new
+/// file), fsynced and renamed over the name; the folder is then fsynced. The name holds either
+/// the old content or the new, never a part.
+///
+/// The temp file is unnamed (`O_TMPFILE`) while it is written, so a daemon killed mid-write
+/// (`kill -9`, a crash, a full disk) leaves nothing behind: the kernel frees an unnamed file
+/// with its last descriptor. It gets a name only once complete, for the instant between
+/// `linkat` and `rename`. Filesystems without `O_TMPFILE` get a named temp file from the start,
+/// removed on failure.
 pub fn atomic_write(target: &WriteTarget, bytes: &[u8]) -> Result<(), FsError> {
+    if let Some(file) = unnamed_temp(target) {
+        fill(target, &file, bytes)?;
+        if link_and_rename(target, &file)? {
+            sync_dir(target);
+            return Ok(());
+        }
+    }
     let (tmp, file) = create_temp(target)?;
-    let result = fill(target, file, bytes).and_then(|()| {
+    let result = fill(target, &file, bytes).and_then(|()| {
         rustix::fs::renameat(&target.parent, &tmp, &target.parent, &target.name)
             .map_err(|e| FsError::io(&target.abs, "rename into place", e.into()))
     });
@@ -127,10 +140,65 @@ pub fn atomic_write(target: &WriteTarget, bytes: &[u8]) -> Result<(), FsError> {
     Ok(())
 }
 
-/// Creates a fresh temp file beside the target, never following or reusing an existing name.
-fn create_temp(target: &WriteTarget) -> Result<(OsString, File), FsError> {
+/// An unnamed file in the target's folder, or `None` where the filesystem (or kernel) has no
+/// `O_TMPFILE`; the named path then reports any real error itself.
+fn unnamed_temp(target: &WriteTarget) -> Option<File> {
+    let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+    rustix::fs::openat(&target.parent, ".", flags, Mode::from_raw_mode(0o600)).ok().map(File::from)
+}
+
+/// Gives the complete unnamed file a temp name beside the target and renames it over the
+/// target. `Ok(false)` when it cannot be linked (no `/proc`): the caller writes a named temp
+/// file instead.
+fn link_and_rename(target: &WriteTarget, file: &File) -> Result<bool, FsError> {
+    use std::os::fd::AsRawFd;
+    let proc_link = format!("/proc/self/fd/{}", file.as_raw_fd());
+    for _ in 0..16 {
+        let tmp = temp_name(target);
+        match rustix::fs::linkat(
+            rustix::fs::CWD,
+            proc_link.as_str(),
+            &target.parent,
+            &tmp,
+            AtFlags::SYMLINK_FOLLOW,
+        ) {
+            Ok(()) => {
+                return match rustix::fs::renameat(
+                    &target.parent,
+                    &tmp,
+                    &target.parent,
+                    &target.name,
+                ) {
+                    Ok(()) => Ok(true),
+                    Err(e) => {
+                        let _ = rustix::fs::unlinkat(&target.parent, &tmp, AtFlags::empty());
+                        Err(FsError::io(&target.abs, "rename into place", e.into()))
+                    }
+                };
+            }
+            Err(Errno::EXIST) => continue,
+            Err(Errno::NOSPC | Errno::DQUOT) => {
+                return Err(FsError::io(&target.abs, "link the temp file", Errno::NOSPC.into()));
+            }
+            Err(_) => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
+/// A fresh temp name beside the target: `.NAME.hands-tmp-PID-N`.
+fn temp_name(target: &WriteTarget) -> OsString {
     let name = target.name.as_bytes();
     let keep = &name[..name.len().min(TEMP_NAME_KEEP)];
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut tmp = b".".to_vec();
+    tmp.extend_from_slice(keep);
+    tmp.extend_from_slice(format!(".hands-tmp-{}-{n}", std::process::id()).as_bytes());
+    OsString::from_vec(tmp)
+}
+
+/// Creates a fresh temp file beside the target, never following or reusing an existing name.
+fn create_temp(target: &WriteTarget) -> Result<(OsString, File), FsError> {
     let flags = OFlags::WRONLY
         | OFlags::CREATE
         | OFlags::EXCL
@@ -139,11 +207,7 @@ fn create_temp(target: &WriteTarget) -> Result<(OsString, File), FsError> {
         | OFlags::NOCTTY;
     let mut last = Errno::EXIST;
     for _ in 0..16 {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut tmp = b".".to_vec();
-        tmp.extend_from_slice(keep);
-        tmp.extend_from_slice(format!(".hands-tmp-{}-{n}", std::process::id()).as_bytes());
-        let tmp = OsString::from_vec(tmp);
+        let tmp = temp_name(target);
         match rustix::fs::openat(&target.parent, &tmp, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => return Ok((tmp, File::from(fd))),
             Err(Errno::EXIST) => last = Errno::EXIST,
@@ -157,7 +221,7 @@ fn create_temp(target: &WriteTarget) -> Result<(OsString, File), FsError> {
 }
 
 /// Writes the content into the temp file, gives it the target's owner and mode, and fsyncs it.
-fn fill(target: &WriteTarget, mut file: File, bytes: &[u8]) -> Result<(), FsError> {
+fn fill(target: &WriteTarget, mut file: &File, bytes: &[u8]) -> Result<(), FsError> {
     let io = |op, e| FsError::io(&target.abs, op, e);
     file.write_all(bytes).map_err(|e| io("write", e))?;
     let mode = match &target.existing {
@@ -165,7 +229,7 @@ fn fill(target: &WriteTarget, mut file: File, bytes: &[u8]) -> Result<(), FsErro
             // Best effort: keeping the owner needs privilege; it is done before the chmod
             // because a chown clears set-id bits.
             let _ = rustix::fs::fchown(
-                &file,
+                file,
                 Some(Uid::from_raw(st.st_uid)),
                 Some(Gid::from_raw(st.st_gid)),
             );
@@ -173,7 +237,7 @@ fn fill(target: &WriteTarget, mut file: File, bytes: &[u8]) -> Result<(), FsErro
         }
         None => 0o644,
     };
-    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io("chmod", e.into()))?;
+    rustix::fs::fchmod(file, Mode::from_raw_mode(mode)).map_err(|e| io("chmod", e.into()))?;
     file.sync_all().map_err(|e| io("fsync", e))?;
     Ok(())
 }

@@ -445,6 +445,11 @@ impl Resolver {
             let Component::Normal(c) = comp else { continue };
             walked.push(c);
             self.check_writable(&walked)?;
+            // The lexical path is not where a folder would be made when an earlier component
+            // is an in-root symlink (`l -> denied`): check the real path too, before `mkdirat`.
+            if let Some(real) = fd_path(cur.as_fd()) {
+                self.check_writable(&real.join(c))?;
+            }
             match openat2_beneath(cur.as_fd(), Path::new(c), flags) {
                 Ok(fd) => cur = fd,
                 Err(Errno::NOENT) => {

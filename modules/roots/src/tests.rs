@@ -119,3 +119,29 @@ fn walk_fallback_refuses_every_symlink() {
     assert!(walk_nofollow(root.fd(), Path::new("link"), OFlags::RDONLY).is_err());
     assert!(walk_nofollow(root.fd(), Path::new("a.txt"), OFlags::RDONLY).is_ok());
 }
+
+/// Found by the resolver fuzz check: folders for a write were made on the lexical path, so a
+/// link inside the root (`l -> denied`) let `prepare_write("l/c/x", true)` make `denied/c`
+/// before the real-path check refused the write.
+#[test]
+fn prepare_write_makes_no_folder_inside_a_denied_or_protected_folder_through_a_link() {
+    let (_t, base) = tree();
+    let proj = base.join("proj");
+    std::fs::create_dir_all(proj.join("denied")).unwrap();
+    std::fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+    symlink("denied", proj.join("l")).unwrap();
+    symlink(".git/hooks", proj.join("h")).unwrap();
+    let lists = PolicyLists {
+        deny: vec![proj.join("denied")],
+        protected: vec![".git/hooks".into()],
+        ..Default::default()
+    };
+    let r = resolver(&[(&proj, true)], lists);
+    assert!(matches!(r.prepare_write("l/c/x", true), Err(PathError::Denied { .. })));
+    assert!(matches!(r.prepare_write("h/c/x", true), Err(PathError::Protected { .. })));
+    assert_eq!(std::fs::read_dir(proj.join("denied")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(proj.join(".git/hooks")).unwrap().count(), 0);
+    // The paired positive control: a new folder beside them is made.
+    assert!(r.prepare_write("new/c/x", true).is_ok());
+    assert!(proj.join("new/c").is_dir());
+}
