@@ -14,7 +14,7 @@
 //!    the session's CSRF token in the form (`csrf`); the login form carries a pre-session token
 //!    bound to a cookie the same way. A refused request changes nothing.
 //! 4. Every response sets a strict Content-Security-Policy (scripts and styles from this
-//!    server only, no inline script, no frames), `nosniff`, `no-referrer`, `no-store`.
+//!    server only, no inline script, no frames), `nosniff`, `same-origin` referrers, `no-store`.
 //! 5. Everything shown is escaped (`page::esc`): a command line holding `<script>` is text.
 //!
 //! No MCP client can reach these endpoints: they live on another listener, and none of the
@@ -213,7 +213,9 @@ fn secured(mut r: Response<Body>) -> Response<Body> {
     let h = r.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not `no-referrer`: under it a browser sends `Origin: null` with a form POST, and the
+    // Origin check needs the page's real origin. `same-origin` still leaks nothing elsewhere.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r

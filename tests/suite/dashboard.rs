@@ -417,7 +417,7 @@ async fn markup_in_a_pending_command_is_shown_as_text() {
 }
 
 /// A sleep duration no other test uses, to find it in the host's /proc.
-fn unique_sleep() -> String {
+pub fn unique_sleep() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     format!("{}.{}", 8000 + std::process::id() % 1000, nanos.subsec_nanos())
 }

@@ -9,6 +9,8 @@ mod config;
 #[cfg(target_os = "linux")]
 mod dashboard;
 #[cfg(target_os = "linux")]
+mod dashboard_browser;
+#[cfg(target_os = "linux")]
 mod faults;
 mod fs_tools;
 mod gate;

@@ -1,0 +1,240 @@
+//! The dashboard in a real browser: headless Chromium (Debian's `chromium`) driven through
+//! `chromedriver` by fantoccini, against the real binary with a real MCP client raising the
+//! actions. One browser session walks the whole path a person takes — log in; see a pending
+//! approval appear without reloading; approve it and see the client's call complete; reject
+//! one and see it refused; a command line holding markup shows as text (asserted on the DOM);
+//! allow a `sleep`, stop it and see it gone from the host; revoke a standing permission and see
+//! the next call ask again. `HANDS_DASHBOARD_SCREENSHOT=FILE` also saves a screenshot with a
+//! pending approval and a running command (how `docs/dashboard.png` is made).
+
+use super::common::{Fixture, host_processes, text_of};
+use super::dashboard::{TOKEN, config, start, unique_sleep};
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use serde_json::json;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// `chromedriver` on a free loopback port, killed when dropped.
+struct Driver {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+async fn driver() -> Driver {
+    for bin in ["chromedriver", "chromium"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {bin}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "`{bin}` is not installed; the browser tests need Debian's chromium and \
+             chromium-driver (`apt-get install chromium chromium-driver`, as .ci/run does)"
+        );
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = tokio::process::Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Driver { _child: child, url: format!("http://127.0.0.1:{port}") }
+}
+
+async fn browser(d: &Driver, profile: &std::path::Path) -> Browser {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1360,1100", "--no-first-run",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector).capabilities(caps).connect(&d.url).await.unwrap()
+}
+
+/// Waits (without reloading: the page refreshes itself) until `css` matches; its element.
+async fn wait_for(b: &Browser, css: &str) -> fantoccini::elements::Element {
+    b.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} did not appear: {e}"))
+}
+
+/// Clicks `css`, retrying while the live refresh replaces the element under the click.
+async fn click(b: &Browser, css: &str) {
+    let start = Instant::now();
+    loop {
+        let r = match b.find(Locator::Css(css)).await {
+            Ok(e) => e.click().await,
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => return,
+            Err(e) if start.elapsed() > Duration::from_secs(10) => {
+                panic!("cannot click {css}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The id of the first pending approval on the page, once one shows.
+async fn pending_id(b: &Browser) -> String {
+    wait_for(b, "article.pending").await.attr("id").await.unwrap().unwrap()
+}
+
+async fn gone(b: &Browser, css: &str) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if b.find_all(Locator::Css(css)).await.unwrap().is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let d = driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let b = browser(&d, profile.path()).await;
+    let base = format!("http://{addr}");
+
+    // Log in: the page sends a person without a session to /login.
+    b.goto(&format!("{base}/")).await.unwrap();
+    assert_eq!(b.current_url().await.unwrap().path(), "/login");
+    b.find(Locator::Id("token")).await.unwrap().send_keys(TOKEN).await.unwrap();
+    click(&b, "#login").await;
+    wait_for(&b, "#pending").await;
+    assert_eq!(b.current_url().await.unwrap().path(), "/");
+    // The session cookie is HttpOnly: the page's script cannot read it.
+    let seen = b.execute("return document.cookie", vec![]).await.unwrap();
+    assert!(!seen.as_str().unwrap_or("").contains("hands_session"), "{seen}");
+
+    // Markup in a pending command line is text in the DOM, and nothing ran.
+    let evil = "echo '<img src=x onerror=alert(1)>'";
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": evil })).await })
+    };
+    let id = pending_id(&b).await;
+    let shown = wait_for(&b, &format!("article[id='{id}'] code.command")).await;
+    assert_eq!(shown.text().await.unwrap(), evil);
+    assert!(b.find_all(Locator::Css("#live img")).await.unwrap().is_empty(), "an img was made");
+    // Reject it: the client's call is refused.
+    click(&b, &format!("article[id='{id}'] button[value='reject']")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), call).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
+    assert!(gone(&b, &format!("article[id='{id}']")).await);
+
+    // A pending write shows up without reloading; allow once: the call completes.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(
+            async move { c.call("write", json!({ "path": "ok.txt", "content": "yes" })).await },
+        )
+    };
+    let id = pending_id(&b).await;
+    assert_eq!(
+        wait_for(&b, &format!("article[id='{id}'] code.path")).await.text().await.unwrap(),
+        "ok.txt"
+    );
+    click(&b, &format!("article[id='{id}'] button[value='once']")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), call).await.unwrap().unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("ok.txt")).unwrap(), "yes");
+
+    // A sleep, allowed once, runs; a write waits beside it (the screenshot's moment).
+    let secs = unique_sleep();
+    let sleeper = {
+        let c = c.clone();
+        let command = format!("echo serving on :8080; sleep {secs}");
+        tokio::spawn(async move {
+            c.call("bash", json!({ "command": command, "timeout_secs": 600 })).await
+        })
+    };
+    let id = pending_id(&b).await;
+    click(&b, &format!("article[id='{id}'] button[value='once']")).await;
+    let row = wait_for(&b, "tr.command").await;
+    let row_id = row.attr("id").await.unwrap().unwrap();
+    assert!(!host_processes(&["sleep", &secs]).is_empty(), "the sleep runs on the host");
+    let waiting = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.call("write", json!({ "path": "src/<notes>.md", "content": "draft" })).await
+        })
+    };
+    let wid = pending_id(&b).await;
+    if let Ok(file) = std::env::var("HANDS_DASHBOARD_SCREENSHOT") {
+        // Let the output line arrive and the countdown tick, then keep the picture.
+        wait_for(&b, "tr.command pre").await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        std::fs::write(file, b.screenshot().await.unwrap()).unwrap();
+    }
+    click(&b, &format!("article[id='{wid}'] button[value='reject']")).await;
+    assert_eq!(waiting.await.unwrap().is_error, Some(true));
+
+    // Stop it: the call ends, the row goes, and no sleep is left on the host.
+    click(&b, &format!("tr[id='{row_id}'] button")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), sleeper).await.unwrap().unwrap();
+    assert!(text_of(&r).contains("stopped by a person on the dashboard"), "{}", text_of(&r));
+    assert!(gone(&b, &format!("tr[id='{row_id}']")).await);
+    assert!(host_processes(&["sleep", &secs]).is_empty(), "the sleep is gone from the host");
+
+    // Always, then Revoke: the next call asks again.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(
+            async move { c.call("write", json!({ "path": "a1.txt", "content": "1" })).await },
+        )
+    };
+    let id = pending_id(&b).await;
+    click(&b, &format!("article[id='{id}'] button[value='always']")).await;
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    let perm = wait_for(&b, "tr.permission").await.attr("id").await.unwrap().unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        c.call("write", json!({ "path": "a2.txt", "content": "2" })),
+    )
+    .await
+    .expect("the always permission lets it run without asking");
+    assert_ne!(r.is_error, Some(true));
+    click(&b, &format!("tr[id='{perm}'] button")).await;
+    assert!(gone(&b, "tr.permission").await);
+    let call = {
+        let c = c.clone();
+        tokio::spawn(
+            async move { c.call("write", json!({ "path": "a3.txt", "content": "3" })).await },
+        )
+    };
+    let id = pending_id(&b).await;
+    assert!(!fx.root.join("a3.txt").exists(), "it waits for a person again");
+    click(&b, &format!("article[id='{id}'] button[value='reject']")).await;
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert!(!fx.root.join("a3.txt").exists());
+
+    // The trail shows the dashboard's decisions, and the chain verifies.
+    let chain = wait_for(&b, "#chain").await.text().await.unwrap();
+    assert!(chain.contains("verified"), "{chain}");
+    b.close().await.unwrap();
+    fx.assert_canary();
+}
