@@ -336,6 +336,18 @@ pub fn doctor(daemon: &Daemon) -> String {
             }
         }
     }
+    if let Some(d) = &c.dashboard {
+        if d.listen.parse::<std::net::SocketAddr>().is_ok_and(|a| !a.ip().is_loopback()) {
+            warnings.push(format!(
+                "[server.dashboard] listens on {}, not a loopback address: the person's page \
+                 (approvals, the brake) is reachable from the network over plain HTTP",
+                d.listen
+            ));
+        }
+        if let Err(e) = crate::dashboard::Setup::new(Some(d)) {
+            warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
+        }
+    }
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
             warnings.extend(shell_warnings(sh, m));

@@ -533,3 +533,33 @@ async fn over_http_an_mcp_token_does_not_open_the_dashboard_nor_the_reverse() {
     login(addr).await;
     drop(child);
 }
+
+#[tokio::test]
+async fn serve_refuses_a_missing_token_and_doctor_warns_of_a_network_listener() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.dashboard]\nlisten = \"0.0.0.0:0\"\n\
+         token_env = \"HANDS_DASHBOARD_TOKEN\"\n\n[[builtins]]\nid = \"tools-fs\"\n\
+         grants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let c = config.to_str().unwrap();
+    // No token in the environment: serve stops before serving, naming the variable.
+    let out = fx.std_command(&["serve", "--config", c]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HANDS_DASHBOARD_TOKEN"), "{err}");
+    // A short one is refused too.
+    let out = fx
+        .std_command(&["serve", "--config", c])
+        .env("HANDS_DASHBOARD_TOKEN", "short")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
+    // The doctor says both.
+    let out = fx.std_command(&["doctor", "--config", c]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[server.dashboard] listens on 0.0.0.0:0"), "{text}");
+    assert!(text.contains("would refuse to start"), "{text}");
+}
