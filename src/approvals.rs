@@ -156,6 +156,9 @@ pub struct Approvals {
     parked: Mutex<BTreeMap<String, Parked>>,
     always_path: PathBuf,
     timeout: Duration,
+    /// The dashboard's base URL (`http://ADDR/`), once it serves: a parked action's entry is
+    /// `<base>#<id>`.
+    dashboard: std::sync::OnceLock<String>,
 }
 
 /// The version a standing permission is bound to.
@@ -230,7 +233,18 @@ impl Approvals {
             parked: Mutex::new(BTreeMap::new()),
             always_path: state_dir.join("approvals.json"),
             timeout,
+            dashboard: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Records the dashboard's base URL (`http://ADDR/`), once it listens.
+    pub fn set_dashboard(&self, base: String) {
+        let _ = self.dashboard.set(base);
+    }
+
+    /// The dashboard's entry for a parked action, when the dashboard serves.
+    pub fn dashboard_entry(&self, id: &str) -> Option<String> {
+        self.dashboard.get().map(|base| format!("{base}#{id}"))
     }
 
     /// The current session epoch: a session permission holds only while it is unchanged.
@@ -383,9 +397,15 @@ impl Approvals {
         }
     }
 
-    /// A client that can do neither: park the action until a person answers at a terminal,
-    /// or the approval timeout passes.
+    /// A client that can do neither: park the action until a person answers at a terminal
+    /// (or on the dashboard), or the approval timeout passes.
     pub async fn park(&self, a: &Action) -> Asked {
+        self.park_then(a, |_| {}).await
+    }
+
+    /// [`Approvals::park`], calling `parked` with the id once the action waits under it (to
+    /// point a URL-elicitation client at the dashboard's entry).
+    pub async fn park_then(&self, a: &Action, parked: impl FnOnce(&str)) -> Asked {
         let id = match random_hex(4) {
             Ok(h) => format!("a-{h}"),
             Err(e) => return Asked::Refused(format!("cannot park: {e}"), Channel::Terminal),
@@ -396,12 +416,17 @@ impl Approvals {
             id.clone(),
             Parked { id: id.clone(), action: a.describe(), expires, detail: a.clone(), answer: tx },
         );
+        let page = self
+            .dashboard_entry(&id)
+            .map(|u| format!(", or answer it on the dashboard at {u}"))
+            .unwrap_or_default();
         tracing::warn!(
             "approval needed ({id}): {}\n  a person can run `hands approvals approve {id}` or \
-             `hands approvals deny {id}` within {} s",
+             `hands approvals deny {id}` within {} s{page}",
             a.describe(),
             self.timeout.as_secs()
         );
+        parked(&id);
         let answer = tokio::time::timeout(self.timeout, rx).await;
         lock(&self.parked).remove(&id);
         match answer {

@@ -467,6 +467,9 @@ impl HandsServer {
         let elicits = ctx.client_capabilities().is_some_and(|c| {
             c.elicitation.as_ref().is_some_and(|e| e.url.is_none() || e.form.is_some())
         });
+        let opens_urls = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.as_ref().is_some_and(|e| e.url.is_some()));
         let asked = match (&retry.state, modern) {
             (Some(state), true) => approvals.redeem(&action, state, retry.responses.as_ref()),
             (None, true) => match approvals.input_required(&action) {
@@ -474,6 +477,32 @@ impl HandsServer {
                 Err(e) => Asked::Refused(e, Channel::Client),
             },
             (_, false) if elicits => approvals.elicit(&action, &ctx.peer).await,
+            // A client that can only open a URL is pointed at the action's entry on the
+            // dashboard, where the person decides; the answer to the URL request decides nothing.
+            (_, false) if opens_urls => {
+                let peer = ctx.peer.clone();
+                let timeout = std::time::Duration::from_secs(
+                    self.daemon.config.trust.approval_timeout_secs.max(1),
+                );
+                approvals
+                    .park_then(&action, |id| {
+                        let Some(url) = approvals.dashboard_entry(id) else { return };
+                        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
+                            meta: None,
+                            message: format!(
+                                "hands needs a person's approval; decide on the dashboard.\n{}",
+                                action.describe()
+                            ),
+                            url,
+                            elicitation_id: id.to_string(),
+                        };
+                        tokio::spawn(async move {
+                            let _ =
+                                peer.create_elicitation_with_timeout(params, Some(timeout)).await;
+                        });
+                    })
+                    .await
+            }
             (_, false) => approvals.park(&action).await,
         };
         let by = |c: Channel| match c {

@@ -168,6 +168,7 @@ pub async fn start(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<SocketAd
         )
     })?;
     let bound = listener.local_addr().context("cannot read the dashboard's address")?;
+    daemon.approvals.set_dashboard(format!("http://{bound}/"));
     let door = Arc::new(Door {
         daemon,
         addr: bound,

@@ -563,3 +563,73 @@ async fn serve_refuses_a_missing_token_and_doctor_warns_of_a_network_listener() 
     assert!(text.contains("[server.dashboard] listens on 0.0.0.0:0"), "{text}");
     assert!(text.contains("would refuse to start"), "{text}");
 }
+
+/// A client that can only open URLs (URL-mode elicitation): it records what it is sent and
+/// says it opened it.
+#[derive(Clone, Default)]
+struct Opener {
+    urls: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl rmcp::ClientHandler for Opener {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let rmcp::model::ElicitRequestParams::UrlElicitationParams { url, message, .. } = request
+        else {
+            panic!("a URL-only client was sent a form");
+        };
+        self.urls.lock().unwrap().push((url, message));
+        Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept))
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let elicitation = rmcp::model::ElicitationCapability::new()
+            .with_url(rmcp::model::UrlElicitationCapability::default());
+        let mut caps = rmcp::model::ClientCapabilities::default();
+        caps.elicitation = Some(elicitation);
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("opener", "0"))
+    }
+}
+
+#[tokio::test]
+async fn a_url_mode_client_is_pointed_at_the_actions_entry_on_the_dashboard() {
+    let fx = Fixture::new();
+    let config = config(&fx, "ask");
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN);
+    let (transport, stderr) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().unwrap();
+    let addr = dashboard_addr(stderr.unwrap()).await;
+    let opener = Opener::default();
+    let c = Arc::new(opener.clone().serve(transport).await.unwrap());
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let args = json!({ "path": "via-url.txt", "content": "u" });
+            let params = rmcp::model::CallToolRequestParams::new("write")
+                .with_arguments(args.as_object().unwrap().clone());
+            c.call_tool(params).await.unwrap()
+        })
+    };
+    let s = login(addr).await;
+    let id = s.pending_id().await;
+    // The client was sent the action's own entry on the page; opening it decided nothing.
+    let start = Instant::now();
+    while opener.urls.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no URL elicitation arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (url, message) = opener.urls.lock().unwrap()[0].clone();
+    assert_eq!(url, format!("http://{addr}/#{id}"));
+    assert!(message.contains("via-url.txt"), "{message}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished() && !fx.root.join("via-url.txt").exists());
+    // The person decides on the page.
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=once")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("via-url.txt")).unwrap(), "u");
+}
