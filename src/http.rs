@@ -164,7 +164,7 @@ impl Setup {
 
 /// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,
 /// short or non-printable one, naming the client.
-fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
+pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
     let (raw, source) = match (&c.token_env, &c.token_file) {
         (Some(var), _) => {
             let v = std::env::var(var).map_err(|e| {

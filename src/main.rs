@@ -201,7 +201,7 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             return ExitCode::from(1);
         }
     };
-    let dashboard = match dashboard::Setup::new(cfg.dashboard.as_ref()) {
+    let dashboard = match dashboard::Setup::new(&cfg) {
         Ok(d) => d,
         Err(e) => {
             eprint_line(&format!("hands: {e:#}"));

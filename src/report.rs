@@ -344,7 +344,7 @@ pub fn doctor(daemon: &Daemon) -> String {
                 d.listen
             ));
         }
-        if let Err(e) = crate::dashboard::Setup::new(Some(d)) {
+        if let Err(e) = crate::dashboard::Setup::new(c) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
         }
     }

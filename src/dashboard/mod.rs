@@ -4,8 +4,8 @@
 //!
 //! The page is a door for a *person*, so it is locked differently from `/mcp`:
 //!
-//! 1. `Host` must be a loopback name or address, or the listen address's own IP (DNS
-//!    rebinding); anything else is 403.
+//! 1. `Host` must be a loopback name or address, or the listen address's own IP (any IP when
+//!    it listens on every address): a name could be a DNS-rebinding one; anything else is 403.
 //! 2. A session cookie (`HttpOnly`, `SameSite=Strict`, random, held in memory) is the only
 //!    credential; it is set by `POST /login` with the dashboard token (from `token_env` or
 //!    `token_file`, compared in constant time), which is not an MCP client token. An
@@ -22,7 +22,7 @@
 
 mod page;
 
-use crate::config::DashboardCfg;
+use crate::config::{Config, DashboardCfg};
 use crate::server::Daemon;
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -71,13 +71,32 @@ const TAG_KEY: [u8; 64] = *b"hands: dashboard-token tags for a constant-time com
 pub struct Setup {
     addr: SocketAddr,
     tag: Vec<u8>,
+    /// Listening on 0.0.0.0 or `::`: any IP literal is a Host this page answers to.
+    any_ip: bool,
 }
 
 impl Setup {
     /// The dashboard's setup, or `None` when `[server.dashboard]` is absent. Reads the token
-    /// now, so a missing or weak one stops `hands serve` before it serves anything.
-    pub fn new(cfg: Option<&DashboardCfg>) -> anyhow::Result<Option<Setup>> {
-        let Some(cfg) = cfg else { return Ok(None) };
+    /// now, so a missing or weak one stops `hands serve` before it serves anything; refuses a
+    /// token file inside a root (a command or a file tool could read it) and a token that is
+    /// also an MCP client's (the person's login must be separate from every client's).
+    pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
+        let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
+        if let Some(file) = &cfg.token_file {
+            let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
+            for m in &config.modules {
+                if let Some(r) = m.roots.iter().find(|r| real.starts_with(&r.path)) {
+                    bail!(
+                        "[server.dashboard]: token_file {} lies inside the root {} of {}, where \
+                         commands and file tools could read the person's login\nhint: keep it \
+                         outside every root, e.g. ~/.config/hands/dashboard.token (chmod 600)",
+                        file.display(),
+                        r.path.display(),
+                        m.id.name()
+                    );
+                }
+            }
+        }
         let addr: SocketAddr = cfg.listen.parse().map_err(|_| {
             anyhow!(
                 "[server.dashboard].listen `{}` is not an address:port\nhint: for example {}",
@@ -86,7 +105,18 @@ impl Setup {
             )
         })?;
         let token = read_token(cfg)?;
-        Ok(Some(Setup { addr, tag: tag_of(token.as_bytes()) }))
+        for c in config.http.iter().flat_map(|h| &h.clients) {
+            if crate::http::read_token(c).is_ok_and(|t| t == token) {
+                bail!(
+                    "[server.dashboard]: the login token is also the token of the MCP client \
+                     `{}`; that client could log in as the person\nhint: give the dashboard a \
+                     token of its own (`openssl rand -hex 32`)",
+                    c.name
+                );
+            }
+        }
+        let any_ip = addr.ip().is_unspecified();
+        Ok(Some(Setup { addr, tag: tag_of(token.as_bytes()), any_ip }))
     }
 }
 
@@ -148,6 +178,7 @@ pub(crate) struct Door {
     daemon: Arc<Daemon>,
     addr: SocketAddr,
     tag: Vec<u8>,
+    any_ip: bool,
     sessions: Mutex<HashMap<String, Session>>,
     /// The doctor's warnings and the audit chain's last check, computed off the request path.
     pub(crate) cache: page::Cache,
@@ -173,6 +204,7 @@ pub async fn start(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<SocketAd
         daemon,
         addr: bound,
         tag: setup.tag,
+        any_ip: setup.any_ip,
         sessions: Mutex::new(HashMap::new()),
         cache: page::Cache::default(),
     });
@@ -325,7 +357,9 @@ impl Door {
             .ok_or_else(|| Box::new(plain(StatusCode::BAD_REQUEST, "malformed Host header")))?;
         let host = authority.host();
         let own = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().ok();
-        if is_loopback_name(host) || own == Some(self.addr.ip()) {
+        // An IP literal cannot be a rebinding name: the listen address's own, or any when it
+        // listens on every address.
+        if is_loopback_name(host) || own == Some(self.addr.ip()) || (self.any_ip && own.is_some()) {
             Ok(authority.as_str().to_ascii_lowercase())
         } else {
             tracing::warn!(host = %authority, "dashboard: refused a request for another Host");

@@ -17,14 +17,16 @@ const AUDIT_RECORDS: usize = 200;
 const AUDIT_TAIL_BYTES: u64 = 512 * 1024;
 /// How many lines of a command's or session's output are shown.
 const OUTPUT_LINES: usize = 8;
+/// A changed audit log is re-verified at most this often (a full check reads the whole log).
+const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What is slow to compute and changes rarely.
 #[derive(Default)]
 pub(crate) struct Cache {
     /// The doctor's warnings (computed once: the config does not change while serving).
     warnings: Mutex<Option<Vec<String>>>,
-    /// The audit log's length and mtime at its last check, and what the check said.
-    chain: Mutex<Option<(u64, std::time::SystemTime, ChainState)>>,
+    /// The audit log's length and mtime at its last check, when it ran, and what it said.
+    chain: Mutex<Option<(u64, std::time::SystemTime, std::time::Instant, ChainState)>>,
 }
 
 #[derive(Clone)]
@@ -381,15 +383,17 @@ fn permissions(door: &Door, csrf: &str) -> String {
     s
 }
 
-/// The chain's state, re-verified when the log changed since the last check.
+/// The chain's state, re-verified when the log changed since the last check (at most every
+/// [`VERIFY_EVERY`]; a broken chain is re-checked at once, so a repaired log shows soon).
 async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
     let meta = std::fs::metadata(path).ok();
     let key = meta.as_ref().map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH)));
-    if let (Some((len, mtime)), Some((l, t, state))) = (key, lock(&door.cache.chain).as_ref())
-        && len == *l
-        && mtime == *t
-    {
-        return state.clone();
+    if let (Some((len, mtime)), Some((l, t, at, state))) = (key, lock(&door.cache.chain).as_ref()) {
+        let unchanged = len == *l && mtime == *t;
+        let recent = at.elapsed() < VERIFY_EVERY && matches!(state, ChainState::Intact { .. });
+        if unchanged || recent {
+            return state.clone();
+        }
     }
     let p = path.to_path_buf();
     let state = match tokio::task::spawn_blocking(move || crate::audit::verify(&p)).await {
@@ -404,7 +408,7 @@ async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
         Err(e) => ChainState::Unreadable(e.to_string()),
     };
     if let Some((len, mtime)) = key {
-        *lock(&door.cache.chain) = Some((len, mtime, state.clone()));
+        *lock(&door.cache.chain) = Some((len, mtime, std::time::Instant::now(), state.clone()));
     }
     state
 }
@@ -726,5 +730,31 @@ pub(crate) async fn act(
             Ok(())
         }
         _ => Err((StatusCode::NOT_FOUND, format!("the dashboard has no action {path}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_and_quotes_are_escaped() {
+        assert_eq!(
+            esc("<img src=x onerror=alert(1)> & \"q\" 'a'"),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; &quot;q&quot; &#39;a&#39;"
+        );
+        // An attribute value cannot be closed early.
+        assert_eq!(
+            hidden("id", "a\"><script>"),
+            "<input type=\"hidden\" name=\"id\" value=\"a&quot;&gt;&lt;script&gt;\">"
+        );
+    }
+
+    #[test]
+    fn times_and_tails_read_plainly() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(elapsed(59), "59 s");
+        assert_eq!(elapsed(61), "1 min 1 s");
+        assert_eq!(when(0), "1970-01-01 00:00:00Z");
     }
 }

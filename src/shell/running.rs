@@ -146,3 +146,36 @@ impl Shell {
         Some(command)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_bash_command_shows_its_text_and_a_program_its_argv() {
+        assert_eq!(
+            label(&json!(["bash", "--noprofile", "--norc", "-c", "sleep 5; ls"])),
+            "sleep 5; ls"
+        );
+        assert_eq!(label(&json!(["/usr/bin/rg", "-n", "<x>"])), "/usr/bin/rg -n <x>");
+    }
+
+    #[tokio::test]
+    async fn the_registry_names_the_client_and_forgets_an_ended_command() {
+        let reg = Registry::default();
+        let tail = || Arc::new(Mutex::new(Tail::new(100)));
+        let r = CLIENT
+            .scope("ci-bot".into(), async { reg.register("make".into(), tail(), tail()) })
+            .await;
+        let other = reg.register("ls".into(), tail(), tail());
+        let live = lock(&reg.live);
+        let names: Vec<_> =
+            live.values().map(|e| (e.client.as_str(), e.command.as_str())).collect();
+        assert_eq!(names, [("ci-bot", "make"), ("terminal", "ls")]);
+        drop(live);
+        drop(r);
+        drop(other);
+        assert!(lock(&reg.live).is_empty());
+    }
+}

@@ -562,6 +562,41 @@ async fn serve_refuses_a_missing_token_and_doctor_warns_of_a_network_listener() 
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[server.dashboard] listens on 0.0.0.0:0"), "{text}");
     assert!(text.contains("would refuse to start"), "{text}");
+    // A token file inside a root (commands and file tools could read it) is refused, and so is
+    // a token an MCP client also holds.
+    let inside = fx.write("dashboard.token", TOKEN);
+    let config = fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.dashboard]\ntoken_file = \"{}\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n",
+        inside.display()
+    ));
+    let out = fx
+        .std_command(&["serve", "--config", config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("inside the root"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.http]\nlisten = \"127.0.0.1:0\"\n\n\
+         [[server.http.clients]]\nname = \"bot\"\ntoken_env = \"HANDS_DASHBOARD_TOKEN\"\n\n\
+         [server.dashboard]\ntoken_env = \"HANDS_DASHBOARD_TOKEN\"\n\n[[builtins]]\n\
+         id = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let out = fx
+        .std_command(&["serve", "--config", config.to_str().unwrap()])
+        .env("HANDS_DASHBOARD_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("also the token of the MCP client `bot`"), "{err}");
 }
 
 /// A client that can only open URLs (URL-mode elicitation): it records what it is sent and
