@@ -572,3 +572,32 @@ async fn closing_hands_exec_stops_the_command() {
     assert!(gone, "the command outlived its terminal");
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn the_brake_refuses_hands_exec_and_run_until_released() {
+    let fx = Fixture::new();
+    let config = config(&fx, "allow = [\"touch\"]", "");
+    let c = connect(&fx, &config, Person::new(None)).await;
+    let stop = |release: bool| {
+        let mut args = vec!["stop", "--config", config.to_str().unwrap()];
+        if release {
+            args.push("--release");
+        }
+        assert!(fx.std_command(&args).output().unwrap().status.success());
+    };
+    stop(false);
+    let (code, _, err) = exec(&fx, &config, &["touch", "a"], "");
+    assert_eq!(code, 126, "{err}");
+    assert!(err.contains("hands stop"), "{err}");
+    let msg = refused(&c, &["touch", "b"]).await;
+    assert!(msg.contains("hands stop"), "{msg}");
+    assert!(!fx.root.join("a").exists() && !fx.root.join("b").exists());
+    // Released: both run again.
+    stop(true);
+    assert_eq!(exec(&fx, &config, &["touch", "a"], "").0, 0);
+    ran(&c, &["touch", "b"]).await;
+    assert!(fx.root.join("a").exists() && fx.root.join("b").exists());
+    let stopped = audit(&fx).iter().filter(|r| r["decided_by"] == "stop").count();
+    assert_eq!(stopped, 2);
+    let _ = c.cancel().await;
+}
