@@ -75,6 +75,9 @@ const SETUP_FAILED: i32 = 125;
 const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.
 const DRAIN: Duration = Duration::from_secs(2);
+/// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
+/// what the terminal has not taken yet, and it must arrive whole.
+const STREAM_DRAIN: Duration = Duration::from_secs(30);
 /// The longest spec the launcher can receive: one argument is at most 128 KiB on Linux
 /// (MAX_ARG_STRLEN, with its terminating NUL).
 const SPEC_LIMIT: usize = 128 * 1024 - 1;
@@ -496,6 +499,7 @@ impl Shell {
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
         let registered = self.running.register(label, out.clone(), err.clone());
+        let drain_for = if tee.is_some() { STREAM_DRAIN } else { DRAIN };
         let readers = [
             child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),
             child.stderr.take().map(|s| drain(s, err.clone(), tee.map(|t| (t, true)))),
@@ -544,7 +548,7 @@ impl Shell {
         // Every process of the sandbox is gone once the launcher is; the pipes close with them.
         for r in readers.into_iter().flatten() {
             let abort = r.abort_handle();
-            if tokio::time::timeout(DRAIN, r).await.is_err() {
+            if tokio::time::timeout(drain_for, r).await.is_err() {
                 abort.abort();
             }
         }
