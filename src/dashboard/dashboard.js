@@ -3,6 +3,15 @@
 // the page's Content-Security-Policy allows scripts from this server only.
 (function () {
   "use strict";
+  // The login form keeps the entry a link pointed at (`/#a-…`, as a URL elicitation sends).
+  var login = document.querySelector("form[action='/login']");
+  if (login && /^#[A-Za-z0-9_-]{1,64}$/.test(window.location.hash)) {
+    var next = document.createElement("input");
+    next.type = "hidden";
+    next.name = "next";
+    next.value = window.location.hash;
+    login.appendChild(next);
+  }
   var live = document.getElementById("live");
   if (!live) { return; }
   var busy = false;

@@ -531,9 +531,19 @@ impl Door {
             tokio::time::sleep(Duration::from_millis(300)).await;
             return self.login_page(Some("That is not the dashboard token."));
         }
+        // Back to the entry a link pointed at, when it is one (`#` and an id, nothing else).
+        let next = field(&pairs, "next")
+            .and_then(|n| n.strip_prefix('#'))
+            .filter(|n| {
+                !n.is_empty()
+                    && n.len() <= 64
+                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+            .map(|n| format!("/#{n}"))
+            .unwrap_or_else(|| "/".to_string());
         match self.new_session() {
             Ok(sid) => {
-                let mut r = redirect("/");
+                let mut r = redirect(&next);
                 set_cookie(&mut r, SESSION_COOKIE, &sid, SESSION_TTL.as_secs());
                 set_cookie(&mut r, LOGIN_COOKIE, "", 0);
                 r

@@ -323,10 +323,11 @@ async fn running(door: &Door, csrf: &str) -> String {
             .unwrap_or_default();
         let _ = write!(
             s,
-            "<tr class=\"tmux\" id=\"t-{name}\"><td>tmux <code>{name}</code>{}</td><td>—</td>\
+            "<tr class=\"tmux\" id=\"t-{name}\"><td>tmux <code>{name}</code>{}</td><td>{}</td>\
              <td><code class=\"cmd\">{}</code></td><td>{}</td><td>{}</td><td><pre>{}</pre></td>\
              <td>{}</td></tr>",
             if running { "" } else { " (ended)" },
+            esc(&sh.tmux_client_of(&t.name).unwrap_or_else(|| "—".into())),
             esc(&t.command),
             esc(&when(t.started)),
             esc(&elapsed(now.saturating_sub(t.started))),

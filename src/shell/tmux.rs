@@ -46,6 +46,9 @@ struct Meta {
     cwd: String,
     started: u64,
     launcher: crate::netns::Holder,
+    /// Who started it (the dashboard shows it); absent in records of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client: Option<String>,
 }
 
 impl Sessions {
@@ -228,6 +231,7 @@ impl Shell {
             cwd: cwd_s.clone(),
             started: now_secs(),
             launcher,
+            client: super::CLIENT.try_with(String::clone).ok(),
         };
         let recorded = serde_json::to_string(&meta)
             .map_err(|e| e.to_string())
@@ -403,6 +407,11 @@ impl Shell {
             });
         }
         Ok(ListOutput { sessions })
+    }
+
+    /// Who started a session (the MCP client's identity), when its record says.
+    pub fn tmux_client_of(&self, session: &str) -> Option<String> {
+        self.tmux.read_meta(session).and_then(|m| m.client)
     }
 
     /// `tmux_kill`.

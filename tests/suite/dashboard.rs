@@ -668,3 +668,36 @@ async fn a_url_mode_client_is_pointed_at_the_actions_entry_on_the_dashboard() {
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
     assert_eq!(std::fs::read_to_string(fx.root.join("via-url.txt")).unwrap(), "u");
 }
+
+#[tokio::test]
+async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "allow")).await;
+    let s = login(addr).await;
+    let mark = unique_sleep();
+    let started = c
+        .ok("tmux_start", json!({ "command": format!("echo up-{mark}; sleep 600"), "name": "web" }))
+        .await;
+    assert_eq!(started["name"], "web");
+    let start = Instant::now();
+    let row = loop {
+        let page = s.live().await;
+        if let Some(at) = page.find("class=\"tmux\" id=\"t-web\"") {
+            let row = page[at..page[at..].find("</tr>").unwrap() + at].to_string();
+            if row.contains(&format!("up-{mark}")) {
+                break row;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the session did not show: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(row.contains("<td>stdio</td>"), "{row}");
+    assert!(row.contains("sleep 600"), "{row}");
+    assert_eq!(s.post("/stop-session", "session=web").await.status, 303);
+    assert!(!s.live().await.contains("id=\"t-web\""));
+    let list = c.ok("tmux_list", json!({})).await;
+    assert_eq!(list["sessions"], json!([]), "{list}");
+    let last = records(&fx).into_iter().rev().find(|r| r["client"] == "dashboard").unwrap();
+    assert_eq!((last["tool"].as_str(), last["outcome"].as_str()), (Some("tmux_kill"), Some("ok")));
+    fx.assert_canary();
+}

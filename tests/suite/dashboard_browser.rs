@@ -118,13 +118,15 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     let b = browser(&d, profile.path()).await;
     let base = format!("http://{addr}");
 
-    // Log in: the page sends a person without a session to /login.
-    b.goto(&format!("{base}/")).await.unwrap();
+    // Log in: the page sends a person without a session to /login, and back to the entry a
+    // link named (as a URL elicitation does).
+    b.goto(&format!("{base}/#a-00000000")).await.unwrap();
     assert_eq!(b.current_url().await.unwrap().path(), "/login");
     b.find(Locator::Id("token")).await.unwrap().send_keys(TOKEN).await.unwrap();
     click(&b, "#login").await;
     wait_for(&b, "#pending").await;
-    assert_eq!(b.current_url().await.unwrap().path(), "/");
+    let url = b.current_url().await.unwrap();
+    assert_eq!((url.path(), url.fragment()), ("/", Some("a-00000000")));
     // The session cookie is HttpOnly: the page's script cannot read it.
     let seen = b.execute("return document.cookie", vec![]).await.unwrap();
     assert!(!seen.as_str().unwrap_or("").contains("hands_session"), "{seen}");
