@@ -19,8 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 pub const TOKEN: &str = "dashboard-token-0123456789abcdef";
 const MCP_TOKEN: &str = "mcp-client-token-0123456789abcdef";
 
-/// tools-fs (writes ask a person) and tools-shell (external: `external`), a dashboard on a
-/// free loopback port.
+/// tools-fs (writes ask a person) and tools-shell (external: `external`; `run` admits `echo`),
+/// a dashboard on a free loopback port.
 pub fn config(fx: &Fixture, external: &str) -> PathBuf {
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.dashboard]\nlisten = \"127.0.0.1:0\"\n\
@@ -29,7 +29,8 @@ pub fn config(fx: &Fixture, external: &str) -> PathBuf {
          [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{{ path = \"{{root}}\", write = true }}]\n"
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ commands = {{ allow = [\"echo\"] }} }}\n"
     ))
 }
 

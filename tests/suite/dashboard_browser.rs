@@ -147,6 +147,20 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     assert_eq!(r.is_error, Some(true));
     assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
     assert!(gone(&b, &format!("article[id='{id}']")).await);
+    // The same for an argv (`run`, no shell): each argument shows as text.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.call("run", json!({ "argv": ["echo", "<img src=x onerror=alert(1)>"] })).await
+        })
+    };
+    let id = pending_id(&b).await;
+    let argv = wait_for(&b, &format!("article[id='{id}'] code.argv")).await;
+    assert_eq!(argv.text().await.unwrap(), "echo <img src=x onerror=alert(1)>");
+    assert!(b.find_all(Locator::Css("#live img")).await.unwrap().is_empty(), "an img was made");
+    click(&b, &format!("article[id='{id}'] button[value='reject']")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), call).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
 
     // A pending write shows up without reloading; allow once: the call completes.
     let call = {
