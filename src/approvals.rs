@@ -140,12 +140,50 @@ pub struct Pending {
     pub action: Action,
 }
 
-/// A parked action as `hands approvals list` shows it.
+/// A parked action as `hands approvals list` shows it (`action`), with its parts for the
+/// dashboard of another daemon of the state dir.
 #[derive(Debug, Serialize)]
 pub struct ParkedView {
     pub id: String,
     pub action: String,
     pub expires: u64,
+    pub client: String,
+    pub module: String,
+    pub tool: String,
+    pub class: String,
+    pub arguments: Value,
+    pub confirm: bool,
+}
+
+impl Pending {
+    /// A parked action another daemon reported over the control socket (`ParkedView`).
+    pub fn from_view(v: &Value) -> Option<Pending> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Pending {
+            id: s("id")?,
+            expires: v.get("expires").and_then(Value::as_u64)?,
+            action: Action {
+                client: s("client")?,
+                module: s("module")?,
+                tool: s("tool")?,
+                class: s("class")?,
+                arguments: v.get("arguments").cloned().unwrap_or(Value::Null),
+                confirm: v.get("confirm").and_then(Value::as_bool).unwrap_or(false),
+            },
+        })
+    }
+}
+
+/// A person's choice by its name on the dashboard and the control socket: `Some(None)` is
+/// reject, `None` an unknown name.
+pub fn choice_named(name: &str) -> Option<Option<Choice>> {
+    match name {
+        "once" => Some(Some(Choice::Once)),
+        "session" => Some(Some(Choice::Session)),
+        "always" => Some(Some(Choice::Always)),
+        "reject" => Some(None),
+        _ => None,
+    }
 }
 
 pub struct Approvals {
@@ -448,12 +486,8 @@ impl Approvals {
         }
     }
 
-    /// Answers a parked action (`hands approvals approve|deny ID`): allow once, or deny.
-    pub fn answer(&self, id: &str, allow: bool) -> Result<(), String> {
-        self.answer_as(id, allow.then_some(Choice::Once), Channel::Terminal)
-    }
-
-    /// Answers a parked action with a person's choice (`None` denies), made through `via`. A
+    /// Answers a parked action (`hands approvals approve|deny ID`, or the dashboard) with a
+    /// person's choice (`None` denies), made through `via`. A
     /// parked action's client cannot ask its person, so the dashboard may answer it with any
     /// of the four choices; a session or always choice binds that client, as if it had asked.
     pub fn answer_as(&self, id: &str, choice: Option<Choice>, via: Channel) -> Result<(), String> {
@@ -481,7 +515,17 @@ impl Approvals {
     pub fn parked(&self) -> Vec<ParkedView> {
         lock(&self.parked)
             .values()
-            .map(|p| ParkedView { id: p.id.clone(), action: p.action.clone(), expires: p.expires })
+            .map(|p| ParkedView {
+                id: p.id.clone(),
+                action: p.action.clone(),
+                expires: p.expires,
+                client: p.detail.client.clone(),
+                module: p.detail.module.clone(),
+                tool: p.detail.tool.clone(),
+                class: p.detail.class.clone(),
+                arguments: p.detail.arguments.clone(),
+                confirm: p.detail.confirm,
+            })
             .collect()
     }
 }

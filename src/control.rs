@@ -5,7 +5,8 @@
 //! whose uid (SO_PEERCRED) is its own or root. The protocol is one JSON request line,
 //! `{"op": "..."}`, then one JSON response line, `{"ok": true, ...}` or
 //! `{"ok": false, "error": "..."}`. Ops: `status`, `stop`, `release`, and for `hands
-//! approvals`: `approvals` (the parked actions), `answer` (`id`, `allow`) and
+//! approvals`: `approvals` (the parked actions), `answer` (`id`, and `allow` from a terminal or
+//! `choice` + `via: "dashboard"` from another daemon's dashboard) and
 //! `revoke_sessions`; a new op is one arm in [`answer`]. `exec` (`hands exec`, see
 //! `src/exec.rs`) is the one op whose answer is several lines (the output as it comes); it goes
 //! to one daemon, the first live socket, via [`stream_one`].
@@ -195,12 +196,29 @@ async fn answer(req: &Value, daemon: &Daemon) -> Value {
             json!({ "ok": true, "pid": pid, "pending": daemon.approvals.parked() })
         }
         Some("answer") => {
-            let (Some(id), Some(allow)) =
-                (req.get("id").and_then(Value::as_str), req.get("allow").and_then(Value::as_bool))
-            else {
-                return fail("`answer` needs \"id\" (string) and \"allow\" (bool)".into());
+            use crate::approvals::{Channel, Choice, choice_named};
+            // `choice` (once, session, always, reject) and `via: "dashboard"` come from another
+            // daemon's dashboard; a terminal sends `allow`.
+            let named = req.get("choice").and_then(Value::as_str).map(choice_named);
+            let choice = match (named, req.get("allow").and_then(Value::as_bool)) {
+                (Some(Some(c)), _) => c,
+                (None, Some(allow)) => allow.then_some(Choice::Once),
+                _ => {
+                    return fail(
+                        "`answer` needs \"id\" and \"allow\" (bool) or \"choice\" (once, \
+                         session, always, reject)"
+                            .into(),
+                    );
+                }
             };
-            match daemon.approvals.answer(id, allow) {
+            let via = match req.get("via").and_then(Value::as_str) {
+                Some("dashboard") => Channel::Dashboard,
+                _ => Channel::Terminal,
+            };
+            let Some(id) = req.get("id").and_then(Value::as_str) else {
+                return fail("`answer` needs \"id\" (string)".into());
+            };
+            match daemon.approvals.answer_as(id, choice, via) {
                 Ok(()) => json!({ "ok": true, "pid": pid }),
                 Err(e) => fail(e),
             }

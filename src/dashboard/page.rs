@@ -4,7 +4,7 @@
 //! daemon, and recorded in the audit log as `person-via-dashboard`.
 
 use super::Door;
-use crate::approvals::{Channel, Choice};
+use crate::approvals::Channel;
 use crate::audit::{DecidedBy, Decision, Entry};
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -164,7 +164,7 @@ pub(crate) async fn full(door: &Door, csrf: &str, query: &str) -> String {
 /// The sections that change: what the script fetches from `/live` every two seconds.
 pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
     let mut s = String::new();
-    s.push_str(&pending(door, csrf));
+    s.push_str(&pending(door, csrf).await);
     s.push_str(&running(door, csrf).await);
     s.push_str(&permissions(door, csrf));
     s.push_str(&audit(door, query).await);
@@ -172,8 +172,30 @@ pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
     s
 }
 
-fn pending(door: &Door, csrf: &str) -> String {
-    let all = door.daemon.approvals.pending();
+/// The parked actions of every daemon of the state dir: this one's, and those the others
+/// report over their control sockets (as `hands approvals list` sees them).
+async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
+    let mut all = door.daemon.approvals.pending();
+    let dir = crate::server::absolute(&door.daemon.config.state_dir);
+    let own = std::process::id();
+    let others = tokio::task::spawn_blocking(move || {
+        crate::control::request_all(&dir, &json!({ "op": "approvals" }))
+    })
+    .await
+    .unwrap_or_default();
+    for (_, answer) in others {
+        let Ok(v) = answer else { continue };
+        if v.get("pid").and_then(Value::as_u64) == Some(u64::from(own)) {
+            continue;
+        }
+        let listed = v.get("pending").and_then(Value::as_array).cloned().unwrap_or_default();
+        all.extend(listed.iter().filter_map(crate::approvals::Pending::from_view));
+    }
+    all
+}
+
+async fn pending(door: &Door, csrf: &str) -> String {
+    let all = all_pending(door).await;
     let mut s = format!(
         "<section id=\"pending\"><h2>Pending approvals <span class=\"count\">{}</span></h2>",
         all.len()
@@ -637,23 +659,29 @@ pub(crate) async fn act(
     match path {
         "/approve" => {
             let id = need(pairs, "id")?;
-            let choice = match need(pairs, "choice")? {
-                "once" => Some(Choice::Once),
-                "session" => Some(Choice::Session),
-                "always" => Some(Choice::Always),
-                "reject" => None,
-                other => {
-                    return Err((
-                        StatusCode::BAD_REQUEST,
-                        format!("`{other}` is not a choice (once, session, always, reject)"),
-                    ));
-                }
-            };
+            let name = need(pairs, "choice")?;
+            let choice = crate::approvals::choice_named(name).ok_or_else(|| {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("`{name}` is not a choice (once, session, always, reject)"),
+                )
+            })?;
             // The call's own audit record says who decided: person-via-dashboard.
-            daemon
-                .approvals
-                .answer_as(id, choice, Channel::Dashboard)
-                .map_err(|e| (StatusCode::CONFLICT, e))
+            let here = daemon.approvals.answer_as(id, choice, Channel::Dashboard);
+            if here.is_ok() {
+                return Ok(());
+            }
+            // Not this daemon's: whichever daemon of the state dir holds it answers.
+            let dir = crate::server::absolute(&daemon.config.state_dir);
+            let req = json!({ "op": "answer", "id": id, "choice": name, "via": "dashboard" });
+            let answers =
+                tokio::task::spawn_blocking(move || crate::control::request_all(&dir, &req))
+                    .await
+                    .unwrap_or_default();
+            let held = answers.iter().any(|(_, a)| {
+                a.as_ref().is_ok_and(|v| v.get("ok").and_then(Value::as_bool) == Some(true))
+            });
+            if held { Ok(()) } else { here.map_err(|e| (StatusCode::CONFLICT, e)) }
         }
         "/brake" => {
             let ended = daemon.stop().await;

@@ -702,3 +702,54 @@ async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
     assert_eq!((last["tool"].as_str(), last["outcome"].as_str()), (Some("tmux_kill"), Some("ok")));
     fx.assert_canary();
 }
+
+#[tokio::test]
+async fn the_dashboard_answers_the_parked_actions_of_every_daemon_of_the_state_dir() {
+    let fx = Fixture::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let text = std::fs::read_to_string(config(&fx, "ask")).unwrap();
+    let config = fx.config(&text.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")));
+    let (_first, addr) = start(&fx, &config).await;
+    // A second stdio daemon on the same state dir: the port is taken, it says so and serves on.
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN);
+    let (transport, stderr) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(stderr.unwrap()).lines();
+    let warned = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            relay(&line);
+            if line.contains("no dashboard here") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(warned);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            relay(&line);
+        }
+    });
+    let second = Arc::new(Client { service: ().serve(transport).await.unwrap() });
+    let s = login(addr).await;
+    // Its parked action shows on the first daemon's page, with its parts; every choice works.
+    let call = write_call(&second, "second.txt");
+    let id = s.pending_id().await;
+    let page = s.live().await;
+    assert!(page.contains("<code class=\"path\">second.txt</code>"), "{page}");
+    assert!(page.contains("value=\"session\""), "{page}");
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=session")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("second.txt")).unwrap(), "x");
+    // The session choice holds for that client: its next write runs without asking.
+    let r = tokio::time::timeout(Duration::from_secs(10), write_call(&second, "again.txt")).await;
+    assert_ne!(r.expect("the session permission lets it run").unwrap().is_error, Some(true));
+    let last = records(&fx).into_iter().rev().find(|r| r["arguments"]["path"] == "second.txt");
+    assert_eq!(last.unwrap()["decided_by"], "person-via-dashboard");
+    // An id nobody holds is a conflict, and changes nothing.
+    assert_eq!(s.post("/approve", "id=a-00000000&choice=once").await.status, 409);
+}
