@@ -250,6 +250,40 @@ fn first_missing(d: &DeniedPath) -> Option<(PathBuf, bool)> {
     None
 }
 
+/// Protected entries that are folders: where one is missing in a writable root, an empty
+/// folder takes its place, so the sandbox can bind it read-only and a command cannot create,
+/// say, `.vscode/tasks.json` or `.claude/settings.json` that a tool on the host later runs.
+/// `.git/hooks` only where `.git` is a folder already (an empty `.git` would confuse git).
+/// The protected files (`.envrc`, `.mcp.json`, `.gitmodules`) get no placeholder: an empty one
+/// would show in `git status`, and their consumers ask the person before trusting new content.
+const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".cursor"];
+
+/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`]).
+pub fn protected_placeholders(roots: &[crate::config::RootCfg]) -> anyhow::Result<()> {
+    for r in roots.iter().filter(|r| r.writable) {
+        let mut wanted: Vec<PathBuf> = PROTECTED_FOLDERS.iter().map(|p| r.path.join(p)).collect();
+        if std::fs::symlink_metadata(r.path.join(".git")).is_ok_and(|m| m.is_dir()) {
+            wanted.push(r.path.join(".git/hooks"));
+        }
+        for at in wanted {
+            match std::fs::DirBuilder::new().mode(0o755).create(&at) {
+                Ok(()) => tracing::info!(
+                    "created the empty folder {} so that commands cannot create the protected \
+                     path (the sandbox binds it read-only)",
+                    at.display()
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => anyhow::bail!(
+                    "cannot create the placeholder folder {} that keeps commands from creating a \
+                     protected path: {e}\nhint: create it yourself, or declare the root read-only",
+                    at.display()
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,38 +384,4 @@ mod tests {
         assert!(!out.join(".ssh").exists());
         assert!(!base.join("gone").exists());
     }
-}
-
-/// Protected entries that are folders: where one is missing in a writable root, an empty
-/// folder takes its place, so the sandbox can bind it read-only and a command cannot create,
-/// say, `.vscode/tasks.json` or `.claude/settings.json` that a tool on the host later runs.
-/// `.git/hooks` only where `.git` is a folder already (an empty `.git` would confuse git).
-/// The protected files (`.envrc`, `.mcp.json`, `.gitmodules`) get no placeholder: an empty one
-/// would show in `git status`, and their consumers ask the person before trusting new content.
-const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".cursor"];
-
-/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`]).
-pub fn protected_placeholders(roots: &[crate::config::RootCfg]) -> anyhow::Result<()> {
-    for r in roots.iter().filter(|r| r.writable) {
-        let mut wanted: Vec<PathBuf> = PROTECTED_FOLDERS.iter().map(|p| r.path.join(p)).collect();
-        if std::fs::symlink_metadata(r.path.join(".git")).is_ok_and(|m| m.is_dir()) {
-            wanted.push(r.path.join(".git/hooks"));
-        }
-        for at in wanted {
-            match std::fs::DirBuilder::new().mode(0o755).create(&at) {
-                Ok(()) => tracing::info!(
-                    "created the empty folder {} so that commands cannot create the protected \
-                     path (the sandbox binds it read-only)",
-                    at.display()
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => anyhow::bail!(
-                    "cannot create the placeholder folder {} that keeps commands from creating a \
-                     protected path: {e}\nhint: create it yourself, or declare the root read-only",
-                    at.display()
-                ),
-            }
-        }
-    }
-    Ok(())
 }

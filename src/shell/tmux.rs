@@ -252,7 +252,7 @@ impl Shell {
         let until = Instant::now() + START_CHECK;
         let mut state = (false, None);
         loop {
-            if let Ok(r) = self.read_pane(&name, &cwd_s, 50).await {
+            if let Ok(r) = self.read_settled(&name, &cwd_s, 50).await {
                 state = (r.ended, r.exit_status);
                 if r.ended && matches!(r.exit_status, Some(126 | 127)) {
                     end_launcher(launcher).await;
@@ -346,6 +346,21 @@ impl Shell {
             .ok_or_else(|| Refusal(format!("tmux gave an unreadable answer for session {name:?}")))
     }
 
+    /// Reads the pane; when tmux shows it closed but has no exit status yet, makes tmux reap
+    /// (see `reap_argv`) and reads again, for up to two seconds.
+    async fn read_settled(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
+        let mut r = self.read_pane(name, cwd, lines).await?;
+        for _ in 0..20 {
+            if !r.ended || r.exit_status.is_some() {
+                break;
+            }
+            self.tmux_client(name, tmux::reap_argv(&self.tmux.socket(name)), cwd).await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            r = self.read_pane(name, cwd, lines).await?;
+        }
+        Ok(r)
+    }
+
     /// `tmux_read`.
     pub async fn tmux_read(&self, p: tmux::ReadParams) -> Result<ReadOutput, Refusal> {
         let lines = p.lines.unwrap_or(tmux::DEFAULT_LINES);
@@ -356,16 +371,7 @@ impl Shell {
             )));
         }
         let m = self.live_session(&p.session)?;
-        let mut r = self.read_pane(&m.name, &m.cwd, lines).await?;
-        // A pane tmux saw close gets its exit status a moment later, when tmux reaps it.
-        for _ in 0..10 {
-            if !r.ended || r.exit_status.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            r = self.read_pane(&m.name, &m.cwd, lines).await?;
-        }
-        Ok(r)
+        self.read_settled(&m.name, &m.cwd, lines).await
     }
 
     /// `tmux_send`.
@@ -391,12 +397,10 @@ impl Shell {
         let mut sessions = Vec::new();
         for name in self.tmux.names() {
             let Ok(m) = self.live_session(&name) else { continue };
-            let argv = tmux::read_argv(&self.tmux.socket(&name), &name, None);
-            let state = match self.tmux_client(&name, argv, &m.cwd).await {
-                Ok(out) => tmux::parse_state(&String::from_utf8_lossy(&out)),
-                Err(_) => None,
+            let (ended, exit_status) = match self.read_settled(&name, &m.cwd, 1).await {
+                Ok(r) => (r.ended, r.exit_status),
+                Err(_) => (true, None),
             };
-            let (ended, exit_status) = state.unwrap_or((true, None));
             sessions.push(Session {
                 name: m.name,
                 command: m.command,

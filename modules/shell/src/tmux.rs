@@ -11,7 +11,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tmux_interface::{
-    CapturePane, DisplayMessage, KillServer, NewSession, SendKeys, SetOption, Tmux, TmuxCommand,
+    CapturePane, DisplayMessage, KillServer, NewSession, RunShell, SendKeys, SetOption, Tmux,
+    TmuxCommand,
 };
 
 /// Default and maximum of `tmux_read`'s `lines`.
@@ -295,7 +296,7 @@ pub fn new_session_argv(
 }
 
 /// The format `state_argv` prints: dead flag and exit status of the session's pane.
-const STATE_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}";
+const STATE_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}";
 
 /// Prints the pane's state line, then (when `lines` is given) the last `lines` lines of
 /// history and screen, wrapped lines joined.
@@ -332,15 +333,26 @@ pub fn send_argv(socket: &str, name: &str, text: &str, enter: bool) -> Vec<Strin
     client(socket, commands)
 }
 
+/// Makes the server reap its children: `run-shell true` forks a job whose end brings a SIGCHLD,
+/// and tmux's handler then reaps every ended child. Needed because tmux (through libutempter)
+/// sets SIGCHLD to its default while it registers a new pane, and a pane whose command ends in
+/// that window loses its SIGCHLD: tmux sees the pane closed but never learns its exit status.
+pub fn reap_argv(socket: &str) -> Vec<String> {
+    client(socket, vec![words(RunShell::new().shell_command("true").build())])
+}
+
 pub fn kill_server_argv(socket: &str) -> Vec<String> {
     client(socket, vec![words(KillServer::new().build())])
 }
 
 /// Reads `read_argv`'s state line: `(ended, exit_status)`.
 pub fn parse_state(line: &str) -> Option<(bool, Option<i32>)> {
-    let (dead, status) = line.trim().split_once(':')?;
+    let mut f = line.trim().split(':');
+    let (dead, status, signal) = (f.next()?, f.next()?, f.next().unwrap_or(""));
+    // A command ended by signal N reads as 128 + N, as a shell reports it.
+    let by_signal = signal.parse::<i32>().ok().map(|n| 128 + n);
     match dead {
-        "1" => Some((true, status.parse().ok())),
+        "1" => Some((true, status.parse().ok().or(by_signal))),
         "0" | "" => Some((false, None)),
         _ => None,
     }
@@ -429,14 +441,15 @@ mod tests {
 
     #[test]
     fn state_lines_are_read() {
-        assert_eq!(parse_state("1:3\n"), Some((true, Some(3))));
+        assert_eq!(parse_state("1:3:\n"), Some((true, Some(3))));
+        assert_eq!(parse_state("1::15"), Some((true, Some(143))));
         assert_eq!(parse_state("0:"), Some((false, None)));
         assert_eq!(parse_state("garbage"), None);
     }
 
     #[test]
     fn read_keeps_the_last_lines_without_blank_screen_rows() {
-        let out = b"1:3\na\nb\nc\n\n\n";
+        let out = b"1:3:\na\nb\nc\n\n\n";
         let r = read_output("s", out, 2, 1000).unwrap();
         assert_eq!(r.text, "b\nc");
         assert_eq!((r.lines, r.ended, r.exit_status, r.truncated), (2, true, Some(3), false));
