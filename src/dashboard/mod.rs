@@ -104,6 +104,17 @@ impl Setup {
                 DEFAULT_LISTEN
             )
         })?;
+        let mcp = config.http.as_ref().and_then(|h| h.listen.parse::<SocketAddr>().ok());
+        if let Some(mcp) = mcp
+            && mcp.port() != 0
+            && mcp.port() == addr.port()
+            && (mcp.ip() == addr.ip() || mcp.ip().is_unspecified() || addr.ip().is_unspecified())
+        {
+            bail!(
+                "[server.dashboard].listen {addr} is [server.http].listen's address too; the \
+                 dashboard needs a listener of its own\nhint: for example {DEFAULT_LISTEN}"
+            );
+        }
         let token = read_token(cfg)?;
         for c in config.http.iter().flat_map(|h| &h.clients) {
             if crate::http::read_token(c).is_ok_and(|t| t == token) {

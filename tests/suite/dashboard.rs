@@ -598,6 +598,22 @@ async fn serve_refuses_a_missing_token_and_doctor_warns_of_a_network_listener() 
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("also the token of the MCP client `bot`"), "{err}");
+    // The dashboard cannot share /mcp's listener.
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.http]\nlisten = \"127.0.0.1:8799\"\n\n\
+         [server.dashboard]\nlisten = \"127.0.0.1:8799\"\ntoken_env = \"HANDS_DASHBOARD_TOKEN\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let out = fx
+        .std_command(&["serve", "--config", config.to_str().unwrap()])
+        .env("HANDS_DASHBOARD_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a listener of its own"), "{err}");
 }
 
 /// A client that can only open URLs (URL-mode elicitation): it records what it is sent and
