@@ -280,6 +280,10 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     ] {
         assert!(page.body.contains(section), "{section} missing");
     }
+    // Log out: the session ends on the server, so the old cookie opens nothing.
+    let r = s.post("/logout", "").await;
+    assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")));
+    assert_eq!(get(addr, "/live", std::slice::from_ref(&s.cookie)).await.status, 401);
     drop(c);
 }
 
