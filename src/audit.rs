@@ -41,13 +41,11 @@ pub enum Decision {
     Deny,
 }
 
-/// Who made the gate's decision. Only `policy` and `stop` are made today; the others arrive
-/// with approvals (SPEC §6).
-#[allow(dead_code)] // the person channels and standing permissions come with approvals
+/// Who made the gate's decision (SPEC §6, §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DecidedBy {
-    /// `[trust]` (or the module's override) said allow or deny, or `ask` failed closed.
+    /// `[trust]` (or the module's override) said allow or deny, or a denied path was refused.
     Policy,
     /// A standing *session* or *always* permission of this client.
     StandingPermission,
