@@ -251,8 +251,13 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
         }
         let service = {
             let (input, output) = rmcp::transport::io::stdio_pipes();
-            let stream = stdio::framed(input, output);
-            server::HandsServer::new(daemon, "stdio").serve(tokio::io::split(stream)).await?
+            let (read, write) = tokio::io::split(stdio::framed(input, output));
+            // The framing in front (stdio.rs) already caps a line and answers one that is too
+            // long; rmcp's own, smaller cap would drop a line between the two in silence and
+            // leave the client waiting for an answer that never comes.
+            let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
+                .with_max_line_length(usize::MAX);
+            server::HandsServer::new(daemon, "stdio").serve(transport).await?
         };
         service.waiting().await?;
         anyhow::Ok(())

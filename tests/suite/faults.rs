@@ -198,6 +198,25 @@ async fn kill_9_during_a_large_write_leaves_old_or_new_and_no_stray_temp_file() 
     fx.assert_canary();
 }
 
+/// A `write` whose request line is 20 MiB (over rmcp's own 16 MiB line cap, under the stdio
+/// framing's 64 MiB) is answered: it used to be dropped without an answer, and the client
+/// waited for ever.
+#[tokio::test]
+async fn a_20_mib_write_over_stdio_is_answered() {
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_config()).await;
+    let content = "w".repeat(20 * 1024 * 1024);
+    let r = tokio::time::timeout(
+        Duration::from_secs(120),
+        c.ok("write", json!({ "path": "big.txt", "content": content })),
+    )
+    .await
+    .expect("no answer to a 20 MiB write within 120 s");
+    assert_eq!(r["bytes"], 20 * 1024 * 1024);
+    assert_eq!(std::fs::metadata(fx.root.join("big.txt")).unwrap().len(), 20 * 1024 * 1024);
+    c.stop().await;
+}
+
 /// A client that goes away while `bash` runs leaves no process behind: over stdio (the client
 /// closes the daemon's stdin and the daemon ends) and over HTTP (the client drops its
 /// connection and session; the daemon keeps serving others).

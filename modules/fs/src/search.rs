@@ -519,6 +519,10 @@ fn walker(resolver: &Resolver, base: &Path, hidden: bool, ignored: bool) -> Walk
             denied.push(c);
         }
     }
+    // Only a denied path inside the walk (or above its base) can be a prefix of an entry; the
+    // credential list's dozens of others would cost a component-wise comparison each, per
+    // entry (half of a `glob`'s time over 20,000 files, before this).
+    denied.retain(|d| d.starts_with(base) || base.starts_with(d));
     if !denied.is_empty() {
         b.filter_entry(move |e| !denied.iter().any(|d| e.path().starts_with(d)));
     }

@@ -4,6 +4,7 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use rustix::fs::Stat;
 use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,9 @@ pub struct PolicyLists {
 struct DeniedPath {
     /// As configured, and canonical when it exists (both are checked by name).
     names: Vec<PathBuf>,
+    /// `names` rebuilt from their components (no `//`, `.` or trailing `/`), for the byte-wise
+    /// prefix test in [`under`].
+    clean: Vec<PathBuf>,
     why: &'static str,
 }
 
@@ -62,7 +66,8 @@ impl Policy {
                 names.push(c);
             }
             index_identities(p, &mut identities);
-            denied.push(DeniedPath { names, why });
+            let clean = names.iter().map(|n| n.components().collect()).collect();
+            denied.push(DeniedPath { names, clean, why });
         }
         Ok(Policy {
             denied,
@@ -86,8 +91,9 @@ impl Policy {
 
     /// [`Policy::denied`] with a bare (device, inode) pair.
     pub fn denied_ids(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<String> {
+        let clean = is_clean(abs);
         for d in &self.denied {
-            if d.names.iter().any(|n| abs.starts_with(n)) {
+            if d.clean.iter().any(|n| under(abs, n, clean)) {
                 return Some(format!("{} entry {}", d.why, d.names[0].display()));
             }
         }
@@ -125,6 +131,34 @@ impl Policy {
     pub fn denied_paths(&self) -> impl Iterator<Item = &Path> {
         self.denied.iter().map(|d| d.names[0].as_path())
     }
+}
+
+/// `abs.starts_with(prefix)` (component-wise) for a `prefix` rebuilt from its components.
+/// When `abs` is clean too, as every path the resolver and the walks build is, comparing bytes
+/// gives the same answer without parsing components: this runs for every file a `grep` opens,
+/// against every denied and credential path.
+fn under(abs: &Path, prefix: &Path, abs_is_clean: bool) -> bool {
+    if !abs_is_clean {
+        return abs.starts_with(prefix);
+    }
+    let (a, p) = (abs.as_os_str().as_bytes(), prefix.as_os_str().as_bytes());
+    a.starts_with(p) && (a.len() == p.len() || p.ends_with(b"/") || a[p.len()] == b'/')
+}
+
+/// Whether components would rebuild `path` byte for byte: no `//`, no `.` component, no
+/// trailing `/` (other than the root itself).
+fn is_clean(path: &Path) -> bool {
+    let b = path.as_os_str().as_bytes();
+    if b == b"/" {
+        return true;
+    }
+    !(b.is_empty()
+        || b.ends_with(b"/")
+        || b.ends_with(b"/.")
+        || b == b"."
+        || b.starts_with(b"./")
+        || b.windows(2).any(|w| w == b"//")
+        || b.windows(3).any(|w| w == b"/./"))
 }
 
 fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {

@@ -145,3 +145,30 @@ fn prepare_write_makes_no_folder_inside_a_denied_or_protected_folder_through_a_l
     assert!(r.prepare_write("new/c/x", true).is_ok());
     assert!(proj.join("new/c").is_dir());
 }
+
+/// The byte-wise prefix test of the deny list agrees with `Path::starts_with` on clean and
+/// unclean paths alike.
+#[test]
+fn denied_by_name_matches_whole_components_however_the_path_is_spelt() {
+    let lists = PolicyLists {
+        deny: vec![PathBuf::from("/srv//secrets/"), PathBuf::from("/")],
+        ..Default::default()
+    };
+    let p = Policy::new(&lists).unwrap();
+    let only = PolicyLists { deny: vec![PathBuf::from("/srv//secrets/")], ..Default::default() };
+    let q = Policy::new(&only).unwrap();
+    for (path, denied) in [
+        ("/srv/secrets", true),
+        ("/srv/secrets/k", true),
+        ("/srv//secrets/./k", true),
+        ("/srv/secrets/", true),
+        ("/srv/secretsx/k", false),
+        ("/srv/secret", false),
+        ("/srv", false),
+        ("/srv/./secretsx", false),
+    ] {
+        assert_eq!(q.denied(Path::new(path), None).is_some(), denied, "{path}");
+        assert_eq!(Path::new(path).starts_with("/srv/secrets"), denied, "{path}");
+        assert!(p.denied(Path::new(path), None).is_some(), "{path} is under /");
+    }
+}
