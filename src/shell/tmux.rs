@@ -257,10 +257,18 @@ impl Shell {
                 if r.ended && matches!(r.exit_status, Some(126 | 127)) {
                     end_launcher(launcher).await;
                     t.forget(&name);
+                    let status = r.exit_status.unwrap_or_default();
+                    let why = if status == 127 {
+                        "the shell found no such command"
+                    } else {
+                        "the command was found but could not be run"
+                    };
+                    // The shell's own complaint, when tmux caught it before the pane closed.
+                    let said = r.text.trim();
                     return Err(Refusal(format!(
-                        "the command did not start in tmux session {name:?} (exit status {}): {}",
-                        r.exit_status.unwrap_or_default(),
-                        r.text.trim()
+                        "the command did not start in tmux session {name:?} (exit status \
+                         {status}: {why}){}{said}",
+                        if said.is_empty() { "" } else { ": " }
                     )));
                 }
                 // Dead with no status yet: tmux saw the pane close before it reaped the

@@ -139,7 +139,7 @@ async fn names_are_validated_and_bad_commands_are_reported() {
     let e =
         c.err("tmux_start", json!({ "command": "no-such-program-hands --x", "name": "bad" })).await;
     assert!(e.contains("did not start") && e.contains("127"), "{e}");
-    assert!(e.contains("not found"), "the shell's complaint is shown: {e}");
+    assert!(e.contains("no such command"), "the reason is given: {e}");
     assert_eq!(c.ok("tmux_list", json!({})).await["sessions"], json!([]));
     let e = c.err("tmux_read", json!({ "session": "nothing" })).await;
     assert!(e.contains("no tmux session"), "{e}");
