@@ -130,17 +130,33 @@ async fn call(s: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: Value)
     r.structured_content.unwrap_or(Value::Null)
 }
 
-/// `kill -9` of the daemon while it writes a 12 MiB file, at several moments (as soon as its
-/// temp file appears, and later): the file holds the old content or the new, whole; and no
-/// temp file is left that a later `glob` (hidden files included) or `list_dir` shows.
-#[tokio::test]
+/// Whether the daemon holds a file in `folder` open other than `keep` (the write's temp file,
+/// named or unnamed: an `O_TMPFILE` file reads as `FOLDER/#INODE (deleted)`), or one of its
+/// names is there.
+fn temp_open(pid: u32, folder: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    let prefix = format!("{}/", folder.display());
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| {
+            let t = t.to_string_lossy();
+            t.starts_with(&prefix) && !t.ends_with("/big.txt")
+        })
+    }) || names(folder).len() > 1
+}
+
+/// `kill -9` of the daemon while it writes a 12 MiB file, at several moments (as soon as it
+/// holds its temp file, and 1–150 ms later): the file holds the old content or the new,
+/// whole; and no temp file is left that a later `glob` (hidden files included) or `list_dir`
+/// shows. At least one kill must land while the temp file is open, or nothing was proved.
+// Multi-threaded: the test polls /proc with blocking sleeps while the client sends the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_large_write_leaves_old_or_new_and_no_stray_temp_file() {
     let fx = Fixture::new();
     let config = fx.fs_config();
     let old = "old content\n".repeat(1000);
     let new = "N".repeat(12 * 1024 * 1024);
     let mut outcomes = Vec::new();
-    for (round, delay_ms) in [0u64, 0, 5, 20, 60, 150].into_iter().enumerate() {
+    for (round, delay_ms) in [0u64, 0, 1, 5, 20, 150].into_iter().enumerate() {
         let dir = format!("d{round}");
         fx.write(&format!("{dir}/big.txt"), &old);
         let c = Client::start(&fx, &config).await;
@@ -161,13 +177,16 @@ async fn kill_9_during_a_large_write_leaves_old_or_new_and_no_stray_temp_file() 
         );
         let call = tokio::spawn(async move { peer.call_tool(params).await });
         let folder = fx.root.join(&dir);
-        // The moment the daemon has a temp file beside the target (or the write finished).
-        let seen =
-            wait_until(Duration::from_secs(30), || names(&folder).len() > 1 || call.is_finished())
-                .await;
-        assert!(seen, "the write neither started nor finished");
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        let during = names(&folder);
+        // The moment the daemon holds a temp file beside the target (or the write finished),
+        // polled every 0.2 ms: the write itself takes a few milliseconds.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !temp_open(pid, &folder) && !call.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+        }
+        let during = temp_open(pid, &folder);
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(pid as i32).unwrap(),
             rustix::process::Signal::KILL,
@@ -183,6 +202,11 @@ async fn kill_9_during_a_large_write_leaves_old_or_new_and_no_stray_temp_file() 
         assert!(got == old || got == new, "a mix: {} bytes", got.len());
         outcomes.push((delay_ms, if got == old { "old" } else { "new" }, during));
     }
+    eprintln!("kill -9 (delay ms, content after, temp file open at the kill): {outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| o.2),
+        "no kill landed while the temp file was open: {outcomes:?}"
+    );
     // A fresh daemon: no glob (hidden files included) and no listing shows a temp file.
     let c = Client::start(&fx, &config).await;
     let g = c.ok("glob", json!({ "pattern": "**", "hidden": true, "limit": 1000 })).await;
