@@ -1,7 +1,7 @@
 //! The `bash` tool through the real binary and rmcp's client: results, limits, cwd, env,
 //! containment, queueing, timeout and cancellation killing the whole tree.
 
-use super::common::{Client, Era, Fixture, host_processes, text_of};
+use super::common::{Client, Era, Fixture, host_processes, text_of, unique_sleep, wait_until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -31,23 +31,6 @@ async fn bash(c: &Client, command: &str) -> Value {
 
 fn out(v: &Value) -> &str {
     v["stdout"].as_str().unwrap()
-}
-
-async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    f()
-}
-
-/// A sleep duration no other test uses, to find it in the host's /proc.
-fn unique_sleep() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}.{}", 6000 + std::process::id() % 1000, nanos.subsec_nanos())
 }
 
 #[tokio::test]

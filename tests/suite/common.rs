@@ -197,3 +197,23 @@ pub fn host_processes(argv: &[&str]) -> Vec<u32> {
         .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
         .collect()
 }
+
+/// Polls `f` every 25 ms until it holds or `limit` passes; returns its last answer.
+pub async fn wait_until(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    f()
+}
+
+/// A `sleep` duration no other test uses, to find that process in the host's /proc.
+pub fn unique_sleep() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}.{}{:03}", 5000 + std::process::id() % 4000, nanos.subsec_nanos(), n % 1000)
+}

@@ -5,7 +5,7 @@
 //! real parked action and audited as `person-via-dashboard`, escaping, standing permissions
 //! and revoke, stopping a running command (gone from the host) and the brake.
 
-use super::common::{Client, Fixture, host_processes, text_of};
+use super::common::{Client, Fixture, host_processes, text_of, unique_sleep};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
@@ -419,12 +419,6 @@ async fn markup_in_a_pending_command_is_shown_as_text() {
     assert!(page.contains("&lt;script&gt;alert(2)&lt;/script&gt;"));
     assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
     assert_eq!(call.await.unwrap().is_error, Some(true));
-}
-
-/// A sleep duration no other test uses, to find it in the host's /proc.
-pub fn unique_sleep() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}.{}", 8000 + std::process::id() % 1000, nanos.subsec_nanos())
 }
 
 #[tokio::test]

@@ -7,8 +7,9 @@
 //! the next call ask again. `HANDS_DASHBOARD_SCREENSHOT=FILE` also saves a screenshot with a
 //! pending approval and a running command (how `docs/dashboard.png` is made).
 
+use super::common::unique_sleep;
 use super::common::{Fixture, host_processes, text_of};
-use super::dashboard::{TOKEN, config, start, unique_sleep};
+use super::dashboard::{TOKEN, config, start};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use serde_json::json;
 use std::process::Stdio;

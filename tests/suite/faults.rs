@@ -8,7 +8,7 @@
 // The figures behind each verdict (descriptors, memory, delays) go to the test's output.
 #![allow(clippy::print_stderr)]
 
-use super::common::{Client, Fixture, host_processes, text_of};
+use super::common::{Client, Fixture, host_processes, text_of, unique_sleep, wait_until};
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ServiceExt, service::RunningService};
@@ -22,17 +22,6 @@ use tokio::process::Child;
 
 #[path = "../../fuzz/src/lib.rs"]
 mod resolver_fuzz;
-
-async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    f()
-}
 
 /// Names in `dir` (hidden ones included), sorted.
 fn names(dir: &Path) -> Vec<String> {
@@ -56,12 +45,6 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-/// A sleep duration no other test uses, to find it in the host's /proc.
-fn unique_sleep() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}.{}", 7000 + std::process::id() % 1000, nanos.subsec_nanos())
 }
 
 /// tools-shell and tools-fs on the fixture's root, external calls allowed.

@@ -2,7 +2,7 @@
 //! each paired with a canary outside the roots that must stay unchanged. They run as root, so
 //! every refusal here comes from the sandbox, not from file permissions.
 
-use super::common::{Fixture, host_processes};
+use super::common::{Fixture, host_processes, unique_sleep};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::PathBuf;
@@ -105,12 +105,6 @@ fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     f()
-}
-
-/// A sleep duration no other test or process uses, to find it in the host's /proc.
-fn unique_sleep() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}.{}", 5000 + std::process::id() % 1000, nanos.subsec_nanos())
 }
 
 #[test]

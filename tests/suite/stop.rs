@@ -4,7 +4,7 @@
 //! approval does not get past the brake, and the control socket is private (mode 0600, and
 //! refused to a sandboxed command).
 
-use super::common::{Client, Fixture, host_processes, text_of};
+use super::common::{Client, Fixture, host_processes, text_of, unique_sleep, wait_until};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -21,23 +21,6 @@ fn config(fx: &Fixture) -> PathBuf {
          filesystem = [{ path = \"{root}\", write = true }]\n\
          config = { trust = { external = \"allow\" } }\n",
     )
-}
-
-async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    f()
-}
-
-/// A sleep duration no other test uses, to find it in the host's /proc.
-fn unique_sleep() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}.{}", 7000 + std::process::id() % 1000, nanos.subsec_nanos())
 }
 
 /// `hands stop [--release] --config CONFIG`: exit code and stdout.
