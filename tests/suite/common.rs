@@ -217,3 +217,69 @@ pub fn unique_sleep() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     format!("{}.{}{:03}", 5000 + std::process::id() % 4000, nanos.subsec_nanos(), n % 1000)
 }
+
+/// How the test's person answers: `None` declines; `Some("cancel")` cancels; otherwise the
+/// choice is sent with `accept`.
+#[derive(Clone)]
+pub struct Person {
+    pub answer: std::sync::Arc<std::sync::Mutex<Option<&'static str>>>,
+    pub asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub elicitation: bool,
+}
+
+impl Person {
+    pub fn new(answer: Option<&'static str>, elicitation: bool) -> Person {
+        Person {
+            answer: std::sync::Arc::new(std::sync::Mutex::new(answer)),
+            asked: Default::default(),
+            elicitation,
+        }
+    }
+
+    pub fn set(&self, answer: Option<&'static str>) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    pub fn times_asked(&self) -> usize {
+        self.asked.lock().unwrap().len()
+    }
+
+    pub fn last_question(&self) -> String {
+        self.asked.lock().unwrap().last().cloned().unwrap_or_default()
+    }
+}
+
+impl rmcp::ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            panic!("hands asks with a form");
+        };
+        self.asked.lock().unwrap().push(message);
+        let answer = *self.answer.lock().unwrap();
+        if answer == Some("slow") {
+            // A person who never answers in time.
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+        Ok(match answer {
+            None => ElicitResult::new(ElicitationAction::Decline),
+            Some("cancel") => ElicitResult::new(ElicitationAction::Cancel),
+            Some(choice) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(serde_json::json!({ "decision": choice })),
+        })
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+        let caps = if self.elicitation {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("hands-test-person", "0"))
+    }
+}

@@ -5,77 +5,17 @@
 //! approve for itself. Each refusal is checked against the world: the file the call would
 //! write does not appear.
 
-use super::common::{Fixture, text_of};
+use super::common::{Fixture, Person, text_of};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses,
-    ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses, ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt,
-};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// How the test's person answers: `None` declines; `Some("cancel")` cancels; otherwise the
-/// choice is sent with `accept`.
-#[derive(Clone)]
-struct Person {
-    answer: Arc<Mutex<Option<&'static str>>>,
-    asked: Arc<Mutex<Vec<String>>>,
-    elicitation: bool,
-}
-
-impl Person {
-    fn new(answer: Option<&'static str>, elicitation: bool) -> Person {
-        Person { answer: Arc::new(Mutex::new(answer)), asked: Arc::default(), elicitation }
-    }
-
-    fn set(&self, answer: Option<&'static str>) {
-        *self.answer.lock().unwrap() = answer;
-    }
-
-    fn times_asked(&self) -> usize {
-        self.asked.lock().unwrap().len()
-    }
-}
-
-impl ClientHandler for Person {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
-            panic!("hands asks with a form");
-        };
-        self.asked.lock().unwrap().push(message);
-        let answer = *self.answer.lock().unwrap();
-        if answer == Some("slow") {
-            // A person who never answers in time.
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-        Ok(match answer {
-            None => ElicitResult::new(ElicitationAction::Decline),
-            Some("cancel") => ElicitResult::new(ElicitationAction::Cancel),
-            Some(choice) => ElicitResult::new(ElicitationAction::Accept)
-                .with_content(json!({ "decision": choice })),
-        })
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let caps = if self.elicitation {
-            ClientCapabilities::builder().enable_elicitation().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(caps, Implementation::new("gate-test", "0"))
-    }
-}
 
 /// tools-fs with `write` set to ask (and the usual short approval timeout).
 fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {

@@ -5,67 +5,15 @@
 //! terminal. Every refusal is paired with an allowed neighbour and checked against the world:
 //! the file is still there, the stand-in's log lacks the call, the canary is unchanged.
 
-use super::common::{Fixture, text_of};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation,
-};
-use rmcp::service::{RequestContext, RunningService};
+use super::common::{Fixture, Person, text_of};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-/// How the test's person answers an elicitation: `None` declines, otherwise the choice.
-#[derive(Clone)]
-struct Person {
-    answer: Arc<Mutex<Option<&'static str>>>,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl Person {
-    fn new(answer: Option<&'static str>) -> Person {
-        Person { answer: Arc::new(Mutex::new(answer)), asked: Arc::default() }
-    }
-
-    fn set(&self, answer: Option<&'static str>) {
-        *self.answer.lock().unwrap() = answer;
-    }
-
-    fn times_asked(&self) -> usize {
-        self.asked.lock().unwrap().len()
-    }
-
-    fn last_question(&self) -> String {
-        self.asked.lock().unwrap().last().cloned().unwrap_or_default()
-    }
-}
-
-impl ClientHandler for Person {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
-            panic!("hands asks with a form");
-        };
-        self.asked.lock().unwrap().push(message);
-        Ok(match *self.answer.lock().unwrap() {
-            None => ElicitResult::new(ElicitationAction::Decline),
-            Some(choice) => ElicitResult::new(ElicitationAction::Accept)
-                .with_content(json!({ "decision": choice })),
-        })
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let caps = ClientCapabilities::builder().enable_elicitation().build();
-        ClientConfig::new(caps, Implementation::new("run-test", "0"))
-    }
-}
 
 type Conn = RunningService<RoleClient, Person>;
 
@@ -166,7 +114,7 @@ fn audit(fx: &Fixture) -> Vec<Value> {
 async fn prefix_entries_admit_whole_tokens_only() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"kubectl get\"]", "");
-    let person = Person::new(None);
+    let person = Person::new(None, true);
     let c = connect(&fx, &config, person.clone()).await;
     // bash = false: no bash and no tmux tool that runs text; run and the read-side tmux stay.
     let names: Vec<String> =
@@ -203,7 +151,7 @@ async fn a_published_tool_only_appends_to_its_fixed_arguments() {
         ", tools = [{ bin = \"kubectl\", args = [\"get\"], description = \"Read Kubernetes \
          objects. Read-only.\" }]",
     );
-    let c = connect(&fx, &config, Person::new(None)).await;
+    let c = connect(&fx, &config, Person::new(None, true)).await;
     let tools = c.peer().list_all_tools().await.unwrap();
     let t = tools.iter().find(|t| t.name == "os-kubectl-get").expect("os-kubectl-get is published");
     assert!(t.description.as_deref().unwrap().starts_with("Read Kubernetes objects."), "{t:?}");
@@ -230,7 +178,7 @@ async fn a_published_tool_only_appends_to_its_fixed_arguments() {
 async fn every_spelling_of_rm_asks_a_person_even_when_trust_allows() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"rm\", \"touch\"]", "");
-    let person = Person::new(None);
+    let person = Person::new(None, true);
     let c = connect(&fx, &config, person.clone()).await;
     // Positive control: touch is not confirm-listed and trust allows it without asking.
     ran(&c, &["touch", "x"]).await;
@@ -285,7 +233,7 @@ async fn every_spelling_of_rm_asks_a_person_even_when_trust_allows() {
 async fn a_standing_permission_never_covers_a_confirm_listed_program() {
     let fx = Fixture::new();
     let config = config_trust(&fx, "ask", "allow = [\"rm\", \"touch\"]", "");
-    let person = Person::new(Some("allow_always"));
+    let person = Person::new(Some("allow_always"), true);
     let c = connect_modern(&fx, &config, person.clone()).await;
     // `touch` under trust "ask": the person answers "always" for `run`, and it is recorded.
     ran(&c, &["touch", "y"]).await;
@@ -308,7 +256,7 @@ async fn a_standing_permission_never_covers_a_confirm_listed_program() {
     // trust.external = "deny" still refuses a confirm-listed program, and asks no one.
     let fx = Fixture::new();
     let config = config_trust(&fx, "deny", "allow = [\"rm\"]", "");
-    let person = Person::new(Some("allow_once"));
+    let person = Person::new(Some("allow_once"), true);
     let c = connect(&fx, &config, person.clone()).await;
     std::fs::write(fx.root.join("y"), "Y").unwrap();
     let msg = refused(&c, &["rm", "y"]).await;
@@ -323,7 +271,7 @@ async fn a_standing_permission_never_covers_a_confirm_listed_program() {
 async fn binaries_are_names_and_arguments_are_literal() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"sh\", \"ls\", \"echo\"]", "");
-    let person = Person::new(Some("allow_once"));
+    let person = Person::new(Some("allow_once"), true);
     let c = connect(&fx, &config, person.clone()).await;
     std::fs::write(fx.root.join("victim"), "V").unwrap();
     for argv in [&["/bin/sh", "-c", "rm victim"][..], &["./sh"], &["../bin/sh"], &["/bin/ls"]] {
@@ -360,7 +308,7 @@ async fn binaries_are_names_and_arguments_are_literal() {
 async fn deny_beats_star_and_star_admits_anything_on_path() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"*\"], deny = [\"touch\", \"kubectl delete\"]", "");
-    let c = connect(&fx, &config, Person::new(None)).await;
+    let c = connect(&fx, &config, Person::new(None, true)).await;
     let msg = refused(&c, &["touch", "t"]).await;
     assert!(msg.contains("commands.deny lists `touch`"), "{msg}");
     assert!(!fx.root.join("t").exists());
@@ -427,7 +375,7 @@ fn config_tools(fx: &Fixture, tools: &str) -> PathBuf {
 async fn output_over_8_kb_is_capped_with_truncated() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"seq\"]", "");
-    let c = connect(&fx, &config, Person::new(None)).await;
+    let c = connect(&fx, &config, Person::new(None, true)).await;
     let small = ran(&c, &["seq", "1", "10"]).await;
     assert_eq!(small["truncated"], false);
     let big = ran(&c, &["seq", "1", "5000"]).await;
@@ -467,7 +415,7 @@ async fn hands_exec_runs_a_persons_command_through_the_daemon() {
     // Nothing to reach yet: no daemon is serving.
     let (code, _, err) = exec(&fx, &config, &["kubectl", "get", "pods"], "");
     assert_eq!(code, 125, "{err}");
-    let c = connect(&fx, &config, Person::new(Some("allow_once"))).await;
+    let c = connect(&fx, &config, Person::new(Some("allow_once"), true)).await;
     // Allowed: the output and exit status exactly.
     let (code, out, err) = exec(&fx, &config, &["kubectl", "get", "pods"], "");
     assert_eq!((code, out.as_str(), err.as_str()), (0, "kubectl get pods\n", ""));
@@ -531,7 +479,7 @@ async fn hands_exec_runs_a_persons_command_through_the_daemon() {
 async fn closing_hands_exec_stops_the_command() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"sleep\"]", "");
-    let c = connect(&fx, &config, Person::new(None)).await;
+    let c = connect(&fx, &config, Person::new(None, true)).await;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     let secs = format!("{}.{}", 7000 + std::process::id() % 1000, nanos.subsec_nanos());
     let mut child = fx
@@ -577,7 +525,7 @@ async fn closing_hands_exec_stops_the_command() {
 async fn the_brake_refuses_hands_exec_and_run_until_released() {
     let fx = Fixture::new();
     let config = config(&fx, "allow = [\"touch\"]", "");
-    let c = connect(&fx, &config, Person::new(None)).await;
+    let c = connect(&fx, &config, Person::new(None, true)).await;
     let stop = |release: bool| {
         let mut args = vec!["stop", "--config", config.to_str().unwrap()];
         if release {
