@@ -315,19 +315,10 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     drop(http_child);
 }
 
-fn count_files(dir: &Path) -> usize {
-    let out = std::process::Command::new("rg")
-        .args(["--files", "--hidden", "--no-ignore", "--no-messages"])
-        .arg(dir)
-        .output()
-        .expect("rg on PATH");
-    out.stdout.iter().filter(|b| **b == b'\n').count()
-}
-
 /// 20,000 generated files in 200 folders: 20 named `needle…`, 1 in 100 holding the literal.
 fn generated_tree() -> PathBuf {
     let dest = manifest().join("target/bench-field-tree");
-    if count_files(&dest) == 20_000 {
+    if common::count_files(&dest) == 20_000 {
         return dest;
     }
     let _ = std::fs::remove_dir_all(&dest);
@@ -341,36 +332,6 @@ fn generated_tree() -> PathBuf {
         }
         body.push_str(&"filler line of ordinary text\n".repeat(10));
         std::fs::write(dir.join(name), body).unwrap();
-    }
-    dest
-}
-
-/// The large real tree of `benches/fs.rs`: copies of the cargo registry sources (≥ 50,000
-/// files), or `HANDS_BENCH_TREE`.
-fn real_tree() -> PathBuf {
-    if let Some(t) = std::env::var_os("HANDS_BENCH_TREE") {
-        return PathBuf::from(t);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
-    let src = std::fs::read_dir(home.join(".cargo/registry/src"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let dest = manifest().join("target/bench-tree");
-    std::fs::create_dir_all(&dest).unwrap();
-    let mut n = count_files(&dest);
-    let mut i = 0;
-    while n < 50_000 {
-        let copy = dest.join(format!("copy{i}"));
-        if !copy.exists() {
-            let st =
-                std::process::Command::new("cp").arg("-r").arg(&src).arg(&copy).status().unwrap();
-            assert!(st.success());
-        }
-        i += 1;
-        n = count_files(&dest);
     }
     dest
 }
@@ -394,9 +355,9 @@ async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
     let state = tempfile::tempdir().unwrap();
     for (label, tree, literal, ref_runs) in [
         ("generated, 20,000 files", generated_tree(), "HANDS_FIELD_LITERAL", 5),
-        ("real (cargo registry copies)", real_tree(), "unsafe impl", 3),
+        ("real (cargo registry copies)", common::real_tree(), "unsafe impl", 3),
     ] {
-        let files = count_files(&tree);
+        let files = common::count_files(&tree);
         let cfg = fs_config(&tree, state.path(), false);
         let (c, pid) = hands_stdio(&cfg).await;
         let (r, rpid) = reference_stdio(entry, &tree).await;

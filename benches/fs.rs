@@ -17,44 +17,6 @@ use std::time::{Duration, Instant};
 
 type Client = RunningService<RoleClient, ()>;
 
-fn count_files(dir: &Path) -> usize {
-    let out = std::process::Command::new("rg")
-        .args(["--files", "--hidden", "--no-ignore", "--no-messages"])
-        .arg(dir)
-        .output()
-        .expect("rg on PATH");
-    out.stdout.iter().filter(|b| **b == b'\n').count()
-}
-
-/// The benchmark tree: HANDS_BENCH_TREE, or copies of the cargo registry sources.
-fn tree() -> PathBuf {
-    if let Some(t) = std::env::var_os("HANDS_BENCH_TREE") {
-        return PathBuf::from(t);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
-    let src = std::fs::read_dir(home.join(".cargo/registry/src"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-tree");
-    std::fs::create_dir_all(&dest).unwrap();
-    let mut n = count_files(&dest);
-    let mut i = 0;
-    while n < 50_000 {
-        let copy = dest.join(format!("copy{i}"));
-        if !copy.exists() {
-            let st =
-                std::process::Command::new("cp").arg("-r").arg(&src).arg(&copy).status().unwrap();
-            assert!(st.success());
-        }
-        i += 1;
-        n = count_files(&dest);
-    }
-    dest
-}
-
 async fn start(root: &Path, state: &Path) -> (Client, u32) {
     let cfg = state.join("daemon.toml");
     std::fs::write(
@@ -97,8 +59,8 @@ async fn main() {
         .unwrap();
     assert!(build.success());
     let runs = 5;
-    let tree = tree();
-    let files = count_files(&tree);
+    let tree = common::real_tree();
+    let files = common::count_files(&tree);
     let state = tempfile::tempdir().unwrap();
     let (c, _pid) = start(&tree, state.path()).await;
     println!("tree: {} ({files} files)", tree.display());

@@ -1,9 +1,11 @@
-//! Helpers shared by the benches: one tool call over an rmcp client, medians, milliseconds.
+//! Helpers shared by the benches: one tool call over an rmcp client, medians, milliseconds,
+//! counting files and the large real tree.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::{RoleClient, service::RunningService};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub type Client = RunningService<RoleClient, ()>;
@@ -27,4 +29,44 @@ pub fn median(mut v: Vec<Duration>) -> Duration {
 
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Files below `dir`, hidden and ignored ones included (counted by `rg --files`).
+pub fn count_files(dir: &Path) -> usize {
+    let out = std::process::Command::new("rg")
+        .args(["--files", "--hidden", "--no-ignore", "--no-messages"])
+        .arg(dir)
+        .output()
+        .expect("rg on PATH");
+    out.stdout.iter().filter(|b| **b == b'\n').count()
+}
+
+/// The large real tree: `HANDS_BENCH_TREE`, or copies of the cargo registry sources in
+/// `target/bench-tree` until it holds at least 50,000 files.
+pub fn real_tree() -> PathBuf {
+    if let Some(t) = std::env::var_os("HANDS_BENCH_TREE") {
+        return PathBuf::from(t);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+    let src = std::fs::read_dir(home.join(".cargo/registry/src"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-tree");
+    std::fs::create_dir_all(&dest).unwrap();
+    let mut n = count_files(&dest);
+    let mut i = 0;
+    while n < 50_000 {
+        let copy = dest.join(format!("copy{i}"));
+        if !copy.exists() {
+            let st =
+                std::process::Command::new("cp").arg("-r").arg(&src).arg(&copy).status().unwrap();
+            assert!(st.success());
+        }
+        i += 1;
+        n = count_files(&dest);
+    }
+    dest
 }
