@@ -113,6 +113,31 @@ pub enum Era {
     Modern,
 }
 
+/// Connects `handler` over `transport` with the handshake of `era`.
+pub async fn handshake<H, T, E, A>(
+    handler: H,
+    transport: T,
+    era: Era,
+) -> RunningService<RoleClient, H>
+where
+    H: rmcp::ClientHandler,
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match era {
+        Era::Legacy => handler.serve(transport).await.unwrap(),
+        Era::Modern => handler
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap(),
+    }
+}
+
 pub struct Client {
     pub service: RunningService<RoleClient, ()>,
 }
@@ -139,19 +164,7 @@ impl Client {
         cmd.envs(env.iter().copied());
         cmd.stderr(std::process::Stdio::inherit());
         let transport = TokioChildProcess::new(cmd).unwrap();
-        let service = match era {
-            Era::Legacy => ().serve(transport).await.unwrap(),
-            Era::Modern => ()
-                .serve_with_lifecycle(
-                    transport,
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
-                .unwrap(),
-        };
-        Client { service }
+        Client { service: handshake((), transport, era).await }
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {

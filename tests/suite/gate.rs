@@ -5,13 +5,11 @@
 //! approve for itself. Each refusal is checked against the world: the file the call would
 //! write does not appear.
 
-use super::common::{Fixture, Person, text_of};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses, ProtocolVersion,
-};
+use super::common::{Era, Fixture, Person, handshake, text_of};
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,12 +24,6 @@ fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {
     ))
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Era {
-    Legacy,
-    Modern,
-}
-
 async fn connect(
     fx: &Fixture,
     config: &std::path::Path,
@@ -41,18 +33,7 @@ async fn connect(
     let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
     cmd.stderr(std::process::Stdio::inherit());
     let transport = TokioChildProcess::new(cmd).unwrap();
-    match era {
-        Era::Legacy => person.serve(transport).await.unwrap(),
-        Era::Modern => person
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .unwrap(),
-    }
+    handshake(person, transport, era).await
 }
 
 async fn write(

@@ -2,11 +2,10 @@
 //! client in both protocol eras and by hand-written HTTP/1.1 for the door's refusals (tokens,
 //! Host, Origin, body cap, sessions that belong to another client, startup refusals).
 
-use super::common::{Client, Era, Fixture, text_of};
-use rmcp::model::ProtocolVersion;
+use super::common::{Client, Era, Fixture, handshake, text_of};
+use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -93,19 +92,7 @@ async fn connect(server: &Server, token: Option<&str>, era: Era) -> Client {
         cfg = cfg.auth_header(t);
     }
     let transport = StreamableHttpClientTransport::from_config(cfg);
-    let service = match era {
-        Era::Legacy => ().serve(transport).await.unwrap(),
-        Era::Modern => ()
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .unwrap(),
-    };
-    Client { service }
+    Client { service: handshake((), transport, era).await }
 }
 
 /// A hand-written HTTP/1.1 exchange: status, lowercased head, body.
