@@ -7,12 +7,20 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// A holder process, named for good by its pid and start time.
+/// A process named for good by its pid and start time: the network namespace holder, or a
+/// tmux session's launcher. A reused pid has another start time, so it is never mistaken.
 #[derive(Debug, Clone, Copy, serde::Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct Holder {
+pub struct Process {
     pub pid: i32,
     pub start: u64,
+}
+
+impl Process {
+    /// Whether this very process is still alive.
+    pub fn alive(self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
 }
 
 /// The start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since boot): with the pid
@@ -28,7 +36,7 @@ pub fn start_time(pid: i32) -> Option<u64> {
 pub struct Netns {
     exe: PathBuf,
     pidfile: PathBuf,
-    current: Mutex<Option<Holder>>,
+    current: Mutex<Option<Process>>,
 }
 
 impl Netns {
@@ -44,10 +52,10 @@ impl Netns {
 
     /// The live holder, starting one when there is none. Several daemons sharing a state dir
     /// agree on one through a lock file.
-    pub fn holder(&self) -> Result<Holder> {
+    pub fn holder(&self) -> Result<Process> {
         let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(h) = *current
-            && start_time(h.pid) == Some(h.start)
+            && h.alive()
         {
             return Ok(h);
         }
@@ -65,16 +73,16 @@ impl Netns {
     }
 
     /// The holder named by the pid file, when that process is alive and is a holder.
-    fn read_live(&self) -> Option<Holder> {
+    fn read_live(&self) -> Option<Process> {
         let text = std::fs::read_to_string(&self.pidfile).ok()?;
         let mut f = text.split_whitespace();
-        let h = Holder { pid: f.next()?.parse().ok()?, start: f.next()?.parse().ok()? };
+        let h = Process { pid: f.next()?.parse().ok()?, start: f.next()?.parse().ok()? };
         let cmdline = std::fs::read(format!("/proc/{}/cmdline", h.pid)).ok()?;
         let is_holder = cmdline.split(|b| *b == 0).any(|a| a == b"__netns");
-        (is_holder && start_time(h.pid) == Some(h.start)).then_some(h)
+        (is_holder && h.alive()).then_some(h)
     }
 
-    fn spawn(&self) -> Result<Holder> {
+    fn spawn(&self) -> Result<Process> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let mut child = std::process::Command::new(&self.exe)

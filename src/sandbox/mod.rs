@@ -63,7 +63,7 @@ pub struct Spec {
     /// Without `network`: the module's shared network namespace to join; none gives the
     /// command a namespace of its own.
     #[serde(default)]
-    pub netns: Option<crate::netns::Holder>,
+    pub netns: Option<crate::netns::Process>,
     /// The sandbox's own home folder, bound read-write at its path (created when missing).
     pub home: PathBuf,
     #[serde(default)]

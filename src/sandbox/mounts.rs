@@ -19,7 +19,7 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// gid to themselves. The network: the host's when granted; else the module's shared one when a
 /// holder is named (its user namespace joined first, so the new one nests in it); else a new
 /// one. The next child forked is PID 1.
-pub fn enter_namespaces(network: bool, holder: Option<crate::netns::Holder>) -> Result<()> {
+pub fn enter_namespaces(network: bool, holder: Option<crate::netns::Process>) -> Result<()> {
     let ids = sys::ids();
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS

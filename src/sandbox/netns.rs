@@ -10,7 +10,7 @@
 //! its user and network namespaces through a pidfd before unsharing the rest (see [`join`]).
 
 use super::{mounts, sys};
-use crate::netns::{Holder, start_time};
+use crate::netns::{Process, start_time};
 use anyhow::{Context, Result, anyhow};
 use std::io::Write;
 use std::path::Path;
@@ -64,7 +64,7 @@ fn hold(pidfile: &Path) -> Result<()> {
 /// Joins the holder's user and network namespaces. Called before the launcher unshares the
 /// rest, so the sandbox's own user namespace nests in the holder's and its network namespace is
 /// the holder's.
-pub fn join(holder: Holder) -> Result<()> {
+pub fn join(holder: Process) -> Result<()> {
     let gone = || {
         anyhow!(
             "the module's network namespace holder (pid {}) is gone; the daemon starts a new one \
@@ -75,7 +75,7 @@ pub fn join(holder: Holder) -> Result<()> {
     let pidfd = sys::pidfd_open(holder.pid).map_err(|_| gone())?;
     // Checked after the pidfd exists: if the pid still has the recorded start time now, the
     // pidfd refers to the holder and cannot come to mean another process.
-    if start_time(holder.pid) != Some(holder.start) {
+    if !holder.alive() {
         return Err(gone());
     }
     sys::setns(&pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNET)

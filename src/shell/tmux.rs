@@ -45,7 +45,7 @@ struct Meta {
     command: String,
     cwd: String,
     started: u64,
-    launcher: crate::netns::Holder,
+    launcher: crate::netns::Process,
     /// Who started it (the dashboard shows it); absent in records of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<String>,
@@ -111,29 +111,24 @@ impl Sessions {
     }
 }
 
-/// Whether a launcher recorded in a session's meta is still that process.
-fn alive(l: crate::netns::Holder) -> bool {
-    crate::netns::start_time(l.pid) == Some(l.start)
-}
-
 /// Ends a session's launcher, and with it its PID namespace: SIGTERM (forwarded to every
 /// process), a grace period, then SIGKILL. Waits until it is gone.
-async fn end_launcher(l: crate::netns::Holder) {
+async fn end_launcher(l: crate::netns::Process) {
     use rustix::process::{Pid, Signal, kill_process};
     let Some(pid) = Pid::from_raw(l.pid) else { return };
-    if !alive(l) {
+    if !l.alive() {
         return;
     }
     let _ = kill_process(pid, Signal::TERM);
     let until = Instant::now() + super::GRACE;
-    while alive(l) && Instant::now() < until {
+    while l.alive() && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if alive(l) {
+    if l.alive() {
         let _ = kill_process(pid, Signal::KILL);
     }
     let until = Instant::now() + Duration::from_secs(5);
-    while alive(l) && Instant::now() < until {
+    while l.alive() && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -155,7 +150,7 @@ impl Shell {
         check_name(name).map_err(Refusal)?;
         let t = &self.tmux;
         match t.read_meta(name) {
-            Some(m) if alive(m.launcher) => Ok(m),
+            Some(m) if m.launcher.alive() => Ok(m),
             Some(_) => {
                 t.forget(name);
                 Err(Refusal(format!(
@@ -207,7 +202,7 @@ impl Shell {
             None => tmux::default_name(&t.names()),
         };
         if let Some(m) = t.read_meta(&name) {
-            if alive(m.launcher) {
+            if m.launcher.alive() {
                 return Err(Refusal(format!(
                     "tmux session {name:?} already exists; read it, tmux_kill it, or choose \
                      another name"
@@ -294,7 +289,7 @@ impl Shell {
 
     /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
     /// for its socket.
-    async fn start_server(&self, name: &str, cwd: &Path) -> Result<crate::netns::Holder, Refusal> {
+    async fn start_server(&self, name: &str, cwd: &Path) -> Result<crate::netns::Process, Refusal> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
@@ -329,11 +324,11 @@ impl Shell {
             t.forget(name);
             return Err(Refusal(format!("the tmux server of {name:?} ended at once")));
         };
-        let launcher = crate::netns::Holder { pid, start };
+        let launcher = crate::netns::Process { pid, start };
         let socket = PathBuf::from(t.socket(name));
         let until = Instant::now() + SERVER_START;
         while !socket.exists() {
-            if !alive(launcher) || Instant::now() >= until {
+            if !launcher.alive() || Instant::now() >= until {
                 let why = std::fs::read_to_string(&log_path).unwrap_or_default();
                 end_launcher(launcher).await;
                 t.forget(name);
@@ -348,7 +343,7 @@ impl Shell {
     }
 
     async fn read_pane(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
-        let argv = tmux::read_argv(&self.tmux.socket(name), name, Some(lines));
+        let argv = tmux::read_argv(&self.tmux.socket(name), name, lines);
         let out = self.tmux_client(name, argv, cwd).await?;
         tmux::read_output(name, &out, lines, self.output_chars)
             .ok_or_else(|| Refusal(format!("tmux gave an unreadable answer for session {name:?}")))
@@ -431,7 +426,7 @@ impl Shell {
         check_name(&p.session).map_err(Refusal)?;
         let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
         end_launcher(m.launcher).await;
-        if alive(m.launcher) {
+        if m.launcher.alive() {
             return Err(Refusal(format!(
                 "tmux session {:?} did not end (pid {}); a person can kill it",
                 m.name, m.launcher.pid

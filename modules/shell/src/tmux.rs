@@ -11,8 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tmux_interface::{
-    CapturePane, DisplayMessage, KillServer, NewSession, RunShell, SendKeys, SetOption, Tmux,
-    TmuxCommand,
+    CapturePane, DisplayMessage, NewSession, RunShell, SendKeys, SetOption, Tmux, TmuxCommand,
 };
 
 /// Default and maximum of `tmux_read`'s `lines`.
@@ -295,26 +294,22 @@ pub fn new_session_argv(
     )
 }
 
-/// The format `state_argv` prints: dead flag and exit status of the session's pane.
+/// The format `read_argv` prints first: dead flag, exit status and ending signal of the pane.
 const STATE_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}";
 
-/// Prints the pane's state line, then (when `lines` is given) the last `lines` lines of
-/// history and screen, wrapped lines joined.
-pub fn read_argv(socket: &str, name: &str, lines: Option<u32>) -> Vec<String> {
+/// Prints the pane's state line, then the last `lines` lines of history and screen, wrapped
+/// lines joined.
+pub fn read_argv(socket: &str, name: &str, lines: u32) -> Vec<String> {
     let target = format!("={name}:");
     let state =
         DisplayMessage::new().print().target_pane(target.clone()).message(STATE_FORMAT).build();
-    let mut commands = vec![words(state)];
-    if let Some(n) = lines {
-        let capture = CapturePane::new()
-            .stdout()
-            .join()
-            .start_line(format!("-{n}"))
-            .target_pane(target)
-            .build();
-        commands.push(words(capture));
-    }
-    client(socket, commands)
+    let capture = CapturePane::new()
+        .stdout()
+        .join()
+        .start_line(format!("-{lines}"))
+        .target_pane(target)
+        .build();
+    client(socket, vec![words(state), words(capture)])
 }
 
 /// Types `text` literally (`-l`), then Enter when asked.
@@ -339,10 +334,6 @@ pub fn send_argv(socket: &str, name: &str, text: &str, enter: bool) -> Vec<Strin
 /// that window loses its SIGCHLD: tmux sees the pane closed but never learns its exit status.
 pub fn reap_argv(socket: &str) -> Vec<String> {
     client(socket, vec![words(RunShell::new().shell_command("true").build())])
-}
-
-pub fn kill_server_argv(socket: &str) -> Vec<String> {
-    client(socket, vec![words(KillServer::new().build())])
 }
 
 /// Reads `read_argv`'s state line: `(ended, exit_status)`.
