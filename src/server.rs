@@ -382,39 +382,36 @@ impl HandsServer {
             return deny(DecidedBy::Policy, msg);
         }
         match self.trust_for(def) {
-            TrustAction::Allow | TrustAction::Ask if confirm => {
-                let gate = self.ask_person(def, arguments, retry, ctx, true).await;
-                if gate.refusal.is_none() && gate.input.is_none() && braked() {
-                    return deny(DecidedBy::Stop, brake());
-                }
-                gate
+            TrustAction::Deny => {
+                return deny(
+                    DecidedBy::Policy,
+                    format!(
+                        "`{}` is refused by policy: trust.{} = \"deny\" for {}; a person can \
+                         change this in daemon.toml",
+                        def.tool.name,
+                        def.class,
+                        def.module.name()
+                    ),
+                );
             }
-            TrustAction::Allow => Gate {
-                decision: Decision::Allow,
-                decided_by: DecidedBy::Policy,
-                refusal: None,
-                input: None,
-            },
-            TrustAction::Deny => deny(
-                DecidedBy::Policy,
-                format!(
-                    "`{}` is refused by policy: trust.{} = \"deny\" for {}; a person can change \
-                     this in daemon.toml",
-                    def.tool.name,
-                    def.class,
-                    def.module.name()
-                ),
-            ),
-            TrustAction::Ask => {
-                let gate = self.ask_person(def, arguments, retry, ctx, false).await;
-                // A person may answer after `hands stop` (a parked action waits minutes): the
-                // brake still wins.
-                if gate.refusal.is_none() && gate.input.is_none() && braked() {
-                    return deny(DecidedBy::Stop, brake());
-                }
-                gate
+            TrustAction::Allow if !confirm => {
+                return Gate {
+                    decision: Decision::Allow,
+                    decided_by: DecidedBy::Policy,
+                    refusal: None,
+                    input: None,
+                };
             }
+            // `ask`, or a confirm-listed run the policy would allow: a person decides.
+            TrustAction::Allow | TrustAction::Ask => {}
         }
+        let gate = self.ask_person(def, arguments, retry, ctx, confirm).await;
+        // A person may answer after `hands stop` (a parked action waits minutes): the brake
+        // still wins.
+        if gate.refusal.is_none() && gate.input.is_none() && braked() {
+            return deny(DecidedBy::Stop, brake());
+        }
+        gate
     }
 
     /// A path argument that names a denied or credential path: refused before the policy and
