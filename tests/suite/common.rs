@@ -296,3 +296,48 @@ impl rmcp::ClientHandler for Person {
         ClientConfig::new(caps, Implementation::new("hands-test-person", "0"))
     }
 }
+
+/// Starts `hands serve --http 127.0.0.1:0` (overriding the config's listen) with `env` added,
+/// and reads the bound address from its banner. Its stderr keeps draining into the test's
+/// output afterwards (cargo shows it when a test fails), so logging never blocks the daemon.
+pub async fn serve_http(
+    fx: &Fixture,
+    config: &Path,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, std::net::SocketAddr) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    #[allow(clippy::print_stderr)]
+    fn relay(line: &str) {
+        eprintln!("hands: {line}");
+    }
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap(), "--http"]);
+    cmd.arg("127.0.0.1:0")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let Some(line) = lines.next_line().await.unwrap() else {
+                panic!("hands exited before its banner");
+            };
+            relay(&line);
+            if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
+                && let Some((addr, _)) = rest.split_once("/mcp")
+            {
+                return addr.parse::<std::net::SocketAddr>().unwrap();
+            }
+        }
+    })
+    .await
+    .expect("no banner with the address within 30 s");
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            relay(&line);
+        }
+    });
+    (child, addr)
+}

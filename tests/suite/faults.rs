@@ -8,7 +8,9 @@
 // The figures behind each verdict (descriptors, memory, delays) go to the test's output.
 #![allow(clippy::print_stderr)]
 
-use super::common::{Client, Fixture, host_processes, text_of, unique_sleep, wait_until};
+use super::common::{
+    Client, Fixture, host_processes, serve_http, text_of, unique_sleep, wait_until,
+};
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ServiceExt, service::RunningService};
@@ -17,7 +19,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 #[path = "../../fuzz/src/lib.rs"]
@@ -67,28 +68,7 @@ struct Http {
 
 impl Http {
     async fn start(fx: &Fixture, config: &Path) -> Http {
-        let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap(), "--http"]);
-        cmd.arg("127.0.0.1:0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                let line =
-                    lines.next_line().await.unwrap().expect("hands exited before its banner");
-                if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
-                    && let Some((addr, _)) = rest.split_once("/mcp")
-                {
-                    return addr.parse::<SocketAddr>().unwrap();
-                }
-            }
-        })
-        .await
-        .expect("no banner with the address within 30 s");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (child, addr) = serve_http(fx, config, &[]).await;
         Http { child, addr }
     }
 

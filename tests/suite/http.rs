@@ -2,7 +2,7 @@
 //! client in both protocol eras and by hand-written HTTP/1.1 for the door's refusals (tokens,
 //! Host, Origin, body cap, sessions that belong to another client, startup refusals).
 
-use super::common::{Client, Era, Fixture, handshake, text_of};
+use super::common::{Client, Era, Fixture, handshake, serve_http, text_of};
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
 const TOKEN_A: &str = "alpha-token-0123456789abcdef";
@@ -44,45 +44,10 @@ fn two_clients(fx: &Fixture) -> PathBuf {
     ))
 }
 
-/// Starts the server (`--http 127.0.0.1:0` overriding the config's listen) and reads the bound
-/// address from the banner; stderr keeps draining afterwards so logging never blocks it.
+/// Starts the server over HTTP on a free loopback port, alpha's token in its environment.
 async fn start(fx: &Fixture, config: &std::path::Path) -> Server {
-    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap(), "--http"]);
-    cmd.arg("127.0.0.1:0")
-        .env("HANDS_TEST_TOKEN_A", TOKEN_A)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let Some(line) = lines.next_line().await.unwrap() else {
-                panic!("hands exited before its banner");
-            };
-            relay(&line);
-            if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
-                && let Some((addr, _)) = rest.split_once("/mcp")
-            {
-                return addr.parse::<SocketAddr>().unwrap();
-            }
-        }
-    })
-    .await
-    .expect("no banner with the address within 30 s");
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            relay(&line);
-        }
-    });
+    let (child, addr) = serve_http(fx, config, &[("HANDS_TEST_TOKEN_A", TOKEN_A)]).await;
     Server { _child: child, addr }
-}
-
-/// Shows the server's stderr with the test's output (cargo prints it when a test fails).
-#[allow(clippy::print_stderr)]
-fn relay(line: &str) {
-    eprintln!("hands: {line}");
 }
 
 /// rmcp's streamable HTTP client with this bearer token (or none), in the given era.
