@@ -256,6 +256,10 @@ pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
         // all of 127.0.0.0/8), before the token, so a rebinding request learns nothing.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_BODY)
+        // A plain JSON answer when the handler has nothing to say before its result (most
+        // calls); rmcp falls back to an SSE stream when it does (an elicitation, a progress
+        // notification), so nothing is lost and the common call skips the SSE framing.
+        .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     let make_service = |name: String| -> Service {
         let daemon = daemon.clone();

@@ -221,7 +221,15 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
         // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
         eprint_line(&report::banner(&daemon, "stdio"));
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One client over stdio: its calls are served on one thread (file work still goes to the
+    // blocking pool), which spares every call the wake-ups between worker threads. Over HTTP,
+    // many clients: a worker per core.
+    let mut builder = if http.is_none() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprint_line(&format!("hands: cannot start the async runtime: {e}"));
@@ -249,16 +257,10 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
         if let Some(setup) = http {
             return crate::http::serve(daemon, setup).await;
         }
-        let service = {
-            let (input, output) = rmcp::transport::io::stdio_pipes();
-            let (read, write) = tokio::io::split(stdio::framed(input, output));
-            // The framing in front (stdio.rs) already caps a line and answers one that is too
-            // long; rmcp's own, smaller cap would drop a line between the two in silence and
-            // leave the client waiting for an answer that never comes.
-            let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
-                .with_max_line_length(usize::MAX);
-            server::HandsServer::new(daemon, "stdio").serve(transport).await?
-        };
+        let (input, output) = rmcp::transport::io::stdio_pipes();
+        let service = server::HandsServer::new(daemon, "stdio")
+            .serve(stdio::Stdio::new(input, output))
+            .await?;
         service.waiting().await?;
         anyhow::Ok(())
     });

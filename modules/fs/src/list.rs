@@ -69,10 +69,14 @@ pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, 
         names.push((name.to_owned(), entry.file_type()));
     }
     let fd = dir.fd().map_err(|e| FsError::io(&abs, "read", e.into()))?;
+    // The folder itself passed the policy when it was opened; an entry can only be denied by
+    // a denied path beneath the folder (usually none), by identity, or as a secret file.
+    let policy = resolver.policy();
+    let near = policy.denied_near(&abs);
 
     let mut entries = Vec::with_capacity(names.len());
     for (name, dtype) in names {
-        let child = abs.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+        let name_os = std::ffi::OsStr::from_bytes(name.to_bytes());
         // An entry that vanished since readdir keeps its readdir type and shows no size.
         let stat = rustix::fs::statat(fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok();
         let ft = stat.as_ref().map_or(dtype, |s| FileType::from_raw_mode(s.st_mode));
@@ -82,8 +86,12 @@ pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, 
             FileType::Symlink => "symlink",
             _ => "other",
         };
-        let ids = stat.as_ref().map(|s| (s.st_dev, s.st_ino));
-        if resolver.hidden_from_walk(&child, ids, kind != "dir") {
+        let denied = stat.as_ref().is_some_and(|s| policy.is_denied_identity(s.st_dev, s.st_ino))
+            || (!near.is_empty() && {
+                let child = abs.join(name_os);
+                near.iter().any(|d| child.starts_with(d))
+            });
+        if denied || (kind != "dir" && policy.is_secret(Path::new(name_os))) {
             continue;
         }
         let size = match (kind, &stat) {

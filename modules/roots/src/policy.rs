@@ -127,6 +127,18 @@ impl Policy {
         None
     }
 
+    /// The denied names (as configured and in canonical form) that can be a prefix of an entry
+    /// beneath `base`: those inside it or above it. A walk or a listing compares its entries
+    /// with these only; the dozens of others can never match there.
+    pub fn denied_near(&self, base: &Path) -> Vec<PathBuf> {
+        self.denied
+            .iter()
+            .flat_map(|d| &d.names)
+            .filter(|n| n.starts_with(base) || base.starts_with(n))
+            .cloned()
+            .collect()
+    }
+
     /// The configured denied and credential paths (for the doctor and the sandbox masks).
     pub fn denied_paths(&self) -> impl Iterator<Item = &Path> {
         self.denied.iter().map(|d| d.names[0].as_path())
