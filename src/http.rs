@@ -299,6 +299,11 @@ pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => break,
             _ = term.recv() => break,
         };
+        // Answers go out in several small writes (headers, SSE events): without TCP_NODELAY,
+        // Nagle's algorithm holds each next write until the client's delayed ACK, 40 ms a call.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("http: cannot set TCP_NODELAY: {e}");
+        }
         let door = door.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {

@@ -12,9 +12,11 @@ use hands_roots::{PathError, Resolver};
 use ignore::{WalkBuilder, WalkParallel, WalkState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -193,17 +195,14 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
             }
             let Some(ft) = entry.file_type() else { return WalkState::Continue };
             let path = entry.path();
+            // Denied folders are pruned by the walker's own filter (`walker`).
             if ft.is_dir() {
-                return if resolver.hidden_from_walk(path, None, false) {
-                    WalkState::Skip
-                } else {
-                    WalkState::Continue
-                };
+                return WalkState::Continue;
             }
             if !ft.is_file() {
                 return WalkState::Continue;
             }
-            let rel = path.strip_prefix(&base).unwrap_or(path);
+            let rel = below(path, &base);
             let subject = if absolute { path } else { rel };
             if !matcher.is_match(subject) || resolver.hidden_from_walk(path, None, true) {
                 return WalkState::Continue;
@@ -339,18 +338,15 @@ fn walk_grep(
             }
             let Some(ft) = entry.file_type() else { return WalkState::Continue };
             let path = entry.path();
+            // Denied folders are pruned by the walker's own filter (`walker`).
             if ft.is_dir() {
-                return if resolver.hidden_from_walk(path, None, false) {
-                    WalkState::Skip
-                } else {
-                    WalkState::Continue
-                };
+                return WalkState::Continue;
             }
             // Symlinks are not searched (ripgrep without -L): a link is never followed.
             if !ft.is_file() {
                 return WalkState::Continue;
             }
-            let rel = path.strip_prefix(base).unwrap_or(path);
+            let rel = below(path, base);
             if let Some(f) = filter
                 && !f.is_match(rel)
                 && !f.is_match(entry.file_name())
@@ -522,6 +518,17 @@ fn walker(resolver: &Resolver, base: &Path, hidden: bool, ignored: bool) -> Walk
     b.build_parallel()
 }
 
+/// `path` relative to `base`, which the walk started from: a byte slice, where
+/// `Path::strip_prefix` would parse both paths' components for every entry.
+fn below<'a>(path: &'a Path, base: &Path) -> &'a Path {
+    let (p, b) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    match p.strip_prefix(b) {
+        Some(rest) if b.ends_with(b"/") => Path::new(OsStr::from_bytes(rest)),
+        Some([b'/', rest @ ..]) => Path::new(OsStr::from_bytes(rest)),
+        _ => path.strip_prefix(base).unwrap_or(path),
+    }
+}
+
 fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher, FsError> {
     if pattern.is_empty() {
         return Err(FsError::Invalid(format!("{what} is empty; give a glob such as `**/*.rs`")));
@@ -627,5 +634,24 @@ impl ToolText for GrepOutput {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::below;
+    use std::path::Path;
+
+    #[test]
+    fn below_gives_strip_prefix_answer() {
+        let cases = [
+            ("/r/a/b.rs", "/r", "a/b.rs"),
+            ("/r/a/b.rs", "/r/", "a/b.rs"),
+            ("/a/b", "/", "a/b"),
+            ("/r/ab/c", "/r/a", "/r/ab/c"),
+        ];
+        for (path, base, want) in cases {
+            assert_eq!(below(Path::new(path), Path::new(base)), Path::new(want), "{path} {base}");
+        }
     }
 }

@@ -131,12 +131,14 @@ impl Policy {
     /// beneath `base`: those inside it or above it. A walk or a listing compares its entries
     /// with these only; the dozens of others can never match there.
     pub fn denied_near(&self, base: &Path) -> Vec<PathBuf> {
-        self.denied
-            .iter()
-            .flat_map(|d| &d.names)
-            .filter(|n| n.starts_with(base) || base.starts_with(n))
-            .cloned()
-            .collect()
+        let near = |n: &Path| {
+            if is_clean(base) {
+                under(n, base, true) || under(base, n, true)
+            } else {
+                n.starts_with(base) || base.starts_with(n)
+            }
+        };
+        self.denied.iter().flat_map(|d| &d.clean).filter(|n| near(n)).cloned().collect()
     }
 
     /// The configured denied and credential paths (for the doctor and the sandbox masks).

@@ -172,3 +172,28 @@ fn denied_by_name_matches_whole_components_however_the_path_is_spelt() {
         assert!(p.denied(Path::new(path), None).is_some(), "{path} is under /");
     }
 }
+
+/// `denied_near` keeps exactly the denied paths inside a base or above it, however the
+/// configured path and the base are spelt.
+#[test]
+fn denied_near_keeps_the_paths_inside_or_above_the_base() {
+    let lists = PolicyLists {
+        deny: vec![PathBuf::from("/srv//secrets/"), PathBuf::from("/opt/x")],
+        ..Default::default()
+    };
+    let p = Policy::new(&lists).unwrap();
+    for (base, want) in [
+        ("/srv", vec!["/srv/secrets"]),
+        ("/srv/", vec!["/srv/secrets"]),
+        ("/srv/./", vec!["/srv/secrets"]),
+        ("/srv/secrets/k", vec!["/srv/secrets"]),
+        ("/srv/secretsx", vec![]),
+        ("/sr", vec![]),
+        ("/", vec!["/srv/secrets", "/opt/x"]),
+        ("/opt/x", vec!["/opt/x"]),
+    ] {
+        let got = p.denied_near(Path::new(base));
+        let want: Vec<PathBuf> = want.into_iter().map(PathBuf::from).collect();
+        assert_eq!(got, want, "{base}");
+    }
+}
