@@ -13,7 +13,9 @@
 #[path = "common/mod.rs"]
 mod common;
 use common::{Client, ms};
-use rmcp::model::{CallToolRequestParams, ClientRequest, PingRequest};
+use rmcp::ClientServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientRequest, PingRequest, ProtocolVersion};
+use rmcp::service::ClientLifecycleMode;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceExt, service::RunningService};
 use serde_json::{Value, json};
@@ -141,9 +143,19 @@ async fn hands_http(cfg: &Path) -> (tokio::process::Child, SocketAddr) {
     (child, addr)
 }
 
+/// A 2025-11-25 client (`initialize`, a session, answers as SSE streams): what most MCP
+/// clients speak today.
 async fn http_client(addr: SocketAddr) -> Client {
     let t = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
     ().serve(t).await.unwrap()
+}
+
+/// A 2026-07-28 client (`server/discover`, stateless calls, plain JSON answers).
+async fn http_client_stateless(addr: SocketAddr) -> Client {
+    let t = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let mode =
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    ().serve_with_lifecycle(t, mode).await.unwrap()
 }
 
 /// One tool call; a tool error fails the bench. Returns the result's text and structure.
@@ -206,6 +218,8 @@ struct Rtt {
     lat_list: Vec<Duration>,
     lat_read: Vec<Duration>,
     lat_ping: Vec<Duration>,
+    /// 2026-07-28 has no `ping` (rmcp answers -32601).
+    pings: bool,
 }
 
 /// Rows of the memory table: which process, idle RSS, peak RSS (VmHWM).
@@ -222,8 +236,9 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     let (http_child, addr) = hands_http(&cfg).await;
     let http_pid = http_child.id().unwrap();
     let http = http_client(addr).await;
+    let stateless = http_client_stateless(addr).await;
     let (reference, ref_pid) = reference_stdio(entry, &root).await;
-    let pids = [stdio_pid, http_pid, ref_pid];
+    let pids = [stdio_pid, http_pid, http_pid, ref_pid];
     let idle = pids.map(|p| status_kib(p, "VmRSS:"));
     let mut servers = vec![
         Rtt {
@@ -234,15 +249,27 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
             lat_list: vec![],
             lat_read: vec![],
             lat_ping: vec![],
+            pings: true,
         },
         Rtt {
-            name: "hands, HTTP",
+            name: "hands, HTTP 2025-11-25 (session)",
             client: http,
             list: ("list_dir", json!({"path": "small"})),
             read: ("read", json!({"path": "small/a.txt"})),
             lat_list: vec![],
             lat_read: vec![],
             lat_ping: vec![],
+            pings: true,
+        },
+        Rtt {
+            name: "hands, HTTP 2026-07-28 (stateless)",
+            client: stateless,
+            list: ("list_dir", json!({"path": "small"})),
+            read: ("read", json!({"path": "small/a.txt"})),
+            lat_list: vec![],
+            lat_read: vec![],
+            lat_ping: vec![],
+            pings: false,
         },
         Rtt {
             name: "reference, stdio",
@@ -252,6 +279,7 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
             lat_list: vec![],
             lat_read: vec![],
             lat_ping: vec![],
+            pings: true,
         },
     ];
     // Warm-up, then 2,000 calls of each kind per server, interleaved in blocks of 100 so that
@@ -260,7 +288,9 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
         for _ in 0..100 {
             call(&s.client, s.list.0, &s.list.1).await;
             call(&s.client, s.read.0, &s.read.1).await;
-            ping(&s.client).await;
+            if s.pings {
+                ping(&s.client).await;
+            }
         }
     }
     for _block in 0..20 {
@@ -272,9 +302,11 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
                 let t0 = Instant::now();
                 call(&s.client, s.read.0, &s.read.1).await;
                 s.lat_read.push(t0.elapsed());
-                let t0 = Instant::now();
-                ping(&s.client).await;
-                s.lat_ping.push(t0.elapsed());
+                if s.pings {
+                    let t0 = Instant::now();
+                    ping(&s.client).await;
+                    s.lat_ping.push(t0.elapsed());
+                }
             }
         }
     }
@@ -286,26 +318,33 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     for s in &mut servers {
         let (l50, l99) = (pct(&mut s.lat_list, 0.5), pct(&mut s.lat_list, 0.99));
         let (r50, r99) = (pct(&mut s.lat_read, 0.5), pct(&mut s.lat_read, 0.99));
-        let p = pct(&mut s.lat_ping, 0.5);
+        let p = if s.pings {
+            format!("{:.3} ms", ms(pct(&mut s.lat_ping, 0.5)))
+        } else {
+            "— (no `ping` in 2026-07-28)".to_string()
+        };
         t.row(&[
             format!("{} (`{}` / `{}`)", s.name, s.list.0, s.read.0),
             format!("{:.3} ms", ms(l50)),
             format!("{:.3} ms", ms(l99)),
             format!("{:.3} ms", ms(r50)),
             format!("{:.3} ms", ms(r99)),
-            format!("{:.3} ms", ms(p)),
+            p,
         ]);
         p50.push((l50, r50));
     }
-    let (rl, rr) = p50[2];
+    let (rl, rr) = p50[3];
+    let ratio = |i: usize| {
+        format!("list {:.2}×, read {:.2}×", ms(p50[i].0) / ms(rl), ms(p50[i].1) / ms(rr))
+    };
     t.note(format!(
-        "p50 ratio hands/reference: stdio list {:.2}×, read {:.2}×; HTTP (against the reference's stdio, it has no HTTP) list {:.2}×, read {:.2}× (target ≤ 0.5×)",
-        ms(p50[0].0) / ms(rl),
-        ms(p50[0].1) / ms(rr),
-        ms(p50[1].0) / ms(rl),
-        ms(p50[1].1) / ms(rr),
+        "p50 ratio hands/reference (target ≤ 0.5×): stdio {}; HTTP, against the reference's stdio (it has no HTTP): session {}, stateless {}",
+        ratio(0),
+        ratio(1),
+        ratio(2),
     ));
-    for (i, s) in servers.iter().enumerate() {
+    // The two HTTP clients share one daemon: one memory row for it.
+    for (i, s) in servers.iter().enumerate().filter(|(i, _)| *i != 2) {
         let peak = status_kib(pids[i], "VmHWM:");
         mem.push([format!("{} after the round trips", s.name), mib(idle[i]), mib(peak)]);
     }
