@@ -222,6 +222,16 @@ struct Rtt {
     pings: bool,
 }
 
+/// A `list` and a `read` call: tool name and arguments.
+type Calls = ((&'static str, Value), (&'static str, Value));
+
+impl Rtt {
+    fn new(name: &'static str, client: Client, (list, read): Calls, pings: bool) -> Rtt {
+        let (lat_list, lat_read, lat_ping) = (vec![], vec![], vec![]);
+        Rtt { name, client, list, read, lat_list, lat_read, lat_ping, pings }
+    }
+}
+
 /// Rows of the memory table: which process, idle RSS, peak RSS (VmHWM).
 type Mem = Vec<[String; 3]>;
 
@@ -240,47 +250,17 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     let (reference, ref_pid) = reference_stdio(entry, &root).await;
     let pids = [stdio_pid, http_pid, http_pid, ref_pid];
     let idle = pids.map(|p| status_kib(p, "VmRSS:"));
+    let hands_calls =
+        || (("list_dir", json!({"path": "small"})), ("read", json!({"path": "small/a.txt"})));
+    let reference_calls = (
+        ("list_directory", json!({"path": root.join("small")})),
+        ("read_text_file", json!({"path": root.join("small/a.txt")})),
+    );
     let mut servers = vec![
-        Rtt {
-            name: "hands, stdio",
-            client: stdio,
-            list: ("list_dir", json!({"path": "small"})),
-            read: ("read", json!({"path": "small/a.txt"})),
-            lat_list: vec![],
-            lat_read: vec![],
-            lat_ping: vec![],
-            pings: true,
-        },
-        Rtt {
-            name: "hands, HTTP 2025-11-25 (session)",
-            client: http,
-            list: ("list_dir", json!({"path": "small"})),
-            read: ("read", json!({"path": "small/a.txt"})),
-            lat_list: vec![],
-            lat_read: vec![],
-            lat_ping: vec![],
-            pings: true,
-        },
-        Rtt {
-            name: "hands, HTTP 2026-07-28 (stateless)",
-            client: stateless,
-            list: ("list_dir", json!({"path": "small"})),
-            read: ("read", json!({"path": "small/a.txt"})),
-            lat_list: vec![],
-            lat_read: vec![],
-            lat_ping: vec![],
-            pings: false,
-        },
-        Rtt {
-            name: "reference, stdio",
-            client: reference,
-            list: ("list_directory", json!({"path": root.join("small")})),
-            read: ("read_text_file", json!({"path": root.join("small/a.txt")})),
-            lat_list: vec![],
-            lat_read: vec![],
-            lat_ping: vec![],
-            pings: true,
-        },
+        Rtt::new("hands, stdio", stdio, hands_calls(), true),
+        Rtt::new("hands, HTTP 2025-11-25 (session)", http, hands_calls(), true),
+        Rtt::new("hands, HTTP 2026-07-28 (stateless)", stateless, hands_calls(), false),
+        Rtt::new("reference, stdio", reference, reference_calls, true),
     ];
     // Warm-up, then 2,000 calls of each kind per server, interleaved in blocks of 100 so that
     // the machine's noise falls on every server alike.
