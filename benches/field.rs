@@ -12,12 +12,12 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Client, ms};
+use common::{Client, call, median, ms};
 use rmcp::ClientServiceExt;
+use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientRequest, PingRequest, ProtocolVersion};
 use rmcp::service::ClientLifecycleMode;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ServiceExt, service::RunningService};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -158,18 +158,6 @@ async fn http_client_stateless(addr: SocketAddr) -> Client {
     ().serve_with_lifecycle(t, mode).await.unwrap()
 }
 
-/// One tool call; a tool error fails the bench. Returns the result's text and structure.
-async fn call(c: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: &Value) -> Value {
-    let Value::Object(m) = args.clone() else { unreachable!() };
-    let r = c
-        .peer()
-        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(m))
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
-    r.structured_content.unwrap_or(Value::Null)
-}
-
 async fn ping(c: &Client) {
     c.peer()
         .send_request(ClientRequest::PingRequest(PingRequest {
@@ -266,8 +254,8 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     // the machine's noise falls on every server alike.
     for s in &servers {
         for _ in 0..100 {
-            call(&s.client, s.list.0, &s.list.1).await;
-            call(&s.client, s.read.0, &s.read.1).await;
+            call(&s.client, s.list.0, s.list.1.clone()).await;
+            call(&s.client, s.read.0, s.read.1.clone()).await;
             if s.pings {
                 ping(&s.client).await;
             }
@@ -277,10 +265,10 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
         for s in &mut servers {
             for _ in 0..100 {
                 let t0 = Instant::now();
-                call(&s.client, s.list.0, &s.list.1).await;
+                call(&s.client, s.list.0, s.list.1.clone()).await;
                 s.lat_list.push(t0.elapsed());
                 let t0 = Instant::now();
-                call(&s.client, s.read.0, &s.read.1).await;
+                call(&s.client, s.read.0, s.read.1.clone()).await;
                 s.lat_read.push(t0.elapsed());
                 if s.pings {
                     let t0 = Instant::now();
@@ -361,11 +349,6 @@ fn rg(args: &[&str], dir: &Path) -> (Duration, String) {
     (t.elapsed(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
     t.head(
         "glob and grep (medians; counts checked)",
@@ -390,13 +373,13 @@ async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
         for run in 0..5 {
             let t0 = Instant::now();
             let v =
-                call(&c, "glob", &json!({"pattern": "**/needle*", "limit": 10_000_000u64})).await;
+                call(&c, "glob", json!({"pattern": "**/needle*", "limit": 10_000_000u64})).await;
             ours.push(t0.elapsed());
             n_ours = v["count"].as_u64().unwrap();
             if run < ref_runs {
                 let t0 = Instant::now();
                 let v =
-                    call(&r, "search_files", &json!({"path": tree, "pattern": "**/needle*"})).await;
+                    call(&r, "search_files", json!({"path": tree, "pattern": "**/needle*"})).await;
                 refs.push(t0.elapsed());
                 let text = v["content"].as_str().unwrap_or("");
                 n_ref = if text == "No matches found" { 0 } else { text.lines().count() };
@@ -424,7 +407,7 @@ async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
             let v = call(
                 &c,
                 "grep",
-                &json!({"pattern": literal, "literal": true, "output": "count", "limit": 1_000_000_000u64}),
+                json!({"pattern": literal, "literal": true, "output": "count", "limit": 1_000_000_000u64}),
             )
             .await;
             ours.push(t0.elapsed());
@@ -471,7 +454,7 @@ async fn section_bash(t: &mut Table) {
     let (mut tool, mut bare) = (vec![], vec![]);
     for i in 0..220 {
         let t0 = Instant::now();
-        call(&c, "bash", &json!({"command": "true"})).await;
+        call(&c, "bash", json!({"command": "true"})).await;
         let d1 = t0.elapsed();
         let t0 = Instant::now();
         let st = std::process::Command::new("bash")
@@ -552,7 +535,7 @@ async fn section_load(t: &mut Table) {
     let busy = tasks.iter().filter(|t| !t.is_finished()).count();
     let t0 = Instant::now();
     let fresh = http_client(addr).await;
-    call(&fresh, "read", &json!({"path": "src/m0/f0.rs"})).await;
+    call(&fresh, "read", json!({"path": "src/m0/f0.rs"})).await;
     let fresh_ms = ms(t0.elapsed());
     let _ = fresh.cancel().await;
     let (mut lat, mut errors) = (Vec::new(), 0);
