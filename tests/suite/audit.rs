@@ -3,7 +3,7 @@
 //! edited log, and the chain across a restart.
 
 use super::common::{Client, Fixture};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,14 +34,6 @@ fn log_path(fx: &Fixture) -> PathBuf {
     fx.state.join("audit.jsonl")
 }
 
-/// Every record on disk now, parsed.
-fn records(fx: &Fixture) -> Vec<Value> {
-    match std::fs::read_to_string(log_path(fx)) {
-        Ok(text) => text.lines().map(|l| serde_json::from_str(l).unwrap()).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// `hands audit ARGS --config CONFIG`: exit code and stdout.
 async fn hands_audit(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (i32, String) {
     let mut all = vec!["audit", "--config", config.to_str().unwrap()];
@@ -58,7 +50,7 @@ async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes
 
     // A write: the record is there as soon as the result is.
     c.ok("write", json!({ "path": "a.txt", "content": "hello" })).await;
-    let r = records(&fx);
+    let r = fx.audit_records();
     assert_eq!(r.len(), 1, "{r:?}");
     let w = &r[0];
     assert_eq!(w["seq"], 1);
@@ -79,12 +71,12 @@ async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes
     // Read-class successes leave no record (positive control for the refusals below).
     c.ok("read", json!({ "path": "a.txt" })).await;
     c.ok("list_dir", json!({ "path": "." })).await;
-    assert_eq!(records(&fx).len(), 1);
+    assert_eq!(fx.audit_records().len(), 1);
 
     // A write the module refuses (outside the roots) is an `error` outcome of an allowed call.
     let outside = fx.outside.join("x.txt");
     c.err("write", json!({ "path": outside, "content": "no" })).await;
-    let r = records(&fx);
+    let r = fx.audit_records();
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["decision"], "allow");
     assert!(r[1]["outcome"].as_str().unwrap().starts_with("error: "), "{}", r[1]);
@@ -93,7 +85,7 @@ async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes
     // Policy refusals, of a read-class and a write-class tool.
     c.err("git_status", json!({})).await;
     c.err("git_commit", json!({ "message": "m" })).await;
-    let r = records(&fx);
+    let r = fx.audit_records();
     assert_eq!(r.len(), 4);
     for (rec, tool, class) in [(&r[2], "git_status", "read"), (&r[3], "git_commit", "write")] {
         assert_eq!(rec["tool"], tool);
@@ -147,7 +139,7 @@ async fn a_bash_call_is_recorded_with_its_command_and_exit() {
     let cmd = "echo hi; exit 3";
     let out = c.ok("bash", json!({ "command": cmd })).await;
     assert_eq!(out["exit_code"], 3);
-    let r = records(&fx);
+    let r = fx.audit_records();
     assert_eq!(r.len(), 1, "{r:?}");
     let b = &r[0];
     assert_eq!(b["module"], "tools-shell");
@@ -174,7 +166,7 @@ async fn the_chain_continues_across_a_restart() {
     let c = Client::start(&fx, &config).await;
     c.ok("edit", json!({ "path": "a.txt", "old_string": "1", "new_string": "2" })).await;
     c.stop().await;
-    let r = records(&fx);
+    let r = fx.audit_records();
     assert_eq!(r.len(), 2, "{r:?}");
     assert_eq!(r[1]["seq"], 2);
     assert_eq!(r[1]["tool"], "edit");

@@ -57,6 +57,26 @@ impl Fixture {
         )
     }
 
+    /// tools-fs and tools-shell on the root, external calls allowed.
+    pub fn fs_shell_config(&self) -> PathBuf {
+        self.config(
+            "[daemon]\nstate_dir = \"{state}\"\n\n\
+             [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+             filesystem = [{ path = \"{root}\", write = true }]\n\n\
+             [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{ path = \"{root}\", write = true }]\n\
+             config = { trust = { external = \"allow\" } }\n",
+        )
+    }
+
+    /// Every record of the audit log now, parsed (none while there is no log).
+    pub fn audit_records(&self) -> Vec<Value> {
+        match std::fs::read_to_string(self.state.join("audit.jsonl")) {
+            Ok(text) => text.lines().map(|l| serde_json::from_str(l).unwrap()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Asserts every canary outside the roots is unchanged and nothing new appeared there.
     pub fn assert_canary(&self) {
         let c = std::fs::read_to_string(self.outside.join("canary.txt")).unwrap();

@@ -8,7 +8,7 @@
 use super::common::{Client, Fixture, host_processes, text_of, unique_sleep};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -161,18 +161,22 @@ pub struct Session {
     csrf: String,
 }
 
-pub async fn login(addr: SocketAddr) -> Session {
+/// Fetches the login form and submits `token` with its nonce cookie and CSRF field.
+async fn try_login(addr: SocketAddr, token: &str) -> Raw {
     let page = get(addr, "/login", &[]).await;
     assert_eq!(page.status, 200, "{}", page.head);
     let nonce = page.cookie("hands_login").unwrap();
-    let form = csrf_in(&page.body);
-    let r = post(
+    post(
         addr,
         "/login",
         &[origin(addr), format!("Cookie: hands_login={nonce}")],
-        &format!("csrf={form}&token={TOKEN}"),
+        &format!("csrf={}&token={token}", csrf_in(&page.body)),
     )
-    .await;
+    .await
+}
+
+pub async fn login(addr: SocketAddr) -> Session {
+    let r = try_login(addr, TOKEN).await;
     assert_eq!(r.status, 303, "{}{}", r.head, r.body);
     let set = r.headers("set-cookie");
     let session_cookie = set.iter().find(|c| c.starts_with("hands_session=")).unwrap();
@@ -217,14 +221,6 @@ fn write_call(c: &Arc<Client>, path: &str) -> tokio::task::JoinHandle<rmcp::mode
     tokio::spawn(async move { c.call("write", json!({ "path": path, "content": "x" })).await })
 }
 
-fn records(fx: &Fixture) -> Vec<Value> {
-    std::fs::read_to_string(fx.state.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     let fx = Fixture::new();
@@ -246,15 +242,7 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
         assert_eq!(r.status, 303, "{h}: {}", r.head);
     }
     // A wrong token is refused with the form again; no session cookie is set.
-    let page = get(addr, "/login", &[]).await;
-    let nonce = page.cookie("hands_login").unwrap();
-    let wrong = post(
-        addr,
-        "/login",
-        &[origin(addr), format!("Cookie: hands_login={nonce}")],
-        &format!("csrf={}&token=not-the-token-0123456789", csrf_in(&page.body)),
-    )
-    .await;
+    let wrong = try_login(addr, "not-the-token-0123456789").await;
     assert_eq!(wrong.status, 401, "{}", wrong.head);
     assert!(wrong.cookie("hands_session").is_none());
     // The login form's own CSRF token is required too.
@@ -339,7 +327,7 @@ async fn a_post_without_csrf_or_from_another_origin_changes_nothing() {
     let done = call.await.unwrap();
     assert_ne!(done.is_error, Some(true), "{}", text_of(&done));
     assert_eq!(std::fs::read_to_string(fx.root.join("guarded.txt")).unwrap(), "x");
-    let rec = records(&fx);
+    let rec = fx.audit_records();
     let last = rec.iter().rev().find(|r| r["tool"] == "write").unwrap();
     assert_eq!(last["decided_by"], "person-via-dashboard", "{last}");
     assert_eq!(last["decision"], "allow");
@@ -359,7 +347,7 @@ async fn the_four_choices_reach_the_parked_call_and_revoke_asks_again() {
     assert_eq!(r.is_error, Some(true));
     assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
     assert!(!fx.root.join("rejected.txt").exists());
-    let last = records(&fx).into_iter().rev().find(|r| r["tool"] == "write").unwrap();
+    let last = fx.audit_records().into_iter().rev().find(|r| r["tool"] == "write").unwrap();
     assert_eq!(
         (last["decision"].as_str(), last["decided_by"].as_str()),
         (Some("deny"), Some("person-via-dashboard"))
@@ -396,7 +384,7 @@ async fn the_four_choices_reach_the_parked_call_and_revoke_asks_again() {
     assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
     assert_eq!(call.await.unwrap().is_error, Some(true));
     assert!(!fx.root.join("s5.txt").exists());
-    let revoked = records(&fx).into_iter().filter(|r| r["tool"] == "revoke").count();
+    let revoked = fx.audit_records().into_iter().filter(|r| r["tool"] == "revoke").count();
     assert_eq!(revoked, 2);
     fx.assert_canary();
 }
@@ -481,7 +469,8 @@ async fn stop_ends_a_running_command_and_the_brake_holds_until_release() {
     assert_eq!(s.post("/release", "").await.status, 303);
     let ok = c.call("bash", json!({ "command": "echo again" })).await;
     assert_ne!(ok.is_error, Some(true), "{}", text_of(&ok));
-    let tools: Vec<String> = records(&fx)
+    let tools: Vec<String> = fx
+        .audit_records()
         .iter()
         .filter(|r| r["decided_by"] == "person-via-dashboard")
         .map(|r| r["tool"].as_str().unwrap().to_string())
@@ -515,15 +504,7 @@ async fn over_http_an_mcp_token_does_not_open_the_dashboard_nor_the_reverse() {
     assert_eq!(r.status, 303, "{}", r.head);
     assert_eq!(get(addr, "/live", std::slice::from_ref(&bearer)).await.status, 401);
     // The MCP token is not the person's login either.
-    let page = get(addr, "/login", &[]).await;
-    let nonce = page.cookie("hands_login").unwrap();
-    let r = post(
-        addr,
-        "/login",
-        &[origin(addr), format!("Cookie: hands_login={nonce}")],
-        &format!("csrf={}&token={MCP_TOKEN}", csrf_in(&page.body)),
-    )
-    .await;
+    let r = try_login(addr, MCP_TOKEN).await;
     assert_eq!(r.status, 401, "{}", r.head);
     // The dashboard serves nothing of MCP.
     let r = post(addr, "/mcp", std::slice::from_ref(&bearer), "{}").await;
@@ -712,7 +693,7 @@ async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
     assert!(!s.live().await.contains("id=\"t-web\""));
     let list = c.ok("tmux_list", json!({})).await;
     assert_eq!(list["sessions"], json!([]), "{list}");
-    let last = records(&fx).into_iter().rev().find(|r| r["client"] == "dashboard").unwrap();
+    let last = fx.audit_records().into_iter().rev().find(|r| r["client"] == "dashboard").unwrap();
     assert_eq!((last["tool"].as_str(), last["outcome"].as_str()), (Some("tmux_kill"), Some("ok")));
     fx.assert_canary();
 }
@@ -762,7 +743,8 @@ async fn the_dashboard_answers_the_parked_actions_of_every_daemon_of_the_state_d
     // The session choice holds for that client: its next write runs without asking.
     let r = tokio::time::timeout(Duration::from_secs(10), write_call(&second, "again.txt")).await;
     assert_ne!(r.expect("the session permission lets it run").unwrap().is_error, Some(true));
-    let last = records(&fx).into_iter().rev().find(|r| r["arguments"]["path"] == "second.txt");
+    let last =
+        fx.audit_records().into_iter().rev().find(|r| r["arguments"]["path"] == "second.txt");
     assert_eq!(last.unwrap()["decided_by"], "person-via-dashboard");
     // An id nobody holds is a conflict, and changes nothing.
     assert_eq!(s.post("/approve", "id=a-00000000&choice=once").await.status, 409);

@@ -48,18 +48,6 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// tools-shell and tools-fs on the fixture's root, external calls allowed.
-fn fs_and_shell(fx: &Fixture) -> PathBuf {
-    fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\n\
-         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\n\
-         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { external = \"allow\" } }\n",
-    )
-}
-
 /// A running `hands serve --http 127.0.0.1:0` (loopback, no tokens), its pid and address.
 struct Http {
     child: Child,
@@ -207,10 +195,36 @@ async fn a_20_mib_write_over_stdio_is_answered() {
 /// A client that goes away while `bash` runs leaves no process behind: over stdio (the client
 /// closes the daemon's stdin and the daemon ends) and over HTTP (the client drops its
 /// connection and session; the daemon keeps serving others).
+/// Starts `bash sleep SECS` through `service`, waits until the sleep runs on the host, then goes
+/// away without cancelling; asserts the sleep dies within 20 s. Returns when the client left.
+async fn leave_mid_sleep(
+    service: RunningService<rmcp::RoleClient, ()>,
+    secs: &str,
+    transport: &str,
+) -> Instant {
+    let peer = service.peer().clone();
+    let params = CallToolRequestParams::new("bash")
+        .with_arguments(json!({ "command": format!("sleep {secs}") }).as_object().unwrap().clone());
+    let pending = tokio::spawn(async move { peer.call_tool(params).await });
+    assert!(
+        wait_until(Duration::from_secs(15), || !host_processes(&["sleep", secs]).is_empty()).await,
+        "the command never started"
+    );
+    pending.abort();
+    drop(service);
+    let t = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(20), || host_processes(&["sleep", secs]).is_empty()).await,
+        "the sleep survived its {transport} client"
+    );
+    eprintln!("{transport}: the command ended {:?} after its client went away", t.elapsed());
+    t
+}
+
 #[tokio::test]
 async fn a_client_that_disconnects_mid_bash_leaves_no_process() {
     let fx = Fixture::new();
-    let config = fs_and_shell(&fx);
+    let config = fx.fs_shell_config();
 
     // stdio: the client side goes away; no notifications/cancelled is sent.
     let secs = unique_sleep();
@@ -219,22 +233,7 @@ async fn a_client_that_disconnects_mid_bash_leaves_no_process() {
     let mut child = cmd.spawn().unwrap();
     let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let service = ().serve(transport).await.unwrap();
-    let peer = service.peer().clone();
-    let params = CallToolRequestParams::new("bash")
-        .with_arguments(json!({ "command": format!("sleep {secs}") }).as_object().unwrap().clone());
-    let pending = tokio::spawn(async move { peer.call_tool(params).await });
-    assert!(
-        wait_until(Duration::from_secs(15), || !host_processes(&["sleep", &secs]).is_empty()).await,
-        "the command never started"
-    );
-    pending.abort();
-    drop(service);
-    let t = Instant::now();
-    assert!(
-        wait_until(Duration::from_secs(20), || host_processes(&["sleep", &secs]).is_empty()).await,
-        "the sleep survived its stdio client"
-    );
-    eprintln!("stdio: the command ended {:?} after its client went away", t.elapsed());
+    let t = leave_mid_sleep(service, &secs, "stdio").await;
     let st = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     assert!(st.is_ok(), "the daemon did not end after its stdio client went away");
     eprintln!("stdio: the daemon ended {:?} after its client went away", t.elapsed());
@@ -242,23 +241,7 @@ async fn a_client_that_disconnects_mid_bash_leaves_no_process() {
     // HTTP: one client starts a long command and vanishes; another is served meanwhile.
     let server = Http::start(&fx, &config).await;
     let secs = unique_sleep();
-    let gone = server.connect().await;
-    let peer = gone.peer().clone();
-    let params = CallToolRequestParams::new("bash")
-        .with_arguments(json!({ "command": format!("sleep {secs}") }).as_object().unwrap().clone());
-    let pending = tokio::spawn(async move { peer.call_tool(params).await });
-    assert!(
-        wait_until(Duration::from_secs(15), || !host_processes(&["sleep", &secs]).is_empty()).await,
-        "the command never started"
-    );
-    pending.abort();
-    drop(gone);
-    let t = Instant::now();
-    assert!(
-        wait_until(Duration::from_secs(20), || host_processes(&["sleep", &secs]).is_empty()).await,
-        "the sleep survived its HTTP client"
-    );
-    eprintln!("http: the command ended {:?} after its client went away", t.elapsed());
+    leave_mid_sleep(server.connect().await, &secs, "http").await;
     let other = server.connect().await;
     let r = call(&other, "bash", json!({ "command": "echo still" })).await;
     assert_eq!(r["stdout"], "still\n");

@@ -102,14 +102,6 @@ fn log(fx: &Fixture) -> String {
     std::fs::read_to_string(fx.root.join("kubectl.log")).unwrap_or_default()
 }
 
-fn audit(fx: &Fixture) -> Vec<Value> {
-    std::fs::read_to_string(fx.state.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn prefix_entries_admit_whole_tokens_only() {
     let fx = Fixture::new();
@@ -130,7 +122,7 @@ async fn prefix_entries_admit_whole_tokens_only() {
     assert_eq!(log(&fx), "get pods\n", "only the admitted call reached the program");
     assert_eq!(person.times_asked(), 0);
     // The record holds the binary and the full argv, refusals included.
-    let records = audit(&fx);
+    let records = fx.audit_records();
     let ok = records.iter().find(|r| r["outcome"] == "ok").unwrap();
     assert_eq!(ok["arguments"]["argv"], json!(["kubectl", "get", "pods"]));
     assert!(ok["arguments"]["binary"].as_str().unwrap().ends_with("/bin/kubectl"), "{ok}");
@@ -167,7 +159,7 @@ async fn a_published_tool_only_appends_to_its_fixed_arguments() {
     assert_eq!(out["stdout"], "kubectl get delete pods\n");
     assert!(out["stderr"].as_str().unwrap().contains("resource type \"delete\""), "{out}");
     assert_eq!(log(&fx), "get nodes\nget delete pods\n");
-    let records = audit(&fx);
+    let records = fx.audit_records();
     assert_eq!(records[1]["tool"], "os-kubectl-get");
     assert_eq!(records[1]["arguments"]["argv"], json!(["kubectl", "get", "delete", "pods"]));
     fx.assert_canary();
@@ -223,7 +215,7 @@ async fn every_spelling_of_rm_asks_a_person_even_when_trust_allows() {
     }
     assert!(!fx.state.join("approvals.json").exists(), "no standing permission was recorded");
     let by: Vec<_> =
-        audit(&fx).iter().map(|r| r["decided_by"].as_str().unwrap().to_string()).collect();
+        fx.audit_records().iter().map(|r| r["decided_by"].as_str().unwrap().to_string()).collect();
     assert!(by.iter().filter(|b| *b == "person-via-client").count() >= 12, "{by:?}");
     fx.assert_canary();
     let _ = c.cancel().await;
@@ -445,7 +437,8 @@ async fn hands_exec_runs_a_persons_command_through_the_daemon() {
     assert_eq!(out, "removed 'victim'\n");
     assert!(!fx.root.join("victim").exists());
     // Each is in the audit log as the terminal's, with the full argv.
-    let records: Vec<Value> = audit(&fx).into_iter().filter(|r| r["tool"] == "exec").collect();
+    let records: Vec<Value> =
+        fx.audit_records().into_iter().filter(|r| r["tool"] == "exec").collect();
     let summary: Vec<(String, String, Value)> = records
         .iter()
         .map(|r| {
@@ -545,7 +538,7 @@ async fn the_brake_refuses_hands_exec_and_run_until_released() {
     assert_eq!(exec(&fx, &config, &["touch", "a"], "").0, 0);
     ran(&c, &["touch", "b"]).await;
     assert!(fx.root.join("a").exists() && fx.root.join("b").exists());
-    let stopped = audit(&fx).iter().filter(|r| r["decided_by"] == "stop").count();
+    let stopped = fx.audit_records().iter().filter(|r| r["decided_by"] == "stop").count();
     assert_eq!(stopped, 2);
     let _ = c.cancel().await;
 }

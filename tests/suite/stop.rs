@@ -6,22 +6,10 @@
 
 use super::common::{Client, Fixture, host_processes, text_of, unique_sleep, wait_until};
 use rmcp::model::CallToolRequestParams;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// tools-fs and tools-shell on `root`, external calls allowed.
-fn config(fx: &Fixture) -> PathBuf {
-    fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\n\
-         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\n\
-         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { external = \"allow\" } }\n",
-    )
-}
 
 /// `hands stop [--release] --config CONFIG`: exit code and stdout.
 async fn hands_stop(fx: &Fixture, config: &Path, release: bool) -> (i32, String) {
@@ -33,19 +21,11 @@ async fn hands_stop(fx: &Fixture, config: &Path, release: bool) -> (i32, String)
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn records(fx: &Fixture) -> Vec<Value> {
-    std::fs::read_to_string(fx.state.join("audit.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     let fx = Fixture::new();
     fx.write("a.txt", "readable\n");
-    let config = config(&fx);
+    let config = fx.fs_shell_config();
     let c = Client::start(&fx, &config).await;
 
     // The control socket: private to its owner.
@@ -96,7 +76,7 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     assert_eq!(r["stdout"], "again\n");
 
     // The log tells the story: the killed call, the person's stop, the refusal, the release.
-    let r = records(&fx);
+    let r = fx.audit_records();
     let summary: Vec<(String, String, String)> = r
         .iter()
         .map(|x| {
@@ -133,7 +113,7 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
 #[tokio::test]
 async fn stop_reaches_every_daemon_of_the_state_dir() {
     let fx = Fixture::new();
-    let config = config(&fx);
+    let config = fx.fs_shell_config();
     let a = Client::start(&fx, &config).await;
     let b = Client::start(&fx, &config).await;
     // The second daemon listens beside the first, which keeps `control.sock`.
@@ -218,7 +198,7 @@ async fn an_action_approved_after_stop_is_still_refused() {
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("hands stop --release"), "{}", text_of(&r));
     assert!(!marker.exists(), "the command ran after `hands stop`");
-    let last = records(&fx).pop().unwrap();
+    let last = fx.audit_records().pop().unwrap();
     assert_eq!((last["tool"].as_str(), last["decided_by"].as_str()), (Some("bash"), Some("stop")));
     c.stop().await;
 }
@@ -239,7 +219,7 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
     assert!(!fx.root.join("state").exists(), "nothing was created in the root");
     // Defense in depth: even a sandboxed command that reaches the socket (here the launcher is
     // run by hand with the state dir bound in) is refused, though it has the daemon's uid.
-    let config = config(&fx);
+    let config = fx.fs_shell_config();
     let c = Client::start(&fx, &config).await;
     let sock = fx.state.join("control.sock");
     assert!(sock.exists());
@@ -280,7 +260,7 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
 #[tokio::test]
 async fn stop_ends_tmux_sessions_and_refuses_new_ones_until_release() {
     let fx = Fixture::new();
-    let config = config(&fx);
+    let config = fx.fs_shell_config();
     let c = Client::start(&fx, &config).await;
     let secs = unique_sleep();
     c.ok("tmux_start", json!({ "command": format!("sleep {secs}"), "name": "srv" })).await;
