@@ -69,10 +69,7 @@ pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, 
         names.push((name.to_owned(), entry.file_type()));
     }
     let fd = dir.fd().map_err(|e| FsError::io(&abs, "read", e.into()))?;
-    // The folder itself passed the policy when it was opened; an entry can only be denied by
-    // a denied path beneath the folder (usually none), by identity, or as a secret file.
-    let policy = resolver.policy();
-    let near = policy.denied_near(&abs);
+    let hider = resolver.hider(&abs);
 
     let mut entries = Vec::with_capacity(names.len());
     for (name, dtype) in names {
@@ -86,12 +83,8 @@ pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, 
             FileType::Symlink => "symlink",
             _ => "other",
         };
-        let denied = stat.as_ref().is_some_and(|s| policy.is_denied_identity(s.st_dev, s.st_ino))
-            || (!near.is_empty() && {
-                let child = abs.join(name_os);
-                near.iter().any(|d| child.starts_with(d))
-            });
-        if denied || (kind != "dir" && policy.is_secret(Path::new(name_os))) {
+        let ids = stat.as_ref().map(|s| (s.st_dev, s.st_ino));
+        if hider.hides(&abs, name_os, ids, kind != "dir") {
             continue;
         }
         let size = match (kind, &stat) {

@@ -187,6 +187,7 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let found = AtomicU64::new(0);
     let overflow = AtomicBool::new(false);
     let hits: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let hider = resolver.hider(&base);
     walker(resolver, &base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
         Box::new(|entry| {
             let Ok(entry) = entry else { return WalkState::Continue };
@@ -204,7 +205,11 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
             }
             let rel = below(path, &base);
             let subject = if absolute { path } else { rel };
-            if !matcher.is_match(subject) || resolver.hidden_from_walk(path, None, true) {
+            let hidden = || {
+                let (dir, name) = (path.parent().unwrap_or(path), entry.file_name());
+                hider.hides(dir, name, None, true)
+            };
+            if !matcher.is_match(subject) || hidden() {
                 return WalkState::Continue;
             }
             lock(&hits).push(shown(&prefix, rel));

@@ -325,10 +325,11 @@ impl Resolver {
         Ok(OpenedDir { fd, abs, root: root.unwrap_or(loc.root) })
     }
 
-    /// Whether a walk should skip this entry: denied, credential, or secret. Used by glob and
-    /// grep so that listings and searches never surface what `read` would refuse.
-    pub fn hidden_from_walk(&self, abs: &Path, dev_ino: Option<(u64, u64)>, is_file: bool) -> bool {
-        self.policy.denied_ids(abs, dev_ino).is_some() || (is_file && self.policy.is_secret(abs))
+    /// What the policy hides among the entries beneath `base` (a folder that passed the policy
+    /// when it was opened): `list_dir` and `glob` use it so that listings and searches never
+    /// surface what `read` would refuse.
+    pub fn hider(&self, base: &Path) -> Hider<'_> {
+        Hider { policy: &self.policy, near: self.policy.denied_near(base) }
     }
 
     /// Prepares a write of the file at `path`: refuses read-only roots, protected, denied and
@@ -552,6 +553,34 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
         return None;
     }
     Some(target)
+}
+
+/// The policy's rule for the entries beneath one folder ([`Resolver::hider`]): denied,
+/// credential or secret. Only the denied paths near the folder (beneath it, or above it) are
+/// compared by name — the dozens of others cannot match there.
+pub struct Hider<'a> {
+    policy: &'a Policy,
+    near: Vec<PathBuf>,
+}
+
+impl Hider<'_> {
+    /// Whether the entry `name` of the folder `dir` is hidden; `dev_ino` is its identity when
+    /// known, `is_file` whether it is not a folder (secret patterns apply to files only).
+    pub fn hides(
+        &self,
+        dir: &Path,
+        name: &OsStr,
+        dev_ino: Option<(u64, u64)>,
+        is_file: bool,
+    ) -> bool {
+        let by_name = !self.near.is_empty() && {
+            let abs = dir.join(name);
+            self.near.iter().any(|d| abs.starts_with(d))
+        };
+        by_name
+            || dev_ino.is_some_and(|(dev, ino)| self.policy.is_denied_identity(dev, ino))
+            || (is_file && self.policy.is_secret(Path::new(name)))
+    }
 }
 
 /// Reopens the object an `O_PATH` descriptor names, with new flags.
