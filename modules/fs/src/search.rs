@@ -8,7 +8,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use hands_roots::{PathError, Resolver};
+use hands_roots::{Hider, PathError, Resolver};
 use ignore::{WalkBuilder, WalkParallel, WalkState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -188,7 +188,7 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let overflow = AtomicBool::new(false);
     let hits: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let hider = resolver.hider(&base);
-    walker(resolver, &base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
+    walker(&hider, &base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
         Box::new(|entry| {
             let Ok(entry) = entry else { return WalkState::Continue };
             if entry.depth() == 0 {
@@ -329,7 +329,8 @@ fn walk_grep(
     filter: Option<&GlobMatcher>,
     p: &GrepParams,
 ) {
-    walker(resolver, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
+    let hider = resolver.hider(base);
+    walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
         let mut searcher = builder.build();
         Box::new(move |entry| {
             if shared.limit_reached() {
@@ -498,7 +499,7 @@ fn cut_line(bytes: &[u8]) -> String {
 /// An `ignore` walk of `base` by the rules both tools share: links never followed, hidden and
 /// ignored files per the switches, `.gitignore` honoured outside git repositories too, and the
 /// policy's denied folders never descended into.
-fn walker(resolver: &Resolver, base: &Path, hidden: bool, ignored: bool) -> WalkParallel {
+fn walker(hider: &Hider<'_>, base: &Path, hidden: bool, ignored: bool) -> WalkParallel {
     let respect = !ignored;
     let mut b = WalkBuilder::new(base);
     b.follow_links(false)
@@ -510,13 +511,11 @@ fn walker(resolver: &Resolver, base: &Path, hidden: bool, ignored: bool) -> Walk
         // The global gitignore lives outside the roots and varies by machine: not read.
         .git_global(false)
         .require_git(false);
-    // The visitors check every entry's name against the policy (grep's open then checks the
-    // file's identity too); this filter runs earlier, so that the walker does not even read a
-    // denied folder's listing.
-    // Only a denied path inside the walk (or above its base) can be a prefix of an entry; the
-    // credential list's dozens of others would cost a component-wise comparison each, per
-    // entry (half of a `glob`'s time over 20,000 files, before this).
-    let denied = resolver.policy().denied_near(base);
+    // Denied folders are pruned here, so that the walker does not even read their listings
+    // (the visitors then check files: `glob` with the hider, `grep`'s open by identity too).
+    // Only the denied paths near the base are compared (`Hider`): the credential list's dozens
+    // of others cost half of a `glob`'s time over 20,000 files before.
+    let denied = hider.near().to_vec();
     if !denied.is_empty() {
         b.filter_entry(move |e| !denied.iter().any(|d| e.path().starts_with(d)));
     }

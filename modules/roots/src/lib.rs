@@ -564,6 +564,11 @@ pub struct Hider<'a> {
 }
 
 impl Hider<'_> {
+    /// The denied paths near the folder, for a walker's own filter (which must own them).
+    pub fn near(&self) -> &[PathBuf] {
+        &self.near
+    }
+
     /// Whether the entry `name` of the folder `dir` is hidden; `dev_ino` is its identity when
     /// known, `is_file` whether it is not a folder (secret patterns apply to files only).
     pub fn hides(
