@@ -4,6 +4,7 @@
 //! path inside a writable root impossible to create.
 
 use hands_roots::{Policy, Resolver};
+use std::convert::Infallible;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,43 +104,29 @@ impl Masks {
 /// whether it finished.
 pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, bool) {
     let mut found = Found::default();
-    let mut stack: Vec<PathBuf> = roots.iter().rev().cloned().collect();
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > limit {
-                return (found, limit, false);
-            }
-            // The entry's own type (from the directory listing, or lstat): a symlink is never
-            // followed, so the walk stays inside the roots.
-            let Ok(kind) = entry.file_type() else { continue };
-            let path = entry.path();
-            if kind.is_dir() {
-                if policy.denied(&path, None).is_none() {
-                    stack.push(path);
-                }
-                continue;
-            }
-            if !kind.is_file() {
-                continue;
-            }
-            let hide = policy.is_secret(&path)
+    let Ok((seen, finished)) = hands_roots::walk_bounded::<Infallible>(roots, limit, |entry| {
+        // The entry's own type (from the directory listing, or lstat): a symlink is never
+        // followed, so the walk stays inside the roots.
+        let Ok(kind) = entry.file_type() else { return Ok(false) };
+        let path = entry.path();
+        if kind.is_dir() {
+            return Ok(policy.denied(&path, None).is_none());
+        }
+        let hide = kind.is_file()
+            && (policy.is_secret(&path)
                 || entry
                     .metadata()
-                    .is_ok_and(|m| m.nlink() > 1 && policy.is_denied_identity(m.dev(), m.ino()));
-            if !hide {
-                continue;
-            }
+                    .is_ok_and(|m| m.nlink() > 1 && policy.is_denied_identity(m.dev(), m.ino())));
+        if hide {
             if path.to_str().is_some() {
                 found.paths.push(path);
             } else if found.unmaskable.is_none() {
                 found.unmaskable = Some(path);
             }
         }
-    }
-    (found, seen, true)
+        Ok(false)
+    });
+    (found, seen, finished)
 }
 
 /// A denied or credential path, and whether it names a folder.

@@ -273,25 +273,14 @@ impl Git {
     /// Refuses a symlink anywhere in a git dir whose target leaves the roots (a `.git/objects`
     /// or `.git/refs` pointing into another user's repository would let the tools read it).
     fn check_gitdir_links(&self, repo: &Path, gitdir: &Path) -> Result<(), GitError> {
-        let mut stack = vec![gitdir.to_path_buf()];
-        let mut seen = 0usize;
-        while let Some(dir) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-            for entry in rd.flatten() {
-                seen += 1;
-                if seen > GITDIR_SCAN_LIMIT {
-                    return Ok(());
-                }
-                let Ok(ft) = entry.file_type() else { continue };
-                let path = entry.path();
-                if ft.is_symlink() {
-                    self.inside(repo, "symlink inside the git dir", &path)?;
-                } else if ft.is_dir() {
-                    // Linked worktrees' own git dirs are checked when they are opened.
-                    stack.push(path);
-                }
+        hands_roots::walk_bounded(&[gitdir.to_path_buf()], GITDIR_SCAN_LIMIT, |entry| {
+            let Ok(ft) = entry.file_type() else { return Ok::<bool, GitError>(false) };
+            if ft.is_symlink() {
+                self.inside(repo, "symlink inside the git dir", &entry.path())?;
             }
-        }
+            // Linked worktrees' own git dirs are checked when they are opened.
+            Ok(ft.is_dir())
+        })?;
         Ok(())
     }
 

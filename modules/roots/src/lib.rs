@@ -588,6 +588,34 @@ impl Hider<'_> {
     }
 }
 
+/// Visits the entries beneath the folders `start` depth-first (in `start`'s order), at most
+/// `limit` of them, never following a symlink: `visit` sees each entry and answers whether to
+/// descend into it (say so only for a folder, by the entry's own type), or an error that ends
+/// the walk. Unreadable folders are skipped. Returns how many entries were visited and whether
+/// the walk finished within the limit. The bounded scans of the policy (identities beneath
+/// denied folders), the sandbox masks and the git dir checks share it.
+pub fn walk_bounded<E>(
+    start: &[PathBuf],
+    limit: usize,
+    mut visit: impl FnMut(&std::fs::DirEntry) -> std::result::Result<bool, E>,
+) -> std::result::Result<(usize, bool), E> {
+    let mut stack: Vec<PathBuf> = start.iter().rev().cloned().collect();
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > limit {
+                return Ok((limit, false));
+            }
+            if visit(&entry)? {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok((seen, true))
+}
+
 /// Reopens the object an `O_PATH` descriptor names, with new flags.
 fn reopen(fd: BorrowedFd<'_>, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
     use std::os::fd::AsRawFd;

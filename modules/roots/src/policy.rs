@@ -4,6 +4,7 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use rustix::fs::Stat;
 use std::collections::HashSet;
+use std::convert::Infallible;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -190,20 +191,9 @@ fn index_identities(p: &Path, ids: &mut HashSet<(u64, u64)>) {
     if !meta.is_dir() {
         return;
     }
-    let mut stack = vec![p.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-        for entry in rd.flatten() {
-            seen += 1;
-            if seen > IDENTITY_SCAN_LIMIT {
-                return;
-            }
-            let Ok(m) = entry.metadata() else { continue };
-            ids.insert((m.dev(), m.ino()));
-            if m.is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
+    let Ok(_) = crate::walk_bounded::<Infallible>(&[p.to_path_buf()], IDENTITY_SCAN_LIMIT, |e| {
+        let Ok(m) = e.metadata() else { return Ok(false) };
+        ids.insert((m.dev(), m.ino()));
+        Ok(m.is_dir())
+    });
 }

@@ -197,3 +197,26 @@ fn denied_near_keeps_the_paths_inside_or_above_the_base() {
         assert_eq!(got, want, "{base}");
     }
 }
+
+/// `walk_bounded` descends only where the visitor says, never through a symlinked folder
+/// (the entry's own type is a link), and stops at its limit saying so.
+#[test]
+fn walk_bounded_follows_no_link_and_stops_at_its_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let (inside, outside) = (t.path().join("in"), t.path().join("out"));
+    std::fs::create_dir_all(inside.join("a/b")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(inside.join("a/b/f"), "").unwrap();
+    std::fs::write(outside.join("canary"), "").unwrap();
+    std::os::unix::fs::symlink(&outside, inside.join("link")).unwrap();
+    let mut names = Vec::new();
+    let walked = crate::walk_bounded::<std::convert::Infallible>(&[inside.clone()], 100, |e| {
+        names.push(e.file_name().to_string_lossy().into_owned());
+        Ok(e.file_type().is_ok_and(|t| t.is_dir()))
+    });
+    names.sort();
+    assert_eq!(names, ["a", "b", "f", "link"]);
+    assert!(matches!(walked, Ok((4, true))));
+    let stopped = crate::walk_bounded::<std::convert::Infallible>(&[inside], 2, |_| Ok(true));
+    assert!(matches!(stopped, Ok((2, false))));
+}
