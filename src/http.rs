@@ -241,6 +241,15 @@ struct Door {
     services: Vec<(Option<ClientKey>, Service)>,
 }
 
+/// Sets TCP_NODELAY on an accepted connection (`who` names the listener in the log). Answers
+/// go out in several small writes (the head, SSE events): with Nagle's algorithm each next
+/// write waited for the client's delayed ACK, 40 ms a call. The dashboard uses it too.
+pub fn no_nagle(stream: &tokio::net::TcpStream, who: &str) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("{who}: cannot set TCP_NODELAY: {e}");
+    }
+}
+
 /// Binds the address, prints the banner, and serves until SIGINT or SIGTERM.
 pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(setup.addr)
@@ -299,11 +308,7 @@ pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => break,
             _ = term.recv() => break,
         };
-        // Answers go out in several small writes (headers, SSE events): without TCP_NODELAY,
-        // Nagle's algorithm holds each next write until the client's delayed ACK, 40 ms a call.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!("http: cannot set TCP_NODELAY: {e}");
-        }
+        no_nagle(&stream, "http");
         let door = door.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {

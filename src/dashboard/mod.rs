@@ -233,11 +233,7 @@ pub async fn start(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<SocketAd
                     continue;
                 }
             };
-            // Answers go out in several small writes (headers, SSE events): without TCP_NODELAY,
-            // Nagle's algorithm holds each next write until the client's delayed ACK, 40 ms a call.
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!("dashboard: cannot set TCP_NODELAY: {e}");
-            }
+            crate::http::no_nagle(&stream, "dashboard");
             let door = door.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
