@@ -210,10 +210,11 @@ fn walk_bounded_follows_no_link_and_stops_at_its_limit() {
     std::fs::write(outside.join("canary"), "").unwrap();
     std::os::unix::fs::symlink(&outside, inside.join("link")).unwrap();
     let mut names = Vec::new();
-    let walked = crate::walk_bounded::<std::convert::Infallible>(&[inside.clone()], 100, |e| {
-        names.push(e.file_name().to_string_lossy().into_owned());
-        Ok(e.file_type().is_ok_and(|t| t.is_dir()))
-    });
+    let walked =
+        crate::walk_bounded::<std::convert::Infallible>(std::slice::from_ref(&inside), 100, |e| {
+            names.push(e.file_name().to_string_lossy().into_owned());
+            Ok(e.file_type().is_ok_and(|t| t.is_dir()))
+        });
     names.sort();
     assert_eq!(names, ["a", "b", "f", "link"]);
     assert!(matches!(walked, Ok((4, true))));
