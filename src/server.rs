@@ -758,11 +758,15 @@ impl HandsServer {
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
-                    K::Read => run(r, args, "read", hands_fs::read::read, ToolText::text).await,
+                    K::Read => {
+                        let f = hands_fs::read::read_within;
+                        run_small(r, args, "read", f, ToolText::text).await
+                    }
                     K::Write => run(r, args, "write", hands_fs::write::write, ToolText::text).await,
                     K::Edit => run(r, args, "edit", hands_fs::edit::edit, ToolText::text).await,
                     K::ListDir => {
-                        run(r, args, "list_dir", hands_fs::list::list_dir, ToolText::text).await
+                        let f = hands_fs::list::list_dir_within;
+                        run_small(r, args, "list_dir", f, ToolText::text).await
                     }
                     K::Glob => run(r, args, "glob", hands_fs::search::glob, ToolText::text).await,
                     _ => run(r, args, "grep", hands_fs::search::grep, ToolText::text).await,
@@ -866,21 +870,88 @@ where
     O: Serialize + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
+    match parse(args, name) {
+        Ok(params) => on_pool(state, params, name, f, text).await,
+        Err(e) => e,
+    }
+}
+
+/// A module function that stops with `None` when its target is over the given size cap.
+type Capped<S, P, O, E> = fn(&S, P, Option<u64>) -> Result<Option<O>, E>;
+
+/// `run` for `read` and `list_dir`, whose calls are mostly small. On the stdio daemon's one
+/// runtime thread the call is first tried right there, capped at [`hands_fs::INLINE_CAP`]
+/// bytes: a small call takes tens of microseconds, about what the hop to a blocking thread and
+/// back costs. Over the cap it stops right after opening and runs on the blocking pool like
+/// every other call, so a large file or folder cannot hold up the client's other calls. Over
+/// HTTP (many clients, a worker per core) the pool serves every call.
+async fn run_small<S, P, O, E>(
+    state: Arc<S>,
+    args: JsonObject,
+    name: &'static str,
+    f: Capped<S, P, O, E>,
+    text: fn(&O) -> String,
+) -> CallToolResult
+where
+    S: Send + Sync + 'static,
+    P: DeserializeOwned + Clone + Send + 'static,
+    O: Serialize + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
     let params: P = match parse(args, name) {
         Ok(p) => p,
         Err(e) => return e,
     };
+    let one_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if one_thread {
+        let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(&state, params.clone(), Some(hands_fs::INLINE_CAP))
+        }));
+        match inline {
+            Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => return tool_error(e.to_string()),
+            Err(_) => return internal_failure(name, "it panicked"),
+        }
+    }
+    // Without a cap the module always answers; `None` would be its bug, not the client's.
+    let whole = move |s: &S, p: P| match f(s, p, None) {
+        Ok(Some(out)) => Ok(out),
+        Ok(None) => Err(format!("`{name}` stopped at a size cap it was not given; please retry")),
+        Err(e) => Err(e.to_string()),
+    };
+    on_pool(state, params, name, whole, text).await
+}
+
+/// Runs `f` on a blocking thread and shapes its result: structured content plus its text
+/// mirror, or a tool error carrying the module's message.
+async fn on_pool<S, P, O, E, F>(
+    state: Arc<S>,
+    params: P,
+    name: &'static str,
+    f: F,
+    text: fn(&O) -> String,
+) -> CallToolResult
+where
+    S: Send + Sync + 'static,
+    P: Send + 'static,
+    O: Serialize + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+    F: FnOnce(&S, P) -> Result<O, E> + Send + 'static,
+{
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
         Ok(Ok(out)) => structured(&out, text(&out), name),
         Ok(Err(e)) => tool_error(e.to_string()),
-        Err(e) => {
-            tracing::error!(tool = name, "tool task failed: {e}");
-            tool_error(format!(
-                "`{name}` failed internally; the server keeps serving — please retry"
-            ))
-        }
+        Err(e) => internal_failure(name, &e.to_string()),
     }
+}
+
+/// The answer to a call whose task failed (a panic): logged, and the client told to retry.
+fn internal_failure(name: &str, why: &str) -> CallToolResult {
+    tracing::error!(tool = name, "tool task failed: {why}");
+    tool_error(format!("`{name}` failed internally; the server keeps serving — please retry"))
 }
 
 impl ServerHandler for HandsServer {

@@ -101,7 +101,26 @@ async fn read_one_line_window_at_the_end_of_a_sparse_gigabyte_file() {
         f.seek(SeekFrom::Start(1024 * 1024 * 1024)).unwrap();
         f.write_all(b"\nlast line\n").unwrap();
     }
-    let r = c.ok("read", json!({"path": "huge.txt", "offset": 1002, "limit": 1})).await;
+    fx.write("small.txt", "one line\n");
+    let r = {
+        let big = c.ok("read", json!({"path": "huge.txt", "offset": 1002, "limit": 1}));
+        tokio::pin!(big);
+        // The stdio daemon runs small reads and listings on its one thread; this read is far
+        // over the inline cap, so it goes to the blocking pool and the client's other calls are
+        // answered while it reads through the gigabyte (about a second).
+        let small = async {
+            let listed = c.ok("list_dir", json!({})).await;
+            (listed, c.ok("read", json!({"path": "small.txt"})).await)
+        };
+        let (listed, small) = tokio::select! {
+            biased;
+            r = &mut big => panic!("the 1 GiB read answered before two small calls after it: {r}"),
+            both = small => both,
+        };
+        assert_eq!(listed["total"], 2, "{listed}");
+        assert_eq!(small["content"], "     1\tone line\n");
+        big.await
+    };
     assert_eq!(r["content"], "  1002\tlast line\n");
     assert_eq!(r["total_lines"], 1002);
     assert!(r.get("sha256").is_none() || r["sha256"].is_null(), "no sha256 above 64 MiB");
@@ -231,6 +250,19 @@ async fn list_dir_orders_folders_first_and_shows_links() {
     assert_eq!(r["entries"].as_array().unwrap().len(), 2);
     assert_eq!(r["truncated"], true);
     assert_eq!(r["total"], 6);
+    // A folder larger than the inline cap (its own size, 128 KiB) is listed on the blocking
+    // pool: the same answer.
+    std::fs::create_dir(fx.root.join("many")).unwrap();
+    for i in 0..8000 {
+        std::fs::write(fx.root.join(format!("many/file-{i:05}.txt")), "").unwrap();
+    }
+    let size = std::fs::metadata(fx.root.join("many")).unwrap().len();
+    assert!(size > 128 * 1024, "the folder must be over the inline cap: {size} bytes");
+    let r = c.ok("list_dir", json!({"path": "many", "limit": 3})).await;
+    let names: Vec<_> =
+        r["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["file-00000.txt", "file-00001.txt", "file-00002.txt"]);
+    assert_eq!((r["total"].as_u64(), r["truncated"].as_bool()), (Some(8000), Some(true)));
     c.stop().await;
 }
 

@@ -24,6 +24,9 @@ pub enum FsError {
     /// A parameter is out of range or contradicts another.
     #[error("{0}")]
     Invalid(String),
+    /// A capped call (`read_within`, `list_dir_within`) stopped before its work: over the cap.
+    #[error("the call stopped at its size cap before reading; run it without a cap")]
+    OverCap,
     /// An I/O error on an already-resolved file.
     #[error("cannot {op} `{}`: {source}", path.display())]
     Io {

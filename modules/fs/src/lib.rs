@@ -18,6 +18,13 @@ mod tests_walk;
 
 pub use error::FsError;
 
+/// The size cap (bytes of the file, or of the folder's own `st_size`) up to which the stdio
+/// daemon runs `read` and `list_dir` inline on its one runtime thread: a call that small takes
+/// tens of microseconds, about what the hop to a blocking thread and back costs. A larger one
+/// stops right after opening (`read_within`, `list_dir_within` return `None`) and runs on the
+/// blocking pool, so that it cannot hold up the client's other calls for long.
+pub const INLINE_CAP: u64 = 128 * 1024;
+
 /// What every tool output provides besides its structured form: the text mirror shown to
 /// clients that do not read `structuredContent`.
 pub trait ToolText {

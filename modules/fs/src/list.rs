@@ -13,7 +13,7 @@ use std::path::Path;
 const DEFAULT_LIMIT: u64 = 1000;
 
 /// Parameters of `list_dir`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListDirParams {
     /// Folder to list: absolute, or relative to the first root. Default: the first root.
@@ -38,7 +38,7 @@ pub struct DirEntry {
 }
 
 /// What `list_dir` returns.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ListDirOutput {
     /// The real absolute path of the folder listed.
     pub path: String,
@@ -53,8 +53,21 @@ pub struct ListDirOutput {
 /// Lists the folder at `p.path`: sizes by `statat` on the folder's descriptor, symlink targets
 /// by `readlinkat`, never following a link; entries the policy hides are left out.
 pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, FsError> {
+    list_dir_within(resolver, p, None)?.ok_or(FsError::OverCap)
+}
+
+/// `list_dir`, unless the folder's own size (`st_size`) is over `cap`: then `None`, with
+/// nothing read but the folder's opening (see [`crate::INLINE_CAP`]).
+pub fn list_dir_within(
+    resolver: &Resolver,
+    p: ListDirParams,
+    cap: Option<u64>,
+) -> Result<Option<ListDirOutput>, FsError> {
     let limit = p.limit.unwrap_or(DEFAULT_LIMIT);
     let opened = resolver.open_dir(p.path.as_deref().unwrap_or(""))?;
+    if cap.is_some_and(|c| opened.size > c) {
+        return Ok(None);
+    }
     let abs = opened.abs;
     let mut dir = Dir::new(opened.fd).map_err(|e| FsError::io(&abs, "read", e.into()))?;
 
@@ -110,7 +123,7 @@ pub fn list_dir(resolver: &Resolver, p: ListDirParams) -> Result<ListDirOutput, 
     let total = entries.len() as u64;
     let truncated = total > limit;
     entries.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(ListDirOutput { path: display(&abs), entries, total, truncated })
+    Ok(Some(ListDirOutput { path: display(&abs), entries, total, truncated }))
 }
 
 fn display(p: &Path) -> String {

@@ -24,7 +24,7 @@ pub const OUTPUT_CAP: usize = 256 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// Parameters of `read`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadParams {
     /// The file to read: absolute (under a root) or relative to the first root.
@@ -99,6 +99,16 @@ impl ToolText for ReadOutput {
 /// Reads a window of the text file at `p.path`. Binary files are refused; the whole file is
 /// read through once to count its lines (and hash it, up to 64 MiB) but only the window is kept.
 pub fn read(resolver: &Resolver, p: ReadParams) -> Result<ReadOutput, FsError> {
+    read_within(resolver, p, None)?.ok_or(FsError::OverCap)
+}
+
+/// `read`, unless the file is larger than `cap` bytes: then `None`, with nothing read but the
+/// file's opening (see [`crate::INLINE_CAP`]).
+pub fn read_within(
+    resolver: &Resolver,
+    p: ReadParams,
+    cap: Option<u64>,
+) -> Result<Option<ReadOutput>, FsError> {
     let offset = p.offset.unwrap_or(1);
     let limit = p.limit.unwrap_or(DEFAULT_LIMIT);
     if offset == 0 {
@@ -115,6 +125,9 @@ pub fn read(resolver: &Resolver, p: ReadParams) -> Result<ReadOutput, FsError> {
     let opened = resolver.open_file(&p.path)?;
     let abs = opened.abs;
     let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
+    if cap.is_some_and(|c| size > c) {
+        return Ok(None);
+    }
     let mut file = opened.file;
     let io = |e| FsError::io(&abs, "read", e);
 
@@ -147,7 +160,7 @@ pub fn read(resolver: &Resolver, p: ReadParams) -> Result<ReadOutput, FsError> {
     };
     window.finish();
     let total_lines = window.line - 1;
-    Ok(ReadOutput {
+    Ok(Some(ReadOutput {
         path: abs.display().to_string(),
         truncated: offset + window.returned <= total_lines,
         content: window.out,
@@ -158,7 +171,7 @@ pub fn read(resolver: &Resolver, p: ReadParams) -> Result<ReadOutput, FsError> {
         line_ending: LineEnding::from_seen(window.saw_lf, window.saw_crlf).name().to_string(),
         sha256,
         size,
-    })
+    }))
 }
 
 /// Reads up to `len` bytes from the start of `file` (fewer only at end of file).

@@ -101,6 +101,20 @@ fn read_is_cat_n_with_metadata() {
 }
 
 #[test]
+fn a_capped_read_stops_over_the_cap_and_reads_alike_under_it() {
+    let f = fx();
+    f.put("a.txt", "alpha\nbeta\n");
+    let p = |path: &str| ReadParams { path: path.into(), offset: None, limit: None };
+    let capped = crate::read::read_within(&f.r, p("a.txt"), Some(11)).unwrap().unwrap();
+    assert_eq!(capped.content, f.read("a.txt", None, None).content);
+    // One byte over: nothing read, `None` (the caller reads it elsewhere, uncapped).
+    assert!(crate::read::read_within(&f.r, p("a.txt"), Some(10)).unwrap().is_none());
+    // Refusals come before the cap: a missing file is an error, not `None`.
+    let e = crate::read::read_within(&f.r, p("missing"), Some(0)).unwrap_err();
+    assert!(matches!(e, FsError::Path(PathError::NotFound { .. })), "{e}");
+}
+
+#[test]
 fn read_window_is_absolute_and_says_how_to_continue() {
     let f = fx();
     let body: String = (1..=10).map(|i| format!("line {i}\n")).collect();

@@ -77,6 +77,16 @@ fn h(path: &str, line: u64) -> (String, u64) {
 // ---- list_dir ----
 
 #[test]
+fn a_capped_list_dir_stops_when_the_folder_is_larger_than_the_cap() {
+    let (tmp, r) = setup(&[("a.txt", "a"), ("b/c", "")]);
+    let size = std::fs::metadata(tmp.path()).unwrap().len();
+    let p = || ListDirParams { path: None, limit: None };
+    let capped = crate::list::list_dir_within(&r, p(), Some(size)).unwrap().unwrap();
+    assert_eq!(capped, ls(&r, None, None));
+    assert!(crate::list::list_dir_within(&r, p(), Some(size - 1)).unwrap().is_none());
+}
+
+#[test]
 fn list_dir_puts_folders_first_then_files_sorted_with_sizes_and_link_targets() {
     let (tmp, r) =
         setup(&[("z.txt", "abc"), ("c.txt", ""), ("b/x", ""), ("a/y", ""), (".env", "K=1")]);

@@ -96,6 +96,8 @@ pub struct OpenedDir {
     pub abs: PathBuf,
     /// Index of the most specific root that contains it.
     pub root: usize,
+    /// The directory's own size (`st_size`): on most filesystems it grows with the entries.
+    pub size: u64,
 }
 
 /// Where a write will land: the parent directory's descriptor and the final name.
@@ -322,7 +324,8 @@ impl Resolver {
         let st = fstat(&fd, &loc.abs)?;
         let (abs, root) = self.real_path(fd.as_fd(), &loc.abs);
         self.check_hidden(&abs, Some(&st), false)?;
-        Ok(OpenedDir { fd, abs, root: root.unwrap_or(loc.root) })
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        Ok(OpenedDir { fd, abs, root: root.unwrap_or(loc.root), size })
     }
 
     /// What the policy hides among the entries beneath `base` (a folder that passed the policy
