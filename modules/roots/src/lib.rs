@@ -209,6 +209,23 @@ impl Resolver {
             .map_err(|e| self.map_open_error(e, shown, root))
     }
 
+    /// Opens the located path like `open_beneath` and returns what it opened with its real path
+    /// and root. A first try follows no symlink at all: when it succeeds, nothing but plain
+    /// folders was on the way, so the located path (under a canonical root, no `..`) is the
+    /// real path, and the kernel need not be asked for the descriptor's name. A symlink on the
+    /// way (`ELOOP`) takes the usual open, which follows links that stay beneath the root.
+    fn open_real(&self, loc: &Located, flags: OFlags) -> Result<(OwnedFd, PathBuf, Option<usize>)> {
+        let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
+        match openat2_plain(self.roots[loc.root].fd(), rel, flags) {
+            Ok(fd) => return Ok((fd, loc.abs.clone(), Some(loc.root))),
+            Err(Errno::LOOP | Errno::NOSYS) => {}
+            Err(e) => return Err(self.map_open_error(e, &loc.abs, loc.root)),
+        }
+        let fd = self.open_beneath(loc.root, &loc.rel, flags, &loc.abs)?;
+        let (abs, root) = self.real_path(fd.as_fd(), &loc.abs);
+        Ok((fd, abs, root))
+    }
+
     fn map_open_error(&self, e: Errno, shown: &Path, root: usize) -> PathError {
         let path = shown.to_path_buf();
         match e {
@@ -258,9 +275,8 @@ impl Resolver {
     }
 
     fn open_file_at(&self, loc: &Located) -> Result<OpenedFile> {
-        let opath = self.open_beneath(loc.root, &loc.rel, OFlags::PATH, &loc.abs)?;
+        let (opath, abs, _) = self.open_real(loc, OFlags::PATH)?;
         let st = fstat(&opath, &loc.abs)?;
-        let (abs, _) = self.real_path(opath.as_fd(), &loc.abs);
         let ft = FileType::from_raw_mode(st.st_mode);
         if ft == FileType::Directory {
             return Err(PathError::IsADirectory { path: abs });
@@ -298,10 +314,9 @@ impl Resolver {
     pub fn open_walked(&self, abs: &Path) -> Result<OpenedFile> {
         let s = abs.to_str().ok_or_else(|| PathError::NotUtf8 { path: abs.to_path_buf() })?;
         let loc = self.locate(s)?;
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-        let how = RESOLVE | ResolveFlags::NO_SYMLINKS;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
         let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
-        let fd = rustix::fs::openat2(self.roots[loc.root].fd(), rel, flags, Mode::empty(), how)
+        let fd = openat2_plain(self.roots[loc.root].fd(), rel, flags)
             .map_err(|e| self.map_open_error(e, &loc.abs, loc.root))?;
         let st = fstat(&fd, &loc.abs)?;
         let ft = FileType::from_raw_mode(st.st_mode);
@@ -315,14 +330,9 @@ impl Resolver {
     /// Opens a directory (for listing or walking).
     pub fn open_dir(&self, path: &str) -> Result<OpenedDir> {
         let loc = self.locate(path)?;
-        let fd = self.open_beneath(
-            loc.root,
-            &loc.rel,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            &loc.abs,
-        )?;
+        let (fd, abs, root) =
+            self.open_real(&loc, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC)?;
         let st = fstat(&fd, &loc.abs)?;
-        let (abs, root) = self.real_path(fd.as_fd(), &loc.abs);
         self.check_hidden(&abs, Some(&st), false)?;
         let size = u64::try_from(st.st_size).unwrap_or(0);
         Ok(OpenedDir { fd, abs, root: root.unwrap_or(loc.root), size })
@@ -486,15 +496,31 @@ fn openat2_beneath(
     rel: &Path,
     flags: OFlags,
 ) -> std::result::Result<OwnedFd, Errno> {
-    // openat2 refuses any flag beside O_PATH (and O_CLOEXEC/O_DIRECTORY/O_NOFOLLOW) with EINVAL.
-    let flags = if flags.contains(OFlags::PATH) {
-        flags | OFlags::CLOEXEC
-    } else {
-        flags | OFlags::CLOEXEC | OFlags::NOCTTY
-    };
+    let flags = open_flags(flags);
     match rustix::fs::openat2(dir, rel, flags, Mode::empty(), RESOLVE) {
         Err(Errno::NOSYS) => walk_nofollow(dir, rel, flags),
         other => other,
+    }
+}
+
+/// `openat2_beneath` that follows no symlink at all: `ELOOP` at the first one on the way (the
+/// last component included); `ENOSYS` where the kernel has no openat2.
+fn openat2_plain(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+) -> std::result::Result<OwnedFd, Errno> {
+    let how = RESOLVE.union(ResolveFlags::NO_SYMLINKS);
+    rustix::fs::openat2(dir, rel, open_flags(flags), Mode::empty(), how)
+}
+
+/// Close-on-exec always, and no controlling terminal for real opens (openat2 refuses any flag
+/// beside O_CLOEXEC/O_DIRECTORY/O_NOFOLLOW with O_PATH, with EINVAL).
+fn open_flags(flags: OFlags) -> OFlags {
+    if flags.contains(OFlags::PATH) {
+        flags | OFlags::CLOEXEC
+    } else {
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY
     }
 }
 

@@ -100,6 +100,28 @@ fn open_walked_follows_no_symlink_at_all() {
 }
 
 #[test]
+fn opens_report_the_real_path_with_or_without_links_on_the_way() {
+    let (_t, base) = tree();
+    std::fs::create_dir_all(base.join("proj/real/deny")).unwrap();
+    std::fs::write(base.join("proj/real/f.txt"), "f").unwrap();
+    std::fs::write(base.join("proj/real/deny/k"), "k").unwrap();
+    symlink("real", base.join("proj/alias")).unwrap();
+    let lists = PolicyLists { deny: vec![base.join("proj/real/deny")], ..PolicyLists::default() };
+    let r = resolver(&[(&base.join("proj"), true)], lists);
+    // No link on the way: the located path is the real one.
+    assert_eq!(r.open_file("real/f.txt").unwrap().abs, base.join("proj/real/f.txt"));
+    assert_eq!(r.open_dir("real").unwrap().abs, base.join("proj/real"));
+    assert_eq!(r.open_dir("").unwrap().abs, base.join("proj"));
+    // A folder link on the way: the kernel's name for what was opened.
+    assert_eq!(r.open_file("alias/f.txt").unwrap().abs, base.join("proj/real/f.txt"));
+    assert_eq!(r.open_dir("alias").unwrap().abs, base.join("proj/real"));
+    // The policy sees the real path either way.
+    assert!(matches!(r.open_file("real/deny/k"), Err(PathError::Denied { .. })));
+    assert!(matches!(r.open_file("alias/deny/k"), Err(PathError::Denied { .. })));
+    assert!(matches!(r.open_dir("alias/deny"), Err(PathError::Denied { .. })));
+}
+
+#[test]
 fn prepare_write_makes_parents_beneath_the_root_only() {
     let (_t, base) = tree();
     symlink(base.join("proj-secrets"), base.join("proj/out")).unwrap();
