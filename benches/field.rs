@@ -1,6 +1,7 @@
 //! `hands` measured against the field, side by side on the same data in one run: round trips
 //! over stdio and HTTP against the reference MCP filesystem server
-//! (`@modelcontextprotocol/server-filesystem`, installed from npm on first use), `glob` and
+//! (`@modelcontextprotocol/server-filesystem`, installed from npm on first use; over HTTP
+//! behind `supergateway`, the usual stdio-to-HTTP bridge, since it has no HTTP), `glob` and
 //! `grep` against its `search_files` and against `rg`, `bash` sandboxed against a bare spawn,
 //! the daemon's idle and peak memory, and a load test of 50 concurrent HTTP clients.
 //!
@@ -33,24 +34,34 @@ fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Installs the reference server into the cache on first use; returns its entry point.
-fn reference_server() -> PathBuf {
+/// The stdio-to-HTTP bridge the reference is served over HTTP with (it has no HTTP transport
+/// of its own): the usual way to put a stdio MCP server behind a URL.
+const BRIDGE: &str = "supergateway@4.0.0";
+
+/// Installs `package` (npm name@version) into the bench cache on first use; returns `entry`
+/// (a path inside `node_modules`).
+fn npm_cached(package: &str, entry: &str) -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
         .join("hands-bench");
-    let entry = cache.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let entry = cache.join("node_modules").join(entry);
     if !entry.exists() {
         std::fs::create_dir_all(&cache).unwrap();
         let st = std::process::Command::new("npm")
             .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
             .arg(&cache)
-            .arg(REFERENCE)
+            .arg(package)
             .status()
             .expect("npm on PATH");
-        assert!(st.success(), "npm install {REFERENCE} failed");
+        assert!(st.success(), "npm install {package} failed");
     }
     entry
+}
+
+/// The reference server's entry point (installed on first use).
+fn reference_server() -> PathBuf {
+    npm_cached(REFERENCE, "@modelcontextprotocol/server-filesystem/dist/index.js")
 }
 
 fn tool_version(bin: &str, arg: &str) -> String {
@@ -140,6 +151,31 @@ async fn hands_http(cfg: &Path) -> (tokio::process::Child, SocketAddr) {
         }
     };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+/// The reference server on `root` behind the bridge (stateful streamable HTTP, sessions like
+/// a 2025-11-25 client expects): the bridge process and its address.
+async fn reference_http(entry: &Path, root: &Path) -> (tokio::process::Child, SocketAddr) {
+    let bridge = npm_cached(BRIDGE, "supergateway/dist/index.js");
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let child = tokio::process::Command::new("node")
+        .arg(bridge)
+        .args(["--stateful", "--outputTransport", "streamableHttp", "--logLevel", "none"])
+        .args(["--port", &addr.port().to_string()])
+        .arg("--stdio")
+        .arg(format!("node {} {}", entry.display(), root.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{BRIDGE} did not listen on {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     (child, addr)
 }
 
@@ -236,6 +272,8 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
     let http = http_client(addr).await;
     let stateless = http_client_stateless(addr).await;
     let (reference, ref_pid) = reference_stdio(entry, &root).await;
+    let (bridge_child, bridge_addr) = reference_http(entry, &root).await;
+    let bridged = http_client(bridge_addr).await;
     let pids = [stdio_pid, http_pid, http_pid, ref_pid];
     let idle = pids.map(|p| status_kib(p, "VmRSS:"));
     let hands_calls =
@@ -248,7 +286,8 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
         Rtt::new("hands, stdio", stdio, hands_calls(), true),
         Rtt::new("hands, HTTP 2025-11-25 (session)", http, hands_calls(), true),
         Rtt::new("hands, HTTP 2026-07-28 (stateless)", stateless, hands_calls(), false),
-        Rtt::new("reference, stdio", reference, reference_calls, true),
+        Rtt::new("reference, stdio", reference, reference_calls.clone(), true),
+        Rtt::new("reference, HTTP via supergateway (session)", bridged, reference_calls, true),
     ];
     // Warm-up, then 2,000 calls of each kind per server, interleaved in blocks of 100 so that
     // the machine's noise falls on every server alike.
@@ -301,18 +340,50 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
         ]);
         p50.push((l50, r50));
     }
-    let (rl, rr) = p50[3];
-    let ratio = |i: usize| {
+    let ratio = |i: usize, against: usize| {
+        let (rl, rr) = p50[against];
         format!("list {:.2}×, read {:.2}×", ms(p50[i].0) / ms(rl), ms(p50[i].1) / ms(rr))
     };
     t.note(format!(
-        "p50 ratio hands/reference (target ≤ 0.5×): stdio {}; HTTP, against the reference's stdio (it has no HTTP): session {}, stateless {}",
-        ratio(0),
-        ratio(1),
-        ratio(2),
+        "p50 ratio hands/reference (target ≤ 0.5×): stdio {}; HTTP against the reference over HTTP (via supergateway): session {}, stateless {}; HTTP against the reference's own stdio: session {}, stateless {}",
+        ratio(0, 3),
+        ratio(1, 4),
+        ratio(2, 4),
+        ratio(1, 3),
+        ratio(2, 3),
     ));
-    // The two HTTP clients share one daemon: one memory row for it.
-    for (i, s) in servers.iter().enumerate().filter(|(i, _)| *i != 2) {
+    // What the shared client spends decoding each server's `list` answer: rmcp decodes a
+    // result as an untagged union of 20 result types (CallToolResult is the 16th tried, and
+    // each failed try walks the whole answer), so a richer answer costs the client more.
+    t.head(
+        "The client's own share: rmcp decoding one `list` answer (20,000 decodes)",
+        &["server", "answer", "decode (mean)", "list p50 without it"],
+    );
+    for (i, s) in servers.iter().enumerate().filter(|(i, _)| [0, 3].contains(i)) {
+        let Value::Object(m) = s.list.1.clone() else { unreachable!() };
+        let params = CallToolRequestParams::new(s.list.0.to_string()).with_arguments(m);
+        let answer = s.client.peer().call_tool(params).await.unwrap();
+        let line = serde_json::to_string(&rmcp::model::ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::CallToolResult(answer),
+            rmcp::model::NumberOrString::Number(7),
+        ))
+        .unwrap();
+        let t0 = Instant::now();
+        for _ in 0..20_000 {
+            let m: rmcp::model::ServerJsonRpcMessage = serde_json::from_str(&line).unwrap();
+            std::hint::black_box(m);
+        }
+        let decode = t0.elapsed() / 20_000;
+        t.row(&[
+            s.name.to_string(),
+            format!("{} bytes", line.len()),
+            format!("{:.1} µs", decode.as_secs_f64() * 1e6),
+            format!("{:.3} ms", ms(p50[i].0.saturating_sub(decode))),
+        ]);
+    }
+    // The two HTTP clients share one daemon: one memory row for it. The bridged reference is
+    // two processes (bridge and server): left out.
+    for (i, s) in servers.iter().enumerate().filter(|(i, _)| *i != 2 && *i != 4) {
         let peak = status_kib(pids[i], "VmHWM:");
         mem.push([format!("{} after the round trips", s.name), mib(idle[i]), mib(peak)]);
     }
@@ -320,6 +391,7 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
         let _ = s.client.cancel().await;
     }
     drop(http_child);
+    drop(bridge_child);
 }
 
 /// 20,000 generated files in 200 folders: 20 named `needle…`, 1 in 100 holding the literal.
