@@ -188,7 +188,14 @@ impl Resolver {
                 Component::Normal(n) => clean.push(n),
             }
         }
-        let abs = if p.is_absolute() { clean } else { self.roots[0].path.join(clean) };
+        // Joining an empty path would add a trailing `/`; the first root is spelt as pinned.
+        let abs = if p.is_absolute() {
+            clean
+        } else if clean.as_os_str().is_empty() {
+            self.roots[0].path.clone()
+        } else {
+            self.roots[0].path.join(clean)
+        };
         let root = self
             .root_of(&abs)
             .ok_or_else(|| PathError::Outside { path: path.into(), roots: self.roots_list() })?;

@@ -108,10 +108,17 @@ fn opens_report_the_real_path_with_or_without_links_on_the_way() {
     symlink("real", base.join("proj/alias")).unwrap();
     let lists = PolicyLists { deny: vec![base.join("proj/real/deny")], ..PolicyLists::default() };
     let r = resolver(&[(&base.join("proj"), true)], lists);
-    // No link on the way: the located path is the real one.
-    assert_eq!(r.open_file("real/f.txt").unwrap().abs, base.join("proj/real/f.txt"));
-    assert_eq!(r.open_dir("real").unwrap().abs, base.join("proj/real"));
-    assert_eq!(r.open_dir("").unwrap().abs, base.join("proj"));
+    // No link on the way: the located path is the real one, spelt as the kernel spells it
+    // (compared as strings: `Path` equality would let a trailing `/` through).
+    let shown = |p: PathBuf| p.into_os_string().into_string().unwrap();
+    let want = |rel: &str| shown(base.join(rel));
+    assert_eq!(shown(r.open_file("real/f.txt").unwrap().abs), want("proj/real/f.txt"));
+    assert_eq!(shown(r.open_dir("real/").unwrap().abs), want("proj/real"));
+    for root in ["", ".", "./"] {
+        assert_eq!(shown(r.open_dir(root).unwrap().abs), want("proj"), "{root:?}");
+    }
+    let abs_root = format!("{}/", base.join("proj").display());
+    assert_eq!(shown(r.open_dir(&abs_root).unwrap().abs), want("proj"));
     // A folder link on the way: the kernel's name for what was opened.
     assert_eq!(r.open_file("alias/f.txt").unwrap().abs, base.join("proj/real/f.txt"));
     assert_eq!(r.open_dir("alias").unwrap().abs, base.join("proj/real"));
