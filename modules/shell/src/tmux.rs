@@ -259,7 +259,18 @@ pub fn server_argv(socket: &str) -> Vec<String> {
         .collect()
 }
 
-/// Makes the session: panes stay after their command ends, the command runs with `shell -c`.
+/// The line the pane's shell runs before the command: on exit, the shell asks the terminal
+/// (tmux) where its cursor is and waits for the answer, at most 2 s. tmux answers only once it
+/// has read and drawn everything written before the question — and tmux (3.3) closes a pane's
+/// terminal as soon as its process has exited, dropping output it had not read yet, which lost
+/// the whole output of a command that ends at once on a busy machine. The exit status is the
+/// command's (an EXIT trap keeps it); nothing is drawn (the question is an escape sequence,
+/// and echo is off before it is asked, as the terminal echoes an answer when it arrives);
+/// skipped when stdin or stdout is not the terminal.
+const DRAIN_ON_EXIT: &str = r#"trap 'if [ -t 0 ] && [ -t 1 ]; then stty -echo 2>/dev/null; printf "\033[6n"; IFS= read -rs -t 2 -d R _; fi' EXIT"#;
+
+/// Makes the session: panes stay after their command ends, the command runs with `shell -c`
+/// after [`DRAIN_ON_EXIT`] (its own line, so the command is run as written).
 pub fn new_session_argv(
     socket: &str,
     name: &str,
@@ -276,7 +287,7 @@ pub fn new_session_argv(
         .start_directory(cwd.to_string())
         .width(WIDTH)
         .height(HEIGHT)
-        .shell_command(command.to_string())
+        .shell_command(format!("{DRAIN_ON_EXIT}\n{command}"))
         .build();
     client(
         socket,
@@ -428,6 +439,27 @@ mod tests {
                 "Enter"
             ]
         );
+    }
+
+    #[test]
+    fn the_command_runs_after_the_drain_line_and_keeps_its_exit_status() {
+        let v = new_session_argv("/s", "w", "/", "bash", "echo a; exit 3");
+        let script = v.last().unwrap();
+        assert_eq!(script, &format!("{DRAIN_ON_EXIT}\necho a; exit 3"));
+        // Run by bash outside a terminal: the trap skips the question, the status is kept.
+        for (cmd, status) in
+            [("echo a; exit 3", 3), ("false", 1), ("true", 0), ("nosuch_cmd_x", 127)]
+        {
+            let st = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!("{DRAIN_ON_EXIT}\n{cmd}"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert_eq!(st.code(), Some(status), "{cmd}");
+        }
     }
 
     #[test]
