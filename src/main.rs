@@ -283,7 +283,7 @@ fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let daemon = match server::Daemon::new(cfg) {
+    let daemon = match server::Daemon::inspect(cfg) {
         Ok(d) => d,
         Err(e) => {
             report::out(&format!("hands: {e:#}"));

@@ -158,9 +158,13 @@ impl DeniedPath {
 /// launcher has something to mask and pins its parents. Returns the real paths of the
 /// placeholders made or found, for the spec's `masked` list. Paths outside the roots or in
 /// read-only roots need nothing: Landlock and the read-only binds refuse creating them.
+/// With `make` false (`hands check`/`doctor`) nothing is created: the missing ones go to
+/// `missing` instead, for the report.
 pub fn placeholders(
     denied: &[DeniedPath],
     roots: &[crate::config::RootCfg],
+    make: bool,
+    missing: &mut Vec<PathBuf>,
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut made = Vec::new();
     for d in denied {
@@ -171,6 +175,10 @@ pub fn placeholders(
             .filter(|r| at.starts_with(&r.path))
             .max_by_key(|r| r.path.as_os_str().len());
         if !root.is_some_and(|r| r.writable && at != r.path) {
+            continue;
+        }
+        if !make {
+            missing.push(at);
             continue;
         }
         let created = if folder {
@@ -245,14 +253,25 @@ fn first_missing(d: &DeniedPath) -> Option<(PathBuf, bool)> {
 /// would show in `git status`, and their consumers ask the person before trusting new content.
 const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".cursor"];
 
-/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`]).
-pub fn protected_placeholders(roots: &[crate::config::RootCfg]) -> anyhow::Result<()> {
+/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`]);
+/// with `make` false only lists them in `missing`.
+pub fn protected_placeholders(
+    roots: &[crate::config::RootCfg],
+    make: bool,
+    missing: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
     for r in roots.iter().filter(|r| r.writable) {
         let mut wanted: Vec<PathBuf> = PROTECTED_FOLDERS.iter().map(|p| r.path.join(p)).collect();
         if std::fs::symlink_metadata(r.path.join(".git")).is_ok_and(|m| m.is_dir()) {
             wanted.push(r.path.join(".git/hooks"));
         }
         for at in wanted {
+            if !make {
+                if std::fs::symlink_metadata(&at).is_err() {
+                    missing.push(at);
+                }
+                continue;
+            }
             match std::fs::DirBuilder::new().mode(0o755).create(&at) {
                 Ok(()) => tracing::info!(
                     "created the empty folder {} so that commands cannot create the protected \
@@ -336,8 +355,16 @@ mod tests {
             DeniedPath::credential(&ro.join(".aws")),
             DeniedPath::credential(&base.join("elsewhere/.aws")),
         ];
-        let made = placeholders(&denied, &roots).unwrap();
         let want = [rw.join(".ssh"), rw.join(".netrc"), rw.join(".docker"), rw.join("private")];
+        // `hands check`: the same places listed, nothing made.
+        let mut missing = Vec::new();
+        assert_eq!(
+            placeholders(&denied, &roots, false, &mut missing).unwrap(),
+            Vec::<PathBuf>::new()
+        );
+        assert_eq!(missing, want);
+        assert_eq!(std::fs::read_dir(&rw).unwrap().count(), 0, "check made something");
+        let made = placeholders(&denied, &roots, true, &mut Vec::new()).unwrap();
         assert_eq!(made, want);
         assert!(rw.join(".ssh").is_dir());
         assert!(rw.join(".docker").is_dir());
@@ -346,10 +373,13 @@ mod tests {
         assert!(!ro.join(".aws").exists());
         assert!(!base.join("elsewhere").exists());
         // The next start finds the folder and makes the next missing component, then nothing.
-        let again = placeholders(&denied, &roots).unwrap();
+        let again = placeholders(&denied, &roots, true, &mut Vec::new()).unwrap();
         assert_eq!(again, [rw.join(".docker/config.json")]);
         assert_eq!(std::fs::read(rw.join(".docker/config.json")).unwrap(), b"");
-        assert_eq!(placeholders(&denied, &roots).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(
+            placeholders(&denied, &roots, true, &mut Vec::new()).unwrap(),
+            Vec::<PathBuf>::new()
+        );
     }
 
     #[test]
@@ -367,7 +397,10 @@ mod tests {
             DeniedPath::credential(&rw.join("link/.ssh")),
             DeniedPath::credential(&rw.join(".aws")),
         ];
-        assert_eq!(placeholders(&denied, &roots).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(
+            placeholders(&denied, &roots, true, &mut Vec::new()).unwrap(),
+            Vec::<PathBuf>::new()
+        );
         assert!(!out.join(".ssh").exists());
         assert!(!base.join("gone").exists());
     }

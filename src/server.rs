@@ -102,8 +102,19 @@ pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
 }
 
 impl Daemon {
-    /// Pins every declared module's roots and assembles the tool catalogue.
+    /// Pins every declared module's roots and assembles the tool catalogue, for serving: the
+    /// sandbox's placeholders are made in the roots.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
+        Daemon::build(config, true)
+    }
+
+    /// The same daemon for `hands check` and `doctor`: nothing is made in the roots (the report
+    /// lists the placeholders `serve` would make).
+    pub fn inspect(config: Config) -> anyhow::Result<Daemon> {
+        Daemon::build(config, false)
+    }
+
+    fn build(config: Config, make_placeholders: bool) -> anyhow::Result<Daemon> {
         refuse_state_dir_in_roots(&config)?;
         let lists = policy_lists(&config);
         let mut fs = None;
@@ -138,6 +149,7 @@ impl Daemon {
                             &lists,
                             &config.state_dir,
                             config.sandbox_mode == crate::config::SandboxMode::Enforce,
+                            make_placeholders,
                         )
                         .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         tools.extend(crate::tools::shell_tools(&crate::tools::ShellCatalogue {

@@ -54,6 +54,8 @@ pub struct Shell {
     halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard (`shell/running.rs`).
     running: running::Registry,
+    /// What `serve` would have made in the roots, when this instance made nothing.
+    unmade: Vec<PathBuf>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -133,6 +135,7 @@ impl Shell {
         lists: &hands_roots::PolicyLists,
         state_dir: &Path,
         enforce: bool,
+        make_placeholders: bool,
     ) -> anyhow::Result<Shell> {
         use anyhow::Context;
         let daemon_home = crate::config::home_dir();
@@ -157,7 +160,9 @@ impl Shell {
         system.retain(|p| p.exists());
         let roots: Vec<Value> =
             m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
-        masks::protected_placeholders(&m.roots)?;
+        // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
+        let mut unmade = Vec::new();
+        masks::protected_placeholders(&m.roots, make_placeholders, &mut unmade)?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()
@@ -177,7 +182,7 @@ impl Shell {
                     if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
                 })
                 .collect();
-        masked.extend(masks::placeholders(&denied, &m.roots)?);
+        masked.extend(masks::placeholders(&denied, &m.roots, make_placeholders, &mut unmade)?);
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -246,7 +251,14 @@ impl Shell {
             probe: std::sync::OnceLock::new(),
             netns,
             tmux: sessions,
+            unmade,
         })
+    }
+
+    /// The placeholders `hands serve` makes in the roots and this (`check`/`doctor`) instance
+    /// did not: missing protected folders and the first missing component of denied paths.
+    pub fn unmade_placeholders(&self) -> &[PathBuf] {
+        &self.unmade
     }
 
     /// The brake: ends every running command and tmux session of the module now (TERM, grace,

@@ -177,3 +177,42 @@ fn no_config_uses_the_embedded_default_with_cwd_as_root() {
     assert!(text.contains(&format!("root: {} (read-write)", fx.root.display())), "{text}");
     assert!(text.contains("external = ask"), "{text}");
 }
+
+/// The names directly in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn check_and_doctor_make_nothing_in_the_roots_that_serve_makes() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.root.join(".git")).unwrap();
+    let cfg = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n[sandbox]\ndeny = [\"{root}/private/\"]\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    let before = names(&fx.root);
+    for sub in ["check", "doctor"] {
+        let out = fx.std_command(&[sub, "--config", cfg.to_str().unwrap()]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(names(&fx.root), before, "`hands {sub}` made something in the root: {text}");
+        assert!(!fx.root.join(".git/hooks").exists(), "`hands {sub}` made .git/hooks");
+        // It says what `serve` will make instead.
+        let line = text.lines().find(|l| l.contains("placeholders:")).unwrap_or_default();
+        for made in [".vscode", ".claude", ".git/hooks", "private"] {
+            assert!(line.contains(&fx.root.join(made).display().to_string()), "{made}: {text}");
+        }
+    }
+    // Positive control: `serve` makes them (the sandbox binds them read-only or masks them).
+    let c = super::common::Client::start(&fx, &cfg).await;
+    for made in [".vscode", ".claude", ".codex", ".cursor", ".idea", ".git/hooks", "private"] {
+        assert!(fx.root.join(made).is_dir(), "serve did not make {made}");
+    }
+    c.stop().await;
+}
