@@ -41,10 +41,7 @@ const BRIDGE: &str = "supergateway@4.0.0";
 /// Installs `package` (npm name@version) into the bench cache on first use; returns `entry`
 /// (a path inside `node_modules`).
 fn npm_cached(package: &str, entry: &str) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
-        .join("hands-bench");
+    let cache = common::data_dir();
     let entry = cache.join("node_modules").join(entry);
     if !entry.exists() {
         std::fs::create_dir_all(&cache).unwrap();
@@ -396,7 +393,7 @@ async fn section_rtt(t: &mut Table, entry: &Path, mem: &mut Mem) {
 
 /// 20,000 generated files in 200 folders: 20 named `needle…`, 1 in 100 holding the literal.
 fn generated_tree() -> PathBuf {
-    let dest = manifest().join("target/bench-field-tree");
+    let dest = common::data_dir().join("field-tree");
     if common::count_files(&dest) == 20_000 {
         return dest;
     }

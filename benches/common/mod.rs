@@ -42,8 +42,20 @@ pub fn count_files(dir: &Path) -> usize {
     out.stdout.iter().filter(|b| **b == b'\n').count()
 }
 
+/// Where the benches keep their data (trees, the npm packages): `$XDG_CACHE_HOME/hands-bench`
+/// or `~/.cache/hands-bench` — outside this repository on purpose: `cargo clean` does not
+/// delete it, and no `.gitignore` of this repository applies to the walks as a parent ignore
+/// file (a cost of where the bench put its data, not of a user's project; measured within the
+/// noise, benches/README.md).
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
+        .join("hands-bench")
+}
+
 /// The large real tree: `HANDS_BENCH_TREE`, or copies of the cargo registry sources in
-/// `target/bench-tree` until it holds at least 50,000 files.
+/// `<data_dir>/tree` until it holds at least 50,000 files.
 pub fn real_tree() -> PathBuf {
     if let Some(t) = std::env::var_os("HANDS_BENCH_TREE") {
         return PathBuf::from(t);
@@ -55,7 +67,7 @@ pub fn real_tree() -> PathBuf {
         .unwrap()
         .unwrap()
         .path();
-    let dest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-tree");
+    let dest = data_dir().join("tree");
     std::fs::create_dir_all(&dest).unwrap();
     let mut n = count_files(&dest);
     let mut i = 0;
