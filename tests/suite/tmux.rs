@@ -107,6 +107,21 @@ async fn an_ended_command_shows_its_output_and_exit_status() {
 }
 
 #[tokio::test]
+async fn a_command_that_reads_a_line_then_exits_shows_it_all_and_its_status() {
+    // The pane's shell asks tmux for the cursor position on exit (so that tmux has drawn the
+    // output before the pane dies): the question and its answer must not show, and input the
+    // command already read must not be taken.
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "read x; echo \"got:$x\"; exit 4", "name": "rl" })).await;
+    c.ok("tmux_send", json!({ "session": "rl", "text": "hello" })).await;
+    let r = read_until(&c, "rl", |r| r["ended"] == true).await;
+    assert_eq!((r["ended"].as_bool(), r["exit_status"].as_u64()), (Some(true), Some(4)), "{r}");
+    assert_eq!(text(&r), "hello\ngot:hello", "{r}");
+    c.ok("tmux_kill", json!({ "session": "rl" })).await;
+}
+
+#[tokio::test]
 async fn send_types_text_literally_including_tmux_syntax() {
     let fx = Fixture::new();
     let c = start(&fx).await;
