@@ -771,14 +771,15 @@ impl HandsServer {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
                     K::Read => {
-                        let f = hands_fs::read::read_within;
-                        run_small(r, args, "read", f, ToolText::text).await
+                        let (small, whole) = (hands_fs::read::read_within, hands_fs::read::read);
+                        run_small(r, args, "read", small, whole, ToolText::text).await
                     }
                     K::Write => run(r, args, "write", hands_fs::write::write, ToolText::text).await,
                     K::Edit => run(r, args, "edit", hands_fs::edit::edit, ToolText::text).await,
                     K::ListDir => {
-                        let f = hands_fs::list::list_dir_within;
-                        run_small(r, args, "list_dir", f, ToolText::text).await
+                        let small = hands_fs::list::list_dir_within;
+                        let whole = hands_fs::list::list_dir;
+                        run_small(r, args, "list_dir", small, whole, ToolText::text).await
                     }
                     K::Glob => run(r, args, "glob", hands_fs::search::glob, ToolText::text).await,
                     _ => run(r, args, "grep", hands_fs::search::grep, ToolText::text).await,
@@ -892,16 +893,18 @@ where
 type Capped<S, P, O, E> = fn(&S, P, Option<u64>) -> Result<Option<O>, E>;
 
 /// `run` for `read` and `list_dir`, whose calls are mostly small. On the stdio daemon's one
-/// runtime thread the call is first tried right there, capped at [`hands_fs::INLINE_CAP`]
-/// bytes: a small call takes tens of microseconds, about what the hop to a blocking thread and
-/// back costs. Over the cap it stops right after opening and runs on the blocking pool like
-/// every other call, so a large file or folder cannot hold up the client's other calls. Over
-/// HTTP (many clients, a worker per core) the pool serves every call.
+/// runtime thread the call is first tried right there with `small`, capped at
+/// [`hands_fs::INLINE_CAP`] bytes: a small call takes tens of microseconds, about what the hop
+/// to a blocking thread and back costs. Over the cap it stops right after opening, and `whole`
+/// runs on the blocking pool like every other call, so a large file or folder cannot hold up
+/// the client's other calls. Over HTTP (many clients, a worker per core) the pool serves every
+/// call.
 async fn run_small<S, P, O, E>(
     state: Arc<S>,
     args: JsonObject,
     name: &'static str,
-    f: Capped<S, P, O, E>,
+    small: Capped<S, P, O, E>,
+    whole: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
 ) -> CallToolResult
 where
@@ -918,7 +921,7 @@ where
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
     if one_thread {
         let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            f(&state, params.clone(), Some(hands_fs::INLINE_CAP))
+            small(&state, params.clone(), Some(hands_fs::INLINE_CAP))
         }));
         match inline {
             Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
@@ -927,22 +930,16 @@ where
             Err(_) => return internal_failure(name, "it panicked"),
         }
     }
-    // Without a cap the module always answers; `None` would be its bug, not the client's.
-    let whole = move |s: &S, p: P| match f(s, p, None) {
-        Ok(Some(out)) => Ok(out),
-        Ok(None) => Err(format!("`{name}` stopped at a size cap it was not given; please retry")),
-        Err(e) => Err(e.to_string()),
-    };
     on_pool(state, params, name, whole, text).await
 }
 
 /// Runs `f` on a blocking thread and shapes its result: structured content plus its text
 /// mirror, or a tool error carrying the module's message.
-async fn on_pool<S, P, O, E, F>(
+async fn on_pool<S, P, O, E>(
     state: Arc<S>,
     params: P,
     name: &'static str,
-    f: F,
+    f: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
 ) -> CallToolResult
 where
@@ -950,7 +947,6 @@ where
     P: Send + 'static,
     O: Serialize + Send + 'static,
     E: std::fmt::Display + Send + 'static,
-    F: FnOnce(&S, P) -> Result<O, E> + Send + 'static,
 {
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
