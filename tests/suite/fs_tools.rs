@@ -291,6 +291,43 @@ async fn glob_patterns_hidden_ignored_limit_and_order() {
     c.stop().await;
 }
 
+/// A settled tree's walk is cached (`modules/fs/src/listing.rs`); whatever changes after —
+/// a file written deep in the tree, through the tools or beside them, an ignore file edited in
+/// place, a file removed — shows in the very next `glob`, and a secret never shows.
+#[tokio::test]
+async fn glob_from_a_cached_walk_sees_every_change_at_once() {
+    let (fx, c) = setup().await;
+    fx.write("a.rs", "");
+    fx.write("src/deep/er/b.rs", "");
+    fx.write("src/deep/er/server.key", "secret");
+    fx.write("src/.gitignore", "");
+    fx.write("target/gen.rs", "");
+    fx.write(".gitignore", "target/\n");
+    // Older than the cache's one-second same-tick margin: the walk is kept.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let all = json!({"pattern": "**/*"});
+    let first = c.ok("glob", all.clone()).await;
+    // The secret (`*.key`) stays out of the walk and of the cached answer alike.
+    assert_eq!(first["files"], json!(["a.rs", "src/deep/er/b.rs"]));
+    assert_eq!(c.ok("glob", all.clone()).await["files"], first["files"]);
+
+    c.ok("write", json!({"path": "src/deep/er/c.rs", "content": ""})).await;
+    assert_eq!(
+        c.ok("glob", all.clone()).await["files"],
+        json!(["a.rs", "src/deep/er/b.rs", "src/deep/er/c.rs"])
+    );
+
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    c.ok("glob", all.clone()).await;
+    let gitignore = fx.root.join("src/.gitignore");
+    let mut f = std::fs::OpenOptions::new().append(true).open(gitignore).unwrap();
+    std::io::Write::write_all(&mut f, b"c.rs\n").unwrap();
+    std::fs::remove_file(fx.root.join("a.rs")).unwrap();
+    let r = c.ok("glob", all.clone()).await;
+    assert_eq!(r["files"], json!(["src/deep/er/b.rs"]));
+    c.stop().await;
+}
+
 #[tokio::test]
 async fn grep_modes_context_case_literal_glob_and_limit() {
     let (fx, c) = setup().await;

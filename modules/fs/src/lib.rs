@@ -5,6 +5,7 @@
 pub mod edit;
 mod error;
 pub mod list;
+mod listing;
 pub mod read;
 pub mod search;
 pub mod text;
@@ -12,6 +13,9 @@ pub mod write;
 
 #[cfg(test)]
 mod tests_rwe;
+
+#[cfg(test)]
+mod tests_listing;
 
 #[cfg(test)]
 mod tests_walk;

@@ -2,7 +2,7 @@
 //! `globset`, `grep-regex`, `grep-searcher`), never following a link and never surfacing what
 //! the policy hides.
 
-use crate::{FsError, ToolText};
+use crate::{FsError, ToolText, listing};
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
@@ -184,49 +184,176 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let prefix = display_prefix(given);
     let cap = limit.saturating_mul(GLOB_CAP_FACTOR).max(GLOB_MIN_CAP);
 
-    let found = AtomicU64::new(0);
-    let overflow = AtomicBool::new(false);
-    let hits: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let hider = resolver.hider(&base);
-    walker(&hider, &base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
-        Box::new(|entry| {
-            let Ok(entry) = entry else { return WalkState::Continue };
-            if entry.depth() == 0 {
-                return WalkState::Continue;
-            }
-            let Some(ft) = entry.file_type() else { return WalkState::Continue };
-            let path = entry.path();
-            // Denied folders are pruned by the walker's own filter (`walker`).
-            if ft.is_dir() {
-                return WalkState::Continue;
-            }
-            if !ft.is_file() {
-                return WalkState::Continue;
-            }
-            let rel = below(path, &base);
-            let subject = if absolute { path } else { rel };
-            let hidden = || {
-                let (dir, name) = (path.parent().unwrap_or(path), entry.file_name());
-                hider.hides(dir, name, None, true)
-            };
-            if !matcher.is_match(subject) || hidden() {
-                return WalkState::Continue;
-            }
-            lock(&hits).push(shown(&prefix, rel));
-            if found.fetch_add(1, Ordering::Relaxed) + 1 >= cap {
-                overflow.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            WalkState::Continue
-        })
+    let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
+    let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider };
+    let key = listing::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
+    let cached = listing::lookup(&key).and_then(|kept| {
+        let found = kept.search(
+            &base,
+            || {
+                let mine = pick.clone();
+                move |rel: &Path| mine.cached(rel)
+            },
+            cap,
+        );
+        if found.is_none() {
+            listing::forget(&kept);
+        }
+        found
     });
-
-    let mut files = hits.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let (mut files, overflow) = match cached {
+        Some(found) => found,
+        None => {
+            let walk = GlobWalk {
+                pick: &pick,
+                cap,
+                found: AtomicU64::new(0),
+                overflow: AtomicBool::new(false),
+                hits: Mutex::new(Vec::new()),
+                recorder: listing::Recorder::new(key),
+            };
+            walker(&hider, &base, hidden, ignored).visit(&mut &walk);
+            if let Some(recorder) = walk.recorder {
+                recorder.keep();
+            }
+            let hits = walk.hits.into_inner().unwrap_or_else(PoisonError::into_inner);
+            (hits, walk.overflow.into_inner())
+        }
+    };
     files.sort_unstable();
     let total = files.len() as u64;
-    let truncated = total > limit || overflow.load(Ordering::Relaxed);
+    let truncated = total > limit || overflow;
     files.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     Ok(GlobOutput { base: display(&base), count: files.len() as u64, files, total, truncated })
+}
+
+/// What `glob` keeps of a file: the pattern must match its path (relative to the base, or
+/// absolute for a pattern starting with `/`) and the policy must not hide it.
+#[derive(Clone)]
+struct Pick<'a> {
+    /// Each thread clones its own: threads sharing one regex contend for its scratch space.
+    matcher: GlobMatcher,
+    absolute: bool,
+    base: &'a Path,
+    prefix: &'a Path,
+    hider: &'a Hider<'a>,
+}
+
+impl Pick<'_> {
+    /// The file as `glob` shows it, if kept; `path` is absolute, `rel` below the base.
+    fn pick(&self, path: &Path, rel: &Path) -> Option<String> {
+        let subject = if self.absolute { path } else { rel };
+        if !self.matcher.is_match(subject) {
+            return None;
+        }
+        let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
+        (!self.hider.hides(dir, name, None, true)).then(|| shown(self.prefix, rel))
+    }
+
+    /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
+    /// costs an allocation, made only when the pattern needs it or the file matched.
+    fn cached(&self, rel: &Path) -> Option<String> {
+        if !self.absolute && !self.matcher.is_match(rel) {
+            return None;
+        }
+        self.pick(&self.base.join(rel), rel)
+    }
+}
+
+/// One `glob` walk: what its threads share.
+struct GlobWalk<'a> {
+    pick: &'a Pick<'a>,
+    cap: u64,
+    found: AtomicU64,
+    overflow: AtomicBool,
+    hits: Mutex<Vec<String>>,
+    /// Records the walk for the cache ([`listing`]), when its base allows.
+    recorder: Option<listing::Recorder>,
+}
+
+impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
+    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
+        Box::new(GlobVisitor {
+            walk: self,
+            pick: self.pick.clone(),
+            hits: Vec::new(),
+            found: listing::Found::default(),
+        })
+    }
+}
+
+/// One walker thread's visitor; hands what it gathered to the walk when dropped.
+struct GlobVisitor<'a> {
+    walk: &'a GlobWalk<'a>,
+    pick: Pick<'a>,
+    hits: Vec<String>,
+    found: listing::Found,
+}
+
+impl GlobVisitor<'_> {
+    fn spoil(&self) {
+        if let Some(r) = &self.walk.recorder {
+            r.spoil();
+        }
+    }
+
+    fn recording(&self) -> bool {
+        self.walk.recorder.as_ref().is_some_and(|r| !r.is_spoiled())
+    }
+}
+
+impl ignore::ParallelVisitor for GlobVisitor<'_> {
+    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        let Ok(entry) = entry else {
+            self.spoil();
+            return WalkState::Continue;
+        };
+        let Some(ft) = entry.file_type() else {
+            self.spoil();
+            return WalkState::Continue;
+        };
+        let path = entry.path();
+        let rel = below(path, self.walk.pick.base);
+        // Denied folders are pruned by the walker's own filter (`walker`).
+        if ft.is_dir() {
+            if self.recording() {
+                self.found.dir(rel);
+            }
+            return WalkState::Continue;
+        }
+        if entry.depth() == 0 || !ft.is_file() {
+            return WalkState::Continue;
+        }
+        if self.recording() {
+            self.found.file(rel);
+            // The threads' files are counted together, a thousand at a time, so that the
+            // records stay bounded however many threads walk.
+            let within = !self.found.len().is_multiple_of(1024)
+                || self.walk.recorder.as_ref().is_some_and(|r| r.tally(1024));
+            if !within {
+                self.spoil();
+                self.found = listing::Found::default();
+            }
+        }
+        let Some(hit) = self.pick.pick(path, rel) else { return WalkState::Continue };
+        self.hits.push(hit);
+        if self.walk.found.fetch_add(1, Ordering::Relaxed) + 1 >= self.walk.cap {
+            self.walk.overflow.store(true, Ordering::Relaxed);
+            self.spoil();
+            return WalkState::Quit;
+        }
+        WalkState::Continue
+    }
+}
+
+impl Drop for GlobVisitor<'_> {
+    fn drop(&mut self) {
+        lock(&self.walk.hits).append(&mut self.hits);
+        if let Some(r) = &self.walk.recorder {
+            r.add(std::mem::take(&mut self.found));
+        }
+    }
 }
 
 /// Lines matching `p.pattern` under `p.path` (a folder, walked in parallel, or one file).

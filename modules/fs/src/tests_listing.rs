@@ -1,0 +1,233 @@
+//! Unit tests of `glob`'s walk cache (`listing`): a settled tree is kept and answered from the
+//! cache exactly as a walk answers, and every kind of change since — a file added deep in the
+//! tree, one removed, an ignore file edited in place, an exclude file created inside `.git`, a
+//! `.gitignore` in an ancestor, a folder time put back by hand — is seen at once.
+
+// A failed unwrap is a failed test, which is what these assertions want.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::listing::{self, Key};
+use crate::search::{GlobParams, glob};
+use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
+use std::fs::{self, File, FileTimes, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tempfile::TempDir;
+
+/// A tree in a fresh folder, with a resolver over it; not yet settled.
+fn tree(files: &[&str]) -> (TempDir, PathBuf, Resolver) {
+    let tmp = TempDir::new().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    for rel in files {
+        put(&base, rel, "x\n");
+    }
+    let lists = PolicyLists { secret_patterns: vec![".env".into()], ..PolicyLists::default() };
+    let r = Resolver::new(
+        &[RootSpec { path: base.clone(), writable: true }],
+        Policy::new(&lists).unwrap(),
+    )
+    .unwrap();
+    (tmp, base, r)
+}
+
+fn put(base: &Path, rel: &str, content: &str) {
+    let p = base.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, content).unwrap();
+}
+
+/// Waits until everything made so far is older than the cache's same-tick margin.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(1200));
+}
+
+fn key(base: &Path, hidden: bool) -> Key {
+    Key { base: base.to_path_buf(), hidden, ignored: false, denied: Vec::new() }
+}
+
+fn files(r: &Resolver, path: Option<&str>, hidden: bool) -> Vec<String> {
+    let p = GlobParams {
+        pattern: "**/*".into(),
+        path: path.map(String::from),
+        limit: None,
+        hidden: Some(hidden),
+        ignored: None,
+    };
+    glob(r, p).unwrap().files
+}
+
+/// Globs a settled tree twice: the first walk is kept, the second answers from it; both the same.
+fn kept_twice(r: &Resolver, base: &Path) -> Vec<String> {
+    let first = files(r, None, false);
+    assert!(listing::is_kept(&key(base, false)), "a settled tree's walk is kept");
+    let second = files(r, None, false);
+    assert_eq!(first, second, "the cached answer is the walk's");
+    second
+}
+
+const START: &[&str] = &[
+    "a.rs",
+    "src/b.rs",
+    "src/deep/er/c.rs",
+    "src/deep/er/notes.log",
+    ".hidden/h.rs",
+    ".env",
+    ".gitignore",
+    "target/out.rs",
+];
+
+fn start() -> (TempDir, PathBuf, Resolver) {
+    let (tmp, base, r) = tree(START);
+    fs::write(base.join(".gitignore"), "target/\n").unwrap();
+    (tmp, base, r)
+}
+
+#[test]
+fn a_settled_tree_is_kept_and_answered_like_a_walk() {
+    let (_tmp, base, r) = start();
+    settle();
+    let got = kept_twice(&r, &base);
+    // Hidden, ignored and secret files stay out, from the cache as from the walk.
+    assert_eq!(got, ["a.rs", "src/b.rs", "src/deep/er/c.rs", "src/deep/er/notes.log"]);
+    // The switches are part of what a listing answers for.
+    let hidden = files(&r, None, true);
+    assert!(hidden.contains(&".hidden/h.rs".to_string()), "{hidden:?}");
+    assert!(!hidden.iter().any(|f| f == ".env"), "a secret stays hidden: {hidden:?}");
+    assert_eq!(files(&r, None, false), got, "the plain listing is still the same");
+}
+
+#[test]
+fn a_tree_changed_within_the_margin_is_not_kept() {
+    let (_tmp, base, r) = start();
+    let got = files(&r, None, false);
+    assert!(!listing::is_kept(&key(&base, false)), "a tree made just now is walked, not kept");
+    assert_eq!(got, ["a.rs", "src/b.rs", "src/deep/er/c.rs", "src/deep/er/notes.log"]);
+    // Positive control: the same tree, settled, is kept.
+    settle();
+    kept_twice(&r, &base);
+}
+
+#[test]
+fn a_file_added_deep_in_the_tree_shows_at_once() {
+    let (_tmp, base, r) = start();
+    settle();
+    kept_twice(&r, &base);
+    put(&base, "src/deep/er/new.rs", "new\n");
+    let got = files(&r, None, false);
+    assert!(got.contains(&"src/deep/er/new.rs".to_string()), "{got:?}");
+}
+
+#[test]
+fn a_removed_file_and_a_renamed_folder_show_at_once() {
+    let (_tmp, base, r) = start();
+    settle();
+    kept_twice(&r, &base);
+    fs::remove_file(base.join("src/b.rs")).unwrap();
+    fs::rename(base.join("src/deep/er"), base.join("src/deep/moved")).unwrap();
+    assert_eq!(files(&r, None, false), ["a.rs", "src/deep/moved/c.rs", "src/deep/moved/notes.log"]);
+}
+
+#[test]
+fn an_ignore_file_edited_in_place_applies_at_once() {
+    let (_tmp, base, r) = start();
+    put(&base, "src/.gitignore", "");
+    settle();
+    kept_twice(&r, &base);
+    // Appending changes the file, not its folder.
+    let src = fs::metadata(base.join("src")).unwrap().modified().unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(base.join("src/.gitignore"))
+        .unwrap()
+        .write_all(b"*.log\n")
+        .unwrap();
+    assert_eq!(fs::metadata(base.join("src")).unwrap().modified().unwrap(), src);
+    assert_eq!(files(&r, None, false), ["a.rs", "src/b.rs", "src/deep/er/c.rs"]);
+}
+
+#[test]
+fn an_exclude_file_created_or_edited_inside_git_applies_at_once() {
+    let (_tmp, base, r) = start();
+    fs::create_dir_all(base.join(".git/info")).unwrap();
+    settle();
+    kept_twice(&r, &base);
+    fs::write(base.join(".git/info/exclude"), "*.log\n").unwrap();
+    assert_eq!(files(&r, None, false), ["a.rs", "src/b.rs", "src/deep/er/c.rs"]);
+    // And one edited in place, which changes no folder.
+    settle();
+    kept_twice(&r, &base);
+    let exclude = base.join(".git/info/exclude");
+    OpenOptions::new().append(true).open(exclude).unwrap().write_all(b"a.rs\n").unwrap();
+    assert_eq!(files(&r, None, false), ["src/b.rs", "src/deep/er/c.rs"]);
+}
+
+#[test]
+fn a_gitignore_created_in_an_ancestor_applies_at_once() {
+    let (_tmp, base, r) = start();
+    settle();
+    let first = files(&r, Some("src"), false);
+    let sub = key(&base.join("src"), false);
+    assert!(listing::is_kept(&sub));
+    assert_eq!(first, ["src/b.rs", "src/deep/er/c.rs", "src/deep/er/notes.log"]);
+    fs::write(base.join(".ignore"), "*.log\n").unwrap();
+    assert_eq!(files(&r, Some("src"), false), ["src/b.rs", "src/deep/er/c.rs"]);
+}
+
+#[test]
+fn a_folder_time_put_back_by_hand_does_not_hide_a_new_file() {
+    let (_tmp, base, r) = start();
+    settle();
+    kept_twice(&r, &base);
+    let dir = base.join("src/deep/er");
+    let before = fs::metadata(&dir).unwrap().modified().unwrap();
+    put(&base, "src/deep/er/sneaky.rs", "x\n");
+    File::open(&dir).unwrap().set_times(FileTimes::new().set_modified(before)).unwrap();
+    assert_eq!(fs::metadata(&dir).unwrap().modified().unwrap(), before, "the time was put back");
+    let got = files(&r, None, false);
+    assert!(got.contains(&"src/deep/er/sneaky.rs".to_string()), "{got:?}");
+}
+
+#[test]
+fn a_linked_ignore_file_is_not_trusted() {
+    let (_tmp, base, r) = start();
+    put(&base, "rules/ignore", "");
+    std::os::unix::fs::symlink(base.join("rules/ignore"), base.join("src/.gitignore")).unwrap();
+    settle();
+    files(&r, None, false);
+    assert!(
+        !listing::is_kept(&key(&base, false)),
+        "a linked .gitignore's target can change unseen"
+    );
+    // Positive control: without the link the same tree is kept.
+    fs::remove_file(base.join("src/.gitignore")).unwrap();
+    settle();
+    kept_twice(&r, &base);
+}
+
+#[test]
+fn a_walk_stopped_by_its_cap_is_not_kept() {
+    let names: Vec<String> = (0..10_050).map(|i| format!("d{}/f{i}", i % 7)).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_tmp, base, r) = tree(&refs);
+    settle();
+    let p = |limit| GlobParams {
+        pattern: "**/*".into(),
+        path: None,
+        limit: Some(limit),
+        hidden: None,
+        ignored: None,
+    };
+    // 10 × 100 = 1,000 < the 10,000 floor of the cap: the walk stops at 10,000 matches.
+    let out = glob(&r, p(10)).unwrap();
+    assert!(out.truncated);
+    assert!(!listing::is_kept(&key(&base, false)), "a walk that stopped early is incomplete");
+    let all = glob(&r, p(20_000)).unwrap();
+    assert_eq!(all.total, 10_050);
+    assert!(listing::is_kept(&key(&base, false)));
+    // From the cache, the cap still applies.
+    let capped = glob(&r, p(10)).unwrap();
+    assert!(capped.truncated);
+    assert_eq!(capped.count, 10);
+    assert_eq!(glob(&r, p(20_000)).unwrap().files, all.files);
+}
