@@ -35,7 +35,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Listings kept at once; the least recently used goes first.
@@ -47,11 +47,14 @@ pub(crate) const MAX_FILES: usize = 200_000;
 const MAX_TOTAL_FILES: usize = 2 * MAX_FILES;
 /// How much older than the walk's start every recorded stamp must be.
 const RACY: Duration = Duration::from_secs(1);
-/// Proofs checked on one thread; more are split over two.
-const SPLIT_AT: usize = 2_000;
+/// Walks reading fewer folders than this are stamped at once, larger ones on a thread of their
+/// own after the answer.
+const BACKGROUND_AT: usize = 256;
+/// Proofs and files checked on one thread; more are split over two.
+const SPLIT_AT: usize = 4_000;
 
-/// Local file systems, whose times come from this kernel's clock (`statfs` magic numbers): ext2/3/4,
-/// XFS, Btrfs, tmpfs, overlayfs, F2FS, ZFS, bcachefs.
+/// Local file systems, whose times come from this kernel's clock (`statfs` magic numbers):
+/// ext2/3/4, XFS, Btrfs, tmpfs, overlayfs, F2FS, ZFS, bcachefs.
 const LOCAL_FS: [u64; 8] = [
     0xEF53,
     0x5846_5342,
@@ -151,9 +154,10 @@ impl Listing {
         self.ends.len()
     }
 
-    /// The files kept by `pick` (which makes each thread its picker), at most `cap` (and whether there were more), when every recorded
-    /// path still has its stamp; `None` when one changed. Two threads share the work, each
-    /// checking half of the proofs, then picking from half of the files.
+    /// The files kept by `pick` (which makes each thread its own picker), at most `cap`, and
+    /// whether `cap` stopped them — or `None` when a recorded path no longer has its stamp.
+    /// Two threads share a large listing, each checking half of the proofs, then picking from
+    /// half of the files.
     pub(crate) fn search<P, F>(&self, base: &Path, pick: P, cap: u64) -> Option<(Vec<String>, bool)>
     where
         P: Fn() -> F + Sync,
@@ -183,7 +187,7 @@ impl Listing {
             Some((hits, false))
         };
         let n = self.len();
-        let (mut hits, mut over) = if self.proofs.len() < SPLIT_AT {
+        let (mut hits, mut over) = if self.proofs.len() + n < SPLIT_AT {
             half(&self.proofs, 0..n)?
         } else {
             let (a, b) = self.proofs.split_at(self.proofs.len() / 2);
@@ -200,7 +204,8 @@ impl Listing {
         if failed.load(Ordering::Relaxed) {
             return None;
         }
-        if hits.len() as u64 > cap {
+        // As in a walk, reaching the cap counts as stopped by it.
+        if hits.len() as u64 >= cap {
             hits.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
             over = true;
         }
@@ -332,7 +337,10 @@ impl Recorder {
     }
 
     /// Keeps the walk when it is complete, on one local device, and older than [`RACY`] in
-    /// every stamp.
+    /// every stamp. Stamping a large walk's folders takes a third of the walk's time again, so
+    /// that is done on a thread of its own, after the answer (one such thread at a time; while
+    /// one runs, other walks are not kept). Stamping late is as safe as stamping at once: what
+    /// changed since the walk has a change time after its start, and is not kept.
     pub(crate) fn keep(self) {
         if self.is_spoiled() {
             return;
@@ -341,21 +349,61 @@ impl Recorder {
         if parts.iter().map(Found::len).sum::<usize>() > MAX_FILES {
             return;
         }
-        let Some(proofs) = prove(&self.key, &parts, self.started) else { return };
-        let mut paths: Vec<&[u8]> = Vec::new();
-        for part in &parts {
-            let starts = std::iter::once(0).chain(part.ends.iter().copied());
-            paths.extend(starts.zip(&part.ends).map(|(s, &e)| &part.arena[s..e]));
+        let (key, started) = (self.key, self.started);
+        if parts.iter().map(|p| p.dirs.len()).sum::<usize>() < BACKGROUND_AT {
+            return keep(key, &parts, started);
         }
-        paths.sort_unstable();
-        let mut arena = Vec::with_capacity(paths.iter().map(|p| p.len()).sum());
-        let mut ends = Vec::with_capacity(paths.len());
-        for p in paths {
-            arena.extend_from_slice(p);
-            ends.push(arena.len());
+        {
+            let mut busy = keeper();
+            if *busy {
+                return;
+            }
+            *busy = true;
         }
-        store(self.key, Listing { arena, ends, proofs });
+        let spawned = std::thread::Builder::new().name("hands-listing".into()).spawn(move || {
+            keep(key, &parts, started);
+            *keeper() = false;
+            KEEPER_DONE.notify_all();
+        });
+        if spawned.is_err() {
+            *keeper() = false;
+        }
     }
+}
+
+/// Whether a thread is keeping a walk ([`Recorder::keep`]); `KEEPER_DONE` is told when it ends.
+static KEEPER: Mutex<bool> = Mutex::new(false);
+static KEEPER_DONE: Condvar = Condvar::new();
+
+fn keeper() -> std::sync::MutexGuard<'static, bool> {
+    KEEPER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits until no thread is keeping a walk.
+#[cfg(test)]
+pub(crate) fn wait_for_keeper() {
+    let mut busy = keeper();
+    while *busy {
+        busy = KEEPER_DONE.wait(busy).unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// Stamps the walk and, when every stamp allows, stores it.
+fn keep(key: Key, parts: &[Found], started: SystemTime) {
+    let Some(proofs) = prove(&key, parts, started) else { return };
+    let mut paths: Vec<&[u8]> = Vec::new();
+    for part in parts {
+        let starts = std::iter::once(0).chain(part.ends.iter().copied());
+        paths.extend(starts.zip(&part.ends).map(|(s, &e)| &part.arena[s..e]));
+    }
+    paths.sort_unstable();
+    let mut arena = Vec::with_capacity(paths.iter().map(|p| p.len()).sum());
+    let mut ends = Vec::with_capacity(paths.len());
+    for p in paths {
+        arena.extend_from_slice(p);
+        ends.push(arena.len());
+    }
+    store(key, Listing { arena, ends, proofs });
 }
 
 /// The stamps that prove the walk: every folder read, the ignore files in them, and the ignore

@@ -231,3 +231,21 @@ fn a_walk_stopped_by_its_cap_is_not_kept() {
     assert_eq!(capped.count, 10);
     assert_eq!(glob(&r, p(20_000)).unwrap().files, all.files);
 }
+
+#[test]
+fn a_large_walk_is_kept_after_the_answer_and_then_used() {
+    // 300 folders: over the size stamped at once, so a thread of its own keeps it.
+    let names: Vec<String> = (0..600).map(|i| format!("d{}/f{i}.rs", i % 300)).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_tmp, base, r) = tree(&refs);
+    settle();
+    let first = files(&r, None, false);
+    assert_eq!(first.len(), 600);
+    listing::wait_for_keeper();
+    assert!(listing::is_kept(&key(&base, false)));
+    assert_eq!(files(&r, None, false), first);
+    put(&base, "d7/new.rs", "");
+    let got = files(&r, None, false);
+    assert_eq!(got.len(), 601);
+    assert!(got.contains(&"d7/new.rs".to_string()));
+}
