@@ -36,7 +36,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Listings kept at once; the least recently used goes first.
 const MAX_LISTINGS: usize = if cfg!(test) { 64 } else { 4 };
@@ -287,11 +287,18 @@ impl Found {
     }
 }
 
+/// When a walk started, by the wall clock (which file times follow) and by a steady one.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    wall: SystemTime,
+    steady: Instant,
+}
+
 /// Gathers one walk's findings from its threads; [`Recorder::keep`] turns them into a listing.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     key: Key,
-    started: SystemTime,
+    started: Started,
     parts: Mutex<Vec<Found>>,
     spoiled: AtomicBool,
     /// Files found so far by all threads (counted in batches, [`Recorder::tally`]).
@@ -310,7 +317,7 @@ impl Recorder {
         }
         Some(Recorder {
             key,
-            started: SystemTime::now(),
+            started: Started { wall: SystemTime::now(), steady: Instant::now() },
             parts: Mutex::new(Vec::new()),
             spoiled: AtomicBool::new(false),
             files: AtomicUsize::new(0),
@@ -389,8 +396,14 @@ pub(crate) fn wait_for_keeper() {
 }
 
 /// Stamps the walk and, when every stamp allows, stores it.
-fn keep(key: Key, parts: &[Found], started: SystemTime) {
-    let Some(proofs) = prove(&key, parts, started) else { return };
+fn keep(key: Key, parts: &[Found], started: Started) {
+    let Some(proofs) = prove(&key, parts, started.wall) else { return };
+    // A wall clock set back during the walk would make a change made meanwhile look older than
+    // the walk: such a walk is not kept.
+    let wall = SystemTime::now().duration_since(started.wall).unwrap_or_default();
+    if wall + RACY / 2 < started.steady.elapsed() {
+        return;
+    }
     let mut paths: Vec<&[u8]> = Vec::new();
     for part in parts {
         let starts = std::iter::once(0).chain(part.ends.iter().copied());
