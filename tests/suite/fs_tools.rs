@@ -238,16 +238,18 @@ async fn list_dir_orders_folders_first_and_shows_links() {
     std::os::unix::fs::symlink("a.txt", fx.root.join("link")).unwrap();
     std::os::unix::fs::symlink("/etc", fx.root.join("etc-link")).unwrap();
     let r = c.ok("list_dir", json!({})).await;
-    let names: Vec<_> =
-        r["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["adir", "zdir", "a.txt", "b.txt", "etc-link", "link"]);
-    let b = &r["entries"][3];
-    assert_eq!(b["kind"], "file");
-    assert_eq!(b["size"], 2);
-    assert_eq!(r["entries"][4]["target"], "/etc");
-    assert_eq!(r["entries"][5]["kind"], "symlink");
-    let r = c.ok("list_dir", json!({"limit": 2})).await;
-    assert_eq!(r["entries"].as_array().unwrap().len(), 2);
+    assert_eq!(r["folders"], json!(["adir", "zdir"]));
+    assert_eq!(r["files"], json!({"a.txt": 1, "b.txt": 2}));
+    assert_eq!(r["links"], json!({"etc-link": "/etc", "link": "a.txt"}));
+    assert_eq!(r.get("other"), None, "no FIFO, socket or device here: {r}");
+    // The text mirror in the same order: folders, files, links, each by name.
+    let text = text_of(&c.call("list_dir", json!({})).await);
+    assert!(
+        text.contains("adir/\nzdir/\na.txt  1 bytes\nb.txt  2 bytes\netc-link -> /etc\n"),
+        "{text}"
+    );
+    let r = c.ok("list_dir", json!({"limit": 3})).await;
+    assert_eq!((&r["folders"], &r["files"]), (&json!(["adir", "zdir"]), &json!({"a.txt": 1})));
     assert_eq!(r["truncated"], true);
     assert_eq!(r["total"], 6);
     // A folder larger than the inline cap (its own size, 128 KiB) is listed on the blocking
@@ -259,8 +261,7 @@ async fn list_dir_orders_folders_first_and_shows_links() {
     let size = std::fs::metadata(fx.root.join("many")).unwrap().len();
     assert!(size > 128 * 1024, "the folder must be over the inline cap: {size} bytes");
     let r = c.ok("list_dir", json!({"path": "many", "limit": 3})).await;
-    let names: Vec<_> =
-        r["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let names: Vec<_> = r["files"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(names, ["file-00000.txt", "file-00001.txt", "file-00002.txt"]);
     assert_eq!((r["total"].as_u64(), r["truncated"].as_bool()), (Some(8000), Some(true)));
     c.stop().await;

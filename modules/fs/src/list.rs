@@ -5,6 +5,7 @@ use hands_roots::Resolver;
 use rustix::fs::{AtFlags, Dir, FileType};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
@@ -22,33 +23,43 @@ pub struct ListDirParams {
     pub limit: Option<u64>,
 }
 
-/// One entry of a folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct DirEntry {
-    /// File name within the folder.
-    pub name: String,
-    /// `dir`, `file`, `symlink` or `other` (FIFO, socket, device).
-    pub kind: String,
-    /// Size in bytes, for files only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// Where a symlink points, as written in the link (not followed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-}
-
-/// What `list_dir` returns.
+/// What `list_dir` returns: the folder's entries by kind, each kind sorted by name. Names map
+/// to what else is known of them (a file's size, a link's target) rather than each entry being
+/// an object of its own: the same facts in a quarter of the bytes, for clients and the models
+/// reading them.
 #[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ListDirOutput {
     /// The real absolute path of the folder listed.
     pub path: String,
-    /// Folders first, then everything else, each group sorted by name.
-    pub entries: Vec<DirEntry>,
+    /// Its folders, sorted by name.
+    pub folders: Vec<String>,
+    /// Its regular files, sorted by name, each with its size in bytes (`null` for a file gone
+    /// before its size was read).
+    pub files: BTreeMap<String, Option<u64>>,
+    /// Its symbolic links, sorted by name, each with where it points as written in the link,
+    /// not followed (`null` when the link could not be read). Absent when there are none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, Option<String>>,
+    /// Its FIFOs, sockets and devices, sorted by name. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other: Vec<String>,
     /// Entries in the folder (hidden secret and denied entries not counted).
     pub total: u64,
-    /// Whether `limit` cut the list.
+    /// Whether `limit` cut the list: folders are kept first, then files, links, the rest.
     pub truncated: bool,
 }
+
+/// The kinds of entry, in the order `list_dir` keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Folder,
+    File,
+    Link,
+    Other,
+}
+
+/// One entry: its kind, name, and the file's size or the link's target.
+type Entry = (Kind, String, Option<u64>, Option<String>);
 
 /// Lists the folder at `p.path`: sizes by `statat` on the folder's descriptor, symlink targets
 /// by `readlinkat`, never following a link; entries the policy hides are left out.
@@ -84,72 +95,103 @@ pub fn list_dir_within(
     let fd = dir.fd().map_err(|e| FsError::io(&abs, "read", e.into()))?;
     let hider = resolver.hider(&abs);
 
-    let mut entries = Vec::with_capacity(names.len());
+    let mut entries: Vec<Entry> = Vec::with_capacity(names.len());
     for (name, dtype) in names {
         let name_os = std::ffi::OsStr::from_bytes(name.to_bytes());
         // An entry that vanished since readdir keeps its readdir type and shows no size.
         let stat = rustix::fs::statat(fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok();
-        let ft = stat.as_ref().map_or(dtype, |s| FileType::from_raw_mode(s.st_mode));
-        let kind = match ft {
-            FileType::Directory => "dir",
-            FileType::RegularFile => "file",
-            FileType::Symlink => "symlink",
-            _ => "other",
+        let kind = match stat.as_ref().map_or(dtype, |s| FileType::from_raw_mode(s.st_mode)) {
+            FileType::Directory => Kind::Folder,
+            FileType::RegularFile => Kind::File,
+            FileType::Symlink => Kind::Link,
+            _ => Kind::Other,
         };
         let ids = stat.as_ref().map(|s| (s.st_dev, s.st_ino));
-        if hider.hides(&abs, name_os, ids, kind != "dir") {
+        if hider.hides(&abs, name_os, ids, kind != Kind::Folder) {
             continue;
         }
         let size = match (kind, &stat) {
-            ("file", Some(s)) => u64::try_from(s.st_size).ok(),
+            (Kind::File, Some(s)) => u64::try_from(s.st_size).ok(),
             _ => None,
         };
-        let target = if kind == "symlink" {
+        let target = if kind == Kind::Link {
             rustix::fs::readlinkat(fd, name.as_c_str(), Vec::new())
                 .ok()
                 .map(|t| String::from_utf8_lossy(t.as_bytes()).into_owned())
         } else {
             None
         };
-        entries.push(DirEntry {
-            name: String::from_utf8_lossy(name.to_bytes()).into_owned(),
-            kind: kind.to_string(),
-            size,
-            target,
-        });
+        entries.push((kind, String::from_utf8_lossy(name.to_bytes()).into_owned(), size, target));
     }
 
-    entries.sort_by(|a, b| (a.kind != "dir", &a.name).cmp(&(b.kind != "dir", &b.name)));
+    entries.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let total = entries.len() as u64;
     let truncated = total > limit;
     entries.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(Some(ListDirOutput { path: display(&abs), entries, total, truncated }))
+    let mut out = ListDirOutput {
+        path: display(&abs),
+        folders: Vec::new(),
+        files: BTreeMap::new(),
+        links: BTreeMap::new(),
+        other: Vec::new(),
+        total,
+        truncated,
+    };
+    for (kind, name, size, target) in entries {
+        match kind {
+            Kind::Folder => out.folders.push(name),
+            Kind::File => {
+                out.files.insert(name, size);
+            }
+            Kind::Link => {
+                out.links.insert(name, target);
+            }
+            Kind::Other => out.other.push(name),
+        }
+    }
+    Ok(Some(out))
 }
 
 fn display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+impl ListDirOutput {
+    /// Entries shown.
+    pub fn shown(&self) -> usize {
+        self.folders.len() + self.files.len() + self.links.len() + self.other.len()
+    }
+}
+
 impl ToolText for ListDirOutput {
     fn text(&self) -> String {
         let mut out = format!("{}:\n", self.path);
-        if self.entries.is_empty() {
+        if self.shown() == 0 {
             out.push_str("(empty)\n");
         }
-        for e in &self.entries {
-            let _ = match (e.kind.as_str(), e.size, &e.target) {
-                ("dir", _, _) => writeln!(out, "{}/", e.name),
-                (_, _, Some(t)) => writeln!(out, "{} -> {t}", e.name),
-                ("file", Some(size), _) => writeln!(out, "{}  {size} bytes", e.name),
-                ("file", None, _) => writeln!(out, "{}", e.name),
-                (kind, _, _) => writeln!(out, "{}  ({kind})", e.name),
+        for name in &self.folders {
+            let _ = writeln!(out, "{name}/");
+        }
+        for (name, size) in &self.files {
+            let _ = match size {
+                Some(size) => writeln!(out, "{name}  {size} bytes"),
+                None => writeln!(out, "{name}"),
             };
+        }
+        for (name, target) in &self.links {
+            let _ = match target {
+                Some(target) => writeln!(out, "{name} -> {target}"),
+                None => writeln!(out, "{name} -> (unreadable link)"),
+            };
+        }
+        for name in &self.other {
+            let _ = writeln!(out, "{name}  (FIFO, socket or device)");
         }
         if self.truncated {
             let _ = writeln!(
                 out,
                 "[truncated: {} of {} entries shown; raise limit to see more]",
-                self.entries.len(),
+                self.shown(),
                 self.total
             );
         }

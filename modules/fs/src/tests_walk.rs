@@ -93,21 +93,17 @@ fn list_dir_puts_folders_first_then_files_sorted_with_sizes_and_link_targets() {
     symlink("z.txt", tmp.path().join("link")).unwrap();
     symlink("/", tmp.path().join("out")).unwrap();
     let out = ls(&r, None, None);
-    let got: Vec<_> = out
-        .entries
-        .iter()
-        .map(|e| (e.name.as_str(), e.kind.as_str(), e.size, e.target.as_deref()))
-        .collect();
-    assert_eq!(
-        got,
-        vec![
-            ("a", "dir", None, None),
-            ("b", "dir", None, None),
-            ("c.txt", "file", Some(0), None),
-            ("link", "symlink", None, Some("z.txt")),
-            ("out", "symlink", None, Some("/")),
-            ("z.txt", "file", Some(3), None),
-        ]
+    assert_eq!(out.folders, ["a", "b"]);
+    let files: Vec<_> = out.files.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    assert_eq!(files, [("c.txt", Some(0)), ("z.txt", Some(3))]);
+    let links: Vec<_> = out.links.iter().map(|(n, t)| (n.as_str(), t.as_deref())).collect();
+    assert_eq!(links, [("link", Some("z.txt")), ("out", Some("/"))]);
+    assert!(out.other.is_empty());
+    // The structured form: names mapped to sizes and targets, in order.
+    let json = serde_json::to_string(&out).unwrap();
+    assert!(
+        json.contains(r#""folders":["a","b"],"files":{"c.txt":0,"z.txt":3},"links":{"link":"z.txt","out":"/"}"#),
+        "{json}"
     );
     assert_eq!(out.total, 6);
     assert!(!out.truncated);
@@ -121,13 +117,16 @@ fn list_dir_puts_folders_first_then_files_sorted_with_sizes_and_link_targets() {
 
 #[test]
 fn list_dir_truncates_at_limit_and_reports_total() {
-    let (_tmp, r) = setup(&[("e", ""), ("d", ""), ("c", ""), ("b", ""), ("a", "")]);
-    let out = ls(&r, None, Some(2));
-    let names: Vec<_> = out.entries.iter().map(|e| e.name.as_str()).collect();
+    let (_tmp, r) = setup(&[("e", ""), ("d", ""), ("c", ""), ("b", ""), ("a", ""), ("z/f", "")]);
+    let out = ls(&r, None, Some(3));
+    // Folders are kept first, then files by name.
+    assert_eq!(out.folders, ["z"]);
+    let names: Vec<_> = out.files.keys().map(String::as_str).collect();
     assert_eq!(names, ["a", "b"]);
-    assert_eq!(out.total, 5);
+    assert_eq!(out.total, 6);
     assert!(out.truncated);
-    assert!(out.text().contains("2 of 5"));
+    assert!(out.text().contains("3 of 6"), "{}", out.text());
+    assert!(out.text().starts_with(&format!("{}:\nz/\na  0 bytes\n", out.path)));
 }
 
 #[test]
@@ -135,7 +134,7 @@ fn list_dir_refuses_paths_outside_the_root_and_links_out() {
     let (tmp, r) = setup(&[("sub/f", "1")]);
     symlink("/etc", tmp.path().join("etc")).unwrap();
     let sub = ls(&r, Some("sub"), None);
-    assert_eq!(sub.entries.len(), 1);
+    assert_eq!(sub.shown(), 1);
     for bad in ["/etc", "etc", "../x"] {
         let err = list_dir(&r, ListDirParams { path: Some(bad.into()), limit: None });
         assert!(matches!(err, Err(FsError::Path(_))), "{bad}: {err:?}");
@@ -148,8 +147,7 @@ fn list_dir_and_walks_hide_denied_folders() {
     put(tmp.path(), "keys/secret.txt", b"needle");
     put(tmp.path(), "open/ok.txt", b"needle");
     let r = resolver_with(tmp.path(), vec![tmp.path().join("keys")]);
-    let names: Vec<_> = ls(&r, None, None).entries.into_iter().map(|e| e.name).collect();
-    assert_eq!(names, ["open"]);
+    assert_eq!(ls(&r, None, None).folders, ["open"]);
     assert_eq!(glob(&r, globp("**/*.txt")).unwrap().files, ["open/ok.txt"]);
     assert_eq!(hits(&grep(&r, grepp("needle")).unwrap()), [h("open/ok.txt", 1)]);
 }
