@@ -105,8 +105,11 @@ fn fs_config(root: &Path, state: &Path, shell: bool) -> PathBuf {
     cfg
 }
 
+/// The `hands` binary measured: this build's, or `HANDS_BENCH_BIN` (to compare with another
+/// build on the same data in the same hour).
 fn hands_bin() -> PathBuf {
-    manifest().join("target/release/hands")
+    std::env::var_os("HANDS_BENCH_BIN")
+        .map_or_else(|| manifest().join("target/release/hands"), PathBuf::from)
 }
 
 /// `hands serve` over stdio on `cfg`; the client and the daemon's pid.
