@@ -122,6 +122,26 @@ async fn a_command_that_reads_a_line_then_exits_shows_it_all_and_its_status() {
 }
 
 #[tokio::test]
+async fn a_command_that_execs_and_ends_at_once_shows_its_output_and_status() {
+    // The pane's shell runs the command in a subshell, so an `exec` replaces that and the
+    // shell's drain-on-exit still runs; its status is the command's.
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    for (i, (cmd, out, status)) in
+        [("exec printf 'fast\\n'", "fast", 0), ("exec sh -c 'echo gone; exit 6'", "gone", 6)]
+            .into_iter()
+            .enumerate()
+    {
+        let name = format!("ex{i}");
+        c.ok("tmux_start", json!({ "command": cmd, "name": name })).await;
+        let r = read_until(&c, &name, |r| r["ended"] == true).await;
+        assert_eq!(r["exit_status"], status, "{cmd}: {r}");
+        assert_eq!(text(&r), out, "{cmd}: {r}");
+        c.ok("tmux_kill", json!({ "session": name })).await;
+    }
+}
+
+#[tokio::test]
 async fn send_types_text_literally_including_tmux_syntax() {
     let fx = Fixture::new();
     let c = start(&fx).await;

@@ -172,7 +172,8 @@ pub struct GrepOutput {
     pub(crate) grouped: bool,
 }
 
-/// Files under `p.path` whose path relative to it matches `p.pattern`, sorted.
+/// Files under `p.path` whose path relative to it matches `p.pattern`, sorted. The walk of a
+/// settled tree is kept and answers later calls while proved unchanged (`listing`).
 pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let limit = p.limit.unwrap_or(DEFAULT_GLOB_LIMIT);
     let given = p.path.as_deref().unwrap_or("");

@@ -269,8 +269,15 @@ pub fn server_argv(socket: &str) -> Vec<String> {
 /// skipped when stdin or stdout is not the terminal.
 const DRAIN_ON_EXIT: &str = r#"trap 'if [ -t 0 ] && [ -t 1 ]; then stty -echo 2>/dev/null; printf "\033[6n"; IFS= read -rs -t 2 -d R _; fi' EXIT"#;
 
+/// What the pane's shell runs: `trap` (its own line), then the command as written, in a
+/// subshell of its own lines — so that a command that `exec`s replaces the subshell, not the
+/// shell whose EXIT trap must still run.
+fn pane_script(trap: &str, command: &str) -> String {
+    format!("{trap}\n(\n{command}\n)")
+}
+
 /// Makes the session: panes stay after their command ends, the command runs with `shell -c`
-/// after [`DRAIN_ON_EXIT`] (its own line, so the command is run as written).
+/// after [`DRAIN_ON_EXIT`] ([`pane_script`]).
 pub fn new_session_argv(
     socket: &str,
     name: &str,
@@ -287,7 +294,7 @@ pub fn new_session_argv(
         .start_directory(cwd.to_string())
         .width(WIDTH)
         .height(HEIGHT)
-        .shell_command(format!("{DRAIN_ON_EXIT}\n{command}"))
+        .shell_command(pane_script(DRAIN_ON_EXIT, command))
         .build();
     client(
         socket,
@@ -445,20 +452,34 @@ mod tests {
     fn the_command_runs_after_the_drain_line_and_keeps_its_exit_status() {
         let v = new_session_argv("/s", "w", "/", "bash", "echo a; exit 3");
         let script = v.last().unwrap();
-        assert_eq!(script, &format!("{DRAIN_ON_EXIT}\necho a; exit 3"));
-        // Run by bash outside a terminal: the trap skips the question, the status is kept.
-        for (cmd, status) in
-            [("echo a; exit 3", 3), ("false", 1), ("true", 0), ("nosuch_cmd_x", 127)]
-        {
-            let st = std::process::Command::new("bash")
+        assert_eq!(script, &pane_script(DRAIN_ON_EXIT, "echo a; exit 3"));
+        let run = |trap: &str, cmd: &str| {
+            std::process::Command::new("bash")
                 .arg("-c")
-                .arg(format!("{DRAIN_ON_EXIT}\n{cmd}"))
+                .arg(pane_script(trap, cmd))
                 .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert_eq!(st.code(), Some(status), "{cmd}");
+                .output()
+                .unwrap()
+        };
+        // Run by bash outside a terminal: the trap skips the question, the status is kept,
+        // however the command ends (a comment or a here-document on its last line included).
+        for (cmd, status) in [
+            ("echo a; exit 3", 3),
+            ("false", 1),
+            ("true", 0),
+            ("nosuch_cmd_x", 127),
+            ("exec sh -c 'exit 5'", 5),
+            ("true # a comment", 0),
+            ("cat <<EOF\nx\nEOF", 0),
+        ] {
+            assert_eq!(run(DRAIN_ON_EXIT, cmd).status.code(), Some(status), "{cmd}");
+        }
+        // A command that `exec`s still leaves the shell to run its EXIT trap (the drain).
+        let marked = "trap 'echo TRAPPED' EXIT";
+        for cmd in ["exec printf 'x\\n'", "printf 'x\\n'", "exec sh -c 'echo x; exit 2'"] {
+            let out = run(marked, cmd);
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "x\nTRAPPED\n", "{cmd}");
         }
     }
 
