@@ -461,15 +461,18 @@ async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
             n_rg = out.lines().count();
         }
         let (o, f, g) = (median(ours), median(refs), median(rgs));
-        t.row(&[
-            label.clone(),
-            "`glob` `**/needle*`".into(),
-            format!("{:.1} ms ({n_ours})", ms(o)),
-            format!("{:.1} ms ({n_ref})", ms(f)),
-            format!("{:.1} ms ({n_rg})", ms(g)),
-            format!("{:.3}× ({:.0}× faster)", ms(o) / ms(f), ms(f) / ms(o)),
-            format!("{:.2}×", ms(o) / ms(g)),
-        ]);
+        let glob_row = |t: &mut Table, what: &str, o: Duration| {
+            t.row(&[
+                label.clone(),
+                what.into(),
+                format!("{:.1} ms ({n_ours})", ms(o)),
+                format!("{:.1} ms ({n_ref})", ms(f)),
+                format!("{:.1} ms ({n_rg})", ms(g)),
+                format!("{:.3}× ({:.0}× faster)", ms(o) / ms(f), ms(f) / ms(o)),
+                format!("{:.2}×", ms(o) / ms(g)),
+            ]);
+        };
+        glob_row(t, "`glob` `**/needle*`", o);
         // A daemon's first `glob` of a tree walks it (later ones answer from the walk it kept,
         // once proved unchanged): five fresh daemons, the first call of each.
         let mut cold = vec![];
@@ -482,16 +485,7 @@ async fn section_search(t: &mut Table, entry: &Path, mem: &mut Mem) {
             assert_eq!(v["count"].as_u64(), Some(n_ours));
             let _ = fresh.cancel().await;
         }
-        let c0 = median(cold);
-        t.row(&[
-            label.clone(),
-            "`glob` `**/needle*`, a daemon's first (walks; no cache)".into(),
-            format!("{:.1} ms ({n_ours})", ms(c0)),
-            format!("{:.1} ms ({n_ref})", ms(f)),
-            format!("{:.1} ms ({n_rg})", ms(g)),
-            format!("{:.3}× ({:.0}× faster)", ms(c0) / ms(f), ms(f) / ms(c0)),
-            format!("{:.2}×", ms(c0) / ms(g)),
-        ]);
+        glob_row(t, "`glob` `**/needle*`, a daemon's first (walks; no cache)", median(cold));
 
         // grep for a literal, every match counted
         let (mut ours, mut rgs) = (vec![], vec![]);

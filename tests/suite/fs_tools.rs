@@ -305,7 +305,7 @@ async fn glob_from_a_cached_walk_sees_every_change_at_once() {
     fx.write("target/gen.rs", "");
     fx.write(".gitignore", "target/\n");
     // Older than the cache's one-second same-tick margin: the walk is kept.
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let all = json!({"pattern": "**/*"});
     let first = c.ok("glob", all.clone()).await;
     // The secret (`*.key`) stays out of the walk and of the cached answer alike.
@@ -318,7 +318,7 @@ async fn glob_from_a_cached_walk_sees_every_change_at_once() {
         json!(["a.rs", "src/deep/er/b.rs", "src/deep/er/c.rs"])
     );
 
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     c.ok("glob", all.clone()).await;
     let gitignore = fx.root.join("src/.gitignore");
     let mut f = std::fs::OpenOptions::new().append(true).open(gitignore).unwrap();

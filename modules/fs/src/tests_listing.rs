@@ -31,6 +31,12 @@ fn tree(files: &[&str]) -> (TempDir, PathBuf, Resolver) {
     (tmp, base, r)
 }
 
+/// A tree of `files` files `f<i><ext>` spread over `folders` folders `d<n>`.
+fn spread(files: usize, folders: usize, ext: &str) -> (TempDir, PathBuf, Resolver) {
+    let names: Vec<String> = (0..files).map(|i| format!("d{}/f{i}{ext}", i % folders)).collect();
+    tree(&names.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 fn put(base: &Path, rel: &str, content: &str) {
     let p = base.join(rel);
     fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -207,9 +213,7 @@ fn a_linked_ignore_file_is_not_trusted() {
 
 #[test]
 fn a_walk_stopped_by_its_cap_is_not_kept() {
-    let names: Vec<String> = (0..10_050).map(|i| format!("d{}/f{i}", i % 7)).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (_tmp, base, r) = tree(&refs);
+    let (_tmp, base, r) = spread(10_050, 7, "");
     settle();
     let p = |limit| GlobParams {
         pattern: "**/*".into(),
@@ -235,9 +239,7 @@ fn a_walk_stopped_by_its_cap_is_not_kept() {
 #[test]
 fn a_large_walk_is_kept_after_the_answer_and_then_used() {
     // 300 folders: over the size stamped at once, so a thread of its own keeps it.
-    let names: Vec<String> = (0..600).map(|i| format!("d{}/f{i}.rs", i % 300)).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (_tmp, base, r) = tree(&refs);
+    let (_tmp, base, r) = spread(600, 300, ".rs");
     settle();
     let first = files(&r, None, false);
     assert_eq!(first.len(), 600);
