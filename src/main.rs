@@ -258,9 +258,9 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
             return crate::http::serve(daemon, setup).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
-        let service = server::HandsServer::new(daemon, "stdio")
-            .serve(stdio::Stdio::new(input, output))
-            .await?;
+        let server = server::HandsServer::new(daemon, "stdio");
+        let transport = stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
+        let service = server.serve(transport).await?;
         service.waiting().await?;
         anyhow::Ok(())
     });

@@ -337,11 +337,24 @@ pub struct HandsServer {
     client: Arc<str>,
     /// Standing *session* permissions of this connection: (module, tool, epoch granted in).
     session: Arc<std::sync::Mutex<std::collections::HashSet<(String, String, u64)>>>,
+    /// Cancelled when this connection's client has gone (the stdio transport tells): its
+    /// running commands die at once.
+    gone: tokio_util::sync::CancellationToken,
 }
 
 impl HandsServer {
     pub fn new(daemon: Arc<Daemon>, client: &str) -> Self {
-        HandsServer { daemon, client: Arc::from(client), session: Default::default() }
+        HandsServer {
+            daemon,
+            client: Arc::from(client),
+            session: Default::default(),
+            gone: Default::default(),
+        }
+    }
+
+    /// The token that ends this connection's commands when cancelled.
+    pub fn gone(&self) -> tokio_util::sync::CancellationToken {
+        self.gone.clone()
     }
 
     /// The connected client's identity (`stdio` or an HTTP client's configured name).
@@ -617,7 +630,7 @@ impl HandsServer {
                         &run.checked,
                         run.cwd,
                         run.timeout_secs,
-                        crate::shell::Caller::of(ctx),
+                        crate::shell::Caller::of(ctx, &self.gone),
                         None,
                     )
                     .await,
@@ -733,7 +746,7 @@ impl HandsServer {
                     Ok(p) => p,
                     Err(e) => return e,
                 };
-                match sh.bash(params, ctx).await {
+                match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
                     Ok(out) => structured(&out, out.to_string(), "bash"),
                     Err(crate::shell::Refusal(msg)) => tool_error(msg),
                 }

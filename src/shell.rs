@@ -95,21 +95,37 @@ pub struct Refusal(pub String);
 
 /// Who waits for a command: what cancels it, and where progress notifications go.
 pub struct Caller {
-    pub ct: tokio_util::sync::CancellationToken,
+    ct: tokio_util::sync::CancellationToken,
+    /// The connection's own token, cancelled when its client has gone (stdio).
+    gone: Option<tokio_util::sync::CancellationToken>,
     progress: Option<(rmcp::Peer<RoleServer>, rmcp::model::ProgressToken)>,
 }
 
 impl Caller {
-    /// An MCP request: cancelled by `notifications/cancelled` or a disconnect; progress to
-    /// the client when it sent a token.
-    pub fn of(ctx: &RequestContext<RoleServer>) -> Caller {
+    /// An MCP request: cancelled by `notifications/cancelled`, a disconnect, or `gone` (the
+    /// connection's client has gone); progress to the client when it sent a token.
+    pub fn of(
+        ctx: &RequestContext<RoleServer>,
+        gone: &tokio_util::sync::CancellationToken,
+    ) -> Caller {
         let progress = ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t));
-        Caller { ct: ctx.ct.clone(), progress }
+        Caller { ct: ctx.ct.clone(), gone: Some(gone.clone()), progress }
     }
 
     /// A person's `hands exec`: cancelled when the terminal goes away; no progress.
     pub fn terminal(ct: tokio_util::sync::CancellationToken) -> Caller {
-        Caller { ct, progress: None }
+        Caller { ct, gone: None, progress: None }
+    }
+
+    /// Resolves once the command's caller no longer waits for it.
+    async fn cancelled(&self) {
+        match &self.gone {
+            Some(gone) => tokio::select! {
+                () = self.ct.cancelled() => {}
+                () = gone.cancelled() => {}
+            },
+            None => self.ct.cancelled().await,
+        }
     }
 }
 
@@ -341,13 +357,9 @@ impl Shell {
     }
 
     /// Runs one `bash` call to its end.
-    pub async fn bash(
-        &self,
-        p: BashParams,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<BashOutput, Refusal> {
+    pub async fn bash(&self, p: BashParams, caller: Caller) -> Result<BashOutput, Refusal> {
         let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
-        self.launch(argv, p.cwd, p.timeout_secs, Caller::of(ctx), self.output_chars, None).await
+        self.launch(argv, p.cwd, p.timeout_secs, caller, self.output_chars, None).await
     }
 
     /// The policy of `run`, `os-*` and `hands exec`.
@@ -418,7 +430,7 @@ impl Shell {
             s = self.slots.clone().acquire_owned() => {
                 s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
             }
-            () = caller.ct.cancelled() => return Err(Refusal("cancelled before it started".into())),
+            () = caller.cancelled() => return Err(Refusal("cancelled before it started".into())),
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
@@ -534,7 +546,7 @@ impl Shell {
                     timed_out = true;
                     break stop(&mut child).await;
                 }
-                () = caller.ct.cancelled(), if !timed_out && !cancelled => {
+                () = caller.cancelled(), if !timed_out && !cancelled => {
                     cancelled = true;
                     break stop(&mut child).await;
                 }

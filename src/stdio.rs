@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 /// Lines longer than this are refused whole (the rest of the line is skipped, not buffered).
 const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -32,6 +33,8 @@ pub struct Stdio<R, W> {
     line: Vec<u8>,
     too_long: bool,
     output: Arc<Mutex<Option<W>>>,
+    /// Cancelled when the client has gone: input ended and the process's stdout is broken.
+    hangup: Option<CancellationToken>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Stdio<R, W> {
@@ -41,7 +44,29 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Stdio<R, W> {
             line: Vec::new(),
             too_long: false,
             output: Arc::new(Mutex::new(Some(output))),
+            hangup: None,
         }
+    }
+
+    /// Cancels `token` once the client has gone — its end of stdin closed and its end of this
+    /// process's stdout too — so that running commands die at once instead of after rmcp's
+    /// drain of in-flight answers (up to 5 s), which only serves a client that closed stdin but
+    /// still reads. Watches the process's own stdout (fd 1): for the real stdio transport only.
+    pub fn cancel_on_hangup(mut self, token: CancellationToken) -> Self {
+        self.hangup = Some(token);
+        self
+    }
+
+    /// Input has ended: watches stdout (every 100 ms) until it breaks, then cancels.
+    fn watch_hangup(&mut self) {
+        let Some(token) = self.hangup.take() else { return };
+        tokio::spawn(async move {
+            while !stdout_broken() {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            tracing::debug!("stdio client gone: cancelling its commands");
+            token.cancel();
+        });
     }
 
     /// The next whole line (without its newline), `(line, too_long)`; `None` at the end of
@@ -125,7 +150,10 @@ where
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            let (line, too_long) = self.next_line().await?;
+            let Some((line, too_long)) = self.next_line().await else {
+                self.watch_hangup();
+                return None;
+            };
             let answer = if too_long {
                 Some(error_line(
                     Value::Null,
@@ -156,6 +184,20 @@ where
             let _ = w.shutdown().await;
         }
         Ok(())
+    }
+}
+
+/// Whether the reader of this process's stdout has gone (a pipe's or socket's other end
+/// closed: `POLLERR`/`POLLHUP`).
+fn stdout_broken() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
+    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+    match rustix::event::poll(&mut fds, Some(&now)) {
+        Ok(_) => fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP),
+        // Nothing to watch: nothing will tell.
+        Err(_) => false,
     }
 }
 
