@@ -17,7 +17,7 @@
 //!   kept only when every stamp it recorded is older than the walk's start by [`RACY`] (git's
 //!   "racy clean" rule): a tree touched in the last second is simply walked each time.
 //! - **Times set by hand.** `touch -d` can put a modification time back, never a change time,
-//!   and both are compared.
+//!   and both are compared. A walk during which the wall clock was set back is not kept.
 //! - **Other file systems.** Network and FUSE file systems stamp with another machine's clock
 //!   or not at all: only walks wholly on a local file system ([`LOCAL_FS`]) are kept, and a
 //!   folder on another device (a mount inside the tree) disqualifies the walk.
@@ -26,7 +26,9 @@
 //!   file lives elsewhere) is not kept either.
 //!
 //! Matching the pattern, the policy's hiding of secrets and the output are the same for a
-//! cached listing as for a fresh walk ([`crate::search::glob`]).
+//! cached listing as for a fresh walk ([`crate::search::glob`]). A large walk is stamped on a
+//! thread of its own after the answer ([`Recorder::keep`]), so that keeping it does not slow
+//! the call that walked.
 
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
