@@ -294,10 +294,12 @@ async fn glob_patterns_hidden_ignored_limit_and_order() {
 
 /// A settled tree's walk is cached (`modules/fs/src/listing.rs`); whatever changes after —
 /// a file written deep in the tree, through the tools or beside them, an ignore file edited in
-/// place, a file removed — shows in the very next `glob`, and a secret never shows.
+/// place, a file removed, files made by a sandboxed command — shows in the very next `glob`,
+/// and a secret never shows.
 #[tokio::test]
 async fn glob_from_a_cached_walk_sees_every_change_at_once() {
-    let (fx, c) = setup().await;
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_shell_config()).await;
     fx.write("a.rs", "");
     fx.write("src/deep/er/b.rs", "");
     fx.write("src/deep/er/server.key", "secret");
@@ -326,6 +328,15 @@ async fn glob_from_a_cached_walk_sees_every_change_at_once() {
     std::fs::remove_file(fx.root.join("a.rs")).unwrap();
     let r = c.ok("glob", all.clone()).await;
     assert_eq!(r["files"], json!(["src/deep/er/b.rs"]));
+
+    // A sandboxed command's changes (the roots are bind-mounted into its namespace: the same
+    // folders) show as well.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    c.ok("glob", all.clone()).await;
+    let command = "mkdir -p src/new && touch src/new/d.rs && mv src/deep/er/b.rs src/deep/er/b2.rs";
+    assert_eq!(c.ok("bash", json!({ "command": command })).await["exit_code"], 0);
+    let r = c.ok("glob", all.clone()).await;
+    assert_eq!(r["files"], json!(["src/deep/er/b2.rs", "src/new/d.rs"]));
     c.stop().await;
 }
 
