@@ -627,7 +627,7 @@ fn cut_line(bytes: &[u8]) -> String {
 /// An `ignore` walk of `base` by the rules both tools share: links never followed, hidden and
 /// ignored files per the switches, `.gitignore` honoured outside git repositories too, and the
 /// policy's denied folders never descended into.
-fn walker(hider: &Hider<'_>, base: &Path, hidden: bool, ignored: bool) -> WalkParallel {
+pub(crate) fn walker(hider: &Hider<'_>, base: &Path, hidden: bool, ignored: bool) -> WalkParallel {
     let respect = !ignored;
     let mut b = WalkBuilder::new(base);
     b.follow_links(false)

@@ -251,3 +251,116 @@ fn a_large_walk_is_kept_after_the_answer_and_then_used() {
     assert_eq!(got.len(), 601);
     assert!(got.contains(&"d7/new.rs".to_string()));
 }
+
+/// The regular files a fresh walk finds (no cache), relative to `base`, sorted: the truth a
+/// cached answer must equal.
+fn walked(r: &Resolver, base: &Path) -> Vec<String> {
+    let hider = r.hider(base);
+    let found = std::sync::Mutex::new(Vec::new());
+    crate::search::walker(&hider, base, false, false).run(|| {
+        Box::new(|entry| {
+            if let Ok(e) = entry
+                && e.file_type().is_some_and(|t| t.is_file())
+            {
+                let rel = e.path().strip_prefix(base).unwrap().to_string_lossy().into_owned();
+                found.lock().unwrap().push(rel);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut found = found.into_inner().unwrap();
+    found.sort();
+    found
+}
+
+/// Changes between settled globs, one a round, in random folders — files and folders made,
+/// removed and renamed, ignore rules written in place, folder times put back, contents changed
+/// — and after each round the cached answer equals a fresh walk (and before it, from the cache
+/// too).
+#[test]
+fn after_random_changes_the_cached_answer_is_always_a_fresh_walk() {
+    let (_tmp, base, r) = spread(60, 6, ".txt");
+    // Empty ignore files everywhere, so that writing rules into one changes no folder.
+    for d in ["", "d0", "d1", "d2", "d3", "d4", "d5"] {
+        fs::write(base.join(d).join(".gitignore"), "").unwrap();
+    }
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        usize::try_from(seed % n as u64).unwrap()
+    };
+    let dirs = |base: &Path| -> Vec<PathBuf> {
+        let mut all = vec![base.to_path_buf()];
+        let mut i = 0;
+        while i < all.len() {
+            for e in fs::read_dir(&all[i]).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    all.push(e.path());
+                }
+            }
+            i += 1;
+        }
+        all
+    };
+    let mut kept_rounds = 0;
+    for round in 0..14 {
+        settle();
+        let truth = walked(&r, &base);
+        assert_eq!(files(&r, None, false), truth, "round {round}, before changes");
+        kept_rounds += usize::from(listing::is_kept(&key(&base, false)));
+        assert_eq!(files(&r, None, false), truth, "round {round}, from the cache");
+        // One change a round, so that one that moves no folder's time is met alone.
+        let all = dirs(&base);
+        let dir = &all[next(all.len())];
+        let entries: Vec<PathBuf> =
+            fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+        let name = format!("n{round}");
+        // Every kind of change in turn, in a random folder; ignore rules written in place
+        // (4) most often: only their own stamps show them.
+        match [4, 0, 4, 2, 5, 3, 4, 6, 1, 4, 7, 4, 3, 4][round] {
+            0 => fs::write(dir.join(format!("{name}.txt")), "x").unwrap(),
+            1 => fs::create_dir_all(dir.join(&name).join("inner")).unwrap(),
+            2 => {
+                if let Some(f) = entries.iter().find(|p| p.is_file()) {
+                    fs::remove_file(f).unwrap();
+                }
+            }
+            3 => {
+                if let Some(f) = entries.iter().find(|p| p.is_file()) {
+                    let to = &all[next(all.len())];
+                    fs::rename(f, to.join(format!("{name}.moved"))).unwrap();
+                }
+            }
+            4 => {
+                let patterns =
+                    ["*.moved\n", "f1*\n", "n*\n", "!f12.txt\n", "inner/\n", "f*\n", "*.txt\n"];
+                let mut g = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(".gitignore"))
+                    .unwrap();
+                g.write_all(patterns[next(patterns.len())].as_bytes()).unwrap();
+            }
+            5 => {
+                // A change, then the folder's time put back.
+                let before = fs::metadata(dir).unwrap().modified().unwrap();
+                fs::write(dir.join(format!("{name}.hid")), "x").unwrap();
+                File::open(dir).unwrap().set_times(FileTimes::new().set_modified(before)).unwrap();
+            }
+            6 => {
+                if let Some(d) = entries.iter().find(|p| p.is_dir()) {
+                    fs::remove_dir_all(d).unwrap();
+                }
+            }
+            _ => {
+                if let Some(f) = entries.iter().find(|p| p.is_file()) {
+                    fs::write(f, "changed content, same name").unwrap();
+                }
+            }
+        }
+        assert_eq!(files(&r, None, false), walked(&r, &base), "round {round}, after changes");
+    }
+    assert!(kept_rounds >= 12, "the cache was used in {kept_rounds} of 14 rounds only");
+}
