@@ -80,25 +80,38 @@ impl PidsCgroup {
 }
 
 impl PidsCgroup {
-    /// Sends `sig` to every process of the sandbox (all but the launcher).
-    pub fn signal_all(&self, sig: i32) {
-        let Ok(path) = sys::cstr(format!("{}/cgroup.procs", self.name)) else { return };
+    /// The processes of the sandbox (all but the launcher); `None` when the list cannot be read.
+    fn members(&self) -> Option<Vec<u32>> {
+        let path = sys::cstr(format!("{}/cgroup.procs", self.name)).ok()?;
         // SAFETY: a directory descriptor and a NUL-terminated relative path.
         let fd = unsafe {
             libc::openat(self.base.as_raw_fd(), path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
         };
         if fd < 0 {
-            return;
+            return None;
         }
         let mut text = String::new();
-        let _ = File::from(super::owned(fd)).read_to_string(&mut text);
+        File::from(super::owned(fd)).read_to_string(&mut text).ok()?;
         let me = std::process::id();
-        for pid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
-            if pid != me {
-                // SAFETY: kill with integer arguments.
-                unsafe { libc::kill(pid as libc::pid_t, sig) };
-            }
+        Some(
+            text.lines()
+                .filter_map(|l| l.trim().parse::<u32>().ok())
+                .filter(|p| *p != me)
+                .collect(),
+        )
+    }
+
+    /// Sends `sig` to every process of the sandbox (all but the launcher).
+    pub fn signal_all(&self, sig: i32) {
+        for pid in self.members().unwrap_or_default() {
+            // SAFETY: kill with integer arguments.
+            unsafe { libc::kill(pid as libc::pid_t, sig) };
         }
+    }
+
+    /// How many processes the sandbox has left (`usize::MAX` when that cannot be read).
+    pub fn count(&self) -> usize {
+        self.members().map_or(usize::MAX, |m| m.len())
     }
 }
 

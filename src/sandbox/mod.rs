@@ -3,7 +3,8 @@
 //! command inside as PID 1 of its own PID namespace.
 //!
 //! Signals: SIGTERM, SIGINT or SIGHUP sent to the launcher is forwarded to every process of the
-//! sandbox (PID 1 ignores it unless it set a handler); SIGKILL to the launcher kills them all.
+//! sandbox; PID 1, which the kernel shields from signals it set no handler for, is ended in
+//! the signal's stead once it is alone (see `launch`); SIGKILL to the launcher kills them all.
 //!
 //! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
 //! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
@@ -30,6 +31,10 @@ pub const SETUP_FAILED: u8 = 125;
 
 /// How often a launcher with a `watch` file checks it.
 const WATCH_MS: i32 = 2000;
+
+/// How often a launcher standing in for a stop signal PID 1 cannot receive checks whether PID 1
+/// is the last process left.
+const STAND_IN_MS: i32 = 20;
 
 /// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
 /// are); `..` is refused.
@@ -181,26 +186,75 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
     let _ = std::fs::File::from(err_read).read_to_string(&mut why);
     // SIGTERM, SIGINT or SIGHUP to the launcher goes to every process of the sandbox (found in
     // its pids cgroup), so a caller can ask for a clean stop, wait, then SIGKILL the launcher.
+    //
+    // PID 1 receives such a signal only if it set a handler: the kernel drops it otherwise (a
+    // namespace's init cannot be killed from outside by a signal it did not ask for). A
+    // command run as PID 1 — `bash -c 'sleep 30'` execs `sleep` — would then sit out the
+    // caller's grace period and die by SIGKILL. So when PID 1 neither handles nor ignores the
+    // signal, the launcher watches the sandbox and, once PID 1 is the last process left (the
+    // others had their signal and their time), ends it by SIGKILL as the signal would have,
+    // and reports the signal it stood in for.
+    let mut stand_in: Option<i32> = None;
+    let mut stood_in = false;
     if let Ok(pidfd) = &pidfd {
-        let tick = if watch.is_some() { WATCH_MS } else { -1 };
         loop {
+            let tick = match (stand_in, &watch) {
+                (Some(_), _) => STAND_IN_MS,
+                (None, Some(_)) => WATCH_MS,
+                (None, None) => -1,
+            };
             match sys::wait_event(pidfd, &signals, tick) {
-                Ok(sys::Event::Signal(sig)) => cgroup.signal_all(sig),
+                Ok(sys::Event::Signal(sig)) => {
+                    cgroup.signal_all(sig);
+                    if stand_in.is_none() && pid1_drops(sig) {
+                        stand_in = Some(sig);
+                    }
+                }
                 Ok(sys::Event::Tick) => {
                     use std::os::unix::fs::MetadataExt;
                     // A removed marker has no links left: end everything in the sandbox.
                     if watch.as_ref().is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0)) {
                         cgroup.signal_all(libc::SIGKILL);
                     }
+                    if stand_in.is_some() && !stood_in && cgroup.count() <= 1 {
+                        // SAFETY: kill with integer arguments.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                        stood_in = true;
+                    }
                 }
                 Ok(sys::Event::Ended) | Err(_) => break,
             }
         }
     }
-    let status = sys::wait(pid);
+    let status = match (sys::wait(pid), stand_in) {
+        (Ok(code), Some(sig)) if stood_in && i32::from(code) == 128 + libc::SIGKILL => {
+            Ok(128u8.saturating_add(u8::try_from(sig).unwrap_or(0)))
+        }
+        (status, _) => status,
+    };
     drop(cgroup);
     anyhow::ensure!(why.is_empty(), "{why}");
     status
+}
+
+/// Whether the sandbox's PID 1 neither handles nor ignores `sig`, so that the kernel drops it
+/// (read from `/proc/1/status`: once the command runs, the launcher shares the sandbox's root
+/// and sees its /proc). `false` when that cannot be told.
+fn pid1_drops(sig: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/1/status") else { return false };
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    let Ok(bit) = u32::try_from(sig - 1).map(|b| 1u64.checked_shl(b).unwrap_or(0)) else {
+        return false;
+    };
+    match (mask("SigCgt:"), mask("SigIgn:")) {
+        (Some(caught), Some(ignored)) => bit != 0 && (caught | ignored) & bit == 0,
+        _ => false,
+    }
 }
 
 /// Runs in the child, PID 1 of the new PID namespace; returns only on failure.

@@ -104,6 +104,40 @@ async fn a_timeout_kills_the_whole_tree_and_is_a_normal_result() {
     c.stop().await;
 }
 
+/// A command that runs as PID 1 of the sandbox's namespace (`bash -c 'sleep N'` execs `sleep`)
+/// cannot be sent SIGTERM from outside unless it handles it: the launcher stands in, ending it
+/// as SIGTERM would once it is alone, and the result says SIGTERM. Processes that ignore
+/// SIGTERM still get the grace period (then SIGKILL), and a PID 1 that handles it runs its
+/// handler.
+#[tokio::test]
+async fn a_timeout_reaches_a_command_that_runs_as_pid_1_as_sigterm() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let secs = unique_sleep();
+    let cases = [
+        (format!("sleep {secs}"), json!(15), Value::Null, ""),
+        (format!("(trap '' TERM; sleep {secs}) & wait"), json!(9), Value::Null, ""),
+        (
+            format!("trap 'echo got; exit 3' TERM; sleep {secs} & wait"),
+            Value::Null,
+            json!(3),
+            "got\n",
+        ),
+    ];
+    for (command, signal, exit_code, stdout) in cases {
+        let r = c.ok("bash", json!({ "command": command, "timeout_secs": 1 })).await;
+        assert_eq!(r["timed_out"], true, "{command}: {r}");
+        assert_eq!((&r["signal"], &r["exit_code"]), (&signal, &exit_code), "{command}: {r}");
+        assert_eq!(out(&r), stdout, "{command}: {r}");
+        assert!(
+            wait_until(Duration::from_secs(3), || host_processes(&["sleep", &secs]).is_empty())
+                .await,
+            "{command}: a sleep outlived the timeout"
+        );
+    }
+    c.stop().await;
+}
+
 #[tokio::test]
 async fn output_is_capped_keeping_the_end_with_escapes_and_utf8_flags() {
     let fx = Fixture::new();
