@@ -174,6 +174,8 @@ where
             if let Some(answer) = answer
                 && write_line(&self.output, answer).await.is_err()
             {
+                // Stdout is gone: so is the client.
+                self.watch_hangup();
                 return None;
             }
         }
