@@ -31,7 +31,7 @@
 //! the call that walked.
 
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -103,11 +103,11 @@ impl Stamp {
     }
 
     fn is_dir(&self) -> bool {
-        self.mode & 0o170_000 == 0o040_000
+        FileType::from_raw_mode(self.mode) == FileType::Directory
     }
 
     fn is_file(&self) -> bool {
-        self.mode & 0o170_000 == 0o100_000
+        FileType::from_raw_mode(self.mode) == FileType::RegularFile
     }
 
     /// Whether the change time is older than `before` (times before 1970 count as old).
@@ -152,7 +152,7 @@ pub(crate) struct Listing {
 }
 
 impl Listing {
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.ends.len()
     }
 
@@ -160,7 +160,7 @@ impl Listing {
     /// whether `cap` stopped them — or `None` when a recorded path no longer has its stamp.
     /// Two threads share a large listing, each checking half of the proofs, then picking from
     /// half of the files.
-    pub(crate) fn search<P, F>(&self, base: &Path, pick: P, cap: u64) -> Option<(Vec<String>, bool)>
+    fn search<P, F>(&self, base: &Path, pick: P, cap: u64) -> Option<(Vec<String>, bool)>
     where
         P: Fn() -> F + Sync,
         F: FnMut(&Path) -> Option<String>,
@@ -203,9 +203,6 @@ impl Listing {
             hits.extend(more);
             (hits, over || over_too)
         };
-        if failed.load(Ordering::Relaxed) {
-            return None;
-        }
         // As in a walk, reaching the cap counts as stopped by it.
         if hits.len() as u64 >= cap {
             hits.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
@@ -227,8 +224,24 @@ fn cache() -> std::sync::MutexGuard<'static, Vec<(Key, Arc<Listing>)>> {
     CACHE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The kept listing for `key`, not yet checked ([`Listing::search`] checks it).
-pub(crate) fn lookup(key: &Key) -> Option<Arc<Listing>> {
+/// `glob`'s answer from the listing kept for `key`, when there is one and it still holds
+/// ([`Listing::search`]: `pick` makes each thread its picker; at most `cap` files, and whether
+/// the cap stopped them); a listing that no longer holds is dropped.
+pub(crate) fn answer<P, F>(key: &Key, pick: P, cap: u64) -> Option<(Vec<String>, bool)>
+where
+    P: Fn() -> F + Sync,
+    F: FnMut(&Path) -> Option<String>,
+{
+    let kept = lookup(key)?;
+    let found = kept.search(&key.base, pick, cap);
+    if found.is_none() {
+        forget(&kept);
+    }
+    found
+}
+
+/// The kept listing for `key`, moved to the front; not yet checked.
+fn lookup(key: &Key) -> Option<Arc<Listing>> {
     let mut kept = cache();
     let at = kept.iter().position(|(k, _)| k == key)?;
     let entry = kept.remove(at);
@@ -238,7 +251,7 @@ pub(crate) fn lookup(key: &Key) -> Option<Arc<Listing>> {
 }
 
 /// Drops a listing that no longer holds.
-pub(crate) fn forget(listing: &Arc<Listing>) {
+fn forget(listing: &Arc<Listing>) {
     cache().retain(|(_, l)| !Arc::ptr_eq(l, listing));
 }
 

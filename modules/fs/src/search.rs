@@ -189,20 +189,11 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
     let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider };
     let key = listing::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
-    let cached = listing::lookup(&key).and_then(|kept| {
-        let found = kept.search(
-            &base,
-            || {
-                let mine = pick.clone();
-                move |rel: &Path| mine.cached(rel)
-            },
-            cap,
-        );
-        if found.is_none() {
-            listing::forget(&kept);
-        }
-        found
-    });
+    let picker = || {
+        let mine = pick.clone();
+        move |rel: &Path| mine.cached(rel)
+    };
+    let cached = listing::answer(&key, picker, cap);
     let (mut files, overflow) = match cached {
         Some(found) => found,
         None => {
@@ -248,17 +239,25 @@ impl Pick<'_> {
         if !self.matcher.is_match(subject) {
             return None;
         }
-        let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
-        (!self.hider.hides(dir, name, None, true)).then(|| shown(self.prefix, rel))
+        self.unless_hidden(path, rel)
     }
 
     /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
     /// costs an allocation, made only when the pattern needs it or the file matched.
     fn cached(&self, rel: &Path) -> Option<String> {
-        if !self.absolute && !self.matcher.is_match(rel) {
+        if self.absolute {
+            return self.pick(&self.base.join(rel), rel);
+        }
+        if !self.matcher.is_match(rel) {
             return None;
         }
-        self.pick(&self.base.join(rel), rel)
+        self.unless_hidden(&self.base.join(rel), rel)
+    }
+
+    /// The matching file as `glob` shows it, unless the policy hides it.
+    fn unless_hidden(&self, path: &Path, rel: &Path) -> Option<String> {
+        let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
+        (!self.hider.hides(dir, name, None, true)).then(|| shown(self.prefix, rel))
     }
 }
 
