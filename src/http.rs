@@ -23,6 +23,7 @@
 //! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
 
 use crate::config::HttpCfg;
+use crate::hangups::Sessions;
 use crate::server::{Daemon, HandsServer};
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -239,6 +240,8 @@ struct Door {
     hosts: Vec<HostRule>,
     /// One service per configured client (same order as the clients), or one anonymous one.
     services: Vec<(Option<ClientKey>, Service)>,
+    /// The sessions calls were made in, for clients that vanish mid-call.
+    sessions: Arc<Sessions>,
 }
 
 /// Sets TCP_NODELAY on an accepted connection (`who` names the listener in the log). Answers
@@ -290,7 +293,7 @@ pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
             })
             .collect()
     };
-    let door = Arc::new(Door { hosts: setup.hosts, services });
+    let door = Arc::new(Door { hosts: setup.hosts, services, sessions: Arc::default() });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
@@ -343,7 +346,7 @@ impl Door {
         if let Err(r) = self.check_origin(req.headers()) {
             return *r;
         }
-        let service = match self.pick_service(req.headers()) {
+        let (index, service) = match self.pick_service(req.headers()) {
             Ok(s) => s,
             Err(r) => return *r,
         };
@@ -362,7 +365,29 @@ impl Door {
         // The token has done its work; it goes no further (rmcp hands the request's headers to
         // handlers as `http::request::Parts`).
         req.headers_mut().remove(header::AUTHORIZATION);
-        service.handle(req).await
+        // A session's requests are signs of life for calls whose answer streams were cut
+        // (src/hangups.rs); a POST is watched, a DELETE stops what still runs in the session.
+        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+        let Some(id) = session.map(str::to_string) else { return service.handle(req).await };
+        self.sessions.touch(index, &id);
+        match *req.method() {
+            http::Method::POST => {
+                let pending = self.sessions.prepare(index, &mut req);
+                let answer = service.handle(req).await;
+                match pending {
+                    Some(p) => p.watch(answer),
+                    None => answer,
+                }
+            }
+            http::Method::DELETE => {
+                let answer = service.handle(req).await;
+                if answer.status().is_success() {
+                    self.sessions.deleted(index, &id);
+                }
+                answer
+            }
+            _ => service.handle(req).await,
+        }
     }
 
     fn host_allowed(&self, host: &str, port: Option<u16>) -> bool {
@@ -439,9 +464,9 @@ impl Door {
 
     /// The service of the client whose token the request carries; 401 without a token or with
     /// a token no client has. Every client's tag is compared, in constant time, whatever matched.
-    fn pick_service(&self, headers: &HeaderMap) -> Result<&Service, Box<Response<Body>>> {
+    fn pick_service(&self, headers: &HeaderMap) -> Result<(usize, &Service), Box<Response<Body>>> {
         if let [(None, service)] = self.services.as_slice() {
-            return Ok(service);
+            return Ok((0, service));
         }
         let mut values = headers.get_all(header::AUTHORIZATION).iter();
         let presented = match (values.next(), values.next()) {
@@ -463,11 +488,11 @@ impl Door {
         let mut m = mac();
         m.update(presented.as_bytes());
         let mut found = None;
-        for (client, service) in &self.services {
+        for (index, (client, service)) in self.services.iter().enumerate() {
             if let Some(c) = client
                 && m.clone().verify_slice(&c.tag).is_ok()
             {
-                found = Some(service);
+                found = Some((index, service));
             }
         }
         found.ok_or_else(|| {
@@ -524,6 +549,7 @@ mod tests {
         Door {
             hosts: hosts.iter().map(|h| parse_host_rule(h).unwrap()).collect(),
             services: vec![],
+            sessions: Arc::default(),
         }
     }
 

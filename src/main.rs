@@ -9,6 +9,7 @@ mod config;
 mod control;
 mod dashboard;
 mod exec;
+mod hangups;
 mod http;
 mod masks;
 mod netns;

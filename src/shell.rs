@@ -98,6 +98,8 @@ pub struct Caller {
     ct: tokio_util::sync::CancellationToken,
     /// The connection's own token, cancelled when its client has gone (stdio).
     gone: Option<tokio_util::sync::CancellationToken>,
+    /// The HTTP call's own token, cancelled when its client has vanished (src/hangups.rs).
+    hangup: Option<tokio_util::sync::CancellationToken>,
     progress: Option<(rmcp::Peer<RoleServer>, rmcp::model::ProgressToken)>,
 }
 
@@ -109,22 +111,31 @@ impl Caller {
         gone: &tokio_util::sync::CancellationToken,
     ) -> Caller {
         let progress = ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t));
-        Caller { ct: ctx.ct.clone(), gone: Some(gone.clone()), progress }
+        let hangup = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<crate::hangups::Hangup>())
+            .map(|h| h.0.clone());
+        Caller { ct: ctx.ct.clone(), gone: Some(gone.clone()), hangup, progress }
     }
 
     /// A person's `hands exec`: cancelled when the terminal goes away; no progress.
     pub fn terminal(ct: tokio_util::sync::CancellationToken) -> Caller {
-        Caller { ct, gone: None, progress: None }
+        Caller { ct, gone: None, hangup: None, progress: None }
     }
 
     /// Resolves once the command's caller no longer waits for it.
     async fn cancelled(&self) {
-        match &self.gone {
-            Some(gone) => tokio::select! {
-                () = self.ct.cancelled() => {}
-                () = gone.cancelled() => {}
-            },
-            None => self.ct.cancelled().await,
+        async fn fired(t: &Option<tokio_util::sync::CancellationToken>) {
+            match t {
+                Some(t) => t.cancelled().await,
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = self.ct.cancelled() => {}
+            () = fired(&self.gone) => {}
+            () = fired(&self.hangup) => {}
         }
     }
 }

@@ -2,7 +2,9 @@
 //! client in both protocol eras and by hand-written HTTP/1.1 for the door's refusals (tokens,
 //! Host, Origin, body cap, sessions that belong to another client, startup refusals).
 
-use super::common::{Client, Era, Fixture, handshake, serve_http, text_of};
+use super::common::{
+    Client, Era, Fixture, handshake, host_processes, serve_http, text_of, unique_sleep, wait_until,
+};
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -447,4 +449,114 @@ async fn http_connections_are_served_without_nagle_delays() {
     let theirs = daemon_socket(child.id().unwrap(), addr.port(), port);
     assert!(rustix::net::sockopt::tcp_nodelay(&theirs).unwrap(), "the daemon's end has Nagle on");
     drop(child);
+}
+
+/// Sends a session-era `bash` call on a connection of its own and, once its `sleep` runs on the
+/// host, drops the connection without reading the answer: a client that vanished mid-call.
+async fn call_and_vanish(addr: SocketAddr, headers: &[String], secs: &str) {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": { "name": "bash", "arguments": { "command": format!("sleep {secs}") } }
+    })
+    .to_string();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}",
+        body.len()
+    );
+    for h in headers {
+        head.push_str("\r\n");
+        head.push_str(h);
+    }
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("{head}\r\n\r\n{body}").as_bytes()).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(15), || !host_processes(&["sleep", secs]).is_empty()).await,
+        "the command never started"
+    );
+    drop(s);
+}
+
+/// A session-era client (2025-11-25) whose connection closes mid-`bash` and that is never heard
+/// from again has its command stopped after the grace (src/hangups.rs); one that comes back
+/// within the grace keeps it (a disconnect is not a cancellation); a DELETE of the session
+/// stops what still runs in it at once; another client's DELETE of the session id stops
+/// nothing.
+#[tokio::test]
+#[allow(clippy::print_stderr)] // the figures, for the record
+async fn http_a_client_that_vanishes_mid_bash_has_its_command_stopped_after_a_grace() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.http]\nlisten = \"127.0.0.1:1\"\n\n\
+         [[server.http.clients]]\nname = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_A\"\n\n\
+         [[server.http.clients]]\nname = \"beta\"\ntoken_env = \"HANDS_TEST_TOKEN_B\"\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    );
+    let (_child, a) = serve_http(
+        &fx,
+        &config,
+        &[("HANDS_TEST_TOKEN_A", TOKEN_A), ("HANDS_TEST_TOKEN_B", TOKEN_B)],
+    )
+    .await;
+    let init = post(a, &[bearer(TOKEN_A)], INITIALIZE).await;
+    assert_eq!(init.status, 200, "{}", init.head);
+    let session = init.header("mcp-session-id").expect("a 2025-era session id");
+    let with = |token: &str| {
+        vec![
+            bearer(token),
+            format!("Mcp-Session-Id: {session}"),
+            "MCP-Protocol-Version: 2025-11-25".to_string(),
+        ]
+    };
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(a, &with(TOKEN_A), initialized).await.status, 202);
+    let ping = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+
+    // Vanished: nothing more from the session; the sleep goes after the 10 s grace.
+    let secs = unique_sleep();
+    call_and_vanish(a, &with(TOKEN_A), &secs).await;
+    let t = std::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(25), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command outlived its vanished client by 25 s"
+    );
+    eprintln!("vanished: the command ended {:?} after its connection closed", t.elapsed());
+
+    // Back within the grace: pings from the session keep the command; so does another
+    // client's DELETE of this session id (rmcp answers 202 to any id; beta's service has no
+    // such session, and the door keys sessions by the service that made them).
+    let secs = unique_sleep();
+    call_and_vanish(a, &with(TOKEN_A), &secs).await;
+    let delete =
+        |token: &str| format!("DELETE /mcp HTTP/1.1\r\nHost: {a}\r\n{}", with(token).join("\r\n"));
+    let stolen = raw(a, &delete(TOKEN_B), b"").await;
+    assert!(stolen.status < 500, "{}", stolen.head);
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(14) {
+        assert_eq!(post(a, &with(TOKEN_A), ping).await.status, 200);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert_eq!(
+        host_processes(&["sleep", &secs]).len(),
+        1,
+        "the command of a client that came back was stopped"
+    );
+
+    // A DELETE of the session by its own client stops the command at once.
+    let gone = raw(a, &delete(TOKEN_A), b"").await;
+    assert!(gone.status < 300, "{}", gone.head);
+    let t = std::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(20), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command outlived the DELETE of its session"
+    );
+    let ended = t.elapsed();
+    eprintln!("deleted: the command ended {ended:?} after the DELETE");
+    assert!(
+        ended < Duration::from_secs(4),
+        "the command outlived its deleted session by {ended:?}"
+    );
+    fx.assert_canary();
 }
