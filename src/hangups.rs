@@ -71,10 +71,10 @@ impl Sessions {
     /// cancels).
     fn accepted(&self, key: &Key) -> CancellationToken {
         let mut table = self.table();
-        if !table.contains_key(key) && table.len() >= SWEEP_AT {
-            table.retain(|_, s| s.last.elapsed() < FORGET_AFTER);
-        }
         let now = Instant::now();
+        if !table.contains_key(key) && table.len() >= SWEEP_AT {
+            sweep(&mut table, now);
+        }
         let s = table
             .entry(key.clone())
             .or_insert_with(|| Seen { last: now, closed: CancellationToken::new() });
@@ -110,6 +110,11 @@ impl Sessions {
         req.extensions_mut().insert(hangup.clone());
         Some(Pending { sessions: self.clone(), key, hangup, linked: linked.is_some() })
     }
+}
+
+/// Forgets the sessions idle for [`FORGET_AFTER`] at `now`.
+fn sweep(table: &mut HashMap<Key, Seen>, now: Instant) {
+    table.retain(|_, s| now.saturating_duration_since(s.last) < FORGET_AFTER);
 }
 
 /// A session's POST on its way through rmcp.
@@ -217,5 +222,58 @@ impl Drop for Watched {
                 hangup.0.cancel();
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_fires_its_own_sessions_calls_and_no_other() {
+        let s = Sessions::default();
+        let mine = s.accepted(&(0, "abc".into())).child_token();
+        let same_id_other_client = s.accepted(&(1, "abc".into())).child_token();
+        s.deleted(1, "zzz");
+        assert!(!mine.is_cancelled() && !same_id_other_client.is_cancelled());
+        s.deleted(1, "abc");
+        assert!(same_id_other_client.is_cancelled());
+        assert!(!mine.is_cancelled(), "another client's delete reached this session");
+        s.deleted(0, "abc");
+        assert!(mine.is_cancelled());
+    }
+
+    #[test]
+    fn only_known_sessions_are_heard_and_made_up_ids_leave_nothing() {
+        let s = Sessions::default();
+        let key = (0, "abc".to_string());
+        let before = Instant::now();
+        s.touch(0, "made-up");
+        s.touch(0, "abc");
+        assert!(s.table().is_empty(), "a touch recorded a session rmcp never accepted");
+        assert!(!s.heard_since(&key, before));
+        s.accepted(&key);
+        let cut = Instant::now();
+        assert!(!s.heard_since(&key, cut));
+        std::thread::sleep(Duration::from_millis(2));
+        s.touch(0, "abc");
+        assert!(s.heard_since(&key, cut));
+        s.deleted(0, "abc");
+        assert!(!s.heard_since(&key, cut), "a deleted session is never heard from");
+    }
+
+    #[test]
+    fn a_full_table_forgets_long_idle_sessions() {
+        let s = Sessions::default();
+        for i in 0..SWEEP_AT {
+            s.accepted(&(0, format!("s{i}")));
+        }
+        let mut table = s.table();
+        let now = Instant::now();
+        for (_, seen) in table.iter_mut().take(10) {
+            seen.last = now + FORGET_AFTER;
+        }
+        sweep(&mut table, now + FORGET_AFTER + Duration::from_secs(1));
+        assert_eq!(table.len(), 10, "only the sessions heard from within the last half hour stay");
     }
 }
