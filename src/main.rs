@@ -119,6 +119,11 @@ enum Command {
     #[cfg(target_os = "linux")]
     #[command(name = "__netns", hide = true)]
     Netns { pidfile: PathBuf },
+    /// Internal: mask new secret files in a running tmux session's sandbox (see
+    /// src/sandbox/remask.rs)
+    #[cfg(target_os = "linux")]
+    #[command(name = "__remask", hide = true)]
+    Remask { request: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -155,6 +160,8 @@ fn main() -> ExitCode {
         Command::Sandbox { spec } => sandbox::main(&spec),
         #[cfg(target_os = "linux")]
         Command::Netns { pidfile } => sandbox::netns::holder_main(&pidfile),
+        #[cfg(target_os = "linux")]
+        Command::Remask { request } => sandbox::remask::main(&request),
     }
 }
 

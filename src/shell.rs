@@ -460,6 +460,12 @@ impl Shell {
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
     ) -> Result<String, Refusal> {
+        self.spec_and_masks(argv, cwd, socket_dir, watch).await.map(|(spec, _)| spec)
+    }
+
+    /// The secret files and hard links to denied files in the roots now (the walk, cached for
+    /// a moment), refusing a name the sandbox cannot mask.
+    async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
         let masks = self.masks.clone();
         let found = tokio::task::spawn_blocking(move || masks.current()).await.map_err(|e| {
             Refusal(format!("the roots could not be scanned for secret files: {e}"))
@@ -472,6 +478,18 @@ impl Shell {
                 p.display()
             )));
         }
+        Ok(found)
+    }
+
+    /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
+    async fn spec_and_masks(
+        &self,
+        argv: Value,
+        cwd: &Path,
+        socket_dir: Option<&Path>,
+        watch: Option<&Path>,
+    ) -> Result<(String, Arc<masks::Found>), Refusal> {
+        let found = self.found_masks().await?;
         let mut spec = self.with_netns(self.base.clone())?;
         if let Some(Value::Array(masked)) = spec.get_mut("masked") {
             masked.extend(found.paths.iter().filter_map(|p| p.to_str()).map(|p| json!(p)));
@@ -502,7 +520,7 @@ impl Shell {
                 found.paths.len()
             )));
         }
-        Ok(spec)
+        Ok((spec, found))
     }
 
     async fn run(

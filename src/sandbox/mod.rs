@@ -17,6 +17,7 @@
 mod confine;
 mod mounts;
 pub mod netns;
+pub mod remask;
 mod sys;
 
 use serde::Deserialize;

@@ -230,6 +230,24 @@ pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
     check(ret, format_args!("mount_setattr(read-only) {}", path.display())).map(drop)
 }
 
+/// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
+pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
+    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
+    // mount_attr of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret, "mount_setattr(read-only) of a detached mount").map(drop)
+}
+
 pub fn pivot_root(new_root: &Path, put_old: &Path) -> Result<()> {
     let (a, b) = (cstr(new_root)?, cstr(put_old)?);
     // SAFETY: two NUL-terminated paths.

@@ -49,6 +49,10 @@ struct Meta {
     /// Who started it (the dashboard shows it); absent in records of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<String>,
+    /// The secret files masked in the session's sandbox: those the walk found when it started,
+    /// and those masked since (see [`Shell::remask`]); absent in records of older versions.
+    #[serde(default)]
+    masked: Vec<PathBuf>,
 }
 
 impl Sessions {
@@ -219,7 +223,7 @@ impl Shell {
         }
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
-        let launcher = self.start_server(&name, &cwd).await?;
+        let (launcher, masked) = self.start_server(&name, &cwd).await?;
         let meta = Meta {
             name: name.clone(),
             command: p.command.clone(),
@@ -227,6 +231,7 @@ impl Shell {
             started: now_secs(),
             launcher,
             client: super::CLIENT.try_with(String::clone).ok(),
+            masked,
         };
         let recorded = serde_json::to_string(&meta)
             .map_err(|e| e.to_string())
@@ -289,7 +294,13 @@ impl Shell {
 
     /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
     /// for its socket.
-    async fn start_server(&self, name: &str, cwd: &Path) -> Result<crate::netns::Process, Refusal> {
+    /// Starts the session's tmux server in its sandbox: the launcher, and the secret files the
+    /// sandbox masks (what the walk found).
+    async fn start_server(
+        &self,
+        name: &str,
+        cwd: &Path,
+    ) -> Result<(crate::netns::Process, Vec<PathBuf>), Refusal> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
@@ -304,7 +315,8 @@ impl Shell {
         let log =
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
-        let spec = self.spec(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
+        let (spec, found) =
+            self.spec_and_masks(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
         let mut child = std::process::Command::new(&self.exe)
             .arg("__sandbox")
             .arg(spec)
@@ -339,7 +351,56 @@ impl Shell {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        Ok(launcher)
+        Ok((launcher, found.paths.clone()))
+    }
+
+    /// Masks, in the session's running sandbox, the secret files the roots hold now that it has
+    /// not masked yet (a `.env` created after it started), through `hands __remask`
+    /// (src/sandbox/remask.rs), and records them. Refuses when that fails: what is typed next
+    /// could read them.
+    async fn remask(&self, m: &mut Meta) -> Result<(), Refusal> {
+        let found = self.found_masks().await?;
+        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !m.masked.contains(p)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let request = json!({ "launcher": m.launcher, "paths": new }).to_string();
+        let name = &m.name;
+        let refuse = |why: String| {
+            let list: Vec<String> = new.iter().map(|p| p.display().to_string()).collect();
+            Refusal(format!(
+                "secret files appeared in the roots after tmux session {name:?} started ({}), and \
+                 they could not be hidden from it: {why}; nothing was typed. tmux_kill the session \
+                 and start it again (a new session masks them)",
+                list.join(", ")
+            ))
+        };
+        let child = tokio::process::Command::new(&self.exe)
+            .arg("__remask")
+            .arg(&request)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
+            .await
+            .map_err(|_| refuse(format!("the helper did not finish within {CLIENT_TIMEOUT:?}")))?
+            .map_err(|e| refuse(format!("the helper could not start: {e}")))?;
+        if !out.status.success() {
+            return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        let answer: crate::sandbox::remask::Answer = serde_json::from_slice(&out.stdout)
+            .map_err(|e| refuse(format!("the helper's answer is unreadable: {e}")))?;
+        tracing::info!(
+            session = %name,
+            masked = ?answer.masked,
+            absent = ?answer.absent,
+            "masked secret files that appeared after the tmux session started"
+        );
+        m.masked.extend(answer.masked);
+        let text = serde_json::to_string(&*m).map_err(|e| refuse(e.to_string()))?;
+        write_atomic(&self.tmux.meta_path(name), &text)
+            .map_err(|e| refuse(format!("cannot record the session: {e}")))
     }
 
     async fn read_pane(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
@@ -388,7 +449,10 @@ impl Shell {
                 tmux::MAX_SEND_CHARS
             )));
         }
-        let m = self.live_session(&p.session)?;
+        let mut m = self.live_session(&p.session)?;
+        // A secret file created since the session started is hidden from it before anything is
+        // typed that could read it.
+        self.remask(&mut m).await?;
         let enter = p.enter.unwrap_or(true);
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;

@@ -430,3 +430,49 @@ async fn a_killed_daemon_takes_its_commands_along_but_not_its_sessions() {
     c.ok("tmux_kill", json!({ "session": "lives" })).await;
     assert!(host_processes(&["sleep", &session_marker]).is_empty());
 }
+
+/// A secret file created after a session started is masked in the running session before the
+/// next `tmux_send` types anything (src/sandbox/remask.rs), in the session's working folder and
+/// below it, and stays masked through the attacks a pane can try (chmod, rm, umount, renaming
+/// its folder). Positive control: an ordinary file created at the same time is read; the
+/// secret on the host is untouched; the canary outside the roots too.
+#[tokio::test]
+async fn a_secret_file_created_after_a_session_started_is_masked_before_the_next_send() {
+    let fx = Fixture::new();
+    fx.write("app/early.txt", "early\n");
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "bash --norc", "cwd": "app", "name": "sec" })).await;
+    let secret = format!("SECRET=canary-{}", unique());
+    fx.write("app/.env", &format!("{secret}\n"));
+    fx.write("app/conf/.env", &format!("{secret}-deep\n"));
+    fx.write("app/later.txt", "visible later\n");
+    // The walk of the roots is reused for 2 s (README): past that, the next send sees them.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let sent = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "sec", "text": "cat .env conf/.env later.txt; echo first-$?" }),
+        )
+        .await;
+    assert_eq!(sent["session"], "sec");
+    let r = read_until(&c, "sec", |r| text(r).contains("first-")).await;
+    let shown = text(&r);
+    assert!(shown.contains("first-1"), "{shown}");
+    assert!(shown.contains("visible later"), "the ordinary file was not read: {shown}");
+    assert!(shown.contains(".env: Permission denied"), "{shown}");
+    assert!(shown.contains("conf/.env: Permission denied"), "{shown}");
+    assert!(!shown.contains("canary-"), "a secret created after the start was read: {shown}");
+
+    // What a pane can try against the mask.
+    let attacks = "chmod 644 .env; rm -f .env; umount .env; mv conf conf2; \
+                   cat .env conf2/.env; echo second-$?";
+    c.ok("tmux_send", json!({ "session": "sec", "text": attacks })).await;
+    let r = read_until(&c, "sec", |r| text(r).contains("second-")).await;
+    let shown = text(&r);
+    assert!(shown.contains("second-1"), "{shown}");
+    assert!(!shown.contains("canary-"), "the mask was got round: {shown}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("app/.env")).unwrap(), format!("{secret}\n"));
+    assert!(fx.root.join("app/conf2/.env").exists(), "the rename is the pane's to make");
+    c.ok("tmux_kill", json!({ "session": "sec" })).await;
+    fx.assert_canary();
+}

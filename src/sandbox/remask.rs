@@ -1,0 +1,143 @@
+//! `hands __remask REQUEST`: masks secret files that appeared after a tmux session started, in
+//! that session's running sandbox.
+//!
+//! A `bash` command gets the masks of the roots as they are when it starts; a tmux session lives
+//! on, and a `.env` a person creates meanwhile would be readable by what the model types into it.
+//! So before `tmux_send` types, the daemon walks the roots (as for any command) and, when the
+//! walk finds secret files the session has not masked, runs this helper: it joins the session
+//! launcher's user and mount namespaces (the daemon's uid owns them, so it holds every
+//! capability there and none outside), and covers each new path as the launcher would have —
+//! an empty mode-000 file or a mode-000 tmpfs, read-only. The mounts stay in the session's mount
+//! namespace; the host's is never touched.
+//!
+//! Unlike the launcher, the helper pins no folders: a process whose working folder lies below a
+//! folder bound over itself afterwards keeps seeing the folder underneath, masks and all
+//! missing. Nor is a pin needed to keep the secret hidden: a renamed folder carries the mask
+//! with it (a mount sits on the file's entry, not on its path).
+//!
+//! The blank is made with the new mount API, in a tmpfs that was never attached anywhere, so no
+//! process of the sandbox can reach it before it is in place and read-only.
+//!
+//! Prints one JSON line: `{"masked": [...], "absent": [...]}` (a path the sandbox no longer
+//! shows, or shows as a symlink, is absent: nothing to cover). Exit 0; 125 with a
+//! `hands remask:` line when the namespaces could not be joined or a mount failed.
+
+use super::sys;
+use crate::netns::Process;
+use anyhow::{Context, Result, ensure};
+use rustix::fs::{Mode, OFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, fsconfig_create,
+    fsconfig_set_string, fsmount, fsopen, move_mount, open_tree,
+};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+
+/// What to mask, and in which session's sandbox.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The session's launcher: it holds the sandbox's user and mount namespaces.
+    pub launcher: Process,
+    /// The paths to cover (absolute and clean; the walk of the roots found them).
+    pub paths: Vec<PathBuf>,
+}
+
+/// What the helper did.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Answer {
+    pub masked: Vec<PathBuf>,
+    pub absent: Vec<PathBuf>,
+}
+
+/// Runs `hands __remask REQUEST`.
+pub fn main(request: &str) -> ExitCode {
+    let done = serde_json::from_str::<Request>(request)
+        .context("the request is not valid")
+        .and_then(|r| remask(&r));
+    let mut out = std::io::stdout().lock();
+    match done.and_then(|a| Ok(serde_json::to_string(&a)?)) {
+        Ok(line) => {
+            let _ = writeln!(out, "{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "hands remask: {e:#}");
+            ExitCode::from(super::SETUP_FAILED)
+        }
+    }
+}
+
+fn clean(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && p.components().count() > 1
+}
+
+fn remask(r: &Request) -> Result<Answer> {
+    for p in &r.paths {
+        ensure!(clean(p), "{} is not a clean absolute path below /", p.display());
+    }
+    let gone =
+        || anyhow::anyhow!("the session's sandbox (launcher pid {}) is gone", r.launcher.pid);
+    let pidfd = sys::pidfd_open(r.launcher.pid).map_err(|_| gone())?;
+    // Checked after the pidfd exists: a pid with the recorded start time now is the launcher,
+    // and the pidfd cannot come to mean another process.
+    ensure!(r.launcher.alive(), gone());
+    sys::setns(&pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+        .context("cannot join the session's namespaces")?;
+
+    let mut answer = Answer::default();
+    for p in &r.paths {
+        let is_dir = match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => None,
+            Ok(m) => Some(m.is_dir()),
+            Err(_) => None,
+        };
+        let Some(is_dir) = is_dir else {
+            answer.absent.push(p.clone());
+            continue;
+        };
+        let blank = if is_dir { blank_folder()? } else { blank_file()? };
+        move_mount(&blank, "", rustix::fs::CWD, p, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)
+            .with_context(|| format!("cannot mask {}", p.display()))?;
+        answer.masked.push(p.clone());
+    }
+    Ok(answer)
+}
+
+/// A fresh, detached tmpfs of mode 000 (its root), at most 4 KiB.
+fn tmpfs(read_only: bool) -> Result<OwnedFd> {
+    let fs = fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).context("fsopen tmpfs")?;
+    fsconfig_set_string(&fs, "mode", "000").context("tmpfs mode")?;
+    fsconfig_set_string(&fs, "size", "4k").context("tmpfs size")?;
+    fsconfig_create(&fs).context("create tmpfs")?;
+    let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID
+        | MountAttrFlags::MOUNT_ATTR_NODEV
+        | MountAttrFlags::MOUNT_ATTR_NOEXEC;
+    if read_only {
+        attrs |= MountAttrFlags::MOUNT_ATTR_RDONLY;
+    }
+    fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).context("fsmount tmpfs")
+}
+
+/// A folder mask: an empty, read-only tmpfs of mode 000.
+fn blank_folder() -> Result<OwnedFd> {
+    tmpfs(true)
+}
+
+/// A file mask: an empty mode-000 file of a detached tmpfs, cloned as a mount of its own and
+/// made read-only before it is attached (reading it and writing it both fail; a chmod too).
+fn blank_file() -> Result<OwnedFd> {
+    let fs = tmpfs(false)?;
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+    drop(rustix::fs::openat(&fs, "masked", flags, Mode::empty()).context("create the blank")?);
+    let tree =
+        open_tree(&fs, "masked", OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC)
+            .context("clone the blank")?;
+    sys::make_fd_read_only(&tree)?;
+    Ok(tree)
+}
