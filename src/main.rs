@@ -123,7 +123,7 @@ enum Command {
     /// src/sandbox/remask.rs)
     #[cfg(target_os = "linux")]
     #[command(name = "__remask", hide = true)]
-    Remask { request: String },
+    Remask,
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,7 +161,7 @@ fn main() -> ExitCode {
         #[cfg(target_os = "linux")]
         Command::Netns { pidfile } => sandbox::netns::holder_main(&pidfile),
         #[cfg(target_os = "linux")]
-        Command::Remask { request } => sandbox::remask::main(&request),
+        Command::Remask => sandbox::remask::main(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `hands __remask REQUEST`: masks secret files that appeared after a tmux session started, in
+//! `hands __remask` (the request as JSON on stdin): masks secret files that appeared after a tmux session started, in
 //! that session's running sandbox.
 //!
 //! A `bash` command gets the masks of the roots as they are when it starts; a tmux session lives
@@ -53,9 +53,10 @@ pub struct Answer {
     pub absent: Vec<PathBuf>,
 }
 
-/// Runs `hands __remask REQUEST`.
-pub fn main(request: &str) -> ExitCode {
-    let done = serde_json::from_str::<Request>(request)
+/// Runs `hands __remask`: the request comes on stdin (it may name more paths than one argument
+/// can hold).
+pub fn main() -> ExitCode {
+    let done = serde_json::from_reader::<_, Request>(std::io::stdin().lock())
         .context("the request is not valid")
         .and_then(|r| remask(&r));
     let mut out = std::io::stdout().lock();

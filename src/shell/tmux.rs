@@ -360,7 +360,8 @@ impl Shell {
     /// could read them.
     async fn remask(&self, m: &mut Meta) -> Result<(), Refusal> {
         let found = self.found_masks().await?;
-        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !m.masked.contains(p)).collect();
+        let known: std::collections::HashSet<&PathBuf> = m.masked.iter().collect();
+        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !known.contains(p)).collect();
         if new.is_empty() {
             return Ok(());
         }
@@ -375,17 +376,26 @@ impl Shell {
                 list.join(", ")
             ))
         };
-        let child = tokio::process::Command::new(&self.exe)
-            .arg("__remask")
-            .arg(&request)
-            .env_clear()
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
+        let run = async {
+            use std::process::Stdio;
+            use tokio::io::AsyncWriteExt;
+            let mut child = tokio::process::Command::new(&self.exe)
+                .arg("__remask")
+                .env_clear()
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(request.as_bytes()).await?;
+            }
+            child.wait_with_output().await
+        };
+        let out = tokio::time::timeout(CLIENT_TIMEOUT, run)
             .await
             .map_err(|_| refuse(format!("the helper did not finish within {CLIENT_TIMEOUT:?}")))?
-            .map_err(|e| refuse(format!("the helper could not start: {e}")))?;
+            .map_err(|e| refuse(format!("the helper could not run: {e}")))?;
         if !out.status.success() {
             return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_string()));
         }
