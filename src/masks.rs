@@ -50,6 +50,9 @@ pub struct Found {
     pub paths: Vec<PathBuf>,
     /// A name that must be masked but cannot travel in the launcher's JSON spec (not UTF-8).
     pub unmaskable: Option<PathBuf>,
+    /// Protected paths at any depth inside the roots (`.git/hooks` of a nested repository):
+    /// the launcher binds them read-only.
+    pub protected: Vec<PathBuf>,
 }
 
 impl Masks {
@@ -109,6 +112,21 @@ pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, 
         // followed, so the walk stays inside the roots.
         let Ok(kind) = entry.file_type() else { return Ok(false) };
         let path = entry.path();
+        // A protected path at any depth (a nested repository's `.git/hooks`, a subproject's
+        // `.vscode`): bound read-only by the launcher. A protected folder is still walked, for
+        // the secret files in it.
+        if !kind.is_symlink()
+            && policy.protected_leaf(&entry.file_name())
+            && let Some(root) = roots.iter().find(|r| path.starts_with(r))
+            && let Ok(rel) = path.strip_prefix(root)
+            && policy.protected(rel).is_some()
+        {
+            if path.to_str().is_some() {
+                found.protected.push(path.clone());
+            } else if found.unmaskable.is_none() {
+                found.unmaskable = Some(path.clone());
+            }
+        }
         if kind.is_dir() {
             return Ok(policy.denied(&path, None).is_none());
         }

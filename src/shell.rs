@@ -472,9 +472,9 @@ impl Shell {
         })?;
         if let Some(p) = &found.unmaskable {
             return Err(Refusal(format!(
-                "refused: {} must be hidden from commands (a secret file or a hard link to a \
-                 denied file) but its name is not UTF-8, which the sandbox cannot mask; a person \
-                 can rename or remove it",
+                "refused: {} must be hidden from commands or read-only to them (a secret file, \
+                 a hard link to a denied file, or a protected path) but its name is not UTF-8, \
+                 which the sandbox spec cannot carry; a person can rename or remove it",
                 p.display()
             )));
         }
@@ -493,6 +493,16 @@ impl Shell {
         let mut spec = self.with_netns(self.base.clone())?;
         if let Some(Value::Array(masked)) = spec.get_mut("masked") {
             masked.extend(found.paths.iter().filter_map(|p| p.to_str()).map(|p| json!(p)));
+        }
+        if let Some(Value::Array(protected)) = spec.get_mut("protected") {
+            let nested: Vec<Value> = found
+                .protected
+                .iter()
+                .filter_map(|p| p.to_str())
+                .map(|p| json!(p))
+                .filter(|p| !protected.contains(p))
+                .collect();
+            protected.extend(nested);
         }
         if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
             roots.push(json!({ "path": dir, "writable": true }));
@@ -513,11 +523,13 @@ impl Shell {
             return Err(Refusal(format!(
                 "refused: the sandbox spec is {} bytes, more than one argument may hold ({} \
                  bytes); it names {} masked files in the roots (secret files and hard links to \
-                 denied files) plus the command. Shorten the command, or a person can narrow the \
-                 roots or sandbox.secret_patterns",
+                 denied files) and {} protected paths (nested repositories' .git/hooks and \
+                 .git/config, ...) plus the command. Shorten the command, or a person can narrow \
+                 the roots or sandbox.secret_patterns",
                 spec.len(),
                 SPEC_LIMIT,
-                found.paths.len()
+                found.paths.len(),
+                found.protected.len()
             )));
         }
         Ok((spec, found))

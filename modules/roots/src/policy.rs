@@ -117,6 +117,15 @@ impl Policy {
         self.secrets.is_match(name) && !self.secret_exceptions.is_match(name)
     }
 
+    /// Whether an entry named `name` can be a protected path itself: the last component of
+    /// some protected rule (`hooks`, `config`, `.vscode`, ...). A cheap test before
+    /// [`Policy::protected`].
+    pub fn protected_leaf(&self, name: &std::ffi::OsStr) -> bool {
+        self.protected
+            .iter()
+            .any(|rule| rule.last().is_some_and(|l| std::ffi::OsStr::new(l) == name))
+    }
+
     /// The protected rule `rel` (relative to its root) falls under, if any.
     pub fn protected(&self, rel: &Path) -> Option<String> {
         let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
