@@ -300,9 +300,15 @@ fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
     };
     report::out(&report::policy(&daemon));
     if doctor {
-        report::out(&report::doctor(&daemon));
+        // Exit 1 when it is not safe to serve: `serve` would refuse to start, or in enforce
+        // mode a missing guarantee would refuse every command. (`check` validates the file
+        // alone: the tokens it names are read at startup, from wherever `serve` runs.)
+        let found = report::doctor_report(&daemon);
+        report::out(&found.text);
         let enforce = daemon.config.sandbox_mode == config::SandboxMode::Enforce;
-        if enforce && daemon.self_test().is_some_and(|p| !p.missing().is_empty()) {
+        if found.serve_refuses
+            || (enforce && daemon.self_test().is_some_and(|p| !p.missing().is_empty()))
+        {
             return ExitCode::from(1);
         }
     }

@@ -274,17 +274,202 @@ fn shell_warnings(sh: &crate::config::ShellConfig, m: &crate::config::ModuleCfg)
     w
 }
 
-/// The first line a program prints for its version flag (`tmux -V`, `git --version`).
-fn version_of(bin: &str, flag: &str) -> Option<String> {
-    let out = Command::new(bin).arg(flag).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
+/// The oldest tmux `hands` can use: 3.2 brought `-D` (the server stays in the foreground), which
+/// each session's launcher runs its own tmux server with (`hands_shell::tmux::server_argv`).
+const TMUX_MIN: (u32, u32) = (3, 2);
+
+/// The oldest git doctor accepts. `hands` runs no git program (tools-git is libgit2, in
+/// process), so nothing here needs a given version; the git that matters is the person's, who
+/// reviews, merges and pushes what the agent committed. 2.30 is the oldest release line that
+/// got the fix for CVE-2022-24765 (2.30.3: a repository planted in a folder above the work tree
+/// could make git run programs), so an older git is one to upgrade anyway.
+const GIT_MIN: (u32, u32) = (2, 30);
+
+/// How long a version flag may take to answer.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The `(major, minor)` of a version line (`tmux 3.3a`, `tmux next-3.4`, `git version 2.47.3`):
+/// the first word after the program's name that starts with a digit once a `next-` is taken
+/// off (a tmux built from its development branch, ahead of the release it names); a letter
+/// after a number (`3.3a`) is a patch and is ignored.
+fn parse_version(line: &str) -> Option<(u32, u32)> {
+    fn number(part: Option<&str>) -> Option<u32> {
+        let digits: String = part?.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
+    line.split_whitespace().skip(1).find_map(|word| {
+        let word = word.strip_prefix("next-").unwrap_or(word);
+        if !word.starts_with(|c: char| c.is_ascii_digit()) {
+            return None;
+        }
+        let mut parts = word.split('.');
+        let major = number(parts.next())?;
+        Some((major, number(parts.next()).unwrap_or(0)))
+    })
+}
+
+/// The first line `program` prints for its version flag (`tmux -V`, `git --version`), run
+/// with an empty environment; `None` when it cannot be run or does not answer in time.
+fn version_of(program: &std::path::Path, flag: &str) -> Option<String> {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = Command::new(program)
+        .arg(flag)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < VERSION_TIMEOUT => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
     Some(text.lines().next().unwrap_or("").trim().to_string())
 }
 
-/// The doctor's findings beyond `check`: tool versions and warnings (SPEC §9).
+/// A program doctor reports on: where it is looked for and what it is needed for.
+struct Needed<'a> {
+    bin: &'static str,
+    flag: &'static str,
+    min: (u32, u32),
+    /// The `PATH` it is looked up in.
+    path: &'a str,
+    /// That `PATH`, named for a person: "tools-shell's PATH".
+    path_name: &'a str,
+    /// The module whose warning it is, or `None` when none needs it (a version line only).
+    module: Option<ModuleId>,
+    /// What it is for, ending a "missing" warning.
+    why: &'static str,
+}
+
+/// A program's doctor line (`tmux 3.3a (/usr/bin/tmux)`) and, when a module needs it and it is
+/// missing, too old or of a version doctor cannot read, a warning saying what to do. A program
+/// found inside a writable root is not run: a command could have put it there.
+fn tool_check(n: &Needed, daemon: &Daemon) -> (String, Option<String>) {
+    let (bin, min) = (n.bin, format!("{}.{}", n.min.0, n.min.1));
+    let prefix = n.module.map(|m| format!("{}: ", m.name())).unwrap_or_default();
+    let Some(program) = hands_shell::allow::resolve(bin, n.path) else {
+        let warning = format!(
+            "{prefix}{bin} is not on {} ({}): {}; install the `{bin}` package ({min} or newer)",
+            n.path_name, n.path, n.why
+        );
+        return (format!("not found on {}", n.path_name), n.module.map(|_| warning));
+    };
+    let real = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+    let planted = daemon
+        .config
+        .modules
+        .iter()
+        .flat_map(|m| &m.roots)
+        .find(|r| r.writable && (real.starts_with(&r.path) || program.starts_with(&r.path)));
+    if let Some(r) = planted {
+        let warning = format!(
+            "{prefix}cannot tell the version of {}: it lies in the writable root {}, where a \
+             command could have put it, so doctor does not run it; install the `{bin}` package \
+             ({min} or newer) in a system folder and take that folder off {}",
+            program.display(),
+            r.path.display(),
+            n.path_name
+        );
+        let line = format!("{} (not run: in a writable root)", program.display());
+        return (line, n.module.map(|_| warning));
+    }
+    let line = version_of(&program, n.flag).unwrap_or_default();
+    let shown = if line.is_empty() { "no version".to_string() } else { line.clone() };
+    let warning = match parse_version(&line) {
+        None => Some(format!(
+            "{prefix}cannot tell the version of {} (`{bin} {}` printed {line:?}); {min} or \
+             newer is needed: install or upgrade the `{bin}` package",
+            program.display(),
+            n.flag
+        )),
+        Some(v) if v < n.min => Some(format!(
+            "{prefix}{} is {line:?}, older than {min}: upgrade the `{bin}` package (or put a \
+             newer {bin} first on {})",
+            program.display(),
+            n.path_name
+        )),
+        Some(_) => None,
+    };
+    (format!("{shown} ({})", program.display()), warning.filter(|_| n.module.is_some()))
+}
+
+/// The tmux and git lines of the doctor's report, and their warnings (SPEC §9). tmux is looked
+/// up where tools-shell's sandbox finds it, on the module's PATH; git on doctor's own PATH,
+/// the person's, since no module runs it.
+fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
+    let c = &daemon.config;
+    let env_path = std::env::var("PATH").unwrap_or_default();
+    let declared = |id| c.modules.iter().any(|m| m.id == id);
+    let shell = c.modules.iter().find_map(|m| match &m.settings {
+        ModuleSettings::Shell(sh) => Some(sh.command_path()),
+        _ => None,
+    });
+    // tmux_start runs only where tools-shell publishes its tools.
+    let shell_runs = shell.is_some() && !daemon.unavailable_modules().contains(&ModuleId::Shell);
+    let checks = [
+        Needed {
+            bin: "tmux",
+            flag: "-V",
+            min: TMUX_MIN,
+            path: shell.as_deref().unwrap_or(&env_path),
+            path_name: if shell.is_some() { "tools-shell's PATH" } else { "PATH" },
+            module: shell_runs.then_some(ModuleId::Shell),
+            why: "tmux_start cannot start a session",
+        },
+        Needed {
+            bin: "git",
+            flag: "--version",
+            min: GIT_MIN,
+            path: &env_path,
+            path_name: "PATH",
+            module: declared(ModuleId::Git).then_some(ModuleId::Git),
+            why: "tools-git does not need it (libgit2, in process), but you do, to review and \
+                  merge what the agent commits",
+        },
+    ];
+    let mut lines = String::new();
+    let mut warnings = Vec::new();
+    for n in &checks {
+        let (line, warning) = tool_check(n, daemon);
+        let _ = writeln!(lines, "  {}: {line}", n.bin);
+        warnings.extend(warning);
+    }
+    (lines, warnings)
+}
+
+/// What `hands doctor` found.
+pub struct DoctorReport {
+    /// The report as printed: tool versions, the sandbox self-test, warnings.
+    pub text: String,
+    /// `hands serve` would refuse to start with this config and environment (a client's token
+    /// missing or short, a dashboard token it would refuse); the report says why.
+    pub serve_refuses: bool,
+}
+
+/// The doctor's report as text (the dashboard shows its warnings).
 pub fn doctor(daemon: &Daemon) -> String {
+    doctor_report(daemon).text
+}
+
+/// The doctor's findings beyond `check`: tool versions and warnings (SPEC §9).
+pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
     let c = &daemon.config;
     let mut warnings = Vec::new();
+    let mut serve_refuses = false;
     if c.sandbox_mode == SandboxMode::BestEffort {
         warnings.push(
             "sandbox.mode = \"best-effort\": commands may run with less than full containment"
@@ -329,6 +514,7 @@ pub fn doctor(daemon: &Daemon) -> String {
         // The same checks `serve` makes first: tokens present, long enough, distinct.
         if let Err(e) = crate::http::Setup::new(Some(h), None) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
+            serve_refuses = true;
         }
         for cl in &h.clients {
             let Some(file) = &cl.token_file else { continue };
@@ -356,6 +542,7 @@ pub fn doctor(daemon: &Daemon) -> String {
         }
         if let Err(e) = crate::dashboard::Setup::new(c) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
+            serve_refuses = true;
         }
     }
     for m in &c.modules {
@@ -372,13 +559,9 @@ pub fn doctor(daemon: &Daemon) -> String {
         warnings.push(format!("{} is declared but publishes no tools{why}", id.name()));
     }
     let mut s = String::from("doctor:\n");
-    for (bin, flag) in [("tmux", "-V"), ("git", "--version")] {
-        let _ = writeln!(
-            s,
-            "  {bin}: {}",
-            version_of(bin, flag).unwrap_or_else(|| "not found".to_string())
-        );
-    }
+    let (lines, tool_warnings) = tool_checks(daemon);
+    s.push_str(&lines);
+    warnings.extend(tool_warnings);
     if let Some(p) = daemon.self_test() {
         let _ = writeln!(s, "  sandbox self-test: {}\n{}", p.tier(), p.table());
         for m in p.missing() {
@@ -394,5 +577,28 @@ pub fn doctor(daemon: &Daemon) -> String {
             let _ = writeln!(s, "warning: {w}");
         }
     }
-    s.trim_end().to_string()
+    DoctorReport { text: s.trim_end().to_string(), serve_refuses }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_version;
+
+    #[test]
+    fn versions_are_read_from_the_lines_tmux_and_git_print() {
+        assert_eq!(parse_version("tmux 3.3a"), Some((3, 3)));
+        assert_eq!(parse_version("tmux 3.2"), Some((3, 2)));
+        assert_eq!(parse_version("tmux next-3.4"), Some((3, 4)));
+        assert_eq!(parse_version("tmux 2.9"), Some((2, 9)));
+        assert_eq!(parse_version("tmux 3.2-rc3"), Some((3, 2)));
+        assert_eq!(parse_version("git version 2.47.3"), Some((2, 47)));
+        assert_eq!(parse_version("git version 2.39.5 (Apple Git-154)"), Some((2, 39)));
+        // Minor versions compare as numbers: 2.9 is older than 2.30.
+        assert!(parse_version("git version 2.9.5").is_some_and(|v| v < super::GIT_MIN));
+        assert!(parse_version("tmux 3.10").is_some_and(|v| v >= super::TMUX_MIN));
+        // What doctor cannot read is no version, which it warns of.
+        for line in ["tmux master", "", "tmux", "git version", "3.3"] {
+            assert_eq!(parse_version(line), None, "{line:?}");
+        }
+    }
 }

@@ -537,11 +537,23 @@ async fn serve_refuses_a_missing_token_and_doctor_warns_of_a_network_listener() 
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
-    // The doctor says both.
+    // The doctor says both, and exits 1: it is not safe to serve.
     let out = fx.std_command(&["doctor", "--config", c]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[server.dashboard] listens on 0.0.0.0:0"), "{text}");
     assert!(text.contains("would refuse to start"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    // The paired control: with the token in its environment it still warns of the listener,
+    // but serve would start, and it exits 0.
+    let out = fx
+        .std_command(&["doctor", "--config", c])
+        .env("HANDS_DASHBOARD_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[server.dashboard] listens on 0.0.0.0:0"), "{text}");
+    assert!(!text.contains("would refuse to start"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
     // A token file inside a root (commands and file tools could read it) is refused, and so is
     // a token an MCP client also holds.
     let inside = fx.write("dashboard.token", TOKEN);

@@ -389,18 +389,30 @@ fn doctor_warns_of_a_non_loopback_listener_and_a_token_serve_would_refuse() {
          filesystem = [{{ path = \"{{root}}\" }}]\n",
         token_file.display()
     ));
-    let doctor = || {
-        let out =
-            fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string()
+    // `ci`'s token, in doctor's environment or not.
+    let doctor = |token: Option<&str>| {
+        let mut cmd = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]);
+        if let Some(t) = token {
+            cmd.env("HANDS_TEST_UNSET_TOKEN", t);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
     };
-    let text = doctor();
+    let (code, text) = doctor(None);
     assert!(text.contains("0.0.0.0:8765, not a loopback address"), "{text}");
     assert!(text.contains("would refuse to start") && text.contains("`ci`"), "{text}");
     assert!(text.contains("`ops`: token_file") && text.contains("chmod 600"), "{text}");
+    // Not safe to serve: `serve` would not start.
+    assert_eq!(code, Some(1), "{text}");
     // The paired control: a private token file draws no such warning.
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert!(!doctor().contains("chmod 600"));
+    assert!(!doctor(None).1.contains("chmod 600"));
+    // With `ci`'s token present, serve would start: doctor still warns of the listener but
+    // exits 0 (warnings do not fail it).
+    let (code, text) = doctor(Some(TOKEN_A));
+    assert!(text.contains("0.0.0.0:8765, not a loopback address"), "{text}");
+    assert!(!text.contains("would refuse to start"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
 }
 
 /// The daemon's socket for the connection from local port `client_port` to `server_port`,

@@ -476,3 +476,113 @@ async fn a_secret_file_created_after_a_session_started_is_masked_before_the_next
     c.ok("tmux_kill", json!({ "session": "sec" })).await;
     fx.assert_canary();
 }
+
+/// `hands doctor` looks for tmux where tools-shell's sandbox does (the module's `path`) and for
+/// git on its own PATH, and warns, saying which package to install or upgrade, when either is
+/// missing, older than hands can use (tmux 3.2, git 2.30) or of a version it cannot read. A
+/// tmux inside a writable root is not run at all.
+#[test]
+fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let bin = fx.root.parent().unwrap().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let system = "/usr/local/bin:/usr/bin:/bin";
+    // A stand-in in `dir` that prints `line` for any flag, and leaves a mark when it runs.
+    let fake = |dir: &std::path::Path, name: &str, line: &str| {
+        let p = dir.join(name);
+        let mark = fx.root.parent().unwrap().join(format!("{name}-ran"));
+        std::fs::write(&p, format!("#!/bin/sh\n: > '{}'\necho '{line}'\n", mark.display()))
+            .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // tools-shell with `path`, tools-git; doctor run with `env_path` as its PATH.
+    let doctor = |path: &str, env_path: &str| {
+        let config = fx.config(&format!(
+            "[daemon]\nstate_dir = \"{{state}}\"\n\n\
+             [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+             config = {{ path = \"{path}\" }}\n\n\
+             [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\", write = true }}]\n"
+        ));
+        let out = fx
+            .std_command(&["doctor", "--config", config.to_str().unwrap()])
+            .env("PATH", env_path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let warning = |text: &str, needle: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with("warning: ") && l.contains(needle))
+            .unwrap_or_else(|| panic!("no warning with {needle:?}:\n{text}"))
+            .to_string()
+    };
+    let with_fakes = format!("{}:{system}", bin.display());
+
+    // Too old: tmux 2.9 first on the module's path, git 2.20 first on doctor's PATH.
+    fake(&bin, "tmux", "tmux 2.9");
+    fake(&bin, "git", "git version 2.20.1");
+    let text = doctor(&with_fakes, &with_fakes);
+    let w = warning(&text, "\"tmux 2.9\"");
+    assert!(w.starts_with("warning: tools-shell: "), "{w}");
+    assert!(w.contains("older than 3.2: upgrade the `tmux` package"), "{w}");
+    let w = warning(&text, "\"git version 2.20.1\"");
+    assert!(w.starts_with("warning: tools-git: "), "{w}");
+    assert!(w.contains("older than 2.30: upgrade the `git` package"), "{w}");
+
+    // Versions it cannot read are warnings too.
+    fake(&bin, "tmux", "tmux master");
+    fake(&bin, "git", "");
+    let text = doctor(&with_fakes, &with_fakes);
+    let w = warning(&text, "\"tmux master\"");
+    assert!(w.starts_with("warning: tools-shell: cannot tell the version of "), "{w}");
+    assert!(w.contains("the `tmux` package"), "{w}");
+    assert!(
+        text.lines().any(|l| l.starts_with("warning: tools-git: cannot tell the version")
+            && l.contains("the `git` package")),
+        "{text}"
+    );
+
+    // Missing: a PATH holding only what the sandbox self-test runs.
+    for name in ["tmux", "git"] {
+        std::fs::remove_file(bin.join(name)).unwrap();
+    }
+    for name in ["bash", "grep", "touch", "chmod"] {
+        let real = system.split(':').map(|d| PathBuf::from(d).join(name)).find(|p| p.exists());
+        std::os::unix::fs::symlink(real.unwrap(), bin.join(name)).unwrap();
+    }
+    let only = bin.display().to_string();
+    let text = doctor(&only, &only);
+    let w = warning(&text, "tmux is not on tools-shell's PATH");
+    assert!(w.contains("install the `tmux` package (3.2 or newer)"), "{w}");
+    let w = warning(&text, "git is not on PATH");
+    assert!(w.starts_with("warning: tools-git: "), "{w}");
+    assert!(w.contains("install the `git` package (2.30 or newer)"), "{w}");
+    assert!(text.contains("  tmux: not found on tools-shell's PATH"), "{text}");
+
+    // A tmux in a writable root (where a command could have put it) is not run.
+    let planted = fx.root.join("bin");
+    std::fs::create_dir(&planted).unwrap();
+    let ran = fx.root.parent().unwrap().join("tmux-ran");
+    std::fs::remove_file(&ran).unwrap();
+    fake(&planted, "tmux", "tmux 3.9");
+    let text = doctor(&format!("{}:{system}", planted.display()), system);
+    let w = warning(&text, "doctor does not run it");
+    assert!(w.starts_with("warning: tools-shell: cannot tell the version of "), "{w}");
+    assert!(w.contains("`tmux` package"), "{w}");
+    assert!(!ran.exists(), "doctor ran a tmux from a writable root");
+
+    // The paired control: the machine's own tmux and git draw no such warning, and their
+    // versions are shown.
+    let real_path = std::env::var("PATH").unwrap();
+    let text = doctor(system, &real_path);
+    assert!(
+        !text.lines().any(|l| l.starts_with("warning: ")
+            && (l.contains("`tmux` package") || l.contains("`git` package"))),
+        "{text}"
+    );
+    assert!(text.contains("  tmux: tmux ") && text.contains("  git: git version "), "{text}");
+    fx.assert_canary();
+}
