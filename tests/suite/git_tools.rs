@@ -1276,3 +1276,47 @@ async fn status_and_diff_stay_bounded_on_a_hundred_thousand_files() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// A hard link inside a repository to a credential (`~/.ssh/id_ed25519` under the name
+/// `notes.txt`) is hidden by file identity, as the file tools and the sandbox hide it: a
+/// commit naming it is refused, a commit of everything skips it, and its diff shows no content.
+/// Positive control: an ordinary file beside it is committed.
+#[tokio::test]
+async fn a_hard_link_to_a_credential_is_never_committed_or_shown() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    let h = &fx.home;
+    let key = "-----BEGIN OPENSSH PRIVATE KEY----- canary-key-material";
+    write(&h.join(".ssh/id_ed25519"), &format!("{key}\n"));
+    let repo = fx.root.join("repo");
+    init_repo(h, &repo);
+    // Tracked under an innocent name first; then the name becomes a link to the key.
+    cli_commit(h, &repo, "notes.txt", "my notes\n", "notes");
+    std::fs::remove_file(repo.join("notes.txt")).unwrap();
+    std::fs::hard_link(h.join(".ssh/id_ed25519"), repo.join("notes.txt")).unwrap();
+    std::fs::hard_link(h.join(".ssh/id_ed25519"), repo.join("new-notes.txt")).unwrap();
+    write(&repo.join("plain.txt"), "plain\n");
+    let cfg = config_named(&fx, "git.toml", &git_config(true, true, "allow"));
+    let c = Client::start(&fx, &cfg).await;
+
+    for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": "repo/notes.txt"})] {
+        let d = c.ok("git_diff", args).await;
+        let p = d["patch"].as_str().unwrap();
+        assert!(!p.contains("canary-key"), "the key's content was shown: {p}");
+        assert!(p.contains("content not shown"), "{p}");
+    }
+    for named in ["repo/notes.txt", "repo/new-notes.txt"] {
+        let e =
+            c.err("git_commit", json!({"repo": "repo", "message": "k", "paths": [named]})).await;
+        assert!(e.contains("secret or denied file"), "{named}: {e}");
+    }
+    let out = c.ok("git_commit", json!({"repo": "repo", "message": "the rest"})).await;
+    assert_eq!(out["files"], json!(["plain.txt"]), "{out}");
+    let tree = git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert!(!tree.contains("new-notes.txt"), "{tree}");
+    assert_eq!(git(h, &repo, &["show", "HEAD:notes.txt"]), "my notes");
+    let log = git(h, &repo, &["log", "-p", "--all"]);
+    assert!(!log.contains("canary-key"), "the key reached a commit: {log}");
+    c.stop().await;
+    fx.assert_canary();
+}

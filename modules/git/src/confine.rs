@@ -422,10 +422,15 @@ impl Git {
     }
 
     /// Whether the file at `rel` in the work tree is one the policy hides from every tool
-    /// (denied, credential, secret): its content is never shown or committed.
+    /// (denied, credential, secret — by name, and by file identity, so a hard link to
+    /// `~/.ssh/id_ed25519` under an innocent name is hidden too): its content is never shown
+    /// or committed.
     pub(crate) fn hidden(&self, workdir: &Path, rel: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
         let abs = workdir.join(rel);
-        self.resolver.policy().denied(&abs, None).is_some()
+        // The entry itself, not a symlink's target: git stores a symlink as its target's name.
+        let id = std::fs::symlink_metadata(&abs).ok().map(|m| (m.dev(), m.ino()));
+        self.resolver.policy().denied_ids(&abs, id).is_some()
             || self.resolver.policy().is_secret(&abs)
     }
 
