@@ -148,6 +148,14 @@ async fn output_is_capped_keeping_the_end_with_escapes_and_utf8_flags() {
     assert!(r["dropped_bytes"].as_u64().unwrap() > 9_000_000, "{}", r["dropped_bytes"]);
     assert!(out(&r).ends_with("END-MARK\n"), "the end of the output was not kept");
     assert!(out(&r).chars().count() <= 30_000);
+    // Control characters are shown escaped (`\u{0}` is five characters for one byte), and the
+    // escapes count against the cap: stdout and stderr together stay within 30,000 characters.
+    let r = bash(&c, "head -c 100000 /dev/zero; head -c 100000 /dev/zero >&2").await;
+    let shown = out(&r).chars().count() + r["stderr"].as_str().unwrap().chars().count();
+    assert!(shown <= 30_000, "{shown} characters shown");
+    assert!(shown > 29_000, "the cap was not used: {shown}");
+    assert!(out(&r).ends_with("\\u{0}"), "{}", &out(&r)[..40]);
+    assert_eq!(r["truncated"], true);
     let r = bash(&c, r"printf 'a\033[31mb\r\n'; printf 'bad \377\n' >&2").await;
     assert_eq!(out(&r), "a\\u{1b}[31mb\\r\n");
     assert_eq!(r["invalid_utf8"], true);

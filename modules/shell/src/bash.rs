@@ -80,7 +80,7 @@ pub fn output(
     containment: &str,
 ) -> BashOutput {
     let (out_bytes, err_bytes) = (out.bytes(), err.bytes());
-    let chars = |b: &[u8]| String::from_utf8_lossy(b).chars().count();
+    let chars = crate::capture::rendered_chars;
     let (oc, ec) = split_budget(output_chars, chars(&out_bytes), chars(&err_bytes));
     let o: Rendered = render(&out_bytes, out.total(), oc);
     let e: Rendered = render(&err_bytes, err.total(), ec);

@@ -46,9 +46,29 @@ pub struct Rendered {
     pub invalid_utf8: bool,
 }
 
+/// How many characters `c` takes once rendered: control characters other than newline and tab
+/// are escaped (`\r`, `\u{1b}`).
+fn width(c: char) -> usize {
+    match c {
+        '\n' | '\t' => 1,
+        '\r' => 2,
+        c if c.is_control() => format!("{:x}", c as u32).len() + 4,
+        _ => 1,
+    }
+}
+
+/// The rendered length of `bytes` in characters, escapes included (see [`render`]).
+pub fn rendered_chars(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|c| c.valid().chars().map(width).sum::<usize>() + usize::from(!c.invalid().is_empty()))
+        .sum()
+}
+
 /// Renders the end of a stream: at most `max_chars` characters of `kept` (the end of a stream of
-/// `total` bytes), control characters other than newline and tab escaped as `\u{..}`, invalid
-/// UTF-8 replaced. A character cut by the capture's edge is dropped whole.
+/// `total` bytes), control characters other than newline and tab escaped as `\u{..}` — the
+/// escapes count against `max_chars` — and invalid UTF-8 replaced. A character cut by the
+/// capture's edge is dropped whole.
 pub fn render(kept: &[u8], total: u64, max_chars: usize) -> Rendered {
     // Skip UTF-8 continuation bytes at the front: the capture may have cut a character.
     let skip = if total > kept.len() as u64 {
@@ -66,7 +86,13 @@ pub fn render(kept: &[u8], total: u64, max_chars: usize) -> Rendered {
             units.push((char::REPLACEMENT_CHARACTER, chunk.invalid().len()));
         }
     }
-    let start = units.len().saturating_sub(max_chars);
+    // From the end, as many characters as fit in `max_chars` once rendered.
+    let mut start = units.len();
+    let mut used = 0;
+    while start > 0 && used + width(units[start - 1].0) <= max_chars {
+        start -= 1;
+        used += width(units[start].0);
+    }
     let shown: usize = units[start..].iter().map(|(_, n)| n).sum();
     let mut text = String::with_capacity(shown);
     for &(ch, _) in &units[start..] {
@@ -129,6 +155,23 @@ mod tests {
         assert_eq!(r.text, "-end");
         assert!(!r.invalid_utf8);
         assert_eq!(r.dropped_bytes, 96);
+    }
+
+    #[test]
+    fn escapes_count_against_the_budget() {
+        let zeros = vec![0u8; 1000];
+        let r = render(&zeros, 1000, 30);
+        assert_eq!(r.text, "\\u{0}".repeat(6));
+        assert_eq!(r.text.chars().count(), 30);
+        assert_eq!(r.dropped_bytes, 994);
+        assert_eq!(rendered_chars(&zeros), 5000);
+        assert_eq!(rendered_chars(b"a\r\n\x1b\xff"), 1 + 2 + 1 + 6 + 1);
+        // An escape that does not fit whole is left out, not cut.
+        let r = render(b"ab\x1b", 3, 5);
+        assert_eq!(r.text, "");
+        assert_eq!(r.dropped_bytes, 3);
+        let r = render(b"ab\x1b", 3, 7);
+        assert_eq!(r.text, "b\\u{1b}");
     }
 
     #[test]
