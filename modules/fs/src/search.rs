@@ -30,6 +30,10 @@ const GLOB_MIN_CAP: u64 = 10_000;
 /// Lines are cut to this many characters in grep output.
 const LINE_CHARS: usize = 500;
 const CUT_MARKER: &str = "… [cut]";
+/// The most line text (with its paths) one content-mode `grep` keeps, as for `read`: with
+/// context lines a modest `limit` could otherwise return megabytes. Past it the search stops
+/// and says `truncated`.
+const CONTENT_CAP: u64 = crate::read::OUTPUT_CAP as u64;
 /// Most context lines on either side of a match.
 const MAX_CONTEXT: u64 = 100;
 /// A line longer than this makes the searcher give up on the file instead of buffering it.
@@ -108,7 +112,8 @@ pub struct GrepParams {
     /// Lines of context after each match; overrides `context`.
     pub after: Option<u64>,
     /// Most results (default 100): matching lines in content and count modes, files in files
-    /// mode. The search stops when it is reached and sets `truncated`.
+    /// mode. The search stops when it is reached and sets `truncated`; in content mode also
+    /// once 256 KiB of lines (context included) are kept.
     pub limit: Option<u64>,
     /// `content` (matching lines, the default), `files` (paths of matching files) or `count`
     /// (matching lines per file).
@@ -400,6 +405,7 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
         mode,
         limit,
         counted: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
         truncated: AtomicBool::new(false),
         files_searched: AtomicU64::new(0),
         hits: Mutex::new(Vec::new()),
@@ -502,6 +508,8 @@ struct GrepShared {
     limit: u64,
     /// Matching lines (files in files mode) accepted or offered so far, across threads.
     counted: AtomicU64,
+    /// Bytes of line text kept so far (content mode), against [`CONTENT_CAP`].
+    bytes: AtomicU64,
     truncated: AtomicBool,
     files_searched: AtomicU64,
     hits: Mutex<Vec<FileHits>>,
@@ -516,7 +524,12 @@ struct FileHits {
 
 impl GrepShared {
     fn limit_reached(&self) -> bool {
-        self.counted.load(Ordering::Relaxed) >= self.limit
+        self.counted.load(Ordering::Relaxed) >= self.limit || self.full()
+    }
+
+    /// Whether the kept lines have reached [`CONTENT_CAP`].
+    fn full(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) >= CONTENT_CAP
     }
 
     /// Searches one opened file; a read error keeps what was found before it.
@@ -563,12 +576,10 @@ struct FileSink<'a> {
 
 impl FileSink<'_> {
     fn push(&mut self, line: Option<u64>, bytes: &[u8], kind: LineKind) {
-        self.lines.push(GrepLine {
-            path: self.path.clone(),
-            line: line.unwrap_or(0),
-            text: cut_line(bytes),
-            kind,
-        });
+        let text = cut_line(bytes);
+        let size = (text.len() + self.path.len()) as u64;
+        self.shared.bytes.fetch_add(size, Ordering::Relaxed);
+        self.lines.push(GrepLine { path: self.path.clone(), line: line.unwrap_or(0), text, kind });
     }
 }
 
@@ -577,7 +588,7 @@ impl Sink for FileSink<'_> {
 
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
         let shared = self.shared;
-        if shared.counted.fetch_add(1, Ordering::Relaxed) >= shared.limit {
+        if shared.full() || shared.counted.fetch_add(1, Ordering::Relaxed) >= shared.limit {
             shared.truncated.store(true, Ordering::Relaxed);
             self.lines.truncate(self.lines.len().saturating_sub(self.pending));
             return Ok(false);

@@ -393,3 +393,26 @@ fn grep_rejects_empty_and_invalid_patterns() {
         Err(FsError::Path(_))
     ));
 }
+
+#[test]
+fn grep_content_stops_at_256_kib_of_lines_with_their_context() {
+    // 40 files of 1,000 lines of 400 characters, a match every 50 lines: the default limit of
+    // 100 matches with 100 lines of context each side would be ~8 MB.
+    let line = "x".repeat(400);
+    let body: String = (0..1000)
+        .map(|i| if i % 50 == 0 { format!("hit {line}\n") } else { format!("{line}\n") })
+        .collect();
+    let files: Vec<(String, String)> =
+        (0..40).map(|i| (format!("f{i:02}.txt"), body.clone())).collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let (_tmp, r) = setup(&refs);
+    let out = grep(&r, GrepParams { context: Some(100), ..grepp("hit") }).unwrap();
+    let kept: usize = out.matches.iter().map(|l| l.text.len() + l.path.len()).sum();
+    assert!(out.truncated);
+    assert!(kept <= 256 * 1024 + 201 * 420, "{kept} bytes kept");
+    assert!(kept > 200 * 1024, "the cap was not what stopped it: {kept}");
+    assert!(out.matches.iter().any(|l| l.kind == LineKind::Match));
+    // Positive control: without context the same search keeps its 100 matches.
+    let plain = grep(&r, GrepParams { ..grepp("hit") }).unwrap();
+    assert_eq!(plain.matches.len(), 100);
+}
