@@ -934,6 +934,18 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                 Some("set both, or neither to use the repository's identity"),
             );
         }
+        // A module overrides how its tools' classes are decided; how long a person is waited
+        // for is the daemon's (one approvals queue), so a module-level value is refused rather
+        // than silently ignored.
+        if trust_override.as_ref().is_some_and(|t| t.approval_timeout_secs.is_some()) {
+            p.add(
+                settings_span.clone(),
+                &section,
+                "config.trust.approval_timeout_secs",
+                "a module cannot set approval_timeout_secs: it is daemon-wide",
+                Some("set it in the top-level [trust] table"),
+            );
+        }
         let trust = match &trust_override {
             Some(t) => trust.overlay(t),
             None => trust.clone(),

@@ -153,6 +153,28 @@ fn bad_trust_value_is_refused_with_a_hint() {
     assert!(text.contains("daemon.toml:2") && text.contains("maybe"), "{text}");
 }
 
+/// A module's `config.trust` overrides how classes are decided, not how long a person is
+/// waited for (one daemon-wide queue): a module-level `approval_timeout_secs` is refused, not
+/// silently ignored. Positive control: the module's class override alone is accepted.
+#[test]
+fn a_module_level_approval_timeout_is_refused() {
+    let fx = Fixture::new();
+    let module = |trust: &str| {
+        format!(
+            "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+             filesystem = [{{ path = \"{{root}}\" }}]\nconfig = {{ trust = {{ {trust} }} }}\n"
+        )
+    };
+    let cfg = fx.config(&module("write = \"ask\", approval_timeout_secs = 5"));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("config.trust.approval_timeout_secs"), "{text}");
+    assert!(text.contains("top-level [trust]"), "{text}");
+    let cfg = fx.config(&module("write = \"ask\""));
+    let (code, text) = check(&fx, &cfg);
+    assert_eq!(code, 0, "{text}");
+}
+
 #[test]
 fn several_problems_are_all_reported() {
     let fx = Fixture::new();
