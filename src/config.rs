@@ -983,9 +983,19 @@ impl ShellConfig {
             .map_err(|(list, i, e)| format!("commands.{list}[{i}]: {e}"))
     }
 
-    /// The `PATH` of the module's commands: `path`, or the system's folders when it is empty.
+    /// The `PATH` of the module's commands: `path` (a `~/` entry taken from the daemon's
+    /// `HOME`, as everywhere in the config: no shell expands it in `PATH`), or the system's
+    /// folders when it is empty. Its folders are bound read-only into the sandbox.
     pub fn command_path(&self) -> String {
-        self.path.clone().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_COMMAND_PATH.to_string())
+        let Some(path) = self.path.as_deref().filter(|p| !p.is_empty()) else {
+            return DEFAULT_COMMAND_PATH.to_string();
+        };
+        let home = home_dir();
+        let dirs: Vec<String> = path
+            .split(':')
+            .map(|d| expand_tilde(d, home.as_deref()).to_string_lossy().into_owned())
+            .collect();
+        dirs.join(":")
     }
 }
 

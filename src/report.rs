@@ -271,6 +271,24 @@ fn shell_warnings(sh: &crate::config::ShellConfig, m: &crate::config::ModuleCfg)
             ));
         }
     }
+    // A variable that names a folder (CARGO_HOME = "~/.cargo") only helps a command that can
+    // see the folder: a system folder, a PATH folder or one of the module's roots.
+    let home = crate::config::home_dir();
+    let path_dirs: Vec<&str> = path.split(':').collect();
+    for (k, v) in &sh.env {
+        let p = crate::config::expand_tilde(v, home.as_deref());
+        let seen = crate::shell::SYSTEM.iter().any(|s| p.starts_with(s))
+            || path_dirs.iter().any(|d| !d.is_empty() && p.starts_with(d))
+            || m.roots.iter().any(|r| p.starts_with(&r.path));
+        if p.is_absolute() && p.is_dir() && !seen {
+            w.push(format!(
+                "tools-shell: env {k} names the folder {}, which commands cannot see; declare it \
+                 as a root of tools-shell (read-only: filesystem = [..., {{ path = \"{v}\" }}]) \
+                 if its commands need it",
+                p.display()
+            ));
+        }
+    }
     w
 }
 

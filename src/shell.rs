@@ -70,7 +70,7 @@ async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 /// Folders every command sees read-only, when they exist.
-const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
+pub const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
 /// The launcher's exit code when the sandbox could not be built (`src/sandbox`).
 const SETUP_FAILED: i32 = 125;
 /// How long a stopped command gets between SIGTERM and SIGKILL.

@@ -497,3 +497,69 @@ async fn a_hard_link_to_a_credential_file_inside_a_root_reads_as_masked() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// A `path` entry under `~` is taken from the daemon's HOME (no shell expands `~` in PATH), and
+/// its folder is bound read-only into the sandbox like the system folders: a toolchain in
+/// `~/tools/bin` runs and cannot be changed from inside; the rest of HOME stays unseen.
+#[tokio::test]
+async fn a_path_folder_under_home_is_expanded_and_bound_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let tool = fx.home.join("tools/bin/hello-tool");
+    std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+    std::fs::write(&tool, "#!/bin/sh\necho hello from the toolchain\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(fx.home.join("notes.txt"), "private notes\n").unwrap();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" }, path = \"~/tools/bin:/usr/bin:/bin\" }\n",
+    );
+    let c = Client::start_with_env(&fx, &config, Era::Legacy, &[]).await;
+    let home = fx.home.display();
+    let r = bash(
+        &c,
+        &format!(
+            "hello-tool; echo \"PATH=$PATH\"; echo evil > {home}/tools/bin/hello-tool; \
+             cat {home}/notes.txt; echo done"
+        ),
+    )
+    .await;
+    let shown = format!("{}{}", out(&r), r["stderr"].as_str().unwrap_or_default());
+    assert!(out(&r).contains("hello from the toolchain"), "{shown}");
+    assert!(out(&r).contains(&format!("PATH={home}/tools/bin:/usr/bin:/bin")), "{shown}");
+    assert!(!shown.contains("private notes"), "the rest of HOME was seen: {shown}");
+    assert_eq!(
+        std::fs::read_to_string(&tool).unwrap(),
+        "#!/bin/sh\necho hello from the toolchain\n",
+        "the toolchain was changed from inside"
+    );
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// `env` naming a folder commands cannot see (CARGO_HOME = "~/.cargo" with no root for it) is a
+/// doctor warning that says how to make it visible; declared as a read-only root, it is not.
+#[test]
+fn doctor_warns_of_an_env_folder_commands_cannot_see() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.home.join(".cargo")).unwrap();
+    let doctor = |extra_root: &str| {
+        let config = fx.config(&format!(
+            "[daemon]\nstate_dir = \"{{state}}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+             grants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\", write = true }}{extra_root}]\n\
+             config = {{ trust = {{ external = \"allow\" }}, \
+             env = {{ CARGO_HOME = \"~/.cargo\", RUST_LOG = \"info\" }} }}\n"
+        ));
+        let o = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let warning = format!("env CARGO_HOME names the folder {}", fx.home.join(".cargo").display());
+    let out = doctor("");
+    assert!(out.contains(&warning), "{out}");
+    assert!(out.contains("declare it as a root of tools-shell"), "{out}");
+    assert!(!out.contains("env RUST_LOG"), "{out}");
+    let out = doctor(", { path = \"{home}/.cargo\" }");
+    assert!(!out.contains(&warning), "{out}");
+}
