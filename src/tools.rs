@@ -349,7 +349,13 @@ fn run_tool(network: bool) -> ToolDef {
         Spec {
             name: "run",
             title: "Run an allowlisted program",
-            description: "Run one program with exactly the given `argv` (name first, looked up             in the configured PATH; no `/`), never through a shell: `|`, `;`, `$(…)` and `*`             are literal. Only binaries (and leading arguments) the person's allowlist admits             run; some (rm, shells, …) need a person's yes on every run. Same sandbox and result             as bash: exit_code (or signal), timed_out, duration_ms, the END of stdout and             stderr (8 KB by default, with truncated and dropped_bytes). `cwd` defaults to the             first root; `timeout_secs` to 120 (max 600).",
+            description: "Run one program with exactly the given `argv` (name first, looked up \
+            in the configured PATH; no `/`), never through a shell: `|`, `;`, `$(…)` and `*` \
+            are literal. Only binaries (and leading arguments) the person's allowlist admits \
+            run; some (rm, shells, …) need a person's yes on every run. Same sandbox and result \
+            as bash: exit_code (or signal), timed_out, duration_ms, the END of stdout and \
+            stderr (8 KB by default, with truncated and dropped_bytes). `cwd` defaults to the \
+            first root; `timeout_secs` to 120 (max 600).",
             kind: ToolKind::Run,
             class: ActionClass::External,
             hints: (false, true, false, network),
@@ -368,7 +374,8 @@ fn os_tool(index: usize, name: String, t: &crate::config::ShellTool, network: bo
         t.description.trim().to_string()
     };
     let description = format!(
-        "{what} Runs `{fixed} ARGS…` in the sandbox, never through a shell: `args` are          appended as given. Result as bash (output capped at 8 KB by default)."
+        "{what} Runs `{fixed} ARGS…` in the sandbox, never through a shell: `args` are \
+         appended as given. Result as bash (output capped at 8 KB by default)."
     );
     let title = format!("Run {fixed}");
     let tool = Tool::new_with_raw(
@@ -411,15 +418,15 @@ fn bash_tools(network: bool) -> Vec<ToolDef> {
                 hints: (false, true, false, network),
             },
         ),
-        def::<t::StartParams, t::Session>(
+        def::<t::StartParams, t::Started>(
             m,
             Spec {
                 name: "tmux_start",
                 title: "Start a long-running command",
                 description: "Start `command` (a dev server, a watcher, a REPL) in a new tmux \
-                session inside the same sandbox as bash, and return at once with the session's \
-                name. It keeps running after this call; its pane stays after it ends so \
-                tmux_read can show the output and exit status. Commands of this module share \
+                session inside the same sandbox as bash, and return at once with `session`, the \
+                name the other tmux tools take. It keeps running after this call; its pane stays \
+                after it ends so tmux_read can show the output and exit status. Commands of this module share \
                 one private loopback, so a server started here is reachable from bash (and from \
                 nothing else). A command that cannot start (not found) is reported as an error.",
                 kind: ToolKind::TmuxStart,

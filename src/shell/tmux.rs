@@ -14,7 +14,7 @@
 
 use super::{Refusal, Shell};
 use hands_shell::tmux::{
-    self, KillOutput, ListOutput, ReadOutput, SendOutput, Session, State, check_name,
+    self, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State, check_name,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -195,7 +195,7 @@ impl Shell {
     }
 
     /// `tmux_start`.
-    pub async fn tmux_start(&self, p: tmux::StartParams) -> Result<Session, Refusal> {
+    pub async fn tmux_start(&self, p: tmux::StartParams) -> Result<Started, Refusal> {
         self.refuse_when_unsafe()?;
         let t = &self.tmux;
         let name = match p.name {
@@ -282,8 +282,8 @@ impl Shell {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Ok(Session {
-            name,
+        Ok(Started {
+            session: name,
             command: meta.command,
             cwd: meta.cwd,
             started: meta.started,
@@ -293,9 +293,8 @@ impl Shell {
     }
 
     /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
-    /// for its socket.
-    /// Starts the session's tmux server in its sandbox: the launcher, and the secret files the
-    /// sandbox masks (what the walk found).
+    /// for its socket. Returns the launcher and the secret files the sandbox masks (what the
+    /// walk found).
     async fn start_server(
         &self,
         name: &str,

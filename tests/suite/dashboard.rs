@@ -686,7 +686,7 @@ async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
     let started = c
         .ok("tmux_start", json!({ "command": format!("echo up-{mark}; sleep 600"), "name": "web" }))
         .await;
-    assert_eq!(started["name"], "web");
+    assert_eq!(started["session"], "web");
     let start = Instant::now();
     let row = loop {
         let page = s.live().await;

@@ -147,6 +147,13 @@ async fn a_published_tool_only_appends_to_its_fixed_arguments() {
     let tools = c.peer().list_all_tools().await.unwrap();
     let t = tools.iter().find(|t| t.name == "os-kubectl-get").expect("os-kubectl-get is published");
     assert!(t.description.as_deref().unwrap().starts_with("Read Kubernetes objects."), "{t:?}");
+    // Every published description reads as prose: no run of spaces left by a broken line
+    // continuation in the source.
+    for t in &tools {
+        let d = t.description.as_deref().unwrap_or_default();
+        assert!(!d.contains("   "), "{}: {d:?}", t.name);
+    }
+    assert!(tools.iter().any(|t| t.name == "run"), "run is published with an allowlist");
     // Positive control: it reads.
     let r = call(&c, "os-kubectl-get", json!({ "args": ["nodes"] })).await;
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));

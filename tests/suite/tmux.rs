@@ -61,7 +61,7 @@ async fn a_web_server_in_tmux_is_reachable_from_bash_and_not_from_the_host() {
                     "cwd": "site", "name": "web" }),
         )
         .await;
-    assert_eq!(started["name"], "web");
+    assert_eq!(started["session"], "web");
     assert_eq!(started["state"], "running");
     let probe = format!(
         "for i in $(seq 50); do python3 -c 'import urllib.request,sys; \
@@ -182,9 +182,9 @@ async fn names_are_validated_and_bad_commands_are_reported() {
     assert!(e.contains("bad cwd"), "{e}");
     // Default names, and a duplicate refused.
     let a = c.ok("tmux_start", json!({ "command": "sleep 30" })).await;
-    assert_eq!(a["name"], "s1");
+    assert_eq!(a["session"], "s1");
     let b = c.ok("tmux_start", json!({ "command": "sleep 30" })).await;
-    assert_eq!(b["name"], "s2");
+    assert_eq!(b["session"], "s2");
     let e = c.err("tmux_start", json!({ "command": "true", "name": "s1" })).await;
     assert!(e.contains("already exists"), "{e}");
     for s in ["s1", "s2"] {

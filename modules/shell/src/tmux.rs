@@ -122,6 +122,32 @@ impl fmt::Display for Session {
     }
 }
 
+/// The result of `tmux_start`: the session's name, which tmux_read, tmux_send and tmux_kill
+/// take as `session`, and what it runs.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Started {
+    /// The session's name: pass it as `session` to tmux_read, tmux_send and tmux_kill.
+    pub session: String,
+    pub command: String,
+    pub cwd: String,
+    /// When it started: seconds since the UNIX epoch.
+    pub started: u64,
+    pub state: State,
+    /// The command's exit status when it already ended (128 + N for signal N).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+}
+
+impl fmt::Display for Started {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "session {}  {}", self.session, self.state)?;
+        if let Some(s) = self.exit_status {
+            write!(f, " (exit status {s})")?;
+        }
+        write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)
+    }
+}
+
 /// The result of `tmux_list`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListOutput {
