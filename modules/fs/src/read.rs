@@ -92,6 +92,14 @@ impl ToolText for ReadOutput {
             }
             _ => {}
         }
+        // The facts the structured answer has and the lines do not, for clients that show the
+        // model only the text: the hash is what `expected_sha256` of write and edit takes.
+        let mut facts = format!("[{} lines, {}", self.total_lines, self.line_ending);
+        if let Some(sha) = &self.sha256 {
+            facts.push_str(&format!(", sha256 {sha}"));
+        }
+        facts.push_str("]\n");
+        out.push_str(&facts);
         out
     }
 }

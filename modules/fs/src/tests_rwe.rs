@@ -97,7 +97,8 @@ fn read_is_cat_n_with_metadata() {
     assert_eq!((o.encoding.as_str(), o.line_ending.as_str()), ("utf-8", "lf"));
     assert_eq!(o.sha256.as_deref(), Some(sha256_hex(b"alpha\nbeta\ngamma\n").as_str()));
     assert_eq!(o.size, 17);
-    assert_eq!(o.text(), o.content);
+    let sha = o.sha256.clone().unwrap();
+    assert_eq!(o.text(), format!("{}[3 lines, lf, sha256 {sha}]\n", o.content));
 }
 
 #[test]
@@ -122,7 +123,11 @@ fn read_window_is_absolute_and_says_how_to_continue() {
     let o = f.read("w.txt", Some(3), Some(2));
     assert_eq!(o.content, "     3\tline 3\n     4\tline 4\n");
     assert_eq!((o.lines_returned, o.total_lines, o.truncated), (2, 10, true));
-    assert!(o.text().ends_with("... 6 more lines; continue with offset=5\n"), "{}", o.text());
+    assert!(
+        o.text().contains("... 6 more lines; continue with offset=5\n[10 lines, lf"),
+        "{}",
+        o.text()
+    );
     // The window reaching the end is not truncated.
     let o = f.read("w.txt", Some(9), Some(5));
     assert_eq!((o.lines_returned, o.truncated), (2, false));
