@@ -20,6 +20,11 @@
     // A person in the middle of choosing a filter keeps their selection.
     var active = document.activeElement;
     if (active && active.tagName === "SELECT") { return; }
+    // Nothing moves under a person about to answer: while the pointer is over the pending
+    // approvals, or one of their buttons has the focus, the section is not replaced — else an
+    // entry that expired above could slide another action's Allow under the click.
+    var pending = document.getElementById("pending");
+    if (pending && (pending.matches(":hover") || pending.contains(active))) { return; }
     busy = true;
     fetch("/live" + window.location.search, { credentials: "same-origin", cache: "no-store" })
       .then(function (r) {

@@ -195,7 +195,10 @@ async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
 }
 
 async fn pending(door: &Door, csrf: &str) -> String {
-    let all = all_pending(door).await;
+    let mut all = all_pending(door).await;
+    // Oldest first (every action waits the same time, so the earliest expiry was parked
+    // first): a newly parked action lands below the ones a person may be reading, never above.
+    all.sort_by(|a, b| (a.expires, &a.id).cmp(&(b.expires, &b.id)));
     let mut s = format!(
         "<section id=\"pending\"><h2>Pending approvals <span class=\"count\">{}</span></h2>",
         all.len()

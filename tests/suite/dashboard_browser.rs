@@ -255,3 +255,80 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     b.close().await.unwrap();
     fx.assert_canary();
 }
+
+/// Nothing moves under a person about to answer: pending approvals are listed oldest first (a
+/// new one lands below), and while the pointer rests on them the live refresh leaves the
+/// section alone — else an entry that went away above could slide another action's Allow under
+/// the click. Positive control: once the pointer leaves, the page catches up.
+#[tokio::test]
+async fn pending_approvals_hold_still_under_the_pointer() {
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction};
+    let fx = Fixture::new();
+    let cfg = config(&fx, "ask");
+    let (c, addr) = start(&fx, &cfg).await;
+    let d = driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let b = browser(&d, profile.path()).await;
+    b.goto(&format!("http://{addr}/")).await.unwrap();
+    b.find(Locator::Id("token")).await.unwrap().send_keys(TOKEN).await.unwrap();
+    click(&b, "#login").await;
+    wait_for(&b, "#pending").await;
+
+    let write = |path: &'static str| {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("write", json!({ "path": path, "content": "x" })).await })
+    };
+    let first_call = write("first.txt");
+    let first = pending_id(&b).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a later expiry second
+    let second_call = write("second.txt");
+    let start = Instant::now();
+    let ids = loop {
+        let found = b.find_all(Locator::Css("article.pending")).await.unwrap();
+        if found.len() == 2 {
+            let mut ids = Vec::new();
+            for e in found {
+                ids.push(e.attr("id").await.unwrap().unwrap());
+            }
+            break ids;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the second action did not show");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ids[0], first, "the older action is listed first: {ids:?}");
+    let second = ids[1].clone();
+
+    // The pointer rests on the second's Allow; the first is answered elsewhere (a terminal).
+    let css = format!("article[id='{second}'] button[value='once']");
+    let button = b.find(Locator::Css(&css)).await.unwrap();
+    let over = MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element: button,
+        duration: None,
+        x: 0.0,
+        y: 0.0,
+    });
+    b.perform_actions(over).await.unwrap();
+    let out = fx
+        .std_command(&["approvals", "deny", &first, "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(first_call.await.unwrap().is_error, Some(true));
+    tokio::time::sleep(Duration::from_millis(4500)).await; // two refresh periods
+    let still = b.find_all(Locator::Css(&format!("article[id='{first}']"))).await.unwrap();
+    assert_eq!(still.len(), 1, "the section was replaced under the pointer");
+
+    // The pointer leaves: the page catches up and the answered entry goes.
+    let away = MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element: b.find(Locator::Css("h1")).await.unwrap(),
+        duration: None,
+        x: 0.0,
+        y: 0.0,
+    });
+    b.perform_actions(away).await.unwrap();
+    assert!(gone(&b, &format!("article[id='{first}']")).await, "the page did not catch up");
+    click(&b, &format!("article[id='{second}'] button[value='reject']")).await;
+    assert_eq!(second_call.await.unwrap().is_error, Some(true));
+    b.close().await.unwrap();
+    fx.assert_canary();
+}
