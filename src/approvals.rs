@@ -96,7 +96,9 @@ impl Action {
 #[derive(Debug)]
 pub enum Asked {
     Allowed(Choice, Channel),
-    Refused(String, Channel),
+    /// Refused, and by whom: a person through a channel, or nobody (`None`: no answer in time,
+    /// a state that is invalid, expired or spent, a malformed answer) — the gate fails closed.
+    Refused(String, Option<Channel>),
     /// Return this to the client; it retries with the answer.
     InputRequired(InputRequiredResult),
 }
@@ -348,6 +350,21 @@ impl Approvals {
     }
 
     /// Reads a person's answer: only `accept` with an allow choice allows.
+    /// An answer that came through the client: a person's choice, or a person's refusal (decline,
+    /// cancel, reject); an answer that is none of these was decided by nobody.
+    fn person_said(result: &ElicitResult) -> Asked {
+        match Self::read_answer(result) {
+            Ok(choice) => Asked::Allowed(choice, Channel::Client),
+            Err(why) => {
+                let person =
+                    matches!(result.action, ElicitationAction::Decline | ElicitationAction::Cancel)
+                        || result.content.as_ref().and_then(|c| c.get("decision"))
+                            == Some(&Value::from("reject"));
+                Asked::Refused(why, person.then_some(Channel::Client))
+            }
+        }
+    }
+
     fn read_answer(result: &ElicitResult) -> Result<Choice, String> {
         match result.action {
             ElicitationAction::Accept => {}
@@ -384,7 +401,7 @@ impl Approvals {
     /// The retry of a 2026-07-28 client: checks the echoed state and reads the answer. A
     /// state for a different action asks again.
     pub fn redeem(&self, a: &Action, state: &str, responses: Option<&InputResponses>) -> Asked {
-        let refuse = |why: String| Asked::Refused(why, Channel::Client);
+        let refuse = |why: String| Asked::Refused(why, None);
         let sealed: Sealed = match self.codec.open_json_with(state, a.client.as_bytes()) {
             Ok(s) => s,
             Err(e) => return refuse(format!("the approval state is not valid ({e})")),
@@ -412,10 +429,7 @@ impl Approvals {
             return refuse("the retry carries no answer to the approval request".into());
         };
         match serde_json::from_value::<ElicitResult>(answer.clone()) {
-            Ok(r) => match Self::read_answer(&r) {
-                Ok(choice) => Asked::Allowed(choice, Channel::Client),
-                Err(why) => refuse(why),
-            },
+            Ok(r) => Self::person_said(&r),
             Err(e) => refuse(format!("the answer is malformed ({e})")),
         }
     }
@@ -424,14 +438,11 @@ impl Approvals {
     pub async fn elicit(&self, a: &Action, peer: &rmcp::Peer<rmcp::RoleServer>) -> Asked {
         let params = match self.request(a) {
             Ok(p) => p,
-            Err(e) => return Asked::Refused(e, Channel::Client),
+            Err(e) => return Asked::Refused(e, None),
         };
         match peer.create_elicitation_with_timeout(params, Some(self.timeout)).await {
-            Ok(r) => match Self::read_answer(&r) {
-                Ok(choice) => Asked::Allowed(choice, Channel::Client),
-                Err(why) => Asked::Refused(why, Channel::Client),
-            },
-            Err(e) => Asked::Refused(format!("no answer from the person ({e})"), Channel::Client),
+            Ok(r) => Self::person_said(&r),
+            Err(e) => Asked::Refused(format!("no answer from the person ({e})"), None),
         }
     }
 
@@ -446,7 +457,7 @@ impl Approvals {
     pub async fn park_then(&self, a: &Action, parked: impl FnOnce(&str)) -> Asked {
         let id = match random_hex(4) {
             Ok(h) => format!("a-{h}"),
-            Err(e) => return Asked::Refused(format!("cannot park: {e}"), Channel::Terminal),
+            Err(e) => return Asked::Refused(format!("cannot park: {e}"), None),
         };
         let (tx, rx) = oneshot::channel();
         let expires = now() + self.timeout.as_secs();
@@ -472,7 +483,7 @@ impl Approvals {
             Ok(Ok((None, via))) => {
                 let place =
                     if via == Channel::Dashboard { "on the dashboard" } else { "at a terminal" };
-                Asked::Refused(format!("a person denied it {place} (approval {id})"), via)
+                Asked::Refused(format!("a person denied it {place} (approval {id})"), Some(via))
             }
             _ => Asked::Refused(
                 format!(
@@ -481,7 +492,7 @@ impl Approvals {
                      terminal while the call waits — retry the call and approve it then",
                     self.timeout.as_secs()
                 ),
-                Channel::Terminal,
+                None,
             ),
         }
     }

@@ -45,7 +45,9 @@ pub enum Decision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DecidedBy {
-    /// `[trust]` (or the module's override) said allow or deny, or a denied path was refused.
+    /// `[trust]` (or the module's override) said allow or deny, a denied path was refused, or
+    /// the gate failed closed: nobody answered in time, or the answer's state was invalid,
+    /// expired or spent.
     Policy,
     /// A standing *session* or *always* permission of this client.
     StandingPermission,

@@ -496,7 +496,7 @@ impl HandsServer {
             (Some(state), true) => approvals.redeem(&action, state, retry.responses.as_ref()),
             (None, true) => match approvals.input_required(&action) {
                 Ok(r) => Asked::InputRequired(r),
-                Err(e) => Asked::Refused(e, Channel::Client),
+                Err(e) => Asked::Refused(e, None),
             },
             (_, false) if elicits => approvals.elicit(&action, &ctx.peer).await,
             // A client that can only open a URL is pointed at the action's entry on the
@@ -559,7 +559,8 @@ impl HandsServer {
             }
             Asked::Refused(why, channel) => Gate {
                 decision: Decision::Deny,
-                decided_by: by(channel),
+                // Nobody answered: the gate's own rule refused (it fails closed).
+                decided_by: channel.map_or(DecidedBy::Policy, by),
                 refusal: Some(if confirm {
                     format!(
                         "`{}` was not approved: {why}. commands.confirm lists this program: \

@@ -46,6 +46,12 @@ async fn write(
     c.call_tool(CallToolRequestParams::new("write").with_arguments(args)).await.unwrap()
 }
 
+/// Who decided the last call, as the audit log says.
+fn last_decided_by(fx: &Fixture) -> String {
+    let records = fx.audit_records();
+    records.last().expect("an audit record")["decided_by"].as_str().unwrap().to_string()
+}
+
 fn refused(r: &CallToolResult) -> bool {
     r.is_error == Some(true) && text_of(r).contains("was not approved")
 }
@@ -76,10 +82,15 @@ async fn each_answer_of_a_person_through_either_era_of_client() {
             assert!(!fx.root.join(&name).exists());
         }
         fx.assert_canary();
-        // The audit names who decided: the person, through the client, for each call.
-        let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
-        let by_person = audit.lines().filter(|l| l.contains("\"person-via-client\"")).count();
-        assert_eq!(by_person, 6, "{audit}");
+        // The audit names who decided: the person, through the client, for each answer; an
+        // answer that is none of the choices was decided by nobody, so the gate's rule refused.
+        let by: Vec<String> = fx
+            .audit_records()
+            .iter()
+            .map(|r| r["decided_by"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(by[..5], ["person-via-client"; 5], "{by:?}");
+        assert_eq!(by[5], "policy", "{by:?}");
         let _ = c.cancel().await;
     }
 }
@@ -156,6 +167,7 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
     let CallToolResponse::Complete(r) = r else { panic!("tampered state must be refused") };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("t.txt").exists());
+    assert_eq!(last_decided_by(&fx), "policy", "nobody answered a tampered state");
     // Other arguments with this state: asked again, nothing written.
     let r = c
         .peer()
@@ -178,6 +190,7 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
     let CallToolResponse::Complete(r) = r else { panic!("a replay must be refused") };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("t.txt").exists());
+    assert_eq!(last_decided_by(&fx), "policy", "nobody answered a replay");
     let _ = c.cancel().await;
 }
 
@@ -203,6 +216,7 @@ async fn an_expired_state_is_refused() {
     };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("late.txt").exists());
+    assert_eq!(last_decided_by(&fx), "policy");
     let _ = c.cancel().await;
 }
 
@@ -291,6 +305,7 @@ async fn a_client_that_cannot_be_asked_waits_for_a_person_at_a_terminal() {
     assert!(refused(&r), "{}", text_of(&r));
     assert!(text_of(&r).contains("denied"), "{}", text_of(&r));
     assert!(!fx.root.join("parked.txt").exists());
+    assert_eq!(last_decided_by(&fx), "person-via-terminal");
     fx.assert_canary();
 }
 
@@ -303,6 +318,8 @@ async fn a_parked_action_expires_into_a_refusal_that_says_what_to_run() {
     assert!(refused(&r), "{}", text_of(&r));
     assert!(text_of(&r).contains("hands approvals approve"), "{}", text_of(&r));
     assert!(!fx.root.join("late.txt").exists());
+    // Nobody at a terminal answered: the gate's rule refused, not a person.
+    assert_eq!(last_decided_by(&fx), "policy");
     let _ = c.cancel().await;
 }
 
@@ -392,5 +409,6 @@ async fn a_person_who_does_not_answer_in_time_is_a_refusal() {
     let r = write(&c, "slow.txt", "S").await;
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("slow.txt").exists());
+    assert_eq!(last_decided_by(&fx), "policy");
     let _ = c.cancel().await;
 }
