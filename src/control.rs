@@ -182,6 +182,12 @@ async fn answer(req: &Value, daemon: &Daemon) -> Value {
     let pid = std::process::id();
     match req.get("op").and_then(Value::as_str) {
         Some("status") => json!({ "ok": true, "pid": pid, "stopped": daemon.is_stopped() }),
+        // A dashboard that already stopped (or released) its own daemon asks the others only.
+        Some("stop" | "release")
+            if req.get("except").and_then(Value::as_u64) == Some(pid.into()) =>
+        {
+            json!({ "ok": true, "pid": pid, "skipped": true })
+        }
         Some("stop") => {
             let ended = daemon.stop().await;
             daemon.record_control("stop", format!("ok: ended {ended} commands and sessions")).await;

@@ -304,8 +304,8 @@ async fn running(door: &Door, csrf: &str) -> String {
         let _ = write!(
             s,
             "<p class=\"brake\" id=\"brake\">{} <span class=\"muted\">ends every command and \
-             session of this daemon and refuses new ones until released (<code>hands \
-             stop</code>)</span></p>",
+             session of every daemon of this state dir and refuses new ones until released \
+             (<code>hands stop</code>)</span></p>",
             button("/brake", csrf, &[], "Stop everything", "reject")
         );
     }
@@ -644,6 +644,21 @@ async fn record(door: &Door, op: &str, arguments: Value, outcome: String) {
     }
 }
 
+/// Sends `op` (`stop` or `release`) to the other daemons of the state dir; one that cannot be
+/// reached is logged (the brake here holds whatever they answer).
+async fn every_other_daemon(door: &Door, op: &str) {
+    let dir = crate::server::absolute(&door.daemon.config.state_dir);
+    let req = json!({ "op": op, "except": std::process::id() });
+    let answers = tokio::task::spawn_blocking(move || crate::control::request_all(&dir, &req))
+        .await
+        .unwrap_or_default();
+    for (path, answer) in answers {
+        if let Err(e) = answer {
+            tracing::warn!("dashboard: {op} did not reach {}: {e}", path.display());
+        }
+    }
+}
+
 type ActError = (StatusCode, String);
 
 fn need<'a>(pairs: &'a [(String, String)], name: &str) -> Result<&'a str, ActError> {
@@ -686,15 +701,19 @@ pub(crate) async fn act(
             });
             if held { Ok(()) } else { here.map_err(|e| (StatusCode::CONFLICT, e)) }
         }
+        // The brake stops every daemon of the state dir, as `hands stop` does: this one here,
+        // the others through their control sockets.
         "/brake" => {
             let ended = daemon.stop().await;
             record(door, "stop", json!({}), format!("ok: ended {ended} commands and sessions"))
                 .await;
+            every_other_daemon(door, "stop").await;
             Ok(())
         }
         "/release" => {
             daemon.release();
             record(door, "release", json!({}), "ok".into()).await;
+            every_other_daemon(door, "release").await;
             Ok(())
         }
         "/stop-command" => {

@@ -760,4 +760,22 @@ async fn the_dashboard_answers_the_parked_actions_of_every_daemon_of_the_state_d
     assert_eq!(last.unwrap()["decided_by"], "person-via-dashboard");
     // An id nobody holds is a conflict, and changes nothing.
     assert_eq!(s.post("/approve", "id=a-00000000&choice=once").await.status, 409);
+
+    // The brake reaches the other daemon too, as `hands stop` does; so does the release.
+    assert_eq!(s.post("/brake", "").await.status, 303);
+    let refused = second.call("bash", json!({ "command": "echo braked" })).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text_of(&refused).contains("hands stop"), "{}", text_of(&refused));
+    assert_eq!(s.post("/release", "").await.status, 303);
+    let call = {
+        let second = second.clone();
+        tokio::spawn(async move { second.call("bash", json!({ "command": "echo free" })).await })
+    };
+    let id = s.pending_id().await;
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=once")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(r.structured_content.unwrap()["stdout"], "free\n");
+    let stops = fx.audit_records().iter().filter(|r| r["tool"] == "stop").count();
+    assert_eq!(stops, 2, "one record per daemon, none twice");
 }
