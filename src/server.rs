@@ -17,8 +17,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Everything a connection needs, built once at startup.
 pub struct Daemon {
@@ -30,6 +32,9 @@ pub struct Daemon {
     audit: Arc<crate::audit::Audit>,
     /// `hands stop` is in effect: external-class calls are refused until `--release`.
     stopped: std::sync::atomic::AtomicBool,
+    /// *Session* permissions of stateless (2026-07-28) HTTP clients, which have no connection
+    /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
+    stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
     /// Asking a person, and the standing permissions (`src/approvals.rs`).
     pub approvals: Arc<crate::approvals::Approvals>,
     /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
@@ -174,6 +179,7 @@ impl Daemon {
             tools,
             audit: Arc::new(audit),
             stopped: Default::default(),
+            stateless_sessions: Default::default(),
             approvals: Arc::new(approvals),
             resolvers,
         })
@@ -328,6 +334,11 @@ struct Retry {
     responses: Option<rmcp::model::InputResponses>,
 }
 
+/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The rmcp handler of one connection.
 #[derive(Clone)]
 pub struct HandsServer {
@@ -336,7 +347,7 @@ pub struct HandsServer {
     /// approvals and the audit log record.
     client: Arc<str>,
     /// Standing *session* permissions of this connection: (module, tool, epoch granted in).
-    session: Arc<std::sync::Mutex<std::collections::HashSet<(String, String, u64)>>>,
+    session: Arc<Mutex<HashSet<(String, String, u64)>>>,
     /// Cancelled when this connection's client has gone (the stdio transport tells): its
     /// running commands die at once.
     gone: tokio_util::sync::CancellationToken,
@@ -478,14 +489,25 @@ impl HandsServer {
         let allow =
             |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
         let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
-        let in_session =
-            self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&key);
-        if !confirm && (in_session || approvals.always_allows(&action)) {
-            return allow(DecidedBy::StandingPermission);
-        }
         let modern = ctx
             .protocol_version()
             .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        // A stateless HTTP call builds a fresh handler each time, so its client's session
+        // permissions live on the daemon, for as long as it runs.
+        let stateless = modern
+            && ctx
+                .extensions
+                .get::<http::request::Parts>()
+                .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
+        let stateless_key = (self.client().to_string(), key.0.clone(), key.1.clone(), key.2);
+        let in_session = if stateless {
+            lock(&self.daemon.stateless_sessions).contains(&stateless_key)
+        } else {
+            lock(&self.session).contains(&key)
+        };
+        if !confirm && (in_session || approvals.always_allows(&action)) {
+            return allow(DecidedBy::StandingPermission);
+        }
         let elicits = ctx.client_capabilities().is_some_and(|c| {
             c.elicitation.as_ref().is_some_and(|e| e.url.is_none() || e.form.is_some())
         });
@@ -543,11 +565,11 @@ impl HandsServer {
                 let choice = if confirm { Choice::Once } else { choice };
                 match choice {
                     Choice::Once => {}
+                    Choice::Session if stateless => {
+                        lock(&self.daemon.stateless_sessions).insert(stateless_key);
+                    }
                     Choice::Session => {
-                        self.session
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .insert(key);
+                        lock(&self.session).insert(key);
                     }
                     Choice::Always => {
                         if let Err(e) = approvals.grant_always(&action) {

@@ -134,6 +134,34 @@ async fn a_session_permission_ends_with_the_connection_and_always_survives_a_res
     let _ = c.cancel().await;
 }
 
+/// Over HTTP a 2026-07-28 client has no session — every call is served by a fresh handler — so
+/// *allow for this session* is kept for that client on the daemon while it runs: the next call
+/// does not ask. `hands approvals revoke --all` ends it: the call after asks again.
+#[tokio::test]
+async fn a_session_permission_holds_for_a_stateless_http_client() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let (_child, addr) = super::common::serve_http(&fx, &config, &[]).await;
+    let person = Person::new(Some("allow_session"), true);
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let c = handshake(person.clone(), transport, Era::Modern).await;
+    assert_ne!(write(&c, "h1.txt", "1").await.is_error, Some(true));
+    person.set(None);
+    let r = write(&c, "h2.txt", "2").await;
+    assert_ne!(r.is_error, Some(true), "the session permission did not hold: {}", text_of(&r));
+    assert_eq!(person.times_asked(), 1);
+    assert_eq!(last_decided_by(&fx), "standing-permission");
+    let (ok, out) = approvals(&fx, &config, &["revoke", "--all"]);
+    assert!(ok, "{out}");
+    let r = write(&c, "h3.txt", "3").await;
+    assert!(refused(&r), "{}", text_of(&r));
+    assert!(!fx.root.join("h3.txt").exists());
+    assert_eq!(person.times_asked(), 2);
+    let _ = c.cancel().await;
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() {
     let fx = Fixture::new();
