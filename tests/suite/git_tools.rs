@@ -257,6 +257,11 @@ async fn status_diff_log_and_branches_report_real_repositories() {
     assert_eq!(l["commits"][0]["author"], "Fixture");
     assert_eq!(l["commits"][0]["email"], "fixture@example.com");
     assert!(l["commits"][0]["date"].as_str().unwrap().len() >= 25, "{l}");
+    for bad in [0, 501] {
+        let e = c.err("git_log", json!({"repo": "repo", "limit": bad})).await;
+        assert!(e.contains("between 1 and 500"), "{bad}: {e}");
+    }
+    assert!(c.ok("git_log", json!({"repo": "repo", "limit": 500})).await["commits"].is_array());
     let l = c.ok("git_log", json!({"repo": "repo", "limit": 2})).await;
     assert_eq!(ids(&l["commits"]), [c3.as_str(), c2.as_str()], "{l}");
     assert_eq!(l["truncated"], true);

@@ -385,7 +385,7 @@ pub struct LogParams {
     /// Where to start: a branch, tag, remote branch (`origin/main`), commit id or `HEAD`
     /// (default). No ranges or `~`/`^` syntax.
     pub rev: Option<String>,
-    /// Most commits to return (default 20, max 500).
+    /// Most commits to return (default 20, 1 to 500; outside that range is an error).
     pub limit: Option<u32>,
     /// Only commits that change this file or folder: absolute, or relative to the first root
     /// (not to the repo); it must lie inside the repository.
@@ -422,7 +422,14 @@ impl Git {
                     None => return Ok(LogOutput { commits: Vec::new(), truncated: false }),
                 },
             };
-            let limit = p.limit.unwrap_or(LOG_DEFAULT).clamp(1, LOG_MAX) as usize;
+            let limit = p.limit.unwrap_or(LOG_DEFAULT);
+            if !(1..=LOG_MAX).contains(&limit) {
+                return Err(GitError::BadArgument {
+                    arg: "limit",
+                    why: format!("must be between 1 and {LOG_MAX} (commits); got {limit}"),
+                });
+            }
+            let limit = limit as usize;
             // `Sort::NONE` is libgit2's lazy walk in commit-date order, newest first, as `git log`
             // does by default. Any other sorting makes libgit2 read the whole history before the
             // first commit comes out (over 10,000 commits that was most of a 500-commit log).
