@@ -337,7 +337,7 @@ async fn running(door: &Door, csrf: &str) -> String {
     let sessions = sh.tmux_list(hands_shell::tmux::ListParams {}).await.map(|l| l.sessions);
     for t in sessions.unwrap_or_default() {
         rows += 1;
-        let running = t.state == hands_shell::tmux::State::Running;
+        let running = t.facts.state == hands_shell::tmux::State::Running;
         let out = sh
             .tmux_read(hands_shell::tmux::ReadParams {
                 session: t.name.clone(),
@@ -353,9 +353,9 @@ async fn running(door: &Door, csrf: &str) -> String {
              <td>{}</td></tr>",
             if running { "" } else { " (ended)" },
             esc(&sh.tmux_client_of(&t.name).unwrap_or_else(|| "—".into())),
-            esc(&t.command),
-            esc(&when(t.started)),
-            esc(&elapsed(now.saturating_sub(t.started))),
+            esc(&t.facts.command),
+            esc(&when(t.facts.started)),
+            esc(&elapsed(now.saturating_sub(t.facts.started))),
             esc(&last_lines(&out, OUTPUT_LINES)),
             button("/stop-session", csrf, &[("session", &t.name)], "Stop", "reject"),
             name = esc(&t.name)

@@ -14,7 +14,8 @@
 
 use super::{Refusal, Shell};
 use hands_shell::tmux::{
-    self, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State, check_name,
+    self, Facts, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State,
+    check_name,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -284,11 +285,13 @@ impl Shell {
         }
         Ok(Started {
             session: name,
-            command: meta.command,
-            cwd: meta.cwd,
-            started: meta.started,
-            state: if state.0 { State::Ended } else { State::Running },
-            exit_status: state.1,
+            facts: Facts {
+                command: meta.command,
+                cwd: meta.cwd,
+                started: meta.started,
+                state: if state.0 { State::Ended } else { State::Running },
+                exit_status: state.1,
+            },
         })
     }
 
@@ -479,11 +482,13 @@ impl Shell {
             };
             sessions.push(Session {
                 name: m.name,
-                command: m.command,
-                cwd: m.cwd,
-                started: m.started,
-                state: if ended { State::Ended } else { State::Running },
-                exit_status,
+                facts: Facts {
+                    command: m.command,
+                    cwd: m.cwd,
+                    started: m.started,
+                    state: if ended { State::Ended } else { State::Running },
+                    exit_status,
+                },
             });
         }
         Ok(ListOutput { sessions })

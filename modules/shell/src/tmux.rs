@@ -98,10 +98,9 @@ impl fmt::Display for State {
     }
 }
 
-/// One session, as `tmux_start` and `tmux_list` report it.
+/// What a session runs and how it stands, as `tmux_start` and `tmux_list` report it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Session {
-    pub name: String,
+pub struct Facts {
     pub command: String,
     pub cwd: String,
     /// When it started: seconds since the UNIX epoch.
@@ -112,13 +111,27 @@ pub struct Session {
     pub exit_status: Option<i32>,
 }
 
-impl fmt::Display for Session {
+impl fmt::Display for Facts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}  {}", self.name, self.state)?;
+        write!(f, "{}", self.state)?;
         if let Some(s) = self.exit_status {
             write!(f, " (exit status {s})")?;
         }
         write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)
+    }
+}
+
+/// One session, as `tmux_list` reports it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Session {
+    pub name: String,
+    #[serde(flatten)]
+    pub facts: Facts,
+}
+
+impl fmt::Display for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}  {}", self.name, self.facts)
     }
 }
 
@@ -128,23 +141,13 @@ impl fmt::Display for Session {
 pub struct Started {
     /// The session's name: pass it as `session` to tmux_read, tmux_send and tmux_kill.
     pub session: String,
-    pub command: String,
-    pub cwd: String,
-    /// When it started: seconds since the UNIX epoch.
-    pub started: u64,
-    pub state: State,
-    /// The command's exit status when it already ended (128 + N for signal N).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<i32>,
+    #[serde(flatten)]
+    pub facts: Facts,
 }
 
 impl fmt::Display for Started {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "session {}  {}", self.session, self.state)?;
-        if let Some(s) = self.exit_status {
-            write!(f, " (exit status {s})")?;
-        }
-        write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)
+        write!(f, "session {}  {}", self.session, self.facts)
     }
 }
 
