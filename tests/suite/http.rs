@@ -104,18 +104,23 @@ async fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> Raw {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
-/// A POST of `body` to /mcp with the given extra header lines.
-async fn post(addr: SocketAddr, extra: &[String], body: &str) -> Raw {
+/// The head of a POST to /mcp of a `len`-byte JSON body, with the given extra header lines
+/// (without the blank line that ends it).
+fn post_head(addr: SocketAddr, extra: &[String], len: usize) -> String {
     let mut head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}",
-        body.len()
+         Accept: application/json, text/event-stream\r\nContent-Length: {len}"
     );
     for h in extra {
         head.push_str("\r\n");
         head.push_str(h);
     }
-    raw(addr, &head, body.as_bytes()).await
+    head
+}
+
+/// A POST of `body` to /mcp with the given extra header lines.
+async fn post(addr: SocketAddr, extra: &[String], body: &str) -> Raw {
+    raw(addr, &post_head(addr, extra, body.len()), body.as_bytes()).await
 }
 
 fn bearer(token: &str) -> String {
@@ -471,15 +476,7 @@ async fn call_and_vanish(addr: SocketAddr, headers: &[String], secs: &str) {
         "params": { "name": "bash", "arguments": { "command": format!("sleep {secs}") } }
     })
     .to_string();
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}",
-        body.len()
-    );
-    for h in headers {
-        head.push_str("\r\n");
-        head.push_str(h);
-    }
+    let head = post_head(addr, headers, body.len());
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(format!("{head}\r\n\r\n{body}").as_bytes()).await.unwrap();
     assert!(
