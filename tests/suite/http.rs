@@ -471,8 +471,12 @@ async fn http_connections_are_served_without_nagle_delays() {
 /// Sends a session-era `bash` call on a connection of its own and, once its `sleep` runs on the
 /// host, drops the connection without reading the answer: a client that vanished mid-call.
 async fn call_and_vanish(addr: SocketAddr, headers: &[String], secs: &str) {
+    // Each call its own JSON-RPC id: a cancelled call's id may still be in rmcp's books for a
+    // moment after its command ended.
+    static ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
+    let id = ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let body = json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": { "name": "bash", "arguments": { "command": format!("sleep {secs}") } }
     })
     .to_string();
