@@ -53,6 +53,9 @@ pub struct Found {
     /// Protected paths at any depth inside the roots (`.git/hooks` of a nested repository):
     /// the launcher binds them read-only.
     pub protected: Vec<PathBuf>,
+    /// Repository folders (`.git`, and a submodule's `.git/modules/NAME`), whose missing
+    /// `commondir` [`Masks::current`] makes.
+    pub gitdirs: Vec<PathBuf>,
 }
 
 impl Masks {
@@ -80,7 +83,10 @@ impl Masks {
             return found.clone();
         }
         let started = Instant::now();
-        let (found, seen, complete) = walk(&self.roots, self.resolver.policy(), WALK_LIMIT);
+        let (mut found, seen, complete) = walk(&self.roots, self.resolver.policy(), WALK_LIMIT);
+        let writable: Vec<&Path> =
+            self.resolver.roots().iter().filter(|r| r.writable()).map(|r| r.path()).collect();
+        commondir_placeholders(&mut found, &writable);
         if !complete && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "the roots hold more than {WALK_LIMIT} entries; only the first {WALK_LIMIT} are \
@@ -99,6 +105,46 @@ impl Masks {
         let ttl = TTL.max(started.elapsed().saturating_mul(10));
         *cache = Some((Instant::now(), ttl, found.clone()));
         found
+    }
+}
+
+/// What a made `commondir` holds: the repository folder itself, which is what git takes when
+/// there is none.
+const COMMONDIR_HERE: &[u8] = b".\n";
+
+/// Makes the missing `commondir` of every repository folder the walk found in a writable root,
+/// and adds it to the protected paths. A command that could create it could point git's config
+/// and hooks at a folder of its own, which the person's git would then run (`core.fsmonitor`);
+/// a file the sandbox binds read-only cannot be created or changed. One that cannot be made is
+/// logged, and stays a gap for that repository.
+fn commondir_placeholders(found: &mut Found, writable: &[&Path]) {
+    for gitdir in std::mem::take(&mut found.gitdirs) {
+        if !writable.iter().any(|r| gitdir.starts_with(r)) {
+            continue;
+        }
+        let at = gitdir.join("commondir");
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&at)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, COMMONDIR_HERE));
+        match made {
+            Ok(()) => {
+                tracing::info!(
+                    "created {} (holding `.`: the repository itself, as without one) so that \
+                     commands cannot create it and redirect git's config and hooks",
+                    at.display()
+                );
+                if at.to_str().is_some() {
+                    found.protected.push(at);
+                }
+            }
+            // It exists: the walk found it and protects it.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => tracing::warn!("cannot create {}: {e}", at.display()),
+        }
     }
 }
 
@@ -128,23 +174,46 @@ pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, 
             }
         }
         if kind.is_dir() {
-            return Ok(policy.denied(&path, None).is_none());
+            let name = entry.file_name();
+            let submodule = || {
+                let parent = path.parent();
+                parent.and_then(Path::file_name) == Some(std::ffi::OsStr::new("modules"))
+                    && parent.and_then(Path::parent).and_then(Path::file_name)
+                        == Some(std::ffi::OsStr::new(".git"))
+            };
+            if name == ".git" || submodule() {
+                found.gitdirs.push(path.clone());
+            }
+            if policy.denied(&path, None).is_none() {
+                return Ok(true);
+            }
+            // A denied or credential folder reached by its real name (`~/.aws` a link to
+            // `~/dotfiles/aws`, a root spelt otherwise): masked here too, not only by the name
+            // it was configured under.
+            hide(&mut found, path);
+            return Ok(false);
         }
-        let hide = kind.is_file()
+        let is_hidden = kind.is_file()
             && (policy.is_secret(&path)
+                || policy.denied(&path, None).is_some()
                 || entry
                     .metadata()
                     .is_ok_and(|m| m.nlink() > 1 && policy.is_denied_identity(m.dev(), m.ino())));
-        if hide {
-            if path.to_str().is_some() {
-                found.paths.push(path);
-            } else if found.unmaskable.is_none() {
-                found.unmaskable = Some(path);
-            }
+        if is_hidden {
+            hide(&mut found, path);
         }
         Ok(false)
     });
     (found, seen, finished)
+}
+
+/// Adds `path` to the names to mask (or, when it cannot travel in the spec, records it).
+fn hide(found: &mut Found, path: PathBuf) {
+    if path.to_str().is_some() {
+        found.paths.push(path);
+    } else if found.unmaskable.is_none() {
+        found.unmaskable = Some(path);
+    }
 }
 
 /// A denied or credential path, and whether it names a folder.
@@ -325,7 +394,25 @@ mod tests {
     }
 
     #[test]
-    fn the_walk_finds_secrets_and_hard_links_but_not_exceptions_or_denied_folders() {
+    fn a_credential_folder_reached_by_its_real_name_is_masked() {
+        // `~/.aws` is a link to `~/dotfiles/aws`, and `~/dotfiles` is a root: the walk meets
+        // the folder by its real name, which the policy knows as the credential's.
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("dotfiles");
+        std::fs::create_dir_all(root.join("aws")).unwrap();
+        std::fs::write(root.join("aws/credentials"), "secret").unwrap();
+        std::fs::write(root.join("vimrc"), "set nu").unwrap();
+        std::fs::create_dir_all(base.join("home")).unwrap();
+        std::os::unix::fs::symlink(root.join("aws"), base.join("home/.aws")).unwrap();
+        let p = policy(vec![base.join("home/.aws")]);
+        let (found, _, complete) = walk(std::slice::from_ref(&root), &p, 1000);
+        assert!(complete);
+        assert_eq!(found.paths, [root.join("aws")]);
+    }
+
+    #[test]
+    fn the_walk_finds_secrets_hard_links_and_denied_folders_but_not_exceptions_or_inside_them() {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let root = base.join("root");
@@ -344,8 +431,13 @@ mod tests {
         let (found, seen, complete) = walk(std::slice::from_ref(&root), &p, 1000);
         let mut paths = found.paths.clone();
         paths.sort();
-        let want = [root.join(".env"), root.join("a/b/key.pem"), root.join("a/innocent")];
-        assert_eq!(paths, want);
+        let want = [
+            root.join(".env"),
+            root.join("a/b/key.pem"),
+            root.join("a/innocent"),
+            root.join("denied"),
+        ];
+        assert_eq!(paths, want, "the denied folder is masked whole, not walked");
         assert!(complete);
         assert!(seen >= 7, "{seen}");
         let (_, seen, complete) = walk(&[root], &p, 2);

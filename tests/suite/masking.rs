@@ -307,3 +307,81 @@ async fn protected_paths_of_nested_repositories_are_read_only_to_commands() {
     fx.assert_canary();
     c.stop().await;
 }
+
+/// A repository's `.git/commondir` names the folder git takes config and hooks from; a command
+/// that wrote one could point the person's git at a config of its own (`core.fsmonitor` runs a
+/// program on every `git status`). The daemon makes the missing one (holding `.`: the repository
+/// itself) in the root's repository, in a nested one and in a submodule's, and the sandbox
+/// binds each read-only. Positive controls: git works in the sandbox with it (status, commit),
+/// and on the host.
+#[tokio::test]
+async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
+    let fx = Fixture::new();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", &fx.home)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    git(&fx.root, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(fx.root.join("repos/app")).unwrap();
+    git(&fx.root.join("repos/app"), &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(fx.root.join(".git/modules/sub/hooks")).unwrap();
+    std::fs::write(fx.root.join(".git/modules/sub/config"), "[core]\n").unwrap();
+    fx.write("evil/config", "[core]\n\tfsmonitor = touch /tmp/pwned-by-commondir\n");
+    let c = start(&fx, false, "").await;
+    let r = bash(
+        &c,
+        "for g in .git repos/app/.git .git/modules/sub; do \
+           printf '../../evil\\n' > $g/commondir || echo REFUSED; \
+           rm -f $g/commondir || echo KEPT; done; \
+         echo evil > .git/modules/sub/config || echo SUBCONFIG; \
+         git status --short >/dev/null && echo STATUS-OK; \
+         git -c user.name=a -c user.email=a@b commit -q --allow-empty -m inside && echo COMMIT-OK",
+    )
+    .await;
+    let shown = format!("{}{}", out(&r), r["stderr"].as_str().unwrap_or_default());
+    assert_eq!(out(&r).matches("REFUSED").count(), 3, "{shown}");
+    assert_eq!(out(&r).matches("KEPT").count(), 3, "{shown}");
+    assert!(out(&r).contains("SUBCONFIG"), "{shown}");
+    for g in [".git", "repos/app/.git", ".git/modules/sub"] {
+        let held = std::fs::read_to_string(fx.root.join(g).join("commondir")).unwrap();
+        assert_eq!(held, ".\n", "{g}/commondir");
+    }
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join(".git/modules/sub/config")).unwrap(),
+        "[core]\n"
+    );
+    // Positive controls: git works inside the sandbox, and on the host, with the made file.
+    assert!(out(&r).contains("STATUS-OK") && out(&r).contains("COMMIT-OK"), "{shown}");
+    assert_eq!(git(&fx.root, &["log", "--format=%s"]).trim(), "inside");
+    git(&fx.root.join("repos/app"), &["status", "--short"]);
+    assert!(!std::path::Path::new("/tmp/pwned-by-commondir").exists());
+    fx.assert_canary();
+    c.stop().await;
+}
+
+/// A credential folder reached by another name is masked too: `~/.aws` is a link to
+/// `dotfiles/aws` inside a root, so `cat dotfiles/aws/credentials` must fail as `cat
+/// ~/.aws/credentials` would. Positive control: the rest of `dotfiles` reads.
+#[tokio::test]
+async fn a_credential_folder_reached_through_a_link_is_masked_by_its_real_name() {
+    let fx = Fixture::new();
+    fx.write("dotfiles/aws/credentials", &format!("aws_secret_access_key = {SECRET}\n"));
+    fx.write("dotfiles/vimrc", "set number\n");
+    let aws = fx.home.join(".aws");
+    let _ = std::fs::remove_dir_all(&aws);
+    std::os::unix::fs::symlink(fx.root.join("dotfiles/aws"), &aws).unwrap();
+    let c = start(&fx, false, "").await;
+    let r = bash(&c, "cat dotfiles/aws/credentials; ls dotfiles/aws; cat dotfiles/vimrc").await;
+    let shown = format!("{}{}", out(&r), r["stderr"].as_str().unwrap_or_default());
+    assert!(!shown.contains(SECRET), "a credential was read through its real name: {shown}");
+    assert!(out(&r).contains("set number"), "{shown}");
+    fx.assert_canary();
+    c.stop().await;
+}

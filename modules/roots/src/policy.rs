@@ -126,11 +126,13 @@ impl Policy {
             .any(|rule| rule.last().is_some_and(|l| std::ffi::OsStr::new(l) == name))
     }
 
-    /// The protected rule `rel` (relative to its root) falls under, if any.
+    /// The protected rule `rel` (relative to its root) falls under, if any. A rule's `*`
+    /// component matches any one component (`.git/modules/*/hooks`: a submodule's hooks).
     pub fn protected(&self, rel: &Path) -> Option<String> {
         let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
         for rule in &self.protected {
-            if comps.windows(rule.len()).any(|w| w.iter().zip(rule).all(|(a, b)| a == b)) {
+            let fits = |w: &[&str]| w.iter().zip(rule).all(|(a, b)| b == "*" || a == b);
+            if comps.windows(rule.len()).any(fits) {
                 return Some(rule.join("/"));
             }
         }

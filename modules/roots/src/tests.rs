@@ -60,6 +60,24 @@ fn protected_rules_match_at_any_depth_but_only_whole_components() {
 }
 
 #[test]
+fn a_star_in_a_protected_rule_matches_one_whole_component() {
+    let lists = PolicyLists {
+        protected: vec![".git/modules/*/hooks".into(), ".git/commondir".into()],
+        ..Default::default()
+    };
+    let p = Policy::new(&lists).unwrap();
+    assert!(p.protected(Path::new(".git/modules/lib/hooks/post-checkout")).is_some());
+    assert!(p.protected(Path::new("app/.git/modules/x/hooks")).is_some());
+    assert!(p.protected(Path::new(".git/commondir")).is_some());
+    // One component only, and only under `.git/modules`.
+    assert!(p.protected(Path::new(".git/modules/a/b/hooks")).is_none());
+    assert!(p.protected(Path::new("src/modules/x/hooks")).is_none());
+    assert!(p.protected(Path::new(".git/modules/hooks")).is_none());
+    assert!(p.protected_leaf(std::ffi::OsStr::new("hooks")));
+    assert!(!p.protected_leaf(std::ffi::OsStr::new("objects")));
+}
+
+#[test]
 fn secret_patterns_have_exceptions() {
     let lists = PolicyLists {
         secret_patterns: vec![".env".into(), ".env.*".into(), "*.pem".into()],
