@@ -247,6 +247,10 @@ pub fn landlock(spec: &Spec) -> Result<()> {
     Ok(())
 }
 
+/// `open_tree_attr` (Linux 6.15; one number on every architecture since 424), which the libc
+/// crate does not name yet: the mount family, like `open_tree`.
+const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+
 /// System calls refused with EPERM whatever their arguments (SPEC §5 item 4).
 const DENIED: &[libc::c_long] = &[
     libc::SYS_ptrace,
@@ -271,6 +275,7 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_fsmount,
     libc::SYS_fspick,
     libc::SYS_mount_setattr,
+    SYS_OPEN_TREE_ATTR,
     libc::SYS_unshare,
     libc::SYS_setns,
     libc::SYS_kexec_load,

@@ -145,11 +145,13 @@ pub fn build_root(spec: &Spec) -> Result<()> {
         }
     }
     bind(&host(&spec.home), &inside(&spec.home), false)?;
+    sys::make_nosuid_nodev(&inside(&spec.home))?;
     // Outer roots first, so a read-only root nested in a writable one is bound on top.
     let mut roots: Vec<_> = spec.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());
     for r in &roots {
         bind(&host(&r.path), &inside(&r.path), !r.writable)?;
+        sys::make_nosuid_nodev(&inside(&r.path))?;
     }
 
     // Pin every folder between a writable root and a protected or masked path (a mount point

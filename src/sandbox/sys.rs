@@ -210,12 +210,25 @@ struct MountAttr {
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const AT_RECURSIVE: libc::c_int = 0x8000;
 
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
 /// Makes the mount at `path` (and, when `recursive`, every mount below it) read-only. Unlike a remount, this
 /// changes only the read-only bit, so the locked nosuid/nodev/noexec flags of a mount that came
 /// from the parent user namespace stay as they are (a remount that dropped them is refused).
 pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
+    set_attrs(path, MOUNT_ATTR_RDONLY, recursive)
+}
+
+/// Sets nosuid and nodev on the mount at `path` and every mount below it: a set-uid program or
+/// a device node that happens to lie in a root is inert inside the sandbox.
+pub fn make_nosuid_nodev(path: &Path) -> Result<()> {
+    set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
+}
+
+fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
     let c = cstr(path)?;
-    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: `c` is a NUL-terminated path and `attr` a mount_attr of the size passed.
     let ret = unsafe {
         libc::syscall(
@@ -227,7 +240,7 @@ pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
             std::mem::size_of::<MountAttr>(),
         )
     };
-    check(ret, format_args!("mount_setattr(read-only) {}", path.display())).map(drop)
+    check(ret, format_args!("mount_setattr({attrs:#x}) {}", path.display())).map(drop)
 }
 
 /// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
