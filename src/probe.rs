@@ -57,7 +57,10 @@ out=$1; masked=$2; tcp=$3; udp=$4; daemon=$5
 echo escaped > "$out/canary" 2>/dev/null
 touch "$out/new" 2>/dev/null
 chmod 000 "$out/canary" 2>/dev/null
-if grep -q HANDS-PROBE-SECRET "$masked" 2>/dev/null; then echo "masked: missing"; else echo "masked: holds"; fi
+# Each check has its positive control: a visible file reads, the probe's own environment shows.
+if grep -q HANDS-PROBE-VISIBLE "${masked%/*}/visible" 2>/dev/null; then
+  if grep -q HANDS-PROBE-SECRET "$masked" 2>/dev/null; then echo "masked: missing"; else echo "masked: holds"; fi
+fi
 if [ "$tcp" != 0 ]; then
   if (exec 3<>"/dev/tcp/127.0.0.1/$tcp") 2>/dev/null; then echo "tcp: missing"; else echo "tcp: holds"; fi
   (echo probe > "/dev/udp/127.0.0.1/$udp") 2>/dev/null
@@ -66,7 +69,9 @@ if command -v unshare >/dev/null; then
   if unshare -Ur true 2>/dev/null; then echo "userns: missing"; else echo "userns: holds"; fi
 fi
 if kill -0 "$daemon" 2>/dev/null; then echo "signal: missing"; else echo "signal: holds"; fi
-if grep -qa "HOME=" "/proc/$daemon/environ" 2>/dev/null; then echo "environ: missing"; else echo "environ: holds"; fi
+if grep -qa "HOME=" /proc/self/environ 2>/dev/null; then
+  if grep -qa "HOME=" "/proc/$daemon/environ" 2>/dev/null; then echo "environ: missing"; else echo "environ: holds"; fi
+fi
 echo "done: yes"
 "#;
 
@@ -100,6 +105,7 @@ fn run_in(
         std::fs::create_dir_all(&out)?;
         std::fs::create_dir_all(&inside)?;
         std::fs::write(out.join("canary"), "canary\n")?;
+        std::fs::write(inside.join("visible"), "HANDS-PROBE-VISIBLE\n")?;
         std::fs::write(inside.join("secret"), "HANDS-PROBE-SECRET\n")
     })();
     if let Err(e) = setup {
@@ -115,6 +121,12 @@ fn run_in(
     let udp_port = port(udp.as_ref().map(|u| u.local_addr()));
     let daemon = std::process::id();
     let mut spec = base.clone();
+    // The folder the probe tries to write is visible, as the system folders are (bound
+    // read-only, Landlock read-only): a write that fails only because the folder cannot be
+    // seen would prove nothing.
+    let mut system = spec.get("system").and_then(Value::as_array).cloned().unwrap_or_default();
+    system.push(json!(out));
+    spec.insert("system".into(), Value::Array(system));
     let mut root_list = spec.get("roots").and_then(Value::as_array).cloned().unwrap_or_default();
     root_list.push(json!({ "path": inside, "writable": false }));
     spec.insert("roots".into(), Value::Array(root_list));
@@ -196,7 +208,7 @@ fn run_in(
         "read a masked path",
         match said("masked") {
             Some(h) => tested(h, "masks over denied and credential paths"),
-            None => untested("no answer"),
+            None => untested("its positive control, a visible file, did not read"),
         },
     );
     if network {
@@ -226,7 +238,8 @@ fn run_in(
         "read the daemon's environ",
         match said("environ") {
             Some(h) if !small_pid => tested(h, "PID namespace, fresh /proc"),
-            _ => untested("the daemon's pid could exist inside the sandbox"),
+            Some(_) => untested("the daemon's pid could exist inside the sandbox"),
+            None => untested("its positive control, the probe's own environ, did not read"),
         },
     );
     add("vsock, packet sockets", (None, "seccomp socket families (not probed)".to_string()));
