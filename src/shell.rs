@@ -330,7 +330,7 @@ impl Shell {
     }
 
     /// The containment tier of a command run now.
-    fn containment(&self) -> String {
+    pub(crate) fn containment(&self) -> String {
         match self.probe.get() {
             Some(p) => p.tier(),
             None => "full (launcher refuses to run without every layer; not probed)".into(),

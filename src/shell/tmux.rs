@@ -292,6 +292,7 @@ impl Shell {
                 state: if state.0 { State::Ended } else { State::Running },
                 exit_status: state.1,
             },
+            containment: self.containment(),
         })
     }
 
@@ -468,7 +469,12 @@ impl Shell {
         let enter = p.enter.unwrap_or(true);
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;
-        Ok(SendOutput { session: m.name, sent_chars: chars, enter })
+        Ok(SendOutput {
+            session: m.name,
+            sent_chars: chars,
+            enter,
+            containment: self.containment(),
+        })
     }
 
     /// `tmux_list`.

@@ -143,11 +143,13 @@ pub struct Started {
     pub session: String,
     #[serde(flatten)]
     pub facts: Facts,
+    /// The sandbox's containment tier (`full`, or what is missing), as `bash` reports it.
+    pub containment: String,
 }
 
 impl fmt::Display for Started {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "session {}  {}", self.session, self.facts)
+        write!(f, "session {}  {} · containment: {}", self.session, self.facts, self.containment)
     }
 }
 
@@ -207,12 +209,18 @@ pub struct SendOutput {
     /// Characters typed (Enter not counted).
     pub sent_chars: usize,
     pub enter: bool,
+    /// The sandbox's containment tier (`full`, or what is missing), as `bash` reports it.
+    pub containment: String,
 }
 
 impl fmt::Display for SendOutput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let enter = if self.enter { " and Enter" } else { "" };
-        write!(f, "typed {} characters{enter} into {}", self.sent_chars, self.session)
+        write!(
+            f,
+            "typed {} characters{enter} into {} · containment: {}",
+            self.sent_chars, self.session, self.containment
+        )
     }
 }
 
