@@ -109,8 +109,8 @@ impl Masks {
 }
 
 /// What a made `commondir` holds: the repository folder itself, which is what git takes when
-/// there is none.
-const COMMONDIR_HERE: &[u8] = b".\n";
+/// there is none. `./`, not `.`: libgit2 refuses to open a repository whose commondir is `.`.
+const COMMONDIR_HERE: &[u8] = b"./\n";
 
 /// Makes the missing `commondir` of every repository folder the walk found in a writable root,
 /// and adds it to the protected paths. A command that could create it could point git's config
@@ -133,7 +133,7 @@ fn commondir_placeholders(found: &mut Found, writable: &[&Path]) {
         match made {
             Ok(()) => {
                 tracing::info!(
-                    "created {} (holding `.`: the repository itself, as without one) so that \
+                    "created {} (holding `./`: the repository itself, as without one) so that \
                      commands cannot create it and redirect git's config and hooks",
                     at.display()
                 );

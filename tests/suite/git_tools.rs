@@ -1325,3 +1325,36 @@ async fn a_hard_link_to_a_credential_is_never_committed_or_shown() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// tools-shell makes a missing `.git/commondir` (holding `./`, the repository itself) in the
+/// repositories of its writable roots; tools-git (libgit2) and the git CLI keep working with it:
+/// status, commit, log, a new branch and a worktree. (libgit2 refused a bare `.`.)
+#[tokio::test]
+async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    let h = &fx.home;
+    let repo = fx.root.join("repo");
+    init_repo(h, &repo);
+    let mut text = git_config(false, false, "allow");
+    text.push_str(
+        "\n[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    );
+    let c = Client::start(&fx, &config_named(&fx, "both.toml", &text)).await;
+    let r = c.ok("bash", json!({"command": "cat repo/.git/commondir; echo n > repo/n.txt"})).await;
+    assert_eq!(r["stdout"], "./\n", "{r}");
+    let s = c.ok("git_status", json!({"repo": "repo"})).await;
+    assert_eq!(s["branch"], "main", "{s}");
+    let out = c.ok("git_commit", json!({"repo": "repo", "message": "with commondir"})).await;
+    assert_eq!(out["files"], json!(["n.txt"]), "{out}");
+    let l = c.ok("git_log", json!({"repo": "repo", "limit": 1})).await;
+    assert_eq!(l["commits"][0]["summary"], "with commondir", "{l}");
+    c.ok("git_branch", json!({"repo": "repo", "name": "task/c"})).await;
+    c.ok("git_worktree_add", json!({"repo": "repo", "path": "wtc", "branch": "task/w"})).await;
+    assert_eq!(git(h, &repo, &["log", "-1", "--format=%s"]), "with commondir");
+    assert!(git(h, &repo, &["worktree", "list"]).contains("wtc"));
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -310,8 +310,8 @@ async fn protected_paths_of_nested_repositories_are_read_only_to_commands() {
 
 /// A repository's `.git/commondir` names the folder git takes config and hooks from; a command
 /// that wrote one could point the person's git at a config of its own (`core.fsmonitor` runs a
-/// program on every `git status`). The daemon makes the missing one (holding `.`: the repository
-/// itself) in the root's repository, in a nested one and in a submodule's, and the sandbox
+/// program on every `git status`). The daemon makes the missing one (holding `./`: the
+/// repository itself) in the root's repository, in a nested one and in a submodule's, and the sandbox
 /// binds each read-only. Positive controls: git works in the sandbox with it (status, commit),
 /// and on the host.
 #[tokio::test]
@@ -351,7 +351,7 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     assert!(out(&r).contains("SUBCONFIG"), "{shown}");
     for g in [".git", "repos/app/.git", ".git/modules/sub"] {
         let held = std::fs::read_to_string(fx.root.join(g).join("commondir")).unwrap();
-        assert_eq!(held, ".\n", "{g}/commondir");
+        assert_eq!(held, "./\n", "{g}/commondir");
     }
     assert_eq!(
         std::fs::read_to_string(fx.root.join(".git/modules/sub/config")).unwrap(),
