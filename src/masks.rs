@@ -137,9 +137,7 @@ fn commondir_placeholders(found: &mut Found, writable: &[&Path]) {
                      commands cannot create it and redirect git's config and hooks",
                     at.display()
                 );
-                if at.to_str().is_some() {
-                    found.protected.push(at);
-                }
+                keep(&mut found.protected, &mut found.unmaskable, at);
             }
             // It exists: the walk found it and protects it.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -153,6 +151,9 @@ fn commondir_placeholders(found: &mut Found, writable: &[&Path]) {
 /// whether it finished.
 pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, bool) {
     let mut found = Found::default();
+    // A file is compared with the denied names only when one lies inside a root (a credential
+    // linked into a project): usually none does, and the walk visits every file.
+    let denied_inside = roots.iter().any(|r| !policy.denied_near(r).is_empty());
     let Ok((seen, finished)) = hands_roots::walk_bounded::<Infallible>(roots, limit, |entry| {
         // The entry's own type (from the directory listing, or lstat): a symlink is never
         // followed, so the walk stays inside the roots.
@@ -167,11 +168,7 @@ pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, 
             && let Ok(rel) = path.strip_prefix(root)
             && policy.protected(rel).is_some()
         {
-            if path.to_str().is_some() {
-                found.protected.push(path.clone());
-            } else if found.unmaskable.is_none() {
-                found.unmaskable = Some(path.clone());
-            }
+            keep(&mut found.protected, &mut found.unmaskable, path.clone());
         }
         if kind.is_dir() {
             let name = entry.file_name();
@@ -190,29 +187,30 @@ pub fn walk(roots: &[PathBuf], policy: &Policy, limit: usize) -> (Found, usize, 
             // A denied or credential folder reached by its real name (`~/.aws` a link to
             // `~/dotfiles/aws`, a root spelt otherwise): masked here too, not only by the name
             // it was configured under.
-            hide(&mut found, path);
+            keep(&mut found.paths, &mut found.unmaskable, path);
             return Ok(false);
         }
         let is_hidden = kind.is_file()
             && (policy.is_secret(&path)
-                || policy.denied(&path, None).is_some()
+                || (denied_inside && policy.denied(&path, None).is_some())
                 || entry
                     .metadata()
                     .is_ok_and(|m| m.nlink() > 1 && policy.is_denied_identity(m.dev(), m.ino())));
         if is_hidden {
-            hide(&mut found, path);
+            keep(&mut found.paths, &mut found.unmaskable, path);
         }
         Ok(false)
     });
     (found, seen, finished)
 }
 
-/// Adds `path` to the names to mask (or, when it cannot travel in the spec, records it).
-fn hide(found: &mut Found, path: PathBuf) {
+/// Adds `path` to `list` (names to mask, or to bind read-only), or, when it cannot travel in
+/// the launcher's JSON spec, records it as the one that makes commands refuse.
+fn keep(list: &mut Vec<PathBuf>, unmaskable: &mut Option<PathBuf>, path: PathBuf) {
     if path.to_str().is_some() {
-        found.paths.push(path);
-    } else if found.unmaskable.is_none() {
-        found.unmaskable = Some(path);
+        list.push(path);
+    } else if unmaskable.is_none() {
+        *unmaskable = Some(path);
     }
 }
 
@@ -405,10 +403,15 @@ mod tests {
         std::fs::write(root.join("vimrc"), "set nu").unwrap();
         std::fs::create_dir_all(base.join("home")).unwrap();
         std::os::unix::fs::symlink(root.join("aws"), base.join("home/.aws")).unwrap();
-        let p = policy(vec![base.join("home/.aws")]);
+        // A credential file too: `~/.netrc` a link to `~/dotfiles/netrc`.
+        std::fs::write(root.join("netrc"), "machine x password y").unwrap();
+        std::os::unix::fs::symlink(root.join("netrc"), base.join("home/.netrc")).unwrap();
+        let p = policy(vec![base.join("home/.aws"), base.join("home/.netrc")]);
         let (found, _, complete) = walk(std::slice::from_ref(&root), &p, 1000);
         assert!(complete);
-        assert_eq!(found.paths, [root.join("aws")]);
+        let mut paths = found.paths.clone();
+        paths.sort();
+        assert_eq!(paths, [root.join("aws"), root.join("netrc")], "vimrc stays visible");
     }
 
     #[test]
