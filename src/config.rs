@@ -186,6 +186,8 @@ pub struct GitPush {
     pub branches: Option<Vec<String>>,
     pub ssh_auth_sock: Option<String>,
     pub known_hosts: Option<String>,
+    /// The only remote URLs or local paths a push may go to (`~` expands).
+    pub urls: Option<Vec<String>>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -178,7 +178,12 @@ pub fn policy(daemon: &Daemon) -> String {
                             .as_deref()
                             .filter(|s| !s.is_empty())
                             .unwrap_or("recorded on first use in the state dir")
-                    ),
+                    ) + &match &p.urls {
+                        Some(urls) => format!(", only to the URLs [{}]", urls.join(", ")),
+                        None => ", to the URL the repository's config gives the remote (push.urls \
+                                 unset; local remotes only under writable roots)"
+                            .to_string(),
+                    },
                 };
                 let _ = writeln!(s, "  settings: author = {author}, push = {push}");
             }
@@ -566,6 +571,17 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
             warnings.extend(shell_warnings(sh, m));
+        }
+        if let ModuleSettings::Git(g) = &m.settings
+            && g.push.as_ref().is_some_and(|p| p.urls.is_none())
+            && m.has(Grant::Network)
+        {
+            warnings.push(
+                "tools-git: push over SSH is on without push.urls: git_push goes to whatever URL \
+                 the repository's config gives the remote, and a command can make a repository \
+                 whose remote is any SSH host; list the allowed remotes in push.urls"
+                    .to_string(),
+            );
         }
     }
     for id in daemon.unavailable_modules() {

@@ -78,6 +78,7 @@ fn git_settings(m: &ModuleCfg, cfg: &GitConfig, state_dir: &Path) -> GitSettings
             branches: p.branches.clone().unwrap_or(d.branches),
             ssh_auth_sock: setting_path(p.ssh_auth_sock.as_deref()),
             known_hosts: setting_path(p.known_hosts.as_deref()),
+            urls: p.urls.as_ref().map(|list| list.iter().map(|u| push_url(u)).collect()),
         }
     });
     GitSettings {
@@ -87,6 +88,15 @@ fn git_settings(m: &ModuleCfg, cfg: &GitConfig, state_dir: &Path) -> GitSettings
         // Trust on first use records host keys here; a relative state dir is not used for it.
         state_dir: state_dir.is_absolute().then(|| state_dir.to_path_buf()),
     }
+}
+
+/// A `push.urls` entry with a leading `~` expanded (URLs pass as they are).
+fn push_url(u: &str) -> String {
+    if !u.starts_with('~') {
+        return u.to_string();
+    }
+    let home = crate::config::home_dir();
+    crate::config::expand_tilde(u, home.as_deref()).to_string_lossy().into_owned()
 }
 
 /// A path-valued setting: empty = unset, `~` expanded.

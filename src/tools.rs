@@ -193,7 +193,8 @@ pub fn git_tools() -> Vec<ToolDef> {
                 name: "git_diff",
                 title: "Git diff",
                 description: "The patch of the unstaged changes (or the staged ones with \
-                `staged`), optionally of one `path`, with `context` lines (default 3). Capped \
+                `staged`), optionally of one `path` (relative to the repository's work tree, as \
+                git_status prints it, or absolute), with `context` lines (default 3). Capped \
                 at 256 KiB with `truncated`; secret files show no content.",
                 kind: ToolKind::GitDiff,
                 class: ActionClass::Read,
@@ -206,7 +207,8 @@ pub fn git_tools() -> Vec<ToolDef> {
                 name: "git_log",
                 title: "Git log",
                 description: "Commits newest first from `rev` (default HEAD), optionally touching \
-                `path`: id, author, date, summary. `limit` defaults to 20, at most 500.",
+                `path` (relative to the repository's work tree, or absolute): id, author, \
+                date, summary. `limit` defaults to 20, at most 500.",
                 kind: ToolKind::GitLog,
                 class: ActionClass::Read,
                 hints: (true, false, true, false),
@@ -254,8 +256,9 @@ pub fn git_tools() -> Vec<ToolDef> {
             Spec {
                 name: "git_commit",
                 title: "Commit",
-                description: "Commit every change, untracked files included (or only `paths`), \
-                with the configured author. Never runs hooks; secret files are left out and \
+                description: "Commit every change, untracked files included (or only `paths`, \
+                relative to the repository's work tree as git_status prints them, or \
+                absolute), with the configured author. Never runs hooks; secret files are left out and \
                 listed in `skipped`. Returns the new commit id.",
                 kind: ToolKind::GitCommit,
                 class: ActionClass::Write,
@@ -293,8 +296,8 @@ pub fn git_tools() -> Vec<ToolDef> {
                 title: "Push branch",
                 description: "Push one branch to the configured remote, never forced (a \
                 non-fast-forward is refused), only when it matches the configured patterns \
-                (default task/*) and the module holds the network grant. Off until push is \
-                configured.",
+                (default task/*) and the module holds the network grant; with push.urls set, \
+                only to a remote URL listed there. Off until push is configured.",
                 kind: ToolKind::GitPush,
                 class: ActionClass::External,
                 hints: (false, false, true, true),

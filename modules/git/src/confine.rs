@@ -69,7 +69,7 @@ fn stamp(_abs: &Path, _gitdir: &Path, _commondir: &Path) -> Option<Vec<FileStamp
 }
 
 /// libgit2's open of `abs` itself (no parent search), errors mapped.
-fn open_repository(abs: &Path) -> Result<Repository, GitError> {
+pub(crate) fn open_repository(abs: &Path) -> Result<Repository, GitError> {
     Repository::open_ext(abs, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&OsStr>()).map_err(
         |e| match e.code() {
             git2::ErrorCode::NotFound => GitError::NotARepo { path: abs.to_path_buf() },
@@ -397,28 +397,49 @@ impl Git {
         Ok(())
     }
 
-    /// Places a path filter: through the resolver, inside the work tree, returned relative to
-    /// the work tree (empty for the work tree itself).
+    /// Places a path filter given as git prints it — relative to the work tree — or absolute
+    /// under the roots: `..` and NUL are refused before anything else, then the path must lie
+    /// under a root and inside the work tree. Returned relative to the work tree (empty for
+    /// the work tree itself).
     pub(crate) fn repo_relative(&self, workdir: &Path, given: &str) -> Result<PathBuf, GitError> {
-        let loc = self.resolver.locate(given)?;
+        if given.contains('\0') {
+            return Err(PathError::Nul.into());
+        }
+        let p = Path::new(given);
+        if p.components().any(|c| c == Component::ParentDir) {
+            return Err(PathError::DotDot { path: given.to_string() }.into());
+        }
+        let joined;
+        let abs = if p.is_absolute() {
+            given
+        } else {
+            joined = workdir.join(p);
+            path_str(&joined)?
+        };
+        let loc = self.resolver.locate(abs)?;
         // The root part of `loc.abs` is canonical; the rest is lexical and `..`-free.
-        match loc.abs.strip_prefix(workdir) {
-            Ok(rel) => Ok(rel.to_path_buf()),
-            Err(_) => {
-                let first_root = self.resolver.roots()[0].path().to_path_buf();
-                let example = workdir
-                    .strip_prefix(&first_root)
-                    .map(|w| w.join(given).to_string_lossy().into_owned())
-                    .unwrap_or_else(|_| workdir.join(given).to_string_lossy().into_owned());
-                Err(GitError::PathOutsideRepo {
+        let Ok(rel) = loc.abs.strip_prefix(workdir) else {
+            return Err(GitError::PathOutsideRepo {
+                given: given.to_string(),
+                workdir: workdir.to_path_buf(),
+            });
+        };
+        if !p.is_absolute() && std::fs::symlink_metadata(&loc.abs).is_err() {
+            // The old spelling, relative to the first root, matches nothing here: say so
+            // rather than filter everything away.
+            let root_rel = self.resolver.roots()[0].path().join(p);
+            if let Ok(meant) = root_rel.strip_prefix(workdir)
+                && !meant.as_os_str().is_empty()
+                && std::fs::symlink_metadata(&root_rel).is_ok()
+            {
+                return Err(GitError::PathNotInWorkTree {
                     given: given.to_string(),
-                    abs: loc.abs,
                     workdir: workdir.to_path_buf(),
-                    first_root,
-                    example,
-                })
+                    meant: meant.to_string_lossy().into_owned(),
+                });
             }
         }
+        Ok(rel.to_path_buf())
     }
 
     /// Whether the file at `rel` in the work tree is one the policy hides from every tool
@@ -449,7 +470,7 @@ pub(crate) fn path_str(p: &Path) -> Result<&str, GitError> {
 }
 
 /// Removes `.` and folds `..` without touching the filesystem.
-fn lexical(p: &Path) -> PathBuf {
+pub(crate) fn lexical(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

@@ -52,18 +52,17 @@ pub enum GitError {
     BadArgument { arg: &'static str, why: String },
     /// A path filter lies outside the repository's work tree.
     #[error(
-        "path `{given}` is `{}`, outside the repository's work tree `{}`; paths are absolute or relative to the first root ({}), e.g. `{example}`",
-        abs.display(),
-        workdir.display(),
-        first_root.display()
+        "path `{given}` is outside the repository's work tree `{}`; pass a path relative to the work tree (as git_status prints it) or an absolute path inside it",
+        workdir.display()
     )]
-    PathOutsideRepo {
-        given: String,
-        abs: PathBuf,
-        workdir: PathBuf,
-        first_root: PathBuf,
-        example: String,
-    },
+    PathOutsideRepo { given: String, workdir: PathBuf },
+    /// A relative path filter names nothing in the work tree, but does name something there
+    /// when read relative to the first root (the spelling of the file tools).
+    #[error(
+        "path `{given}` names nothing in the work tree `{}`; git paths are relative to the work tree (as git_status prints them): pass `{meant}`",
+        workdir.display()
+    )]
+    PathNotInWorkTree { given: String, workdir: PathBuf, meant: String },
     /// The tool needs a work tree and the repository is bare.
     #[error("`{}` is a bare repository; {tool} needs a work tree", path.display())]
     Bare { path: PathBuf, tool: &'static str },
@@ -145,6 +144,16 @@ pub enum GitError {
     /// The remote's URL is of a kind hands does not push to.
     #[error("remote `{remote}` is `{url}`: {why}")]
     PushUrl { remote: String, url: String, why: &'static str },
+    /// `push.urls` is set and does not list the remote's URL.
+    #[error(
+        "remote `{remote}` is `{url}`, which tools-git's push.urls does not list; hands pushes only to the remotes listed there — push to one of them, or ask the person to add this URL to push.urls"
+    )]
+    PushNotListed { remote: String, url: String },
+    /// A local remote outside the roots, with `push.urls` unset.
+    #[error(
+        "remote `{remote}` is `{url}`, a local repository outside the roots of tools-git; a person can allow pushing there by listing it in tools-git's push.urls (only the pushed branch and its objects are written)"
+    )]
+    PushOutsideRoots { remote: String, url: String },
     /// The remote has commits the local branch lacks.
     #[error(
         "non-fast-forward: {remote}/{branch} has commits that {branch} lacks; pull/rebase first — hands never force-pushes"
@@ -190,6 +199,8 @@ impl GitError {
             | GitError::PushSshSetup { .. }
             | GitError::PushHostKey { .. }
             | GitError::PushUrl { .. }
+            | GitError::PushNotListed { .. }
+            | GitError::PushOutsideRoots { .. }
             | GitError::NonFastForward { .. } => true,
             _ => false,
         }

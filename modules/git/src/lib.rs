@@ -60,6 +60,11 @@ pub struct PushSettings {
     /// The known_hosts file SSH host keys are checked against (absolute). `None`: trust on
     /// first use, recorded in `<state_dir>/known_hosts`.
     pub known_hosts: Option<PathBuf>,
+    /// The only remote URLs a push may go to (SSH URLs, absolute paths, `file:///` URLs),
+    /// whatever the repository's own config says. A local remote outside the roots is
+    /// allowed exactly when it is listed. `None`: the configured remote's URL is used as the
+    /// repository has it (local remotes only under writable roots).
+    pub urls: Option<Vec<String>>,
 }
 
 impl Default for PushSettings {
@@ -69,6 +74,7 @@ impl Default for PushSettings {
             branches: vec!["task/*".to_string()],
             ssh_auth_sock: None,
             known_hosts: None,
+            urls: None,
         }
     }
 }
@@ -81,6 +87,8 @@ pub(crate) struct PushPolicy {
     pub(crate) set: GlobSet,
     pub(crate) ssh_auth_sock: Option<PathBuf>,
     pub(crate) known_hosts: Option<PathBuf>,
+    /// `push.urls`, parsed; `None` when unset.
+    pub(crate) urls: Option<Vec<push::Listed>>,
 }
 
 /// The git tools over one module's roots. Cheap to share: every call checks the repository
@@ -203,12 +211,26 @@ fn compile_push(p: PushSettings) -> Result<PushPolicy, GitError> {
             )));
         }
     }
+    let urls = match &p.urls {
+        None => None,
+        Some(list) if list.is_empty() => {
+            return Err(GitError::Settings(
+                "push.urls is empty, so no remote could be pushed to; list the remotes, or remove push.urls to push to the repository's configured remote".to_string(),
+            ));
+        }
+        Some(list) => Some(
+            list.iter()
+                .map(|u| push::Listed::parse(u).map_err(GitError::Settings))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
     Ok(PushPolicy {
         remote: p.remote,
         patterns: p.branches,
         set,
         ssh_auth_sock: p.ssh_auth_sock,
         known_hosts: p.known_hosts,
+        urls,
     })
 }
 

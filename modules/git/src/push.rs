@@ -2,7 +2,7 @@
 //! server), only when configured, granted and matching the patterns, and never forced (a
 //! non-fast-forward is refused before anything is sent).
 
-use crate::confine::{Access, local_url_path, path_str};
+use crate::confine::{Access, lexical, local_url_path, open_repository, path_str};
 use crate::names::check_branch;
 use crate::read::short;
 use crate::ssh::{self, Agent, KeySource, SshUrl};
@@ -12,7 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::fmt;
-use std::path::PathBuf;
+use hands_roots::PathError;
+use std::path::{Path, PathBuf};
 
 /// Parameters of `git_push`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -78,11 +79,73 @@ impl fmt::Display for PushOutput {
 
 /// Where a remote URL leads.
 #[derive(Debug, PartialEq, Eq)]
-enum Target<'u> {
-    /// A local repository at this absolute path.
-    Local(&'u str),
+enum Target {
+    /// A local repository at this absolute path (as written, not yet resolved).
+    Local(PathBuf),
     /// An SSH server.
     Ssh(SshUrl),
+}
+
+/// One entry of `push.urls`, normalised for comparison with a remote's URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Listed {
+    /// A local repository: an absolute, lexically clean path (canonicalised when compared, so
+    /// a symlink and its target, `file:///x` and `/x`, `/x/` and `/x` are one remote).
+    Local(PathBuf),
+    /// An SSH repository: the user as written, the host lower-cased, the port (22 by default)
+    /// and the repository path as git reads it (`host:r.git` is `~/r.git`, like
+    /// `ssh://host/~/r.git`; `ssh://host/r.git` is `/r.git`).
+    Ssh { user: Option<String>, host: String, port: u16, path: String },
+}
+
+impl Listed {
+    /// Parses one `push.urls` entry (`~` already expanded); the error names the entry.
+    pub(crate) fn parse(entry: &str) -> Result<Listed, String> {
+        let bad = |why: &str| format!("push.urls entry `{entry}` cannot be pushed to: {why}");
+        match classify("push.urls", entry, None) {
+            Ok(Target::Local(p)) => Ok(Listed::Local(lexical(&p))),
+            // libgit2 decodes `%`-escapes in SSH paths; a listed URL is compared as written.
+            Ok(Target::Ssh(_)) if entry.contains('%') => Err(bad("write it without `%`-escapes")),
+            Ok(Target::Ssh(ssh)) => Ok(Listed::ssh(&ssh, entry)),
+            Err(GitError::PushUrl { why, .. }) => Err(bad(why)),
+            Err(e) => Err(bad(&e.to_string())),
+        }
+    }
+
+    /// The comparable form of an SSH remote URL already parsed as `ssh`.
+    fn ssh(ssh: &SshUrl, url: &str) -> Listed {
+        Listed::Ssh {
+            user: ssh.user.clone(),
+            host: ssh.host.to_ascii_lowercase(),
+            port: ssh.port,
+            path: ssh_repo_path(url),
+        }
+    }
+}
+
+/// The repository path of an SSH URL as git reads it: home-relative paths spelt `~/…`
+/// (scp-like `host:r.git`, `ssh://host/~/r.git`), absolute ones `/…`; no trailing `/`.
+fn ssh_repo_path(url: &str) -> String {
+    let path = if ssh::has_ssh_scheme(url) {
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let path = rest.find('/').map_or("/", |i| &rest[i..]);
+        match path.strip_prefix("/~") {
+            Some(home) => format!("~{home}"),
+            None => path.to_string(),
+        }
+    } else {
+        let path = url.split_once(':').map_or("", |(_, p)| p);
+        if path.starts_with(['/', '~']) { path.to_string() } else { format!("~/{path}") }
+    };
+    match path.trim_end_matches('/') {
+        "" => "/".to_string(),
+        p => p.to_string(),
+    }
+}
+
+/// The real path of a local remote: canonical when it exists, else lexically clean.
+fn real_path(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| lexical(p))
 }
 
 /// What both transports need to know about one push.
@@ -198,7 +261,16 @@ impl Git {
             .or_else(|| remote.url())
             .ok_or_else(|| GitError::PushNoRemote { remote: remote_name.clone() })?
             .to_string();
-        let target = classify(&remote_name, &url)?;
+        // Only with push.urls is a relative path resolved — here, the way git reads it (from
+        // the work tree's top, or the git dir of a bare repository), and then checked against
+        // the list; libgit2 would resolve it against the daemon's own folder.
+        let base = policy.urls.as_ref().map(|_| r.workdir.clone().unwrap_or_else(|| r.gitdir.clone()));
+        let target = classify(&remote_name, &url, base.as_deref())?;
+        if let (Target::Ssh(ssh), Some(list)) = (&target, &policy.urls)
+            && !list.contains(&Listed::ssh(ssh, &url))
+        {
+            return Err(GitError::PushNotListed { remote: remote_name, url });
+        }
 
         let local = repo
             .find_branch(&branch, BranchType::Local)
@@ -217,41 +289,71 @@ impl Git {
             rejected: RefCell::new(None),
         };
         match target {
-            Target::Local(path) => self.push_local(repo, &mut remote, job, path),
+            Target::Local(path) => self.push_local(repo, &remote, job, &path),
             Target::Ssh(ssh) => self.push_ssh(repo, &mut remote, job, ssh),
         }
     }
 
+    /// Push to a local repository: under a writable root (the repository checks of every
+    /// tool apply), or outside the roots when `push.urls` lists it. The push goes through an
+    /// anonymous remote on the checked real path, so what libgit2 writes to is what was
+    /// checked: a `pushurl` that differs from the `url` (libgit2's local transport writes to
+    /// the `url`), a symlink swapped after the check, a relative path or a `%`-escape cannot
+    /// lead it elsewhere.
     fn push_local(
         &self,
         repo: &Repository,
-        remote: &mut git2::Remote<'_>,
+        named: &git2::Remote<'_>,
         job: Job,
-        path: &str,
+        path: &Path,
     ) -> Result<PushOutput, GitError> {
-        // The remote must itself be a repository wholly under a writable root.
-        let dest = self.open(Some(path), Access::Write).map_err(|e| match e {
-            GitError::Path(hands_roots::PathError::Outside { .. }) => GitError::PushUrl {
-                remote: job.remote.clone(),
-                url: job.url.clone(),
-                why: "the remote's path is outside the roots of tools-git; a person can add it as a writable root",
-            },
-            other => other,
-        })?;
-        if dest.workdir.is_some() {
-            let (checked_out, _) = crate::read::head_state(&dest.repo)?;
+        let urls = self.push.as_ref().and_then(|p| p.urls.as_deref());
+        let real = real_path(path);
+        if let Some(list) = urls
+            && !list.iter().any(|l| matches!(l, Listed::Local(p) if real_path(p) == real))
+        {
+            return Err(GitError::PushNotListed { remote: job.remote, url: job.url });
+        }
+        if let Some(why) = self.resolver.policy().denied(&real, None) {
+            return Err(PathError::Denied { path: real, why }.into());
+        }
+        let shown = path_str(&real)?.to_string();
+        let inside = self.resolver.root_of(&real).is_some();
+        let open_dest = |access| -> Result<Repository, GitError> {
+            if inside {
+                // The remote must itself be a repository wholly under a writable root.
+                Ok(self.open(Some(&shown), access)?.repo)
+            } else {
+                open_repository(&real)
+            }
+        };
+        if !inside && urls.is_none() {
+            return Err(GitError::PushOutsideRoots { remote: job.remote, url: job.url });
+        }
+        let dest = open_dest(Access::Write)?;
+        if !dest.is_bare() {
+            let (checked_out, _) = crate::read::head_state(&dest)?;
             if checked_out.as_deref() == Some(job.branch.as_str()) {
                 return Err(GitError::PushCheckedOut { remote: job.remote, branch: job.branch });
             }
         }
-        let old = remote_tip(&dest.repo, &job.refname)?;
+        let old = remote_tip(&dest, &job.refname)?;
         drop(dest);
         if job.fast_forward(repo, old)? {
             return Ok(job.output(old, None));
         }
-        job.send(remote, local_callbacks(), |e| GitError::Git { op: "push", source: e })?;
-        let dest = self.open(Some(path), Access::Read)?;
-        let new = remote_tip(&dest.repo, &job.refname)?;
+        let mut anon = repo.remote_anonymous(&shown).map_err(GitError::git("push"))?;
+        // The repository's `url.*.insteadOf` applies to anonymous remotes too.
+        if anon.url() != Some(shown.as_str()) || anon.pushurl().is_some_and(|u| u != shown) {
+            return Err(GitError::PushUrl {
+                remote: job.remote,
+                url: job.url,
+                why: "the repository's url.*.insteadOf or pushInsteadOf rewrites the remote's path; remove that rewrite from its config",
+            });
+        }
+        job.send(&mut anon, local_callbacks(), |e| GitError::Git { op: "push", source: e })?;
+        track(repo, named, &job);
+        let new = remote_tip(&open_dest(Access::Read)?, &job.refname)?;
         Ok(job.output(old, new))
     }
 
@@ -342,8 +444,9 @@ fn agent(configured: Option<&std::path::Path>) -> Result<Agent, String> {
     }
 }
 
-/// Where the URL leads, or why hands will not push to it.
-fn classify<'u>(remote: &str, url: &'u str) -> Result<Target<'u>, GitError> {
+/// Where the URL leads, or why hands will not push to it. A relative path is resolved against
+/// `base` when one is given, and refused otherwise.
+fn classify(remote: &str, url: &str, base: Option<&Path>) -> Result<Target, GitError> {
     let lower = url.to_ascii_lowercase();
     let refuse = |why| GitError::PushUrl { remote: remote.to_string(), url: url.to_string(), why };
     if let Some(p) = local_url_path(url) {
@@ -354,7 +457,12 @@ fn classify<'u>(remote: &str, url: &'u str) -> Result<Target<'u>, GitError> {
                 "a local path with `:` is ambiguous with SSH; write it as a file:/// URL",
             ));
         }
-        return Ok(Target::Local(p));
+        if lower.starts_with("file://") && url.contains('%') {
+            // libgit2 decodes `%`-escapes in file:// URLs; the path checked must be the one
+            // written to.
+            return Err(refuse("write the file:// URL without `%`-escapes"));
+        }
+        return Ok(Target::Local(PathBuf::from(p)));
     }
     if ssh::has_ssh_scheme(url) {
         return ssh::parse_ssh_url(url).map(Target::Ssh).map_err(refuse);
@@ -376,9 +484,12 @@ fn classify<'u>(remote: &str, url: &'u str) -> Result<Target<'u>, GitError> {
     {
         return ssh::parse_scp(url).map(Target::Ssh).map_err(refuse);
     }
-    Err(refuse(
-        "a relative path is ambiguous; set the remote to an absolute path or a file:/// URL",
-    ))
+    match base {
+        Some(base) => Ok(Target::Local(lexical(&base.join(url)))),
+        None => Err(refuse(
+            "a relative path is ambiguous; set the remote to an absolute path or a file:/// URL",
+        )),
+    }
 }
 
 /// The commit `refname` points at in the remote repository, if it exists.
@@ -387,6 +498,23 @@ fn remote_tip(dest: &Repository, refname: &str) -> Result<Option<Oid>, GitError>
         Ok(r) => Ok(r.resolve().ok().and_then(|r| r.target())),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
         Err(e) => Err(GitError::Git { op: "read the remote", source: e }),
+    }
+}
+
+/// Moves the named remote's tracking ref of the pushed branch (`refs/remotes/R/B` under the
+/// usual fetch refspec) to the pushed commit, as git does after a push; the anonymous remote
+/// the push went through has no name to do it by. Only refs under `refs/remotes/` are
+/// touched; a failure leaves the tracking ref stale, which the next fetch fixes.
+fn track(repo: &Repository, named: &git2::Remote<'_>, job: &Job) {
+    for spec in named.refspecs() {
+        if spec.direction() != Direction::Fetch || !spec.src_matches(&job.refname) {
+            continue;
+        }
+        let Ok(dst) = spec.transform(&job.refname) else { continue };
+        let Some(dst) = dst.as_str() else { continue };
+        if dst.starts_with("refs/remotes/") {
+            let _ = repo.reference(dst, job.local_tip, true, "push");
+        }
     }
 }
 
@@ -403,17 +531,19 @@ fn is_ancestor(repo: &Repository, old: Oid, new: Oid) -> bool {
 mod tests {
     use super::*;
 
+    fn local(p: &str) -> Option<Target> {
+        Some(Target::Local(PathBuf::from(p)))
+    }
+
     #[test]
     fn urls_are_classified() {
-        assert_eq!(classify("o", "/srv/x.git").ok(), Some(Target::Local("/srv/x.git")));
-        assert_eq!(classify("o", "file:///srv/x.git").ok(), Some(Target::Local("/srv/x.git")));
-        assert_eq!(
-            classify("o", "file://localhost/srv/x.git").ok(),
-            Some(Target::Local("/srv/x.git"))
-        );
-        assert_eq!(classify("o", "file:///srv/a:b.git").ok(), Some(Target::Local("/srv/a:b.git")));
+        let c = |u| classify("o", u, None).ok();
+        assert_eq!(c("/srv/x.git"), local("/srv/x.git"));
+        assert_eq!(c("file:///srv/x.git"), local("/srv/x.git"));
+        assert_eq!(c("file://localhost/srv/x.git"), local("/srv/x.git"));
+        assert_eq!(c("file:///srv/a:b.git"), local("/srv/a:b.git"));
         for ssh in ["ssh://git@h/x.git", "git@github.com:o/r.git", "host:r.git", "SSH://h:2/x"] {
-            assert!(matches!(classify("o", ssh), Ok(Target::Ssh(_))), "{ssh}");
+            assert!(matches!(classify("o", ssh, None), Ok(Target::Ssh(_))), "{ssh}");
         }
         for other in [
             "https://h/x.git",
@@ -424,8 +554,34 @@ mod tests {
             "/srv/a:b.git",
             "ssh://u:pw@h/x",
             "[::1]:x",
+            "file:///srv/x%2fy.git",
         ] {
-            assert!(matches!(classify("o", other), Err(GitError::PushUrl { .. })), "{other}");
+            assert!(
+                matches!(classify("o", other, None), Err(GitError::PushUrl { .. })),
+                "{other}"
+            );
+        }
+        // With a base (push.urls set), a relative path is read from it, `..` folded.
+        let base = Path::new("/w/repo");
+        assert_eq!(classify("o", "../x.git", Some(base)).ok(), local("/w/x.git"));
+        assert_eq!(classify("o", "x", Some(base)).ok(), local("/w/repo/x"));
+    }
+
+    #[test]
+    fn listed_urls_are_normalised_as_git_reads_them() {
+        let p = |u: &str| Listed::parse(u);
+        assert_eq!(p("file:///srv/x.git/"), Ok(Listed::Local(PathBuf::from("/srv/x.git"))));
+        assert_eq!(p("/srv/a/../x.git"), Ok(Listed::Local(PathBuf::from("/srv/x.git"))));
+        // scp-like and ssh://host/~/ are one home-relative path; ssh://host/ is absolute.
+        assert_eq!(p("git@H.example:o/r.git"), p("ssh://git@h.example/~/o/r.git"));
+        assert_eq!(p("git@h.example:o/r.git"), p("ssh://git@h.example:22/~/o/r.git/"));
+        assert_ne!(p("git@h.example:o/r.git"), p("ssh://git@h.example/o/r.git"));
+        assert_ne!(p("git@h.example:o/r.git"), p("h.example:o/r.git"));
+        assert_ne!(p("ssh://h.example:2222/r.git"), p("ssh://h.example/r.git"));
+        assert_eq!(p("h:/abs/r.git"), p("ssh://h/abs/r.git"));
+        for bad in ["https://h/x.git", "x.git", "../x.git", "ssh://h/r%2e.git", "ext::sh"] {
+            let e = p(bad).unwrap_err();
+            assert!(e.contains("push.urls entry") && e.contains(bad), "{e}");
         }
     }
 }

@@ -228,8 +228,9 @@ pub struct DiffParams {
     /// `true`: the staged changes (index against HEAD); default `false`: the unstaged ones
     /// (work tree against index).
     pub staged: Option<bool>,
-    /// Only this file or folder: absolute, or relative to the first root (not to the repo);
-    /// it must lie inside the repository. Default: everything.
+    /// Only this file or folder: relative to the repository's work tree, as git_status and
+    /// git_diff print it (`src/a.rs`), or absolute under the roots; it must lie inside the
+    /// work tree. Default: everything.
     pub path: Option<String>,
     /// Lines of context around each change (default 3, max 1000).
     pub context: Option<u32>,
@@ -387,8 +388,9 @@ pub struct LogParams {
     pub rev: Option<String>,
     /// Most commits to return (default 20, 1 to 500; outside that range is an error).
     pub limit: Option<u32>,
-    /// Only commits that change this file or folder: absolute, or relative to the first root
-    /// (not to the repo); it must lie inside the repository.
+    /// Only commits that change this file or folder: relative to the repository's work tree,
+    /// as git_status and git_diff print it (`src/a.rs`), or absolute under the roots; it must
+    /// lie inside the work tree.
     pub path: Option<String>,
 }
 

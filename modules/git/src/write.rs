@@ -97,8 +97,9 @@ pub struct CommitParams {
     pub repo: Option<String>,
     /// Commit message: a summary line, optionally a blank line and a body (max 64 KiB).
     pub message: String,
-    /// Commit only these files or folders (absolute, or relative to the first root; inside
-    /// the repository), leaving other staged changes staged. Default: every change, untracked
+    /// Commit only these files or folders — relative to the repository's work tree, as
+    /// git_status prints them (`src/a.rs`), or absolute under the roots; inside the work
+    /// tree — leaving other staged changes staged. Default: every change, untracked
     /// files included (`.gitignore` respected).
     pub paths: Option<Vec<String>>,
 }

@@ -86,21 +86,22 @@ fn paths_outside_the_repository_or_roots_are_refused() {
     let fx = Fx::repo();
     init(&fx.work.join("sub"));
     write(&fx.work, "sub/s.txt", "s\n");
+    write(&fx.work, "top.txt", "t\n");
     let g = fx.git();
-    let e = g
-        .diff(DiffParams {
-            repo: Some("sub".into()),
-            path: Some("s.txt".into()),
-            ..DiffParams::default()
-        })
-        .unwrap_err();
-    assert!(e.to_string().contains("e.g. `sub/s.txt`"), "{e}");
-    g.diff(DiffParams {
-        repo: Some("sub".into()),
-        path: Some("sub/s.txt".into()),
-        ..DiffParams::default()
-    })
-    .unwrap();
+    // Relative to the work tree, as git prints it; and absolute.
+    let d = |path: String| {
+        g.diff(DiffParams { repo: Some("sub".into()), path: Some(path), ..DiffParams::default() })
+    };
+    d("s.txt".into()).unwrap();
+    d(fx.work.join("sub/s.txt").to_string_lossy().into_owned()).unwrap();
+    // The first root's spelling names nothing there: the error says what to pass.
+    let e = d("sub/s.txt".into()).unwrap_err();
+    assert!(e.to_string().contains("pass `s.txt`"), "{e}");
+    // Outside the work tree, by absolute path or `..`.
+    let e = d(fx.work.join("top.txt").to_string_lossy().into_owned()).unwrap_err();
+    assert!(e.is_refusal() && e.to_string().contains("outside the repository's work tree"), "{e}");
+    let e = d("../top.txt".into()).unwrap_err();
+    assert!(e.is_refusal() && e.to_string().contains("`..`"), "{e}");
     for bad in ["../x", "/etc/passwd", "a\0b"] {
         let e = g.log(LogParams { path: Some(bad.into()), ..LogParams::default() }).unwrap_err();
         assert!(e.is_refusal(), "{bad}: {e}");
