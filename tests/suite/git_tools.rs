@@ -230,21 +230,22 @@ async fn status_diff_log_and_branches_report_real_repositories() {
     let p = d["patch"].as_str().unwrap();
     assert!(p.contains("s.txt") && p.contains("+staged\n"), "{p}");
     assert!(!p.contains("a.txt"), "{p}");
-    // Path filter (relative to the first root).
-    let d = c.ok("git_diff", json!({"repo": "repo", "path": "repo/b.txt"})).await;
+    // Path filter (relative to the work tree, as git_status prints it).
+    let d = c.ok("git_diff", json!({"repo": "repo", "path": "b.txt"})).await;
     assert_eq!(d["files_changed"], 1, "{d}");
     let p = d["patch"].as_str().unwrap();
     assert!(p.contains("b.txt") && !p.contains("a.txt"), "{p}");
     // Context.
-    let d = c.ok("git_diff", json!({"repo": "repo", "path": "repo/a.txt", "context": 0})).await;
+    let d = c.ok("git_diff", json!({"repo": "repo", "path": "a.txt", "context": 0})).await;
     let p = d["patch"].as_str().unwrap();
     assert!(p.contains("-line10\n+LINE10\n") && !p.contains("\n line9\n"), "{p}");
-    let d = c.ok("git_diff", json!({"repo": "repo", "path": "repo/a.txt", "context": 1})).await;
+    let d = c.ok("git_diff", json!({"repo": "repo", "path": "a.txt", "context": 1})).await;
     let p = d["patch"].as_str().unwrap();
     assert!(p.contains(" line9\n") && p.contains(" line11\n") && !p.contains("\n line8\n"), "{p}");
     // A path filter outside the repository is refused; the one inside worked above.
     write(&fx.root.join("elsewhere/e.txt"), "e\n");
-    let e = c.err("git_diff", json!({"repo": "repo", "path": "elsewhere/e.txt"})).await;
+    let elsewhere = fx.root.join("elsewhere/e.txt");
+    let e = c.err("git_diff", json!({"repo": "repo", "path": elsewhere})).await;
     assert!(e.contains("outside the repository's work tree"), "{e}");
     let e = c.err("git_diff", json!({"repo": "repo", "path": "../outside/canary.txt"})).await;
     assert!(e.contains("`..`"), "{e}");
@@ -265,9 +266,9 @@ async fn status_diff_log_and_branches_report_real_repositories() {
     let l = c.ok("git_log", json!({"repo": "repo", "limit": 2})).await;
     assert_eq!(ids(&l["commits"]), [c3.as_str(), c2.as_str()], "{l}");
     assert_eq!(l["truncated"], true);
-    let l = c.ok("git_log", json!({"repo": "repo", "path": "repo/docs"})).await;
+    let l = c.ok("git_log", json!({"repo": "repo", "path": "docs"})).await;
     assert_eq!(ids(&l["commits"]), [c3.as_str()], "{l}");
-    let l = c.ok("git_log", json!({"repo": "repo", "path": "repo/a.txt"})).await;
+    let l = c.ok("git_log", json!({"repo": "repo", "path": "a.txt"})).await;
     assert_eq!(ids(&l["commits"]), [c2.as_str(), c1.as_str()], "{l}");
     let l = c.ok("git_log", json!({"repo": "repo", "rev": "old"})).await;
     assert_eq!(ids(&l["commits"]), [c1.as_str()], "{l}");
@@ -358,17 +359,15 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
     // Commit only `paths`: the other change stays, unstaged, in the work tree.
     write(&repo.join("a.txt"), &numbered(4));
     write(&repo.join("b.txt"), "bee\nchanged\n");
-    let out = c
-        .ok("git_commit", json!({"repo": "repo", "message": "only a", "paths": ["repo/a.txt"]}))
-        .await;
+    let out =
+        c.ok("git_commit", json!({"repo": "repo", "message": "only a", "paths": ["a.txt"]})).await;
     assert_eq!(out["files"], json!(["a.txt"]), "{out}");
     assert_eq!(git(h, &repo, &["show", "--name-only", "--format=", "HEAD"]), "a.txt");
     assert_eq!(git(h, &repo, &["show", "HEAD:a.txt"]), numbered(4).trim_end());
     assert_eq!(git(h, &repo, &["status", "--porcelain"]), " M b.txt");
     assert_eq!(read(&repo.join("b.txt")), "bee\nchanged\n");
-    let e = c
-        .err("git_commit", json!({"repo": "repo", "message": "again", "paths": ["repo/a.txt"]}))
-        .await;
+    let e =
+        c.err("git_commit", json!({"repo": "repo", "message": "again", "paths": ["a.txt"]})).await;
     assert!(e.contains("nothing to commit in the given paths"), "{e}");
     let e = c.err("git_commit", json!({"repo": "repo", "message": "  \n"})).await;
     assert!(e.contains("argument `message`"), "{e}");
@@ -675,7 +674,8 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     let outside_remote = fx.outside.join("remote.git");
     git(h, &repo, &["remote", "set-url", "origin", outside_remote.to_str().unwrap()]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
-    assert!(e.contains("outside the roots"), "{e}");
+    assert!(e.contains("outside the roots") && e.contains("push.urls"), "{e}");
+    assert!(!e.contains("writable root"), "the hint must not offer the remote as a root: {e}");
     for url in ["https://example.com/r.git", "git@example.com:r.git", "../remote.git"] {
         git(h, &repo, &["remote", "set-url", "origin", url]);
         let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
@@ -816,9 +816,9 @@ async fn a_hostile_repository_cannot_make_the_tools_run_anything() {
         assert!(p.contains("-line7\n+LINE7\n"), "{p}");
     }
     inert(&fx, &c, "git_diff", json!({"repo": "repo", "staged": true})).await;
-    inert(&fx, &c, "git_diff", json!({"repo": "repo", "path": "repo/a.txt"})).await;
+    inert(&fx, &c, "git_diff", json!({"repo": "repo", "path": "a.txt"})).await;
     inert(&fx, &c, "git_log", r.clone()).await;
-    inert(&fx, &c, "git_log", json!({"repo": "repo", "path": "repo/a.txt"})).await;
+    inert(&fx, &c, "git_log", json!({"repo": "repo", "path": "a.txt"})).await;
     inert(&fx, &c, "git_branches", r.clone()).await;
     if let Some(out) =
         inert(&fx, &c, "git_commit", json!({"repo": "repo", "message": "hostile"})).await
@@ -834,7 +834,7 @@ async fn a_hostile_repository_cannot_make_the_tools_run_anything() {
         &fx,
         &c,
         "git_commit",
-        json!({"repo": "repo", "message": "on task/h", "paths": ["repo/h.txt"]}),
+        json!({"repo": "repo", "message": "on task/h", "paths": ["h.txt"]}),
     )
     .await;
     inert(&fx, &c, "git_switch", json!({"repo": "repo", "branch": "main"})).await;
@@ -1153,15 +1153,13 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     write(&repo.join("newdir/x.txt"), "x\n");
     write(&repo.join("newdir/y/z.txt"), "z\n");
     write(&repo.join("other.txt"), "o\n");
-    let out = c
-        .ok("git_commit", json!({"repo": "repo", "message": "folder", "paths": ["repo/newdir"]}))
-        .await;
+    let out =
+        c.ok("git_commit", json!({"repo": "repo", "message": "folder", "paths": ["newdir"]})).await;
     assert_eq!(out["files"], json!(["newdir/x.txt", "newdir/y/z.txt"]), "{out}");
     assert_eq!(git(h, &repo, &["status", "--porcelain"]), "?? other.txt");
     std::fs::remove_file(repo.join("b.txt")).unwrap();
-    let out = c
-        .ok("git_commit", json!({"repo": "repo", "message": "del", "paths": ["repo/b.txt"]}))
-        .await;
+    let out =
+        c.ok("git_commit", json!({"repo": "repo", "message": "del", "paths": ["b.txt"]})).await;
     assert_eq!(out["files"], json!(["b.txt"]), "{out}");
     assert_eq!(
         git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]),
@@ -1174,15 +1172,13 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     git(h, &repo, &["add", "-f", ".env"]);
     git(h, &repo, &["commit", "-q", "-m", "env"]);
     write(&repo.join(".env"), "A=hunter2\n");
-    for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": "repo/.env"})] {
+    for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": ".env"})] {
         let d = c.ok("git_diff", args).await;
         let p = d["patch"].as_str().unwrap();
         assert!(p.contains("content not shown") && !p.contains("hunter2"), "{p}");
         assert_eq!(d["files_changed"], 1);
     }
-    let e = c
-        .err("git_commit", json!({"repo": "repo", "message": "env", "paths": ["repo/.env"]}))
-        .await;
+    let e = c.err("git_commit", json!({"repo": "repo", "message": "env", "paths": [".env"]})).await;
     assert!(e.contains("secret or denied file"), "{e}");
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "the rest"})).await;
     assert_eq!(out["files"], json!(["other.txt"]), "{out}");
@@ -1304,13 +1300,13 @@ async fn a_hard_link_to_a_credential_is_never_committed_or_shown() {
     let cfg = config_named(&fx, "git.toml", &git_config(true, true, "allow"));
     let c = Client::start(&fx, &cfg).await;
 
-    for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": "repo/notes.txt"})] {
+    for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": "notes.txt"})] {
         let d = c.ok("git_diff", args).await;
         let p = d["patch"].as_str().unwrap();
         assert!(!p.contains("canary-key"), "the key's content was shown: {p}");
         assert!(p.contains("content not shown"), "{p}");
     }
-    for named in ["repo/notes.txt", "repo/new-notes.txt"] {
+    for named in ["notes.txt", "new-notes.txt"] {
         let e =
             c.err("git_commit", json!({"repo": "repo", "message": "k", "paths": [named]})).await;
         assert!(e.contains("secret or denied file"), "{named}: {e}");
@@ -1355,6 +1351,125 @@ async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
     c.ok("git_worktree_add", json!({"repo": "repo", "path": "wtc", "branch": "task/w"})).await;
     assert_eq!(git(h, &repo, &["log", "-1", "--format=%s"]), "with commondir");
     assert!(git(h, &repo, &["worktree", "list"]).contains("wtc"));
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// SPEC §3: a git file path is relative to the repository's work tree, exactly as git_status
+/// prints it, or absolute under the roots — for a repository at the root and one in a
+/// subfolder, for git_diff, git_log and git_commit. Leaving the work tree, `..`, secrets and a
+/// hard link to a credential stay refused in both spellings; the file that git_status printed
+/// (fed back as it is) is the positive control.
+#[tokio::test]
+async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    let h = &fx.home;
+    let key = "-----BEGIN OPENSSH PRIVATE KEY----- canary-key-material";
+    write(&h.join(".ssh/id_ed25519"), &format!("{key}\n"));
+    let top = fx.root.clone();
+    let sub = fx.root.join("repo");
+    // The subfolder repository is not part of the root's.
+    write(&top.join(".gitignore"), "repo/\nro/\n");
+    init_repo(h, &top);
+    init_repo(h, &sub);
+    let cfg = config_named(&fx, "git.toml", &git_config(false, false, "allow"));
+    let c = Client::start(&fx, &cfg).await;
+
+    for (repo, work) in [("", &top), ("repo", &sub)] {
+        let abs = |rel: &str| work.join(rel).to_str().unwrap().to_string();
+        // Tracked secret and a hard link to a credential, committed through the CLI.
+        cli_commit(h, work, "docs/d.txt", "d\n", "docs");
+        write(&work.join(".env"), "A=1\n");
+        git(h, work, &["add", "-f", ".env"]);
+        git(h, work, &["commit", "-q", "-m", "env"]);
+        write(&work.join(".env"), "A=hunter2\n");
+        std::fs::hard_link(h.join(".ssh/id_ed25519"), work.join("linked.txt")).unwrap();
+        write(&work.join("a.txt"), &numbered(5));
+        write(&work.join("docs/d.txt"), "d2\n");
+
+        // What git_status prints is what the other tools take.
+        let s = c.ok("git_status", json!({"repo": repo})).await;
+        let printed = paths(&s["unstaged"]);
+        assert!(printed.contains(&"a.txt".to_string()), "{repo}: {s}");
+        assert!(printed.contains(&"docs/d.txt".to_string()), "{repo}: {s}");
+        for path in ["a.txt".to_string(), abs("a.txt")] {
+            let d = c.ok("git_diff", json!({"repo": repo, "path": path})).await;
+            assert_eq!(d["files_changed"], 1, "{repo} {path}: {d}");
+            let p = d["patch"].as_str().unwrap();
+            assert!(p.contains("+++ b/a.txt") && p.contains("+LINE5"), "{repo} {path}: {p}");
+            let l = c.ok("git_log", json!({"repo": repo, "path": path})).await;
+            assert_eq!(l["commits"].as_array().unwrap().len(), 1, "{repo} {path}: {l}");
+            assert_eq!(l["commits"][0]["summary"], "first", "{repo} {path}: {l}");
+        }
+        for path in ["docs".to_string(), abs("docs"), "docs/d.txt".to_string()] {
+            let d = c.ok("git_diff", json!({"repo": repo, "path": path})).await;
+            assert!(d["patch"].as_str().unwrap().contains("+++ b/docs/d.txt"), "{path}: {d}");
+            let l = c.ok("git_log", json!({"repo": repo, "path": path})).await;
+            assert_eq!(l["commits"][0]["summary"], "docs", "{repo} {path}: {l}");
+        }
+        // git_diff's own output names files the same way.
+        let d = c.ok("git_diff", json!({"repo": repo})).await;
+        assert!(d["patch"].as_str().unwrap().contains("diff --git a/a.txt b/a.txt"), "{d}");
+
+        // Commit: relative as printed, then absolute; results print work-tree paths.
+        let a = printed.iter().find(|p| *p == "a.txt").unwrap();
+        let out = c.ok("git_commit", json!({"repo": repo, "message": "rel", "paths": [a]})).await;
+        assert_eq!(out["files"], json!(["a.txt"]), "{repo}: {out}");
+        let out = c
+            .ok("git_commit", json!({"repo": repo, "message": "abs", "paths": [abs("docs/d.txt")]}))
+            .await;
+        assert_eq!(out["files"], json!(["docs/d.txt"]), "{repo}: {out}");
+        assert_eq!(git(h, work, &["show", "--name-only", "--format=", "HEAD"]), "docs/d.txt");
+
+        // Secrets and the hard link to a credential, in both spellings: masked, never committed.
+        for path in [".env".to_string(), abs(".env"), "linked.txt".to_string(), abs("linked.txt")] {
+            let d = c.ok("git_diff", json!({"repo": repo, "path": path})).await;
+            let p = d["patch"].as_str().unwrap();
+            assert!(!p.contains("hunter2") && !p.contains("canary-key"), "{path}: {p}");
+            let e =
+                c.err("git_commit", json!({"repo": repo, "message": "s", "paths": [path]})).await;
+            assert!(e.contains("secret or denied file"), "{repo} {path}: {e}");
+        }
+        assert!(!git(h, work, &["log", "-p", "--all"]).contains("hunter2"));
+
+        // Leaving the work tree or the roots: `..`, absolute paths elsewhere.
+        let outside_tree = if repo.is_empty() {
+            fx.outside.join("canary.txt")
+        } else {
+            write(&fx.root.join("top-only.txt"), "t\n");
+            fx.root.join("top-only.txt")
+        };
+        for path in [
+            "../outside/canary.txt".to_string(),
+            "docs/../../x".to_string(),
+            outside_tree.to_str().unwrap().to_string(),
+            fx.outside.join("canary.txt").to_str().unwrap().to_string(),
+        ] {
+            for (tool, args) in [
+                ("git_diff", json!({"repo": repo, "path": path})),
+                ("git_log", json!({"repo": repo, "path": path})),
+                ("git_commit", json!({"repo": repo, "message": "x", "paths": [path]})),
+            ] {
+                let e = c.err(tool, args).await;
+                let why = ["`..`", "outside the repository's work tree", "outside every root"];
+                assert!(why.iter().any(|w| e.contains(w)), "{tool} {repo} {path}: {e}");
+                assert!(e.len() < 400, "{tool}: a short error, not {} characters: {e}", e.len());
+                assert!(e.contains("pass") || e.contains("give") || e.contains("use"), "{e}");
+            }
+        }
+    }
+    // The first root's spelling of a subfolder repository's file: refused, naming what to pass.
+    write(&sub.join("a.txt"), "changed again\n");
+    for (tool, args) in [
+        ("git_diff", json!({"repo": "repo", "path": "repo/a.txt"})),
+        ("git_log", json!({"repo": "repo", "path": "repo/a.txt"})),
+        ("git_commit", json!({"repo": "repo", "message": "x", "paths": ["repo/a.txt"]})),
+    ] {
+        let e = c.err(tool, args).await;
+        assert!(e.contains("pass `a.txt`"), "{tool}: {e}");
+    }
+    assert_eq!(git(h, &sub, &["status", "--porcelain", "a.txt"]), " M a.txt");
     c.stop().await;
     fx.assert_canary();
 }

@@ -8,11 +8,11 @@ use crate::read::short;
 use crate::ssh::{self, Agent, KeySource, SshUrl};
 use crate::{Git, GitError};
 use git2::{BranchType, Direction, Oid, PushOptions, RemoteCallbacks, Repository};
+use hands_roots::PathError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::fmt;
-use hands_roots::PathError;
 use std::path::{Path, PathBuf};
 
 /// Parameters of `git_push`.
@@ -264,7 +264,8 @@ impl Git {
         // Only with push.urls is a relative path resolved — here, the way git reads it (from
         // the work tree's top, or the git dir of a bare repository), and then checked against
         // the list; libgit2 would resolve it against the daemon's own folder.
-        let base = policy.urls.as_ref().map(|_| r.workdir.clone().unwrap_or_else(|| r.gitdir.clone()));
+        let base =
+            policy.urls.as_ref().map(|_| r.workdir.clone().unwrap_or_else(|| r.gitdir.clone()));
         let target = classify(&remote_name, &url, base.as_deref())?;
         if let (Target::Ssh(ssh), Some(list)) = (&target, &policy.urls)
             && !list.contains(&Listed::ssh(ssh, &url))
@@ -556,10 +557,7 @@ mod tests {
             "[::1]:x",
             "file:///srv/x%2fy.git",
         ] {
-            assert!(
-                matches!(classify("o", other, None), Err(GitError::PushUrl { .. })),
-                "{other}"
-            );
+            assert!(matches!(classify("o", other, None), Err(GitError::PushUrl { .. })), "{other}");
         }
         // With a base (push.urls set), a relative path is read from it, `..` folded.
         let base = Path::new("/w/repo");
