@@ -178,14 +178,18 @@ pub fn policy(daemon: &Daemon) -> String {
                             .as_deref()
                             .filter(|s| !s.is_empty())
                             .unwrap_or("recorded on first use in the state dir")
-                    ) + &match &p.urls {
-                        Some(urls) => format!(", only to the URLs [{}]", urls.join(", ")),
-                        None => ", to the URL the repository's config gives the remote (push.urls \
-                                 unset; local remotes only under writable roots)"
-                            .to_string(),
-                    },
+                    ),
                 };
                 let _ = writeln!(s, "  settings: author = {author}, push = {push}");
+                if let Some(p) = &g.push {
+                    let urls = match &p.urls {
+                        Some(urls) => format!("only to [{}]", urls.join(", ")),
+                        None => "to the URL the repository's config gives the remote (push.urls \
+                                 unset; local remotes only under writable roots)"
+                            .to_string(),
+                    };
+                    let _ = writeln!(s, "  push urls: {urls}");
+                }
             }
             ModuleSettings::Fs => {}
         }
