@@ -1473,3 +1473,169 @@ async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository
     c.stop().await;
     fx.assert_canary();
 }
+
+/// A bare repository at `dir` with `main` holding one commit; returns that commit.
+fn bare_with_main(h: &Path, base: &Path, dir: &Path) -> String {
+    git(h, base, &["init", "-q", "--bare", "-b", "main", dir.to_str().unwrap()]);
+    let seed = base.join(format!("seed-{}", dir.file_name().unwrap().to_str().unwrap()));
+    init_repo(h, &seed);
+    git(h, &seed, &["push", "-q", dir.to_str().unwrap(), "main"]);
+    std::fs::remove_dir_all(&seed).unwrap();
+    ref_of(h, dir, "refs/heads/main").unwrap()
+}
+
+/// Issue 20 point 2: with `push.urls`, a push goes only to a listed remote — a listed local
+/// repository outside the roots receives the branch (absolute, `file://`, relative spelling),
+/// never forced — and every unlisted remote is refused and left unchanged however the
+/// repository's config points at it: directly, through `..` or a symlink, in a writable root,
+/// over SSH, as a `pushurl` (libgit2's local transport writes to the `url`), or from a
+/// repository a command made with `git init`.
+#[tokio::test]
+async fn push_goes_only_to_the_urls_the_person_listed() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    let h = &fx.home;
+    let base = fx.root.parent().unwrap().to_path_buf();
+    let listed = base.join("listed.git");
+    let unlisted = base.join("unlisted.git");
+    let inroot = fx.root.join("remote.git");
+    bare_with_main(h, &base, &listed);
+    let canary_main = bare_with_main(h, &base, &unlisted);
+    bare_with_main(h, &base, &inroot);
+    let repo = fx.root.join("repo");
+    init_repo(h, &repo);
+    git(h, &repo, &["remote", "add", "origin", listed.to_str().unwrap()]);
+    git(h, &repo, &["fetch", "-q", "origin"]);
+
+    let mut text = git_config(true, true, "allow");
+    text.push_str(&format!("urls = [\"file://{}/\"]\n", listed.display()));
+    let git_only = config_named(&fx, "listed.toml", &text);
+    text.push_str(
+        "\n[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    );
+    let c = Client::start(&fx, &config_named(&fx, "both.toml", &text)).await;
+    let push = |branch: &str| json!({"repo": "repo", "branch": branch});
+    let untouched = |why: &str| {
+        let refs = git(h, &unlisted, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+        assert_eq!(refs, format!("refs/heads/main {canary_main}"), "{why}: unlisted changed");
+    };
+
+    // Positive control: the listed repository outside the roots receives the branch.
+    c.ok("git_branch", json!({"repo": "repo", "name": "task/x"})).await;
+    write(&repo.join("x.txt"), "x\n");
+    let x1 = c.ok("git_commit", json!({"repo": "repo", "message": "x"})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let p = c.ok("git_push", push("task/x")).await;
+    assert_eq!((p["new"].as_str(), p["old"].is_null()), (Some(x1.as_str()), true), "{p}");
+    assert_eq!(ref_of(h, &listed, "refs/heads/task/x").unwrap(), x1);
+    assert_eq!(ref_of(h, &repo, "refs/remotes/origin/task/x").unwrap(), x1, "tracking ref");
+    // The same remote spelt relative to the work tree, as git reads it.
+    git(h, &repo, &["remote", "set-url", "origin", "../../listed.git"]);
+    write(&repo.join("x.txt"), "x2\n");
+    let x2 = c.ok("git_commit", json!({"repo": "repo", "message": "x2"})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.ok("git_push", push("task/x")).await;
+    assert_eq!(ref_of(h, &listed, "refs/heads/task/x").unwrap(), x2);
+
+    // Never forced: a non-fast-forward to the listed remote is refused.
+    let other = base.join("other");
+    git(
+        h,
+        &base,
+        &["clone", "-q", "-b", "task/x", listed.to_str().unwrap(), other.to_str().unwrap()],
+    );
+    let theirs = cli_commit(h, &other, "theirs.txt", "theirs\n", "theirs");
+    git(h, &other, &["push", "-q", "origin", "task/x"]);
+    write(&repo.join("mine.txt"), "mine\n");
+    c.ok("git_commit", json!({"repo": "repo", "message": "mine"})).await;
+    let e = c.err("git_push", push("task/x")).await;
+    assert!(e.contains("non-fast-forward"), "{e}");
+    assert_eq!(ref_of(h, &listed, "refs/heads/task/x").unwrap(), theirs, "listed unchanged");
+
+    // Unlisted, however the repository's config points there: refused, naming push.urls.
+    c.ok("git_branch", json!({"repo": "repo", "name": "task/y"})).await;
+    std::os::unix::fs::symlink(&unlisted, fx.root.join("link.git")).unwrap();
+    let inroot_before = git(h, &inroot, &["for-each-ref"]);
+    let dotdot = format!("{}/../unlisted.git", listed.display());
+    let file_url = format!("file://{}", unlisted.display());
+    let link = fx.root.join("link.git").to_str().unwrap().to_string();
+    for url in [
+        unlisted.to_str().unwrap(),
+        &file_url,
+        &dotdot,
+        &link,
+        inroot.to_str().unwrap(),
+        "../remote.git",
+        "ssh://git@127.0.0.1:9/listed.git",
+        "git@127.0.0.1:listed.git",
+    ] {
+        git(h, &repo, &["remote", "set-url", "origin", url]);
+        let e = c.err("git_push", push("task/y")).await;
+        assert!(e.contains("push.urls does not list") && e.contains(url), "{url}: {e}");
+        assert!(!e.contains("writable root"), "{e}");
+        untouched(url);
+    }
+    assert_eq!(git(h, &inroot, &["for-each-ref"]), inroot_before, "in-root remote unchanged");
+    // A pushurl is what a push goes to: listed pushurl, unlisted url → the listed one only;
+    // the other way round → refused.
+    git(h, &repo, &["remote", "set-url", "origin", unlisted.to_str().unwrap()]);
+    git(h, &repo, &["config", "remote.origin.pushurl", listed.to_str().unwrap()]);
+    let p = c.ok("git_push", push("task/y")).await;
+    assert_eq!(ref_of(h, &listed, "refs/heads/task/y").unwrap(), p["new"].as_str().unwrap());
+    untouched("listed pushurl, unlisted url");
+    git(h, &repo, &["remote", "set-url", "origin", listed.to_str().unwrap()]);
+    git(h, &repo, &["config", "remote.origin.pushurl", unlisted.to_str().unwrap()]);
+    write(&repo.join("y.txt"), "y2\n");
+    c.ok("git_commit", json!({"repo": "repo", "message": "y2"})).await;
+    let e = c.err("git_push", push("task/y")).await;
+    assert!(e.contains("push.urls does not list"), "{e}");
+    untouched("unlisted pushurl");
+
+    // A repository a command makes, with its own config pointing anywhere: refused; its
+    // neighbour pointing at the listed remote: pushed.
+    let r = c
+        .ok(
+            "bash",
+            json!({"command": format!(
+                "set -e; for r in evil good; do git init -q -b main $r; cd $r; echo e > e.txt; \
+                 git add e.txt; git -c user.name=A -c user.email=a@example.com commit -qm e; \
+                 git branch task/$r; cd ..; done; \
+                 git -C evil remote add origin {}; git -C good remote add origin {}",
+                unlisted.display(),
+                listed.display()
+            )}),
+        )
+        .await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let e = c.err("git_push", json!({"repo": "evil", "branch": "task/evil"})).await;
+    assert!(e.contains("push.urls does not list"), "{e}");
+    untouched("a command's own repository");
+    let p = c.ok("git_push", json!({"repo": "good", "branch": "task/good"})).await;
+    assert_eq!(ref_of(h, &listed, "refs/heads/task/good").unwrap(), p["new"].as_str().unwrap());
+    c.stop().await;
+
+    // hands check prints the rule; hands doctor warns only while push.urls is unset.
+    let out = fx.std_command(&["check", "--config", git_only.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("push urls: only to [file://{}/]", listed.display())),
+        "{stdout}"
+    );
+    let doctor = |cfg: &Path| {
+        let o = fx.std_command(&["doctor", "--config", cfg.to_str().unwrap()]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(!doctor(&git_only).contains("without push.urls"), "{}", doctor(&git_only));
+    let unset = config_named(&fx, "unset.toml", &git_config(true, true, "allow"));
+    let d = doctor(&unset);
+    assert!(d.contains("push over SSH is on without push.urls"), "{d}");
+    let out = fx.std_command(&["check", "--config", unset.to_str().unwrap()]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("push.urls unset"));
+    fx.assert_canary();
+}

@@ -300,5 +300,13 @@ mod tests {
         let rel = Some(PathBuf::from("known_hosts"));
         assert!(compile_push(PushSettings { known_hosts: rel.clone(), ..d() }).is_err());
         assert!(compile_push(PushSettings { ssh_auth_sock: rel, ..d() }).is_err());
+        let urls = |u: &[&str]| Some(u.iter().map(|s| s.to_string()).collect());
+        assert!(
+            compile_push(PushSettings { urls: urls(&["/srv/r.git", "h:r.git"]), ..d() }).is_ok()
+        );
+        for bad in [&[][..], &["https://h/r.git"], &["r.git"], &["/srv/a:b"]] {
+            let e = compile_push(PushSettings { urls: urls(bad), ..d() }).unwrap_err();
+            assert!(e.to_string().contains("push.urls"), "{bad:?}: {e}");
+        }
     }
 }

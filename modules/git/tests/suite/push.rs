@@ -1,7 +1,7 @@
 //! `push` to a local bare repository: allowed branches go, everything else is refused with the
 //! remote left as it was.
 
-use crate::common::{Fx, git, tip, write};
+use crate::common::{Fx, git, refs, tip, write};
 use hands_git::*;
 
 fn task_branch(fx: &Fx) {
@@ -160,4 +160,45 @@ fn push_refuses_ssh_without_a_usable_agent_and_remote_paths_outside_the_roots() 
     git(&fx.work, &["remote", "remove", "origin"]);
     let e = push(&g, "task/x").unwrap_err();
     assert!(e.to_string().contains("no remote `origin`"), "{e}");
+}
+
+/// libgit2's local transport writes to a remote's `url` even when a `pushurl` is set, while
+/// the push URL is the one checked: a `pushurl` in a writable root must not carry the write to
+/// a `url` outside the roots.
+#[test]
+fn a_pushurl_cannot_carry_the_write_to_the_url() {
+    let fx = Fx::repo();
+    let ok = fx.add_bare_remote("ok");
+    let victim = fx.out.join("victim.git");
+    git(&fx.base, &["init", "-q", "--bare", "-b", "main", victim.to_str().unwrap()]);
+    git(&fx.work, &["push", "-q", victim.to_str().unwrap(), "main"]);
+    let before = refs(&victim);
+    git(&fx.work, &["remote", "set-url", "origin", victim.to_str().unwrap()]);
+    git(&fx.work, &["config", "remote.origin.pushurl", ok.to_str().unwrap()]);
+    task_branch(&fx);
+    push(&fx.git_push(), "task/x").unwrap();
+    assert_eq!(tip(&ok, "refs/heads/task/x"), tip(&fx.work, "refs/heads/task/x"));
+    assert_eq!(refs(&victim), before, "the push wrote to the url outside the roots");
+}
+
+/// libgit2 decodes `%`-escapes in a file:// URL, so the path it writes to is not the one
+/// checked: `p%2ex.git` (a bare repository in a writable root, which passes every check) would
+/// be written as `p.x.git` — a symlink to a repository outside the roots. Refused, neither
+/// changed (the plain file:// URL works, above).
+#[test]
+fn a_percent_escaped_file_url_is_refused() {
+    let fx = Fx::repo();
+    let decoy = fx.remote.join("p%2ex.git");
+    git(&fx.base, &["init", "-q", "--bare", "-b", "main", decoy.to_str().unwrap()]);
+    let victim = fx.out.join("victim.git");
+    git(&fx.base, &["init", "-q", "--bare", "-b", "main", victim.to_str().unwrap()]);
+    git(&fx.work, &["push", "-q", victim.to_str().unwrap(), "main"]);
+    let before = refs(&victim);
+    std::os::unix::fs::symlink(&victim, fx.remote.join("p.x.git")).unwrap();
+    git(&fx.work, &["remote", "add", "origin", &format!("file://{}", decoy.display())]);
+    task_branch(&fx);
+    let e = push(&fx.git_push(), "task/x").unwrap_err();
+    assert!(e.to_string().contains("`%`-escapes"), "{e}");
+    assert_eq!(refs(&victim), before, "the push wrote through the decoded path");
+    assert!(tip(&decoy, "refs/heads/task/x").is_none());
 }
