@@ -7,8 +7,8 @@
 //! wrong host key, and a host missing from `known_hosts`, refused before authentication (the
 //! sshd log shows no login, the remote ref is untouched); trust on first use recording the key
 //! in the state dir and refusing the key of a re-keyed sshd; the branch patterns, the
-//! fast-forward check and an agent without the key. Skipped, saying so, only when `sshd` is
-//! not installed.
+//! fast-forward check and an agent without the key; with `push.urls`, only a listed SSH URL
+//! is pushed to. Skipped, saying so, only when `sshd` is not installed.
 
 use super::common::{Client, Fixture};
 use serde_json::{Value, json};
@@ -448,6 +448,56 @@ async fn push_over_ssh_trusts_the_first_host_key_and_refuses_a_changed_one() {
     assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x2, "remote unchanged");
     assert_ne!(x3, x2);
     assert_eq!(std::fs::read_to_string(&recorded).unwrap(), text, "the record is not replaced");
+
+    c.stop().await;
+    ssh.stop_sshd();
+    fx.assert_canary();
+}
+
+/// With `push.urls`, the SSH path checks the URL too: the listed repository (also spelt with
+/// a trailing `/`) receives the branch; the same server's other repository, another user or
+/// another port — what a command could point `origin` at — is refused before any connection,
+/// that repository unchanged.
+#[tokio::test]
+async fn push_over_ssh_goes_only_to_a_listed_url() {
+    let Some(sshd) = sshd_path() else {
+        return skip("push_over_ssh_goes_only_to_a_listed_url");
+    };
+    let fx = Fixture::new();
+    let mut ssh = SshServer::start(sshd);
+    let (repo, bare, x1) = repos(&fx, &ssh);
+    let listed = ssh.url(&bare);
+    let cfg = ssh_config(&fx, &ssh, None);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!("urls = [\"{listed}\"]\n"));
+    std::fs::write(&cfg, text).unwrap();
+    let c = Client::start(&fx, &cfg).await;
+
+    // Positive control: the listed URL.
+    let p = c.ok("git_push", task_x()).await;
+    assert_eq!(p["new"], x1.as_str(), "{p}");
+    assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x1);
+
+    // The same server, another repository (or user, or port): refused without connecting.
+    let other = ssh.base().join("other.git");
+    git(&fx.home, &ssh.base(), &["init", "-q", "--bare", "-b", "main", other.to_str().unwrap()]);
+    let x2 = commit(&fx, &repo, "x2.txt", "x2\n");
+    let before = ssh.connections();
+    let other_user = listed.replacen("ssh://", "ssh://nobody-else-", 1);
+    let other_port = format!("ssh://127.0.0.1:{}{}", ssh.port + 1, bare.display());
+    for url in [ssh.url(&other), other_user, other_port] {
+        git(&fx.home, &repo, &["remote", "set-url", "origin", &url]);
+        let e = c.err("git_push", task_x()).await;
+        assert!(e.contains("push.urls does not list") && e.contains(&url), "{url}: {e}");
+    }
+    assert_eq!(ssh.connections(), before, "no connection was made: {}", ssh.log());
+    assert_eq!(ref_of(&other, "refs/heads/task/x"), None, "the unlisted repository is unchanged");
+    assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x1);
+
+    // The listed URL written with a trailing `/` is the same remote.
+    git(&fx.home, &repo, &["remote", "set-url", "origin", &format!("{listed}/")]);
+    c.ok("git_push", task_x()).await;
+    assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x2);
 
     c.stop().await;
     ssh.stop_sshd();
