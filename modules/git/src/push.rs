@@ -299,8 +299,8 @@ impl Git {
     /// tool apply), or outside the roots when `push.urls` lists it. The push goes through an
     /// anonymous remote on the checked real path, so what libgit2 writes to is what was
     /// checked: a `pushurl` that differs from the `url` (libgit2's local transport writes to
-    /// the `url`), a symlink swapped after the check, a relative path or a `%`-escape cannot
-    /// lead it elsewhere.
+    /// the `url`), a symlink named in the URL re-pointed after the check, a relative path or
+    /// a `%`-escape cannot lead it elsewhere.
     fn push_local(
         &self,
         repo: &Repository,
