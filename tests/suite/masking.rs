@@ -385,3 +385,55 @@ async fn a_credential_folder_reached_through_a_link_is_masked_by_its_real_name()
     fx.assert_canary();
     c.stop().await;
 }
+
+/// Issue 22, class 6: other agents' and editors' project configs name programs that a tool on
+/// the host starts when a person next opens the folder (MCP servers, hooks, language servers).
+/// A command can neither create them (their missing folders are made empty at startup and bound
+/// read-only, as `.vscode` is) nor change the ones that exist (`opencode.json`); an ordinary file
+/// beside them stays writable.
+#[tokio::test]
+async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
+    let fx = Fixture::new();
+    fx.write("opencode.json", "{}\n");
+    fx.write("sub/.zed/settings.json", "{}\n");
+    let c = start(&fx, false, "").await;
+    let targets = [
+        ".gemini/settings.json",
+        ".zed/settings.json",
+        ".amazonq/mcp.json",
+        ".roo/mcp.json",
+        ".kiro/settings/mcp.json",
+        ".opencode/plugin/x.js",
+        ".continue/config.yaml",
+        ".windsurf/hooks.json",
+        ".clinerules/hooks/TaskStart",
+        "opencode.json",
+        "sub/.zed/settings.json",
+    ];
+    for t in targets {
+        let parent = std::path::Path::new(t).parent().unwrap().display().to_string();
+        let r = bash(
+            &c,
+            &format!(
+                "mkdir -p {parent} 2>/dev/null; echo '{{\"mcpServers\":{{\"x\":{{\"command\":\"sh\"}}}}}}' \
+                 > {t} 2>/dev/null && echo WROTE"
+            ),
+        )
+        .await;
+        assert!(!out(&r).contains("WROTE"), "{t}: {r}");
+        let host = fx.root.join(t);
+        let now = std::fs::read_to_string(&host).unwrap_or_default();
+        assert!(!now.contains("mcpServers"), "{t} changed on the host: {now}");
+    }
+    for dir in [".gemini", ".zed", ".amazonq", ".roo", ".kiro", ".opencode", ".continue"] {
+        assert_eq!(std::fs::read_dir(fx.root.join(dir)).unwrap().count(), 0, "{dir} stays empty");
+    }
+    assert_eq!(std::fs::read_to_string(fx.root.join("opencode.json")).unwrap(), "{}\n");
+    // Positive control: an ordinary file beside them, at the top and in the subproject.
+    let r =
+        bash(&c, "echo ok > settings.json && echo ok > sub/notes.json && cat settings.json").await;
+    assert_eq!(out(&r), "ok\n", "{r}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("sub/notes.json")).unwrap(), "ok\n");
+    fx.assert_canary();
+    c.stop().await;
+}
