@@ -155,6 +155,8 @@ pub struct Checked {
 }
 
 impl Shell {
+    // Startup wiring: each argument is a separate piece of the daemon's config.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         m: &ModuleCfg,
         cfg: &ShellConfig,

@@ -118,13 +118,8 @@ pub enum AllowError {
          entry to commands.allow in daemon.toml"
     )]
     NotAllowed { argv: String, allowed: String, via: String },
-    #[error(
-        "`{argv}`{via} is refused: `{bin}` runs another program, and hands cannot tell which: \
-         {why}. Run the program directly, or (a person) list the option in \
-         sandbox-profiles/wrappers.txt, or add an allow entry naming this form up to it (`{form}`; \
-         nothing inside that form is checked then)"
-    )]
-    Hidden { argv: String, bin: String, why: String, form: String, via: String },
+    #[error("{0}")]
+    Hidden(Box<Hidden>),
     #[error(
         "`{0}` is refused: it nests programs that run programs more than {MAX_DEPTH} deep; run \
          the innermost one directly"
@@ -137,6 +132,22 @@ pub enum AllowError {
          of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`"
     )]
     BadToolName(String),
+}
+
+/// A wrapper's form that hides the program it runs (`env -S TEXT`), for [`AllowError::Hidden`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{argv}`{via} is refused: `{bin}` runs another program, and hands cannot tell which: {why}. \
+     Run the program directly, or (a person) list the option in sandbox-profiles/wrappers.txt, \
+     or add an allow entry naming this form up to it (`{form}`; nothing inside that form is \
+     checked then)"
+)]
+pub struct Hidden {
+    pub argv: String,
+    pub bin: String,
+    pub why: String,
+    pub form: String,
+    pub via: String,
 }
 
 /// A binary must be a plain name: no `/`, not `.` or `..`, no `..` inside, no NUL, no
@@ -255,13 +266,13 @@ impl Policy {
             }),
             // The entry that admitted it spells the form out past the token that hides it.
             Inner::Unknown(at, _) if named > at => Ok(()),
-            Inner::Unknown(at, why) => Err(AllowError::Hidden {
+            Inner::Unknown(at, why) => Err(AllowError::Hidden(Box::new(Hidden {
                 argv: show(argv),
                 bin: bin.clone(),
                 why,
                 form: argv[..=at.min(argv.len() - 1)].join(" "),
                 via,
-            }),
+            }))),
         }
     }
 }
@@ -394,8 +405,8 @@ mod tests {
         assert!(e.contains("`rm x` (run by `env rm x`)") && e.contains("deny lists `rm`"), "{e}");
         // Forms that hide the program are refused, naming the form.
         let e = p.decide(&argv("env -S rm")).unwrap_err();
-        assert!(matches!(&e, AllowError::Hidden { form, .. } if form == "env -S"), "{e}");
-        assert!(matches!(p.decide(&argv("env PATH=. ls")), Err(AllowError::Hidden { .. })));
+        assert!(matches!(&e, AllowError::Hidden(h) if h.form == "env -S"), "{e}");
+        assert!(matches!(p.decide(&argv("env PATH=. ls")), Err(AllowError::Hidden(_))));
         // `*` admits every program, but deny and confirm still reach inside.
         let p = policy(&["*"], &["rm"], None);
         assert!(matches!(p.decide(&argv("nice -n 5 rm x")), Err(AllowError::Denied { .. })));
