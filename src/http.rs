@@ -135,9 +135,9 @@ impl Setup {
             {
                 bail!(
                     "[[server.http.clients]] `{}`: token_file {} lies {seen}, where a command \
-                     or file tool could read the token and call the tools as `{}`\nhint: keep it outside every \
-                     root and every folder commands see, e.g. ~/.config/hands/{}.token (chmod \
-                     600)",
+                     or file tool could read the token and call the tools as `{}`\nhint: keep it \
+                     outside every root and every folder commands see, e.g. \
+                     ~/.config/hands/{}.token (chmod 600)",
                     c.name,
                     file.display(),
                     c.name,
