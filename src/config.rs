@@ -86,6 +86,8 @@ struct RawSandbox {
     #[serde(default)]
     deny: Vec<Spanned<String>>,
     secret_patterns: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    protected_extra: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -394,6 +396,9 @@ pub struct Config {
     pub sandbox_mode: SandboxMode,
     pub deny: Vec<PathBuf>,
     pub secret_patterns: Vec<String>,
+    /// `[sandbox].protected_extra`: protected rules added to `sandbox-profiles/protected.txt`,
+    /// as written (a trailing `/` marks a folder made empty where missing).
+    pub protected_extra: Vec<String>,
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
     pub modules: Vec<ModuleCfg>,
@@ -563,6 +568,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         sandbox_mode: SandboxMode::Enforce,
         deny: Vec::new(),
         secret_patterns: crate::profiles::secret_patterns().map(str::to_string).collect(),
+        protected_extra: Vec::new(),
         http: None,
         dashboard: None,
         modules: vec![
@@ -676,6 +682,42 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         }
         None => crate::profiles::secret_patterns().map(str::to_string).collect(),
     };
+
+    // Protected rules match relative paths at any depth in every root, component by component.
+    for e in &raw.sandbox.protected_extra {
+        let rule = e.get_ref().strip_suffix('/').unwrap_or(e.get_ref());
+        let bad = rule.is_empty()
+            || rule.starts_with('/')
+            || rule.starts_with('~')
+            || rule.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+            || rule.contains('\0');
+        if !bad && e.get_ref().ends_with('/') && rule.contains('/') {
+            p.add(
+                Some(e.span()),
+                "[sandbox]",
+                "protected_extra",
+                format!("`{}`: a folder entry (ending in `/`) is one name", e.get_ref()),
+                Some(
+                    "a missing folder is made empty only at a root's top (\".tool/\"); protect a \
+                     deeper path as a rule without the trailing `/` (\".tool/hooks\")",
+                ),
+            );
+        }
+        if bad {
+            p.add(
+                Some(e.span()),
+                "[sandbox]",
+                "protected_extra",
+                format!("`{}` is not a relative path of whole components", e.get_ref()),
+                Some(
+                    "write it as it appears inside a root, e.g. \".tool/settings.json\", or \
+                     \".tool/\" for a folder made empty where it is missing",
+                ),
+            );
+        }
+    }
+    let protected_extra: Vec<String> =
+        raw.sandbox.protected_extra.iter().map(|e| e.get_ref().clone()).collect();
 
     let http = raw.server.http.as_ref().map(|h| {
         let span = h.span();
@@ -971,6 +1013,7 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         sandbox_mode: raw.sandbox.mode.unwrap_or_default(),
         deny,
         secret_patterns,
+        protected_extra,
         http,
         dashboard,
         modules,

@@ -22,7 +22,7 @@
 //! reads the identity from headers or request extensions. With no clients configured (allowed
 //! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
 
-use crate::config::HttpCfg;
+use crate::config::{Config, Grant, HttpCfg, ModuleCfg, ModuleId, ModuleSettings};
 use crate::hangups::Sessions;
 use crate::server::{Daemon, HandsServer};
 use anyhow::{Context as _, anyhow, bail};
@@ -39,6 +39,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::Sha256;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -89,10 +90,12 @@ pub struct Setup {
 impl Setup {
     /// The HTTP setup, or `None` when neither `--http` nor `[server.http]` asks for HTTP.
     /// `listen` (from `--http ADDR`) overrides `[server.http].listen`. Refuses a non-loopback
-    /// address without clients, and any client whose token is missing, empty or too short.
-    pub fn new(cfg: Option<&HttpCfg>, listen: Option<&str>) -> anyhow::Result<Option<Setup>> {
+    /// address without clients, a loopback one without clients while commands share the host's
+    /// network ([`loopback_refusal`]), a token file that commands or file tools could read, and
+    /// any client whose token is missing, empty or too short.
+    pub fn new(config: &Config, listen: Option<&str>) -> anyhow::Result<Option<Setup>> {
         let default_cfg;
-        let cfg = match (cfg, listen) {
+        let cfg = match (config.http.as_ref(), listen) {
             (Some(c), _) => c,
             (None, Some(_)) => {
                 default_cfg = HttpCfg {
@@ -120,6 +123,27 @@ impl Setup {
                  # or token_file = \"~/.config/hands/ci-bot.token\"\n\
                  or listen on a loopback address such as 127.0.0.1:8765"
             );
+        }
+        if cfg.clients.is_empty()
+            && let Some(why) = loopback_refusal(config, &addr.to_string())
+        {
+            bail!("{why}");
+        }
+        for c in &cfg.clients {
+            if let Some(file) = &c.token_file
+                && let Some(seen) = readable_by_modules(config, file)
+            {
+                bail!(
+                    "[[server.http.clients]] `{}`: token_file {} lies {seen}, where a command \
+                     or file tool could read the token and call the tools as `{}`\nhint: keep it \
+                     outside every root and every folder commands see, e.g. \
+                     ~/.config/hands/{}.token (chmod 600)",
+                    c.name,
+                    file.display(),
+                    c.name,
+                    c.name
+                );
+            }
         }
         let mut hosts = Vec::new();
         for entry in &cfg.allowed_hosts {
@@ -161,6 +185,71 @@ impl Setup {
             format!("http://{bound}/mcp (bearer tokens: {})", names.join(", "))
         }
     }
+}
+
+/// The module whose commands reach the host's loopback: tools-shell with the `network` grant,
+/// whose commands share the host's network namespace (without it they get a private one).
+pub fn loopback_reacher(config: &Config) -> Option<&ModuleCfg> {
+    config.modules.iter().find(|m| m.id == ModuleId::Shell && m.has(Grant::Network))
+}
+
+/// Why HTTP at `listen` without `[[server.http.clients]]` is refused, when it is: the address is
+/// loopback (a non-loopback one needs tokens anyway) and commands reach the host's loopback, so
+/// a command could connect as a client — use every module's tools, answer an approval put to
+/// "its" client with *always* — and nothing a command can reach may grant anything.
+pub fn loopback_refusal(config: &Config, listen: &str) -> Option<String> {
+    let addr: SocketAddr = listen.parse().ok()?;
+    let m = loopback_reacher(config)?;
+    addr.ip().is_loopback().then(|| {
+        format!(
+            "refusing to serve HTTP on {addr} without bearer tokens: {} holds the `network` grant, \
+             so its commands share the host's network and can connect to {addr} themselves — as a \
+             client they would get every module's tools and could answer their own approvals\n\
+             hint: give each MCP client a token of its own in daemon.toml —\n  \
+             [[server.http.clients]]\n  name = \"my-agent\"\n  token_env = \"HANDS_TOKEN_AGENT\"   \
+             # or token_file = \"~/.config/hands/my-agent.token\"\n\
+             or take `network` off {}'s grants (its commands then get a private network)",
+            m.id.name(),
+            m.id.name()
+        )
+    })
+}
+
+/// Where commands or file tools could read `file`, when they could: inside a module's root, or
+/// for tools-shell inside a folder every command sees (the system folders, the folders of its
+/// `path`, its sandbox home), unless a credential or `sandbox.deny` entry masks it there. A
+/// token or login kept there could be used by the agent itself.
+pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let lists = crate::server::policy_lists(config);
+    if lists.credentials.iter().chain(&lists.deny).any(|d| real.starts_with(d)) {
+        return None;
+    }
+    for m in &config.modules {
+        if let Some(r) = m.roots.iter().find(|r| real.starts_with(&r.path)) {
+            return Some(format!("inside the root {} of {}", r.path.display(), m.id.name()));
+        }
+        let ModuleSettings::Shell(sh) = &m.settings else { continue };
+        let home = crate::server::absolute(&config.state_dir).join("sandbox-home");
+        let path = sh.command_path();
+        let seen = crate::shell::SYSTEM
+            .iter()
+            .map(PathBuf::from)
+            .chain(path.split(':').filter(|d| Path::new(d).is_absolute()).map(PathBuf::from))
+            .chain(std::iter::once(home))
+            .find(|dir| {
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+                real.starts_with(&dir)
+            });
+        if let Some(dir) = seen {
+            return Some(format!(
+                "inside {}, a folder every command of {} sees",
+                dir.display(),
+                m.id.name()
+            ));
+        }
+    }
+    None
 }
 
 /// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,

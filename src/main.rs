@@ -202,7 +202,7 @@ fn serve(config: Option<PathBuf>, http: Option<String>, log_level: Option<String
         };
     }
     // Tokens are read and the loopback rule checked before anything starts.
-    let http = match crate::http::Setup::new(cfg.http.as_ref(), http.as_deref()) {
+    let http = match crate::http::Setup::new(&cfg, http.as_deref()) {
         Ok(h) => h,
         Err(e) => {
             eprint_line(&format!("hands: {e:#}"));
@@ -299,6 +299,16 @@ fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
         }
     };
     report::out(&report::policy(&daemon));
+    if !doctor {
+        // What the file alone shows; `doctor` reports the same among its warnings.
+        let found = report::check_findings(&daemon);
+        for w in &found.warnings {
+            report::out(&format!("warning: {w}"));
+        }
+        if found.serve_refuses {
+            return ExitCode::from(1);
+        }
+    }
     if doctor {
         // Exit 1 when it is not safe to serve: `serve` would refuse to start, or in enforce
         // mode a missing guarantee would refuse every command. (`check` validates the file

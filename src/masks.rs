@@ -336,17 +336,24 @@ fn first_missing(d: &DeniedPath) -> Option<(PathBuf, bool)> {
 /// `.git/hooks` only where `.git` is a folder already (an empty `.git` would confuse git).
 /// The protected files (`.envrc`, `.mcp.json`, `.gitmodules`) get no placeholder: an empty one
 /// would show in `git status`, and their consumers ask the person before trusting new content.
+/// The protected.txt entries written with a trailing `/` are such folders too.
 const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".cursor"];
 
-/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`]);
-/// with `make` false only lists them in `missing`.
+/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`], and
+/// `extra`: `[sandbox].protected_extra`'s folders); with `make` false only lists them in
+/// `missing`.
 pub fn protected_placeholders(
     roots: &[crate::config::RootCfg],
+    extra: &[&str],
     make: bool,
     missing: &mut Vec<PathBuf>,
 ) -> anyhow::Result<()> {
     for r in roots.iter().filter(|r| r.writable) {
-        let mut wanted: Vec<PathBuf> = PROTECTED_FOLDERS.iter().map(|p| r.path.join(p)).collect();
+        let mut wanted: Vec<PathBuf> = (PROTECTED_FOLDERS.iter().copied())
+            .chain(crate::profiles::protected_folders())
+            .map(|p| r.path.join(p))
+            .chain(extra.iter().map(|p| r.path.join(p)))
+            .collect();
         if std::fs::symlink_metadata(r.path.join(".git")).is_ok_and(|m| m.is_dir()) {
             wanted.push(r.path.join(".git/hooks"));
         }

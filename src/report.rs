@@ -82,6 +82,9 @@ pub fn policy(daemon: &Daemon) -> String {
         c.deny.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     );
     let _ = writeln!(s, "secret_patterns: {}", c.secret_patterns.join(", "));
+    if !c.protected_extra.is_empty() {
+        let _ = writeln!(s, "protected_extra: {}", c.protected_extra.join(", "));
+    }
     if let Some(h) = &c.http {
         let clients: Vec<String> = h
             .clients
@@ -208,6 +211,68 @@ pub fn policy(daemon: &Daemon) -> String {
     s.trim_end().to_string()
 }
 
+/// What `hands check` finds in the file alone (`doctor` reports the same among its warnings):
+/// HTTP that `serve` would refuse to serve without tokens, and allowlist entries that admit a
+/// program which runs another one.
+pub struct CheckFindings {
+    pub warnings: Vec<String>,
+    /// `hands serve` would refuse to start with this file, whatever the environment holds.
+    pub serve_refuses: bool,
+}
+
+/// The findings of `hands check` (see [`CheckFindings`]).
+pub fn check_findings(daemon: &Daemon) -> CheckFindings {
+    let c = &daemon.config;
+    let mut f = CheckFindings { warnings: Vec::new(), serve_refuses: false };
+    if let Some(h) = c.http.as_ref().filter(|h| h.clients.is_empty())
+        && let Some(why) = crate::http::loopback_refusal(c, &h.listen)
+    {
+        f.warnings.push(format!("`hands serve` would refuse to start: {why}"));
+        f.serve_refuses = true;
+    }
+    for m in &c.modules {
+        if let ModuleSettings::Shell(sh) = &m.settings {
+            f.warnings.extend(wrapper_warnings(sh));
+        }
+    }
+    f
+}
+
+/// `commands.allow` entries that admit a program which runs other programs: a wrapper (`env`,
+/// `timeout`, `xargs`, …: what it runs is checked too, but the entry widens what a model can
+/// phrase) or an opaque one (a shell, `make`, an interpreter: what it runs cannot be checked,
+/// so deny and confirm do not reach inside it). `sandbox-profiles/wrappers.txt` lists both.
+fn wrapper_warnings(sh: &crate::config::ShellConfig) -> Vec<String> {
+    use hands_shell::allow::Entry;
+    let mut w = Vec::new();
+    let (Ok(policy), Ok(profile)) = (sh.policy(), hands_shell::wrappers::Profile::embedded())
+    else {
+        return w;
+    };
+    for e in &policy.allow {
+        let Entry::Prefix { bin, .. } = e else { continue };
+        if profile.is_wrapper(bin) {
+            w.push(format!(
+                "tools-shell: commands.allow admits `{e}`, which runs the program named in its \
+                 arguments: hands checks that program too (it must be allowed, deny and confirm \
+                 apply), and refuses the forms that hide it (sandbox-profiles/wrappers.txt)"
+            ));
+        } else if profile.is_opaque(bin) {
+            w.push(format!(
+                "tools-shell: commands.allow admits `{e}`, which runs commands it reads as text, \
+                 from files or from its input: what it runs is not checked, so commands.deny and \
+                 commands.confirm do not reach inside it{}",
+                if policy.confirm.iter().any(|c| c.matches(std::slice::from_ref(bin))) {
+                    " (confirm lists it: a person says yes to each run)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    w
+}
+
 /// SPEC §4.4's doctor warnings for tools-shell's `commands` and `tools`: `allow = ["*"]`, a
 /// published tool `allow` does not admit (or `deny` refuses, or PATH lacks), an empty
 /// description, two entries with one name; and a PATH folder inside a writable root, where a
@@ -216,6 +281,7 @@ fn shell_warnings(sh: &crate::config::ShellConfig, m: &crate::config::ModuleCfg)
     use hands_shell::allow::{Entry, tool_name};
     let mut w = Vec::new();
     let Ok(policy) = sh.policy() else { return w };
+    w.extend(wrapper_warnings(sh));
     if policy.allows_everything() {
         w.push(
             "tools-shell: commands.allow = [\"*\"] admits every program on the module's PATH \
@@ -539,7 +605,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
             ));
         }
         // The same checks `serve` makes first: tokens present, long enough, distinct.
-        if let Err(e) = crate::http::Setup::new(Some(h), None) {
+        if let Err(e) = crate::http::Setup::new(c, None) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
             serve_refuses = true;
         }
@@ -557,6 +623,21 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
                     ));
                 }
             }
+        }
+    }
+    if let Some(m) = crate::http::loopback_reacher(c) {
+        let doors: Vec<String> = (c.http.iter().map(|h| format!("[server.http] at {}", h.listen)))
+            .chain(c.dashboard.iter().map(|d| format!("the dashboard at {}", d.listen)))
+            .collect();
+        if !doors.is_empty() {
+            warnings.push(format!(
+                "{}: the `network` grant puts its commands on the host's network, so they reach \
+                 {} like any local program; only tokens keep them out — `serve` refuses HTTP on \
+                 loopback without per-client tokens, and any token file a command or file tool \
+                 could read",
+                m.id.name(),
+                doors.join(" and ")
+            ));
         }
     }
     if let Some(d) = &c.dashboard {

@@ -52,7 +52,9 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
         deny: config.deny.clone(),
         secret_patterns: config.secret_patterns.clone(),
         secret_exceptions: crate::profiles::secret_exceptions().map(str::to_string).collect(),
-        protected: crate::profiles::protected().map(str::to_string).collect(),
+        protected: (crate::profiles::protected().map(str::to_string))
+            .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
+            .collect(),
     }
 }
 
@@ -163,6 +165,7 @@ impl Daemon {
                             resolver,
                             &lists,
                             &config.state_dir,
+                            &config.protected_extra,
                             config.sandbox_mode == crate::config::SandboxMode::Enforce,
                             make_placeholders,
                         )

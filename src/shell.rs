@@ -155,12 +155,15 @@ pub struct Checked {
 }
 
 impl Shell {
+    // Startup wiring: each argument is a separate piece of the daemon's config.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         m: &ModuleCfg,
         cfg: &ShellConfig,
         resolver: Arc<Resolver>,
         lists: &hands_roots::PolicyLists,
         state_dir: &Path,
+        protected_extra: &[String],
         enforce: bool,
         make_placeholders: bool,
     ) -> anyhow::Result<Shell> {
@@ -189,7 +192,9 @@ impl Shell {
             m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
-        masks::protected_placeholders(&m.roots, make_placeholders, &mut unmade)?;
+        let folders: Vec<&str> =
+            protected_extra.iter().filter_map(|e| e.strip_suffix('/')).collect();
+        masks::protected_placeholders(&m.roots, &folders, make_placeholders, &mut unmade)?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()

@@ -82,20 +82,15 @@ impl Setup {
     /// also an MCP client's (the person's login must be separate from every client's).
     pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
         let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
-        if let Some(file) = &cfg.token_file {
-            let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
-            for m in &config.modules {
-                if let Some(r) = m.roots.iter().find(|r| real.starts_with(&r.path)) {
-                    bail!(
-                        "[server.dashboard]: token_file {} lies inside the root {} of {}, where \
-                         commands and file tools could read the person's login\nhint: keep it \
-                         outside every root, e.g. ~/.config/hands/dashboard.token (chmod 600)",
-                        file.display(),
-                        r.path.display(),
-                        m.id.name()
-                    );
-                }
-            }
+        if let Some(file) = &cfg.token_file
+            && let Some(seen) = crate::http::readable_by_modules(config, file)
+        {
+            bail!(
+                "[server.dashboard]: token_file {} lies {seen}, where commands and file tools \
+                 could read the person's login\nhint: keep it outside every root and every \
+                 folder commands see, e.g. ~/.config/hands/dashboard.token (chmod 600)",
+                file.display()
+            );
         }
         let addr: SocketAddr = cfg.listen.parse().map_err(|_| {
             anyhow!(

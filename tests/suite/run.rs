@@ -549,3 +549,81 @@ async fn the_brake_refuses_hands_exec_and_run_until_released() {
     assert_eq!(stopped, 2);
     let _ = c.cancel().await;
 }
+
+/// Issue 22, class 5: `deny` and `confirm` apply to the program that actually runs, not only to
+/// `argv[0]`. With `env` and `timeout` allowed and `rm` denied, `env rm x` used to delete the
+/// file and `timeout 10 bash -c …` ran a confirm-listed shell with no person asked.
+#[tokio::test]
+async fn deny_and_confirm_reach_the_program_a_wrapper_runs() {
+    let fx = Fixture::new();
+    let config = config(
+        &fx,
+        "allow = [\"env\", \"timeout\", \"nice\", \"bash\", \"ls\"], deny = [\"rm\"]",
+        "",
+    );
+    let person = Person::new(None, true);
+    let c = connect(&fx, &config, person.clone()).await;
+    let victim = fx.write("x", "keep\n");
+    // Positive control: a wrapper around an allowed program runs it.
+    let out = ran(&c, &["env", "ls"]).await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert!(out["stdout"].as_str().unwrap().contains('x'), "{out}");
+    for argv in [
+        &["env", "rm", "x"][..],
+        &["env", "-i", "A=1", "rm", "x"],
+        &["timeout", "10", "env", "rm", "x"],
+        &["nice", "-n", "5", "rm", "-f", "x"],
+    ] {
+        let msg = refused(&c, argv).await;
+        assert!(msg.contains("commands.deny lists `rm`") && msg.contains("(run by `"), "{msg}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n", "{argv:?} ran");
+    }
+    // A program inside must be admitted too, and a form that hides it is refused.
+    let msg = refused(&c, &["env", "cat", "x"]).await;
+    assert!(msg.contains("no entry of commands.allow admits it"), "{msg}");
+    for argv in [&["env", "-S", "rm x"][..], &["env", "PATH=/tmp", "ls"], &["env", "--frob", "rm"]]
+    {
+        let msg = refused(&c, argv).await;
+        assert!(msg.contains("hands cannot tell which"), "{msg}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    assert_eq!(person.times_asked(), 0, "refusals by the policy ask no one");
+    // A confirm-listed shell inside `timeout` asks a person; declined, it does not run.
+    let argv = ["timeout", "10", "bash", "-c", "echo pwned > pwned"];
+    let msg = refused(&c, &argv).await;
+    assert!(msg.contains("commands.confirm"), "{msg}");
+    assert_eq!(person.times_asked(), 1, "the shell inside timeout must ask");
+    assert!(person.last_question().contains("bash"), "{}", person.last_question());
+    assert!(!fx.root.join("pwned").exists(), "the shell ran without a yes");
+    // Confirmed by the person, it runs.
+    person.set(Some("allow_once"));
+    let out = ran(&c, &argv).await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert!(fx.root.join("pwned").exists());
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}
+
+/// `hands check` and `hands doctor` say when `allow` admits a program that runs other programs:
+/// a wrapper (checked inside) or an opaque one (a shell, make: not checked inside).
+#[tokio::test]
+async fn check_and_doctor_warn_when_allow_admits_a_program_that_runs_programs() {
+    let fx = Fixture::new();
+    let config = config(&fx, "allow = [\"env\", \"make\", \"ls\"]", "");
+    let out = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("warning: tools-shell: commands.allow admits `env`, which runs"),
+        "{text}"
+    );
+    assert!(text.contains("admits `make`, which runs commands it reads as text"), "{text}");
+    assert!(!text.contains("admits `ls`"), "{text}");
+    let out = doctor(&fx, &config);
+    assert!(out.contains("admits `env`") && out.contains("admits `make`"), "{out}");
+    // Positive control: plain programs draw no such warning.
+    let config = config_trust(&fx, "allow", "allow = [\"ls\", \"kubectl get\"]", "");
+    let out = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("warning:"), "{text}");
+}

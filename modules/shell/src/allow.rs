@@ -7,9 +7,21 @@
 //! tokens (`kubectl get` admits `kubectl get pods`, not `kubectl getsecrets`), or `*` (every
 //! binary). `deny` wins over `allow`; `confirm` admits nothing by itself, it only marks an
 //! admitted argv as needing a person's yes for each run.
+//!
+//! The lists apply to every program an argv runs, not only to `argv[0]`: a program that runs
+//! another one (`env rm x`, `timeout 10 bash -c …`, `find . -exec rm {} ;` — the `wrap` lines
+//! of `sandbox-profiles/wrappers.txt`) is unwrapped, and each program inside must be named, be
+//! admitted by `allow` (or named by the entry that admitted the wrapper: `timeout 10 make`), not
+//! be denied, and asks a person when `confirm` lists it. A wrapper's form that hides its program
+//! (`env -S TEXT`, `flock -c TEXT`, an option the profile does not list) is refused unless an
+//! allow entry names the form up to that token.
 
+use crate::wrappers::{Inner, Profile};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// How many programs deep an argv is unwrapped (`env nice timeout 5 rm` is four).
+pub const MAX_DEPTH: usize = 8;
 
 /// Programs that run only after a person says yes, unless `commands.confirm` is set: the
 /// destructive classics and every shell (a shell runs whatever text it is given).
@@ -58,6 +70,16 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// How many leading tokens of an argv the entry names (`*`: none).
+    fn tokens(&self) -> usize {
+        match self {
+            Entry::Any => 0,
+            Entry::Prefix { args, .. } => args.len() + 1,
+        }
+    }
+}
+
 impl fmt::Display for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -86,19 +108,46 @@ pub enum AllowError {
     Pathed(String),
     #[error("`{0}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty")]
     BadName(String),
-    #[error("`{argv}` is refused: commands.deny lists `{entry}`")]
-    Denied { argv: String, entry: String },
+    #[error("`{argv}`{via} is refused: commands.deny lists `{entry}`")]
+    Denied { argv: String, entry: String, via: String },
     #[error(
-        "`{argv}` is refused: no entry of commands.allow admits it (allowed: {allowed}); entries \
-         match whole leading tokens, so `kubectl get` admits `kubectl get pods` but not \
-         `kubectl getsecrets`. A person can add an entry to commands.allow in daemon.toml"
+        "`{argv}`{via} is refused: no entry of commands.allow admits it (allowed: {allowed}); \
+         entries match whole leading tokens, so `kubectl get` admits `kubectl get pods` but not \
+         `kubectl getsecrets`, and a program run by another (`env`, `timeout`, `xargs`, `find \
+         -exec`, … in sandbox-profiles/wrappers.txt) must be admitted too. A person can add an \
+         entry to commands.allow in daemon.toml"
     )]
-    NotAllowed { argv: String, allowed: String },
+    NotAllowed { argv: String, allowed: String, via: String },
+    #[error("{0}")]
+    Hidden(Box<Hidden>),
+    #[error(
+        "`{0}` is refused: it nests programs that run programs more than {MAX_DEPTH} deep; run \
+         the innermost one directly"
+    )]
+    TooDeep(String),
+    #[error("the wrappers profile is broken, so no argv can be checked: {0}")]
+    Profile(String),
     #[error(
         "the published name `{0}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
          of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`"
     )]
     BadToolName(String),
+}
+
+/// A wrapper's form that hides the program it runs (`env -S TEXT`), for [`AllowError::Hidden`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{argv}`{via} is refused: `{bin}` runs another program, and hands cannot tell which: {why}. \
+     Run the program directly, or (a person) list the option in sandbox-profiles/wrappers.txt, \
+     or add an allow entry naming this form up to it (`{form}`; nothing inside that form is \
+     checked then)"
+)]
+pub struct Hidden {
+    pub argv: String,
+    pub bin: String,
+    pub why: String,
+    pub form: String,
+    pub via: String,
 }
 
 /// A binary must be a plain name: no `/`, not `.` or `..`, no `..` inside, no NUL, no
@@ -146,6 +195,7 @@ impl Policy {
                 .collect::<Result<Vec<_>, _>>()
         };
         let default: Vec<String> = DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect();
+        Profile::embedded().map_err(|e| ("wrappers", 0, AllowError::Profile(e)))?;
         Ok(Policy {
             allow: list("allow", allow)?,
             deny: list("deny", deny)?,
@@ -163,26 +213,67 @@ impl Policy {
         !self.allow.is_empty()
     }
 
-    /// The name check, then `deny` (which wins over everything), then `allow`, then whether
-    /// `confirm` lists it.
+    /// For the argv and every program it runs (unwrapped, see the module's doc): the name
+    /// check, then `deny` (which wins over everything), then `allow`, then whether `confirm`
+    /// lists it. Confirm when any of them is confirm-listed.
     pub fn decide(&self, argv: &[String]) -> Result<Verdict, AllowError> {
+        if argv.is_empty() {
+            return Err(AllowError::EmptyArgv);
+        }
+        let profile = Profile::embedded().map_err(AllowError::Profile)?;
+        let mut confirm = false;
+        self.level(profile, argv, argv, 0, 0, &mut confirm)?;
+        Ok(if confirm { Verdict::Confirm } else { Verdict::Allowed })
+    }
+
+    /// Checks one program of `top` (`argv`, at `depth`); `named` is how many of its leading
+    /// tokens the allow entry of the program around it spelled out (`timeout 10 make` names
+    /// `make` inside `timeout 10 make all`), which admits it as that entry's form.
+    fn level(
+        &self,
+        profile: &Profile,
+        top: &[String],
+        argv: &[String],
+        depth: usize,
+        named: usize,
+        confirm: &mut bool,
+    ) -> Result<(), AllowError> {
         let Some(bin) = argv.first() else { return Err(AllowError::EmptyArgv) };
         check_name(bin)?;
+        let via = if depth == 0 { String::new() } else { format!(" (run by `{}`)", show(top)) };
         if let Some(entry) = self.deny.iter().find(|e| e.matches(argv)) {
-            return Err(AllowError::Denied { argv: show(argv), entry: entry.to_string() });
+            return Err(AllowError::Denied { argv: show(argv), entry: entry.to_string(), via });
         }
-        if !self.allow.iter().any(|e| e.matches(argv)) {
+        let own = self.allow.iter().filter(|e| e.matches(argv)).map(Entry::tokens).max();
+        let Some(own) = own.or((named > 0).then_some(0)) else {
             let allowed = if self.allow.is_empty() {
                 "none".to_string()
             } else {
                 self.allow.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
             };
-            return Err(AllowError::NotAllowed { argv: show(argv), allowed });
-        }
+            return Err(AllowError::NotAllowed { argv: show(argv), allowed, via });
+        };
+        let named = named.max(own);
         if self.confirm.iter().any(|e| e.matches(argv)) {
-            return Ok(Verdict::Confirm);
+            *confirm = true;
         }
-        Ok(Verdict::Allowed)
+        match profile.inner(argv) {
+            Inner::Nothing => Ok(()),
+            Inner::Runs(_) if depth + 1 >= MAX_DEPTH => Err(AllowError::TooDeep(show(top))),
+            Inner::Runs(runs) => runs.iter().try_for_each(|(inner, start)| {
+                let named = named.saturating_sub(*start);
+                self.level(profile, top, inner, depth + 1, named, confirm)
+            }),
+            // The entry that admitted it spells the form out past the token that hides it.
+            Inner::Unknown(at, _) if named > at => Ok(()),
+            Inner::Unknown(at, why) => Err(AllowError::Hidden(Box::new(Hidden {
+                argv: show(argv),
+                bin: bin.clone(),
+                why,
+                form: argv[..=at.min(argv.len() - 1)].join(" "),
+                via,
+            }))),
+        }
     }
 }
 
@@ -293,6 +384,50 @@ mod tests {
         let p = policy(&["*"], &[], Some(&["git push"]));
         assert_eq!(p.decide(&argv("rm x")), Ok(Verdict::Allowed));
         assert_eq!(p.decide(&argv("git push origin")), Ok(Verdict::Confirm));
+    }
+
+    #[test]
+    fn deny_allow_and_confirm_apply_to_the_program_a_wrapper_runs() {
+        let p = policy(&["env", "timeout", "bash", "ls", "find", "xargs"], &["rm"], None);
+        assert!(matches!(p.decide(&argv("env rm x")), Err(AllowError::Denied { .. })));
+        assert!(matches!(p.decide(&argv("env -i A=1 rm x")), Err(AllowError::Denied { .. })));
+        assert!(matches!(p.decide(&argv("timeout 5 env rm x")), Err(AllowError::Denied { .. })));
+        assert!(matches!(p.decide(&argv("find . -exec rm {} ;")), Err(AllowError::Denied { .. })));
+        assert!(matches!(p.decide(&argv("xargs -0 rm")), Err(AllowError::Denied { .. })));
+        assert_eq!(p.decide(&argv("timeout 10 bash -c x")), Ok(Verdict::Confirm));
+        assert_eq!(p.decide(&argv("env ls -l")), Ok(Verdict::Allowed));
+        assert_eq!(p.decide(&argv("env")), Ok(Verdict::Allowed));
+        assert_eq!(p.decide(&argv("find . -exec ls {} +")), Ok(Verdict::Allowed));
+        // The program inside must be admitted too, and named, never pathed.
+        assert!(matches!(p.decide(&argv("env cat x")), Err(AllowError::NotAllowed { .. })));
+        assert!(matches!(p.decide(&argv("env /bin/rm x")), Err(AllowError::Pathed(_))));
+        let e = p.decide(&argv("env rm x")).unwrap_err().to_string();
+        assert!(e.contains("`rm x` (run by `env rm x`)") && e.contains("deny lists `rm`"), "{e}");
+        // Forms that hide the program are refused, naming the form.
+        let e = p.decide(&argv("env -S rm")).unwrap_err();
+        assert!(matches!(&e, AllowError::Hidden(h) if h.form == "env -S"), "{e}");
+        assert!(matches!(p.decide(&argv("env PATH=. ls")), Err(AllowError::Hidden(_))));
+        // `*` admits every program, but deny and confirm still reach inside.
+        let p = policy(&["*"], &["rm"], None);
+        assert!(matches!(p.decide(&argv("nice -n 5 rm x")), Err(AllowError::Denied { .. })));
+        assert_eq!(p.decide(&argv("nohup setsid sh")), Ok(Verdict::Confirm));
+        assert_eq!(p.decide(&argv("unshare -r")), Ok(Verdict::Confirm));
+        let deep = "env ".repeat(MAX_DEPTH) + "ls";
+        assert!(matches!(p.decide(&argv(&deep)), Err(AllowError::TooDeep(_))));
+    }
+
+    #[test]
+    fn an_entry_naming_the_full_form_admits_it() {
+        // `timeout 10 make` names make: make need not be allowed on its own.
+        let p = policy(&["timeout 10 make", "flock -c"], &["rm"], Some(&[]));
+        assert_eq!(p.decide(&argv("timeout 10 make all")), Ok(Verdict::Allowed));
+        assert!(matches!(p.decide(&argv("timeout 10 cat")), Err(AllowError::NotAllowed { .. })));
+        assert!(matches!(p.decide(&argv("timeout 9 make")), Err(AllowError::NotAllowed { .. })));
+        // deny still applies inside a named form.
+        let p2 = policy(&["timeout 10 rm"], &["rm"], Some(&[]));
+        assert!(matches!(p2.decide(&argv("timeout 10 rm x")), Err(AllowError::Denied { .. })));
+        // A hiding form is admitted only by an entry that names it up to the hiding token.
+        assert_eq!(p.decide(&argv("flock -c x /tmp/l")), Ok(Verdict::Allowed));
     }
 
     #[test]
