@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the script in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcp_session import McpError, Result, Session  # noqa: E402
 
