@@ -350,6 +350,9 @@ def check_forkbomb(run):
     count = os.path.join(run.proj, "bomb-count")
     deadline = time.time() + 120
     while not os.path.exists(count) and time.time() < deadline:
+        with s.lock:
+            if a in s.answers or s.closed:
+                break  # answered (refused, or ended) without saturating
         time.sleep(0.2)
     saturated = os.path.exists(count)
     t0 = time.time()
@@ -396,8 +399,11 @@ def check_kill(run):
     s = r.structured
     out = s.get("stdout", "")
     ok = not r.is_error and "before" in out and "after" not in out and s.get("signal") == 15
+    why = outcome(r) if r.is_error else (
+        f"kill $$ did not end it with SIGTERM: exit {s.get('exit_code')}, signal "
+        f"{s.get('signal')}{', echo after ran' if 'after' in out else ''}")
     run.report("kill", ok, "kill $$ ended the command with SIGTERM (15); echo before ran"
-               if ok else outcome(r))
+               if ok else why)
 
 
 def check_tmux(run):
@@ -464,9 +470,9 @@ def main():
             # Positive control of the row: user namespaces really are off.
             run.report("refusal", False, f"control: {knob} is not 0 (set it as root first)")
     snap = Snapshot(run)
-    # The detector's own positive control: a process started now (its argv names this run's
-    # folder, so it counts on a shared host too) is seen as left behind.
-    plant = subprocess.Popen(["sh", "-c", "sleep 97", run.base])
+    # The detector's own positive control: a process started now (in this run's folder, so it
+    # counts on a shared host too) is seen as left behind.
+    plant = subprocess.Popen(["sleep", "97"], cwd=run.base)
     time.sleep(0.3)
     detector = any(p.startswith(f"{plant.pid} ") for p in snap.left()[0])
     plant.kill()
