@@ -13,6 +13,33 @@ use tokio::process::Command;
 
 pub const CANARY: &str = "canary: must stay unchanged\n";
 
+/// The `hands` binary the tests drive: `HANDS_BIN` when set (scripts/test-as-user runs a copy
+/// that an unprivileged user can reach when the checkout's parents are closed to it), else the
+/// one cargo built.
+pub fn hands_bin() -> PathBuf {
+    std::env::var_os("HANDS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hands")))
+}
+
+/// Whether the tests run as root (CI runs them twice: as root, then as an ordinary user).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// For a test whose point needs root (planting a device node, say): true as root; as an
+/// ordinary user it writes `SKIPPED test: why` past libtest's capture (scripts/test-as-user
+/// lists these lines) and returns false, so the test returns without asserting anything.
+pub fn needs_root(test: &str, why: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    use std::io::Write;
+    let uid = rustix::process::geteuid().as_raw();
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test} as uid {uid}: {why}");
+    false
+}
+
 /// A temp tree: `root/` (the writable root), `outside/` (with `canary.txt`), `home/` (HOME).
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -101,7 +128,7 @@ impl Fixture {
 
     /// A command that runs the real binary with this fixture's environment.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_hands"));
+        let mut c = Command::new(hands_bin());
         c.args(args)
             .current_dir(&self.root)
             .env_clear()
@@ -113,7 +140,7 @@ impl Fixture {
     }
 
     pub fn std_command(&self, args: &[&str]) -> std::process::Command {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hands"));
+        let mut c = std::process::Command::new(hands_bin());
         c.args(args)
             .current_dir(&self.root)
             .env_clear()

@@ -488,12 +488,20 @@ fn udp_to_a_host_loopback_port_is_not_delivered_without_network() {
 #[test]
 fn kill_minus_9_minus_1_reaches_nothing_outside() {
     let sb = Sandbox::new();
-    let mut outside = std::process::Command::new("sleep").arg(unique_sleep()).spawn().unwrap();
+    // Killed on drop, so a failing assertion does not leave it running (it kept the output
+    // pipe of scripts/test-as-user open).
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut outside =
+        KillOnDrop(std::process::Command::new("sleep").arg(unique_sleep()).spawn().unwrap());
     let o = sb.run("kill -9 -1; kill -9 $PPID; echo done");
     assert!(stdout(&o).contains("done"), "{}", all(&o));
-    assert!(outside.try_wait().unwrap().is_none(), "a host process was killed");
-    outside.kill().unwrap();
-    outside.wait().unwrap();
+    assert!(outside.0.try_wait().unwrap().is_none(), "a host process was killed");
 }
 
 #[test]
@@ -529,6 +537,10 @@ fn sigterm_to_the_launcher_reaches_the_command_and_its_children() {
 /// way to the device. Positive control: the sandbox's own /dev/null takes writes.
 #[test]
 fn device_nodes_in_a_root_are_inert() {
+    let why = "only root can plant a device node (mknod), so an ordinary user has none to try";
+    if !super::common::needs_root("device_nodes_in_a_root_are_inert", why) {
+        return;
+    }
     let sb = Sandbox::new();
     let node = sb.fx.root.join("null-node");
     let made = std::process::Command::new("mknod")

@@ -409,7 +409,7 @@ async fn a_killed_daemon_takes_its_commands_along_but_not_its_sessions() {
     }
     assert_eq!(host_processes(&["sleep", &bash_marker]).len(), 2, "both sleeps run");
     let daemon = host_processes(&[
-        env!("CARGO_BIN_EXE_hands"),
+        super::common::hands_bin().to_str().unwrap(),
         "serve",
         "--config",
         config.to_str().unwrap(),
