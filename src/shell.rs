@@ -189,7 +189,7 @@ impl Shell {
             m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
-        masks::protected_placeholders(&m.roots, make_placeholders, &mut unmade)?;
+        masks::protected_placeholders(&m.roots, &resolver, make_placeholders, &mut unmade)?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()
@@ -209,7 +209,19 @@ impl Shell {
                     if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
                 })
                 .collect();
-        masked.extend(masks::placeholders(&denied, &m.roots, make_placeholders, &mut unmade)?);
+        masked.extend(masks::placeholders(
+            &denied,
+            &m.roots,
+            &resolver,
+            make_placeholders,
+            &mut unmade,
+        )?);
+        // `serve` makes them again whenever it walks the roots: a removed one comes back.
+        let repair = make_placeholders.then(|| masks::Repair {
+            denied,
+            roots: m.roots.clone(),
+            dirs: vec![home.clone()],
+        });
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -265,7 +277,7 @@ impl Shell {
             policy,
             os_tools: cfg.tools.clone(),
             run_output_chars,
-            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone())),
+            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone(), repair)),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
@@ -467,9 +479,10 @@ impl Shell {
     /// a moment), refusing a name the sandbox cannot mask.
     async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
         let masks = self.masks.clone();
-        let found = tokio::task::spawn_blocking(move || masks.current()).await.map_err(|e| {
-            Refusal(format!("the roots could not be scanned for secret files: {e}"))
-        })?;
+        let found = tokio::task::spawn_blocking(move || masks.current())
+            .await
+            .map_err(|e| Refusal(format!("the roots could not be scanned for secret files: {e}")))?
+            .map_err(|why| Refusal(why.to_string()))?;
         if let Some(p) = &found.unmaskable {
             return Err(Refusal(format!(
                 "refused: {} must be hidden from commands or read-only to them (a secret file, \
