@@ -20,10 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Entries one walk of the roots visits at most. Past it commands refuse (the walk could not
-/// check the rest), naming the count and what to do: a tree this large is either a flood a
-/// command made or a root wider than a project.
-pub const WALK_LIMIT: usize = 1_000_000;
+/// Entries one walk of the roots visits at most, unless tools-shell's `limits.walk_entries`
+/// says otherwise. Past it commands refuse (the walk could not check the rest), naming the
+/// count and what to do: a tree this large is either a flood a command made or a root wider
+/// than a project. A walk costs a few microseconds per entry, for every command that starts
+/// after the cache expired.
+pub const WALK_LIMIT: usize = 200_000;
 /// How long a walk's result is reused: a secret file created on the host is masked for every
 /// command that starts this long after it appeared. A walk slower than a tenth of it is reused
 /// ten times as long as it took, so walking never takes more than a tenth of the time.
@@ -105,6 +107,7 @@ impl Masks {
         roots: &[crate::config::RootCfg],
         resolver: Arc<Resolver>,
         repair: Option<Repair>,
+        limit: usize,
     ) -> Masks {
         let all: Vec<&PathBuf> = roots.iter().map(|r| &r.path).collect();
         // A root inside another is walked as part of the outer one.
@@ -115,7 +118,7 @@ impl Masks {
             .collect();
         roots.sort();
         roots.dedup();
-        Masks { roots, resolver, limit: WALK_LIMIT, cache: Mutex::new(None), repair }
+        Masks { roots, resolver, limit, cache: Mutex::new(None), repair }
     }
 
     /// The names to mask for a command starting now: the last walk's when it is younger than
@@ -173,8 +176,8 @@ impl Masks {
             let what = match &e {
                 WalkError::Limit { limit } => format!(
                     "the roots hold more than {limit} files and folders (a command may have \
-                     made them: a flood of files or hard links). A person can remove them, or \
-                     narrow the roots"
+                     made them: a flood of files or hard links). A person can remove them, \
+                     narrow the roots, or raise tools-shell's `limits.walk_entries`"
                 ),
                 other => format!(
                     "{other}. A person can fix or remove that folder (or narrow the roots); the \
@@ -319,9 +322,19 @@ pub fn walk(
         let kind_of =
             |name: &str, k: rustix::fs::FileType| l.get(name).is_some_and(|i| i.kind == k);
         use rustix::fs::FileType as T;
-        let is_gitdir = kind_of("HEAD", T::RegularFile)
+        // By what it holds (a bare repository under any name, a separate git dir), or by
+        // its name (`.git`, a submodule's `.git/modules/NAME`), complete or not yet.
+        let by_name = || {
+            let parent = folder.path.parent();
+            folder.path.file_name() == Some(OsStr::new(".git"))
+                || (parent.and_then(Path::file_name) == Some(OsStr::new("modules"))
+                    && parent.and_then(Path::parent).and_then(Path::file_name)
+                        == Some(OsStr::new(".git")))
+        };
+        let is_gitdir = (kind_of("HEAD", T::RegularFile)
             && (kind_of("commondir", T::RegularFile)
-                || (kind_of("objects", T::Directory) && kind_of("refs", T::Directory)));
+                || (kind_of("objects", T::Directory) && kind_of("refs", T::Directory))))
+            || by_name();
         if is_gitdir {
             found.gitdirs.push(git_dir(folder, l, &mut found.protected, &mut found.unmaskable));
         }

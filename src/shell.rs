@@ -242,6 +242,9 @@ impl Shell {
         env.insert("HOME".into(), home.to_string_lossy().into_owned());
         env.insert("TMPDIR".into(), "/tmp".into());
         let l = cfg.limits.clone().unwrap_or_default();
+        let walk_limit = l
+            .walk_entries
+            .map_or(masks::WALK_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
         let limits = json!({
             "processes": l.processes.unwrap_or(512),
             "open_files": l.open_files.unwrap_or(1024),
@@ -277,7 +280,7 @@ impl Shell {
             policy,
             os_tools: cfg.tools.clone(),
             run_output_chars,
-            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone(), repair)),
+            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone(), repair, walk_limit)),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
