@@ -836,7 +836,7 @@ mod tests {
         assert_eq!(std::fs::read(bare.join("commondir")).unwrap(), b"./\n");
         assert_eq!(std::fs::read(sep.join("config.worktree")).unwrap(), b"");
         assert!(!bare.join("config.worktree").exists(), "no worktreeConfig there");
-        assert_eq!(found.pointed, [sep.clone()]);
+        assert_eq!(found.pointed, std::slice::from_ref(&sep));
     }
 
     /// A git dir reached through a folder that is now a symlink out of the root: the
