@@ -145,6 +145,9 @@ pub struct ShellLimits {
     pub open_files: Option<u64>,
     pub file_size_mb: Option<u64>,
     pub memory_mb: Option<u64>,
+    /// Files and folders the walk of the roots (masks, protected paths) may visit; past it
+    /// commands refuse (default 200,000).
+    pub walk_entries: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone)]

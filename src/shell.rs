@@ -194,7 +194,13 @@ impl Shell {
         let mut unmade = Vec::new();
         let folders: Vec<&str> =
             protected_extra.iter().filter_map(|e| e.strip_suffix('/')).collect();
-        masks::protected_placeholders(&m.roots, &folders, make_placeholders, &mut unmade)?;
+        masks::protected_placeholders(
+            &m.roots,
+            &folders,
+            &resolver,
+            make_placeholders,
+            &mut unmade,
+        )?;
         let protected: Vec<PathBuf> = m
             .roots
             .iter()
@@ -214,7 +220,20 @@ impl Shell {
                     if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
                 })
                 .collect();
-        masked.extend(masks::placeholders(&denied, &m.roots, make_placeholders, &mut unmade)?);
+        masked.extend(masks::placeholders(
+            &denied,
+            &m.roots,
+            &resolver,
+            make_placeholders,
+            &mut unmade,
+        )?);
+        // `serve` makes them again whenever it walks the roots: a removed one comes back.
+        let repair = make_placeholders.then(|| masks::Repair {
+            denied,
+            roots: m.roots.clone(),
+            dirs: vec![home.clone()],
+            extra_folders: folders.iter().map(|f| f.to_string()).collect(),
+        });
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -235,6 +254,9 @@ impl Shell {
         env.insert("HOME".into(), home.to_string_lossy().into_owned());
         env.insert("TMPDIR".into(), "/tmp".into());
         let l = cfg.limits.clone().unwrap_or_default();
+        let walk_limit = l
+            .walk_entries
+            .map_or(masks::WALK_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
         let limits = json!({
             "processes": l.processes.unwrap_or(512),
             "open_files": l.open_files.unwrap_or(1024),
@@ -270,7 +292,7 @@ impl Shell {
             policy,
             os_tools: cfg.tools.clone(),
             run_output_chars,
-            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone())),
+            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone(), repair, walk_limit)),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
@@ -472,9 +494,10 @@ impl Shell {
     /// a moment), refusing a name the sandbox cannot mask.
     async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
         let masks = self.masks.clone();
-        let found = tokio::task::spawn_blocking(move || masks.current()).await.map_err(|e| {
-            Refusal(format!("the roots could not be scanned for secret files: {e}"))
-        })?;
+        let found = tokio::task::spawn_blocking(move || masks.current())
+            .await
+            .map_err(|e| Refusal(format!("the roots could not be scanned for secret files: {e}")))?
+            .map_err(|why| Refusal(why.to_string()))?;
         if let Some(p) = &found.unmaskable {
             return Err(Refusal(format!(
                 "refused: {} must be hidden from commands or read-only to them (a secret file, \

@@ -66,6 +66,16 @@ fn mkdirs(p: &Path) -> Result<()> {
 
 /// Binds `src` on `dst` (creating the mount point), read-only when asked.
 fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<()> {
+    // A source that vanished (removed since the daemon made or listed it) gets a message that
+    // says so: the daemon makes the sandbox home and the placeholders again before the next
+    // command, so the next one can start.
+    anyhow::ensure!(
+        std::fs::symlink_metadata(src).is_ok(),
+        "cannot mount on {}: {} no longer exists (it was removed after the daemon made or \
+         found it); the daemon makes its folders again for the next command, so try again",
+        dst.strip_prefix(NEW).map_or(dst.to_path_buf(), |p| Path::new("/").join(p)).display(),
+        src.strip_prefix(OLD).map_or(src.to_path_buf(), |p| Path::new("/").join(p)).display()
+    );
     if src.is_dir() {
         mkdirs(dst)?;
     } else if std::fs::symlink_metadata(dst).is_err() {

@@ -18,8 +18,11 @@
 //! The blank is made with the new mount API, in a tmpfs that was never attached anywhere, so no
 //! process of the sandbox can reach it before it is in place and read-only.
 //!
+//! Every target is reached through descriptors (`O_NOFOLLOW` per component, the mask moved
+//! onto the final descriptor), so a folder swapped for a symlink cannot redirect a mask.
+//!
 //! Prints one JSON line: `{"masked": [...], "absent": [...]}` (a path the sandbox no longer
-//! shows, or shows as a symlink, is absent: nothing to cover). Exit 0; 125 with a
+//! shows, or shows as a symlink or through one, is absent: nothing to cover). Exit 0; 125 with a
 //! `hands remask:` line when the namespaces could not be joined or a mount failed.
 
 use super::sys;
@@ -93,21 +96,61 @@ fn remask(r: &Request) -> Result<Answer> {
 
     let mut answer = Answer::default();
     for p in &r.paths {
-        let is_dir = match std::fs::symlink_metadata(p) {
-            Ok(m) if m.file_type().is_symlink() => None,
-            Ok(m) => Some(m.is_dir()),
-            Err(_) => None,
-        };
-        let Some(is_dir) = is_dir else {
+        // The target is opened component by component without following any symlink, and the
+        // mask is moved onto that descriptor: a folder the session's commands swapped for a
+        // symlink makes the path absent, never carries the mask somewhere else (where the
+        // secret would stay readable once the folder is swapped back).
+        let Some((target, is_dir)) = open_nofollow(p)? else {
             answer.absent.push(p.clone());
             continue;
         };
         let blank = if is_dir { blank_folder()? } else { blank_file()? };
-        move_mount(&blank, "", rustix::fs::CWD, p, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)
-            .with_context(|| format!("cannot mask {}", p.display()))?;
+        move_mount(
+            &blank,
+            "",
+            &target,
+            "",
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+        )
+        .with_context(|| format!("cannot mask {}", p.display()))?;
         answer.masked.push(p.clone());
     }
     Ok(answer)
+}
+
+/// `p` (absolute, clean) opened as an `O_PATH` descriptor from the namespace's root, every
+/// component with `O_NOFOLLOW` (the folders also `O_DIRECTORY`), and whether it is a folder.
+/// `None` when it is gone, or it or a folder on the way is a symlink now: nothing to cover.
+fn open_nofollow(p: &Path) -> Result<Option<(OwnedFd, bool)>> {
+    let mut cur =
+        rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .context("cannot open the sandbox's root")?;
+    let names: Vec<&std::ffi::OsStr> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if i + 1 < names.len() {
+            flags |= OFlags::DIRECTORY;
+        }
+        cur = match rustix::fs::openat(&cur, *name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot open {}", p.display())),
+        };
+    }
+    let st = rustix::fs::fstat(&cur).with_context(|| format!("cannot stat {}", p.display()))?;
+    Ok(match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::Symlink => None,
+        rustix::fs::FileType::Directory => Some((cur, true)),
+        _ => Some((cur, false)),
+    })
 }
 
 /// A fresh, detached tmpfs of mode 000 (its root), at most 4 KiB.

@@ -11,6 +11,8 @@ mod dashboard;
 #[cfg(target_os = "linux")]
 mod dashboard_browser;
 #[cfg(target_os = "linux")]
+mod fail_closed;
+#[cfg(target_os = "linux")]
 mod faults;
 mod fs_tools;
 mod gate;

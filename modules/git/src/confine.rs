@@ -272,16 +272,44 @@ impl Git {
 
     /// Refuses a symlink anywhere in a git dir whose target leaves the roots (a `.git/objects`
     /// or `.git/refs` pointing into another user's repository would let the tools read it).
+    /// Fails closed: a git dir too large to check completely, or with a folder the daemon may
+    /// not list, is refused too — a partial check would let the links sit past its end.
     fn check_gitdir_links(&self, repo: &Path, gitdir: &Path) -> Result<(), GitError> {
-        hands_roots::walk_bounded(&[gitdir.to_path_buf()], GITDIR_SCAN_LIMIT, |entry| {
-            let Ok(ft) = entry.file_type() else { return Ok::<bool, GitError>(false) };
-            if ft.is_symlink() {
-                self.inside(repo, "symlink inside the git dir", &entry.path())?;
-            }
-            // Linked worktrees' own git dirs are checked when they are opened.
-            Ok(ft.is_dir())
+        let unchecked = |why: String| GitError::Unchecked { repo: repo.to_path_buf(), why };
+        let fd = hands_roots::open_start(gitdir).map_err(|e| {
+            unchecked(format!("its git dir cannot be opened: {}", std::io::Error::from(e)))
         })?;
-        Ok(())
+        let start = vec![(gitdir.to_path_buf(), fd)];
+        let walked = hands_roots::walk_beneath(start, GITDIR_SCAN_LIMIT, |l| {
+            let Some(_) = l.folder.fd else {
+                return Err(unchecked(format!(
+                    "{} in its git dir cannot be listed",
+                    l.folder.path.display()
+                )));
+            };
+            for item in l.entries.iter_mut() {
+                match item.kind {
+                    hands_roots::FileType::Symlink => {
+                        let at = l.folder.path.join(&item.name);
+                        self.inside(repo, "symlink inside the git dir", &at)?;
+                    }
+                    // Linked worktrees' own git dirs are checked when they are opened.
+                    hands_roots::FileType::Directory => item.descend = true,
+                    _ => {}
+                }
+            }
+            Ok(())
+        });
+        match walked {
+            Ok(_) => Ok(()),
+            Err(hands_roots::WalkError::Visit(e)) => Err(e),
+            Err(hands_roots::WalkError::Limit { limit }) => Err(unchecked(format!(
+                "its git dir holds more than {limit} entries, too many to check for symlinks \
+                 that leave the roots (a command may have made them); a person can run `git gc` \
+                 or remove what does not belong there"
+            ))),
+            Err(e @ hands_roots::WalkError::Io { .. }) => Err(unchecked(e.to_string())),
+        }
     }
 
     /// Refuses `objects/info/alternates` entries that borrow objects from outside the roots,

@@ -35,6 +35,13 @@ pub enum GitError {
         target.display()
     )]
     RepoOutside { repo: PathBuf, what: &'static str, target: PathBuf },
+    /// The repository could not be checked completely (a git dir too large to scan, a folder
+    /// in it the daemon may not list): refused rather than used half-checked.
+    #[error(
+        "repository `{}` is refused: {why}; the git tools use only repositories they could check completely",
+        repo.display()
+    )]
+    Unchecked { repo: PathBuf, why: String },
     /// The repository's config has a key that would read a file outside the roots or run a
     /// program through a URL rewrite.
     #[error(
@@ -188,6 +195,7 @@ impl GitError {
         match self {
             GitError::Path(e) => e.is_refusal(),
             GitError::RepoOutside { .. }
+            | GitError::Unchecked { .. }
             | GitError::HostileConfig { .. }
             | GitError::BadName { .. }
             | GitError::PathOutsideRepo { .. }

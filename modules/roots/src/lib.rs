@@ -9,11 +9,16 @@
 
 mod error;
 mod policy;
+mod walk;
 
 pub use error::{PathError, Result};
 pub use policy::{Policy, PolicyLists};
+pub use rustix::fs::FileType;
+pub use walk::{
+    Folder, Item, Listing, WalkError, lexical, open_start, open_start_at, walk_beneath,
+};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -131,6 +136,9 @@ pub struct Resolver {
     roots: Vec<Root>,
     policy: Policy,
 }
+
+/// What git reads from a git dir that runs programs or moves where it reads config from.
+const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
@@ -383,6 +391,7 @@ impl Resolver {
             });
         }
         self.check_writable(&abs)?;
+        self.check_git_control(parent.as_fd(), &parent_abs, &name)?;
         match statat_nofollow(parent.as_fd(), &name) {
             Ok(st) => {
                 let ft = FileType::from_raw_mode(st.st_mode);
@@ -450,6 +459,57 @@ impl Resolver {
         Ok(())
     }
 
+    /// Refuses the writes that would let a tool steer what git on the host reads or runs,
+    /// wherever the repository lies (nested, bare, a submodule's or worktree's git dir named by
+    /// a `gitdir:` line) — by what the folder holds, not by its name or a list made earlier:
+    /// a file named `.git` (a `gitdir:` line choosing the git dir); `config`,
+    /// `config.worktree`, `commondir` or `hooks` in a folder that holds `HEAD` (a git dir), or
+    /// anything below such a `hooks`; and `HEAD` beside one of those (it would turn the folder
+    /// into a git dir whose config the tool wrote first). So the order of the writes does not
+    /// matter.
+    fn check_git_control(
+        &self,
+        parent: BorrowedFd<'_>,
+        parent_abs: &Path,
+        name: &OsStr,
+    ) -> Result<()> {
+        let has = |dir: BorrowedFd<'_>, n: &str| statat_nofollow(dir, OsStr::new(n)).is_ok();
+        let refuse = |rule: String| Err(PathError::Protected { path: parent_abs.join(name), rule });
+        if name == ".git" {
+            return refuse(
+                "a `.git` file names the git dir that git takes config and hooks from; only git \
+                 itself creates one"
+                    .to_string(),
+            );
+        }
+        let n = name.to_str().unwrap_or("");
+        if GIT_CONTROL.contains(&n) && has(parent, "HEAD") {
+            return refuse(format!("`{n}` of a git dir (the folder holds HEAD)"));
+        }
+        if n == "HEAD" && GIT_CONTROL.iter().any(|c| has(parent, c)) {
+            return refuse(
+                "`HEAD` beside a git config or hooks would make the folder a git dir".to_string(),
+            );
+        }
+        // Below a `hooks` folder of a git dir (its `hooks/pre-commit`, `hooks/x/y`).
+        let Some(root) = self.root_of(parent_abs) else { return Ok(()) };
+        let top = &self.roots[root].path;
+        for a in parent_abs.ancestors().take_while(|a| *a != top.as_path()) {
+            if a.file_name() != Some(OsStr::new("hooks")) {
+                continue;
+            }
+            let Some(gitdir) = a.parent() else { continue };
+            let rel = gitdir.strip_prefix(top).unwrap_or(Path::new(""));
+            let flags = OFlags::PATH | OFlags::DIRECTORY;
+            if let Ok(fd) = self.open_beneath(root, rel, flags, gitdir)
+                && has(fd.as_fd(), "HEAD")
+            {
+                return refuse("the hooks of a git dir (the folder above holds HEAD)".to_string());
+            }
+        }
+        Ok(())
+    }
+
     /// Opens (creating when asked) the parent folder of a write, one component at a time so
     /// that every folder it makes is made beneath the one before it.
     fn open_parent(&self, loc: &Located, parent_rel: &Path, create: bool) -> Result<OwnedFd> {
@@ -495,6 +555,62 @@ impl Resolver {
             }
         }
         Ok(cur)
+    }
+}
+
+impl Resolver {
+    /// Opens the folder that holds `abs` (absolute, clean) beneath the most specific root that
+    /// contains it, following no symlink at all (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or
+    /// `O_NOFOLLOW | O_DIRECTORY` per component): a folder on the way that a command swapped for
+    /// a symlink makes it fail, so what the daemon creates there cannot land outside the root.
+    /// Returns the folder's descriptor and the last component's name.
+    pub fn open_parent_nofollow(&self, abs: &Path) -> std::io::Result<(OwnedFd, OsString)> {
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not below a root");
+        let root = self.root_of(abs).ok_or_else(bad)?;
+        let rel = abs.strip_prefix(&self.roots[root].path).map_err(|_| bad())?;
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(bad());
+        }
+        let name = rel.file_name().ok_or_else(bad)?.to_os_string();
+        let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let flags = OFlags::PATH | OFlags::DIRECTORY;
+        let fd = match openat2_plain(self.roots[root].fd(), parent, flags) {
+            Err(Errno::NOSYS) => walk_nofollow(self.roots[root].fd(), parent, open_flags(flags)),
+            other => other,
+        }?;
+        Ok((fd, name))
+    }
+
+    /// Creates the empty-or-`contents` file `abs` (mode `mode`) through
+    /// [`Resolver::open_parent_nofollow`], never following a symlink, never replacing anything.
+    /// `Ok(false)` when something already has that name.
+    pub fn create_file_nofollow(
+        &self,
+        abs: &Path,
+        contents: &[u8],
+        mode: u32,
+    ) -> std::io::Result<bool> {
+        let (dir, name) = self.open_parent_nofollow(abs)?;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => {
+                std::io::Write::write_all(&mut File::from(fd), contents)?;
+                Ok(true)
+            }
+            Err(Errno::EXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates the folder `abs` (mode `mode`) like [`Resolver::create_file_nofollow`].
+    pub fn create_dir_nofollow(&self, abs: &Path, mode: u32) -> std::io::Result<bool> {
+        let (dir, name) = self.open_parent_nofollow(abs)?;
+        match rustix::fs::mkdirat(&dir, &name, Mode::from_raw_mode(mode)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -622,34 +738,6 @@ impl Hider<'_> {
             || dev_ino.is_some_and(|(dev, ino)| self.policy.is_denied_identity(dev, ino))
             || (is_file && self.policy.is_secret(Path::new(name)))
     }
-}
-
-/// Visits the entries beneath the folders `start` depth-first (in `start`'s order), at most
-/// `limit` of them, never following a symlink: `visit` sees each entry and answers whether to
-/// descend into it (say so only for a folder, by the entry's own type), or an error that ends
-/// the walk. Unreadable folders are skipped. Returns how many entries were visited and whether
-/// the walk finished within the limit. The bounded scans of the policy (identities beneath
-/// denied folders), the sandbox masks and the git dir checks share it.
-pub fn walk_bounded<E>(
-    start: &[PathBuf],
-    limit: usize,
-    mut visit: impl FnMut(&std::fs::DirEntry) -> std::result::Result<bool, E>,
-) -> std::result::Result<(usize, bool), E> {
-    let mut stack: Vec<PathBuf> = start.iter().rev().cloned().collect();
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > limit {
-                return Ok((limit, false));
-            }
-            if visit(&entry)? {
-                stack.push(entry.path());
-            }
-        }
-    }
-    Ok((seen, true))
 }
 
 /// Reopens the object an `O_PATH` descriptor names, with new flags.

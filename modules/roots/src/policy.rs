@@ -195,16 +195,25 @@ fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
     b.build()
 }
 
-/// Records the identity of `p` and, for a folder, of what lies beneath it (bounded).
+/// Records the identity of `p` and, for a folder, of what lies beneath it (bounded: a denied
+/// folder is masked for commands and refused to the tools, so no agent can grow it; past the
+/// bound the name check still holds).
 fn index_identities(p: &Path, ids: &mut HashSet<(u64, u64)>) {
     let Ok(meta) = std::fs::metadata(p) else { return };
     ids.insert((meta.dev(), meta.ino()));
     if !meta.is_dir() {
         return;
     }
-    let Ok(_) = crate::walk_bounded::<Infallible>(&[p.to_path_buf()], IDENTITY_SCAN_LIMIT, |e| {
-        let Ok(m) = e.metadata() else { return Ok(false) };
-        ids.insert((m.dev(), m.ino()));
-        Ok(m.is_dir())
+    let Ok(fd) = crate::open_start(p) else { return };
+    let start = vec![(p.to_path_buf(), fd)];
+    let _ = crate::walk_beneath::<Infallible>(start, IDENTITY_SCAN_LIMIT, |l| {
+        let folder = l.folder;
+        for item in l.entries.iter_mut() {
+            if let Ok(st) = folder.stat(&item.name) {
+                ids.insert((st.st_dev, st.st_ino));
+            }
+            item.descend = true;
+        }
+        Ok(())
     });
 }

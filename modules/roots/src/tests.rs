@@ -245,10 +245,10 @@ fn denied_near_keeps_the_paths_inside_or_above_the_base() {
     }
 }
 
-/// `walk_bounded` descends only where the visitor says, never through a symlinked folder
-/// (the entry's own type is a link), and stops at its limit saying so.
+/// `walk_beneath` descends only where the visitor says, never through a symlinked folder
+/// (the entry's own type is a link), and past its limit fails instead of returning part.
 #[test]
-fn walk_bounded_follows_no_link_and_stops_at_its_limit() {
+fn walk_beneath_follows_no_link_and_fails_past_its_limit() {
     let t = tempfile::tempdir().unwrap();
     let (inside, outside) = (t.path().join("in"), t.path().join("out"));
     std::fs::create_dir_all(inside.join("a/b")).unwrap();
@@ -256,15 +256,90 @@ fn walk_bounded_follows_no_link_and_stops_at_its_limit() {
     std::fs::write(inside.join("a/b/f"), "").unwrap();
     std::fs::write(outside.join("canary"), "").unwrap();
     std::os::unix::fs::symlink(&outside, inside.join("link")).unwrap();
+    let start = |p: &Path| vec![(p.to_path_buf(), crate::open_start(p).unwrap())];
     let mut names = Vec::new();
-    let walked =
-        crate::walk_bounded::<std::convert::Infallible>(std::slice::from_ref(&inside), 100, |e| {
-            names.push(e.file_name().to_string_lossy().into_owned());
-            Ok(e.file_type().is_ok_and(|t| t.is_dir()))
-        });
+    let walked = crate::walk_beneath::<std::convert::Infallible>(start(&inside), 100, |l| {
+        for i in l.entries.iter_mut() {
+            names.push(l.folder.path.join(&i.name));
+            i.descend = true;
+        }
+        Ok(())
+    });
     names.sort();
-    assert_eq!(names, ["a", "b", "f", "link"]);
-    assert!(matches!(walked, Ok((4, true))));
-    let stopped = crate::walk_bounded::<std::convert::Infallible>(&[inside], 2, |_| Ok(true));
-    assert!(matches!(stopped, Ok((2, false))));
+    let want: Vec<PathBuf> = ["a", "a/b", "a/b/f", "link"].iter().map(|n| inside.join(n)).collect();
+    assert_eq!(names, want);
+    assert!(matches!(walked, Ok(4)));
+    let stopped = crate::walk_beneath::<std::convert::Infallible>(start(&inside), 3, |l| {
+        l.entries.iter_mut().for_each(|i| i.descend = true);
+        Ok(())
+    });
+    assert!(matches!(stopped, Err(crate::WalkError::Limit { limit: 3 })), "{stopped:?}");
+}
+
+/// The host-side creates go through descriptors with no symlink followed: a folder on the way
+/// that is a symlink (out of the root, or even inside it) makes them fail, and nothing appears
+/// at the link's target.
+#[test]
+fn creates_beneath_a_root_never_follow_a_symlinked_folder() {
+    let t = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(t.path()).unwrap();
+    let (root, out) = (base.join("root"), base.join("out"));
+    std::fs::create_dir_all(root.join("real")).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::os::unix::fs::symlink(&out, root.join("swapped")).unwrap();
+    std::os::unix::fs::symlink(root.join("real"), root.join("inner")).unwrap();
+    let r = Resolver::new(
+        &[RootSpec { path: root.clone(), writable: true }],
+        Policy::new(&PolicyLists::default()).unwrap(),
+    )
+    .unwrap();
+    assert!(r.create_file_nofollow(&root.join("swapped/commondir"), b"./\n", 0o644).is_err());
+    assert!(r.create_dir_nofollow(&root.join("swapped/.ssh"), 0o700).is_err());
+    assert!(r.create_file_nofollow(&root.join("inner/x"), b"", 0o644).is_err());
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "created outside the root");
+    assert_eq!(std::fs::read_dir(root.join("real")).unwrap().count(), 0);
+    // The positive control: a plain folder takes the file, once.
+    assert!(r.create_file_nofollow(&root.join("real/commondir"), b"./\n", 0o644).unwrap());
+    assert!(!r.create_file_nofollow(&root.join("real/commondir"), b"x", 0o644).unwrap());
+    assert_eq!(std::fs::read(root.join("real/commondir")).unwrap(), b"./\n");
+    assert!(r.create_dir_nofollow(&root.join("real/d"), 0o700).unwrap());
+    assert!(r.create_file_nofollow(&out.join("x"), b"", 0o644).is_err(), "outside every root");
+}
+
+/// The file tools cannot steer what git on the host reads or runs, in any repository shape
+/// and in either order of writes: no `.git` file, no config/hooks/commondir in a folder that
+/// holds `HEAD`, no `HEAD` beside them; the same names elsewhere stay writable.
+#[test]
+fn writes_that_would_steer_git_are_refused_wherever_the_git_dir_is() {
+    let t = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(t.path()).unwrap();
+    for g in ["x.git", "gd"] {
+        std::fs::create_dir_all(root.join(g).join("hooks")).unwrap();
+        std::fs::write(root.join(g).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::create_dir_all(root.join("evil")).unwrap();
+    std::fs::write(root.join("evil/config"), "[core]\n").unwrap();
+    let r = Resolver::new(
+        &[RootSpec { path: root.clone(), writable: true }],
+        Policy::new(&PolicyLists::default()).unwrap(),
+    )
+    .unwrap();
+    for refused in [
+        "sub/.git",
+        ".git",
+        "x.git/config",
+        "x.git/config.worktree",
+        "x.git/commondir",
+        "x.git/hooks/post-checkout",
+        "gd/hooks/deeper/x",
+        "evil/HEAD",
+    ] {
+        let got = r.prepare_write(refused, true);
+        assert!(matches!(got, Err(PathError::Protected { .. })), "{refused}: {got:?}");
+    }
+    // Positive controls: the same names where no git dir is, and plain files in a git dir.
+    for allowed in ["sub/config", "sub/hooks/x", "plain/HEAD", "x.git/description", "evil/x"] {
+        assert!(r.prepare_write(allowed, true).is_ok(), "{allowed}");
+    }
 }

@@ -1,0 +1,299 @@
+//! The filesystem walls fail closed (issue 22, classes 1–3; issue 20.3), as attacks through the
+//! real binary: a flood of hard links does not yield an unmasked `.env` or an unchecked git
+//! dir; a `.git` file, a separate or bare git dir and a `config.worktree` cannot be turned into
+//! a program the host's `git status` runs; a folder the launcher mounts on, removed, comes back.
+//! Each attack has a positive control beside it and a canary outside the roots.
+
+use super::common::{Client, Era, Fixture, text_of};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SECRET: &str = "hunter2-fail-closed-secret";
+
+/// tools-fs, tools-shell and tools-git on the writable root, every call allowed.
+fn config(fx: &Fixture, daemon_extra: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n{daemon_extra}\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ write = \"allow\" }} }}\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"allow\" }}, limits = {{ walk_entries = {WALK_ENTRIES} }} }}\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ write = \"allow\" }} }}\n"
+    ))
+}
+
+async fn start(fx: &Fixture) -> Client {
+    Client::start_with_env(fx, &config(fx, ""), Era::Legacy, &[]).await
+}
+
+/// The walk's limit for the flood test: lowered so that the flood takes seconds on a slow
+/// disk; the default (200,000) behaves the same, only later.
+const WALK_ENTRIES: u64 = 20_000;
+
+fn shown(v: &Value) -> String {
+    format!(
+        "{}{}",
+        v["stdout"].as_str().unwrap_or_default(),
+        v["stderr"].as_str().unwrap_or_default()
+    )
+}
+
+/// git on the host, as the person runs it.
+fn git(fx: &Fixture, dir: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A program the host's git would run if an attack got through (`core.fsmonitor`): it leaves a
+/// marker. Kept beside the roots, not in them.
+fn monitor(fx: &Fixture) -> (PathBuf, PathBuf) {
+    let base = fx.root.parent().unwrap();
+    let marker = base.join("PWNED");
+    let script = base.join("monitor.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (script, marker)
+}
+
+/// Hard links are cheap: a command can make a million in seconds. Today's walk stopped at a
+/// count and left what lay past it unmasked; now the next command refuses instead, saying why,
+/// and runs again (still masked) once the flood is gone. Positive control: the same command
+/// ran, masked, before the flood.
+#[tokio::test]
+async fn a_flood_of_hard_links_makes_commands_refuse_never_run_unmasked() {
+    let fx = Fixture::new();
+    fx.write("sub/.env", &format!("TOKEN={SECRET}\n"));
+    fx.write("sub/ok.txt", "visible\n");
+    let c = start(&fx).await;
+    let probe = "cat sub/ok.txt; cat sub/.env";
+    let before = c.ok("bash", json!({ "command": probe })).await;
+    assert!(shown(&before).contains("visible"), "positive control: {before}");
+    assert!(!shown(&before).contains(SECRET), "{before}");
+    // The flood: more links than the walk's limit to a few files (ext4 allows 65,000 links per
+    // file), in the root itself, so that a walk stopping at a count never enters `sub`.
+    let script = "for (0..$ARGV[0]) { my $f = \"f\" . int($_ / 60000); \
+                  if ($_ % 60000 == 0) { open(my $h, \">\", $f) or die } \
+                  link($f, \"l$_\") or die \"$!\" }";
+    let command = format!("perl -e '{script}' {WALK_ENTRIES} && echo FLOODED");
+    let flood = c.ok("bash", json!({ "command": command, "timeout_secs": 120 })).await;
+    assert!(shown(&flood).contains("FLOODED"), "{flood}");
+    // The next walk (after the cache's two seconds) cannot finish: the command must not start.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = c.call("bash", json!({ "command": probe })).await;
+    let text = text_of(&r);
+    assert!(!text.contains(SECRET), "the flood unmasked the secret: {text}");
+    assert_eq!(r.is_error, Some(true), "{text}");
+    assert!(text.contains("could not be checked completely") && text.contains("remove"), "{text}");
+    // A person removes the flood: commands run again, the secret still masked.
+    for e in std::fs::read_dir(&fx.root).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let flood = |p: &str| name.strip_prefix(p).is_some_and(|n| n.parse::<u64>().is_ok());
+        if flood("l") || flood("f") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let mut again = Value::Null;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let r = c.call("bash", json!({ "command": probe })).await;
+        if r.is_error != Some(true) {
+            again = r.structured_content.clone().unwrap_or_default();
+            break;
+        }
+    }
+    assert!(shown(&again).contains("visible") && !shown(&again).contains(SECRET), "{again}");
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// The git dir's symlink check had the same cap and then proceeded: past a flood of entries, a
+/// `refs/heads` and `objects/pack` linked to a repository outside the roots let `git_log` read
+/// its history. Now the git tools refuse a git dir they could not check completely. Positive
+/// control: `git_log` reads the repository's own history before.
+#[tokio::test]
+async fn a_git_dir_too_large_to_check_is_refused_not_read_through_its_links() {
+    let fx = Fixture::new();
+    let base = fx.root.parent().unwrap().to_path_buf();
+    let other = base.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&fx, &other, &["init", "-q", "-b", "main"]);
+    git(&fx, &other, &["commit", "-q", "--allow-empty", "-m", "OUTSIDE-HISTORY"]);
+    git(&fx, &other, &["gc", "-q"]);
+    git(&fx, &fx.root, &["init", "-q", "-b", "main"]);
+    git(&fx, &fx.root, &["commit", "-q", "--allow-empty", "-m", "own history"]);
+    git(&fx, &fx.root, &["gc", "-q"]);
+    {
+        let c = start(&fx).await;
+        let log = c.ok("git_log", json!({ "repo": "." })).await.to_string();
+        assert!(log.contains("own history"), "positive control: {log}");
+        c.stop().await;
+    }
+    // What a command can do in seconds: 200,001 hard links at the top of `.git`, then the
+    // refs and packs linked to the other repository.
+    let gd = fx.root.join(".git");
+    for i in 0..200_001 {
+        let f = gd.join(format!("flood{}", i / 60_000));
+        if i % 60_000 == 0 {
+            std::fs::write(&f, "").unwrap();
+        }
+        std::fs::hard_link(&f, gd.join(format!("l{i}"))).unwrap();
+    }
+    std::fs::remove_dir_all(gd.join("refs/heads")).unwrap();
+    std::os::unix::fs::symlink(other.join(".git/refs/heads"), gd.join("refs/heads")).unwrap();
+    let _ = std::fs::remove_file(gd.join("packed-refs"));
+    std::fs::remove_dir_all(gd.join("objects/pack")).unwrap();
+    std::os::unix::fs::symlink(other.join(".git/objects/pack"), gd.join("objects/pack")).unwrap();
+    // `other`'s refs are packed too: give it a loose one to be read through the link.
+    std::fs::create_dir_all(other.join(".git/refs/heads")).unwrap();
+    let head = git(&fx, &other, &["rev-parse", "HEAD"]);
+    std::fs::write(other.join(".git/refs/heads/main"), head).unwrap();
+    let c = start(&fx).await;
+    let r = c.call("git_log", json!({ "repo": "." })).await;
+    let text = text_of(&r);
+    assert!(!text.contains("OUTSIDE-HISTORY"), "read a repository outside the roots: {text}");
+    assert_eq!(r.is_error, Some(true), "{text}");
+    assert!(text.contains("could check completely"), "{text}");
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// A submodule's `.git` file written by the `write` tool to name a git dir the agent made
+/// (`core.fsmonitor` in its config) made the person's next `git status` in the parent run that
+/// program. Now the write tool refuses the `.git` file, and the git dir's config once `HEAD`
+/// is beside it (or `HEAD` once a config is). Positive control: an ordinary file in the
+/// submodule is written; the host's `git status` runs and runs nothing.
+#[tokio::test]
+async fn the_write_tool_cannot_point_a_submodule_at_a_git_dir_of_its_own() {
+    let fx = Fixture::new();
+    let (script, marker) = monitor(&fx);
+    let src = fx.root.parent().unwrap().join("subsrc");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&fx, &src, &["init", "-q", "-b", "main"]);
+    git(&fx, &src, &["commit", "-q", "--allow-empty", "-m", "s"]);
+    git(&fx, &fx.root, &["init", "-q", "-b", "main"]);
+    git(&fx, &fx.root, &["submodule", "-q", "add", src.to_str().unwrap(), "sub"]);
+    git(&fx, &fx.root, &["commit", "-q", "-m", "add sub"]);
+    let dotgit = std::fs::read_to_string(fx.root.join("sub/.git")).unwrap();
+    let c = start(&fx).await;
+    let config =
+        format!("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {}\n", script.display());
+    let write = |path: &str, content: &str| {
+        let c = &c;
+        let (path, content) = (path.to_string(), content.to_string());
+        async move { c.call("write", json!({ "path": path, "content": content })).await }
+    };
+    // Positive control first.
+    let ok = write("sub/notes.txt", "fine\n").await;
+    assert_ne!(ok.is_error, Some(true), "{}", text_of(&ok));
+    for p in ["evil/objects/.keep", "evil/refs/.keep"] {
+        assert_ne!(write(p, "").await.is_error, Some(true));
+    }
+    assert_ne!(write("evil/config", &config).await.is_error, Some(true));
+    let head = write("evil/HEAD", "ref: refs/heads/main\n").await;
+    assert_eq!(head.is_error, Some(true), "HEAD beside a config: {}", text_of(&head));
+    let file = write("sub/.git", "gitdir: ../evil\n").await;
+    assert_eq!(file.is_error, Some(true), "a .git file: {}", text_of(&file));
+    assert!(text_of(&file).contains("protected"), "{}", text_of(&file));
+    let new = write("other/.git", "gitdir: ../evil\n").await;
+    assert_eq!(new.is_error, Some(true), "a new .git file: {}", text_of(&new));
+    // A real git dir's config, under any name, is refused too.
+    let real = write(".git/modules/sub/config", &config).await;
+    assert_eq!(real.is_error, Some(true), "{}", text_of(&real));
+    c.stop().await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("sub/.git")).unwrap(), dotgit);
+    git(&fx, &fx.root, &["status", "--short"]);
+    assert!(!marker.exists(), "the host's git status ran the agent's program");
+    assert_eq!(std::fs::read_to_string(fx.root.join("sub/notes.txt")).unwrap(), "fine\n");
+    fx.assert_canary();
+}
+
+/// Commands: an existing `.git` file, the separate git dir it names, a bare repository's
+/// config and hooks, and a `config.worktree` that does not exist yet (but
+/// `extensions.worktreeConfig` makes git read) are all read-only, so a command cannot make the
+/// person's `git status` run a program. Positive control: the command writes the work trees and
+/// commits with git inside the sandbox.
+#[tokio::test]
+async fn commands_cannot_make_the_hosts_git_run_a_program_through_any_git_dir() {
+    let fx = Fixture::new();
+    let (script, marker) = monitor(&fx);
+    // A work tree whose git dir lives elsewhere in the root (`--separate-git-dir`).
+    git(&fx, &fx.root, &["init", "-q", "-b", "main", "--separate-git-dir=gd", "wt"]);
+    git(&fx, &fx.root.join("wt"), &["commit", "-q", "--allow-empty", "-m", "wt"]);
+    // A bare repository, and one with per-worktree config on but no config.worktree yet.
+    git(&fx, &fx.root, &["init", "-q", "--bare", "x.git"]);
+    git(&fx, &fx.root, &["init", "-q", "-b", "main", "wc"]);
+    git(&fx, &fx.root.join("wc"), &["config", "core.repositoryformatversion", "1"]);
+    git(&fx, &fx.root.join("wc"), &["config", "extensions.worktreeConfig", "true"]);
+    git(&fx, &fx.root.join("wc"), &["commit", "-q", "--allow-empty", "-m", "wc"]);
+    let dotgit = std::fs::read_to_string(fx.root.join("wt/.git")).unwrap();
+    let c = start(&fx).await;
+    let mon = script.display();
+    let cmd = format!(
+        "printf '[core]\\n\\tfsmonitor = {mon}\\n' >> gd/config || echo REFUSED-gd; \
+         mkdir -p evil/objects evil/refs; echo 'ref: refs/heads/main' > evil/HEAD; \
+         printf '[core]\\n\\tfsmonitor = {mon}\\n' > evil/config; \
+         echo 'gitdir: ../evil' > wt/.git || echo REFUSED-dotgit; \
+         printf '[core]\\n\\tfsmonitor = {mon}\\n' >> x.git/config || echo REFUSED-bare; \
+         printf '#!/bin/sh\\ntouch {mon}.hook\\n' > x.git/hooks/post-update || echo REFUSED-hook; \
+         printf '[core]\\n\\tfsmonitor = {mon}\\n' > wc/.git/config.worktree || echo REFUSED-wtc; \
+         echo ok > wt/file.txt && git -C wt add file.txt && \
+         git -C wt -c user.name=a -c user.email=a@b commit -q -m inside && echo COMMIT-OK"
+    );
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = shown(&r);
+    for word in ["REFUSED-gd", "REFUSED-dotgit", "REFUSED-bare", "REFUSED-hook", "REFUSED-wtc"] {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+    assert!(out.contains("COMMIT-OK"), "positive control: {out}");
+    c.stop().await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("wt/.git")).unwrap(), dotgit);
+    git(&fx, &fx.root.join("wt"), &["status", "--short"]);
+    git(&fx, &fx.root.join("wc"), &["status", "--short"]);
+    assert!(!marker.exists(), "the host's git status ran the command's program");
+    assert_eq!(git(&fx, &fx.root.join("wt"), &["log", "-1", "--format=%s"]).trim(), "inside");
+    fx.assert_canary();
+}
+
+/// A folder the launcher mounts on — the sandbox home, a protected placeholder — removed
+/// while the daemon runs (commands cannot: inside the sandbox each is a mount point, and the
+/// state folder may not lie in a root; a person, or a tool outside the sandbox, can) made
+/// every later command fail to start, or left the protected path creatable. Now the daemon
+/// makes them again for the next command. Positive control: the command before ran.
+#[tokio::test]
+async fn a_removed_mount_point_is_made_again_for_the_next_command() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let r = c.ok("bash", json!({ "command": "echo FIRST" })).await;
+    assert!(shown(&r).contains("FIRST"), "positive control: {r}");
+    assert!(fx.root.join(".vscode").is_dir(), "the placeholder was made at startup");
+    std::fs::remove_dir_all(fx.state.join("sandbox-home/tools-shell")).unwrap();
+    std::fs::remove_dir(fx.root.join(".vscode")).unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = c
+        .call(
+            "bash",
+            json!({ "command": "echo AGAIN; echo '{}' > .vscode/tasks.json && echo WROTE" }),
+        )
+        .await;
+    let text = text_of(&r);
+    assert_ne!(r.is_error, Some(true), "the next command failed to start: {text}");
+    assert!(text.contains("AGAIN") && !text.contains("WROTE"), "{text}");
+    assert!(fx.root.join(".vscode").is_dir() && !fx.root.join(".vscode/tasks.json").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
