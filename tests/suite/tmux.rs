@@ -589,3 +589,89 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     assert!(text.contains("  tmux: tmux ") && text.contains("  git: git version "), "{text}");
     fx.assert_canary();
 }
+
+/// Lines of `text` that are numbers, in order.
+fn numbers(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The curl call that fetches `path` from the shared loopback, inside the sandbox.
+fn curl(port: u16, path: &str) -> Value {
+    json!({ "command": format!("curl -sS --max-time 5 http://127.0.0.1:{port}/{path}") })
+}
+
+/// Issue 21: a server is known to be up in one call — by its port, or by what it prints — and
+/// is then reached with `bash curl` on the module's shared loopback; `ports` names the
+/// session's own listeners only (the other session's port is not among them).
+#[tokio::test]
+async fn a_server_started_with_ready_is_up_when_tmux_start_returns() {
+    let fx = Fixture::new();
+    fx.write("site/index.html", "ready and serving\n");
+    let c = start(&fx).await;
+    let (p1, p2) = (free_port(), free_port());
+    let serve = |port: u16| format!("python3 -m http.server {port} --bind 127.0.0.1");
+    let by_port = c
+        .ok(
+            "tmux_start",
+            json!({ "command": serve(p1), "cwd": "site", "name": "byport",
+                    "ready": { "port": p1 }, "timeout_secs": 30 }),
+        )
+        .await;
+    assert_eq!((by_port["ready"].as_bool(), by_port["ended"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(by_port["timed_out"], false, "{by_port}");
+    assert_eq!(by_port["ports"], json!([p1]), "{by_port}");
+    assert!(by_port["cursor"].is_u64(), "{by_port}");
+    // No retry loop: it is up now.
+    let got = c.ok("bash", curl(p1, "index.html")).await;
+    assert_eq!(got["stdout"], "ready and serving\n", "{got}");
+
+    let by_pattern = c
+        .ok(
+            "tmux_start",
+            json!({ "command": serve(p2), "cwd": "site", "name": "bypattern",
+                    "ready": { "pattern": format!("^Serving HTTP on .* port {p2}") } }),
+        )
+        .await;
+    assert_eq!(by_pattern["ready"], true, "{by_pattern}");
+    assert!(by_pattern["text"].as_str().unwrap().contains("Serving HTTP"), "{by_pattern}");
+    assert_eq!(by_pattern["ports"], json!([p2]), "only this session's listener: {by_pattern}");
+    let got = c.ok("bash", curl(p2, "index.html")).await;
+    assert_eq!(got["stdout"], "ready and serving\n", "{got}");
+    // The request shows in the server's log, after the cursor tmux_start returned.
+    let r = read_until(&c, "bypattern", |r| text(r).contains("GET /index.html")).await;
+    assert!(text(&r).contains("GET /index.html"), "{r}");
+    let since = c
+        .ok("tmux_read", json!({ "session": "bypattern", "since": by_pattern["cursor"] }))
+        .await;
+    assert!(text(&since).contains("\"GET /index.html HTTP/1.1\" 200"), "{since}");
+    assert!(!text(&since).contains("Serving HTTP"), "only what came after the cursor: {since}");
+    for s in ["byport", "bypattern"] {
+        c.ok("tmux_kill", json!({ "session": s })).await;
+    }
+}
+
+/// A server that dies on start is reported as such — `ended`, its exit status and its last
+/// lines, not an error and not "ready" — whether it dies at once or after a moment.
+#[tokio::test]
+async fn a_server_that_exits_on_start_is_reported_as_ended() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    for (name, cmd) in [
+        ("now", "python3 -c 'import sys; print(\"starting\"); sys.exit(\"bad config: no port\")'"),
+        ("later", "echo starting; sleep 1.5; echo 'bad config: no port' >&2; exit 1"),
+    ] {
+        let r = c
+            .ok(
+                "tmux_start",
+                json!({ "command": cmd, "name": name, "ready": { "port": free_port() } }),
+            )
+            .await;
+        assert_eq!((r["ready"].as_bool(), r["ended"].as_bool()), (Some(false), Some(true)), "{r}");
+        assert_eq!((r["timed_out"].as_bool(), r["exit_status"].as_i64()), (Some(false), Some(1)));
+        assert_eq!(r["state"], "ended", "{r}");
+        let t = r["text"].as_str().unwrap();
+        assert!(t.contains("starting") && t.contains("bad config: no port"), "{name}: {r}");
+        assert!(r["waited_ms"].as_u64().unwrap() < 10_000, "{r}");
+        c.ok("tmux_kill", json!({ "session": name })).await;
+    }
+}

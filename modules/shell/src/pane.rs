@@ -198,10 +198,10 @@ impl Screen {
         self.lines.done.iter().map(String::as_str)
     }
 
-    /// The line being written (no newline yet), trailing blanks dropped.
+    /// The line being written (no newline yet), as it stands: a prompt keeps its trailing
+    /// blank, so that a pattern such as `>>> $` finds it.
     pub fn partial(&self) -> String {
-        let s: String = self.lines.cur.iter().collect();
-        s.trim_end().to_string()
+        self.lines.cur.iter().collect()
     }
 
     /// The marks seen, each with the number of lines finished before it.
@@ -321,7 +321,7 @@ mod tests {
     fn render(bytes: &[u8]) -> (Vec<String>, String) {
         let mut s = Screen::new(100);
         s.feed(bytes);
-        (s.done().map(String::from).collect(), s.partial())
+        (s.done().map(String::from).collect(), s.partial().trim_end().to_string())
     }
 
     #[test]
@@ -341,7 +341,7 @@ mod tests {
         let mut s = Screen::new(10);
         s.feed(b"make\r\n\x1b]133;C\x07out\r\n\x1b]133;D;2\x07$ \x1b[6n");
         assert_eq!(s.done().collect::<Vec<_>>(), ["make", "out"]);
-        assert_eq!(s.partial(), "$");
+        assert_eq!(s.partial(), "$ ");
         assert_eq!(
             s.marks(),
             [(1, Mark::CommandStart), (2, Mark::CommandDone(Some(2))), (2, Mark::CursorQuery)]

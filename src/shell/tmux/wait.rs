@@ -271,6 +271,12 @@ impl View {
     /// The lines after the echo, from finished line `from` on, and the line being written
     /// (unless it may still be echo).
     fn text_from(&mut self, from: u64) -> String {
+        self.text_between(from, None)
+    }
+
+    /// [`View::text_from`], ending before finished line `to` when given (the line being
+    /// written then left out).
+    fn text_between(&mut self, from: u64, to: Option<u64>) -> String {
         let total = self.screen.total();
         let kept = self.screen.done().len() as u64;
         // The echo: leading finished lines equal to the typed lines.
@@ -286,14 +292,19 @@ impl View {
             self.echo_lines += 1;
         }
         let from = from.max(self.echo_lines).max(total - kept);
-        let mut lines: Vec<&str> =
-            self.screen.done().skip((from - (total - kept)) as usize).collect();
+        let upto = to.unwrap_or(total).clamp(from, total);
+        let mut lines: Vec<&str> = self
+            .screen
+            .done()
+            .skip((from - (total - kept)) as usize)
+            .take((upto - from) as usize)
+            .collect();
         let partial = self.screen.partial();
         let pending_echo = self
             .echo
             .get(self.echo_lines as usize)
-            .is_some_and(|e| self.echo_lines == total && e.starts_with(&partial));
-        if !partial.is_empty() && !pending_echo {
+            .is_some_and(|e| self.echo_lines == total && e.starts_with(partial.trim_end()));
+        if to.is_none() && !partial.trim_end().is_empty() && !pending_echo {
             lines.push(&partial);
         }
         lines.join("\n")
@@ -353,6 +364,7 @@ impl Shell {
         let mut queries = 0;
         let mut exit_status = None;
         let mut ended = false;
+        let mut until_line = None;
         let outcome = loop {
             // Take in what the pane printed.
             let c = log.read(v.pos, READ_CAP)?;
@@ -379,14 +391,16 @@ impl Shell {
                     let marks = v.screen.marks();
                     let start = marks.iter().position(|(_, m)| *m == Mark::CommandStart);
                     let done = start.and_then(|s| {
-                        marks[s..].iter().find_map(|(_, m)| match m {
-                            Mark::CommandDone(st) => Some(*st),
+                        marks[s..].iter().find_map(|(line, m)| match m {
+                            Mark::CommandDone(st) => Some((*line, *st)),
                             _ => None,
                         })
                     });
                     match done {
-                        Some(st) => {
+                        Some((line, st)) => {
                             exit_status = st;
+                            // What follows the mark is the shell's next prompt.
+                            until_line = Some(line);
                             true
                         }
                         None => false,
@@ -438,8 +452,8 @@ impl Shell {
             tokio::time::sleep(POLL).await;
         };
         let waited_ms = started.elapsed().as_millis() as u64;
-        let all = v.text_from(0);
-        let (text, cut) = tail_within(&all, self.output_chars);
+        let all = v.text_between(0, until_line);
+        let (text, cut) = tail_within(all.trim_end(), self.output_chars);
         let dropped = v.screen.total() > v.screen.done().len() as u64;
         Ok(Waited {
             outcome,
