@@ -640,9 +640,8 @@ async fn a_server_started_with_ready_is_up_when_tmux_start_returns() {
     // The request shows in the server's log, after the cursor tmux_start returned.
     let r = read_until(&c, "bypattern", |r| text(r).contains("GET /index.html")).await;
     assert!(text(&r).contains("GET /index.html"), "{r}");
-    let since = c
-        .ok("tmux_read", json!({ "session": "bypattern", "since": by_pattern["cursor"] }))
-        .await;
+    let since =
+        c.ok("tmux_read", json!({ "session": "bypattern", "since": by_pattern["cursor"] })).await;
     assert!(text(&since).contains("\"GET /index.html HTTP/1.1\" 200"), "{since}");
     assert!(!text(&since).contains("Serving HTTP"), "only what came after the cursor: {since}");
     for s in ["byport", "bypattern"] {
@@ -674,4 +673,179 @@ async fn a_server_that_exits_on_start_is_reported_as_ended() {
         assert!(r["waited_ms"].as_u64().unwrap() < 10_000, "{r}");
         c.ok("tmux_kill", json!({ "session": name })).await;
     }
+}
+
+/// A REPL in one call per question: `wait` returns what the pane printed after the typed
+/// line — the answer — without the echo of the question or the screen before it.
+#[tokio::test]
+async fn a_repl_is_driven_with_wait_and_returns_just_the_answer() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let py = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "PYTHON_BASIC_REPL=1 python3 -q -i", "name": "py",
+                    "ready": { "pattern": ">>> $" } }),
+        )
+        .await;
+    assert_eq!(py["ready"], true, "{py}");
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "py", "text": "print(6 * 7)", "wait": { "pattern": ">>> $" } }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(r["text"], "42\n>>>", "{r}");
+    assert!(r["cursor"].as_u64() > r["sent_at"].as_u64(), "{r}");
+    // The pattern is not found in the echo of the typed text itself.
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "py", "text": "import time; time.sleep(0.5); print('d' + 'one')",
+                    "wait": { "pattern": "done" } }),
+        )
+        .await;
+    assert_eq!(r["text"].as_str().unwrap().lines().next(), Some("done"), "{r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 400, "the echo does not match: {r}");
+
+    c.ok("tmux_start", json!({ "command": "bc -q", "name": "bc" })).await;
+    let r = c
+        .ok("tmux_send", json!({ "session": "bc", "text": "6*7", "wait": { "quiet_ms": 400 } }))
+        .await;
+    assert_eq!((r["text"].as_str(), r["ready"].as_bool()), (Some("42"), Some(true)), "{r}");
+    let r = c
+        .ok("tmux_send", json!({ "session": "bc", "text": "2^64", "wait": { "quiet_ms": 400 } }))
+        .await;
+    assert_eq!(r["text"], "18446744073709551616", "{r}");
+    // The session's command ending is seen too: `quit` ends bc.
+    let r = c
+        .ok("tmux_send", json!({ "session": "bc", "text": "quit", "wait": { "exit": true } }))
+        .await;
+    assert_eq!((r["ended"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(0)), "{r}");
+    for s in ["py", "bc"] {
+        c.ok("tmux_kill", json!({ "session": s })).await;
+    }
+}
+
+/// `wait: {exit: true}` in a pane running bash: returns when the typed command ends (known by
+/// the marks bash prints through PS0/PROMPT_COMMAND), with its exit status and its output
+/// only — not the echo, not the next prompt.
+#[tokio::test]
+async fn a_typed_command_is_waited_for_until_it_exits() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok(
+        "tmux_start",
+        json!({ "command": "bash --norc -i", "name": "sh", "ready": { "quiet_ms": 300 } }),
+    )
+    .await;
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "sh", "text": "sleep 1; echo slow; (exit 3)", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(3)), "{r}");
+    assert_eq!(r["text"], "slow", "{r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 900, "{r}");
+    assert_eq!(r["ended"], false, "the shell goes on: {r}");
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "sh", "text": "echo a; echo b", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!((r["text"].as_str(), r["exit_status"].as_i64()), (Some("a\nb"), Some(0)), "{r}");
+    // Without wait: nothing to show yet, and the cursor is where the typed text begins.
+    let r = c.ok("tmux_send", json!({ "session": "sh", "text": "echo later" })).await;
+    assert_eq!((r["text"].as_str(), r.get("ready")), (Some(""), None), "{r}");
+    assert_eq!(r["cursor"], r["sent_at"]);
+    let got = read_until(&c, "sh", |r| text(r).matches("later").count() >= 2).await;
+    let since = c.ok("tmux_read", json!({ "session": "sh", "since": r["cursor"] })).await;
+    assert!(text(&since).starts_with("echo later\nlater"), "{since} / {got}");
+    c.ok("tmux_kill", json!({ "session": "sh" })).await;
+}
+
+/// `since` returns only what came after a cursor, page by page, over far more lines than
+/// tmux's history keeps (6000): every one of 10,000 lines exactly once, nothing resent.
+#[tokio::test]
+async fn since_pages_through_ten_thousand_lines_without_loss_or_repeats() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let s = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "bash --norc -i", "name": "many", "ready": { "quiet_ms": 300 } }),
+        )
+        .await;
+    let before = s["cursor"].as_u64().unwrap();
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "many", "text": "seq 1 10000", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!(r["exit_status"], 0, "{r}");
+    assert_eq!(r["truncated"], true, "30,000 characters cannot hold it all: {r}");
+    assert!(numbers(r["text"].as_str().unwrap()).ends_with(&[9999, 10000]), "its end is kept");
+    // The whole of it, from the cursor before the send.
+    let mut cursor = before;
+    let mut all = Vec::new();
+    let mut pages = 0;
+    loop {
+        let p =
+            c.ok("tmux_read", json!({ "session": "many", "since": cursor, "lines": 5000 })).await;
+        assert_eq!(p["lost_lines"], 0, "{p}");
+        assert!(p["cursor"].as_u64().unwrap() >= cursor);
+        cursor = p["cursor"].as_u64().unwrap();
+        all.extend(numbers(text(&p)));
+        pages += 1;
+        if p["more"] == false {
+            break;
+        }
+        assert!(pages < 50, "paging does not end");
+    }
+    assert!(pages >= 2, "{pages} pages");
+    assert_eq!(all, (1..=10000).collect::<Vec<u64>>());
+    // Nothing is resent: read again from the last cursor.
+    let again = c.ok("tmux_read", json!({ "session": "many", "since": cursor })).await;
+    assert!(numbers(text(&again)).is_empty(), "{again}");
+    // tmux's own screen and history lost the start long ago.
+    let screen = c.ok("tmux_read", json!({ "session": "many", "lines": 5000 })).await;
+    assert!(!numbers(text(&screen)).contains(&1), "tmux's history kept line 1?");
+    // A cursor from nowhere is refused, saying what to do.
+    let e = c.err("tmux_read", json!({ "session": "many", "since": cursor + 1_000_000 })).await;
+    assert!(e.contains("past the end") && e.contains("without `since`"), "{e}");
+    c.ok("tmux_kill", json!({ "session": "many" })).await;
+}
+
+/// Output beyond what the log keeps (8 MiB) is counted as lost, not silently skipped.
+#[tokio::test]
+async fn lines_no_longer_kept_are_counted_as_lost() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let s = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "bash --norc -i", "name": "flood", "ready": { "quiet_ms": 300 } }),
+        )
+        .await;
+    // 12 MiB in 16-byte lines.
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "flood", "text": "yes 0123456789abcde | head -n 786432",
+                    "wait": { "exit": true }, "timeout_secs": 300 }),
+        )
+        .await;
+    assert_eq!(r["exit_status"], 0, "{r}");
+    // The pruning loop runs each second.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let p =
+        c.ok("tmux_read", json!({ "session": "flood", "since": s["cursor"], "lines": 10 })).await;
+    let lost = p["lost_lines"].as_u64().unwrap();
+    assert!((200_000..=400_000).contains(&lost), "about 5 MiB of 17-byte lines: {lost}");
+    assert_eq!(text(&p).lines().next(), Some("0123456789abcde"), "{p}");
+    c.ok("tmux_kill", json!({ "session": "flood" })).await;
 }

@@ -148,6 +148,15 @@ impl Log {
             }
             at += got;
         }
+        let (mut start, mut lost_lines) = (start, lost_lines);
+        if start > from {
+            // The oldest file kept starts inside a line: that line is lost too.
+            if let Some(i) = data.iter().position(|b| *b == b'\n') {
+                data.drain(..=i);
+                start += i as u64 + 1;
+                lost_lines += 1;
+            }
+        }
         Ok(Chunk { more: at < end, data, start, lost_lines })
     }
 }
