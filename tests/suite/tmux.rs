@@ -849,3 +849,164 @@ async fn lines_no_longer_kept_are_counted_as_lost() {
     assert_eq!(text(&p).lines().next(), Some("0123456789abcde"), "{p}");
     c.ok("tmux_kill", json!({ "session": "flood" })).await;
 }
+
+/// Every wait is bounded: `timed_out` when the condition never holds, and bad input is refused
+/// before anything starts or is typed, saying what is allowed.
+#[tokio::test]
+async fn waits_time_out_and_bad_conditions_are_refused() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let t0 = Instant::now();
+    let r = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "echo waiting; cat", "name": "slow",
+                    "ready": { "pattern": "never-printed" }, "timeout_secs": 1 }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(false), Some(true)), "{r}");
+    assert_eq!((r["ended"].as_bool(), r["state"].as_str()), (Some(false), Some("running")));
+    assert_eq!(r["text"], "waiting", "{r}");
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "slow", "text": "x", "wait": { "pattern": "^y$" }, "timeout_secs": 1 }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(false), Some(true)), "{r}");
+    assert_eq!(r["text"], "x", "cat's answer (the echo left out): {r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 1000, "{r}");
+
+    for (args, needle) in [
+        (json!({ "ready": { "pattern": "(" } }), "not a valid regular expression"),
+        (json!({ "ready": { "pattern": "" } }), "pattern is empty"),
+        (
+            json!({ "ready": { "port": 80, "quiet_ms": 100 } }),
+            "exactly one of port, pattern or quiet_ms",
+        ),
+        (json!({ "ready": {} }), "exactly one of"),
+        (json!({ "ready": { "exit": true } }), "exit is for tmux_send"),
+        (json!({ "ready": { "port": 0 } }), "between 1 and 65535"),
+        (json!({ "ready": { "quiet_ms": 10 } }), "between 50 and 600000"),
+        (json!({ "ready": { "quiet_ms": 5000 }, "timeout_secs": 2 }), "shorter than timeout_secs"),
+        (json!({ "ready": { "port": 80 }, "timeout_secs": 0 }), "between 1 and 600"),
+        (json!({ "ready": { "port": 80 }, "timeout_secs": 601 }), "between 1 and 600"),
+    ] {
+        let mut a = args.clone();
+        a["command"] = json!("echo should-not-run > ran.txt");
+        a["name"] = json!("bad");
+        let e = c.err("tmux_start", a).await;
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+    assert!(!fx.root.join("ran.txt").exists(), "a refused tmux_start started its command");
+    let listed = c.ok("tmux_list", json!({})).await;
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+    let before = c.ok("tmux_read", json!({ "session": "slow" })).await;
+    for (wait, needle) in [
+        (json!({ "port": 80 }), "port is for tmux_start"),
+        (json!({ "exit": false }), "exit can only be true"),
+        (json!({ "pattern": "a(" }), "not a valid regular expression"),
+        (json!({ "pattern": "x".repeat(1001) }), "at most 1000"),
+    ] {
+        let e = c
+            .err("tmux_send", json!({ "session": "slow", "text": "typed-anyway", "wait": wait }))
+            .await;
+        assert!(e.contains(needle), "{wait}: {e}");
+        assert!(e.len() < 1500, "no huge echo: {e}");
+    }
+    // The positive control: a good wait on the same session works, and nothing was typed
+    // by the refused ones.
+    let ok = c
+        .ok("tmux_send", json!({ "session": "slow", "text": "fine", "wait": { "quiet_ms": 300 } }))
+        .await;
+    assert_eq!(ok["text"], "fine", "{ok}");
+    let after = c.ok("tmux_read", json!({ "session": "slow", "since": before["cursor"] })).await;
+    assert!(!text(&after).contains("typed-anyway"), "{after}");
+    c.ok("tmux_kill", json!({ "session": "slow" })).await;
+}
+
+/// Cancelling a waiting call ends the wait, not the session; a waiting call sends progress
+/// (elapsed time, lines seen) when the client asked for it.
+#[tokio::test]
+async fn a_cancelled_wait_leaves_the_session_running_and_waits_report_progress() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    let fx = Fixture::new();
+    let config = shell_config(&fx);
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    let log = ProgressLog::default();
+    let service =
+        log.clone().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let call = |args: Value| {
+        let peer = service.peer().clone();
+        async move {
+            let params = CallToolRequestParams::new("tmux_start")
+                .with_arguments(args.as_object().unwrap().clone());
+            peer.call_tool(params).await.unwrap()
+        }
+    };
+    let marker = format!("{}.5", unique());
+    let r = call(json!({
+        "command": format!("echo one; echo two; sleep 3.5; echo up; sleep {marker}"),
+        "name": "prog", "ready": { "pattern": "^up$" } }))
+    .await;
+    let r = r.structured_content.unwrap();
+    assert_eq!(r["ready"], true, "{r}");
+    let seen = log.0.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].progress < w[1].progress), "{seen:?}");
+    let msg = seen[0].message.clone().unwrap_or_default();
+    assert!(msg.contains("waiting") && msg.contains("2 lines of output"), "{seen:?}");
+
+    // A wait that would take a minute, cancelled after a second.
+    let peer = service.peer().clone();
+    let params = CallToolRequestParams::new("tmux_send").with_arguments(
+        json!({ "session": "prog", "text": "", "wait": { "pattern": "never" }, "timeout_secs": 60 })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let t0 = Instant::now();
+    let waiting = tokio::spawn(async move { peer.call_tool(params).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!waiting.is_finished(), "the wait returned early");
+    let notes = log.0.lock().unwrap().len();
+    assert!(notes > seen.len(), "the second wait reports progress too");
+    waiting.abort();
+    // The wait has ended: it sends no more progress.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = log.0.lock().unwrap().len();
+    assert!(after <= notes + 1, "the wait went on after its cancellation ({notes} -> {after})");
+    // The session is untouched: its command runs, and it answers the next call at once.
+    assert!(
+        !host_processes(&["sleep", &marker]).is_empty(),
+        "the cancelled wait ended the session"
+    );
+    let peer = service.peer().clone();
+    let params = CallToolRequestParams::new("tmux_read")
+        .with_arguments(json!({ "session": "prog" }).as_object().unwrap().clone());
+    let r = peer.call_tool(params).await.unwrap().structured_content.unwrap();
+    assert_eq!(r["ended"], false, "{r}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let params = CallToolRequestParams::new("tmux_kill")
+        .with_arguments(json!({ "session": "prog" }).as_object().unwrap().clone());
+    peer.call_tool(params).await.unwrap();
+    assert!(host_processes(&["sleep", &marker]).is_empty());
+    let _ = service.cancel().await;
+}
+
+/// A client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+struct ProgressLog(std::sync::Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>);
+
+impl rmcp::ClientHandler for ProgressLog {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params);
+    }
+}
