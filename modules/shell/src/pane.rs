@@ -12,6 +12,9 @@ use std::collections::VecDeque;
 
 /// The longest line kept (characters); the rest of a longer line is dropped.
 const MAX_LINE: usize = 64 * 1024;
+/// The most marks one rendering records (a pane printing nothing but marks cannot grow the
+/// daemon's memory).
+const MAX_MARKS: usize = 10_000;
 /// The longest pattern `ready`/`wait` take.
 pub const MAX_PATTERN: usize = 1000;
 
@@ -59,6 +62,12 @@ impl Lines {
             self.cur.push(c);
         }
         self.col += 1;
+    }
+
+    fn mark(&mut self, m: Mark) {
+        if self.marks.len() < MAX_MARKS {
+            self.marks.push((self.total, m));
+        }
     }
 
     fn finish_line(&mut self) {
@@ -125,20 +134,18 @@ impl vte::Perform for Lines {
                     self.cur.drain(self.col..end);
                 }
             }
-            '@' => {
-                if self.col <= self.cur.len() {
-                    for _ in 0..n.min(MAX_LINE) {
-                        self.cur.insert(self.col, ' ');
-                    }
-                    self.cur.truncate(MAX_LINE);
-                }
+            // One splice: a pane asking for 65535 blanks costs one move, not 65535.
+            '@' if self.col <= self.cur.len() => {
+                let col = self.col;
+                self.cur.splice(col..col, std::iter::repeat_n(' ', n.min(MAX_LINE)));
+                self.cur.truncate(MAX_LINE);
             }
             'X' => {
                 for c in self.cur.iter_mut().skip(self.col).take(n) {
                     *c = ' ';
                 }
             }
-            'n' if first == 6 => self.marks.push((self.total, Mark::CursorQuery)),
+            'n' if first == 6 => self.mark(Mark::CursorQuery),
             _ => {}
         }
     }
@@ -155,7 +162,7 @@ impl vte::Perform for Lines {
             ),
             _ => return,
         };
-        self.marks.push((self.total, mark));
+        self.mark(mark);
     }
 
     fn esc_dispatch(&mut self, _i: &[u8], _ignore: bool, _byte: u8) {
@@ -334,6 +341,9 @@ mod tests {
         assert_eq!(partial, ">>>");
         let (done, _) = render(b"a\tb\r\n");
         assert_eq!(done, ["a       b"]);
+        // Insert and delete characters; a huge count is bounded.
+        let (done, _) = render(b"abc\x1b[2D\x1b[2@XY\r\nabcd\r\x1b[2Px\r\n\x1b[65535@z\r\n");
+        assert_eq!(done, ["aXYbc", "xd", "z"]);
     }
 
     #[test]
