@@ -1010,3 +1010,38 @@ impl rmcp::ClientHandler for ProgressLog {
         self.0.lock().unwrap().push(params);
     }
 }
+
+/// `hands stop` during a wait: the waiting call returns at once, refused by the brake, and
+/// the session is gone with the others.
+#[tokio::test]
+async fn the_brake_ends_a_pending_wait() {
+    let fx = Fixture::new();
+    let c = std::sync::Arc::new(start(&fx).await);
+    let marker = format!("{}.25", unique());
+    let waiting = {
+        let c = c.clone();
+        let cmd = format!("sleep {marker}");
+        tokio::spawn(async move {
+            c.call(
+                "tmux_start",
+                json!({ "command": cmd, "name": "held", "ready": { "pattern": "never" },
+                        "timeout_secs": 120 }),
+            )
+            .await
+        })
+    };
+    let t0 = Instant::now();
+    while host_processes(&["sleep", &marker]).is_empty() && t0.elapsed().as_secs() < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!host_processes(&["sleep", &marker]).is_empty(), "the session's command runs");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!waiting.is_finished(), "the wait returned early");
+    let config = shell_config(&fx);
+    let stop = fx.std_command(&["stop", "--config", config.to_str().unwrap()]).output().unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(super::common::text_of(&r).contains("hands stop"), "{}", super::common::text_of(&r));
+    assert!(host_processes(&["sleep", &marker]).is_empty(), "the session survived the brake");
+}
