@@ -268,6 +268,8 @@ impl Shell {
         }
         let log_dir = t.socket_dir(&name).to_string_lossy().into_owned();
         let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command, &log_dir);
+        // `waited_ms` counts from the command's start.
+        let begun = Instant::now();
         if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
             end_launcher(launcher).await;
             t.forget(&name);
@@ -339,7 +341,7 @@ impl Shell {
                 .map(|_| waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::Held)),
             timed_out: waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::TimedOut),
             ended: state.0,
-            waited_ms: waited.as_ref().map_or(0, |w| w.waited_ms),
+            waited_ms: if waited.is_some() { begun.elapsed().as_millis() as u64 } else { 0 },
             text: wait::last_lines(&text, START_LINES as usize),
             ports: wait::session_ports(meta.launcher),
             cursor: self.cursor(&meta),
@@ -561,6 +563,8 @@ impl Shell {
         }
         let enter = p.enter.unwrap_or(true);
         let sent_at = self.cursor(&m);
+        // `waited_ms` counts from the typing.
+        let begun = Instant::now();
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;
         let mut out = SendOutput {
@@ -586,7 +590,7 @@ impl Shell {
             out.timed_out = w.outcome == wait::Outcome::TimedOut;
             out.ended = w.ended;
             out.exit_status = w.exit_status;
-            out.waited_ms = w.waited_ms;
+            out.waited_ms = begun.elapsed().as_millis() as u64;
             out.text = w.text;
             out.truncated = w.truncated;
             out.cursor = w.cursor;

@@ -284,7 +284,7 @@ pub struct Started {
     pub timed_out: bool,
     /// The command has ended (see `exit_status`).
     pub ended: bool,
-    /// How long this call waited, in milliseconds.
+    /// With `ready`: milliseconds from the command's start to this answer.
     pub waited_ms: u64,
     /// The last lines of the pane (at most 20).
     pub text: String,
@@ -404,7 +404,7 @@ pub struct SendOutput {
     /// the session's once its command ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
-    /// How long this call waited, in milliseconds.
+    /// With `wait`: milliseconds from the typing to this answer.
     pub waited_ms: u64,
     /// The cursor just before the text was typed.
     pub sent_at: u64,

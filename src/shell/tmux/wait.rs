@@ -255,7 +255,6 @@ pub struct Waited {
     pub ended: bool,
     /// The typed command's status (bash's mark), else the session's once ended.
     pub exit_status: Option<i32>,
-    pub waited_ms: u64,
     /// What the pane printed during the wait, the echo of typed text left out: its end
     /// within the budget, and whether that is all of it.
     pub text: String,
@@ -460,7 +459,6 @@ impl Shell {
             }
             tokio::time::sleep(POLL).await;
         };
-        let waited_ms = started.elapsed().as_millis() as u64;
         let all = v.text_between(0, until_line);
         let (text, cut) = tail_within(all.trim_end(), self.output_chars);
         let dropped = v.screen.total() > v.screen.done().len() as u64;
@@ -468,7 +466,6 @@ impl Shell {
             outcome,
             ended,
             exit_status,
-            waited_ms,
             text,
             truncated: cut || dropped || lost,
             cursor: v.pos,
