@@ -792,7 +792,10 @@ impl HandsServer {
                 let name = def.tool.name.as_ref();
                 match def.kind {
                     K::TmuxStart => match parse(args, name) {
-                        Ok(p) => shaped(sh.tmux_start(p).await, name),
+                        Ok(p) => shaped(
+                            sh.tmux_start(p, crate::shell::Caller::of(ctx, &self.gone)).await,
+                            name,
+                        ),
                         Err(e) => e,
                     },
                     K::TmuxRead => match parse(args, name) {
@@ -800,7 +803,10 @@ impl HandsServer {
                         Err(e) => e,
                     },
                     K::TmuxSend => match parse(args, name) {
-                        Ok(p) => shaped(sh.tmux_send(p).await, name),
+                        Ok(p) => shaped(
+                            sh.tmux_send(p, crate::shell::Caller::of(ctx, &self.gone)).await,
+                            name,
+                        ),
                         Err(e) => e,
                     },
                     K::TmuxList => match parse(args, name) {

@@ -427,11 +427,16 @@ fn bash_tools(network: bool) -> Vec<ToolDef> {
                 name: "tmux_start",
                 title: "Start a long-running command",
                 description: "Start `command` (a dev server, a watcher, a REPL) in a new tmux \
-                session inside the same sandbox as bash, and return at once with `session`, the \
-                name the other tmux tools take. It keeps running after this call; its pane stays \
-                after it ends so tmux_read can show the output and exit status. Commands of this module share \
-                one private loopback, so a server started here is reachable from bash (and from \
-                nothing else). A command that cannot start (not found) is reported as an error.",
+                session inside the same sandbox as bash; returns `session`, the name the other \
+                tmux tools take. It keeps running after this call; its pane stays after it ends \
+                so tmux_read can show the output and exit status. `ready` waits until it is up: \
+                {\"port\": N} (the session listens on N), {\"pattern\": \"regex\"} (printed) \
+                or {\"quiet_ms\": N} (no output for N ms), at most `timeout_secs` (default 30, \
+                max 600); if the command ends first you get ended, exit_status and its last lines \
+                (ready false), on timeout timed_out. The result has the last lines, the \
+                session's listening ports and a `cursor` for tmux_read's since. Commands of this \
+                module share one private loopback, so a server started here is reachable from \
+                bash (and from nothing else). A command that cannot start (not found) is an error.",
                 kind: ToolKind::TmuxStart,
                 class: ActionClass::External,
                 hints: (false, true, false, network),
@@ -443,7 +448,10 @@ fn bash_tools(network: bool) -> Vec<ToolDef> {
                 name: "tmux_read",
                 title: "Read a tmux session",
                 description: "The last `lines` lines (default 100, max 5000) of a session's \
-                pane, whether its command has ended, and its exit status once it has.",
+                pane, whether its command has ended, and its exit status once it has. With \
+                `since` (a cursor from any tmux result): only what was printed after it, oldest \
+                first, at most `lines` lines; `more` says to read again with the new `cursor`; \
+                output no longer kept (the last 8 MiB are) is counted in lost_lines.",
                 kind: ToolKind::TmuxRead,
                 class: ActionClass::Read,
                 hints: (true, false, true, false),
@@ -455,7 +463,12 @@ fn bash_tools(network: bool) -> Vec<ToolDef> {
                 name: "tmux_send",
                 title: "Type into a tmux session",
                 description: "Type `text` literally into a session's pane (no tmux key names or \
-                formats are interpreted), then Enter unless `enter` is false.",
+                formats are interpreted), then Enter unless `enter` is false. `wait` returns what \
+                the pane printed after the typed line (its echo left out): once \
+                {\"pattern\": \"regex\"} appears, after {\"quiet_ms\": N} without output, or \
+                at {\"exit\": true} when the typed command ends (the pane runs bash; gives \
+                exit_status) — at most `timeout_secs` (default 30, max 600), then timed_out. The \
+                end is kept when long (truncated); tmux_read since=sent_at has it all.",
                 kind: ToolKind::TmuxSend,
                 class: ActionClass::External,
                 hints: (false, true, false, network),
@@ -467,7 +480,7 @@ fn bash_tools(network: bool) -> Vec<ToolDef> {
                 name: "tmux_list",
                 title: "List tmux sessions",
                 description: "This module's tmux sessions: name, command, cwd, start time \
-                (seconds since the epoch), running or ended (with exit status).",
+                (seconds since the epoch), running or ended (with exit status), cursor.",
                 kind: ToolKind::TmuxList,
                 class: ActionClass::Read,
                 hints: (true, false, true, false),

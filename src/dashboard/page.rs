@@ -342,6 +342,7 @@ async fn running(door: &Door, csrf: &str) -> String {
             .tmux_read(hands_shell::tmux::ReadParams {
                 session: t.name.clone(),
                 lines: Some(OUTPUT_LINES as u32),
+                since: None,
             })
             .await
             .map(|r| r.text)

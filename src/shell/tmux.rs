@@ -9,10 +9,12 @@
 //! State, under `<state>/tmux/<module>/`: `<name>.json` (command, cwd, start time, the
 //! launcher's pid and start time; written by the daemon, invisible to commands), `<name>.alive`
 //! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
-//! stderr) and `s/<name>/tmux.sock`. A restarted daemon reads the same files, so sessions
-//! survive it.
+//! stderr) and `s/<name>/tmux.sock`, beside the pane's output log `s/<name>/out.NNNNNN`
+//! (`wait.rs`). A restarted daemon reads the same files, so sessions survive it.
 
-use super::{Refusal, Shell};
+mod wait;
+
+use super::{Caller, Refusal, Shell};
 use hands_shell::tmux::{
     self, Facts, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State,
     check_name,
@@ -30,6 +32,8 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 const SERVER_START: Duration = Duration::from_secs(5);
 /// How long after start a command that exits 126/127 counts as "could not start".
 const START_CHECK: Duration = Duration::from_millis(500);
+/// The lines of the pane `tmux_start` returns.
+const START_LINES: u32 = 20;
 
 /// Where a module's sessions live.
 pub struct Sessions {
@@ -54,6 +58,10 @@ struct Meta {
     /// and those masked since (see [`Shell::remask`]); absent in records of older versions.
     #[serde(default)]
     masked: Vec<PathBuf>,
+    /// The pane's output is logged (`wait.rs`), so cursors work; false in records of older
+    /// versions.
+    #[serde(default)]
+    log: bool,
 }
 
 impl Sessions {
@@ -195,8 +203,23 @@ impl Shell {
         Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())))
     }
 
+    /// The cursor of a session now (0 when it keeps no log).
+    fn cursor(&self, m: &Meta) -> u64 {
+        if m.log { wait::Log::new(self.tmux.socket_dir(&m.name)).end() } else { 0 }
+    }
+
     /// `tmux_start`.
-    pub async fn tmux_start(&self, p: tmux::StartParams) -> Result<Started, Refusal> {
+    pub async fn tmux_start(
+        &self,
+        p: tmux::StartParams,
+        caller: Caller,
+    ) -> Result<Started, Refusal> {
+        // Checked before anything starts: a bad `ready` starts nothing.
+        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
+        let ready = match &p.ready {
+            Some(c) => Some(c.check("ready", timeout).map_err(Refusal)?),
+            None => None,
+        };
         self.refuse_when_unsafe()?;
         let t = &self.tmux;
         let name = match p.name {
@@ -233,6 +256,7 @@ impl Shell {
             launcher,
             client: super::CLIENT.try_with(String::clone).ok(),
             masked,
+            log: true,
         };
         let recorded = serde_json::to_string(&meta)
             .map_err(|e| e.to_string())
@@ -242,7 +266,10 @@ impl Shell {
             t.forget(&name);
             return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
         }
-        let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command);
+        let log_dir = t.socket_dir(&name).to_string_lossy().into_owned();
+        let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command, &log_dir);
+        // `waited_ms` counts from the command's start.
+        let begun = Instant::now();
         if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
             end_launcher(launcher).await;
             t.forget(&name);
@@ -283,16 +310,41 @@ impl Shell {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let waited = match &ready {
+            Some(u) if !state.0 => {
+                let w =
+                    self.wait_for(&meta, u, 0, None, Duration::from_secs(timeout), &caller).await?;
+                if w.ended {
+                    state = (true, w.exit_status);
+                }
+                Some(w)
+            }
+            _ => None,
+        };
+        // The last lines as tmux shows them, and the state once more.
+        let (text, state) = match self.read_settled(&name, &cwd_s, START_LINES).await {
+            Ok(r) => (r.text, if r.ended { (true, r.exit_status) } else { state }),
+            Err(_) => (String::new(), state),
+        };
         Ok(Started {
             session: name,
             facts: Facts {
-                command: meta.command,
-                cwd: meta.cwd,
+                command: meta.command.clone(),
+                cwd: meta.cwd.clone(),
                 started: meta.started,
                 state: if state.0 { State::Ended } else { State::Running },
                 exit_status: state.1,
             },
             containment: self.containment(),
+            ready: ready
+                .as_ref()
+                .map(|_| waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::Held)),
+            timed_out: waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::TimedOut),
+            ended: state.0,
+            waited_ms: if waited.is_some() { begun.elapsed().as_millis() as u64 } else { 0 },
+            text: wait::last_lines(&text, START_LINES as usize),
+            ports: wait::session_ports(meta.launcher),
+            cursor: self.cursor(&meta),
         })
     }
 
@@ -448,11 +500,47 @@ impl Shell {
             )));
         }
         let m = self.live_session(&p.session)?;
-        self.read_settled(&m.name, &m.cwd, lines).await
+        let Some(since) = p.since else {
+            let mut r = self.read_settled(&m.name, &m.cwd, lines).await?;
+            r.cursor = self.cursor(&m);
+            return Ok(r);
+        };
+        if !m.log {
+            return Err(Refusal(format!(
+                "tmux session {:?} was started by an older hands, which kept no output log, so \
+                 `since` cannot be used; read without it, or start the session again",
+                m.name
+            )));
+        }
+        // The state first: once it says ended, the log holds everything before it.
+        let state = self.read_settled(&m.name, &m.cwd, 1).await?;
+        let log = wait::Log::new(self.tmux.socket_dir(&m.name));
+        let c = log.read(since, wait::READ_CAP)?;
+        let page = hands_shell::pane::page(&c.data, lines as usize, self.output_chars);
+        Ok(ReadOutput {
+            session: m.name,
+            lines: page.lines,
+            text: page.text,
+            ended: state.ended,
+            exit_status: state.exit_status,
+            truncated: page.cut,
+            cursor: c.start + page.consumed as u64,
+            more: page.more || c.more,
+            lost_lines: c.lost_lines,
+        })
     }
 
     /// `tmux_send`.
-    pub async fn tmux_send(&self, p: tmux::SendParams) -> Result<SendOutput, Refusal> {
+    pub async fn tmux_send(
+        &self,
+        p: tmux::SendParams,
+        caller: Caller,
+    ) -> Result<SendOutput, Refusal> {
+        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
+        let until = match &p.wait {
+            Some(c) => Some(c.check("wait", timeout).map_err(Refusal)?),
+            None => None,
+        };
         self.refuse_when_unsafe()?;
         let chars = p.text.chars().count();
         if chars > tmux::MAX_SEND_CHARS {
@@ -466,15 +554,48 @@ impl Shell {
         // A secret file created since the session started is hidden from it before anything is
         // typed that could read it.
         self.remask(&mut m).await?;
+        if until.is_some() && !m.log {
+            return Err(Refusal(format!(
+                "tmux session {:?} was started by an older hands, which kept no output log, so \
+                 `wait` cannot be used; send without it and tmux_read, or start it again",
+                m.name
+            )));
+        }
         let enter = p.enter.unwrap_or(true);
+        let sent_at = self.cursor(&m);
+        // `waited_ms` counts from the typing.
+        let begun = Instant::now();
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;
-        Ok(SendOutput {
-            session: m.name,
+        let mut out = SendOutput {
+            session: m.name.clone(),
             sent_chars: chars,
             enter,
             containment: self.containment(),
-        })
+            text: String::new(),
+            truncated: false,
+            ready: None,
+            timed_out: false,
+            ended: false,
+            exit_status: None,
+            waited_ms: 0,
+            sent_at,
+            cursor: sent_at,
+        };
+        if let Some(u) = &until {
+            let w = self
+                .wait_for(&m, u, sent_at, Some(&p.text), Duration::from_secs(timeout), &caller)
+                .await?;
+            out.ready = Some(w.outcome == wait::Outcome::Held);
+            out.timed_out = w.outcome == wait::Outcome::TimedOut;
+            out.ended = w.ended;
+            out.exit_status = w.exit_status;
+            out.waited_ms = begun.elapsed().as_millis() as u64;
+            out.text = w.text;
+            out.truncated = w.truncated;
+            out.cursor = w.cursor;
+        }
+        Ok(out)
     }
 
     /// `tmux_list`.
@@ -486,7 +607,9 @@ impl Shell {
                 Ok(r) => (r.ended, r.exit_status),
                 Err(_) => (true, None),
             };
+            let cursor = self.cursor(&m);
             sessions.push(Session {
+                cursor,
                 name: m.name,
                 facts: Facts {
                     command: m.command,
@@ -509,6 +632,7 @@ impl Shell {
     pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, Refusal> {
         check_name(&p.session).map_err(Refusal)?;
         let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
+        let cursor = self.cursor(&m);
         end_launcher(m.launcher).await;
         if m.launcher.alive() {
             return Err(Refusal(format!(
@@ -517,7 +641,7 @@ impl Shell {
             )));
         }
         self.tmux.forget(&m.name);
-        Ok(KillOutput { session: m.name, killed: true })
+        Ok(KillOutput { session: m.name, killed: true, cursor })
     }
 
     /// Ends every tmux session of the module (`hands stop`); returns how many there were.

@@ -589,3 +589,465 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     assert!(text.contains("  tmux: tmux ") && text.contains("  git: git version "), "{text}");
     fx.assert_canary();
 }
+
+/// Lines of `text` that are numbers, in order.
+fn numbers(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The curl call that fetches `path` from the shared loopback, inside the sandbox.
+fn curl(port: u16, path: &str) -> Value {
+    json!({ "command": format!("curl -sS --max-time 5 http://127.0.0.1:{port}/{path}") })
+}
+
+/// Issue 21: a server is known to be up in one call — by its port, or by what it prints — and
+/// is then reached with `bash curl` on the module's shared loopback; `ports` names the
+/// session's own listeners only (the other session's port is not among them).
+#[tokio::test]
+async fn a_server_started_with_ready_is_up_when_tmux_start_returns() {
+    let fx = Fixture::new();
+    fx.write("site/index.html", "ready and serving\n");
+    let c = start(&fx).await;
+    let (p1, p2) = (free_port(), free_port());
+    let serve = |port: u16| format!("python3 -m http.server {port} --bind 127.0.0.1");
+    let by_port = c
+        .ok(
+            "tmux_start",
+            json!({ "command": serve(p1), "cwd": "site", "name": "byport",
+                    "ready": { "port": p1 }, "timeout_secs": 30 }),
+        )
+        .await;
+    assert_eq!((by_port["ready"].as_bool(), by_port["ended"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(by_port["timed_out"], false, "{by_port}");
+    assert_eq!(by_port["ports"], json!([p1]), "{by_port}");
+    assert!(by_port["cursor"].is_u64(), "{by_port}");
+    // No retry loop: it is up now.
+    let got = c.ok("bash", curl(p1, "index.html")).await;
+    assert_eq!(got["stdout"], "ready and serving\n", "{got}");
+
+    let by_pattern = c
+        .ok(
+            "tmux_start",
+            json!({ "command": serve(p2), "cwd": "site", "name": "bypattern",
+                    "ready": { "pattern": format!("^Serving HTTP on .* port {p2}") } }),
+        )
+        .await;
+    assert_eq!(by_pattern["ready"], true, "{by_pattern}");
+    assert!(by_pattern["text"].as_str().unwrap().contains("Serving HTTP"), "{by_pattern}");
+    assert_eq!(by_pattern["ports"], json!([p2]), "only this session's listener: {by_pattern}");
+    let got = c.ok("bash", curl(p2, "index.html")).await;
+    assert_eq!(got["stdout"], "ready and serving\n", "{got}");
+    // The request shows in the server's log, after the cursor tmux_start returned.
+    let r = read_until(&c, "bypattern", |r| text(r).contains("GET /index.html")).await;
+    assert!(text(&r).contains("GET /index.html"), "{r}");
+    let since =
+        c.ok("tmux_read", json!({ "session": "bypattern", "since": by_pattern["cursor"] })).await;
+    assert!(text(&since).contains("\"GET /index.html HTTP/1.1\" 200"), "{since}");
+    assert!(!text(&since).contains("Serving HTTP"), "only what came after the cursor: {since}");
+    for s in ["byport", "bypattern"] {
+        c.ok("tmux_kill", json!({ "session": s })).await;
+    }
+}
+
+/// A server that dies on start is reported as such — `ended`, its exit status and its last
+/// lines, not an error and not "ready" — whether it dies at once or after a moment.
+#[tokio::test]
+async fn a_server_that_exits_on_start_is_reported_as_ended() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    for (name, cmd) in [
+        ("now", "python3 -c 'import sys; print(\"starting\"); sys.exit(\"bad config: no port\")'"),
+        ("later", "echo starting; sleep 1.5; echo 'bad config: no port' >&2; exit 1"),
+    ] {
+        let r = c
+            .ok(
+                "tmux_start",
+                json!({ "command": cmd, "name": name, "ready": { "port": free_port() } }),
+            )
+            .await;
+        assert_eq!((r["ready"].as_bool(), r["ended"].as_bool()), (Some(false), Some(true)), "{r}");
+        assert_eq!((r["timed_out"].as_bool(), r["exit_status"].as_i64()), (Some(false), Some(1)));
+        assert_eq!(r["state"], "ended", "{r}");
+        let t = r["text"].as_str().unwrap();
+        assert!(t.contains("starting") && t.contains("bad config: no port"), "{name}: {r}");
+        assert!(r["waited_ms"].as_u64().unwrap() < 10_000, "{r}");
+        c.ok("tmux_kill", json!({ "session": name })).await;
+    }
+}
+
+/// A REPL in one call per question: `wait` returns what the pane printed after the typed
+/// line — the answer — without the echo of the question or the screen before it.
+#[tokio::test]
+async fn a_repl_is_driven_with_wait_and_returns_just_the_answer() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let py = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "PYTHON_BASIC_REPL=1 python3 -q -i", "name": "py",
+                    "ready": { "pattern": ">>> $" } }),
+        )
+        .await;
+    assert_eq!(py["ready"], true, "{py}");
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "py", "text": "print(6 * 7)", "wait": { "pattern": ">>> $" } }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(r["text"], "42\n>>>", "{r}");
+    assert!(r["cursor"].as_u64() > r["sent_at"].as_u64(), "{r}");
+    // The pattern is not found in the echo of the typed text itself.
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "py", "text": "import time; time.sleep(0.5); print('d' + 'one')",
+                    "wait": { "pattern": "done" } }),
+        )
+        .await;
+    assert_eq!(r["text"].as_str().unwrap().lines().next(), Some("done"), "{r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 400, "the echo does not match: {r}");
+
+    c.ok("tmux_start", json!({ "command": "bc -q", "name": "bc" })).await;
+    let r = c
+        .ok("tmux_send", json!({ "session": "bc", "text": "6*7", "wait": { "quiet_ms": 1000 } }))
+        .await;
+    assert_eq!((r["text"].as_str(), r["ready"].as_bool()), (Some("42"), Some(true)), "{r}");
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "bc", "text": "2^64", "wait": { "pattern": "^[0-9]+$" } }),
+        )
+        .await;
+    assert_eq!(r["text"], "18446744073709551616", "{r}");
+    // The session's command ending is seen too: `quit` ends bc.
+    let r = c
+        .ok("tmux_send", json!({ "session": "bc", "text": "quit", "wait": { "exit": true } }))
+        .await;
+    assert_eq!((r["ended"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(0)), "{r}");
+    for s in ["py", "bc"] {
+        c.ok("tmux_kill", json!({ "session": s })).await;
+    }
+}
+
+/// `wait: {exit: true}` in a pane running bash: returns when the typed command ends (known by
+/// the marks bash prints through PS0/PROMPT_COMMAND), with its exit status and its output
+/// only — not the echo, not the next prompt.
+#[tokio::test]
+async fn a_typed_command_is_waited_for_until_it_exits() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok(
+        "tmux_start",
+        json!({ "command": "bash --norc -i", "name": "sh", "ready": { "quiet_ms": 300 } }),
+    )
+    .await;
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "sh", "text": "sleep 1; echo slow; (exit 3)", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(3)), "{r}");
+    assert_eq!(r["text"], "slow", "{r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 900, "{r}");
+    assert_eq!(r["ended"], false, "the shell goes on: {r}");
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "sh", "text": "echo a; echo b", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!((r["text"].as_str(), r["exit_status"].as_i64()), (Some("a\nb"), Some(0)), "{r}");
+    // Without wait: nothing to show yet, and the cursor is where the typed text begins.
+    let r = c.ok("tmux_send", json!({ "session": "sh", "text": "echo later" })).await;
+    assert_eq!((r["text"].as_str(), r.get("ready")), (Some(""), None), "{r}");
+    assert_eq!(r["cursor"], r["sent_at"]);
+    let got = read_until(&c, "sh", |r| text(r).matches("later").count() >= 2).await;
+    let since = c.ok("tmux_read", json!({ "session": "sh", "since": r["cursor"] })).await;
+    assert!(text(&since).starts_with("echo later\nlater"), "{since} / {got}");
+    c.ok("tmux_kill", json!({ "session": "sh" })).await;
+}
+
+/// `since` returns only what came after a cursor, page by page, over far more lines than
+/// tmux's history keeps (6000): every one of 10,000 lines exactly once, nothing resent.
+#[tokio::test]
+async fn since_pages_through_ten_thousand_lines_without_loss_or_repeats() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let s = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "bash --norc -i", "name": "many", "ready": { "quiet_ms": 300 } }),
+        )
+        .await;
+    let before = s["cursor"].as_u64().unwrap();
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "many", "text": "seq 1 10000", "wait": { "exit": true } }),
+        )
+        .await;
+    assert_eq!(r["exit_status"], 0, "{r}");
+    assert_eq!(r["truncated"], true, "30,000 characters cannot hold it all: {r}");
+    assert!(numbers(r["text"].as_str().unwrap()).ends_with(&[9999, 10000]), "its end is kept");
+    // The whole of it, from the cursor before the send.
+    let mut cursor = before;
+    let mut all = Vec::new();
+    let mut pages = 0;
+    loop {
+        let p =
+            c.ok("tmux_read", json!({ "session": "many", "since": cursor, "lines": 5000 })).await;
+        assert_eq!(p["lost_lines"], 0, "{p}");
+        assert!(p["cursor"].as_u64().unwrap() >= cursor);
+        cursor = p["cursor"].as_u64().unwrap();
+        all.extend(numbers(text(&p)));
+        pages += 1;
+        if p["more"] == false {
+            break;
+        }
+        assert!(pages < 50, "paging does not end");
+    }
+    assert!(pages >= 2, "{pages} pages");
+    assert_eq!(all, (1..=10000).collect::<Vec<u64>>());
+    // Nothing is resent: read again from the last cursor.
+    let again = c.ok("tmux_read", json!({ "session": "many", "since": cursor })).await;
+    assert!(numbers(text(&again)).is_empty(), "{again}");
+    // tmux's own screen and history lost the start long ago.
+    let screen = c.ok("tmux_read", json!({ "session": "many", "lines": 5000 })).await;
+    assert!(!numbers(text(&screen)).contains(&1), "tmux's history kept line 1?");
+    // A cursor from nowhere is refused, saying what to do.
+    let e = c.err("tmux_read", json!({ "session": "many", "since": cursor + 1_000_000 })).await;
+    assert!(e.contains("past the end") && e.contains("without `since`"), "{e}");
+    c.ok("tmux_kill", json!({ "session": "many" })).await;
+}
+
+/// Output beyond what the log keeps (8 MiB) is counted as lost, not silently skipped.
+#[tokio::test]
+async fn lines_no_longer_kept_are_counted_as_lost() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let s = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "bash --norc -i", "name": "flood", "ready": { "quiet_ms": 300 } }),
+        )
+        .await;
+    // 12 MiB in 16-byte lines.
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "flood", "text": "yes 0123456789abcde | head -n 786432",
+                    "wait": { "exit": true }, "timeout_secs": 300 }),
+        )
+        .await;
+    assert_eq!(r["exit_status"], 0, "{r}");
+    // The pruning loop runs each second.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let p =
+        c.ok("tmux_read", json!({ "session": "flood", "since": s["cursor"], "lines": 10 })).await;
+    let lost = p["lost_lines"].as_u64().unwrap();
+    assert!((200_000..=400_000).contains(&lost), "about 5 MiB of 17-byte lines: {lost}");
+    assert_eq!(text(&p).lines().next(), Some("0123456789abcde"), "{p}");
+    c.ok("tmux_kill", json!({ "session": "flood" })).await;
+}
+
+/// Every wait is bounded: `timed_out` when the condition never holds, and bad input is refused
+/// before anything starts or is typed, saying what is allowed.
+#[tokio::test]
+async fn waits_time_out_and_bad_conditions_are_refused() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let t0 = Instant::now();
+    let r = c
+        .ok(
+            "tmux_start",
+            json!({ "command": "echo waiting; cat", "name": "slow",
+                    "ready": { "pattern": "never-printed" }, "timeout_secs": 1 }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(false), Some(true)), "{r}");
+    assert_eq!((r["ended"].as_bool(), r["state"].as_str()), (Some(false), Some("running")));
+    assert_eq!(r["text"], "waiting", "{r}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let r = c
+        .ok(
+            "tmux_send",
+            json!({ "session": "slow", "text": "x", "wait": { "pattern": "^y$" }, "timeout_secs": 1 }),
+        )
+        .await;
+    assert_eq!((r["ready"].as_bool(), r["timed_out"].as_bool()), (Some(false), Some(true)), "{r}");
+    assert_eq!(r["text"], "x", "cat's answer (the echo left out): {r}");
+    assert!(r["waited_ms"].as_u64().unwrap() >= 1000, "{r}");
+
+    for (args, needle) in [
+        (json!({ "ready": { "pattern": "(" } }), "not a valid regular expression"),
+        (json!({ "ready": { "pattern": "" } }), "pattern is empty"),
+        (
+            json!({ "ready": { "port": 80, "quiet_ms": 100 } }),
+            "exactly one of port, pattern or quiet_ms",
+        ),
+        (json!({ "ready": {} }), "exactly one of"),
+        (json!({ "ready": { "exit": true } }), "exit is for tmux_send"),
+        (json!({ "ready": { "port": 0 } }), "between 1 and 65535"),
+        (json!({ "ready": { "quiet_ms": 10 } }), "between 50 and 600000"),
+        (json!({ "ready": { "quiet_ms": 5000 }, "timeout_secs": 2 }), "shorter than timeout_secs"),
+        (json!({ "ready": { "port": 80 }, "timeout_secs": 0 }), "between 1 and 600"),
+        (json!({ "ready": { "port": 80 }, "timeout_secs": 601 }), "between 1 and 600"),
+    ] {
+        let mut a = args.clone();
+        a["command"] = json!("echo should-not-run > ran.txt");
+        a["name"] = json!("bad");
+        let e = c.err("tmux_start", a).await;
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+    assert!(!fx.root.join("ran.txt").exists(), "a refused tmux_start started its command");
+    let listed = c.ok("tmux_list", json!({})).await;
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+    let before = c.ok("tmux_read", json!({ "session": "slow" })).await;
+    for (wait, needle) in [
+        (json!({ "port": 80 }), "port is for tmux_start"),
+        (json!({ "exit": false }), "exit can only be true"),
+        (json!({ "pattern": "a(" }), "not a valid regular expression"),
+        (json!({ "pattern": "x".repeat(1001) }), "at most 1000"),
+    ] {
+        let e = c
+            .err("tmux_send", json!({ "session": "slow", "text": "typed-anyway", "wait": wait }))
+            .await;
+        assert!(e.contains(needle), "{wait}: {e}");
+        assert!(e.len() < 1500, "no huge echo: {e}");
+    }
+    // The positive control: a good wait on the same session works, and nothing was typed
+    // by the refused ones.
+    let ok = c
+        .ok("tmux_send", json!({ "session": "slow", "text": "fine", "wait": { "quiet_ms": 300 } }))
+        .await;
+    assert_eq!(ok["text"], "fine", "{ok}");
+    let after = c.ok("tmux_read", json!({ "session": "slow", "since": before["cursor"] })).await;
+    assert!(!text(&after).contains("typed-anyway"), "{after}");
+    c.ok("tmux_kill", json!({ "session": "slow" })).await;
+}
+
+/// Cancelling a waiting call ends the wait, not the session; a waiting call sends progress
+/// (elapsed time, lines seen) when the client asked for it.
+#[tokio::test]
+async fn a_cancelled_wait_leaves_the_session_running_and_waits_report_progress() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    let fx = Fixture::new();
+    let config = shell_config(&fx);
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    let log = ProgressLog::default();
+    let service =
+        log.clone().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let call = |args: Value| {
+        let peer = service.peer().clone();
+        async move {
+            let params = CallToolRequestParams::new("tmux_start")
+                .with_arguments(args.as_object().unwrap().clone());
+            peer.call_tool(params).await.unwrap()
+        }
+    };
+    let marker = format!("{}.5", unique());
+    let r = call(json!({
+        "command": format!("echo one; echo two; sleep 3.5; echo up; sleep {marker}"),
+        "name": "prog", "ready": { "pattern": "^up$" } }))
+    .await;
+    let r = r.structured_content.unwrap();
+    assert_eq!(r["ready"], true, "{r}");
+    let seen = log.0.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].progress < w[1].progress), "{seen:?}");
+    let msg = seen[0].message.clone().unwrap_or_default();
+    assert!(msg.contains("waiting") && msg.contains("2 lines of output"), "{seen:?}");
+
+    // A wait that would take a minute, cancelled after a second.
+    let peer = service.peer().clone();
+    let params = CallToolRequestParams::new("tmux_send").with_arguments(
+        json!({ "session": "prog", "text": "", "wait": { "pattern": "never" }, "timeout_secs": 60 })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let t0 = Instant::now();
+    let waiting = tokio::spawn(async move { peer.call_tool(params).await });
+    let first = seen.len();
+    let reported =
+        super::common::wait_until(Duration::from_secs(15), || log.0.lock().unwrap().len() > first)
+            .await;
+    assert!(reported, "the second wait reports progress too");
+    assert!(!waiting.is_finished(), "the wait returned early");
+    let notes = log.0.lock().unwrap().len();
+    waiting.abort();
+    // The wait has ended: it sends no more progress.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = log.0.lock().unwrap().len();
+    assert!(after <= notes + 1, "the wait went on after its cancellation ({notes} -> {after})");
+    // The session is untouched: its command runs, and it answers the next call at once.
+    assert!(
+        !host_processes(&["sleep", &marker]).is_empty(),
+        "the cancelled wait ended the session"
+    );
+    let peer = service.peer().clone();
+    let params = CallToolRequestParams::new("tmux_read")
+        .with_arguments(json!({ "session": "prog" }).as_object().unwrap().clone());
+    let r = peer.call_tool(params).await.unwrap().structured_content.unwrap();
+    assert_eq!(r["ended"], false, "{r}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let params = CallToolRequestParams::new("tmux_kill")
+        .with_arguments(json!({ "session": "prog" }).as_object().unwrap().clone());
+    peer.call_tool(params).await.unwrap();
+    assert!(host_processes(&["sleep", &marker]).is_empty());
+    let _ = service.cancel().await;
+}
+
+/// A client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+struct ProgressLog(std::sync::Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>);
+
+impl rmcp::ClientHandler for ProgressLog {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params);
+    }
+}
+
+/// `hands stop` during a wait: the waiting call returns at once, refused by the brake, and
+/// the session is gone with the others.
+#[tokio::test]
+async fn the_brake_ends_a_pending_wait() {
+    let fx = Fixture::new();
+    let c = std::sync::Arc::new(start(&fx).await);
+    let marker = format!("{}.25", unique());
+    let waiting = {
+        let c = c.clone();
+        let cmd = format!("sleep {marker}");
+        tokio::spawn(async move {
+            c.call(
+                "tmux_start",
+                json!({ "command": cmd, "name": "held", "ready": { "pattern": "never" },
+                        "timeout_secs": 120 }),
+            )
+            .await
+        })
+    };
+    let t0 = Instant::now();
+    while host_processes(&["sleep", &marker]).is_empty() && t0.elapsed().as_secs() < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!host_processes(&["sleep", &marker]).is_empty(), "the session's command runs");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!waiting.is_finished(), "the wait returned early");
+    let config = shell_config(&fx);
+    let stop = fx.std_command(&["stop", "--config", config.to_str().unwrap()]).output().unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(super::common::text_of(&r).contains("hands stop"), "{}", super::common::text_of(&r));
+    assert!(host_processes(&["sleep", &marker]).is_empty(), "the session survived the brake");
+}

@@ -11,7 +11,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tmux_interface::{
-    CapturePane, DisplayMessage, NewSession, RunShell, SendKeys, SetOption, Tmux, TmuxCommand,
+    CapturePane, DisplayMessage, NewSession, PipePane, RunShell, SendKeys, SetOption, Tmux,
+    TmuxCommand,
 };
 
 /// Default and maximum of `tmux_read`'s `lines`.
@@ -26,6 +27,22 @@ const HISTORY: &str = "6000";
 /// The pane size of a new session.
 const WIDTH: usize = 200;
 const HEIGHT: usize = 50;
+/// Default and maximum of `timeout_secs` for `ready` and `wait`.
+pub const DEFAULT_WAIT_SECS: u64 = 30;
+pub const MAX_WAIT_SECS: u64 = 600;
+/// The bounds of `quiet_ms`.
+pub const MIN_QUIET_MS: u64 = 50;
+pub const MAX_QUIET_MS: u64 = 600_000;
+/// The pane's output log (`pipe-pane` into `split`): files `out.NNNNNN` of `LOG_CHUNK` bytes
+/// in the session's socket folder, the newest `LOG_KEEP` of them kept; a removed file's line
+/// count is appended to `dropped` as `INDEX LINES`.
+pub const LOG_CHUNK: u64 = 1 << 20;
+pub const LOG_KEEP: usize = 8;
+/// Made by the log's writer once it runs; the pane's command waits for it (at most 2 s), so
+/// that its first output is in the log.
+pub const LOG_READY: &str = "piped";
+pub const LOG_DROPPED: &str = "dropped";
+pub const LOG_PREFIX: &str = "out.";
 
 /// Parameters of `tmux_start`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -42,6 +59,105 @@ pub struct StartParams {
     /// `s1`, `s2`, ... (the first free one).
     #[serde(default)]
     pub name: Option<String>,
+    /// Wait until the session is ready before returning: `{"port": 8080}` (a TCP listener of
+    /// the session on that port), `{"pattern": "regex"}` (the pattern appears in its output)
+    /// or `{"quiet_ms": 500}` (no new output for that long). Returns early when the command
+    /// ends (`ended`, with its exit status). Default: return at once.
+    #[serde(default)]
+    pub ready: Option<Condition>,
+    /// How long `ready` may wait, in seconds. Default 30, at most 600; then `timed_out`.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// What `ready` and `wait` wait for: exactly one of these.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    /// `tmux_start` only: a TCP port on which a process of the session listens.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// A regular expression (Rust `regex` syntax, `^`/`$` at line ends, at most 1000
+    /// characters) matched against the output as a person sees it (control sequences
+    /// stripped); for `tmux_send`, against what follows the echo of the typed text.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// No new output for this many milliseconds (50 to 600000).
+    #[serde(default)]
+    pub quiet_ms: Option<u64>,
+    /// `tmux_send` only: the typed command line ended — the pane's bash is back at its
+    /// prompt (seen by its `PS0`/`PROMPT_COMMAND` marks), or the session's command ended.
+    #[serde(default)]
+    pub exit: Option<bool>,
+}
+
+/// A checked [`Condition`].
+#[derive(Debug, Clone)]
+pub enum Until {
+    Port(u16),
+    Pattern(regex::Regex),
+    Quiet(std::time::Duration),
+    Exit,
+}
+
+impl Condition {
+    /// Checks that exactly one condition is given and that it can be waited for; `what` is
+    /// the parameter's name (`ready` or `wait`), `timeout` the wait's bound.
+    pub fn check(&self, what: &str, timeout: u64) -> Result<Until, String> {
+        let given = [
+            self.port.is_some(),
+            self.pattern.is_some(),
+            self.quiet_ms.is_some(),
+            self.exit.is_some(),
+        ];
+        let allowed =
+            if what == "ready" { "port, pattern or quiet_ms" } else { "pattern, quiet_ms or exit" };
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(format!(
+                "{what} takes exactly one of {allowed}; e.g. {{\"pattern\": \"ready\"}}"
+            ));
+        }
+        if let Some(p) = self.port {
+            if what != "ready" {
+                return Err(format!("{what} takes {allowed}; port is for tmux_start's ready"));
+            }
+            if p == 0 {
+                return Err("ready.port must be between 1 and 65535; got 0".into());
+            }
+            return Ok(Until::Port(p));
+        }
+        if let Some(p) = &self.pattern {
+            return crate::pane::pattern(p).map(Until::Pattern).map_err(|e| format!("{what}.{e}"));
+        }
+        if let Some(ms) = self.quiet_ms {
+            if !(MIN_QUIET_MS..=MAX_QUIET_MS).contains(&ms) {
+                return Err(format!(
+                    "{what}.quiet_ms must be between {MIN_QUIET_MS} and {MAX_QUIET_MS}; got {ms}"
+                ));
+            }
+            if ms >= timeout.saturating_mul(1000) {
+                return Err(format!(
+                    "{what}.quiet_ms ({ms}) must be shorter than timeout_secs ({timeout} s), or \
+                     the wait could only time out"
+                ));
+            }
+            return Ok(Until::Quiet(std::time::Duration::from_millis(ms)));
+        }
+        match self.exit {
+            Some(true) if what != "ready" => Ok(Until::Exit),
+            Some(true) => Err(format!("{what} takes {allowed}; exit is for tmux_send's wait")),
+            _ => Err(format!("{what}.exit can only be true; leave wait out to return at once")),
+        }
+    }
+}
+
+/// Checks `timeout_secs` of a wait: the default, or 1 to 600.
+pub fn wait_secs(t: Option<u64>) -> Result<u64, String> {
+    let t = t.unwrap_or(DEFAULT_WAIT_SECS);
+    if t == 0 || t > MAX_WAIT_SECS {
+        return Err(format!("timeout_secs must be between 1 and {MAX_WAIT_SECS}; got {t}"));
+    }
+    Ok(t)
 }
 
 /// Parameters of `tmux_read`.
@@ -50,9 +166,14 @@ pub struct StartParams {
 pub struct ReadParams {
     /// The session's name.
     pub session: String,
-    /// How many of the last lines of the pane to return. Default 100, at most 5000.
+    /// How many of the last lines of the pane to return (with `since`: the first lines after
+    /// the cursor). Default 100, at most 5000.
     #[serde(default)]
     pub lines: Option<u32>,
+    /// A `cursor` from an earlier tmux tool result: return only what the pane printed after
+    /// it, oldest first (then `more` says whether to read again with the new `cursor`).
+    #[serde(default)]
+    pub since: Option<u64>,
 }
 
 /// Parameters of `tmux_send`.
@@ -66,6 +187,15 @@ pub struct SendParams {
     /// Press Enter after the text. Default true.
     #[serde(default)]
     pub enter: Option<bool>,
+    /// Wait before returning: `{"pattern": "regex"}` (appears in the output after the echo
+    /// of the text), `{"quiet_ms": 300}` (no new output for that long) or `{"exit": true}`
+    /// (the typed command ended: the pane runs bash, or the session's command ends). The
+    /// result then holds the text printed since the send. Default: return at once.
+    #[serde(default)]
+    pub wait: Option<Condition>,
+    /// How long `wait` may wait, in seconds. Default 30, at most 600; then `timed_out`.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
 }
 
 /// Parameters of `tmux_list` (none).
@@ -127,6 +257,8 @@ pub struct Session {
     pub name: String,
     #[serde(flatten)]
     pub facts: Facts,
+    /// Pass as `since` to tmux_read to get only what the pane prints from now on.
+    pub cursor: u64,
 }
 
 impl fmt::Display for Session {
@@ -145,11 +277,42 @@ pub struct Started {
     pub facts: Facts,
     /// The sandbox's containment tier (`full`, or what is missing), as `bash` reports it.
     pub containment: String,
+    /// With `ready`: whether it held (false when the command ended first or on timeout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// `ready` did not hold within `timeout_secs`.
+    pub timed_out: bool,
+    /// The command has ended (see `exit_status`).
+    pub ended: bool,
+    /// With `ready`: milliseconds from the command's start to this answer.
+    pub waited_ms: u64,
+    /// The last lines of the pane (at most 20).
+    pub text: String,
+    /// TCP ports on which processes of the session listen.
+    pub ports: Vec<u16>,
+    /// Pass as `since` to tmux_read to get only what the pane prints after this result.
+    pub cursor: u64,
 }
 
 impl fmt::Display for Started {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "session {}  {} · containment: {}", self.session, self.facts, self.containment)
+        write!(f, "session {}  {} · containment: {}", self.session, self.facts, self.containment)?;
+        match (self.ready, self.timed_out, self.ended) {
+            (Some(true), ..) => write!(f, "\nready after {} ms", self.waited_ms)?,
+            (Some(false), _, true) => write!(f, "\nnot ready: the command ended first")?,
+            (Some(false), true, _) => {
+                write!(f, "\nnot ready: timed out after {} ms", self.waited_ms)?
+            }
+            _ => {}
+        }
+        if !self.ports.is_empty() {
+            let ports: Vec<String> = self.ports.iter().map(u16::to_string).collect();
+            write!(f, "\nlistening on {}", ports.join(", "))?;
+        }
+        if !self.text.is_empty() {
+            write!(f, "\n{}", self.text)?;
+        }
+        write!(f, "\n[cursor {}]", self.cursor)
     }
 }
 
@@ -187,18 +350,31 @@ pub struct ReadOutput {
     /// Its exit status once ended (128 + N for signal N).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
-    /// `text` was cut to the character budget (its end is kept).
+    /// `text` was cut to the character budget (its end is kept; with `since`, a line longer
+    /// than the budget was cut).
     pub truncated: bool,
+    /// Pass as `since` to get only what the pane prints after this text.
+    pub cursor: u64,
+    /// With `since`: more output follows; read again with `cursor`.
+    pub more: bool,
+    /// With `since`: lines printed after it that are no longer kept (the log keeps the last
+    /// 8 MiB of output), so not in `text`.
+    pub lost_lines: u64,
 }
 
 impl fmt::Display for ReadOutput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lost_lines > 0 {
+            writeln!(f, "[{} earlier lines no longer kept]", self.lost_lines)?;
+        }
         f.write_str(&self.text)?;
         match (self.ended, self.exit_status) {
-            (true, Some(s)) => write!(f, "\n[session {} ended, exit status {s}]", self.session),
-            (true, None) => write!(f, "\n[session {} ended]", self.session),
-            _ => write!(f, "\n[session {} running]", self.session),
+            (true, Some(s)) => write!(f, "\n[session {} ended, exit status {s}", self.session)?,
+            (true, None) => write!(f, "\n[session {} ended", self.session)?,
+            _ => write!(f, "\n[session {} running", self.session)?,
         }
+        let more = if self.more { "; more follows" } else { "" };
+        write!(f, "; cursor {}{more}]", self.cursor)
     }
 }
 
@@ -211,6 +387,29 @@ pub struct SendOutput {
     pub enter: bool,
     /// The sandbox's containment tier (`full`, or what is missing), as `bash` reports it.
     pub containment: String,
+    /// With `wait`: what the pane printed after the send, the echo of the typed text left
+    /// out (its end, when long: see `truncated`); empty without `wait`.
+    pub text: String,
+    /// `text` is only the end of it; tmux_read with `since` = `sent_at` pages through it all.
+    pub truncated: bool,
+    /// With `wait`: whether it held (false on timeout, or when the session's command ended
+    /// first while waiting for a pattern or quiet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// `wait` did not hold within `timeout_secs`.
+    pub timed_out: bool,
+    /// The session's command has ended (see `exit_status`).
+    pub ended: bool,
+    /// With `wait: {exit: true}`: the typed command's exit status (from the pane's bash), or
+    /// the session's once its command ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// With `wait`: milliseconds from the typing to this answer.
+    pub waited_ms: u64,
+    /// The cursor just before the text was typed.
+    pub sent_at: u64,
+    /// Pass as `since` to tmux_read to get what the pane prints after this result.
+    pub cursor: u64,
 }
 
 impl fmt::Display for SendOutput {
@@ -220,7 +419,21 @@ impl fmt::Display for SendOutput {
             f,
             "typed {} characters{enter} into {} · containment: {}",
             self.sent_chars, self.session, self.containment
-        )
+        )?;
+        match (self.ready, self.timed_out) {
+            (Some(false), true) => write!(f, "\nwait timed out after {} ms", self.waited_ms)?,
+            (Some(false), _) => write!(f, "\nwait did not hold: the session's command ended")?,
+            (Some(true), _) => write!(f, "\nwaited {} ms", self.waited_ms)?,
+            _ => {}
+        }
+        if let Some(s) = self.exit_status {
+            write!(f, " (exit status {s})")?;
+        }
+        if !self.text.is_empty() {
+            let cut = if self.truncated { "[...]\n" } else { "" };
+            write!(f, "\n{cut}{}", self.text)?;
+        }
+        write!(f, "\n[cursor {}]", self.cursor)
     }
 }
 
@@ -230,6 +443,8 @@ pub struct KillOutput {
     pub session: String,
     /// The session existed and it and every process it started are gone.
     pub killed: bool,
+    /// How much the pane had printed (its last cursor).
+    pub cursor: u64,
 }
 
 impl fmt::Display for KillOutput {
@@ -313,14 +528,52 @@ fn pane_script(trap: &str, command: &str) -> String {
     format!("{trap}\n(\n{command}\n)")
 }
 
+/// A word for `sh`: single-quoted.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What the pane's shell runs before [`pane_script`]: the shell-integration marks (OSC 133)
+/// an interactive bash in the pane prints — `C` when it starts a command line it read
+/// (`PS0`), `D;STATUS` when it is back at its prompt (`PROMPT_COMMAND`) — by which
+/// `tmux_send`'s `wait: {exit: true}` knows the typed command ended; then a wait (at most
+/// 2 s) for the output log's writer ([`pipe_argv`]), so that no output precedes the log.
+fn prelude(log_dir: &str) -> String {
+    let ready = sh_quote(&format!("{log_dir}/{LOG_READY}"));
+    format!(
+        "export PS0=$'\\e]133;C\\a' PROMPT_COMMAND='printf \"\\033]133;D;%s\\007\" \"$?\"'\n\
+         _i=0; until [ -e {ready} ] || [ $_i -ge 200 ]; do sleep 0.01; _i=$((_i+1)); done; unset _i"
+    )
+}
+
+/// The pane's output log: tmux pipes what it reads from the pane into `split`, which writes
+/// `out.000000`, `out.000001`, ... of [`LOG_CHUNK`] bytes each, as it arrives (unbuffered;
+/// `head` would hold back a prompt without a newline); a loop beside it removes all but the
+/// newest [`LOG_KEEP`], noting each one's line count in [`LOG_DROPPED`]. Runs in the
+/// session's sandbox (tmux's `sh -c`), in its socket folder; tmux expands formats in it, so
+/// `#` is doubled.
+fn pipe_script(log_dir: &str) -> String {
+    let script = format!(
+        "cd {dir} || exit 1; p=$$; \
+         ( while kill -0 $p 2>/dev/null; do sleep 1; set -- {LOG_PREFIX}*; \
+           while [ $# -gt {LOG_KEEP} ]; do echo \"${{1#{LOG_PREFIX}}} $(wc -l < \"$1\")\" >> {LOG_DROPPED}; \
+           rm -f \"$1\"; shift; done; done ) </dev/null >/dev/null 2>&1 & \
+         : > {LOG_READY}; exec split -b {LOG_CHUNK} -d -a 6 - {LOG_PREFIX}",
+        dir = sh_quote(log_dir),
+    );
+    script.replace('#', "##")
+}
+
 /// Makes the session: panes stay after their command ends, the command runs with `shell -c`
-/// after [`DRAIN_ON_EXIT`] ([`pane_script`]).
+/// after [`prelude`] and [`DRAIN_ON_EXIT`] ([`pane_script`]), and its output is logged in
+/// `log_dir` ([`pipe_script`]).
 pub fn new_session_argv(
     socket: &str,
     name: &str,
     cwd: &str,
     shell: &str,
     command: &str,
+    log_dir: &str,
 ) -> Vec<String> {
     let set = |option: &'static str, value: &str| {
         words(SetOption::new().global().option(option).value(value.to_string()).build())
@@ -331,7 +584,13 @@ pub fn new_session_argv(
         .start_directory(cwd.to_string())
         .width(WIDTH)
         .height(HEIGHT)
-        .shell_command(pane_script(DRAIN_ON_EXIT, command))
+        .shell_command(format!("{}\n{}", prelude(log_dir), pane_script(DRAIN_ON_EXIT, command)))
+        .build();
+    // `stdin()` is tmux's `-O`: the pane's output goes to the command's stdin.
+    let pipe = PipePane::new()
+        .stdin()
+        .target_pane(format!("={name}:"))
+        .shell_command(pipe_script(log_dir))
         .build();
     client(
         socket,
@@ -345,6 +604,7 @@ pub fn new_session_argv(
             set("history-limit", HISTORY),
             set("status", "off"),
             words(new),
+            words(pipe),
         ],
     )
 }
@@ -430,6 +690,9 @@ pub fn read_output(
         ended,
         exit_status,
         truncated: r.dropped_bytes > 0,
+        cursor: 0,
+        more: false,
+        lost_lines: 0,
     })
 }
 
@@ -487,9 +750,39 @@ mod tests {
 
     #[test]
     fn the_command_runs_after_the_drain_line_and_keeps_its_exit_status() {
-        let v = new_session_argv("/s", "w", "/", "bash", "echo a; exit 3");
-        let script = v.last().unwrap();
-        assert_eq!(script, &pane_script(DRAIN_ON_EXIT, "echo a; exit 3"));
+        let v = new_session_argv("/s", "w", "/", "bash", "echo a; exit 3", "/l");
+        let pipe = v.iter().position(|a| a == "pipe-pane").unwrap();
+        let script = &v[pipe - 2];
+        assert_eq!(
+            script,
+            &format!("{}\n{}", prelude("/l"), pane_script(DRAIN_ON_EXIT, "echo a; exit 3"))
+        );
+        assert_eq!(&v[pipe..pipe + 4], ["pipe-pane", "-O", "-t", "=w:"]);
+        assert_eq!(v[pipe + 4], pipe_script("/l"));
+        // The log's writer, run by sh from a folder named with a quote and a `#` (which tmux
+        // would expand, so it is doubled): it writes what comes in, at once, to out.000000.
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("it's #1");
+        std::fs::create_dir(&log).unwrap();
+        let script = pipe_script(log.to_str().unwrap()).replace("##", "#");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b">>> ").unwrap();
+        let out = log.join("out.000000");
+        let start = std::time::Instant::now();
+        while std::fs::read(&out).unwrap_or_default() != b">>> " && start.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(std::fs::read(&out).unwrap(), b">>> ", "a prompt without a newline is logged");
+        assert!(log.join(LOG_READY).exists());
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
         let run = |trap: &str, cmd: &str| {
             std::process::Command::new("bash")
                 .arg("-c")
