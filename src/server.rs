@@ -460,9 +460,10 @@ impl HandsServer {
         })
     }
 
-    /// `ask`: a standing permission, else a person — through the client (a 2026-07-28
-    /// input-required round trip, or a 2025-era elicitation), else at a terminal. Anything but
-    /// an explicit allow refuses.
+    /// `ask`: a standing permission, else a person — through the client when it declared
+    /// form elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation),
+    /// else on the dashboard (a URL-only client is pointed at the entry) or at a terminal.
+    /// Anything but an explicit allow refuses.
     ///
     /// `confirm` (a confirm-listed argv): no standing permission is consulted, and any allow
     /// counts as *once* — the answer grants no session or always permission, so the next
@@ -475,7 +476,7 @@ impl HandsServer {
         ctx: &RequestContext<RoleServer>,
         confirm: bool,
     ) -> Gate {
-        use crate::approvals::{Action, Asked, Channel, Choice};
+        use crate::approvals::{Action, Asked, Channel, Choice, Reach};
         use crate::audit::{DecidedBy, Decision};
         let approvals = &self.daemon.approvals;
         let action = Action {
@@ -508,22 +509,28 @@ impl HandsServer {
         if !confirm && (in_session || approvals.always_allows(&action)) {
             return allow(DecidedBy::StandingPermission);
         }
-        let elicits = ctx.client_capabilities().is_some_and(|c| {
-            c.elicitation.as_ref().is_some_and(|e| e.url.is_none() || e.form.is_some())
-        });
-        let opens_urls = ctx
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.as_ref().is_some_and(|e| e.url.is_some()));
-        let asked = match (&retry.state, modern) {
-            (Some(state), true) => approvals.redeem(&action, state, retry.responses.as_ref()),
-            (None, true) => match approvals.input_required(&action) {
+        // The channel follows what the client declared (SPEC §6), read per request: a
+        // 2026-07-28 client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing
+        // is sent for a capability it did not declare.
+        let reach = Reach::of(ctx.client_capabilities().as_ref());
+        let mut asked = match (&retry.state, modern, reach) {
+            (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
+            (None, true, Reach::Form) => match approvals.input_required(&action) {
                 Ok(r) => Asked::InputRequired(r),
                 Err(e) => Asked::Refused(e, None),
             },
-            (_, false) if elicits => approvals.elicit(&action, &ctx.peer).await,
-            // A client that can only open a URL is pointed at the action's entry on the
-            // dashboard, where the person decides; the answer to the URL request decides nothing.
-            (_, false) if opens_urls => {
+            // The action is parked and the client asked to open its dashboard entry; the
+            // retry waits for the person there. Without a dashboard the call itself waits.
+            (None, true, Reach::Url) => match approvals.input_required_url(&action) {
+                Some(Ok(r)) => Asked::InputRequired(r),
+                Some(Err(e)) => Asked::Refused(e, None),
+                None => approvals.park(&action).await,
+            },
+            (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
+            // A 2025-era client that can only open a URL is sent the action's entry on the
+            // dashboard, where the person decides; the answer to the URL request decides
+            // nothing.
+            (_, false, Reach::Url) => {
                 let peer = ctx.peer.clone();
                 let timeout = std::time::Duration::from_secs(
                     self.daemon.config.trust.approval_timeout_secs.max(1),
@@ -531,15 +538,7 @@ impl HandsServer {
                 approvals
                     .park_then(&action, |id| {
                         let Some(url) = approvals.dashboard_entry(id) else { return };
-                        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
-                            meta: None,
-                            message: format!(
-                                "hands needs a person's approval; decide on the dashboard.\n{}",
-                                action.describe()
-                            ),
-                            url,
-                            elicitation_id: id.to_string(),
-                        };
+                        let params = crate::approvals::url_params(&action, url, id);
                         tokio::spawn(async move {
                             let _ =
                                 peer.create_elicitation_with_timeout(params, Some(timeout)).await;
@@ -547,14 +546,25 @@ impl HandsServer {
                     })
                     .await
             }
-            (_, false) => approvals.park(&action).await,
+            // Nobody to ask through the client, in either era: a person at `hands approvals`
+            // or on the dashboard.
+            (_, _, Reach::Nobody) => approvals.park(&action).await,
         };
+        if let Asked::Parked(id) = &asked {
+            asked = approvals.await_parked(id).await;
+        }
         let by = |c: Channel| match c {
             Channel::Client => DecidedBy::PersonViaClient,
             Channel::Terminal => DecidedBy::PersonViaTerminal,
             Channel::Dashboard => DecidedBy::PersonViaDashboard,
         };
         match asked {
+            Asked::Parked(id) => Gate {
+                decision: Decision::Deny,
+                decided_by: DecidedBy::Policy,
+                refusal: Some(format!("approval {id} was not answered")),
+                input: None,
+            },
             Asked::InputRequired(r) => Gate {
                 decision: Decision::Deny,
                 decided_by: DecidedBy::Policy,

@@ -5,6 +5,8 @@ pub mod common;
 mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
+#[cfg(target_os = "linux")]
+mod channels;
 mod config;
 #[cfg(target_os = "linux")]
 mod dashboard;
