@@ -304,3 +304,113 @@ async fn a_confirm_listed_rm_through_a_client_that_cannot_ask_waits_for_a_yes() 
         fx.assert_canary();
     }
 }
+
+/// The pinned release of the official MCP Python SDK the tests drive (the newest on PyPI when
+/// written; it speaks 2026-07-28).
+const PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// A Python interpreter with [`PYTHON_SDK`]: `HANDS_PYTHON_SDK` (a venv folder), else a venv
+/// made once under `~/.cache/hands-python-sdk` with pip from the registry.
+fn python_sdk() -> std::path::PathBuf {
+    let venv =
+        std::env::var_os("HANDS_PYTHON_SDK").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").expect("HOME");
+            Path::new(&home).join(".cache/hands-python-sdk")
+        });
+    let python = venv.join("bin/python");
+    let version = PYTHON_SDK.trim_start_matches("mcp==");
+    let has = |p: &Path| {
+        std::process::Command::new(p)
+            .args([
+                "-c",
+                &format!("import importlib.metadata as m; assert m.version('mcp') == '{version}'"),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !has(&python) {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(made, "cannot make a venv at {} (python3 -m venv)", venv.display());
+        let installed = std::process::Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", PYTHON_SDK])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(installed, "cannot install {PYTHON_SDK} into {}", venv.display());
+    }
+    assert!(has(&python), "{} lacks {PYTHON_SDK}", python.display());
+    python
+}
+
+/// Runs `tests/python/sdk_client.py` (one `write` of `path`); its JSON line.
+fn python_client(
+    fx: &Fixture,
+    target: &str,
+    mode: &str,
+    elicitation: &str,
+    path: &str,
+) -> tokio::task::JoinHandle<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_client.py");
+    let mut cmd = tokio::process::Command::new(python_sdk());
+    cmd.arg(script)
+        .args([env!("CARGO_BIN_EXE_hands"), target, mode, elicitation, path])
+        .current_dir(&fx.root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &fx.home)
+        .env("XDG_STATE_HOME", &fx.state)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    tokio::spawn(async move {
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("the Python client did not finish within 60 s")
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the Python client failed: {stdout}");
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap()
+    })
+}
+
+/// The official Python SDK in both eras, over stdio and (2026-07-28) stateless HTTP: with an
+/// elicitation callback the person is asked through it; without one (the SDK then declares no
+/// elicitation) nothing is sent to it, the action is parked and runs after `hands approvals
+/// approve` — the bug of issue 18 was an input-required result this client could not answer.
+#[tokio::test]
+async fn the_python_sdk_is_asked_by_what_it_declared_in_either_era() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let stdio = config.to_str().unwrap().to_string();
+    let (_child, addr) = super::common::serve_http(&fx, &config, &[]).await;
+    let http = format!("http://{addr}/mcp");
+    for (target, mode) in
+        [(&stdio, "legacy"), (&stdio, "2026-07-28"), (&http, "2026-07-28"), (&http, "legacy")]
+    {
+        let label = format!("{}-{mode}", if target.starts_with("http") { "http" } else { "stdio" });
+        // Form: asked through the callback, nothing parked.
+        let path = format!("{label}-form.txt");
+        let out = python_client(&fx, target, mode, "form", &path).await.unwrap();
+        assert_eq!(out["is_error"], false, "{label}: {out}");
+        assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{label}: {out}");
+        assert!(out["asked"][0].as_str().unwrap().contains(&path), "{out}");
+        assert_eq!(fx.audit_records().last().unwrap()["decided_by"], "person-via-client");
+        // None: parked, and the person's yes at a terminal runs it.
+        let path = format!("{label}-none.txt");
+        let pending = python_client(&fx, target, mode, "none", &path);
+        let (id, _) = parked_id(&fx, &config, &path).await;
+        assert!(!fx.root.join(&path).exists(), "{label}: it ran before the yes");
+        assert!(approvals(&fx, &config, &["approve", &id]).0);
+        let out = pending.await.unwrap();
+        assert_eq!(out["is_error"], false, "{label}: {out}");
+        assert_eq!(out["asked"], json!([]), "{label}: {out}");
+        let expect = if mode == "legacy" { "2025-11-25" } else { mode };
+        assert_eq!(out["protocol"], expect, "{label}: {out}");
+        assert_eq!(std::fs::read_to_string(fx.root.join(&path)).unwrap(), "py");
+        assert_eq!(fx.audit_records().last().unwrap()["decided_by"], "person-via-terminal");
+    }
+    fx.assert_canary();
+}
