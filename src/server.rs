@@ -884,8 +884,10 @@ fn tool_error(message: String) -> CallToolResult {
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.
 fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+        // serde quotes the offending value (a 10 MB string in a number's place): cut it.
         tool_error(format!(
-            "invalid arguments for `{name}`: {e}; the tool's inputSchema lists its parameters"
+            "invalid arguments for `{name}`: {}; the tool's inputSchema lists its parameters",
+            hands_roots::shown(&e.to_string())
         ))
     })
 }
@@ -1040,7 +1042,7 @@ impl ServerHandler for HandsServer {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`; tools/list shows the tools this server publishes",
-                    request.name
+                    hands_roots::shown(request.name.as_ref())
                 ),
                 None,
             ));

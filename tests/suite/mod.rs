@@ -23,6 +23,7 @@ mod http;
 mod masking;
 mod path_attacks;
 mod protocol;
+mod quoting;
 #[cfg(target_os = "linux")]
 mod run;
 #[cfg(target_os = "linux")]

@@ -75,28 +75,34 @@ impl fmt::Display for Entry {
 pub enum AllowError {
     #[error("an entry is empty; write a binary name, optionally followed by leading arguments")]
     EmptyEntry,
-    #[error("`{0}`: `*` stands alone (it admits every binary on PATH); it takes no arguments")]
+    #[error("`{}`: `*` stands alone (it admits every binary on PATH); it takes no arguments", hands_roots::shown(.0))]
     StarWithArguments(String),
     #[error("no binary was given (argv is empty)")]
     EmptyArgv,
     #[error(
-        "`{0}` is refused: a binary is given by name only, never by path (no `/`, `.` or `..`); \
-         it is looked up in the module's configured PATH"
+        "`{}` is refused: a binary is given by name only, never by path (no `/`, `.` or `..`); \
+         it is looked up in the module's configured PATH",
+        hands_roots::shown(.0)
     )]
     Pathed(String),
-    #[error("`{0}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty")]
+    #[error(
+        "`{}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty",
+        hands_roots::shown(.0)
+    )]
     BadName(String),
-    #[error("`{argv}` is refused: commands.deny lists `{entry}`")]
+    #[error("`{}` is refused: commands.deny lists `{entry}`", hands_roots::shown(argv))]
     Denied { argv: String, entry: String },
     #[error(
-        "`{argv}` is refused: no entry of commands.allow admits it (allowed: {allowed}); entries \
+        "`{}` is refused: no entry of commands.allow admits it (allowed: {allowed}); entries \
          match whole leading tokens, so `kubectl get` admits `kubectl get pods` but not \
-         `kubectl getsecrets`. A person can add an entry to commands.allow in daemon.toml"
+         `kubectl getsecrets`. A person can add an entry to commands.allow in daemon.toml",
+        hands_roots::shown(argv)
     )]
     NotAllowed { argv: String, allowed: String },
     #[error(
-        "the published name `{0}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
-         of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`"
+        "the published name `{}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
+         of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`",
+        hands_roots::shown(.0)
     )]
     BadToolName(String),
 }
