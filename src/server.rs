@@ -325,6 +325,8 @@ struct Gate {
     decided_by: crate::audit::DecidedBy,
     refusal: Option<String>,
     input: Option<rmcp::model::InputRequiredResult>,
+    /// What the refusal blocked, by which layer, and what a person can do (SPEC §6).
+    denial: Option<Denial>,
 }
 
 /// What a retried call echoes back after an input-required result.
@@ -397,12 +399,14 @@ impl HandsServer {
         confirm: bool,
     ) -> Gate {
         use crate::audit::{DecidedBy, Decision};
-        let deny = |by, msg| Gate {
+        let deny = |by, msg: String, layer: &'static str, remedy: &str| Gate {
             decision: Decision::Deny,
             decided_by: by,
+            denial: Some(Denial::new(def.tool.name.as_ref(), layer, &msg, remedy)),
             refusal: Some(msg),
             input: None,
         };
+        let release = "a person runs `hands stop --release` (or restarts the daemon)";
         let braked = || def.class == ActionClass::External && self.daemon.is_stopped();
         let brake = || {
             format!(
@@ -412,13 +416,20 @@ impl HandsServer {
             )
         };
         if braked() {
-            return deny(DecidedBy::Stop, brake());
+            return deny(DecidedBy::Stop, brake(), "brake", release);
         }
-        if let Some(msg) = self.hidden_path(def, arguments) {
-            return deny(DecidedBy::Policy, msg);
+        if let Some((msg, denial)) = self.hidden_path(def, arguments) {
+            let mut gate = deny(DecidedBy::Policy, msg, "", "");
+            gate.denial = Some(denial);
+            return gate;
         }
         match self.trust_for(def) {
             TrustAction::Deny => {
+                let remedy = format!(
+                    "a person can set trust.{} to \"ask\" or \"allow\" for {} in daemon.toml",
+                    def.class,
+                    def.module.name()
+                );
                 return deny(
                     DecidedBy::Policy,
                     format!(
@@ -428,6 +439,8 @@ impl HandsServer {
                         def.class,
                         def.module.name()
                     ),
+                    "gate",
+                    &remedy,
                 );
             }
             TrustAction::Allow if !confirm => {
@@ -436,6 +449,7 @@ impl HandsServer {
                     decided_by: DecidedBy::Policy,
                     refusal: None,
                     input: None,
+                    denial: None,
                 };
             }
             // `ask`, or a confirm-listed run the policy would allow: a person decides.
@@ -445,18 +459,27 @@ impl HandsServer {
         // A person may answer after `hands stop` (a parked action waits minutes): the brake
         // still wins.
         if gate.refusal.is_none() && gate.input.is_none() && braked() {
-            return deny(DecidedBy::Stop, brake());
+            return deny(DecidedBy::Stop, brake(), "brake", release);
         }
         gate
     }
 
     /// A path argument that names a denied or credential path: refused before the policy and
     /// before any person is asked, at every trust level (SPEC §3).
-    fn hidden_path(&self, def: &ToolDef, arguments: &serde_json::Value) -> Option<String> {
+    fn hidden_path(
+        &self,
+        def: &ToolDef,
+        arguments: &serde_json::Value,
+    ) -> Option<(String, Denial)> {
         let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
         ["path", "cwd", "repo"].iter().find_map(|key| {
             let p = arguments.get(*key)?.as_str()?;
-            resolver.refuse_denied(p).err().map(|e| format!("`{}` is refused: {e}", def.tool.name))
+            resolver.refuse_denied(p).err().map(|e| {
+                let denial = e.denial().unwrap_or_else(|| {
+                    Denial::new(p, "denied-paths", &e.to_string(), "this cannot be approved")
+                });
+                (format!("`{}` is refused: {e}", def.tool.name), denial)
+            })
         })
     }
 
@@ -487,8 +510,13 @@ impl HandsServer {
             arguments: arguments.clone(),
             confirm,
         };
-        let allow =
-            |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
+        let allow = |by| Gate {
+            decision: Decision::Allow,
+            decided_by: by,
+            refusal: None,
+            input: None,
+            denial: None,
+        };
         let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
         let modern = ctx
             .protocol_version()
@@ -562,6 +590,12 @@ impl HandsServer {
             Asked::Parked(id) => Gate {
                 decision: Decision::Deny,
                 decided_by: DecidedBy::Policy,
+                denial: Some(Denial::new(
+                    def.tool.name.as_ref(),
+                    "gate",
+                    "not answered",
+                    ASK_REMEDY,
+                )),
                 refusal: Some(format!("approval {id} was not answered")),
                 input: None,
             },
@@ -570,6 +604,7 @@ impl HandsServer {
                 decided_by: DecidedBy::Policy,
                 refusal: None,
                 input: Some(r),
+                denial: None,
             },
             Asked::Allowed(choice, channel) => {
                 let choice = if confirm { Choice::Once } else { choice };
@@ -590,6 +625,12 @@ impl HandsServer {
                 allow(by(channel))
             }
             Asked::Refused(why, channel) => Gate {
+                denial: Some(Denial::new(
+                    def.tool.name.as_ref(),
+                    if confirm { "gate (commands.confirm)" } else { "gate" },
+                    &why,
+                    ASK_REMEDY,
+                )),
                 decision: Decision::Deny,
                 // Nobody answered: the gate's own rule refused (it fails closed).
                 decided_by: channel.map_or(DecidedBy::Policy, by),
@@ -635,11 +676,14 @@ impl HandsServer {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
+                let what = argv.as_ref().map(|a| hands_shell::allow::show(a));
+                let what = what.as_deref().unwrap_or(def.tool.name.as_ref());
                 Gate {
                     decision: crate::audit::Decision::Deny,
                     decided_by: crate::audit::DecidedBy::Policy,
                     refusal: Some(msg.clone()),
                     input: None,
+                    denial: Some(Denial::new(what, "allowlist", msg, ALLOW_REMEDY)),
                 }
             }
             Some(Ok(run)) => {
@@ -656,7 +700,10 @@ impl HandsServer {
             return CallToolResponse::InputRequired(input);
         }
         let result = match (&gate.refusal, program) {
-            (Some(msg), _) => tool_error(msg.clone()),
+            (Some(msg), _) => match &gate.denial {
+                Some(d) => refused(msg.clone(), vec![d.clone()]),
+                None => tool_error(msg.clone()),
+            },
             (None, Some(Ok(run))) => match self.daemon.shell.clone() {
                 Some(sh) => shaped(
                     sh.run_program(
@@ -781,7 +828,7 @@ impl HandsServer {
                 };
                 match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
                     Ok(out) => structured(&out, out.to_string(), "bash"),
-                    Err(crate::shell::Refusal(msg)) => tool_error(msg),
+                    Err(crate::shell::Refusal(msg)) => shell_refusal(msg, "bash"),
                 }
             }
             K::TmuxStart | K::TmuxRead | K::TmuxSend | K::TmuxList | K::TmuxKill => {
@@ -900,7 +947,142 @@ fn shaped<O: Serialize + std::fmt::Display>(
 ) -> CallToolResult {
     match r {
         Ok(out) => structured(&out, out.to_string(), name),
-        Err(crate::shell::Refusal(msg)) => tool_error(msg),
+        Err(crate::shell::Refusal(msg)) => shell_refusal(msg, name),
+    }
+}
+
+/// What a person can do about an `ask` that was not approved.
+const ASK_REMEDY: &str = "a person allows it when asked: through the client, with `hands approvals approve ID` while it waits, or on the dashboard";
+
+/// What a person can do about a program the allowlist refused.
+const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
+
+/// A tools-shell refusal: with denial feedback when a wall or the brake refused it.
+fn shell_refusal(msg: String, name: &str) -> CallToolResult {
+    let (layer, remedy) = if msg.contains("sandbox.mode = \"enforce\"") {
+        (
+            "sandbox (enforce)",
+            "a person fixes the host (`hands doctor` shows what is missing) or sets \
+             sandbox.mode = \"best-effort\"",
+        )
+    } else if msg.contains("hands stop") {
+        ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
+    } else {
+        return tool_error(msg);
+    };
+    let denial = Denial::new(name, layer, &msg, remedy);
+    refused(msg, vec![denial])
+}
+
+/// One refusal as `structuredContent.denied` carries it (SPEC §6): what was blocked, by which
+/// layer, why, and what a person can do. Described in every tool's `outputSchema`
+/// ([`crate::tools::Denial`]).
+pub type Denial = crate::tools::Denial;
+
+/// A refusal: the text (short; it says what to do) and `structuredContent.denied`.
+fn refused(text: String, denied: Vec<Denial>) -> CallToolResult {
+    let mut r = tool_error(text);
+    r.structured_content = Some(serde_json::json!({ "denied": denied }));
+    r
+}
+
+/// A module error as the client sees it: a refusal carries its denial feedback.
+fn module_error<E: std::fmt::Display + Denies>(e: &E) -> CallToolResult {
+    match e.denial() {
+        Some(d) => refused(e.to_string(), vec![d]),
+        None => tool_error(e.to_string()),
+    }
+}
+
+/// Errors that may be refusals by a layer (roots, denied paths, secrets, protected paths,
+/// read-only roots, git's confinement and push policy).
+trait Denies {
+    fn denial(&self) -> Option<Denial>;
+}
+
+impl Denies for hands_roots::PathError {
+    fn denial(&self) -> Option<Denial> {
+        use hands_roots::PathError as P;
+        let roots = "a person can declare a root that holds it in the module's `filesystem` \
+                     in daemon.toml";
+        let (what, layer, remedy) = match self {
+            P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
+            P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
+            P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
+            P::LinkLoop { path } | P::DanglingLink { path } => {
+                (path.display().to_string(), "roots", "use the link's target path directly")
+            }
+            P::Denied { path, .. } => (
+                path.display().to_string(),
+                "denied paths",
+                "nobody can approve it: a person can remove it from sandbox.deny (credential \
+                 paths always stay refused)",
+            ),
+            P::Secret { path } => (
+                path.display().to_string(),
+                "secret files",
+                "a person can read it themselves, or narrow sandbox.secret_patterns",
+            ),
+            P::Protected { path, .. } => (
+                path.display().to_string(),
+                "protected paths",
+                "a person makes this change outside hands",
+            ),
+            P::ReadOnlyRoot { path, .. } => (
+                path.display().to_string(),
+                "read-only root",
+                "a person can set `write = true` on that root in daemon.toml",
+            ),
+            P::HardLinked { path, .. } => (
+                path.display().to_string(),
+                "hard links",
+                "a person can remove the other links, or write a new file",
+            ),
+            _ => return None,
+        };
+        Some(Denial::new(&what, layer, &self.to_string(), remedy))
+    }
+}
+
+impl Denies for hands_fs::FsError {
+    fn denial(&self) -> Option<Denial> {
+        match self {
+            hands_fs::FsError::Path(p) => p.denial(),
+            _ => None,
+        }
+    }
+}
+
+impl Denies for hands_git::GitError {
+    fn denial(&self) -> Option<Denial> {
+        use hands_git::GitError as G;
+        let (what, layer, remedy) = match self {
+            G::Path(p) => return p.denial(),
+            G::RepoOutside { target, .. } => (
+                target.display().to_string(),
+                "roots",
+                "a person can declare a root that holds the whole repository",
+            ),
+            G::HostileConfig { key, .. } => (
+                key.clone(),
+                "git confinement",
+                "a person removes the key from the repository's config",
+            ),
+            G::HiddenPath { path } => {
+                (path.clone(), "secret files", "a person commits it themselves, if they mean to")
+            }
+            G::ProtectedChange { what, .. } => {
+                (what.clone(), "protected paths", "a person makes this change outside hands")
+            }
+            G::PushOff | G::PushNoNetwork | G::PushBranchRefused { .. } | G::PushUrl { .. } => (
+                "git_push".to_string(),
+                "git push policy",
+                "a person can change tools-git's push settings (remote, branches, the network \
+                 grant) in daemon.toml",
+            ),
+            _ => return None,
+        };
+        Some(Denial::new(&what, layer, &self.to_string(), remedy))
     }
 }
 
@@ -929,7 +1111,7 @@ where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     match parse(args, name) {
         Ok(params) => on_pool(state, params, name, f, text).await,
@@ -959,7 +1141,7 @@ where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Clone + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     let params: P = match parse(args, name) {
         Ok(p) => p,
@@ -974,7 +1156,7 @@ where
         match inline {
             Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
             Ok(Ok(None)) => {}
-            Ok(Err(e)) => return tool_error(e.to_string()),
+            Ok(Err(e)) => return module_error(&e),
             Err(_) => return internal_failure(name, "it panicked"),
         }
     }
@@ -994,12 +1176,12 @@ where
     S: Send + Sync + 'static,
     P: Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
         Ok(Ok(out)) => structured(&out, text(&out), name),
-        Ok(Err(e)) => tool_error(e.to_string()),
+        Ok(Err(e)) => module_error(&e),
         Err(e) => internal_failure(name, &e.to_string()),
     }
 }

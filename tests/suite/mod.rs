@@ -13,6 +13,8 @@ mod dashboard;
 #[cfg(target_os = "linux")]
 mod dashboard_browser;
 #[cfg(target_os = "linux")]
+mod denials;
+#[cfg(target_os = "linux")]
 mod faults;
 mod fs_tools;
 mod gate;
