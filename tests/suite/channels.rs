@@ -41,9 +41,14 @@ async fn stdio<H: rmcp::ClientHandler>(
 pub(super) async fn parked_id(fx: &Fixture, config: &Path, needle: &str) -> (String, String) {
     for _ in 0..300 {
         let (_, out) = approvals(fx, config, &["list"]);
-        if let Some(line) = out.lines().find(|l| l.starts_with("waiting ")) {
-            if out.contains(needle) {
-                return (line.split_whitespace().nth(1).unwrap().to_string(), out);
+        // The id of the waiting entry whose lines mention `needle`.
+        let mut id = None;
+        for line in out.lines() {
+            if line.starts_with("waiting ") {
+                id = line.split_whitespace().nth(1).map(str::to_string);
+            }
+            if let (Some(id), true) = (&id, line.contains(needle)) {
+                return (id.clone(), out.clone());
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
