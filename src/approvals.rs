@@ -4,15 +4,22 @@
 //! ID`. Anything but an explicit allow refuses. Standing permissions: *session* (held by the
 //! connection, see `server.rs`) and *always* (this file's `always.json`, surviving restarts).
 //!
-//! The input-required round trip keeps no state in the daemon but a set of spent nonces: the
-//! `requestState` carries `{nonce, digest of the exact action, expiry}`, sealed with rmcp's
-//! HMAC codec under a key that never leaves this process and bound to the client's identity.
-//! On the retry the seal, the expiry, the nonce (single use) and the digest are checked; a
-//! different action asks again.
+//! The channel follows what the client declared ([`Reach`]), in either era: a request is never
+//! sent for a capability the client did not declare. Form elicitation: the form (input-required
+//! in 2026-07-28, `elicitation/create` before). URL elicitation only: the action is parked and
+//! the client is pointed at its dashboard entry. Nothing: the action is parked for `hands
+//! approvals` and the dashboard.
+//!
+//! The input-required round trip keeps no state in the daemon but a set of spent nonces (and,
+//! for a URL-only client, the parked action its retry waits for): the `requestState` carries
+//! `{nonce, digest of the exact action, expiry}`, sealed with rmcp's HMAC codec under a key
+//! that never leaves this process and bound to the client's identity. On the retry the seal,
+//! the expiry, the nonce (single use) and the digest are checked; a different action asks again.
 
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
+    ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
+    SealOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -26,6 +33,29 @@ use tokio::sync::oneshot;
 const INPUT_KEY: &str = "approval";
 /// The choices a person is offered, as the form's enum values.
 pub const CHOICES: [&str; 4] = ["allow_once", "allow_session", "allow_always", "reject"];
+
+/// How a client can reach its person, by what it declared (SPEC §6): the gate never sends a
+/// request for a capability the client did not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Form elicitation (an `elicitation` capability with `form`, or with neither mode: the
+    /// 2025-06-18 spelling, which meant form).
+    Form,
+    /// Only URL elicitation: the client can open the action's dashboard entry for its person.
+    Url,
+    /// No elicitation: the person answers at `hands approvals` or on the dashboard.
+    Nobody,
+}
+
+impl Reach {
+    pub fn of(caps: Option<&ClientCapabilities>) -> Reach {
+        match caps.and_then(|c| c.elicitation.as_ref()) {
+            Some(e) if e.form.is_some() || e.url.is_none() => Reach::Form,
+            Some(_) => Reach::Url,
+            None => Reach::Nobody,
+        }
+    }
+}
 
 /// What a person chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +131,9 @@ pub enum Asked {
     Refused(String, Option<Channel>),
     /// Return this to the client; it retries with the answer.
     InputRequired(InputRequiredResult),
+    /// A URL-only client's retry: wait for the person's answer to this parked action
+    /// ([`Approvals::await_parked`]).
+    Parked(String),
 }
 
 /// What `requestState` carries (sealed).
@@ -110,6 +143,9 @@ struct Sealed {
     nonce: String,
     digest: String,
     expires: u64,
+    /// The parked action a URL-only client's person answers on the dashboard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parked: Option<String>,
 }
 
 /// A standing *always* permission.
@@ -125,6 +161,9 @@ pub struct Standing {
     pub granted: u64,
 }
 
+/// A person's answer to a parked action: the choice (`None`: denied) and where it was made.
+type Answer = (Option<Choice>, Channel);
+
 /// An action parked for a person at a terminal (or on the dashboard).
 pub struct Parked {
     pub id: String,
@@ -132,7 +171,7 @@ pub struct Parked {
     pub expires: u64,
     detail: Action,
     /// The person's choice (`None`: denied) and where they made it.
-    answer: oneshot::Sender<(Option<Choice>, Channel)>,
+    answer: oneshot::Sender<Answer>,
 }
 
 /// A parked action with its parts, as the dashboard shows it.
@@ -194,11 +233,27 @@ pub struct Approvals {
     epoch: std::sync::atomic::AtomicU64,
     spent: Mutex<HashMap<String, Instant>>,
     parked: Mutex<BTreeMap<String, Parked>>,
+    /// The answers of actions parked for a URL-only 2026-07-28 client: its retry takes the
+    /// receiver and waits on it (the call that parked has already returned).
+    detached: Mutex<HashMap<String, oneshot::Receiver<Answer>>>,
     always_path: PathBuf,
     timeout: Duration,
     /// The dashboard's base URL (`http://ADDR/`), once it serves: a parked action's entry is
     /// `<base>#<id>`.
     dashboard: std::sync::OnceLock<String>,
+}
+
+/// The URL elicitation that points a client's person at the action's dashboard entry.
+pub fn url_params(a: &Action, url: String, id: &str) -> ElicitRequestParams {
+    ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: format!(
+            "hands needs a person's approval; decide on the dashboard (approval {id}).\n{}",
+            a.describe()
+        ),
+        url,
+        elicitation_id: id.to_string(),
+    }
 }
 
 /// The version a standing permission is bound to.
@@ -271,6 +326,7 @@ impl Approvals {
             epoch: Default::default(),
             spent: Mutex::new(HashMap::new()),
             parked: Mutex::new(BTreeMap::new()),
+            detached: Mutex::new(HashMap::new()),
             always_path: state_dir.join("approvals.json"),
             timeout,
             dashboard: std::sync::OnceLock::new(),
@@ -385,14 +441,46 @@ impl Approvals {
 
     /// The first round of a 2026-07-28 client: the form plus the sealed state.
     pub fn input_required(&self, a: &Action) -> Result<InputRequiredResult, String> {
+        self.sealed_request(a, self.request(a)?, None)
+    }
+
+    /// The first round of a 2026-07-28 client that declared only URL elicitation: the action
+    /// is parked (the dashboard and `hands approvals` show it), and the client is asked to open
+    /// its dashboard entry; the retry waits for the person's answer there. `None` when the
+    /// dashboard does not serve: the caller parks the call itself.
+    pub fn input_required_url(&self, a: &Action) -> Option<Result<InputRequiredResult, String>> {
+        self.dashboard.get()?;
+        Some(self.url_round(a))
+    }
+
+    fn url_round(&self, a: &Action) -> Result<InputRequiredResult, String> {
+        let (id, rx) = self.enter(a)?;
+        let Some(url) = self.dashboard_entry(&id) else {
+            lock(&self.parked).remove(&id);
+            return Err("the dashboard does not serve".into());
+        };
+        // The client may never retry: `prune` drops the action once its time is up.
+        lock(&self.detached).insert(id.clone(), rx);
+        let params = url_params(a, url, &id);
+        self.sealed_request(a, params, Some(id))
+    }
+
+    /// An input-required result asking `params`, with the sealed state of this action.
+    fn sealed_request(
+        &self,
+        a: &Action,
+        params: ElicitRequestParams,
+        parked: Option<String>,
+    ) -> Result<InputRequiredResult, String> {
         let nonce = random_hex(16).map_err(|e| format!("cannot make a nonce: {e}"))?;
-        let sealed = Sealed { nonce, digest: a.digest(), expires: now() + self.timeout.as_secs() };
+        let expires = now() + self.timeout.as_secs();
+        let sealed = Sealed { nonce, digest: a.digest(), expires, parked };
         let opts = SealOptions::new().associated_data(a.client.as_bytes()).ttl(self.timeout);
         let state = self
             .codec
             .seal_json_with(&sealed, &opts)
             .map_err(|e| format!("cannot seal the request state: {e}"))?;
-        let req = InputRequest::Elicitation(ElicitRequest::new(self.request(a)?));
+        let req = InputRequest::Elicitation(ElicitRequest::new(params));
         let mut requests = BTreeMap::new();
         requests.insert(INPUT_KEY.to_string(), req);
         Ok(InputRequiredResult::new(Some(requests), Some(state)))
@@ -410,8 +498,11 @@ impl Approvals {
             return refuse("the approval expired".into());
         }
         if sealed.digest != a.digest() {
-            // Approved (or not) for other arguments: this action needs its own answer.
-            return match self.input_required(a) {
+            // Approved (or not) for other arguments: this action needs its own answer, asked
+            // the way the first one was.
+            let again =
+                if sealed.parked.is_some() { self.url_round(a) } else { self.input_required(a) };
+            return match again {
                 Ok(r) => Asked::InputRequired(r),
                 Err(e) => refuse(e),
             };
@@ -424,6 +515,11 @@ impl Approvals {
                 return refuse("this approval was already used".into());
             }
             spent.insert(sealed.nonce, now + self.timeout + Duration::from_secs(60));
+        }
+        if let Some(id) = sealed.parked {
+            // The person answers on the dashboard (or at a terminal); the client's answer to
+            // the URL request only says whether it opened the page, and decides nothing.
+            return Asked::Parked(id);
         }
         let Some(answer) = responses.and_then(|r| r.get(INPUT_KEY)) else {
             return refuse("the retry carries no answer to the approval request".into());
@@ -455,10 +551,20 @@ impl Approvals {
     /// [`Approvals::park`], calling `parked` with the id once the action waits under it (to
     /// point a URL-elicitation client at the dashboard's entry).
     pub async fn park_then(&self, a: &Action, parked: impl FnOnce(&str)) -> Asked {
-        let id = match random_hex(4) {
-            Ok(h) => format!("a-{h}"),
-            Err(e) => return Asked::Refused(format!("cannot park: {e}"), None),
+        let (id, rx) = match self.enter(a) {
+            Ok(entered) => entered,
+            Err(e) => return Asked::Refused(e, None),
         };
+        parked(&id);
+        self.wait(&id, rx, self.timeout).await
+    }
+
+    /// Parks the action under a new id (the daemon's stderr names it); the receiver gets the
+    /// person's answer.
+    fn enter(&self, a: &Action) -> Result<(String, oneshot::Receiver<Answer>), String> {
+        self.prune();
+        let id =
+            random_hex(4).map(|h| format!("a-{h}")).map_err(|e| format!("cannot park: {e}"))?;
         let (tx, rx) = oneshot::channel();
         let expires = now() + self.timeout.as_secs();
         lock(&self.parked).insert(
@@ -475,9 +581,47 @@ impl Approvals {
             a.describe(),
             self.timeout.as_secs()
         );
-        parked(&id);
-        let answer = tokio::time::timeout(self.timeout, rx).await;
-        lock(&self.parked).remove(&id);
+        Ok((id, rx))
+    }
+
+    /// Drops actions parked for a URL-only client whose time is up and that nobody retried.
+    fn prune(&self) {
+        let now = now();
+        let mut detached = lock(&self.detached);
+        if detached.is_empty() {
+            return;
+        }
+        let mut parked = lock(&self.parked);
+        let over: Vec<String> = detached
+            .keys()
+            .filter(|id| parked.get(*id).is_none_or(|p| p.expires <= now))
+            .cloned()
+            .collect();
+        for id in over {
+            detached.remove(&id);
+            parked.remove(&id);
+        }
+    }
+
+    /// The retry of a URL-only 2026-07-28 client: waits (for what is left of the approval
+    /// timeout) for the person's answer to the action parked in its first round.
+    pub async fn await_parked(&self, id: &str) -> Asked {
+        let rx = lock(&self.detached).remove(id);
+        let left = lock(&self.parked).get(id).map(|p| p.expires.saturating_sub(now()));
+        match (rx, left) {
+            (Some(rx), Some(left)) => self.wait(id, rx, Duration::from_secs(left.max(1))).await,
+            (Some(rx), None) => self.wait(id, rx, Duration::from_secs(1)).await,
+            _ => Asked::Refused(
+                format!("approval {id} is no longer waiting (expired, or already answered)"),
+                None,
+            ),
+        }
+    }
+
+    /// Waits for a person's answer to the action parked under `id`, then unparks it.
+    async fn wait(&self, id: &str, rx: oneshot::Receiver<Answer>, timeout: Duration) -> Asked {
+        let answer = tokio::time::timeout(timeout, rx).await;
+        lock(&self.parked).remove(id);
         match answer {
             Ok(Ok((Some(choice), via))) => Asked::Allowed(choice, via),
             Ok(Ok((None, via))) => {
@@ -489,7 +633,8 @@ impl Approvals {
                 format!(
                     "no person approved it within {} s (approval {id}); the client cannot ask \
                      a person itself, so a person must run `hands approvals approve {id}` in a \
-                     terminal while the call waits — retry the call and approve it then",
+                     terminal (or answer on the dashboard) while the call waits — retry the \
+                     call and approve it then",
                     self.timeout.as_secs()
                 ),
                 None,
@@ -516,6 +661,7 @@ impl Approvals {
 
     /// The parked actions with their parts, oldest id order.
     pub fn pending(&self) -> Vec<Pending> {
+        self.prune();
         lock(&self.parked)
             .values()
             .map(|p| Pending { id: p.id.clone(), expires: p.expires, action: p.detail.clone() })
@@ -524,6 +670,7 @@ impl Approvals {
 
     /// The parked actions.
     pub fn parked(&self) -> Vec<ParkedView> {
+        self.prune();
         lock(&self.parked)
             .values()
             .map(|p| ParkedView {

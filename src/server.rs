@@ -338,6 +338,8 @@ struct Gate {
     decided_by: crate::audit::DecidedBy,
     refusal: Option<String>,
     input: Option<rmcp::model::InputRequiredResult>,
+    /// What the refusal blocked, by which layer, and what a person can do (SPEC §6).
+    denial: Option<Denial>,
 }
 
 /// What a retried call echoes back after an input-required result.
@@ -410,12 +412,14 @@ impl HandsServer {
         confirm: bool,
     ) -> Gate {
         use crate::audit::{DecidedBy, Decision};
-        let deny = |by, msg| Gate {
+        let deny = |by, msg: String, layer: &'static str, remedy: &str| Gate {
             decision: Decision::Deny,
             decided_by: by,
+            denial: Some(Denial::new(def.tool.name.as_ref(), layer, &msg, remedy)),
             refusal: Some(msg),
             input: None,
         };
+        let release = "a person runs `hands stop --release` (or restarts the daemon)";
         let braked = || def.class == ActionClass::External && self.daemon.is_stopped();
         let brake = || {
             format!(
@@ -425,13 +429,20 @@ impl HandsServer {
             )
         };
         if braked() {
-            return deny(DecidedBy::Stop, brake());
+            return deny(DecidedBy::Stop, brake(), "brake", release);
         }
-        if let Some(msg) = self.hidden_path(def, arguments) {
-            return deny(DecidedBy::Policy, msg);
+        if let Some((msg, denial)) = self.hidden_path(def, arguments) {
+            let mut gate = deny(DecidedBy::Policy, msg, "", "");
+            gate.denial = Some(denial);
+            return gate;
         }
         match self.trust_for(def) {
             TrustAction::Deny => {
+                let remedy = format!(
+                    "a person can set trust.{} to \"ask\" or \"allow\" for {} in daemon.toml",
+                    def.class,
+                    def.module.name()
+                );
                 return deny(
                     DecidedBy::Policy,
                     format!(
@@ -441,6 +452,8 @@ impl HandsServer {
                         def.class,
                         def.module.name()
                     ),
+                    "gate",
+                    &remedy,
                 );
             }
             TrustAction::Allow if !confirm => {
@@ -449,6 +462,7 @@ impl HandsServer {
                     decided_by: DecidedBy::Policy,
                     refusal: None,
                     input: None,
+                    denial: None,
                 };
             }
             // `ask`, or a confirm-listed run the policy would allow: a person decides.
@@ -458,24 +472,34 @@ impl HandsServer {
         // A person may answer after `hands stop` (a parked action waits minutes): the brake
         // still wins.
         if gate.refusal.is_none() && gate.input.is_none() && braked() {
-            return deny(DecidedBy::Stop, brake());
+            return deny(DecidedBy::Stop, brake(), "brake", release);
         }
         gate
     }
 
     /// A path argument that names a denied or credential path: refused before the policy and
     /// before any person is asked, at every trust level (SPEC §3).
-    fn hidden_path(&self, def: &ToolDef, arguments: &serde_json::Value) -> Option<String> {
+    fn hidden_path(
+        &self,
+        def: &ToolDef,
+        arguments: &serde_json::Value,
+    ) -> Option<(String, Denial)> {
         let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
         ["path", "cwd", "repo"].iter().find_map(|key| {
             let p = arguments.get(*key)?.as_str()?;
-            resolver.refuse_denied(p).err().map(|e| format!("`{}` is refused: {e}", def.tool.name))
+            resolver.refuse_denied(p).err().map(|e| {
+                let denial = e.denial().unwrap_or_else(|| {
+                    Denial::new(p, "denied-paths", &e.to_string(), "this cannot be approved")
+                });
+                (format!("`{}` is refused: {e}", def.tool.name), denial)
+            })
         })
     }
 
-    /// `ask`: a standing permission, else a person — through the client (a 2026-07-28
-    /// input-required round trip, or a 2025-era elicitation), else at a terminal. Anything but
-    /// an explicit allow refuses.
+    /// `ask`: a standing permission, else a person — through the client when it declared
+    /// form elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation),
+    /// else on the dashboard (a URL-only client is pointed at the entry) or at a terminal.
+    /// Anything but an explicit allow refuses.
     ///
     /// `confirm` (a confirm-listed argv): no standing permission is consulted, and any allow
     /// counts as *once* — the answer grants no session or always permission, so the next
@@ -488,7 +512,7 @@ impl HandsServer {
         ctx: &RequestContext<RoleServer>,
         confirm: bool,
     ) -> Gate {
-        use crate::approvals::{Action, Asked, Channel, Choice};
+        use crate::approvals::{Action, Asked, Channel, Choice, Reach};
         use crate::audit::{DecidedBy, Decision};
         let approvals = &self.daemon.approvals;
         let action = Action {
@@ -499,8 +523,13 @@ impl HandsServer {
             arguments: arguments.clone(),
             confirm,
         };
-        let allow =
-            |by| Gate { decision: Decision::Allow, decided_by: by, refusal: None, input: None };
+        let allow = |by| Gate {
+            decision: Decision::Allow,
+            decided_by: by,
+            refusal: None,
+            input: None,
+            denial: None,
+        };
         let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
         let modern = ctx
             .protocol_version()
@@ -521,22 +550,28 @@ impl HandsServer {
         if !confirm && (in_session || approvals.always_allows(&action)) {
             return allow(DecidedBy::StandingPermission);
         }
-        let elicits = ctx.client_capabilities().is_some_and(|c| {
-            c.elicitation.as_ref().is_some_and(|e| e.url.is_none() || e.form.is_some())
-        });
-        let opens_urls = ctx
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.as_ref().is_some_and(|e| e.url.is_some()));
-        let asked = match (&retry.state, modern) {
-            (Some(state), true) => approvals.redeem(&action, state, retry.responses.as_ref()),
-            (None, true) => match approvals.input_required(&action) {
+        // The channel follows what the client declared (SPEC §6), read per request: a
+        // 2026-07-28 client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing
+        // is sent for a capability it did not declare.
+        let reach = Reach::of(ctx.client_capabilities().as_ref());
+        let mut asked = match (&retry.state, modern, reach) {
+            (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
+            (None, true, Reach::Form) => match approvals.input_required(&action) {
                 Ok(r) => Asked::InputRequired(r),
                 Err(e) => Asked::Refused(e, None),
             },
-            (_, false) if elicits => approvals.elicit(&action, &ctx.peer).await,
-            // A client that can only open a URL is pointed at the action's entry on the
-            // dashboard, where the person decides; the answer to the URL request decides nothing.
-            (_, false) if opens_urls => {
+            // The action is parked and the client asked to open its dashboard entry; the
+            // retry waits for the person there. Without a dashboard the call itself waits.
+            (None, true, Reach::Url) => match approvals.input_required_url(&action) {
+                Some(Ok(r)) => Asked::InputRequired(r),
+                Some(Err(e)) => Asked::Refused(e, None),
+                None => approvals.park(&action).await,
+            },
+            (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
+            // A 2025-era client that can only open a URL is sent the action's entry on the
+            // dashboard, where the person decides; the answer to the URL request decides
+            // nothing.
+            (_, false, Reach::Url) => {
                 let peer = ctx.peer.clone();
                 let timeout = std::time::Duration::from_secs(
                     self.daemon.config.trust.approval_timeout_secs.max(1),
@@ -544,15 +579,7 @@ impl HandsServer {
                 approvals
                     .park_then(&action, |id| {
                         let Some(url) = approvals.dashboard_entry(id) else { return };
-                        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
-                            meta: None,
-                            message: format!(
-                                "hands needs a person's approval; decide on the dashboard.\n{}",
-                                action.describe()
-                            ),
-                            url,
-                            elicitation_id: id.to_string(),
-                        };
+                        let params = crate::approvals::url_params(&action, url, id);
                         tokio::spawn(async move {
                             let _ =
                                 peer.create_elicitation_with_timeout(params, Some(timeout)).await;
@@ -560,19 +587,37 @@ impl HandsServer {
                     })
                     .await
             }
-            (_, false) => approvals.park(&action).await,
+            // Nobody to ask through the client, in either era: a person at `hands approvals`
+            // or on the dashboard.
+            (_, _, Reach::Nobody) => approvals.park(&action).await,
         };
+        if let Asked::Parked(id) = &asked {
+            asked = approvals.await_parked(id).await;
+        }
         let by = |c: Channel| match c {
             Channel::Client => DecidedBy::PersonViaClient,
             Channel::Terminal => DecidedBy::PersonViaTerminal,
             Channel::Dashboard => DecidedBy::PersonViaDashboard,
         };
         match asked {
+            Asked::Parked(id) => Gate {
+                decision: Decision::Deny,
+                decided_by: DecidedBy::Policy,
+                denial: Some(Denial::new(
+                    def.tool.name.as_ref(),
+                    "gate",
+                    "not answered",
+                    ASK_REMEDY,
+                )),
+                refusal: Some(format!("approval {id} was not answered")),
+                input: None,
+            },
             Asked::InputRequired(r) => Gate {
                 decision: Decision::Deny,
                 decided_by: DecidedBy::Policy,
                 refusal: None,
                 input: Some(r),
+                denial: None,
             },
             Asked::Allowed(choice, channel) => {
                 let choice = if confirm { Choice::Once } else { choice };
@@ -593,6 +638,12 @@ impl HandsServer {
                 allow(by(channel))
             }
             Asked::Refused(why, channel) => Gate {
+                denial: Some(Denial::new(
+                    def.tool.name.as_ref(),
+                    if confirm { "gate (commands.confirm)" } else { "gate" },
+                    &why,
+                    ASK_REMEDY,
+                )),
                 decision: Decision::Deny,
                 // Nobody answered: the gate's own rule refused (it fails closed).
                 decided_by: channel.map_or(DecidedBy::Policy, by),
@@ -638,11 +689,14 @@ impl HandsServer {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
+                let what = argv.as_ref().map(|a| hands_shell::allow::show(a));
+                let what = what.as_deref().unwrap_or(def.tool.name.as_ref());
                 Gate {
                     decision: crate::audit::Decision::Deny,
                     decided_by: crate::audit::DecidedBy::Policy,
                     refusal: Some(msg.clone()),
                     input: None,
+                    denial: Some(Denial::new(what, "allowlist", msg, ALLOW_REMEDY)),
                 }
             }
             Some(Ok(run)) => {
@@ -659,7 +713,10 @@ impl HandsServer {
             return CallToolResponse::InputRequired(input);
         }
         let result = match (&gate.refusal, program) {
-            (Some(msg), _) => tool_error(msg.clone()),
+            (Some(msg), _) => match &gate.denial {
+                Some(d) => refused(msg.clone(), vec![d.clone()]),
+                None => tool_error(msg.clone()),
+            },
             (None, Some(Ok(run))) => match self.daemon.shell.clone() {
                 Some(sh) => shaped(
                     sh.run_program(
@@ -784,7 +841,7 @@ impl HandsServer {
                 };
                 match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
                     Ok(out) => structured(&out, out.to_string(), "bash"),
-                    Err(crate::shell::Refusal(msg)) => tool_error(msg),
+                    Err(crate::shell::Refusal(msg)) => shell_refusal(msg, "bash"),
                 }
             }
             K::TmuxStart | K::TmuxRead | K::TmuxSend | K::TmuxList | K::TmuxKill => {
@@ -893,8 +950,10 @@ fn tool_error(message: String) -> CallToolResult {
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.
 fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+        // serde quotes the offending value (a 10 MB string in a number's place): cut it.
         tool_error(format!(
-            "invalid arguments for `{name}`: {e}; the tool's inputSchema lists its parameters"
+            "invalid arguments for `{name}`: {}; the tool's inputSchema lists its parameters",
+            hands_roots::shown(&e.to_string())
         ))
     })
 }
@@ -907,7 +966,142 @@ fn shaped<O: Serialize + std::fmt::Display>(
 ) -> CallToolResult {
     match r {
         Ok(out) => structured(&out, out.to_string(), name),
-        Err(crate::shell::Refusal(msg)) => tool_error(msg),
+        Err(crate::shell::Refusal(msg)) => shell_refusal(msg, name),
+    }
+}
+
+/// What a person can do about an `ask` that was not approved.
+const ASK_REMEDY: &str = "a person allows it when asked: through the client, with `hands approvals approve ID` while it waits, or on the dashboard";
+
+/// What a person can do about a program the allowlist refused.
+const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
+
+/// A tools-shell refusal: with denial feedback when a wall or the brake refused it.
+fn shell_refusal(msg: String, name: &str) -> CallToolResult {
+    let (layer, remedy) = if msg.contains("sandbox.mode = \"enforce\"") {
+        (
+            "sandbox (enforce)",
+            "a person fixes the host (`hands doctor` shows what is missing) or sets \
+             sandbox.mode = \"best-effort\"",
+        )
+    } else if msg.contains("hands stop") {
+        ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
+    } else {
+        return tool_error(msg);
+    };
+    let denial = Denial::new(name, layer, &msg, remedy);
+    refused(msg, vec![denial])
+}
+
+/// One refusal as `structuredContent.denied` carries it (SPEC §6): what was blocked, by which
+/// layer, why, and what a person can do. Described in every tool's `outputSchema`
+/// ([`crate::tools::Denial`]).
+pub type Denial = crate::tools::Denial;
+
+/// A refusal: the text (short; it says what to do) and `structuredContent.denied`.
+fn refused(text: String, denied: Vec<Denial>) -> CallToolResult {
+    let mut r = tool_error(text);
+    r.structured_content = Some(serde_json::json!({ "denied": denied }));
+    r
+}
+
+/// A module error as the client sees it: a refusal carries its denial feedback.
+fn module_error<E: std::fmt::Display + Denies>(e: &E) -> CallToolResult {
+    match e.denial() {
+        Some(d) => refused(e.to_string(), vec![d]),
+        None => tool_error(e.to_string()),
+    }
+}
+
+/// Errors that may be refusals by a layer (roots, denied paths, secrets, protected paths,
+/// read-only roots, git's confinement and push policy).
+trait Denies {
+    fn denial(&self) -> Option<Denial>;
+}
+
+impl Denies for hands_roots::PathError {
+    fn denial(&self) -> Option<Denial> {
+        use hands_roots::PathError as P;
+        let roots = "a person can declare a root that holds it in the module's `filesystem` \
+                     in daemon.toml";
+        let (what, layer, remedy) = match self {
+            P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
+            P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
+            P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
+            P::LinkLoop { path } | P::DanglingLink { path } => {
+                (path.display().to_string(), "roots", "use the link's target path directly")
+            }
+            P::Denied { path, .. } => (
+                path.display().to_string(),
+                "denied paths",
+                "nobody can approve it: a person can remove it from sandbox.deny (credential \
+                 paths always stay refused)",
+            ),
+            P::Secret { path } => (
+                path.display().to_string(),
+                "secret files",
+                "a person can read it themselves, or narrow sandbox.secret_patterns",
+            ),
+            P::Protected { path, .. } => (
+                path.display().to_string(),
+                "protected paths",
+                "a person makes this change outside hands",
+            ),
+            P::ReadOnlyRoot { path, .. } => (
+                path.display().to_string(),
+                "read-only root",
+                "a person can set `write = true` on that root in daemon.toml",
+            ),
+            P::HardLinked { path, .. } => (
+                path.display().to_string(),
+                "hard links",
+                "a person can remove the other links, or write a new file",
+            ),
+            _ => return None,
+        };
+        Some(Denial::new(&what, layer, &self.to_string(), remedy))
+    }
+}
+
+impl Denies for hands_fs::FsError {
+    fn denial(&self) -> Option<Denial> {
+        match self {
+            hands_fs::FsError::Path(p) => p.denial(),
+            _ => None,
+        }
+    }
+}
+
+impl Denies for hands_git::GitError {
+    fn denial(&self) -> Option<Denial> {
+        use hands_git::GitError as G;
+        let (what, layer, remedy) = match self {
+            G::Path(p) => return p.denial(),
+            G::RepoOutside { target, .. } => (
+                target.display().to_string(),
+                "roots",
+                "a person can declare a root that holds the whole repository",
+            ),
+            G::HostileConfig { key, .. } => (
+                key.clone(),
+                "git confinement",
+                "a person removes the key from the repository's config",
+            ),
+            G::HiddenPath { path } => {
+                (path.clone(), "secret files", "a person commits it themselves, if they mean to")
+            }
+            G::ProtectedChange { what, .. } => {
+                (what.clone(), "protected paths", "a person makes this change outside hands")
+            }
+            G::PushOff | G::PushNoNetwork | G::PushBranchRefused { .. } | G::PushUrl { .. } => (
+                "git_push".to_string(),
+                "git push policy",
+                "a person can change tools-git's push settings (remote, branches, the network \
+                 grant) in daemon.toml",
+            ),
+            _ => return None,
+        };
+        Some(Denial::new(&what, layer, &self.to_string(), remedy))
     }
 }
 
@@ -936,7 +1130,7 @@ where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     match parse(args, name) {
         Ok(params) => on_pool(state, params, name, f, text).await,
@@ -966,7 +1160,7 @@ where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Clone + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     let params: P = match parse(args, name) {
         Ok(p) => p,
@@ -981,7 +1175,7 @@ where
         match inline {
             Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
             Ok(Ok(None)) => {}
-            Ok(Err(e)) => return tool_error(e.to_string()),
+            Ok(Err(e)) => return module_error(&e),
             Err(_) => return internal_failure(name, "it panicked"),
         }
     }
@@ -1001,12 +1195,12 @@ where
     S: Send + Sync + 'static,
     P: Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
+    E: std::fmt::Display + Denies + Send + 'static,
 {
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
         Ok(Ok(out)) => structured(&out, text(&out), name),
-        Ok(Err(e)) => tool_error(e.to_string()),
+        Ok(Err(e)) => module_error(&e),
         Err(e) => internal_failure(name, &e.to_string()),
     }
 }
@@ -1049,7 +1243,7 @@ impl ServerHandler for HandsServer {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`; tools/list shows the tools this server publishes",
-                    request.name
+                    hands_roots::shown(request.name.as_ref())
                 ),
                 None,
             ));

@@ -419,8 +419,9 @@ impl Shell {
         let bin = argv.first().map(String::as_str).unwrap_or_default();
         let program = allow::resolve(bin, &self.path).ok_or_else(|| {
             Refusal(format!(
-                "`{bin}` is not found in the module's PATH ({}); a person can install it there \
+                "`{}` is not found in the module's PATH ({}); a person can install it there \
                  or add its folder to tools-shell's `path`",
+                hands_roots::shown(bin),
                 self.path
             ))
         })?;

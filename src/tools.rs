@@ -46,6 +46,48 @@ pub struct ToolDef {
     pub class: ActionClass,
 }
 
+/// One refusal in a result's `structuredContent.denied` (SPEC §6): what was blocked, by which
+/// layer, why, and what a person can do. Present, with `isError`, on every refusal.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct Denial {
+    /// What was blocked: the path, argv, tool or rule (cut as error quotes are).
+    pub what: String,
+    /// The layer that refused: roots, denied paths, secret files, protected paths, read-only
+    /// root, hard links, gate, brake, allowlist, sandbox (enforce), git confinement, git push
+    /// policy.
+    pub layer: String,
+    /// Why, in a sentence.
+    pub why: String,
+    /// What a person can do (a config key, a command), or that it cannot be approved.
+    pub remedy: String,
+}
+
+impl Denial {
+    pub fn new(what: &str, layer: &str, why: &str, remedy: &str) -> Denial {
+        Denial {
+            what: hands_roots::shown(what).to_string(),
+            layer: layer.to_string(),
+            why: why.to_string(),
+            remedy: remedy.to_string(),
+        }
+    }
+}
+
+/// `O`'s output schema, with the optional `denied` list every refusal carries.
+fn output_schema<O: schemars::JsonSchema + 'static>() -> std::sync::Arc<rmcp::model::JsonObject> {
+    let mut schema = (*schema_for_output::<O>()).clone();
+    let denied = serde_json::json!({
+        "description": "Only on a refusal (isError true): what was blocked, by which layer, \
+                        and what a person can do.",
+        "type": "array",
+        "items": schemars::schema_for!(Denial),
+    });
+    if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+        props.insert("denied".into(), denied);
+    }
+    std::sync::Arc::new(schema)
+}
+
 /// Hints, stated honestly: (read_only, destructive, idempotent, open_world).
 fn annotations(title: &str, hints: (bool, bool, bool, bool)) -> ToolAnnotations {
     let (ro, destructive, idempotent, open_world) = hints;
@@ -72,7 +114,7 @@ where
 {
     let tool = Tool::new_with_raw(s.name, Some(s.description.into()), schema_for_type::<P>())
         .with_title(s.title)
-        .with_raw_output_schema(schema_for_output::<O>())
+        .with_raw_output_schema(output_schema::<O>())
         .with_annotations(annotations(s.title, s.hints));
     ToolDef { tool, kind: s.kind, module, class: s.class }
 }
@@ -387,7 +429,7 @@ fn os_tool(index: usize, name: String, t: &crate::config::ShellTool, network: bo
         schema_for_type::<hands_shell::run::OsToolParams>(),
     )
     .with_title(title.clone())
-    .with_raw_output_schema(schema_for_output::<hands_shell::bash::BashOutput>())
+    .with_raw_output_schema(output_schema::<hands_shell::bash::BashOutput>())
     .with_annotations(annotations(&title, (false, true, false, network)));
     ToolDef {
         tool,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// tools-fs with `write` set to ask (and the usual short approval timeout).
-fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {
+pub(super) fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\nwrite = \"ask\"\n\
          approval_timeout_secs = {timeout}\n\n[[builtins]]\nid = \"tools-fs\"\n\
@@ -278,7 +278,7 @@ async fn a_model_cannot_approve_for_itself() {
 }
 
 /// Runs `hands approvals ARGS --config CONFIG`; returns (success, stdout).
-fn approvals(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (bool, String) {
+pub(super) fn approvals(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (bool, String) {
     let mut all = vec!["approvals"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--config", config.to_str().unwrap()]);

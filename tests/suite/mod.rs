@@ -5,11 +5,15 @@ pub mod common;
 mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
+#[cfg(target_os = "linux")]
+mod channels;
 mod config;
 #[cfg(target_os = "linux")]
 mod dashboard;
 #[cfg(target_os = "linux")]
 mod dashboard_browser;
+#[cfg(target_os = "linux")]
+mod denials;
 #[cfg(target_os = "linux")]
 mod fail_closed;
 #[cfg(target_os = "linux")]
@@ -23,6 +27,7 @@ mod http;
 mod masking;
 mod path_attacks;
 mod protocol;
+mod quoting;
 #[cfg(target_os = "linux")]
 mod run;
 #[cfg(target_os = "linux")]

@@ -91,21 +91,21 @@ pub fn edit(resolver: &Resolver, p: EditParams) -> Result<EditOutput, FsError> {
     let Some(existing) = &target.existing else {
         return Err(FsError::Invalid(format!(
             "`{}` does not exist; edit changes existing files — use write to create it",
-            abs.display()
+            hands_roots::shown(&abs)
         )));
     };
     let opened = resolver.open_file(&p.path)?;
     if (opened.stat.st_dev, opened.stat.st_ino) != (existing.st_dev, existing.st_ino) {
         return Err(FsError::Invalid(format!(
             "`{}` changed while editing (it was replaced or moved); retry",
-            abs.display()
+            hands_roots::shown(&abs)
         )));
     }
     let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
     let too_big = |size: u64| {
         FsError::Invalid(format!(
             "`{}` is {size} bytes; edit works on files up to 64 MiB — use write to replace it",
-            abs.display()
+            hands_roots::shown(&abs)
         ))
     };
     if size > HASH_LIMIT {
@@ -179,7 +179,7 @@ fn decode<'a>(abs: &Path, bytes: &'a [u8], bom: Option<Bom>) -> Result<Cow<'a, s
                 FsError::Invalid(format!(
                     "`{}` is not valid {} text; edit refuses files it cannot write back \
                      unchanged — use write to replace the whole file",
-                    abs.display(),
+                    hands_roots::shown(&abs),
                     b.name()
                 ))
             }),
@@ -188,7 +188,7 @@ fn decode<'a>(abs: &Path, bytes: &'a [u8], bom: Option<Bom>) -> Result<Cow<'a, s
                 "`{}` is not valid UTF-8 (invalid byte at offset {}; read shows it as \
                  invalid-utf8); edit refuses files that are not valid UTF-8 text — use write to \
                  replace the whole file",
-                abs.display(),
+                hands_roots::shown(&abs),
                 e.valid_up_to() + bytes.len() - body.len()
             ))
         }),

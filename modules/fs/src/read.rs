@@ -241,7 +241,7 @@ fn read_utf16(
         FsError::Invalid(format!(
             "`{}` is UTF-16 text of {size} bytes; read decodes UTF-16 files only up to 64 MiB \
              (convert it to UTF-8 to read it)",
-            abs.display()
+            hands_roots::shown(&abs)
         ))
     };
     if size > HASH_LIMIT {

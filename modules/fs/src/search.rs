@@ -388,7 +388,13 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
         .fixed_strings(p.literal.unwrap_or(false))
         .line_terminator(Some(b'\n'))
         .build(&p.pattern)
-        .map_err(|e| FsError::Invalid(format!("invalid pattern `{}`: {e}", p.pattern)))?;
+        .map_err(|e| {
+            FsError::Invalid(format!(
+                "invalid pattern `{}`: {}",
+                hands_roots::shown(&p.pattern),
+                hands_roots::shown(&e.to_string())
+            ))
+        })?;
     let file_filter = p.glob.as_deref().map(|g| compile_glob(g, "glob")).transpose()?;
     let mut builder = SearcherBuilder::new();
     builder
@@ -676,10 +682,13 @@ fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher, FsError> {
         return Err(FsError::Invalid(format!("{what} is empty; give a glob such as `**/*.rs`")));
     }
     check_len(pattern, what)?;
-    let glob = GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| FsError::Invalid(format!("invalid {what} `{pattern}`: {e}")))?;
+    let glob = GlobBuilder::new(pattern).literal_separator(true).build().map_err(|e| {
+        FsError::Invalid(format!(
+            "invalid {what} `{}`: {}",
+            hands_roots::shown(pattern),
+            hands_roots::shown(&e.to_string())
+        ))
+    })?;
     Ok(glob.compile_matcher())
 }
 

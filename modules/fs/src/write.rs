@@ -75,14 +75,14 @@ fn current_sha256(target: &WriteTarget) -> Result<String, FsError> {
         return Err(FsError::Invalid(format!(
             "`{}` does not exist, so it cannot have expected_sha256; omit expected_sha256 to \
              create it",
-            target.abs.display()
+            hands_roots::shown(&target.abs)
         )));
     };
     if u64::try_from(existing.st_size).unwrap_or(0) > HASH_LIMIT {
         return Err(FsError::Invalid(format!(
             "`{}` is over 64 MiB, so it has no sha256 and expected_sha256 cannot be used on it; \
              omit expected_sha256",
-            target.abs.display()
+            hands_roots::shown(&target.abs)
         )));
     }
     // NONBLOCK: if a FIFO was swapped in since resolution, opening it must not hang.

@@ -1,6 +1,6 @@
 //! Refusals and failures of the git tools, each saying what was wrong and what to do.
 
-use hands_roots::PathError;
+use hands_roots::{PathError, shown};
 use std::path::PathBuf;
 
 /// Why a git tool refused or failed. Returned by every [`crate::Git`] method; the message is
@@ -18,40 +18,40 @@ pub enum GitError {
     /// The folder exists but holds no repository (parent folders are never searched).
     #[error(
         "`{}` is not a git repository (hands does not search parent folders); pass the folder that holds `.git`",
-        path.display()
+        shown(path)
     )]
     NotARepo { path: PathBuf },
     /// The repository is owned by another user and libgit2's ownership check refused it.
     #[error(
         "`{}` is owned by another user, so git refuses to open it (safe.directory); ask the person to fix its ownership",
-        path.display()
+        shown(path)
     )]
     Owner { path: PathBuf },
     /// Part of the repository (git dir, work tree, common dir, alternates, a symlink inside
     /// `.git`) lies outside every root or on a denied path.
     #[error(
         "repository `{}` is refused: its {what} `{}` is outside the roots of tools-git; only repositories wholly under the roots can be used",
-        repo.display(),
-        target.display()
+        shown(repo),
+        shown(target)
     )]
     RepoOutside { repo: PathBuf, what: &'static str, target: PathBuf },
     /// The repository could not be checked completely (a git dir too large to scan, a folder
     /// in it the daemon may not list): refused rather than used half-checked.
     #[error(
         "repository `{}` is refused: {why}; the git tools use only repositories they could check completely",
-        repo.display()
+        shown(repo)
     )]
     Unchecked { repo: PathBuf, why: String },
     /// The repository's config has a key that would read a file outside the roots or run a
     /// program through a URL rewrite.
     #[error(
-        "repository config key `{key}` = `{value}` is refused: {why}; remove it from the repository's config"
+        "repository config key `{key_q}` = `{value_q}` is refused: {why}; remove it from the repository's config", key_q = shown(key), value_q = shown(value)
     )]
     HostileConfig { key: String, value: String, why: &'static str },
     /// A ref, branch or revision argument failed the input hardening (option-like, range or
     /// reflog syntax, characters git forbids in ref names).
     #[error(
-        "argument `{arg}` = {value:?} is refused: {why}; pass a plain branch name, tag or commit id"
+        "argument `{arg}` = `{value_q}` is refused: {why}; pass a plain branch name, tag or commit id", value_q = shown(value)
     )]
     BadName { arg: &'static str, value: String, why: &'static str },
     /// A free-text argument (commit message) is unusable.
@@ -59,30 +59,33 @@ pub enum GitError {
     BadArgument { arg: &'static str, why: String },
     /// A path filter lies outside the repository's work tree.
     #[error(
-        "path `{given}` is outside the repository's work tree `{}`; pass a path relative to the work tree (as git_status prints it) or an absolute path inside it",
-        workdir.display()
+        "path `{}` is outside the repository's work tree `{}`; pass a path relative to the work tree (as git_status prints it) or an absolute path inside it",
+        shown(given),
+        shown(workdir)
     )]
     PathOutsideRepo { given: String, workdir: PathBuf },
     /// A relative path filter names nothing in the work tree, but does name something there
     /// when read relative to the first root (the spelling of the file tools).
     #[error(
-        "path `{given}` names nothing in the work tree `{}`; git paths are relative to the work tree (as git_status prints them): pass `{meant}`",
-        workdir.display()
+        "path `{}` names nothing in the work tree `{}`; git paths are relative to the work tree (as git_status prints them): pass `{}`",
+        shown(given),
+        shown(workdir),
+        shown(meant)
     )]
     PathNotInWorkTree { given: String, workdir: PathBuf, meant: String },
     /// The tool needs a work tree and the repository is bare.
-    #[error("`{}` is a bare repository; {tool} needs a work tree", path.display())]
+    #[error("`{}` is a bare repository; {tool} needs a work tree", shown(path))]
     Bare { path: PathBuf, tool: &'static str },
     /// A revision or base name resolves to nothing.
-    #[error("{arg} `{value}` names no commit in this repository; see git_branches or git_log")]
+    #[error("{arg} `{value_q}` names no commit in this repository; see git_branches or git_log", value_q = shown(value))]
     RevNotFound { arg: &'static str, value: String },
     /// `switch` or `push` named a local branch that does not exist.
     #[error(
-        "there is no local branch `{name}`; see git_branches, or make it with git_branch (start `origin/{name}` to start from a remote branch)"
+        "there is no local branch `{name_q}`; see git_branches, or make it with git_branch (start `origin/{name_q}` to start from a remote branch)", name_q = shown(name)
     )]
     BranchNotFound { name: String },
     /// `branch` was asked to make a branch that exists already.
-    #[error("branch `{name}` already exists; use git_switch to check it out")]
+    #[error("branch `{name_q}` already exists; use git_switch to check it out", name_q = shown(name))]
     BranchExists { name: String },
     /// HEAD has no commit yet, and the tool needs one.
     #[error("HEAD has no commits yet; make the first commit with git_commit")]
@@ -91,12 +94,12 @@ pub enum GitError {
     #[error("no default branch found (no origin/HEAD, main or master); pass `base`")]
     NoBase,
     /// A merge, rebase or similar is in progress.
-    #[error("a {state} is in progress in `{}`; finish or abort it with git first", path.display())]
+    #[error("a {state} is in progress in `{}`; finish or abort it with git first", shown(path))]
     Busy { path: PathBuf, state: String },
     /// A checkout would overwrite local changes (safe checkout refused).
     #[error(
-        "switching to `{branch}` would overwrite local changes in: {}; commit them with git_commit first",
-        paths.join(", ")
+        "switching to `{branch_q}` would overwrite local changes in: {}; commit them with git_commit first",
+        paths.join(", "), branch_q = shown(branch)
     )]
     WouldOverwrite { branch: String, paths: Vec<String> },
     /// A checkout would create or change protected files (things run outside the sandbox).
@@ -117,10 +120,10 @@ pub enum GitError {
     #[error("nothing to commit{}", if *with_paths { " in the given paths" } else { "" })]
     NothingToCommit { with_paths: bool },
     /// A path given to `commit` is a secret or denied file.
-    #[error("`{path}` is a secret or denied file; it is never committed by hands")]
+    #[error("`{path_q}` is a secret or denied file; it is never committed by hands", path_q = shown(path))]
     HiddenPath { path: String },
     /// The branch is checked out elsewhere (worktree_add).
-    #[error("branch `{name}` is already checked out in another worktree; pick another branch")]
+    #[error("branch `{name_q}` is already checked out in another worktree; pick another branch", name_q = shown(name))]
     CheckedOutElsewhere { name: String },
     /// Pushing is not configured.
     #[error("pushing is off: tools-git has no push configured")]
@@ -129,50 +132,54 @@ pub enum GitError {
     #[error("push needs the `network` grant for tools-git")]
     PushNoNetwork,
     /// The branch matches none of the configured push patterns.
-    #[error("branch `{branch}` does not match the push patterns {patterns}")]
+    #[error("branch `{branch_q}` does not match the push patterns {patterns}", branch_q = shown(branch))]
     PushBranchRefused { branch: String, patterns: String },
     /// The repository has no remote of the configured name.
-    #[error("the repository has no remote `{remote}` (the configured push remote)")]
+    #[error("the repository has no remote `{remote_q}` (the configured push remote)", remote_q = shown(remote))]
     PushNoRemote { remote: String },
     /// Push over SSH cannot start: no usable ssh-agent, no user name, or a state dir missing
     /// for trust on first use. Nothing was sent; no connection was made.
-    #[error("remote `{remote}` is `{url}`: {why}")]
+    #[error("remote `{remote_q}` is `{url_q}`: {why}", remote_q = shown(remote), url_q = shown(url))]
     PushSshSetup { remote: String, url: String, why: String },
     /// The SSH server's host key is not the expected one, or the host is not known; the
     /// connection was dropped before authentication, so nothing was sent.
     #[error("SSH host key check for `{host}` refused the push: {why}. Nothing was sent")]
     PushHostKey { host: String, why: String },
     /// SSH authentication through the ssh-agent failed.
-    #[error("SSH push to `{url}` could not authenticate: {why}")]
+    #[error("SSH push to `{url_q}` could not authenticate: {why}", url_q = shown(url))]
     PushSshAuth { url: String, why: String },
     /// The SSH remote could not be reached or failed mid-way.
-    #[error("push to `{url}` failed: {message}")]
+    #[error("push to `{url_q}` failed: {message}", url_q = shown(url))]
     PushNetwork { url: String, message: String },
     /// The remote's URL is of a kind hands does not push to.
-    #[error("remote `{remote}` is `{url}`: {why}")]
+    #[error("remote `{remote_q}` is `{url_q}`: {why}", remote_q = shown(remote), url_q = shown(url))]
     PushUrl { remote: String, url: String, why: &'static str },
     /// `push.urls` is set and does not list the remote's URL.
     #[error(
-        "remote `{remote}` is `{url}`, which tools-git's push.urls does not list; hands pushes only to the remotes listed there — push to one of them, or ask the person to add this URL to push.urls"
+        "remote `{}` is `{}`, which tools-git's push.urls does not list; hands pushes only to the remotes listed there — push to one of them, or ask the person to add this URL to push.urls",
+        shown(remote),
+        shown(url)
     )]
     PushNotListed { remote: String, url: String },
     /// A local remote outside the roots, with `push.urls` unset.
     #[error(
-        "remote `{remote}` is `{url}`, a local repository outside the roots of tools-git; a person can allow pushing there by listing it in tools-git's push.urls (only the pushed branch and its objects are written)"
+        "remote `{}` is `{}`, a local repository outside the roots of tools-git; a person can allow pushing there by listing it in tools-git's push.urls (only the pushed branch and its objects are written)",
+        shown(remote),
+        shown(url)
     )]
     PushOutsideRoots { remote: String, url: String },
     /// The remote has commits the local branch lacks.
     #[error(
-        "non-fast-forward: {remote}/{branch} has commits that {branch} lacks; pull/rebase first — hands never force-pushes"
+        "non-fast-forward: {remote_q}/{branch_q} has commits that {branch_q} lacks; pull/rebase first — hands never force-pushes", remote_q = shown(remote), branch_q = shown(branch)
     )]
     NonFastForward { remote: String, branch: String },
     /// The remote is a non-bare repository with the branch checked out.
     #[error(
-        "remote `{remote}` has `{branch}` checked out in its work tree; push to a bare repository"
+        "remote `{remote_q}` has `{branch_q}` checked out in its work tree; push to a bare repository", remote_q = shown(remote), branch_q = shown(branch)
     )]
     PushCheckedOut { remote: String, branch: String },
     /// The remote rejected the update.
-    #[error("the remote rejected {refname}: {message}")]
+    #[error("the remote rejected {refname_q}: {message}", refname_q = shown(refname))]
     PushRejected { refname: String, message: String },
     /// Any other libgit2 failure, with the operation that failed.
     #[error("git {op} failed: {}", source.message())]

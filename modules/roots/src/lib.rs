@@ -11,7 +11,7 @@ mod error;
 mod policy;
 mod walk;
 
-pub use error::{PathError, Result};
+pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
 pub use policy::{Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use walk::{
@@ -178,6 +178,9 @@ impl Resolver {
     /// Lexical placement of a tool path: refuses NUL, `..`, and paths outside every root, before
     /// any filesystem call. An empty path means the first root.
     pub fn locate(&self, path: &str) -> Result<Located> {
+        if path.len() >= PATH_MAX {
+            return Err(PathError::TooLong { len: path.len() });
+        }
         if path.contains('\0') {
             return Err(PathError::Nul);
         }

@@ -97,25 +97,30 @@ impl fmt::Display for Entry {
 pub enum AllowError {
     #[error("an entry is empty; write a binary name, optionally followed by leading arguments")]
     EmptyEntry,
-    #[error("`{0}`: `*` stands alone (it admits every binary on PATH); it takes no arguments")]
+    #[error("`{}`: `*` stands alone (it admits every binary on PATH); it takes no arguments", hands_roots::shown(.0))]
     StarWithArguments(String),
     #[error("no binary was given (argv is empty)")]
     EmptyArgv,
     #[error(
-        "`{0}` is refused: a binary is given by name only, never by path (no `/`, `.` or `..`); \
-         it is looked up in the module's configured PATH"
+        "`{}` is refused: a binary is given by name only, never by path (no `/`, `.` or `..`); \
+         it is looked up in the module's configured PATH",
+        hands_roots::shown(.0)
     )]
     Pathed(String),
-    #[error("`{0}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty")]
+    #[error(
+        "`{}` is refused: a binary name cannot contain a NUL byte, whitespace or be empty",
+        hands_roots::shown(.0)
+    )]
     BadName(String),
-    #[error("`{argv}`{via} is refused: commands.deny lists `{entry}`")]
+    #[error("`{}`{via} is refused: commands.deny lists `{entry}`", hands_roots::shown(argv))]
     Denied { argv: String, entry: String, via: String },
     #[error(
-        "`{argv}`{via} is refused: no entry of commands.allow admits it (allowed: {allowed}); \
+        "`{}`{via} is refused: no entry of commands.allow admits it (allowed: {allowed}); \
          entries match whole leading tokens, so `kubectl get` admits `kubectl get pods` but not \
          `kubectl getsecrets`, and a program run by another (`env`, `timeout`, `xargs`, `find \
          -exec`, … in sandbox-profiles/wrappers.txt) must be admitted too. A person can add an \
-         entry to commands.allow in daemon.toml"
+         entry to commands.allow in daemon.toml",
+        hands_roots::shown(argv)
     )]
     NotAllowed { argv: String, allowed: String, via: String },
     #[error("{0}")]
@@ -128,8 +133,9 @@ pub enum AllowError {
     #[error("the wrappers profile is broken, so no argv can be checked: {0}")]
     Profile(String),
     #[error(
-        "the published name `{0}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
-         of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`"
+        "the published name `{}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
+         of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`",
+        hands_roots::shown(.0)
     )]
     BadToolName(String),
 }

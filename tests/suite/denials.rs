@@ -1,0 +1,118 @@
+//! Denial feedback (SPEC §6): every refusal is a tool result whose text and
+//! `structuredContent.denied` say what was blocked, by which layer, and what a person can do —
+//! the roots, denied paths, secret files, protected paths, read-only roots, the allowlist, the
+//! brake and the gate (policy deny, an ask nobody approved) — and every tool's `outputSchema`
+//! documents `denied`. Each refusal is paired with its allowed neighbour, and the world is
+//! checked: nothing was written, the canary is unchanged.
+
+use super::common::{Client, Fixture, text_of};
+use serde_json::{Value, json};
+
+/// Asserts a refusal by `layer` whose `what` contains `what`; returns the denial.
+fn denied(r: &rmcp::model::CallToolResult, layer: &str, what: &str) -> Value {
+    assert_eq!(r.is_error, Some(true), "{}", text_of(r));
+    assert!(text_of(r).len() < 1500, "the text is long: {}", text_of(r));
+    let sc = r.structured_content.clone().unwrap_or(Value::Null);
+    let d = sc["denied"][0].clone();
+    assert_eq!(d["layer"], layer, "{sc}");
+    assert!(d["what"].as_str().unwrap_or("").contains(what), "{sc}");
+    assert!(!d["why"].as_str().unwrap_or("").is_empty(), "{sc}");
+    assert!(d["remedy"].as_str().unwrap_or("").len() > 10, "{sc}");
+    d
+}
+
+#[tokio::test]
+async fn each_layer_says_what_it_blocked_and_what_a_person_can_do() {
+    let fx = Fixture::new();
+    let ro = fx.root.parent().unwrap().join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::write(ro.join("kept.txt"), "K").unwrap();
+    let git = std::process::Command::new("git").args(["init", "-q"]).arg(&fx.root).status();
+    assert!(git.unwrap().success());
+    let config = fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[sandbox]\ndeny = [\"{{root}}/vault\"]\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}, {{ path = \"{}\" }}]\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ bash = false, trust = {{ external = \"allow\" }}, \
+         commands = {{ allow = [\"echo\"] }} }}\n",
+        ro.display()
+    ));
+    fx.write("ok.txt", "fine\n");
+    fx.write("vault/key.txt", "V");
+    fx.write(".env", "TOKEN=1");
+    let c = Client::start(&fx, &config).await;
+    // Every tool's outputSchema documents `denied`.
+    let tools = c.service.peer().list_all_tools().await.unwrap();
+    for t in &tools {
+        let schema = t.output_schema.as_ref().expect("an outputSchema");
+        assert!(schema["properties"]["denied"]["items"].is_object(), "{}", t.name);
+    }
+    // Positive control.
+    c.ok("read", json!({ "path": "ok.txt" })).await;
+    let outside = fx.outside.join("canary.txt");
+    let r = c.call("read", json!({ "path": outside.to_str().unwrap() })).await;
+    denied(&r, "roots", "canary.txt");
+    let r = c.call("read", json!({ "path": "vault/key.txt" })).await;
+    denied(&r, "denied paths", "vault");
+    let r = c.call("read", json!({ "path": ".env" })).await;
+    denied(&r, "secret files", ".env");
+    let r = c.call("write", json!({ "path": ".git/hooks/pre-commit", "content": "x" })).await;
+    denied(&r, "protected paths", "pre-commit");
+    assert!(!fx.root.join(".git/hooks/pre-commit").exists());
+    let r = c.call("write", json!({ "path": ro.join("new.txt"), "content": "x" })).await;
+    let d = denied(&r, "read-only root", "new.txt");
+    assert!(d["remedy"].as_str().unwrap().contains("write = true"), "{d}");
+    assert!(!ro.join("new.txt").exists());
+    c.ok("write", json!({ "path": "new.txt", "content": "x" })).await;
+    // The allowlist, beside an admitted program.
+    c.ok("run", json!({ "argv": ["echo", "hi"] })).await;
+    let r = c.call("run", json!({ "argv": ["ls", "-la"] })).await;
+    let d = denied(&r, "allowlist", "ls -la");
+    assert!(d["remedy"].as_str().unwrap().contains("commands.allow"), "{d}");
+    // The brake, until released.
+    let stop = |args: &[&str]| {
+        let mut all = vec!["stop"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", config.to_str().unwrap()]);
+        assert!(fx.std_command(&all).status().unwrap().success());
+    };
+    stop(&[]);
+    let r = c.call("run", json!({ "argv": ["echo", "hi"] })).await;
+    let d = denied(&r, "brake", "run");
+    assert!(d["remedy"].as_str().unwrap().contains("--release"), "{d}");
+    stop(&["--release"]);
+    c.ok("run", json!({ "argv": ["echo", "hi"] })).await;
+    fx.assert_canary();
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_gate_says_which_rule_refused_and_how_to_allow_it() {
+    // Policy deny.
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\nwrite = \"deny\"\n\n[[builtins]]\n\
+         id = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    fx.write("ok.txt", "fine\n");
+    let c = Client::start(&fx, &config).await;
+    c.ok("read", json!({ "path": "ok.txt" })).await;
+    let r = c.call("write", json!({ "path": "d.txt", "content": "x" })).await;
+    let d = denied(&r, "gate", "write");
+    assert!(d["remedy"].as_str().unwrap().contains("trust.write"), "{d}");
+    assert!(!fx.root.join("d.txt").exists());
+    c.stop().await;
+    // An ask nobody answered in time (a client that cannot ask: parked, then expired).
+    let fx = Fixture::new();
+    let config = super::gate::ask_config(&fx, 1);
+    let c = Client::start(&fx, &config).await;
+    let r = c.call("write", json!({ "path": "late.txt", "content": "x" })).await;
+    let d = denied(&r, "gate", "write");
+    assert!(d["remedy"].as_str().unwrap().contains("hands approvals approve"), "{d}");
+    assert!(!fx.root.join("late.txt").exists());
+    fx.assert_canary();
+    c.stop().await;
+}
