@@ -96,6 +96,8 @@ fn hidden(name: &str, value: &str) -> String {
 
 /// A one-button form that POSTs to `action` with the CSRF token and `fields`.
 fn button(action: &str, csrf: &str, fields: &[(&str, &str)], label: &str, class: &str) -> String {
+    // Relative: the page lives under its session's prefix (`/s/PREFIX/`, see `mod.rs`).
+    let action = action.trim_start_matches('/');
     let mut s = format!("<form method=\"post\" action=\"{}\" class=\"inline\">", esc(action));
     s.push_str(&hidden("csrf", csrf));
     for (k, v) in fields {
@@ -142,7 +144,7 @@ pub(crate) fn message(text: &str) -> String {
     shell(
         "hands — dashboard",
         &format!(
-            "<main><p class=\"error\" id=\"message\">{}</p><p><a href=\"/\">Back to the \
+            "<main><p class=\"error\" id=\"message\">{}</p><p><a href=\"./\">Back to the \
              dashboard</a></p></main>",
             esc(text)
         ),
@@ -258,7 +260,7 @@ async fn pending(door: &Door, csrf: &str) -> String {
         }
         let _ = write!(
             s,
-            "<form method=\"post\" action=\"/approve\" class=\"choices\">{}{}",
+            "<form method=\"post\" action=\"approve\" class=\"choices\">{}{}",
             hidden("csrf", csrf),
             hidden("id", &p.id)
         );
@@ -530,7 +532,7 @@ async fn audit(door: &Door, query: &str) -> String {
     };
     let _ = write!(
         s,
-        "<form method=\"get\" action=\"/\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
+        "<form method=\"get\" action=\"./\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
         select("client", "client", &distinct("client"), &client),
         select("module", "module", &distinct("module"), &module),
         select("decision", "decision", &["allow".to_string(), "deny".to_string()], &decision),
