@@ -246,7 +246,8 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     let r = get(addr, "/", &[]).await;
     assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")), "{}", r.head);
     assert_eq!(get(addr, "/s/0123456789abcdef0123456789abcdef/live", &[]).await.status, 401);
-    let r = post(addr, "/s/0123456789abcdef0123456789abcdef/brake", &[origin(addr)], "csrf=x").await;
+    let r =
+        post(addr, "/s/0123456789abcdef0123456789abcdef/brake", &[origin(addr)], "csrf=x").await;
     assert_eq!(r.status, 401, "{}", r.head);
     // A bearer token (the dashboard's own, or an MCP one) opens nothing; nor does a made-up
     // session cookie.
@@ -837,4 +838,65 @@ async fn the_dashboard_answers_the_parked_actions_of_every_daemon_of_the_state_d
     assert_eq!(r.structured_content.unwrap()["stdout"], "free\n");
     let stops = fx.audit_records().iter().filter(|r| r["tool"] == "stop").count();
     assert_eq!(stops, 2, "one record per daemon, none twice");
+}
+
+/// What the person reads cannot be forged: a parked `bash` command that rewrites its own line
+/// on a terminal (`\r`, `ESC[2K`) and reorders text (U+202E) is shown escaped, with a note, by
+/// `hands approvals list` and on the dashboard — never raw. Positive control: a plain command
+/// parked beside it shows as it is, without the note; nothing runs until a person answers.
+#[tokio::test]
+async fn control_characters_in_a_parked_command_are_shown_escaped_everywhere() {
+    let fx = Fixture::new();
+    let cfg = config(&fx, "ask");
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let forged = "touch pwned.txt\r\x1b[2Knpm test \u{202e}tset";
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": forged })).await })
+    };
+    let id = s.pending_id().await;
+    let plain = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": "echo plain" })).await })
+    };
+    let start = Instant::now();
+    let listed = loop {
+        let out = fx
+            .std_command(&["approvals", "list", "--config", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        if text.matches("waiting a-").count() == 2 {
+            break text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "not both listed: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!listed.contains('\r') && !listed.contains('\x1b') && !listed.contains('\u{202e}'));
+    assert!(listed.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{listed}");
+    let ours = listed.split("waiting ").find(|w| w.starts_with(&id)).unwrap();
+    assert!(ours.contains("(text contained control characters, shown escaped)"), "{listed}");
+    let other = listed.split("waiting ").find(|w| w.contains("echo plain")).unwrap();
+    assert!(!other.contains("control characters"), "{listed}");
+    // The dashboard: the same escapes, the same note.
+    let page = s.live().await;
+    assert!(!page.contains('\r') && !page.contains('\x1b') && !page.contains('\u{202e}'));
+    assert!(page.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{page}");
+    assert!(page.contains("(text contained control characters, shown escaped)"));
+    assert!(!fx.root.join("pwned.txt").exists());
+    let ids: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("waiting "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    for id in ids {
+        assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    }
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert_eq!(plain.await.unwrap().is_error, Some(true));
+    assert!(!fx.root.join("pwned.txt").exists());
+    drop(c);
+    fx.assert_canary();
 }
