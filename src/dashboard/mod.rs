@@ -317,8 +317,7 @@ fn redirect(to: &str) -> Response<Body> {
 }
 
 fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, path: &str, max_age: u64) {
-    let text =
-        format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}");
+    let text = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}");
     if let Ok(v) = HeaderValue::from_str(&text) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }

@@ -362,7 +362,8 @@ async fn foreign_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                 let head = String::from_utf8_lossy(&buf).to_string();
                 let page = head.starts_with("GET / ");
                 log.lock().unwrap().push(head);
-                let body = if page { "<!doctype html><title>dev server</title><p>hi</p>" } else { "" };
+                let body =
+                    if page { "<!doctype html><title>dev server</title><p>hi</p>" } else { "" };
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nSet-Cookie: dev=1; Path=/\r\n\
                      Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -478,8 +479,10 @@ async fn a_page_on_another_port_of_the_host_cannot_see_or_answer_the_dashboard()
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
     assert!(!fx.root.join("evil.txt").exists());
-    let always = fx.audit_records().into_iter().any(|r| r["decided_by"] == "person-via-dashboard"
-        && r["decision"] == "allow");
+    let always = fx
+        .audit_records()
+        .into_iter()
+        .any(|r| r["decided_by"] == "person-via-dashboard" && r["decision"] == "allow");
     assert!(!always, "something was allowed on the dashboard");
     b.close().await.unwrap();
     fx.assert_canary();
