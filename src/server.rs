@@ -31,7 +31,8 @@ pub struct Daemon {
     tools: Vec<ToolDef>,
     audit: Arc<crate::audit::Audit>,
     /// `hands stop` is in effect: external-class calls are refused until `--release`.
-    stopped: std::sync::atomic::AtomicBool,
+    /// The brake; shared with tools-git, whose push reads it before it sends.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
     /// *Session* permissions of stateless (2026-07-28) HTTP clients, which have no connection
     /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
     stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
@@ -125,6 +126,7 @@ impl Daemon {
         let mut fs = None;
         let mut git = None;
         let mut shell = None;
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
         for m in &config.modules {
@@ -138,6 +140,7 @@ impl Daemon {
                 ModuleSettings::Git(cfg) => {
                     let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    g.set_brake(stopped.clone());
                     git = Some(Arc::new(g));
                     tools.extend(crate::tools::git_tools());
                 }
@@ -178,7 +181,7 @@ impl Daemon {
             shell,
             tools,
             audit: Arc::new(audit),
-            stopped: Default::default(),
+            stopped,
             stateless_sessions: Default::default(),
             approvals: Arc::new(approvals),
             resolvers,
@@ -403,7 +406,12 @@ impl HandsServer {
             refusal: Some(msg),
             input: None,
         };
-        let braked = || def.class == ActionClass::External && self.daemon.is_stopped();
+        // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
+        let braked = || {
+            def.class == ActionClass::External
+                && def.tool.name != "tmux_kill"
+                && self.daemon.is_stopped()
+        };
         let brake = || {
             format!(
                 "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \

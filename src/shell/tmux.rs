@@ -198,6 +198,7 @@ impl Shell {
     /// `tmux_start`.
     pub async fn tmux_start(&self, p: tmux::StartParams) -> Result<Started, Refusal> {
         self.refuse_when_unsafe()?;
+        self.refuse_when_braked()?;
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
@@ -241,6 +242,14 @@ impl Shell {
             end_launcher(launcher).await;
             t.forget(&name);
             return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
+        }
+        // The brake is atomic with the start: recorded first, then the brake read. A stop
+        // that came before this read is seen here and this start ends itself; one after it
+        // finds the record (`tmux_kill_all` lists the records after the brake is on).
+        if let Err(halted) = self.refuse_when_braked() {
+            end_launcher(launcher).await;
+            t.forget(&name);
+            return Err(halted);
         }
         let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command);
         if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
@@ -466,6 +475,8 @@ impl Shell {
         // A secret file created since the session started is hidden from it before anything is
         // typed that could read it.
         self.remask(&mut m).await?;
+        // `hands stop` may have come during the walk: nothing is typed under the brake.
+        self.refuse_when_braked()?;
         let enter = p.enter.unwrap_or(true);
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;
