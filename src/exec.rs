@@ -96,6 +96,9 @@ where
         Err(crate::shell::Refusal(msg)) => return refuse(&arguments, DecidedBy::Policy, msg).await,
     };
     arguments["binary"] = json!(checked.program);
+    if let Err(why) = daemon.audit_ready() {
+        return refuse(&arguments, DecidedBy::Policy, format!("refused: {why}")).await;
+    }
     if daemon.is_stopped() {
         let msg = "refused: a person stopped this daemon's commands with `hands stop`; they run \
                    again after `hands stop --release` (or a restart)";

@@ -256,6 +256,11 @@ impl Daemon {
     }
 
     /// Writes one record (`hands exec`); an error says the record is missing.
+    /// Whether the audit log can take a record now (see [`crate::audit::Audit::ready`]).
+    pub fn audit_ready(&self) -> Result<(), String> {
+        self.audit.ready()
+    }
+
     pub async fn append_audit(&self, entry: crate::audit::Entry) -> Result<(), String> {
         let audit = self.audit.clone();
         match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
@@ -421,6 +426,12 @@ impl HandsServer {
         };
         if braked() {
             return deny(DecidedBy::Stop, brake());
+        }
+        // Nothing that must be audited runs while the log cannot take its record.
+        if def.class != ActionClass::Read
+            && let Err(why) = self.daemon.audit.ready()
+        {
+            return deny(DecidedBy::Policy, format!("`{}` is refused: {why}", def.tool.name));
         }
         if let Some(msg) = self.hidden_path(def, arguments) {
             return deny(DecidedBy::Policy, msg);
