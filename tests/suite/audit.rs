@@ -219,7 +219,8 @@ async fn a_large_argument_is_recorded_by_digest_and_size() {
     assert_eq!(content["sha256"], hex::encode(sha2::Sha256::digest(big.as_bytes())), "{rec}");
     let small = records.iter().find(|r| r["arguments"]["path"] == "small.txt").unwrap();
     assert_eq!(small["arguments"]["content"], "short");
-    let out = fx.std_command(&["audit", "--verify", "--config", config(&fx).to_str().unwrap()])
+    let out = fx
+        .std_command(&["audit", "--verify", "--config", config(&fx).to_str().unwrap()])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
@@ -281,9 +282,10 @@ async fn a_full_audit_disk_stops_external_actions_before_they_run() {
     let r = c.ok("bash", json!({ "command": "echo ran > after.txt" })).await;
     assert_eq!(r["exit_code"], 0, "{r}");
     assert!(fx.root.join("after.txt").exists());
-    let recorded = fx.audit_records().iter().any(|r| {
-        r["arguments"]["command"].as_str().is_some_and(|c| c.contains("after.txt"))
-    });
+    let recorded = fx
+        .audit_records()
+        .iter()
+        .any(|r| r["arguments"]["command"].as_str().is_some_and(|c| c.contains("after.txt")));
     assert!(recorded, "the call after the disk had space again was not recorded");
     c.stop().await;
     fx.assert_canary();

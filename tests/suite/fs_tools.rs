@@ -451,7 +451,10 @@ async fn a_fifo_in_the_tree_never_hangs_the_file_tools() {
             let r = soon(&c, tool, args.clone()).await;
             assert_eq!(r.is_error, Some(true), "{tool} over {}: {}", fifo.display(), text_of(&r));
             let said = text_of(&r);
-            assert!(said.contains("not a regular file") && said.contains("ignored: true"), "{said}");
+            assert!(
+                said.contains("not a regular file") && said.contains("ignored: true"),
+                "{said}"
+            );
             let mut bypass = args;
             bypass["ignored"] = json!(true);
             let r = soon(&c, tool, bypass).await;

@@ -763,11 +763,8 @@ pub(crate) fn special_ignore_file(dir: &Path) -> Option<PathBuf> {
 fn first_line(path: &Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_nonblock())
-        .open(path)
-        .ok()?;
+    let mut f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc_nonblock()).open(path).ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
     }
