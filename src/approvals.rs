@@ -96,11 +96,24 @@ impl Action {
 
     /// The exact action in words a person can judge: tool, module, and the arguments that
     /// matter (command, argv, cwd, repo, branch, path), then all of them.
+    ///
+    /// Every part is rendered by [`crate::shown::shown`] (control, escape and bidirectional
+    /// characters visibly escaped); a description that needed it says so on its second line.
     pub fn describe(&self) -> String {
-        let mut s = format!(
+        let mut escaped = false;
+        let mut show = |t: &str| {
+            let s = crate::shown::shown(t);
+            escaped |= s.escaped;
+            s.text
+        };
+        let head = format!(
             "{} wants to run `{}` ({} class) of {}",
-            self.client, self.tool, self.class, self.module
+            show(&self.client),
+            show(&self.tool),
+            show(&self.class),
+            show(&self.module)
         );
+        let mut s = String::new();
         if self.confirm {
             s.push_str(
                 "\n  confirm-listed: a yes allows this one run only (no session or always \
@@ -114,11 +127,12 @@ impl Action {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                s.push_str(&format!("\n  {key}: {v}"));
+                s.push_str(&format!("\n  {key}: {}", show(&v)));
             }
         }
-        s.push_str(&format!("\n  arguments: {}", self.arguments));
-        s
+        s.push_str(&format!("\n  arguments: {}", show(&self.arguments.to_string())));
+        let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
+        format!("{head}{note}{s}")
     }
 }
 

@@ -99,6 +99,34 @@ struct Record<'a> {
 pub struct Audit {
     path: PathBuf,
     tail: Mutex<Tail>,
+    /// Why the last append failed, until one succeeds: write- and external-class calls are
+    /// refused meanwhile ([`Audit::ready`]), so nothing runs unaudited.
+    failed: Mutex<Option<String>>,
+}
+
+/// A string argument longer than this (bytes) is recorded as its sha256 and size, not its
+/// content: a 4 MiB `write` must not put 4 MiB into the log (nor let a caller fill the disk
+/// through it). Commands and paths are far shorter and stay whole.
+pub const MAX_LOGGED_STRING: usize = 4096;
+
+/// Free space the audit log's file system must have before a write- or external-class call
+/// runs: a record is well under this (arguments are condensed), so an append then fits.
+pub const MIN_FREE: u64 = 256 * 1024;
+
+/// `v` with every string longer than [`MAX_LOGGED_STRING`] replaced by its digest and size.
+pub fn condensed(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.len() > MAX_LOGGED_STRING => serde_json::json!({
+            "sha256": hex::encode(Sha256::digest(s.as_bytes())),
+            "bytes": s.len(),
+            "omitted": format!("over {MAX_LOGGED_STRING} bytes: content not logged"),
+        }),
+        Value::Array(items) => Value::Array(items.iter().map(condensed).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), condensed(v))).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 /// Where this daemon believes the chain ends.
@@ -166,7 +194,7 @@ impl Audit {
             (end, seq, prev)
         };
         let tail = Tail { file, end, seq, prev };
-        Ok(Audit { path, tail: Mutex::new(tail) })
+        Ok(Audit { path, tail: Mutex::new(tail), failed: Mutex::new(None) })
     }
 
     pub fn path(&self) -> &Path {
@@ -176,6 +204,41 @@ impl Audit {
     /// Appends one record and fsyncs it; returns its seq. Blocking: call it off the async
     /// runtime's worker threads.
     pub fn append(&self, e: &Entry) -> std::io::Result<u64> {
+        let r = self.append_record(e);
+        let mut failed = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *failed = r.as_ref().err().map(|e| e.to_string());
+        r
+    }
+
+    /// Whether a write- or external-class call may run: the last append succeeded and the
+    /// log's file system has [`MIN_FREE`] bytes free. Otherwise the reason, for a refusal that
+    /// tells a person what to do.
+    pub fn ready(&self) -> Result<(), String> {
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        let failed = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let free = rustix::fs::statvfs(dir)
+            .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
+            .map_err(|e| format!("cannot check the free space of {}: {e}", dir.display()))?;
+        if free < MIN_FREE {
+            return Err(format!(
+                "the audit log {} cannot be written safely: its file system has {free} bytes \
+                 free (at least {MIN_FREE} are needed); a person can free space there",
+                self.path.display()
+            ));
+        }
+        match failed {
+            // Space is back: the next append will tell (and clears this when it succeeds).
+            Some(_) if free >= MIN_FREE * 4 => Ok(()),
+            Some(why) => Err(format!(
+                "the last write to the audit log {} failed ({why}); a person can free space \
+                 or fix the state dir",
+                self.path.display()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn append_record(&self, e: &Entry) -> std::io::Result<u64> {
         let mut t = self.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let t = &mut *t;
         let _lock = Flock::exclusive(&t.file)?;
@@ -191,6 +254,7 @@ impl Audit {
             line.push(b'\n');
         }
         let seq = t.seq + 1;
+        let arguments = condensed(&e.arguments);
         let record = Record {
             seq,
             time: rfc3339(std::time::SystemTime::now()),
@@ -198,7 +262,7 @@ impl Audit {
             module: &e.module,
             tool: &e.tool,
             class: &e.class,
-            arguments: &e.arguments,
+            arguments: &arguments,
             decision: e.decision,
             decided_by: e.decided_by,
             outcome: &e.outcome,
@@ -496,6 +560,18 @@ pub fn render(line: &[u8]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn long_strings_are_condensed_at_every_depth_and_short_ones_kept() {
+        let long = "y".repeat(MAX_LOGGED_STRING + 1);
+        let edge = "z".repeat(MAX_LOGGED_STRING);
+        let v = condensed(&json!({ "a": long, "b": [edge, { "c": long }], "n": 3 }));
+        assert_eq!(v["a"]["bytes"], MAX_LOGGED_STRING + 1);
+        assert_eq!(v["a"]["sha256"], hex::encode(Sha256::digest(long.as_bytes())));
+        assert_eq!(v["b"][0], json!(edge));
+        assert_eq!(v["b"][1]["c"]["bytes"], MAX_LOGGED_STRING + 1);
+        assert_eq!(v["n"], 3);
+    }
 
     fn entry(tool: &str) -> Entry {
         Entry {

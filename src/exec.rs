@@ -96,6 +96,9 @@ where
         Err(crate::shell::Refusal(msg)) => return refuse(&arguments, DecidedBy::Policy, msg).await,
     };
     arguments["binary"] = json!(checked.program);
+    if let Err(why) = daemon.audit_ready() {
+        return refuse(&arguments, DecidedBy::Policy, format!("refused: {why}")).await;
+    }
     if daemon.is_stopped() {
         let msg = "refused: a person stopped this daemon's commands with `hands stop`; they run \
                    again after `hands stop --release` (or a restart)";
@@ -107,18 +110,25 @@ where
         (true, Some(_)) => {
             let msg = format!(
                 "`{}` was not run: the person declined at the terminal",
-                hands_shell::allow::show(&argv)
+                crate::shown::shown(&hands_shell::allow::show(&argv)).text
             );
             return refuse(&arguments, DecidedBy::PersonViaTerminal, msg).await;
         }
         (true, None) => {
+            // The person reads this at a terminal: escapes shown, not obeyed (`src/shown.rs`).
+            let line = crate::shown::shown(&hands_shell::allow::show(&argv));
+            let program = crate::shown::shown(&checked.program.display().to_string());
+            let note = if line.escaped || program.escaped {
+                format!(" {}", crate::shown::NOTE)
+            } else {
+                String::new()
+            };
             return json!({
                 "ok": false,
                 "confirm": true,
                 "question": format!(
-                    "`{}` ({}) is confirm-listed: run it?",
-                    hands_shell::allow::show(&argv),
-                    checked.program.display()
+                    "`{}` ({}){note} is confirm-listed: run it?",
+                    line.text, program.text
                 ),
             });
         }

@@ -20,6 +20,7 @@ mod report;
 mod sandbox;
 mod server;
 mod shell;
+mod shown;
 mod stdio;
 mod tools;
 
@@ -534,12 +535,16 @@ fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
             for v in live(json!({ "op": "approvals" })) {
                 for p in v["pending"].as_array().into_iter().flatten() {
                     waiting += 1;
+                    // Described here from its parts (every part escaped, `src/shown.rs`), not
+                    // printed as the daemon worded it.
+                    let action = approvals::Pending::from_view(p)
+                        .map(|p| p.action.describe())
+                        .unwrap_or_else(|| shown::shown(p["action"].as_str().unwrap_or("?")).text);
                     report::out(&format!(
-                        "waiting {} (daemon {}, expires at {}): {}",
-                        p["id"].as_str().unwrap_or("?"),
+                        "waiting {} (daemon {}, expires at {}): {action}",
+                        shown::shown(p["id"].as_str().unwrap_or("?")).text,
                         v["pid"],
                         p["expires"],
-                        p["action"].as_str().unwrap_or("?")
                     ));
                 }
             }

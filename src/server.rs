@@ -31,7 +31,8 @@ pub struct Daemon {
     tools: Vec<ToolDef>,
     audit: Arc<crate::audit::Audit>,
     /// `hands stop` is in effect: external-class calls are refused until `--release`.
-    stopped: std::sync::atomic::AtomicBool,
+    /// The brake; shared with tools-git, whose push reads it before it sends.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
     /// *Session* permissions of stateless (2026-07-28) HTTP clients, which have no connection
     /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
     stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
@@ -137,6 +138,7 @@ impl Daemon {
         let mut fs = None;
         let mut git = None;
         let mut shell = None;
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
         for m in &config.modules {
@@ -150,6 +152,7 @@ impl Daemon {
                 ModuleSettings::Git(cfg) => {
                     let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    g.set_brake(stopped.clone());
                     git = Some(Arc::new(g));
                     tools.extend(crate::tools::git_tools());
                 }
@@ -191,7 +194,7 @@ impl Daemon {
             shell,
             tools,
             audit: Arc::new(audit),
-            stopped: Default::default(),
+            stopped,
             stateless_sessions: Default::default(),
             approvals: Arc::new(approvals),
             resolvers,
@@ -266,6 +269,11 @@ impl Daemon {
     }
 
     /// Writes one record (`hands exec`); an error says the record is missing.
+    /// Whether the audit log can take a record now (see [`crate::audit::Audit::ready`]).
+    pub fn audit_ready(&self) -> Result<(), String> {
+        self.audit.ready()
+    }
+
     pub async fn append_audit(&self, entry: crate::audit::Entry) -> Result<(), String> {
         let audit = self.audit.clone();
         match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
@@ -420,7 +428,12 @@ impl HandsServer {
             input: None,
         };
         let release = "a person runs `hands stop --release` (or restarts the daemon)";
-        let braked = || def.class == ActionClass::External && self.daemon.is_stopped();
+        // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
+        let braked = || {
+            def.class == ActionClass::External
+                && def.tool.name != "tmux_kill"
+                && self.daemon.is_stopped()
+        };
         let brake = || {
             format!(
                 "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
@@ -430,6 +443,17 @@ impl HandsServer {
         };
         if braked() {
             return deny(DecidedBy::Stop, brake(), "brake", release);
+        }
+        // Nothing that must be audited runs while the log cannot take its record.
+        if def.class != ActionClass::Read
+            && let Err(why) = self.daemon.audit.ready()
+        {
+            return deny(
+                DecidedBy::Policy,
+                format!("`{}` is refused: {why}", def.tool.name),
+                "audit",
+                "a person frees space in the state dir's file system (or fixes what stops the audit log), then retries",
+            );
         }
         if let Some((msg, denial)) = self.hidden_path(def, arguments) {
             let mut gate = deny(DecidedBy::Policy, msg, "", "");

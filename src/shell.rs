@@ -335,6 +335,13 @@ impl Shell {
         self.halt.send_replace(false);
     }
 
+    /// The brake's refusal while `hands stop` holds. Read *after* a start has registered
+    /// itself (a command's halt receiver, a session's record), it makes the brake atomic with
+    /// the start: `stop_all` turns the brake on before it looks for what to end.
+    fn refuse_when_braked(&self) -> Result<(), Refusal> {
+        if *self.halt.borrow() { Err(Refusal(HALTED.into())) } else { Ok(()) }
+    }
+
     /// The sandbox self-test, run once (at startup, or by `hands doctor`).
     pub fn self_test(&self) -> &crate::probe::Probe {
         self.probe.get_or_init(|| match self.with_netns(self.base.clone()) {

@@ -26,7 +26,14 @@
     var pending = document.getElementById("pending");
     if (pending && (pending.matches(":hover") || pending.contains(active))) { return; }
     busy = true;
-    fetch("/live" + window.location.search, { credentials: "same-origin", cache: "no-store" })
+    // `live` is relative: the page lives under its session's prefix (`/s/PREFIX/`). The CSRF
+    // token goes in a header only this script can set; the server refuses /live without it.
+    var token = document.querySelector("input[name='csrf']");
+    fetch("live" + window.location.search, {
+      credentials: "same-origin",
+      cache: "no-store",
+      headers: { "X-Hands-Csrf": token ? token.value : "" }
+    })
       .then(function (r) {
         if (r.status === 401) { window.location.assign("/login"); return null; }
         return r.ok ? r.text() : null;

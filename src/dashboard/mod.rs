@@ -6,16 +6,28 @@
 //!
 //! 1. `Host` must be a loopback name or address, or the listen address's own IP (any IP when
 //!    it listens on every address): a name could be a DNS-rebinding one; anything else is 403.
-//! 2. A session cookie (`HttpOnly`, `SameSite=Strict`, random, held in memory) is the only
-//!    credential; it is set by `POST /login` with the dashboard token (from `token_env` or
-//!    `token_file`, compared in constant time), which is not an MCP client token. An
+//! 2. A session is two secrets, made by `POST /login` with the dashboard token (from
+//!    `token_env` or `token_file`, compared in constant time; not an MCP client token): a
+//!    random *prefix* every page of the session lives under (`/s/PREFIX/`), and a session
+//!    cookie (`HttpOnly`, `SameSite=Strict`) whose `Path` is that prefix. Browsers send a
+//!    cookie to every port of a host, so a cookie alone would reach any server on the same
+//!    host (a "dev server" an agent started on another loopback port); with its `Path` under
+//!    the prefix it is sent only to URLs that already name the prefix, which nothing outside
+//!    the person's tab knows (`Referrer-Policy: same-origin`). Both must match. An
 //!    `Authorization` header is never read, so an MCP bearer token opens nothing here.
-//! 3. Every `POST` must carry an `Origin` equal to the page's own (`http://` + its `Host`) and
+//! 3. A browser's `Sec-Fetch-Site` must be `same-origin` (or `none`, a typed URL, for a page
+//!    load): a request another port's page makes is `same-site` and is refused before it reads
+//!    or changes anything. `/live` (which carries the CSRF token) also needs the token in the
+//!    `X-Hands-Csrf` header, which only the page's own script can set (a custom header from
+//!    another origin needs a CORS preflight this server never grants).
+//! 4. Every `POST` must carry an `Origin` equal to the page's own (`http://` + its `Host`) and
 //!    the session's CSRF token in the form (`csrf`); the login form carries a pre-session token
 //!    bound to a cookie the same way. A refused request changes nothing.
-//! 4. Every response sets a strict Content-Security-Policy (scripts and styles from this
-//!    server only, no inline script, no frames), `nosniff`, `same-origin` referrers, `no-store`.
-//! 5. Everything shown is escaped (`page::esc`): a command line holding `<script>` is text.
+//! 5. Every response sets a strict Content-Security-Policy (scripts and styles from this
+//!    server only, no inline script, no frames), `nosniff`, `same-origin` referrers, `no-store`,
+//!    and `Cross-Origin-Opener-Policy`/`-Resource-Policy: same-origin` (no other origin keeps a
+//!    handle on the window or embeds a response).
+//! 6. Everything shown is escaped (`page::esc`): a command line holding `<script>` is text.
 //!
 //! No MCP client can reach these endpoints: they live on another listener, and none of the
 //! tools reads or answers approvals. Decisions made here are audited as `person-via-dashboard`.
@@ -173,10 +185,17 @@ fn random_hex(n: usize) -> std::io::Result<String> {
     Ok(hex::encode(buf))
 }
 
-/// One logged-in browser.
+/// One logged-in browser, found by its prefix (`/s/PREFIX/`).
 struct Session {
+    /// The session cookie's value.
+    sid: String,
     csrf: String,
     expires: Instant,
+}
+
+/// Where a session's pages live.
+fn base_of(prefix: &str) -> String {
+    format!("/s/{prefix}/")
 }
 
 /// The state every connection shares.
@@ -258,6 +277,14 @@ fn secured(mut r: Response<Body>) -> Response<Body> {
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        http::HeaderName::from_static("cross-origin-opener-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        http::HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
     r
 }
 
@@ -284,8 +311,8 @@ fn redirect(to: &str) -> Response<Body> {
     r
 }
 
-fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, max_age: u64) {
-    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}");
+fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, path: &str, max_age: u64) {
+    let text = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}");
     if let Ok(v) = HeaderValue::from_str(&text) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -293,12 +320,50 @@ fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, max_age: u64) {
 
 /// A cookie's value from the request's `Cookie` headers.
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).find_map(|line| {
-        line.split(';').find_map(|kv| {
+    cookies(headers, name).into_iter().next()
+}
+
+/// Every value the request's `Cookie` headers give `name`: another port's server can set a
+/// cookie of the same name for this host (with a shorter `Path`), and it must not hide ours.
+fn cookies(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|line| line.split(';'))
+        .filter_map(|kv| {
             let (k, v) = kv.trim().split_once('=')?;
             (k == name).then(|| v.to_string())
         })
-    })
+        .collect()
+}
+
+/// What a browser says about who made the request (`Sec-Fetch-Site`), when it says.
+fn fetch_site(headers: &HeaderMap) -> Option<&str> {
+    headers.get("sec-fetch-site").map(|v| v.to_str().unwrap_or("invalid"))
+}
+
+/// A request a browser made for a page of another origin — another port of this host is
+/// `same-site`, not `same-origin` — is refused whatever it carries. `none` is a person typing
+/// the URL or following a bookmark; allowed only where `navigation` says so. A client that
+/// sends no `Sec-Fetch-Site` is not a browser that could be tricked (or is an old one; the
+/// prefix, cookie, Origin and CSRF checks still hold).
+fn refuse_cross_origin(headers: &HeaderMap, navigation: bool) -> Result<(), Box<Response<Body>>> {
+    match fetch_site(headers) {
+        None | Some("same-origin") => Ok(()),
+        Some("none") if navigation => Ok(()),
+        Some(other) => {
+            tracing::warn!(
+                sec_fetch_site = other,
+                "dashboard: refused a request made by another origin's page"
+            );
+            Err(Box::new(plain(
+                StatusCode::FORBIDDEN,
+                "refused: this request was made by a page of another origin (Sec-Fetch-Site); \
+                 the dashboard answers its own page only, and nothing was read or changed",
+            )))
+        }
+    }
 }
 
 /// `application/x-www-form-urlencoded` (or a query string) into pairs.
@@ -401,13 +466,14 @@ impl Door {
         )))
     }
 
-    /// The session of the request's cookie, when it is live: its id and CSRF token.
-    fn session(&self, headers: &HeaderMap) -> Option<(String, String)> {
-        let sid = cookie(headers, SESSION_COOKIE)?;
+    /// The live session of `prefix` when the request also carries its cookie: its CSRF token.
+    fn session(&self, prefix: &str, headers: &HeaderMap) -> Option<String> {
+        let presented = cookies(headers, SESSION_COOKIE);
         let mut all = lock(&self.sessions);
         let now = Instant::now();
         all.retain(|_, s| s.expires > now);
-        all.get(&sid).map(|s| (sid.clone(), s.csrf.clone()))
+        let s = all.get(prefix)?;
+        presented.iter().any(|c| same(c, &s.sid)).then(|| s.csrf.clone())
     }
 
     fn token_matches(&self, presented: &str) -> bool {
@@ -416,7 +482,9 @@ impl Door {
         m.verify_slice(&self.tag).is_ok()
     }
 
-    fn new_session(&self) -> std::io::Result<String> {
+    /// A new session: its prefix and cookie value.
+    fn new_session(&self) -> std::io::Result<(String, String)> {
+        let prefix = random_hex(16)?;
         let sid = random_hex(32)?;
         let csrf = random_hex(32)?;
         let mut all = lock(&self.sessions);
@@ -425,8 +493,11 @@ impl Door {
         {
             all.remove(&oldest);
         }
-        all.insert(sid.clone(), Session { csrf, expires: Instant::now() + SESSION_TTL });
-        Ok(sid)
+        all.insert(
+            prefix.clone(),
+            Session { sid: sid.clone(), csrf, expires: Instant::now() + SESSION_TTL },
+        );
+        Ok((prefix, sid))
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
@@ -446,15 +517,30 @@ impl Door {
             }
             (&Method::GET, "/login") => return self.login_page(None),
             (&Method::POST, "/login") => {
+                if let Err(r) = refuse_cross_origin(req.headers(), false) {
+                    return *r;
+                }
                 if let Err(r) = self.check_origin(req.headers(), &host) {
                     return *r;
                 }
                 return self.login(req).await;
             }
+            // No session lives at `/`: its cookie is sent under its prefix only.
+            (&Method::GET, "/") => return redirect("/login"),
             _ => {}
         }
-        let Some((sid, csrf)) = self.session(req.headers()) else {
-            return match (&method, path.as_str()) {
+        // `/s/PREFIX/REST`: the session's own pages.
+        let (prefix, rest) = match path.strip_prefix("/s/").and_then(|p| p.split_once('/')) {
+            Some((p, r)) => (p.to_string(), format!("/{r}")),
+            None => {
+                return plain(StatusCode::NOT_FOUND, "no such page; the dashboard is at /login");
+            }
+        };
+        if let Err(r) = refuse_cross_origin(req.headers(), method == Method::GET && rest == "/") {
+            return *r;
+        }
+        let Some(csrf) = self.session(&prefix, req.headers()) else {
+            return match (&method, rest.as_str()) {
                 (&Method::GET, "/") => redirect("/login"),
                 _ => plain(
                     StatusCode::UNAUTHORIZED,
@@ -463,10 +549,22 @@ impl Door {
             };
         };
         match method {
-            Method::GET => match path.as_str() {
+            Method::GET => match rest.as_str() {
                 "/" => html(StatusCode::OK, page::full(self, &csrf, &query).await),
-                "/live" => html(StatusCode::OK, page::live(self, &csrf, &query).await),
-                _ => plain(StatusCode::NOT_FOUND, "no such page; the dashboard is at /"),
+                "/live" => {
+                    // Only the page's own script sets this header (the token is in the page).
+                    let header = req.headers().get("x-hands-csrf").and_then(|v| v.to_str().ok());
+                    if !header.is_some_and(|h| same(h, &csrf)) {
+                        tracing::warn!("dashboard: refused /live without the X-Hands-Csrf header");
+                        return plain(
+                            StatusCode::FORBIDDEN,
+                            "refused: /live answers the dashboard's own script only (the \
+                             X-Hands-Csrf header is missing or wrong); reload the page",
+                        );
+                    }
+                    html(StatusCode::OK, page::live(self, &csrf, &query).await)
+                }
+                _ => plain(StatusCode::NOT_FOUND, "no such page; the dashboard is at /login"),
             },
             Method::POST => {
                 if let Err(r) = self.check_origin(req.headers(), &host) {
@@ -485,14 +583,14 @@ impl Door {
                          dashboard and try again (nothing was changed)",
                     );
                 }
-                if path == "/logout" {
-                    lock(&self.sessions).remove(&sid);
+                if rest == "/logout" {
+                    lock(&self.sessions).remove(&prefix);
                     let mut r = redirect("/login");
-                    set_cookie(&mut r, SESSION_COOKIE, "", 0);
+                    set_cookie(&mut r, SESSION_COOKIE, "", &base_of(&prefix), 0);
                     return r;
                 }
-                match page::act(self, &path, &pairs).await {
-                    Ok(()) => redirect("/"),
+                match page::act(self, &rest, &pairs).await {
+                    Ok(()) => redirect(&base_of(&prefix)),
                     Err((status, msg)) => html(status, page::message(&msg)),
                 }
             }
@@ -513,7 +611,7 @@ impl Door {
         };
         let status = if error.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
         let mut r = html(status, page::login(&nonce, error));
-        set_cookie(&mut r, LOGIN_COOKIE, &nonce, 600);
+        set_cookie(&mut r, LOGIN_COOKIE, &nonce, "/login", 600);
         r
     }
 
@@ -546,13 +644,14 @@ impl Door {
                     && n.len() <= 64
                     && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             })
-            .map(|n| format!("/#{n}"))
-            .unwrap_or_else(|| "/".to_string());
+            .map(|n| format!("#{n}"))
+            .unwrap_or_default();
         match self.new_session() {
-            Ok(sid) => {
-                let mut r = redirect(&next);
-                set_cookie(&mut r, SESSION_COOKIE, &sid, SESSION_TTL.as_secs());
-                set_cookie(&mut r, LOGIN_COOKIE, "", 0);
+            Ok((prefix, sid)) => {
+                let base = base_of(&prefix);
+                let mut r = redirect(&format!("{base}{next}"));
+                set_cookie(&mut r, SESSION_COOKIE, &sid, &base, SESSION_TTL.as_secs());
+                set_cookie(&mut r, LOGIN_COOKIE, "", "/login", 0);
                 r
             }
             Err(e) => plain(

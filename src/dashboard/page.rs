@@ -96,6 +96,8 @@ fn hidden(name: &str, value: &str) -> String {
 
 /// A one-button form that POSTs to `action` with the CSRF token and `fields`.
 fn button(action: &str, csrf: &str, fields: &[(&str, &str)], label: &str, class: &str) -> String {
+    // Relative: the page lives under its session's prefix (`/s/PREFIX/`, see `mod.rs`).
+    let action = action.trim_start_matches('/');
     let mut s = format!("<form method=\"post\" action=\"{}\" class=\"inline\">", esc(action));
     s.push_str(&hidden("csrf", csrf));
     for (k, v) in fields {
@@ -142,7 +144,7 @@ pub(crate) fn message(text: &str) -> String {
     shell(
         "hands — dashboard",
         &format!(
-            "<main><p class=\"error\" id=\"message\">{}</p><p><a href=\"/\">Back to the \
+            "<main><p class=\"error\" id=\"message\">{}</p><p><a href=\"./\">Back to the \
              dashboard</a></p></main>",
             esc(text)
         ),
@@ -213,18 +215,23 @@ async fn pending(door: &Door, csrf: &str) -> String {
             s,
             "<article class=\"pending\" id=\"{id}\"><h3><code class=\"tool\">{}</code> \
              <span class=\"muted\">({} class) of {}</span></h3><dl>",
-            esc(&a.tool),
-            esc(&a.class),
-            esc(&a.module),
+            esc(&crate::shown::shown(&a.tool).text),
+            esc(&crate::shown::shown(&a.class).text),
+            esc(&crate::shown::shown(&a.module).text),
             id = esc(&p.id)
         );
+        // Agent-supplied text: control, escape and bidirectional characters shown escaped
+        // (`src/shown.rs`), then HTML-escaped; an action that needed it says so.
+        let mut escaped = false;
         let mut row = |k: &str, v: &str| {
+            let v = crate::shown::shown(v);
+            escaped |= v.escaped;
             let _ = write!(
                 s,
                 "<dt>{}</dt><dd><code class=\"{}\">{}</code></dd>",
                 esc(k),
                 esc(k),
-                esc(v)
+                esc(&v.text)
             );
         };
         row("client", &a.client);
@@ -244,6 +251,13 @@ async fn pending(door: &Door, csrf: &str) -> String {
             }
         }
         row("arguments", &a.arguments.to_string());
+        if escaped {
+            let _ = write!(
+                s,
+                "<dt>note</dt><dd class=\"warn escaped\">{}</dd>",
+                esc(crate::shown::NOTE)
+            );
+        }
         let left = p.expires.saturating_sub(now);
         let _ = write!(
             s,
@@ -258,7 +272,7 @@ async fn pending(door: &Door, csrf: &str) -> String {
         }
         let _ = write!(
             s,
-            "<form method=\"post\" action=\"/approve\" class=\"choices\">{}{}",
+            "<form method=\"post\" action=\"approve\" class=\"choices\">{}{}",
             hidden("csrf", csrf),
             hidden("id", &p.id)
         );
@@ -327,7 +341,7 @@ async fn running(door: &Door, csrf: &str) -> String {
             "<tr class=\"command\" id=\"c-{id}\"><td>command</td><td>{}</td><td><code class=\"cmd\">{}</code></td>\
              <td>{}</td><td>{}</td><td><pre>{}</pre></td><td>{}</td></tr>",
             esc(&c.client),
-            esc(&c.command),
+            esc(&crate::shown::shown(&c.command).text),
             esc(&when(c.started)),
             esc(&elapsed(now.saturating_sub(c.started))),
             esc(&last_lines(&c.output, OUTPUT_LINES)),
@@ -354,7 +368,7 @@ async fn running(door: &Door, csrf: &str) -> String {
              <td>{}</td></tr>",
             if running { "" } else { " (ended)" },
             esc(&sh.tmux_client_of(&t.name).unwrap_or_else(|| "—".into())),
-            esc(&t.facts.command),
+            esc(&crate::shown::shown(&t.facts.command).text),
             esc(&when(t.facts.started)),
             esc(&elapsed(now.saturating_sub(t.facts.started))),
             esc(&last_lines(&out, OUTPUT_LINES)),
@@ -531,7 +545,7 @@ async fn audit(door: &Door, query: &str) -> String {
     };
     let _ = write!(
         s,
-        "<form method=\"get\" action=\"/\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
+        "<form method=\"get\" action=\"./\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
         select("client", "client", &distinct("client"), &client),
         select("module", "module", &distinct("module"), &module),
         select("decision", "decision", &["allow".to_string(), "deny".to_string()], &decision),

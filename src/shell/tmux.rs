@@ -221,6 +221,7 @@ impl Shell {
             None => None,
         };
         self.refuse_when_unsafe()?;
+        self.refuse_when_braked()?;
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
@@ -265,6 +266,14 @@ impl Shell {
             end_launcher(launcher).await;
             t.forget(&name);
             return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
+        }
+        // The brake is atomic with the start: recorded first, then the brake read. A stop
+        // that came before this read is seen here and this start ends itself; one after it
+        // finds the record (`tmux_kill_all` lists the records after the brake is on).
+        if let Err(halted) = self.refuse_when_braked() {
+            end_launcher(launcher).await;
+            t.forget(&name);
+            return Err(halted);
         }
         let log_dir = t.socket_dir(&name).to_string_lossy().into_owned();
         let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command, &log_dir);
@@ -561,6 +570,8 @@ impl Shell {
                 m.name
             )));
         }
+        // `hands stop` may have come during the walk: nothing is typed under the brake.
+        self.refuse_when_braked()?;
         let enter = p.enter.unwrap_or(true);
         let sent_at = self.cursor(&m);
         // `waited_ms` counts from the typing.

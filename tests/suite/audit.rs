@@ -197,3 +197,96 @@ async fn follow_prints_records_as_they_are_written() {
     child.kill().await.unwrap();
     c.stop().await;
 }
+
+/// A large argument is recorded as its sha256 and size, not its content: a 4 MiB `write`
+/// leaves a record of a few hundred bytes, and the file itself is written whole. Positive
+/// control: a short argument is recorded as it is.
+#[tokio::test]
+async fn a_large_argument_is_recorded_by_digest_and_size() {
+    use sha2::Digest;
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &config(&fx)).await;
+    let big = "x".repeat(4 * 1024 * 1024);
+    c.ok("write", json!({ "path": "big.txt", "content": big })).await;
+    c.ok("write", json!({ "path": "small.txt", "content": "short" })).await;
+    assert_eq!(std::fs::metadata(fx.root.join("big.txt")).unwrap().len(), 4 * 1024 * 1024);
+    let log = std::fs::metadata(fx.state.join("audit.jsonl")).unwrap().len();
+    assert!(log < 16 * 1024, "the audit log is {log} bytes");
+    let records = fx.audit_records();
+    let rec = records.iter().find(|r| r["arguments"]["path"] == "big.txt").unwrap();
+    let content = &rec["arguments"]["content"];
+    assert_eq!(content["bytes"], 4 * 1024 * 1024, "{rec}");
+    assert_eq!(content["sha256"], hex::encode(sha2::Sha256::digest(big.as_bytes())), "{rec}");
+    let small = records.iter().find(|r| r["arguments"]["path"] == "small.txt").unwrap();
+    assert_eq!(small["arguments"]["content"], "short");
+    let out = fx
+        .std_command(&["audit", "--verify", "--config", config(&fx).to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    c.stop().await;
+}
+
+/// A tmpfs mounted as the state dir, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A full disk under the audit log stops write- and external-class calls with a clear error
+/// before they run (nothing runs unaudited); reads go on; once there is space again, calls
+/// run and are recorded. Positive control: the same command runs before the disk fills.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_full_audit_disk_stops_external_actions_before_they_run() {
+    let fx = Fixture::new();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(&fx.state)
+        .status()
+        .unwrap();
+    if !mounted.success() {
+        // Not root, or no mount namespace to do it in: nothing to test here.
+        return;
+    }
+    let _tmpfs = Tmpfs(fx.state.clone());
+    let cfg = config(&fx);
+    let c = Client::start(&fx, &cfg).await;
+    fx.write("a.txt", "readable\n");
+    let r = c.ok("bash", json!({ "command": "echo ran > before.txt" })).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(fx.root.join("before.txt").exists());
+
+    // Fill the state dir's file system.
+    let fill = fx.state.join("fill");
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k", "count=100"])
+        .arg(format!("of={}", fill.display()))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let msg = c.err("bash", json!({ "command": "echo ran > during.txt" })).await;
+    assert!(msg.contains("audit log") && msg.contains("free"), "{msg}");
+    assert!(!fx.root.join("during.txt").exists(), "a command ran unaudited");
+    let msg = c.err("write", json!({ "path": "w.txt", "content": "x" })).await;
+    assert!(msg.contains("audit log"), "{msg}");
+    assert!(!fx.root.join("w.txt").exists());
+    let read = c.ok("read", json!({ "path": "a.txt" })).await;
+    assert!(read.to_string().contains("readable"), "{read}");
+
+    // Space again: calls run and are recorded.
+    std::fs::remove_file(&fill).unwrap();
+    let r = c.ok("bash", json!({ "command": "echo ran > after.txt" })).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(fx.root.join("after.txt").exists());
+    let recorded = fx
+        .audit_records()
+        .iter()
+        .any(|r| r["arguments"]["command"].as_str().is_some_and(|c| c.contains("after.txt")));
+    assert!(recorded, "the call after the disk had space again was not recorded");
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -154,9 +154,11 @@ fn csrf_in(html: &str) -> String {
     html[at..].split('"').next().unwrap().to_string()
 }
 
-/// A logged-in browser, as far as the server can tell: its cookie header and CSRF token.
+/// A logged-in browser, as far as the server can tell: its pages' prefix (`/s/PREFIX/`), its
+/// cookie header and CSRF token.
 pub struct Session {
     addr: SocketAddr,
+    base: String,
     cookie: String,
     csrf: String,
 }
@@ -182,15 +184,30 @@ pub async fn login(addr: SocketAddr) -> Session {
     let session_cookie = set.iter().find(|c| c.starts_with("hands_session=")).unwrap();
     assert!(session_cookie.contains("HttpOnly"), "{session_cookie}");
     assert!(session_cookie.contains("SameSite=Strict"), "{session_cookie}");
+    let base = r.header("location").unwrap();
+    assert!(base.starts_with("/s/") && base.ends_with('/'), "{base}");
+    // The cookie goes to the session's own prefix only, not to every path of the host.
+    assert!(session_cookie.contains(&format!("Path={base};")), "{session_cookie}");
     let cookie = format!("Cookie: hands_session={}", r.cookie("hands_session").unwrap());
-    let page = get(addr, "/", std::slice::from_ref(&cookie)).await;
+    let page = get(addr, &base, std::slice::from_ref(&cookie)).await;
     assert_eq!(page.status, 200, "{}", page.head);
-    Session { addr, cookie, csrf: csrf_in(&page.body) }
+    Session { addr, base, cookie, csrf: csrf_in(&page.body) }
 }
 
 impl Session {
+    /// The session's URL path for `path` (`/approve` → `/s/PREFIX/approve`).
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path.trim_start_matches('/'))
+    }
+
+    /// `/live` as the page's script asks for it (the CSRF token in its header).
+    async fn get_live(&self) -> Raw {
+        let csrf = format!("X-Hands-Csrf: {}", self.csrf);
+        get(self.addr, &self.url("/live"), &[self.cookie.clone(), csrf]).await
+    }
+
     async fn live(&self) -> String {
-        let r = get(self.addr, "/live", std::slice::from_ref(&self.cookie)).await;
+        let r = self.get_live().await;
         assert_eq!(r.status, 200, "{}{}", r.head, r.body);
         r.body
     }
@@ -198,7 +215,7 @@ impl Session {
     /// A form POST from the page itself (Origin and CSRF as a browser sends them).
     async fn post(&self, path: &str, fields: &str) -> Raw {
         let body = format!("csrf={}&{fields}", self.csrf);
-        post(self.addr, path, &[origin(self.addr), self.cookie.clone()], &body).await
+        post(self.addr, &self.url(path), &[origin(self.addr), self.cookie.clone()], &body).await
     }
 
     /// Waits until a pending approval shows on the page; returns its id.
@@ -228,8 +245,9 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     // No session: the page redirects to the login, the live part and actions are 401.
     let r = get(addr, "/", &[]).await;
     assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")), "{}", r.head);
-    assert_eq!(get(addr, "/live", &[]).await.status, 401);
-    let r = post(addr, "/brake", &[origin(addr)], "csrf=x").await;
+    assert_eq!(get(addr, "/s/0123456789abcdef0123456789abcdef/live", &[]).await.status, 401);
+    let r =
+        post(addr, "/s/0123456789abcdef0123456789abcdef/brake", &[origin(addr)], "csrf=x").await;
     assert_eq!(r.status, 401, "{}", r.head);
     // A bearer token (the dashboard's own, or an MCP one) opens nothing; nor does a made-up
     // session cookie.
@@ -253,7 +271,38 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     assert_eq!(r.status, 403, "{}", r.head);
     // The positive control: the right token logs in; every response carries the CSP.
     let s = login(addr).await;
-    let page = get(addr, "/", std::slice::from_ref(&s.cookie)).await;
+    // The cookie alone opens nothing: not at `/`, not under another prefix; nor does the
+    // prefix without the cookie. A browser request made by another origin's page (another
+    // port of this host: `same-site`) is refused even with both, and `/live` (which carries
+    // the CSRF token) answers only with the token in the header the page's script sets.
+    let r = get(addr, "/", std::slice::from_ref(&s.cookie)).await;
+    assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")), "{}", r.head);
+    let other = "/s/0123456789abcdef0123456789abcdef/";
+    assert_eq!(get(addr, other, std::slice::from_ref(&s.cookie)).await.status, 303);
+    assert_eq!(get(addr, &s.url("/live"), std::slice::from_ref(&s.cookie)).await.status, 403);
+    let csrf = format!("X-Hands-Csrf: {}", s.csrf);
+    assert_eq!(get(addr, &s.url("/live"), std::slice::from_ref(&csrf)).await.status, 401);
+    let wrong = "X-Hands-Csrf: deadbeef".to_string();
+    assert_eq!(get(addr, &s.url("/live"), &[s.cookie.clone(), wrong]).await.status, 403);
+    for site in ["same-site", "cross-site"] {
+        let h = [s.cookie.clone(), csrf.clone(), format!("Sec-Fetch-Site: {site}")];
+        let r = get(addr, &s.url("/live"), &h).await;
+        assert_eq!(r.status, 403, "{site}: {}", r.head);
+        assert!(!r.body.contains(&s.csrf));
+        assert_eq!(get(addr, &s.base, &h).await.status, 403, "{site}");
+    }
+    // Positive controls: the page's own requests, as a browser marks them.
+    let own = [s.cookie.clone(), csrf.clone(), "Sec-Fetch-Site: same-origin".into()];
+    assert_eq!(get(addr, &s.url("/live"), &own).await.status, 200);
+    let typed = [s.cookie.clone(), "Sec-Fetch-Site: none".into()];
+    assert_eq!(get(addr, &s.base, &typed).await.status, 200);
+    let page = get(addr, &s.base, std::slice::from_ref(&s.cookie)).await;
+    assert_eq!(
+        page.header("cross-origin-resource-policy").as_deref(),
+        Some("same-origin"),
+        "{}",
+        page.head
+    );
     let csp = page.header("content-security-policy").unwrap();
     assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
     assert!(!csp.contains("unsafe-inline"), "{csp}");
@@ -271,7 +320,7 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     // Log out: the session ends on the server, so the old cookie opens nothing.
     let r = s.post("/logout", "").await;
     assert_eq!((r.status, r.header("location").as_deref()), (303, Some("/login")));
-    assert_eq!(get(addr, "/live", std::slice::from_ref(&s.cookie)).await.status, 401);
+    assert_eq!(s.get_live().await.status, 401);
     drop(c);
 }
 
@@ -284,28 +333,38 @@ async fn a_post_without_csrf_or_from_another_origin_changes_nothing() {
     let id = s.pending_id().await;
     let fields = format!("id={id}&choice=once");
     let cookie = s.cookie.clone();
+    let approve = s.url("/approve");
     let refused = [
         // No CSRF token.
-        post(addr, "/approve", &[origin(addr), cookie.clone()], &fields).await,
+        post(addr, &approve, &[origin(addr), cookie.clone()], &fields).await,
         // Another session's (or a made-up) token.
-        post(addr, "/approve", &[origin(addr), cookie.clone()], &format!("csrf=deadbeef&{fields}"))
+        post(addr, &approve, &[origin(addr), cookie.clone()], &format!("csrf=deadbeef&{fields}"))
             .await,
         // The right token from a foreign page.
         post(
             addr,
-            "/approve",
+            &approve,
             &["Origin: http://evil.example.com".into(), cookie.clone()],
             &format!("csrf={}&{fields}", s.csrf),
         )
         .await,
         // No Origin at all.
-        post(addr, "/approve", std::slice::from_ref(&cookie), &format!("csrf={}&{fields}", s.csrf))
+        post(addr, &approve, std::slice::from_ref(&cookie), &format!("csrf={}&{fields}", s.csrf))
             .await,
         // `Origin: null` (a sandboxed frame, a file: page).
         post(
             addr,
-            "/approve",
+            &approve,
             &["Origin: null".into(), cookie.clone()],
+            &format!("csrf={}&{fields}", s.csrf),
+        )
+        .await,
+        // Everything right, but made by another origin's page (another port of this host is
+        // same-site, not same-origin).
+        post(
+            addr,
+            &approve,
+            &[origin(addr), cookie.clone(), "Sec-Fetch-Site: same-site".into()],
             &format!("csrf={}&{fields}", s.csrf),
         )
         .await,
@@ -318,7 +377,7 @@ async fn a_post_without_csrf_or_from_another_origin_changes_nothing() {
     assert!(!call.is_finished());
     assert!(!fx.root.join("guarded.txt").exists());
     assert!(s.live().await.contains(&format!("class=\"pending\" id=\"{id}\"")));
-    let r = post(addr, "/brake", &[origin(addr), cookie.clone()], "csrf=nope").await;
+    let r = post(addr, &s.url("/brake"), &[origin(addr), cookie.clone()], "csrf=nope").await;
     assert_eq!(r.status, 403);
     assert!(!s.live().await.contains("Release the brake"));
     // The positive control: the same request from the page is served, and the call runs.
@@ -502,13 +561,14 @@ async fn over_http_an_mcp_token_does_not_open_the_dashboard_nor_the_reverse() {
     let bearer = format!("Authorization: Bearer {MCP_TOKEN}");
     let r = get(addr, "/", std::slice::from_ref(&bearer)).await;
     assert_eq!(r.status, 303, "{}", r.head);
-    assert_eq!(get(addr, "/live", std::slice::from_ref(&bearer)).await.status, 401);
+    let live = "/s/0123456789abcdef0123456789abcdef/live";
+    assert_eq!(get(addr, live, std::slice::from_ref(&bearer)).await.status, 401);
     // The MCP token is not the person's login either.
     let r = try_login(addr, MCP_TOKEN).await;
     assert_eq!(r.status, 401, "{}", r.head);
     // The dashboard serves nothing of MCP.
     let r = post(addr, "/mcp", std::slice::from_ref(&bearer), "{}").await;
-    assert!(r.status == 401 || r.status == 403, "{}", r.head);
+    assert!(matches!(r.status, 401 | 403 | 404), "{}", r.head);
     // The positive control: the dashboard token logs in.
     login(addr).await;
     drop(child);
@@ -778,4 +838,65 @@ async fn the_dashboard_answers_the_parked_actions_of_every_daemon_of_the_state_d
     assert_eq!(r.structured_content.unwrap()["stdout"], "free\n");
     let stops = fx.audit_records().iter().filter(|r| r["tool"] == "stop").count();
     assert_eq!(stops, 2, "one record per daemon, none twice");
+}
+
+/// What the person reads cannot be forged: a parked `bash` command that rewrites its own line
+/// on a terminal (`\r`, `ESC[2K`) and reorders text (U+202E) is shown escaped, with a note, by
+/// `hands approvals list` and on the dashboard — never raw. Positive control: a plain command
+/// parked beside it shows as it is, without the note; nothing runs until a person answers.
+#[tokio::test]
+async fn control_characters_in_a_parked_command_are_shown_escaped_everywhere() {
+    let fx = Fixture::new();
+    let cfg = config(&fx, "ask");
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let forged = "touch pwned.txt\r\x1b[2Knpm test \u{202e}tset";
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": forged })).await })
+    };
+    let id = s.pending_id().await;
+    let plain = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": "echo plain" })).await })
+    };
+    let start = Instant::now();
+    let listed = loop {
+        let out = fx
+            .std_command(&["approvals", "list", "--config", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        if text.matches("waiting a-").count() == 2 {
+            break text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "not both listed: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!listed.contains('\r') && !listed.contains('\x1b') && !listed.contains('\u{202e}'));
+    assert!(listed.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{listed}");
+    let ours = listed.split("waiting ").find(|w| w.starts_with(&id)).unwrap();
+    assert!(ours.contains("(text contained control characters, shown escaped)"), "{listed}");
+    let other = listed.split("waiting ").find(|w| w.contains("echo plain")).unwrap();
+    assert!(!other.contains("control characters"), "{listed}");
+    // The dashboard: the same escapes, the same note.
+    let page = s.live().await;
+    assert!(!page.contains('\r') && !page.contains('\x1b') && !page.contains('\u{202e}'));
+    assert!(page.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{page}");
+    assert!(page.contains("(text contained control characters, shown escaped)"));
+    assert!(!fx.root.join("pwned.txt").exists());
+    let ids: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("waiting "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    for id in ids {
+        assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    }
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert_eq!(plain.await.unwrap().is_error, Some(true));
+    assert!(!fx.root.join("pwned.txt").exists());
+    drop(c);
+    fx.assert_canary();
 }

@@ -4,7 +4,9 @@
 //! approval appear without reloading; approve it and see the client's call complete; reject
 //! one and see it refused; a command line holding markup shows as text (asserted on the DOM);
 //! allow a `sleep`, stop it and see it gone from the host; revoke a standing permission and see
-//! the next call ask again. `HANDS_DASHBOARD_SCREENSHOT=FILE` also saves a screenshot with a
+//! the next call ask again. Another test is the attack of a page on another loopback port of
+//! the same host (a "dev server" an agent started) while the person is logged in.
+//! `HANDS_DASHBOARD_SCREENSHOT=FILE` also saves a screenshot with a
 //! pending approval and a running command (how `docs/dashboard.png` is made).
 
 use super::common::unique_sleep;
@@ -12,7 +14,9 @@ use super::common::{Fixture, host_processes, text_of};
 use super::dashboard::{TOKEN, config, start};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use serde_json::json;
+use std::net::SocketAddr;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `chromedriver` on a free loopback port, killed when dropped.
@@ -127,7 +131,8 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     click(&b, "#login").await;
     wait_for(&b, "#pending").await;
     let url = b.current_url().await.unwrap();
-    assert_eq!((url.path(), url.fragment()), ("/", Some("a-00000000")));
+    assert!(url.path().starts_with("/s/"), "{url}");
+    assert_eq!(url.fragment(), Some("a-00000000"));
     // The session cookie is HttpOnly: the page's script cannot read it.
     let seen = b.execute("return document.cookie", vec![]).await.unwrap();
     assert!(!seen.as_str().unwrap_or("").contains("hands_session"), "{seen}");
@@ -329,6 +334,156 @@ async fn pending_approvals_hold_still_under_the_pointer() {
     assert!(gone(&b, &format!("article[id='{first}']")).await, "the page did not catch up");
     click(&b, &format!("article[id='{second}'] button[value='reject']")).await;
     assert_eq!(second_call.await.unwrap().is_error, Some(true));
+    b.close().await.unwrap();
+    fx.assert_canary();
+}
+
+/// A "dev server" on another loopback port: every request's head is kept; `GET /` answers an
+/// empty page and sets a cookie of its own for the host (cookies do not separate ports, which
+/// the test checks as its positive control).
+async fn foreign_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).to_string();
+                let page = head.starts_with("GET / ");
+                log.lock().unwrap().push(head);
+                let body =
+                    if page { "<!doctype html><title>dev server</title><p>hi</p>" } else { "" };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nSet-Cookie: dev=1; Path=/\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// What a page of another origin tries against the dashboard, even knowing the session's
+/// prefix (which it has no way to learn): read the page and `/live` with the person's
+/// credentials, a form-like POST that answers the parked action *always* (no-cors, which a
+/// browser sends without asking), a real form POST into a frame, and framing the page.
+const ATTACK: &str = r#"
+const [dash, base, id, done] = arguments;
+const out = {};
+const read = async (name, url, init) => {
+  try { const r = await fetch(url, init); out[name] = "read " + r.status + ": " + await r.text(); }
+  catch (e) { out[name] = "blocked: " + e; }
+};
+(async () => {
+  await read("root", dash + "/", { credentials: "include" });
+  await read("page", dash + base, { credentials: "include" });
+  await read("live", dash + base + "live", { credentials: "include" });
+  await read("live_header", dash + base + "live",
+             { credentials: "include", headers: { "X-Hands-Csrf": "x" } });
+  const body = "id=" + id + "&choice=always&csrf=guess";
+  try {
+    await fetch(dash + base + "approve", { method: "POST", mode: "no-cors", credentials: "include",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" }, body });
+    out.post = "sent";
+  } catch (e) { out.post = "blocked: " + e; }
+  const frame = document.createElement("iframe");
+  frame.name = "sink";
+  document.body.appendChild(frame);
+  const form = document.createElement("form");
+  form.method = "post"; form.action = dash + base + "approve"; form.target = "sink";
+  for (const [k, v] of [["id", id], ["choice", "always"], ["csrf", "guess"]]) {
+    const i = document.createElement("input"); i.name = k; i.value = v; form.appendChild(i);
+  }
+  document.body.appendChild(form);
+  form.submit();
+  await new Promise(r => setTimeout(r, 1500));
+  const view = document.createElement("iframe");
+  view.src = dash + base;
+  document.body.appendChild(view);
+  await new Promise(r => setTimeout(r, 1500));
+  try { out.frame = "read: " + view.contentDocument.body.innerHTML; }
+  catch (e) { out.frame = "blocked: " + e; }
+  out.cookies = document.cookie;
+  done(JSON.stringify(out));
+})();
+"#;
+
+/// The person is logged in; a page on another loopback port of the same host (a dev server
+/// an agent could start) cannot see or do anything on the dashboard: the session cookie never
+/// reaches that server (its `Path` is the session's unguessable prefix), and even knowing the
+/// prefix the page reads nothing (no `/live`, no page, no frame) and answers nothing — the
+/// parked action stays parked, the file unwritten. Positive controls: the foreign server does
+/// get the browser's cookies of its own (cookies do not separate ports), and the person then
+/// answers the action on the dashboard.
+#[tokio::test]
+async fn a_page_on_another_port_of_the_host_cannot_see_or_answer_the_dashboard() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let d = driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let b = browser(&d, profile.path()).await;
+    let dash = format!("http://{addr}");
+    b.goto(&format!("{dash}/")).await.unwrap();
+    b.find(Locator::Id("token")).await.unwrap().send_keys(TOKEN).await.unwrap();
+    click(&b, "#login").await;
+    wait_for(&b, "#pending").await;
+    let base = b.current_url().await.unwrap().path().to_string();
+    let session = b.get_named_cookie("hands_session").await.unwrap().value().to_string();
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.call("write", json!({ "path": "evil.txt", "content": "approved by a dev server" }))
+                .await
+        })
+    };
+    let id = pending_id(&b).await;
+
+    // The dev server's page, in the person's browser (a link the agent printed, say).
+    let (foreign, seen) = foreign_server().await;
+    b.goto(&format!("http://{foreign}/")).await.unwrap();
+    b.goto(&format!("http://{foreign}/")).await.unwrap(); // now with its own cookie
+    let out = b.execute_async(ATTACK, vec![json!(dash), json!(base), json!(id)]).await.unwrap();
+    let out: serde_json::Value = serde_json::from_str(out.as_str().unwrap()).unwrap();
+    let heads = seen.lock().unwrap().join("\n---\n");
+    // Positive control: the browser does send this host's cookies to the other port.
+    assert!(heads.contains("dev=1"), "the dev server never got its own cookie back: {heads}");
+    assert!(!heads.contains(&session), "the session cookie reached the dev server: {heads}");
+    for (k, v) in out.as_object().unwrap() {
+        let v = v.as_str().unwrap_or("");
+        assert!(!v.contains("id=\"pending\"") && !v.contains(&id), "{k} read the page: {v}");
+        assert!(!v.starts_with("read 200"), "{k}: {v}");
+    }
+    assert!(!out["cookies"].as_str().unwrap().contains(&session), "{out}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "the parked write was answered: {out}");
+    assert!(!fx.root.join("evil.txt").exists());
+
+    // The person, back on the dashboard, still sees it waiting and answers it.
+    b.goto(&format!("{dash}{base}")).await.unwrap();
+    assert_eq!(pending_id(&b).await, id);
+    click(&b, &format!("article[id='{id}'] button[value='reject']")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), call).await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("denied it on the dashboard"), "{}", text_of(&r));
+    assert!(!fx.root.join("evil.txt").exists());
+    let always = fx
+        .audit_records()
+        .into_iter()
+        .any(|r| r["decided_by"] == "person-via-dashboard" && r["decision"] == "allow");
+    assert!(!always, "something was allowed on the dashboard");
     b.close().await.unwrap();
     fx.assert_canary();
 }

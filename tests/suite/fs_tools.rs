@@ -387,3 +387,87 @@ async fn grep_modes_context_case_literal_glob_and_limit() {
     assert!(t.contains("1:needle"), "{t}");
     c.stop().await;
 }
+
+fn mkfifo(path: &std::path::Path) {
+    let st = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {}", path.display());
+}
+
+/// A call that must answer within a few seconds (a blocked walk never would).
+async fn soon(c: &Client, tool: &str, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    tokio::time::timeout(std::time::Duration::from_secs(10), c.call(tool, args))
+        .await
+        .unwrap_or_else(|_| panic!("{tool} hung"))
+}
+
+/// A FIFO where the walk would open an ignore file (`.gitignore`, `.ignore`,
+/// `.git/info/exclude`, a `.git` file's commondir), or among walked files, or as `.git` itself,
+/// never hangs `glob`, `grep`, `list_dir` or `read`: each answers at once — the ignore-file
+/// ones with a refusal that names the FIFO and the way round (`ignored: true`), which then
+/// works — and the server keeps answering other calls. Positive control: the same tree without
+/// FIFOs globs and greps normally.
+#[tokio::test]
+async fn a_fifo_in_the_tree_never_hangs_the_file_tools() {
+    let (fx, c) = setup().await;
+    fx.write("src/a.txt", "needle\n");
+    fx.write("sub/b.txt", "needle\n");
+    let r = c.ok("glob", json!({ "pattern": "**/*.txt" })).await;
+    assert_eq!(r["total"], 2, "{r}");
+
+    // Walked files and a `.git` entry that are FIFOs: skipped, nothing blocks.
+    mkfifo(&fx.root.join("src/pipe.txt"));
+    mkfifo(&fx.root.join("sub/.git"));
+    let r = soon(&c, "glob", json!({ "pattern": "**/*.txt" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    let r = soon(&c, "grep", json!({ "pattern": "needle" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("a.txt") && text_of(&r).contains("b.txt"), "{}", text_of(&r));
+    let r = soon(&c, "read", json!({ "path": "src/pipe.txt" })).await;
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    let r = soon(&c, "list_dir", json!({ "path": "src" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    std::fs::remove_file(fx.root.join("sub/.git")).unwrap();
+
+    // Ignore files that are FIFOs, at the base and below it.
+    std::fs::create_dir_all(fx.root.join("repo/.git/info")).unwrap();
+    fx.write("repo/c.txt", "needle\n");
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(fx.root.join("wt")).unwrap();
+    std::fs::write(fx.root.join("wt/.git"), format!("gitdir: {}\n", wt.path().display())).unwrap();
+    for (fifo, base) in [
+        (fx.root.join(".gitignore"), ""),
+        (fx.root.join("sub/.ignore"), ""),
+        (fx.root.join("repo/.git/info/exclude"), "repo"),
+        (wt.path().join("commondir"), "wt"),
+    ] {
+        mkfifo(&fifo);
+        let started = std::time::Instant::now();
+        for tool in ["glob", "grep"] {
+            let args = if tool == "glob" {
+                json!({ "pattern": "**/*.txt", "path": base })
+            } else {
+                json!({ "pattern": "needle", "path": base })
+            };
+            let r = soon(&c, tool, args.clone()).await;
+            assert_eq!(r.is_error, Some(true), "{tool} over {}: {}", fifo.display(), text_of(&r));
+            let said = text_of(&r);
+            assert!(
+                said.contains("not a regular file") && said.contains("ignored: true"),
+                "{said}"
+            );
+            let mut bypass = args;
+            bypass["ignored"] = json!(true);
+            let r = soon(&c, tool, bypass).await;
+            assert_ne!(r.is_error, Some(true), "{tool} ignored:true: {}", text_of(&r));
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // The server still answers everything else.
+        let r = soon(&c, "read", json!({ "path": "src/a.txt" })).await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let r = soon(&c, "glob", json!({ "pattern": "**/*.txt" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -283,3 +283,84 @@ async fn stop_ends_tmux_sessions_and_refuses_new_ones_until_release() {
     c.ok("tmux_kill", json!({ "session": "after" })).await;
     c.stop().await;
 }
+
+/// The brake is atomic with a start in flight: a `tmux_start` that passed the gate and is
+/// still preparing (walking a large tree for secret files) when `hands stop` comes either
+/// sees the brake and refuses, or is recorded in time and ended by the stop — it never runs
+/// on under the brake. `tmux_kill` works under the brake. Positive control: the same start
+/// with no stop runs. The stop is sent once the start's session marker exists (made just
+/// before the walk), so it lands inside the walk; without the re-check after registration the
+/// session was recorded after the stop and ran on (`"ended":0` and a live `sleep`).
+#[tokio::test]
+async fn a_tmux_start_in_flight_when_the_brake_is_pulled_does_not_run_under_it() {
+    let fx = Fixture::new();
+    // A tree whose walk takes a while: the start's preparation is slow.
+    for d in 0..300 {
+        let dir = fx.root.join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..250 {
+            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+        }
+    }
+    let config = fx.fs_shell_config();
+    let c = std::sync::Arc::new(Client::start(&fx, &config).await);
+    let secs = unique_sleep();
+    let command = format!("sleep {secs}");
+    // The positive control: a start with no stop runs.
+    c.ok("tmux_start", json!({ "command": command, "name": "control" })).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the control session's command never started"
+    );
+    c.ok("tmux_kill", json!({ "session": "control" })).await;
+    assert!(
+        wait_until(Duration::from_secs(5), || host_processes(&["sleep", &secs]).is_empty()).await
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await; // the walk is not reused
+
+    // The race: the stop lands while the start walks.
+    let start = {
+        let c = c.clone();
+        let command = command.clone();
+        tokio::spawn(async move {
+            c.call("tmux_start", json!({ "command": command, "name": "racer" })).await
+        })
+    };
+    // The start has begun preparing once its session marker exists (made before the walk);
+    // the stop goes straight to the control socket then, as `hands stop` sends it.
+    let marker = fx.state.join("tmux/tools-shell/racer.alive");
+    assert!(
+        wait_until(Duration::from_secs(30), || marker.exists()).await,
+        "the start never began preparing"
+    );
+    let out = {
+        use std::io::{BufRead, Write};
+        let mut sock =
+            std::os::unix::net::UnixStream::connect(fx.state.join("control.sock")).unwrap();
+        sock.write_all(b"{\"op\":\"stop\"}\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(sock).read_line(&mut line).unwrap();
+        line
+    };
+    assert!(out.contains("\"stopped\":true"), "{out}");
+    let r = tokio::time::timeout(Duration::from_secs(60), start).await.unwrap().unwrap();
+    let said = text_of(&r);
+    if r.is_error == Some(true) {
+        assert!(said.contains("hands stop"), "{said}");
+    } else {
+        assert!(out.contains("\"ended\":1"), "the start ran but the stop did not end it: {out}");
+    }
+    // Whatever the order, nothing of it runs under the brake.
+    assert!(
+        wait_until(Duration::from_secs(5), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "a session started in flight runs on under the brake (start said: {said}; stop said: \
+         {out})"
+    );
+    let listed = c.ok("tmux_list", json!({})).await;
+    assert!(listed["sessions"].as_array().unwrap().is_empty(), "{listed}");
+    // `tmux_kill` is not refused by the brake (here: no such session, not "hands stop").
+    let msg = c.err("tmux_kill", json!({ "session": "racer" })).await;
+    assert!(!msg.contains("hands stop"), "{msg}");
+    hands_stop(&fx, &config, true).await;
+    fx.assert_canary();
+}

@@ -19,7 +19,7 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 const DEFAULT_GLOB_LIMIT: u64 = 1000;
 const DEFAULT_GREP_LIMIT: u64 = 100;
@@ -210,7 +210,9 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
                 hits: Mutex::new(Vec::new()),
                 recorder: listing::Recorder::new(key),
             };
-            walker(&hider, &base, hidden, ignored).visit(&mut &walk);
+            let (walker, special) = walker(&hider, &base, hidden, ignored)?;
+            walker.visit(&mut &walk);
+            special.check()?;
             if let Some(recorder) = walk.recorder {
                 recorder.keep();
             }
@@ -420,7 +422,7 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
     let base = match resolver.open_dir(given) {
         Ok(dir) => {
             let base = dir.abs;
-            walk_grep(resolver, &shared, &builder, &base, &prefix, file_filter.as_ref(), &p);
+            walk_grep(resolver, &shared, &builder, &base, &prefix, file_filter.as_ref(), &p)?;
             base
         }
         Err(PathError::NotADirectory { .. }) => {
@@ -467,9 +469,11 @@ fn walk_grep(
     prefix: &Path,
     filter: Option<&GlobMatcher>,
     p: &GrepParams,
-) {
+) -> Result<(), FsError> {
     let hider = resolver.hider(base);
-    walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false)).run(|| {
+    let (walker, special) =
+        walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false))?;
+    walker.run(|| {
         let mut searcher = builder.build();
         Box::new(move |entry| {
             if shared.limit_reached() {
@@ -505,6 +509,7 @@ fn walk_grep(
             WalkState::Continue
         })
     });
+    special.check()
 }
 
 /// State shared by the threads of one grep.
@@ -643,8 +648,24 @@ fn cut_line(bytes: &[u8]) -> String {
 /// An `ignore` walk of `base` by the rules both tools share: links never followed, hidden and
 /// ignored files per the switches, `.gitignore` honoured outside git repositories too, and the
 /// policy's denied folders never descended into.
-pub(crate) fn walker(hider: &Hider<'_>, base: &Path, hidden: bool, ignored: bool) -> WalkParallel {
+///
+/// The `ignore` crate opens ignore files by path itself, with a blocking `open`: a FIFO named
+/// `.gitignore` (or `.ignore`, `.git/info/exclude`, or a commondir a `.git` file points to)
+/// would hang the walk's thread forever. So, when ignore files are read, the base and its
+/// ancestors are checked first ([`special_ignore_file`]; refused, naming the file), and every
+/// folder before the walker enters it: one holding such a file is not entered, and `special`
+/// names it afterwards (the caller refuses the call rather than answer an incomplete walk).
+pub(crate) fn walker(
+    hider: &Hider<'_>,
+    base: &Path,
+    hidden: bool,
+    ignored: bool,
+) -> Result<(WalkParallel, Special), FsError> {
     let respect = !ignored;
+    let special = Special::default();
+    if respect && let Some(bad) = base.ancestors().find_map(special_ignore_file) {
+        return Err(special_error(&bad));
+    }
     let mut b = WalkBuilder::new(base);
     b.follow_links(false)
         .hidden(!hidden)
@@ -660,10 +681,108 @@ pub(crate) fn walker(hider: &Hider<'_>, base: &Path, hidden: bool, ignored: bool
     // Only the denied paths near the base are compared (`Hider`): the credential list's dozens
     // of others cost half of a `glob`'s time over 20,000 files before.
     let denied = hider.near().to_vec();
-    if !denied.is_empty() {
-        b.filter_entry(move |e| !denied.iter().any(|d| e.path().starts_with(d)));
+    let seen = special.clone();
+    if !denied.is_empty() || respect {
+        b.filter_entry(move |e| {
+            if denied.iter().any(|d| e.path().starts_with(d)) {
+                return false;
+            }
+            if respect
+                && e.file_type().is_some_and(|t| t.is_dir())
+                && let Some(bad) = special_ignore_file(e.path())
+            {
+                let mut slot = seen.0.lock().unwrap_or_else(PoisonError::into_inner);
+                slot.get_or_insert(bad);
+                return false;
+            }
+            true
+        });
     }
-    b.build_parallel()
+    Ok((b.build_parallel(), special))
+}
+
+/// The first ignore file a walk would have blocked on, when there was one (see [`walker`]).
+#[derive(Clone, Default)]
+pub(crate) struct Special(Arc<Mutex<Option<PathBuf>>>);
+
+impl Special {
+    /// The refusal for a walk that met a special ignore file.
+    pub(crate) fn check(&self) -> Result<(), FsError> {
+        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            Some(bad) => Err(special_error(bad)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn special_error(bad: &Path) -> FsError {
+    FsError::Invalid(format!(
+        "refused: `{}` is not a regular file (a FIFO, socket or device); the walk reads ignore \
+         files and would block on it, so nothing was listed. A person can remove it, or call \
+         again with `ignored: true` (no ignore files read)",
+        bad.display()
+    ))
+}
+
+/// Whether something the `ignore` crate would open in `dir` — `.gitignore`, `.ignore`,
+/// `.git/info/exclude`, and for a `.git` file the `commondir` it points to and that folder's
+/// `info/exclude` — exists and is neither a regular file nor a folder (opening a folder does
+/// not block; a FIFO, and some devices, do). Followed like the crate's `open` follows links.
+/// The `.git` file and `commondir` are read here with `O_NONBLOCK`, after the same check.
+pub(crate) fn special_ignore_file(dir: &Path) -> Option<PathBuf> {
+    let special = |p: &Path| match std::fs::metadata(p) {
+        Ok(m) => !m.is_file() && !m.is_dir(),
+        Err(_) => false,
+    };
+    for name in [".gitignore", ".ignore"] {
+        let p = dir.join(name);
+        if special(&p) {
+            return Some(p);
+        }
+    }
+    let git = dir.join(".git");
+    let exclude_of = |gitdir: &Path| {
+        let p = gitdir.join("info/exclude");
+        special(&p).then_some(p)
+    };
+    match std::fs::metadata(&git) {
+        Ok(m) if m.is_dir() => exclude_of(&git),
+        // A linked worktree's `.git` file: `gitdir: X`, X/commondir, its info/exclude.
+        Ok(m) if m.is_file() => {
+            let line = first_line(&git)?;
+            let real = PathBuf::from(line.strip_prefix("gitdir: ")?);
+            let commondir = real.join("commondir");
+            if special(&commondir) {
+                return Some(commondir);
+            }
+            let common = first_line(&commondir)?;
+            let common =
+                if common.starts_with('.') { real.join(common) } else { PathBuf::from(common) };
+            exclude_of(&common)
+        }
+        // Anything else: the crate's `.git/info/exclude` open fails (not a folder).
+        _ => None,
+    }
+}
+
+/// The first line of a small regular file, opened without blocking.
+fn first_line(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc_nonblock()).open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = f.read(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    text.lines().next().map(str::to_string)
+}
+
+/// `O_NONBLOCK | O_NOCTTY`, as `rustix` spells them.
+fn libc_nonblock() -> i32 {
+    (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32
 }
 
 /// `path` relative to `base`, which the walk started from: a byte slice, where

@@ -105,6 +105,9 @@ pub struct Git {
     pub(crate) tofu_lock: Mutex<()>,
     /// Opened repositories kept for read-class tools, most recently used last.
     pub(crate) repos: Mutex<Vec<confine::CachedRepo>>,
+    /// The embedding daemon's brake (`hands stop`), read by `push` at the last moment before
+    /// it sends anything (see [`Git::set_brake`]).
+    pub(crate) brake: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 static ISOLATE: Once = Once::new();
@@ -171,7 +174,15 @@ impl Git {
             state_dir: settings.state_dir,
             tofu_lock: Mutex::new(()),
             repos: Mutex::new(Vec::new()),
+            brake: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Ties `push` to a brake: while `brake` is `true`, a push that has not sent yet refuses at
+    /// its negotiation (after connecting, before the pack goes out), so a brake pulled while a
+    /// push connects stops it. Set once; later calls change nothing.
+    pub fn set_brake(&self, brake: Arc<std::sync::atomic::AtomicBool>) {
+        let _ = self.brake.set(brake);
     }
 
     /// The resolver the tools confine paths with.

@@ -192,9 +192,21 @@ impl Job {
         &'a self,
         remote: &mut git2::Remote<'_>,
         mut callbacks: RemoteCallbacks<'a>,
+        brake: Option<&'a std::sync::atomic::AtomicBool>,
         map: impl Fn(git2::Error) -> GitError,
     ) -> Result<(), GitError> {
         let result = {
+            // The last moment before anything is sent: a brake pulled since the gate let this
+            // push through (while it connected) refuses it here.
+            callbacks.push_negotiation(move |_| match brake {
+                Some(b) if b.load(std::sync::atomic::Ordering::SeqCst) => {
+                    Err(git2::Error::from_str(
+                        "refused: a person stopped this daemon's commands with `hands stop`; \
+                         nothing was pushed; it runs again after `hands stop --release`",
+                    ))
+                }
+                _ => Ok(()),
+            });
             callbacks.push_update_reference(|name, status| match status {
                 Some(msg) => {
                     *self.rejected.borrow_mut() = Some((name.to_string(), msg.to_string()));
@@ -352,7 +364,8 @@ impl Git {
                 why: "the repository's url.*.insteadOf or pushInsteadOf rewrites the remote's path; remove that rewrite from its config",
             });
         }
-        job.send(&mut anon, local_callbacks(), |e| GitError::Git { op: "push", source: e })?;
+        let brake = self.brake.get().map(|b| &**b);
+        job.send(&mut anon, local_callbacks(), brake, |e| GitError::Git { op: "push", source: e })?;
         track(repo, named, &job);
         let new = remote_tip(&open_dest(Access::Read)?, &job.refname)?;
         Ok(job.output(old, new))
@@ -410,7 +423,8 @@ impl Git {
         if job.fast_forward(repo, old)? {
             return Ok(job.output(old, None));
         }
-        job.send(remote, session.callbacks(), |e| session.map_error(e))?;
+        let brake = self.brake.get().map(|b| &**b);
+        job.send(remote, session.callbacks(), brake, |e| session.map_error(e))?;
         Ok(job.output(old, None))
     }
 }
