@@ -19,6 +19,8 @@ mod git_tools;
 mod http;
 #[cfg(target_os = "linux")]
 mod masking;
+#[cfg(target_os = "linux")]
+mod network;
 mod path_attacks;
 mod protocol;
 #[cfg(target_os = "linux")]

@@ -2,6 +2,8 @@
 //! holds the network by domain ([`proxy`]); the launcher moves here next (SPEC §11).
 
 #[cfg(target_os = "linux")]
+pub mod listen;
+#[cfg(target_os = "linux")]
 pub mod proxy;
 #[cfg(target_os = "linux")]
 mod sys;

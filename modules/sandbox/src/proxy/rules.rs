@@ -73,6 +73,9 @@ impl FromStr for Entry {
                     .to_string(),
             });
         }
+        if trimmed.contains("://") {
+            return Err(fail("it is a URL; an entry names the host only"));
+        }
         let (host, port) = split_port(trimmed).map_err(|why| fail(&why))?;
         let host = parse_host(host).map_err(|why| fail(&why))?;
         Ok(Entry { host, port, text: trimmed.to_string() })
