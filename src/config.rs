@@ -133,7 +133,93 @@ pub struct ShellConfig {
     pub commands: Option<ShellCommands>,
     #[serde(default)]
     pub tools: Vec<ShellTool>,
+    /// The network by domain (SPEC §5.4), with the `network` grant.
+    pub network: Option<ShellNetwork>,
     trust: Option<RawTrust>,
+}
+
+/// `config.network` of tools-shell: `allow`/`deny`/`unknown`, or `mode = "host"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ShellNetwork {
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    pub unknown: Option<String>,
+}
+
+/// What the `network` grant gives tools-shell's commands.
+#[derive(Debug, Clone)]
+pub enum NetworkMode {
+    /// `mode = "host"`: the host's whole network.
+    Host,
+    /// The module's private namespace, and the proxy judging every connection by these rules.
+    Domains(hands_sandbox::proxy::Rules),
+}
+
+impl ShellConfig {
+    /// The validated network rules; a table without one keeps the defaults (`allow = []`,
+    /// `unknown = "ask"`: every host asks a person). The error is (key, message, hint).
+    pub fn network_mode(&self) -> Result<NetworkMode, (String, String, Option<&'static str>)> {
+        use hands_sandbox::proxy::{Rules, Unknown};
+        let n = self.network.clone().unwrap_or_default();
+        match n.mode.as_deref() {
+            Some("host") => {
+                if !n.allow.is_empty() || !n.deny.is_empty() || n.unknown.is_some() {
+                    return Err((
+                        "config.network.mode".into(),
+                        "mode = \"host\" gives the host's whole network, so allow, deny and \
+                         unknown would mean nothing"
+                            .into(),
+                        Some("drop mode for the network by domain, or drop the lists"),
+                    ));
+                }
+                return Ok(NetworkMode::Host);
+            }
+            Some("domains") | None => {}
+            Some(other) => {
+                return Err((
+                    "config.network.mode".into(),
+                    format!("unknown mode `{}`", other.chars().take(100).collect::<String>()),
+                    Some("mode is \"host\" (the host's network) or absent (the network by domain)"),
+                ));
+            }
+        }
+        let unknown = match n.unknown.as_deref() {
+            None | Some("ask") => Unknown::Ask,
+            Some("deny") => Unknown::Deny,
+            Some(other) => {
+                return Err((
+                    "config.network.unknown".into(),
+                    format!(
+                        "`{}` is neither \"ask\" nor \"deny\"",
+                        other.chars().take(100).collect::<String>()
+                    ),
+                    Some(
+                        "unknown = \"ask\" asks a person about a host no rule covers; \"deny\" refuses it",
+                    ),
+                ));
+            }
+        };
+        for (key, list) in [("allow", &n.allow), ("deny", &n.deny)] {
+            for (i, e) in list.iter().enumerate() {
+                if let Err(err) = e.parse::<hands_sandbox::proxy::Entry>() {
+                    return Err((
+                        format!("config.network.{key}[{i}]"),
+                        format!("`{}`: {}", err.entry, err.why),
+                        Some(
+                            "entries are host names (`crates.io`), `*.` wildcards for subdomains, IP addresses or CIDR ranges, each optionally with `:port`",
+                        ),
+                    ));
+                }
+            }
+        }
+        Rules::new(&n.allow, &n.deny, unknown)
+            .map(NetworkMode::Domains)
+            .map_err(|e| ("config.network".into(), e.why, Some("see the entry named")))
+    }
 }
 
 // Read by the shell and git modules as they land; validated now so files written for them check.
@@ -1073,6 +1159,9 @@ fn check_shell(sh: &ShellConfig) -> Vec<(String, String, Option<&'static str>)> 
                 Some("a tools entry is { bin = \"kubectl\", args = [\"get\"], description = \"...\" }"),
             ));
         }
+    }
+    if let Err(e) = sh.network_mode() {
+        out.push(e);
     }
     if sh.run_output_chars == Some(0) {
         out.push((

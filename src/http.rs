@@ -190,7 +190,20 @@ impl Setup {
 /// The module whose commands reach the host's loopback: tools-shell with the `network` grant,
 /// whose commands share the host's network namespace (without it they get a private one).
 pub fn loopback_reacher(config: &Config) -> Option<&ModuleCfg> {
-    config.modules.iter().find(|m| m.id == ModuleId::Shell && m.has(Grant::Network))
+    config.modules.iter().find(|m| {
+        m.id == ModuleId::Shell
+            && m.has(Grant::Network)
+            && match &m.settings {
+                // The network by domain reaches the host's loopback only where an allow entry
+                // names a loopback address; `mode = "host"` always does. An invalid table is a
+                // config error elsewhere; here it counts as reaching (fails closed).
+                crate::config::ModuleSettings::Shell(sh) => match sh.network_mode() {
+                    Ok(crate::config::NetworkMode::Domains(rules)) => rules.names_loopback(),
+                    _ => true,
+                },
+                _ => true,
+            }
+    })
 }
 
 /// Why HTTP at `listen` without `[[server.http.clients]]` is refused, when it is: the address is

@@ -12,6 +12,7 @@ mod exec;
 mod hangups;
 mod http;
 mod masks;
+mod netgate;
 mod netns;
 mod probe;
 mod profiles;
@@ -125,6 +126,11 @@ enum Command {
     #[cfg(target_os = "linux")]
     #[command(name = "__remask", hide = true)]
     Remask,
+    /// Internal: open the network proxy's listeners inside a module's network namespace (see
+    /// modules/sandbox/src/listen.rs)
+    #[cfg(target_os = "linux")]
+    #[command(name = "__netns-listen", hide = true)]
+    NetnsListen { pid: i32, start: u64 },
 }
 
 #[derive(Subcommand, Debug)]
@@ -163,6 +169,8 @@ fn main() -> ExitCode {
         Command::Netns { pidfile } => sandbox::netns::holder_main(&pidfile),
         #[cfg(target_os = "linux")]
         Command::Remask => sandbox::remask::main(),
+        #[cfg(target_os = "linux")]
+        Command::NetnsListen { pid, start } => hands_sandbox::listen::child_main(pid, start),
     }
 }
 

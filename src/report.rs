@@ -130,6 +130,9 @@ pub fn policy(daemon: &Daemon) -> String {
         );
         match &m.settings {
             ModuleSettings::Shell(sh) => {
+                if m.has(Grant::Network) {
+                    let _ = writeln!(s, "  network: {}", network_rules(sh));
+                }
                 let _ = writeln!(
                     s,
                     "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}",
@@ -553,6 +556,33 @@ pub struct DoctorReport {
     pub serve_refuses: bool,
 }
 
+/// The resolved network rules of tools-shell with the `network` grant (SPEC §5.4).
+fn network_rules(sh: &crate::config::ShellConfig) -> String {
+    match sh.network_mode() {
+        Ok(crate::config::NetworkMode::Host) => {
+            "mode = host: commands get the host's whole network (loopback services, the LAN, \
+             the cloud metadata address, any host)"
+                .to_string()
+        }
+        Ok(crate::config::NetworkMode::Domains(r)) => {
+            let list = |l: &[hands_sandbox::proxy::Entry]| {
+                l.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
+            };
+            let unknown = match r.unknown() {
+                hands_sandbox::proxy::Unknown::Ask => "ask a person",
+                hands_sandbox::proxy::Unknown::Deny => "refused",
+            };
+            format!(
+                "by domain through the proxy: allow [{}], deny [{}], other hosts: {unknown}; \
+                 loopback, link-local, private and this host's addresses only when named",
+                list(r.allow()),
+                list(r.deny())
+            )
+        }
+        Err((key, why, _)) => format!("invalid ({key}: {why})"),
+    }
+}
+
 /// The doctor's report as text (the dashboard shows its warnings).
 pub fn doctor(daemon: &Daemon) -> String {
     doctor_report(daemon).text
@@ -575,6 +605,17 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
         warnings.push("sandbox.secret_patterns differs from the default list".to_string());
     }
     for m in &c.modules {
+        if let ModuleSettings::Shell(sh) = &m.settings
+            && m.has(Grant::Network)
+            && matches!(sh.network_mode(), Ok(crate::config::NetworkMode::Host))
+        {
+            warnings.push(format!(
+                "{}: network.mode = \"host\": commands reach the host's whole network \
+                 (loopback services, the LAN, the cloud metadata address); drop `mode` for the \
+                 network by domain and list the hosts in network.allow",
+                m.id.name()
+            ));
+        }
         if m.has(Grant::Network) && m.trust.external == crate::config::TrustAction::Allow {
             warnings.push(format!(
                 "{}: trust.external = \"allow\" with the network grant: a model can reach the network without a person",

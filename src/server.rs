@@ -184,19 +184,28 @@ impl Daemon {
                 }
             }
         }
-        let audit = crate::audit::Audit::open(&absolute(&config.state_dir))?;
+        let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
-        let approvals = crate::approvals::Approvals::new(&absolute(&config.state_dir), timeout)?;
+        let approvals =
+            Arc::new(crate::approvals::Approvals::new(&absolute(&config.state_dir), timeout)?);
+        if let Some(sh) = &shell {
+            let module = ModuleId::Shell.name();
+            sh.connect_network(crate::netgate::NetGate::new(
+                module,
+                approvals.clone(),
+                audit.clone(),
+            ));
+        }
         Ok(Daemon {
             config,
             fs,
             git,
             shell,
             tools,
-            audit: Arc::new(audit),
+            audit,
             stopped,
             stateless_sessions: Default::default(),
-            approvals: Arc::new(approvals),
+            approvals,
             resolvers,
         })
     }

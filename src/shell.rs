@@ -34,8 +34,10 @@ pub struct Shell {
     enforce: bool,
     roots: Vec<PathBuf>,
     probe: std::sync::OnceLock<crate::probe::Probe>,
-    /// The module's shared private network namespace; none with the `network` grant.
+    /// The module's shared private network namespace; none with `network.mode = "host"`.
     netns: Option<crate::netns::Netns>,
+    /// The network by domain (SPEC §5.4): the proxy, once the daemon gave it its gate.
+    network: Option<Network>,
     /// The module's tmux sessions (`shell/tmux.rs`).
     tmux: tmux::Sessions,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
@@ -56,6 +58,15 @@ pub struct Shell {
     running: running::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
+}
+
+/// The network by domain of one module: its rules, the proxy serving them (made once the
+/// daemon's gate exists), and the listeners in the namespace of the current holder.
+struct Network {
+    rules: hands_sandbox::proxy::Rules,
+    proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
+    /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
+    listening: Mutex<Option<(crate::netns::Process, u16, u16)>>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -263,20 +274,35 @@ impl Shell {
             "file_size_mb": l.file_size_mb.unwrap_or(4096),
             "memory_mb": l.memory_mb.unwrap_or(8192),
         });
+        // The grant with `mode = "host"` is the host's network; the grant otherwise is the
+        // network by domain, which keeps the private namespace and adds the proxy.
+        let (host_network, network) = match (m.has(Grant::Network), cfg.network_mode()) {
+            (false, _) => (false, None),
+            (true, Ok(crate::config::NetworkMode::Host)) => (true, None),
+            (true, Ok(crate::config::NetworkMode::Domains(rules))) => (
+                false,
+                Some(Network {
+                    rules,
+                    proxy: std::sync::OnceLock::new(),
+                    listening: Mutex::new(None),
+                }),
+            ),
+            (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
+        };
         let base = json!({
             "env": env,
             "roots": roots,
             "protected": protected,
             "masked": masked,
             "system": system,
-            "network": m.has(Grant::Network),
+            "network": host_network,
             "home": home,
             "limits": limits,
         });
         let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = tmux::Sessions::new(&state, m.id.name(), &path)?;
-        let netns = if m.has(Grant::Network) {
+        let netns = if host_network {
             None
         } else {
             Some(crate::netns::Netns::new(&exe, &state.join("netns"), m.id.name())?)
@@ -304,6 +330,7 @@ impl Shell {
             roots: m.roots.iter().map(|r| r.path.clone()).collect(),
             probe: std::sync::OnceLock::new(),
             netns,
+            network,
             tmux: sessions,
             unmade,
         })
@@ -340,6 +367,83 @@ impl Shell {
     /// the start: `stop_all` turns the brake on before it looks for what to end.
     fn refuse_when_braked(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() { Err(Refusal(HALTED.into())) } else { Ok(()) }
+    }
+
+    /// Gives the network by domain its gate (the daemon's approvals and audit log), which
+    /// exist only after the modules are built. Without it, a proxied connection is refused.
+    pub fn connect_network(&self, gate: Arc<dyn hands_sandbox::proxy::Gate>) {
+        if let Some(n) = &self.network {
+            let proxy = hands_sandbox::proxy::Proxy::new(
+                n.rules.clone(),
+                gate,
+                hands_sandbox::proxy::Limits::default(),
+            );
+            let _ = n.proxy.set(proxy);
+        }
+    }
+
+    /// Makes sure the proxy listens inside the namespace of `holder` (a new holder is a new
+    /// namespace) and returns the ports.
+    fn proxy_ports(&self, holder: crate::netns::Process) -> Result<Option<(u16, u16)>, Refusal> {
+        let Some(n) = &self.network else { return Ok(None) };
+        let Some(proxy) = n.proxy.get() else {
+            return Err(Refusal("the network proxy is not ready (no gate)".into()));
+        };
+        let mut listening = n.listening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((h, http, socks)) = *listening
+            && h == holder
+        {
+            return Ok(Some((http, socks)));
+        }
+        let refuse = |e: std::io::Error| {
+            Refusal(format!(
+                "the network proxy could not listen in the module's network namespace: {e}"
+            ))
+        };
+        let l =
+            hands_sandbox::listen::acquire(&self.exe, holder.pid, holder.start).map_err(refuse)?;
+        let (http, socks) = l.ports().map_err(refuse)?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Refusal("the network proxy needs the daemon's runtime".into()))?;
+        let _guard = runtime.enter();
+        for (listener, is_http) in [(l.http, true), (l.socks, false)] {
+            listener.set_nonblocking(true).map_err(refuse)?;
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(refuse)?;
+            let proxy = Arc::clone(proxy);
+            if is_http {
+                runtime.spawn(proxy.serve_http(listener));
+            } else {
+                runtime.spawn(proxy.serve_socks(listener));
+            }
+        }
+        *listening = Some((holder, http, socks));
+        Ok(Some((http, socks)))
+    }
+
+    /// A command's ticket with the proxy and the spec carrying its proxy variables; the spec
+    /// unchanged without the network by domain.
+    fn with_proxy(
+        &self,
+        spec: String,
+        label: &str,
+    ) -> Result<(String, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+        let (Some(n), Some(netns)) = (&self.network, &self.netns) else { return Ok((spec, None)) };
+        let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
+        let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
+        let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
+        let client = CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string());
+        let asker = hands_sandbox::proxy::Asker { command: label.to_string(), client };
+        let ticket = proxy
+            .ticket(asker)
+            .map_err(|e| Refusal(format!("the network proxy could not issue a ticket: {e}")))?;
+        let mut value: Value = serde_json::from_str(&spec)
+            .map_err(|e| Refusal(format!("the sandbox spec could not be extended: {e}")))?;
+        if let Some(Value::Object(env)) = value.get_mut("env") {
+            for (k, v) in ticket.env(http, socks) {
+                env.insert(k, json!(v));
+            }
+        }
+        Ok((value.to_string(), Some(ticket)))
     }
 
     /// The sandbox self-test, run once (at startup, or by `hands doctor`).
@@ -482,7 +586,23 @@ impl Shell {
         drop(halt);
         let label = running::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
-        self.run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee).await
+        let (spec, ticket) = self.with_proxy(spec, &label)?;
+        let mut out = self
+            .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
+            .await?;
+        if let Some(t) = ticket {
+            out.denied.extend(t.denied().into_iter().map(|d| {
+                hands_shell::bash::Denied {
+                    what: format!("{}:{}", d.host, d.port),
+                    layer: "network".into(),
+                    why: d.why,
+                    remedy: "a person can add the host to tools-shell's config.network.allow, or \
+                         approve it when asked (unknown = \"ask\")"
+                        .into(),
+                }
+            }));
+        }
+        Ok(out)
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds

@@ -25,6 +25,8 @@ mod git_tools;
 mod http;
 #[cfg(target_os = "linux")]
 mod masking;
+#[cfg(target_os = "linux")]
+mod network;
 mod path_attacks;
 mod protocol;
 mod quoting;

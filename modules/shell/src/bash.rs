@@ -49,6 +49,22 @@ pub struct BashOutput {
     pub invalid_utf8: bool,
     /// What contained the command: `full` (namespaces, read-only root, Landlock, seccomp).
     pub containment: String,
+    /// What a wall refused the command while it ran (connections the network proxy refused),
+    /// so a denial is not taken for a broken tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<Denied>,
+}
+
+/// One refusal a command met: what, by which layer, why, and what a person can do.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct Denied {
+    /// What was blocked: a `host:port`, a path.
+    pub what: String,
+    /// The layer that blocked it: `network`, …
+    pub layer: String,
+    pub why: String,
+    /// What a person can do about it.
+    pub remedy: String,
 }
 
 /// How a command ended, as the launcher reports it.
@@ -100,6 +116,7 @@ pub fn output(
         dropped_bytes: dropped,
         invalid_utf8: o.invalid_utf8 || e.invalid_utf8,
         containment: containment.to_string(),
+        denied: Vec::new(),
     }
 }
 
@@ -119,6 +136,9 @@ impl fmt::Display for BashOutput {
         }
         if self.invalid_utf8 {
             write!(f, " · invalid UTF-8 replaced")?;
+        }
+        for d in &self.denied {
+            write!(f, "\ndenied by {}: {} ({}); {}", d.layer, d.what, d.why, d.remedy)?;
         }
         if !self.stdout.is_empty() {
             write!(f, "\n--- stdout ---\n{}", self.stdout)?;

@@ -1,0 +1,508 @@
+//! The network by domain (SPEC §5.4): an HTTP proxy (CONNECT and plain requests) and a SOCKS5
+//! proxy that the daemon serves on listeners inside a module's private network namespace.
+//! Commands keep that namespace — no route leaves it — and reach the world only through here,
+//! where every connection is judged by the module's [`Rules`], a host no rule covers is put to
+//! a person through the [`Gate`], the resolved address is checked again and connected to
+//! exactly (no second lookup), and every decision and every closed connection is recorded.
+//!
+//! Which command asked travels in the proxy credentials: a command's `HTTP_PROXY` is
+//! `http://hands:TOKEN@127.0.0.1:PORT` (and SOCKS5 user `hands`, password `TOKEN`), the token
+//! being the one its [`Ticket`] was issued. A connection without a known token is still judged
+//! by the rules, and is shown as coming from an unidentified command of the module.
+
+mod http;
+mod relay;
+pub mod rules;
+mod socks;
+
+pub use rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The bounds of the proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once per command (unidentified commands share one count).
+    pub per_command: usize,
+    /// A connection with no byte either way for this long is closed.
+    pub idle: Duration,
+    /// The most bytes of an HTTP request head (request line and headers).
+    pub head_bytes: usize,
+    /// The time a client has to send its request (HTTP head, SOCKS handshake).
+    pub handshake: Duration,
+    /// The time a lookup and a connect to the upstream host may take.
+    pub connect: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            per_command: 64,
+            idle: Duration::from_secs(300),
+            head_bytes: 16 * 1024,
+            handshake: Duration::from_secs(10),
+            connect: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A command the proxy knows, as the person will see it when asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Asker {
+    /// The command line (or the tmux session) that asked, as the daemon recorded it.
+    pub command: String,
+    /// The MCP client whose call started it.
+    pub client: String,
+}
+
+/// A question for the trust gate: may a command reach this host and port, which no rule
+/// covers?
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub host: String,
+    pub port: u16,
+    /// The command, when its connection carried a known token.
+    pub asker: Option<Asker>,
+}
+
+/// The gate's answer: only an explicit allow opens the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// `by` says who: a standing permission, a person through a channel.
+    Allow { by: String },
+    /// Anything else: a person's no, a timeout, no channel to ask through.
+    Refuse { why: String },
+}
+
+/// The boxed future of [`Gate::ask`].
+pub type Asking = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+/// The daemon's side: asking a person, and the audit log.
+pub trait Gate: Send + Sync + 'static {
+    /// Asks about a host no rule covers (only when `unknown = "ask"`). The proxy bounds the
+    /// wait by nothing of its own: the gate's approval timeout is the bound.
+    fn ask(&self, question: Question) -> Asking;
+    /// Records a decision, and later the close of an allowed connection.
+    fn record(&self, record: Record);
+}
+
+/// One audit record of the proxy.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Record {
+    /// `allowed`, `refused` or `closed`.
+    pub event: &'static str,
+    pub host: String,
+    pub port: u16,
+    /// The address connected to (allowed, closed), when resolution got that far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+    /// The rule or the person that decided.
+    pub by: String,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asker: Option<Asker>,
+    /// `http`, `connect` or `socks5`.
+    pub protocol: &'static str,
+    /// On close: bytes from the command to the host, and back.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub duration_ms: u64,
+}
+
+/// A connection the proxy refused, as a command's result lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Denial {
+    pub host: String,
+    pub port: u16,
+    pub why: String,
+}
+
+#[derive(Default)]
+struct Known {
+    asker: Asker,
+    open: usize,
+    denied: Vec<Denial>,
+}
+
+#[derive(Default)]
+struct Table {
+    by_token: HashMap<String, Known>,
+    unidentified_open: usize,
+}
+
+/// The proxy of one module.
+pub struct Proxy {
+    rules: Rules,
+    gate: Arc<dyn Gate>,
+    limits: Limits,
+    table: Mutex<Table>,
+}
+
+/// A command registered with the proxy: its credentials, and the connections it was refused.
+/// Dropping it forgets the command.
+pub struct Ticket {
+    proxy: Arc<Proxy>,
+    token: String,
+}
+
+impl Ticket {
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The proxy variables of a command whose namespace has the HTTP proxy on `http_port` and
+    /// the SOCKS5 proxy on `socks_port` of its loopback.
+    pub fn env(&self, http_port: u16, socks_port: u16) -> Vec<(String, String)> {
+        let http = format!("http://hands:{}@127.0.0.1:{http_port}", self.token);
+        let socks = format!("socks5h://hands:{}@127.0.0.1:{socks_port}", self.token);
+        let mut env = Vec::new();
+        for (k, v) in [("HTTP_PROXY", &http), ("HTTPS_PROXY", &http), ("ALL_PROXY", &socks)] {
+            env.push((k.to_string(), v.clone()));
+            env.push((k.to_ascii_lowercase(), v.clone()));
+        }
+        let no = "localhost,127.0.0.1,::1".to_string();
+        env.push(("NO_PROXY".to_string(), no.clone()));
+        env.push(("no_proxy".to_string(), no));
+        env
+    }
+
+    /// The connections refused so far, oldest first (one entry per host and port).
+    pub fn denied(&self) -> Vec<Denial> {
+        let table = self.proxy.lock();
+        table.by_token.get(&self.token).map(|k| k.denied.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.proxy.lock().by_token.remove(&self.token);
+    }
+}
+
+/// How many refusals one command keeps for its result.
+const DENIALS_KEPT: usize = 32;
+
+impl Proxy {
+    pub fn new(rules: Rules, gate: Arc<dyn Gate>, limits: Limits) -> Arc<Proxy> {
+        Arc::new(Proxy { rules, gate, limits, table: Mutex::new(Table::default()) })
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a command; its token is 128 random bits from the kernel.
+    pub fn ticket(self: &Arc<Proxy>, asker: Asker) -> std::io::Result<Ticket> {
+        let mut bytes = [0u8; 16];
+        getrandom(&mut bytes)?;
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        self.lock().by_token.insert(token.clone(), Known { asker, ..Known::default() });
+        Ok(Ticket { proxy: Arc::clone(self), token })
+    }
+
+    /// Serves the HTTP proxy on `listener` until the task is dropped.
+    pub async fn serve_http(self: Arc<Proxy>, listener: TcpListener) {
+        self.serve(listener, Protocol::Http).await;
+    }
+
+    /// Serves the SOCKS5 proxy on `listener` until the task is dropped.
+    pub async fn serve_socks(self: Arc<Proxy>, listener: TcpListener) {
+        self.serve(listener, Protocol::Socks).await;
+    }
+
+    async fn serve(self: Arc<Proxy>, listener: TcpListener, protocol: Protocol) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let proxy = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        match protocol {
+                            Protocol::Http => http::serve(proxy, stream).await,
+                            Protocol::Socks => socks::serve(proxy, stream).await,
+                        }
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: wait a little rather than spin.
+                    tracing::warn!("network proxy: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Decides and opens one connection for a command: the rules, a person when no rule
+    /// covers the host, the resolved address, the per-command bound. Every refusal is recorded
+    /// and kept for the command's result.
+    async fn open(
+        self: &Arc<Proxy>,
+        token: Option<&str>,
+        host: &str,
+        port: u16,
+        protocol: &'static str,
+    ) -> Result<Opened, Refused> {
+        let asker = token.and_then(|t| self.lock().by_token.get(t).map(|k| k.asker.clone()));
+        let token = token.filter(|_| asker.is_some()).map(str::to_string);
+        let refuse = |by: &str, why: String, address: Option<SocketAddr>| {
+            self.refused(token.as_deref(), host, port, protocol, by, &why, address, &asker);
+            Refused { why, kind: RefusedKind::Rule }
+        };
+        let target = match Target::parse(host) {
+            Ok(t) => t,
+            Err(why) => return Err(refuse("proxy", why, None)),
+        };
+        let shown = target.to_string();
+        let by = match self.rules.decide(&target, port) {
+            Verdict::Allow(rule) => rule,
+            Verdict::Deny(rule) => {
+                return Err(refuse(&rule, format!("{shown}:{port} is refused by {rule}"), None));
+            }
+            Verdict::Unknown if self.rules.unknown() == Unknown::Deny => {
+                return Err(refuse(
+                    "unknown = \"deny\"",
+                    format!("{shown}:{port} is not in the module's network.allow list"),
+                    None,
+                ));
+            }
+            Verdict::Unknown => {
+                let question = Question { host: shown.clone(), port, asker: asker.clone() };
+                match self.gate.ask(question).await {
+                    Answer::Allow { by } => by,
+                    Answer::Refuse { why } => {
+                        return Err(refuse("person", format!("{shown}:{port}: {why}"), None));
+                    }
+                }
+            }
+        };
+        if !self.take_slot(token.as_deref()) {
+            return Err(refuse(
+                "proxy",
+                format!(
+                    "the command already has {} connections open (the proxy's bound)",
+                    self.limits.per_command
+                ),
+                None,
+            ));
+        }
+        let slot = Slot { proxy: Arc::clone(self), token: token.clone() };
+        let addresses = match &target {
+            Target::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+            Target::Name(name) => {
+                let lookup = tokio::net::lookup_host((name.as_str(), port));
+                match tokio::time::timeout(self.limits.connect, lookup).await {
+                    Ok(Ok(found)) => found.collect(),
+                    Ok(Err(e)) => {
+                        return Err(Refused {
+                            why: format!("{shown} cannot be resolved: {e}"),
+                            kind: RefusedKind::Unreachable,
+                        });
+                    }
+                    Err(_) => {
+                        return Err(Refused {
+                            why: format!("resolving {shown} took too long"),
+                            kind: RefusedKind::Unreachable,
+                        });
+                    }
+                }
+            }
+        };
+        let own = crate::sys::own_addresses();
+        let mut checked = Vec::new();
+        let mut first_refusal = None;
+        for address in addresses {
+            match self.rules.address(address.ip(), port, &own) {
+                Ok(()) => checked.push(SocketAddr::new(rules::canonical(address.ip()), port)),
+                Err(why) => {
+                    first_refusal.get_or_insert((why, address));
+                }
+            }
+        }
+        if checked.is_empty() {
+            let (why, address) = first_refusal.unwrap_or_else(|| {
+                (format!("{shown} has no address"), SocketAddr::new([0, 0, 0, 0].into(), port))
+            });
+            return Err(refuse("address check", format!("{shown}:{port}: {why}"), Some(address)));
+        }
+        let mut last = String::new();
+        for address in checked {
+            match tokio::time::timeout(self.limits.connect, TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    self.gate.record(Record {
+                        event: "allowed",
+                        host: shown.clone(),
+                        port,
+                        address: Some(address),
+                        by: by.clone(),
+                        why: None,
+                        asker: asker.clone(),
+                        protocol,
+                        bytes_up: 0,
+                        bytes_down: 0,
+                        duration_ms: 0,
+                    });
+                    return Ok(Opened {
+                        stream,
+                        address,
+                        host: shown,
+                        port,
+                        by,
+                        asker,
+                        protocol,
+                        started: Instant::now(),
+                        _slot: slot,
+                    });
+                }
+                Ok(Err(e)) => last = format!("{address}: {e}"),
+                Err(_) => last = format!("{address}: the connection took too long"),
+            }
+        }
+        Err(Refused {
+            why: format!("cannot connect to {shown}:{port} ({last})"),
+            kind: RefusedKind::Unreachable,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)] // one record's fields, each needed once
+    fn refused(
+        &self,
+        token: Option<&str>,
+        host: &str,
+        port: u16,
+        protocol: &'static str,
+        by: &str,
+        why: &str,
+        address: Option<SocketAddr>,
+        asker: &Option<Asker>,
+    ) {
+        tracing::info!("network proxy refused {host}:{port}: {why}");
+        if let Some(t) = token
+            && let Some(known) = self.lock().by_token.get_mut(t)
+            && known.denied.len() < DENIALS_KEPT
+            && !known.denied.iter().any(|d| d.host == host && d.port == port)
+        {
+            known.denied.push(Denial { host: host.to_string(), port, why: why.to_string() });
+        }
+        self.gate.record(Record {
+            event: "refused",
+            host: host.to_string(),
+            port,
+            address,
+            by: by.to_string(),
+            why: Some(why.to_string()),
+            asker: asker.clone(),
+            protocol,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+        });
+    }
+
+    fn take_slot(&self, token: Option<&str>) -> bool {
+        let mut table = self.lock();
+        let limit = self.limits.per_command;
+        let open = match token.and_then(|t| table.by_token.get_mut(t)) {
+            Some(known) => &mut known.open,
+            None => &mut table.unidentified_open,
+        };
+        if *open >= limit {
+            return false;
+        }
+        *open += 1;
+        true
+    }
+
+    fn close(&self, opened: &Opened, up: u64, down: u64) {
+        self.gate.record(Record {
+            event: "closed",
+            host: opened.host.clone(),
+            port: opened.port,
+            address: Some(opened.address),
+            by: opened.by.clone(),
+            why: None,
+            asker: opened.asker.clone(),
+            protocol: opened.protocol,
+            bytes_up: up,
+            bytes_down: down,
+            duration_ms: opened.started.elapsed().as_millis() as u64,
+        });
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Protocol {
+    Http,
+    Socks,
+}
+
+/// A connection slot of one command, given back on drop.
+struct Slot {
+    proxy: Arc<Proxy>,
+    token: Option<String>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut table = self.proxy.lock();
+        let open = match self.token.as_deref().and_then(|t| table.by_token.get_mut(t)) {
+            Some(known) => &mut known.open,
+            None => &mut table.unidentified_open,
+        };
+        *open = open.saturating_sub(1);
+    }
+}
+
+/// An allowed, connected upstream.
+struct Opened {
+    stream: TcpStream,
+    address: SocketAddr,
+    host: String,
+    port: u16,
+    by: String,
+    asker: Option<Asker>,
+    protocol: &'static str,
+    started: Instant,
+    _slot: Slot,
+}
+
+/// Why a connection did not open.
+#[derive(Debug)]
+struct Refused {
+    why: String,
+    kind: RefusedKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RefusedKind {
+    /// The rules, a person or a bound said no.
+    Rule,
+    /// Allowed, but the host could not be resolved or reached.
+    Unreachable,
+}
+
+/// Random bytes from the kernel.
+fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// The token in `user:password` credentials (the password; the user is always `hands`).
+fn token_of(credentials: &str) -> Option<&str> {
+    credentials.split_once(':').map(|(_, token)| token).filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests;

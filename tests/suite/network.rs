@@ -1,0 +1,405 @@
+//! The network by domain (SPEC §5.4) through the real binary. Everything stays inside network
+//! namespaces the test makes: the daemon runs in a "client" namespace (nothing routes out of
+//! it), the test host — a Python HTTP server holding a file and a git repository — in a
+//! "server" namespace joined to it by a veth pair, and the daemon reads a private `/etc/hosts`
+//! (bound over the real one in a mount namespace of its own; the machine's file is never
+//! touched). Canary listeners on the client namespace's loopback and its own interface address
+//! must see no connection: a refused name never reaches the host.
+
+use super::common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const SERVER_IP: &str = "203.0.113.2";
+const CLIENT_IP: &str = "203.0.113.1";
+const PORT: u16 = 8080;
+
+/// Two namespaces, the veth between them, the test host and the canaries; removed on drop.
+struct TestNet {
+    client: String,
+    server: String,
+    hosts: PathBuf,
+    log: PathBuf,
+    canary_log: PathBuf,
+    children: Vec<Child>,
+}
+
+fn run(argv: &[&str]) {
+    let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+    assert!(out.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+impl TestNet {
+    /// `None` (with a line saying so) where the test cannot make namespaces: not root.
+    fn new(fx: &Fixture) -> Option<TestNet> {
+        if !is_root() {
+            eprintln!("network tests skipped: making test hosts in network namespaces needs root");
+            return None;
+        }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let tag = format!("{}{n}", std::process::id() % 100_000);
+        let (client, server) = (format!("hc{tag}"), format!("hs{tag}"));
+        run(&["ip", "netns", "add", &client]);
+        run(&["ip", "netns", "add", &server]);
+        let mut net = TestNet {
+            client: client.clone(),
+            server: server.clone(),
+            hosts: fx.dir.path().join("hosts"),
+            log: fx.dir.path().join("server.log"),
+            canary_log: fx.dir.path().join("canary.log"),
+            children: Vec::new(),
+        };
+        run(&[
+            "ip", "link", "add", "vc", "netns", &client, "type", "veth", "peer", "name", "vs",
+            "netns", &server,
+        ]);
+        for (ns, dev, ip) in [(&client, "vc", CLIENT_IP), (&server, "vs", SERVER_IP)] {
+            run(&["ip", "-n", ns, "addr", "add", &format!("{ip}/24"), "dev", dev]);
+            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        std::fs::write(
+            &net.hosts,
+            format!(
+                "127.0.0.1 localhost\n{SERVER_IP} allowed.test denied.test other.test \
+                 asked.test\n127.0.0.1 loop.test\n169.254.169.254 meta.test\n{CLIENT_IP} \
+                 self.test\n"
+            ),
+        )
+        .unwrap();
+        // The test host: a file and a git repository served over dumb HTTP.
+        let www = fx.dir.path().join("www");
+        std::fs::create_dir_all(&www).unwrap();
+        std::fs::write(www.join("file.txt"), "from the test host\n").unwrap();
+        let repo = fx.dir.path().join("src-repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str], dir: &Path| {
+            let ok = Command::new("git").args(args).current_dir(dir).output().unwrap();
+            assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+        };
+        git(&["init", "-q", "-b", "main"], &repo);
+        std::fs::write(repo.join("README"), "cloned through the proxy\n").unwrap();
+        git(&["add", "README"], &repo);
+        git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"], &repo);
+        git(
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                repo.to_str().unwrap(),
+                www.join("repo.git").to_str().unwrap(),
+            ],
+            fx.dir.path(),
+        );
+        git(&["update-server-info"], &www.join("repo.git"));
+        let log = std::fs::File::create(&net.log).unwrap();
+        let server_child = Command::new("nsenter")
+            .args([&format!("--net=/run/netns/{server}"), "--", "python3", "-m", "http.server"])
+            .args(["--bind", SERVER_IP, &PORT.to_string(), "--directory", www.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        net.children.push(server_child);
+        // Canaries where a refused name would land: the client namespace's loopback and its
+        // own address.
+        let canary = format!(
+            "import socket, threading\n\
+             def serve(addr):\n\
+             \x20   s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             \x20   s.bind((addr, {PORT})); s.listen(16)\n\
+             \x20   while True:\n\
+             \x20       c, _ = s.accept()\n\
+             \x20       with open({log:?}, 'a') as f: f.write(addr + '\\n')\n\
+             \x20       c.close()\n\
+             for a in ['127.0.0.1', '{CLIENT_IP}']:\n\
+             \x20   threading.Thread(target=serve, args=(a,), daemon=False).start()\n",
+            log = net.canary_log.to_str().unwrap()
+        );
+        std::fs::write(&net.canary_log, "").unwrap();
+        let canary_child = Command::new("nsenter")
+            .args([&format!("--net=/run/netns/{client}"), "--", "python3", "-c", &canary])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        net.children.push(canary_child);
+        // Both listening before the test goes on.
+        for (ns, addr) in [(&server, SERVER_IP), (&client, "127.0.0.1"), (&client, CLIENT_IP)] {
+            let probe = format!(
+                "import socket,time\nfor i in range(200):\n  try:\n    socket.create_connection(('{addr}', {PORT}), 1).close(); break\n  except OSError: time.sleep(0.05)\n"
+            );
+            run(&["nsenter", &format!("--net=/run/netns/{ns}"), "--", "python3", "-c", &probe]);
+        }
+        // The readiness probes above counted; start the canaries' count afresh.
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::write(&net.canary_log, "").unwrap();
+        Some(net)
+    }
+
+    /// Requests the test host served (one log line each).
+    fn served(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"GET ") || l.contains("\"HEAD "))
+            .count()
+    }
+
+    /// Connections the canaries accepted.
+    fn canary_hits(&self) -> usize {
+        std::fs::read_to_string(&self.canary_log).unwrap_or_default().lines().count()
+    }
+
+    /// The daemon in the client namespace, reading the test's hosts file.
+    async fn daemon(&self, fx: &Fixture, config: &Path) -> Client {
+        let mut cmd = tokio::process::Command::new("nsenter");
+        cmd.args([&format!("--net=/run/netns/{}", self.client), "--"])
+            .args(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(&self.hosts)
+            .arg(env!("CARGO_BIN_EXE_hands"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .current_dir(&fx.root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &fx.home)
+            .env("XDG_STATE_HOME", &fx.state)
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::inherit());
+        let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+        Client { service: handshake((), transport, Era::Legacy).await }
+    }
+}
+
+impl Drop for TestNet {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn config(fx: &Fixture, network: &str, timeout: u64) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = {timeout}\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\", \"network\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"allow\" }}, network = {network} }}\n"
+    ))
+}
+
+async fn bash(c: &Client, command: &str) -> Value {
+    c.ok("bash", json!({ "command": command, "timeout_secs": 60 })).await
+}
+
+fn denied_hosts(out: &Value) -> Vec<String> {
+    out["denied"]
+        .as_array()
+        .map(|a| a.iter().map(|d| d["what"].as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(
+        &fx,
+        "{ allow = [\"allowed.test\", \"loop.test\", \"meta.test\", \"self.test\"], deny = [\"denied.test\"], unknown = \"deny\" }",
+        5,
+    );
+    let c = net.daemon(&fx, &cfg).await;
+
+    // Positive controls first: plain HTTP, a CONNECT tunnel, SOCKS5 by name, and git clone.
+    let url = format!("http://allowed.test:{PORT}/file.txt");
+    let out = bash(&c, &format!("curl -sS {url}")).await;
+    assert_eq!(out["stdout"], "from the test host\n", "{out}");
+    let out = bash(&c, &format!("curl -sS --proxytunnel {url}")).await;
+    assert_eq!(out["stdout"], "from the test host\n", "{out}");
+    let out = bash(&c, &format!("curl -sS --proxy \"$ALL_PROXY\" {url}")).await;
+    assert_eq!(out["stdout"], "from the test host\n", "{out}");
+    let out = bash(
+        &c,
+        &format!("cd /tmp && git clone -q http://allowed.test:{PORT}/repo.git r && cat r/README"),
+    )
+    .await;
+    assert_eq!(out["stdout"], "cloned through the proxy\n", "{out}");
+    assert!(denied_hosts(&out).is_empty(), "{out}");
+    let served_by_allowed = net.served();
+    assert!(served_by_allowed >= 4, "the test host served {served_by_allowed} requests");
+
+    // Refused: a deny entry, a name no rule covers, an IP literal, and allowed names whose
+    // address is the client's loopback, the metadata service or its own interface.
+    for (target, why) in [
+        (format!("denied.test:{PORT}"), "deny entry"),
+        (format!("other.test:{PORT}"), "network.allow"),
+        (format!("{SERVER_IP}:{PORT}"), "IP address"),
+        (format!("loop.test:{PORT}"), "loopback"),
+        (format!("meta.test:{PORT}"), "link-local"),
+        (format!("self.test:{PORT}"), "this host"),
+    ] {
+        let out = bash(&c, &format!("curl -sS http://{target}/file.txt")).await;
+        assert!(out["stdout"].as_str().unwrap().contains("hands: "), "{target}: {out}");
+        assert!(out["stdout"].as_str().unwrap().contains(why), "{target}: {out}");
+        assert_eq!(denied_hosts(&out), vec![target.clone()], "{out}");
+        let out = bash(&c, &format!("curl -sS --proxy \"$ALL_PROXY\" http://{target}/")).await;
+        assert_ne!(out["exit_code"], 0, "{target} over SOCKS5: {out}");
+    }
+    // A tool that ignores the proxy variables has no route at all.
+    let out =
+        bash(&c, &format!("curl -sS --noproxy '*' -m 5 http://{SERVER_IP}:{PORT}/file.txt")).await;
+    assert_ne!(out["exit_code"], 0, "{out}");
+    assert_eq!(net.served(), served_by_allowed, "a refused connection reached the test host");
+    assert_eq!(net.canary_hits(), 0, "a refused name reached the daemon's own host");
+
+    // Every decision is in the audit log, refusals with their reason and allowed connections
+    // with their bytes on close.
+    c.stop().await;
+    let records = fx.audit_records();
+    let network: Vec<&Value> = records.iter().filter(|r| r["tool"] == "network").collect();
+    assert!(network.iter().any(|r| r["decision"] == "deny"
+        && r["arguments"]["host"] == "denied.test"
+        && r["outcome"].as_str().unwrap().contains("deny entry")));
+    assert!(network.iter().any(|r| r["outcome"] == "closed"
+        && r["arguments"]["host"] == "allowed.test"
+        && r["result"]["bytes_down"].as_u64().unwrap() > 0
+        && r["result"]["address"] == format!("{SERVER_IP}:{PORT}")));
+    fx.assert_canary();
+}
+
+/// The pending network question, polled from the daemon's control socket.
+async fn pending(fx: &Fixture, cfg: &Path) -> Option<(String, String)> {
+    for _ in 0..200 {
+        let out = approvals(fx, cfg, &["list"]).await;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if let Some(line) = text.lines().find(|l| l.contains("a-")) {
+            let id = line
+                .split_whitespace()
+                .find(|w| w.starts_with("a-"))
+                .unwrap()
+                .trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+                .to_string();
+            return Some((id, text));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+async fn approvals(fx: &Fixture, cfg: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["approvals", "--config", cfg.to_str().unwrap()];
+    all.extend_from_slice(args);
+    fx.command(&all).output().await.unwrap()
+}
+
+/// Answers a parked question through the control socket, as the dashboard would.
+async fn answer(fx: &Fixture, id: &str, choice: &str) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(fx.state.join("control.sock")).await.unwrap();
+    let req = json!({ "op": "answer", "id": id, "choice": choice, "via": "dashboard" });
+    s.write_all(format!("{req}\n").as_bytes()).await.unwrap();
+    let mut line = String::new();
+    tokio::io::BufReader::new(s).read_line(&mut line).await.unwrap();
+    assert!(line.contains("\"ok\":true"), "{line}");
+}
+
+#[tokio::test]
+async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revoke() {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(&fx, "{ allow = [], unknown = \"ask\" }", 20);
+    let c = std::sync::Arc::new(net.daemon(&fx, &cfg).await);
+    let fetch = format!("curl -sS http://asked.test:{PORT}/file.txt");
+    let call = |c: &std::sync::Arc<Client>| {
+        let c = c.clone();
+        let fetch = fetch.clone();
+        tokio::spawn(async move { bash(&c, &fetch).await })
+    };
+
+    // Asked, approved once: it runs, and the question showed host, port and the command.
+    let running = call(&c);
+    let (id, shown) = pending(&fx, &cfg).await.expect("the connection was put to a person");
+    assert!(shown.contains("asked.test:8080"), "{shown}");
+    assert!(shown.contains("curl"), "{shown}");
+    approvals(&fx, &cfg, &["approve", &id]).await;
+    let out = running.await.unwrap();
+    assert_eq!(out["stdout"], "from the test host\n", "{out}");
+    let served = net.served();
+
+    // Once means once: the next command is asked again; a person's no is a refused connection.
+    let running = call(&c);
+    let (id, _) = pending(&fx, &cfg).await.expect("asked again after an allow-once");
+    approvals(&fx, &cfg, &["deny", &id]).await;
+    let out = running.await.unwrap();
+    assert!(
+        out["stdout"].as_str().unwrap().contains("403")
+            || out["stdout"].as_str().unwrap().contains("hands: "),
+        "{out}"
+    );
+    assert_eq!(denied_hosts(&out), vec![format!("asked.test:{PORT}")]);
+    assert_eq!(net.served(), served);
+
+    // For the session: the next commands pass without a question...
+    let running = call(&c);
+    let (id, _) = pending(&fx, &cfg).await.expect("asked");
+    answer(&fx, &id, "session").await;
+    assert_eq!(running.await.unwrap()["stdout"], "from the test host\n");
+    let out = bash(&c, &fetch).await;
+    assert_eq!(out["stdout"], "from the test host\n", "the session permission held: {out}");
+
+    // ...until a person revokes it: then it asks again (and nobody answers in time here
+    // would be a refusal; a person denies it at once).
+    approvals(&fx, &cfg, &["revoke", "--all"]).await;
+    let running = call(&c);
+    let (id, _) = pending(&fx, &cfg).await.expect("asked again after revoke");
+    approvals(&fx, &cfg, &["deny", &id]).await;
+    let out = running.await.unwrap();
+    assert_eq!(denied_hosts(&out), vec![format!("asked.test:{PORT}")], "{out}");
+    assert_eq!(net.canary_hits(), 0);
+    let records = fx.audit_records();
+    assert!(records.iter().any(|r| r["tool"] == "network"
+        && r["decided_by"] == "person-via-terminal"
+        && r["outcome"] == "allowed"));
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn network_entries_are_checked_strictly() {
+    let fx = Fixture::new();
+    for (network, key) in [
+        ("{ allow = [\"http://crates.io\"] }", "config.network.allow[0]"),
+        ("{ allow = [\"*\"] }", "config.network.allow[0]"),
+        ("{ deny = [\"10.0.0.0/40\"] }", "config.network.deny[0]"),
+        ("{ unknown = \"maybe\" }", "config.network.unknown"),
+        ("{ mode = \"host\", allow = [\"crates.io\"] }", "config.network.mode"),
+    ] {
+        let cfg = config(&fx, network, 5);
+        let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
+        let err = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{network} was accepted");
+        assert!(err.contains(key) && err.contains("hint:"), "{network}: {err}");
+    }
+    let cfg = config(&fx, "{ allow = [\"crates.io\", \"*.crates.io\", \"github.com:443\"] }", 5);
+    let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
