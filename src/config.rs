@@ -86,6 +86,8 @@ struct RawSandbox {
     #[serde(default)]
     deny: Vec<Spanned<String>>,
     secret_patterns: Option<Vec<Spanned<String>>>,
+    /// The user a daemon run as root runs commands as (a name or a uid).
+    run_as: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -392,6 +394,8 @@ pub struct Config {
     pub sandbox_mode: SandboxMode,
     pub deny: Vec<PathBuf>,
     pub secret_patterns: Vec<String>,
+    /// `sandbox.run_as`: who commands run as when the daemon is root (SPEC §5.2 item 6).
+    pub run_as: Option<String>,
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
     pub modules: Vec<ModuleCfg>,
@@ -561,6 +565,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         sandbox_mode: SandboxMode::Enforce,
         deny: Vec::new(),
         secret_patterns: crate::profiles::secret_patterns().map(str::to_string).collect(),
+        run_as: None,
         http: None,
         dashboard: None,
         modules: vec![
@@ -969,6 +974,7 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         sandbox_mode: raw.sandbox.mode.unwrap_or_default(),
         deny,
         secret_patterns,
+        run_as: raw.sandbox.run_as.clone(),
         http,
         dashboard,
         modules,

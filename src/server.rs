@@ -150,6 +150,7 @@ impl Daemon {
                         let sh = crate::shell::Shell::new(
                             m,
                             cfg,
+                            config.run_as.as_deref(),
                             resolver,
                             &lists,
                             &config.state_dir,

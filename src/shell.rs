@@ -56,6 +56,12 @@ pub struct Shell {
     running: running::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
+    /// The process bound chosen at startup, and why better ones were passed over.
+    bound: crate::sandbox::bounds::Choice,
+    /// Who commands run as when the daemon is root (`sandbox.run_as`).
+    run_as: Option<crate::sandbox::Ids>,
+    /// Set when user namespaces cannot be made and `best-effort` runs commands without them.
+    without_namespaces: std::sync::atomic::AtomicBool,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -155,9 +161,11 @@ pub struct Checked {
 }
 
 impl Shell {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         m: &ModuleCfg,
         cfg: &ShellConfig,
+        run_as: Option<&str>,
         resolver: Arc<Resolver>,
         lists: &hands_roots::PolicyLists,
         state_dir: &Path,
@@ -236,7 +244,14 @@ impl Shell {
             "file_size_mb": l.file_size_mb.unwrap_or(4096),
             "memory_mb": l.memory_mb.unwrap_or(8192),
         });
+        let first_writable = m.roots.iter().find(|r| r.writable).map(|r| r.path.as_path());
+        let run_as = crate::sandbox::run_as(run_as, first_writable)?;
+        let bound = crate::sandbox::bounds::choose(
+            rustix::process::geteuid().as_raw() != 0 || run_as.is_some(),
+        );
         let base = json!({
+            "bound": bound.bound,
+            "run_as": run_as,
             "env": env,
             "roots": roots,
             "protected": protected,
@@ -279,6 +294,9 @@ impl Shell {
             netns,
             tmux: sessions,
             unmade,
+            bound,
+            run_as,
+            without_namespaces: Default::default(),
         })
     }
 
@@ -308,12 +326,60 @@ impl Shell {
         self.halt.send_replace(false);
     }
 
-    /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
+    /// where no user namespace can be made, it runs again without namespaces, and so do the
+    /// commands after it.
     pub fn self_test(&self) -> &crate::probe::Probe {
-        self.probe.get_or_init(|| match self.with_netns(self.base.clone()) {
-            Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
-            Err(Refusal(why)) => crate::probe::failed(why),
+        self.probe.get_or_init(|| {
+            let run = || match self.with_netns(self.base.clone()) {
+                Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
+                Err(Refusal(why)) => crate::probe::failed(why),
+            };
+            let mut p = run();
+            if !self.enforce && p.userns_refused() {
+                self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
+                p = run();
+            }
+            p.mechanisms = self.mechanisms();
+            if self.bound.bound == crate::sandbox::Bound::None {
+                p.checks.push(crate::probe::Check {
+                    name: "process bound",
+                    holds: Some(false),
+                    note: self.bound.passed_over.join("; "),
+                });
+            }
+            p
         })
+    }
+
+    /// The walls' mechanisms, as the tier names them.
+    fn mechanisms(&self) -> Vec<String> {
+        let ns = if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            "no namespaces (Landlock and seccomp alone)"
+        } else {
+            "namespaces"
+        };
+        let landlock = match crate::sandbox::landlock_abi() {
+            0 => "Landlock unavailable".to_string(),
+            1 => "Landlock ABI 1 (not used: it forbids renames across folders)".to_string(),
+            n => format!("Landlock ABI {n}"),
+        };
+        let mut m =
+            vec![ns.to_string(), landlock, "seccomp".into(), self.bound.bound.name().into()];
+        if let Some(ids) = self.run_as {
+            m.push(format!("as uid {}", ids.uid));
+        }
+        m
+    }
+
+    /// The process bound chosen at startup, and why better mechanisms were passed over.
+    pub fn bound(&self) -> &crate::sandbox::bounds::Choice {
+        &self.bound
+    }
+
+    /// Who the commands run as, for a daemon run as root.
+    pub fn run_as(&self) -> Option<crate::sandbox::Ids> {
+        self.run_as
     }
 
     /// Adds the module's shared network namespace to a launcher spec (starting its holder when
@@ -322,6 +388,10 @@ impl Shell {
         &self,
         mut spec: serde_json::Map<String, Value>,
     ) -> Result<serde_json::Map<String, Value>, Refusal> {
+        if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            spec.insert("without_namespaces".into(), json!(true));
+            return Ok(spec);
+        }
         if let Some(n) = &self.netns {
             let h = n.holder().map_err(|e| Refusal(format!("{e:#}")))?;
             spec.insert("netns".into(), json!(h));
@@ -338,8 +408,8 @@ impl Shell {
     }
 
     /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
-    /// guarantee missing.
-    fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+    /// guarantee missing. The server asks this before the trust gate asks a person.
+    pub fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
