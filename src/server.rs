@@ -621,8 +621,22 @@ impl HandsServer {
             ToolKind::Run | ToolKind::OsTool(_) => Some(self.program(def, args.clone())),
             _ => None,
         };
-        let gate = match &program {
-            Some(Err((argv, msg))) => {
+        // A command that cannot run (a wall missing in `enforce`) is refused before anyone is
+        // asked to approve it (SPEC §5.2).
+        let cannot_run = match def.kind {
+            ToolKind::Bash | ToolKind::TmuxStart | ToolKind::Run | ToolKind::OsTool(_) => {
+                self.daemon.shell.as_ref().and_then(|sh| sh.cannot_run())
+            }
+            _ => None,
+        };
+        let gate = match (&program, cannot_run) {
+            (_, Some(crate::shell::Refusal(msg))) => Gate {
+                decision: crate::audit::Decision::Deny,
+                decided_by: crate::audit::DecidedBy::Policy,
+                refusal: Some(msg),
+                input: None,
+            },
+            (Some(Err((argv, msg))), None) => {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
@@ -633,14 +647,14 @@ impl HandsServer {
                     input: None,
                 }
             }
-            Some(Ok(run)) => {
+            (Some(Ok(run)), None) => {
                 if let Some(a) = arguments.as_object_mut() {
                     a.insert("argv".into(), serde_json::json!(run.checked.argv));
                     a.insert("binary".into(), serde_json::json!(run.checked.program));
                 }
                 self.gate(def, &arguments, retry, ctx, run.checked.confirm).await
             }
-            None => self.gate(def, &arguments, retry, ctx, false).await,
+            (None, None) => self.gate(def, &arguments, retry, ctx, false).await,
         };
         if let Some(input) = gate.input {
             // Not decided yet: the client asks its person and retries.

@@ -408,23 +408,32 @@ impl Shell {
     }
 
     /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
-    /// guarantee missing. The server asks this before the trust gate asks a person.
-    pub fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+    /// guarantee missing.
+    fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
-        if let Some(p) = self.probe.get()
-            && self.enforce
-            && !p.missing().is_empty()
-        {
-            return Err(Refusal(format!(
-                "refused: sandbox.mode = \"enforce\" and the sandbox self-test found these \
-                 guarantees missing: {}; `hands doctor` shows why. A person can fix the host \
-                 or set sandbox.mode = \"best-effort\"",
-                p.missing().join(", ")
-            )));
-        }
-        Ok(())
+        self.cannot_run().map_or(Ok(()), Err)
+    }
+
+    /// In `enforce` mode, when the self-test found a guarantee missing: why no command can run.
+    /// The server asks this before the trust gate, so nobody approves a command that would not
+    /// run (SPEC §5.2).
+    pub fn cannot_run(&self) -> Option<Refusal> {
+        let p = self.probe.get().filter(|p| self.enforce && !p.missing().is_empty())?;
+        let remedy = p
+            .checks
+            .iter()
+            .filter(|c| c.holds == Some(false))
+            .map(|c| format!("{}: {}", c.name, c.note))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Some(Refusal(format!(
+            "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox \
+             self-test found these guarantees missing: {} ({remedy}); `hands doctor` shows why \
+             and how to fix it. A person can fix the host or set sandbox.mode = \"best-effort\"",
+            p.missing().join(", ")
+        )))
     }
 
     /// A command's working folder, resolved through the roots (default: the first root).

@@ -376,8 +376,23 @@ fn init(
     err_write: &mut std::fs::File,
 ) -> anyhow::Result<()> {
     // A cgroup namespace rooted at the command's leaf, now that the launcher has put us there.
-    sys::unshare(libc::CLONE_NEWCGROUP)?;
-    mounts::build_root(spec)?;
+    // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
+    // takes every capability in it away: the first mount is where that shows.
+    let no_caps = |e: anyhow::Error| {
+        let restricted =
+            std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+                .is_ok_and(|v| v.trim() == "1");
+        if restricted {
+            anyhow::anyhow!(
+                "{e:#}: the user namespace was made without capabilities: {}",
+                userns_refused(libc::EPERM)
+            )
+        } else {
+            e
+        }
+    };
+    sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
+    mounts::build_root(spec).map_err(no_caps)?;
     if !spec.network && spec.netns.is_none() {
         sys::loopback_up()?;
     }
