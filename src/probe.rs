@@ -91,7 +91,7 @@ fi
 sh=$(readlink -f /bin/sh 2>/dev/null)
 case "$sh" in
   ''|*bash) ;;
-  *) if /bin/sh -c 'i=0; while [ $i -lt 40 ]; do sleep 5 & i=$((i+1)); done; echo all' 2>/dev/null | grep -q all; then echo "bound: missing"; else echo "bound: holds"; fi ;;
+  *) if /bin/sh -c 'i=0; while [ $i -lt 24 ]; do sleep 5 & i=$((i+1)); done; echo all' 2>/dev/null | grep -q all; then echo "bound: missing"; else echo "bound: holds"; fi ;;
 esac
 echo "done: yes"
 "#;
@@ -159,7 +159,8 @@ fn run_in(
     spec.insert("masked".into(), Value::Array(masked));
     spec.insert("cwd".into(), json!(inside));
     if let Some(Value::Object(limits)) = spec.get_mut("limits") {
-        limits.insert("processes".into(), json!(PROBE_PROCESSES));
+        let configured = limits.get("processes").and_then(Value::as_u64).unwrap_or(u64::MAX);
+        limits.insert("processes".into(), json!(configured.min(PROBE_PROCESSES)));
     }
     let args = [
         out.display().to_string(),

@@ -64,13 +64,6 @@ struct CapData {
 /// Every securebit that keeps root from regaining capabilities, each locked.
 const SECUREBITS: libc::c_ulong = 0b1110_1111;
 
-/// Drops every capability: securebits locked (no root magic on execve), the bounding set
-/// emptied, ambient cleared, then effective/permitted/inheritable zeroed.
-pub fn drop_capabilities() -> Result<()> {
-    lock_privileges()?;
-    clear_capabilities()
-}
-
 /// Locks the securebits and empties the bounding and ambient sets; the effective set stays
 /// (a later `setresuid` keeps it: no setuid fixup) until [`clear_capabilities`].
 pub fn lock_privileges() -> Result<()> {

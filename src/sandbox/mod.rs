@@ -142,8 +142,15 @@ impl Spec {
                 && p.components().count() > 1;
             anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
         }
-        if let Some(ids) = self.run_as {
-            anyhow::ensure!(ids.uid != 0, "run_as names root; commands never run as root");
+        match self.run_as {
+            Some(ids) => {
+                anyhow::ensure!(ids.uid != 0, "run_as names root; commands never run as root")
+            }
+            None => anyhow::ensure!(
+                sys::euid() != 0,
+                "the launcher runs as root and the spec names no run_as: commands never run as \
+                 root"
+            ),
         }
         Ok(())
     }
@@ -237,6 +244,7 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
         }
         // Root's supplementary groups would reach the command: none do.
         sys::drop_groups()?;
+        sys::give_stdio(uid, gid);
     }
     // Opened now: the launcher joins the sandbox's mount namespace below.
     let watch = match &spec.watch {
@@ -403,6 +411,9 @@ fn init(
         sys::catch(sig);
     }
     let sigs = sys::signalfd(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD])?;
+    // The init becomes the command's user before the command exists: it can signal it (and
+    // nothing else), and keeps no capability; the command inherits all of this.
+    drop_privileges(spec)?;
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
@@ -414,8 +425,6 @@ fn init(
     // The command's copy of the error pipe closes at its execve; the init's now.
     // SAFETY: the descriptor belongs to `err_write`, which is not used after this.
     let _ = unsafe { libc::close(std::os::fd::AsRawFd::as_raw_fd(err_write)) };
-    let _ = confine::no_new_privs();
-    let _ = confine::drop_capabilities();
     let code = loop {
         match sys::read_signal(&sigs) {
             Ok(libc::SIGCHLD) => {
@@ -460,16 +469,24 @@ fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::
     // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
     sys::cloexec_from(3)?;
     sys::setsid()?;
+    if !namespaces {
+        drop_privileges(spec)?;
+    }
+    confine::landlock(spec, !namespaces)?;
+    let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
+    confine::seccomp()?;
+    sys::exec(&program, &spec.argv, &spec.env)
+}
+
+/// Locks the securebits, becomes `run_as` (a root daemon's commands), sets `no_new_privs` and
+/// drops every capability.
+fn drop_privileges(spec: &Spec) -> anyhow::Result<()> {
     confine::lock_privileges()?;
     if let Some(ids) = spec.run_as {
         sys::become_ids(ids.uid, ids.gid)?;
     }
     confine::no_new_privs()?;
-    confine::clear_capabilities()?;
-    confine::landlock(spec, !namespaces)?;
-    let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
-    confine::seccomp()?;
-    sys::exec(&program, &spec.argv, &spec.env)
+    confine::clear_capabilities()
 }
 
 /// Wraps a raw descriptor just returned by the kernel.
