@@ -414,6 +414,12 @@ fn init(
     // The init becomes the command's user before the command exists: it can signal it (and
     // nothing else), and keeps no capability; the command inherits all of this.
     drop_privileges(spec)?;
+    // A change of uid clears the parent-death signal: set it again, then make sure the
+    // launcher did not die in between (it still reads the error pipe).
+    sys::die_with_parent()?;
+    if !sys::reader_alive(err_write) {
+        sys::exit_now(SETUP_FAILED);
+    }
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
@@ -459,10 +465,6 @@ fn init(
 fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::Result<()> {
     sys::restore_signal_mask(old_mask)?;
     sys::default_action(libc::SIGPIPE);
-    if !namespaces {
-        // No parent-death signal reaches an init here: the command dies with the launcher.
-        sys::die_with_parent()?;
-    }
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
     confine::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
@@ -471,6 +473,9 @@ fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::
     sys::setsid()?;
     if !namespaces {
         drop_privileges(spec)?;
+        // No init here: the command itself dies with the launcher (set after the change of
+        // uid, which clears it).
+        sys::die_with_parent()?;
     }
     confine::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;

@@ -164,6 +164,14 @@ pub fn die_with_parent() -> Result<()> {
     check(ret.into(), "prctl(PR_SET_PDEATHSIG)").map(drop)
 }
 
+/// Whether the pipe behind the write end `fd` still has a reader.
+pub fn reader_alive(fd: &impl AsRawFd) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let ret = unsafe { libc::poll(&mut p, 1, 0) };
+    ret >= 0 && p.revents & libc::POLLERR == 0
+}
+
 pub fn mount(
     src: Option<&Path>,
     target: &Path,
