@@ -30,6 +30,20 @@ pub fn own(path: &Path) {
     std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
 }
 
+/// [`own`] for `path` and everything below it, when the suite runs as root (a tree the test
+/// made on the host that commands must write, such as a repository from `git init`).
+pub fn own_tree(path: &Path) {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    own(path);
+    if path.is_dir() && !path.is_symlink() {
+        for e in std::fs::read_dir(path).unwrap() {
+            own_tree(&e.unwrap().path());
+        }
+    }
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
