@@ -30,7 +30,7 @@ const LEAF_PREFIX: &str = "hands-";
 const PIDS_V1: &str = "/sys/fs/cgroup/pids";
 
 /// How the processes of a command are bounded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
 pub enum Bound {
     /// Leaves `hands-<pid>` in `dir` (the daemon's own cgroup v2), with `memory.max` when the
@@ -41,13 +41,8 @@ pub enum Bound {
     /// `RLIMIT_NPROC` inside the command's user namespace (the command's uid is not root).
     Rlimit,
     /// Nothing bounds the process count.
+    #[default]
     None,
-}
-
-impl Default for Bound {
-    fn default() -> Bound {
-        Bound::None
-    }
 }
 
 impl Bound {

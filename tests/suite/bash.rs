@@ -96,6 +96,7 @@ async fn kill_dollar_dollar_ends_the_command_with_that_signal() {
 /// A daemon run as root runs commands as the roots' owner (here `nobody`, see `Fixture`):
 /// what they create belongs to that user on the host, and a file readable only by root (mode
 /// 0600, not masked) stays unreadable. Positive control: a world-readable file reads.
+#[allow(clippy::print_stderr)] // says why it skips
 #[tokio::test]
 async fn a_root_daemon_runs_commands_as_the_roots_owner() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -123,6 +124,7 @@ async fn a_root_daemon_runs_commands_as_the_roots_owner() {
 /// host: the VMs of `../shared/vm`), a command tree that outgrows `limits.memory_mb` is killed
 /// whole by the OOM killer and the daemon keeps answering. Each process stays under its own
 /// RLIMIT_AS; only the cgroup sees the sum. Skipped (and says so) elsewhere.
+#[allow(clippy::print_stderr)] // says why it skips
 #[tokio::test]
 async fn out_of_memory_kills_the_command_not_the_daemon() {
     let fx = Fixture::new();

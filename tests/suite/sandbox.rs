@@ -629,6 +629,7 @@ fn a_fork_bomb_is_bounded_by_each_mechanism() {
 /// A launcher run as root refuses a spec without `run_as` (commands never run as host root),
 /// and with one, the command's files belong to that user and a file readable only by root (by
 /// mode, not by a mask) stays unreadable. Positive control: a world-readable file reads.
+#[allow(clippy::print_stderr)] // says why it skips
 #[test]
 fn a_root_launcher_runs_commands_as_run_as_only() {
     if !rustix::process::geteuid().is_root() {
