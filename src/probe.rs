@@ -181,11 +181,11 @@ fn run_in(
         .stderr(Stdio::piped())
         .spawn();
     let output = match child {
-        Ok(c) => wait(c, Duration::from_secs(20)),
+        Ok(c) => wait(c, Duration::from_secs(60)),
         Err(e) => return failed(format!("the launcher could not start: {e}")),
     };
     let Some(output) = output else {
-        return failed("the probe did not finish within 20 s".into());
+        return failed("the probe did not finish within 60 s".into());
     };
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     if !text.contains("done: yes") {
