@@ -123,6 +123,7 @@ async fn main() {
     let mut spec = spec.expect("the launcher of the sleep was seen in /proc");
     sleeper.await.unwrap();
     spec["argv"] = json!(["bash", "--noprofile", "--norc", "-c", "true"]);
+    let spec_value = spec.clone();
     let spec = spec.to_string();
 
     let launcher = || {
@@ -167,6 +168,36 @@ async fn main() {
     }
     c.cancel().await.unwrap();
 
+    // The launcher with each process bound this machine offers (SPEC §5.2 item 4): the daemon's
+    // choice, and RLIMIT_NPROC (what an ordinary user without a cgroup of its own gets).
+    let mut variants =
+        vec![(spec_value["bound"]["kind"].as_str().unwrap_or("none").to_string(), spec.clone())];
+    let mut rlimit = spec_value.clone();
+    rlimit["bound"] = json!({ "kind": "rlimit" });
+    if variants[0].0 != "rlimit" {
+        variants.push(("rlimit".to_string(), rlimit.to_string()));
+    }
+    let mut per_bound = Vec::new();
+    for (name, spec) in &variants {
+        let run = || {
+            let mut cmd = tokio::process::Command::new(bin());
+            cmd.arg("__sandbox")
+                .arg(spec)
+                .env_clear()
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd
+        };
+        let mut times = Vec::with_capacity(RUNS);
+        let mut bare_times = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            times.push(timed(&mut run()).await);
+            bare_times.push(timed(&mut bare()).await);
+        }
+        per_bound.push((name.clone(), stats(times), stats(bare_times)));
+    }
+
     let (tool, tool90) = stats(tool);
     let (direct, direct90) = stats(direct);
     let (spawn, spawn90) = stats(spawn);
@@ -177,4 +208,11 @@ async fn main() {
     println!("  overhead (tool − bare)     {:.2} ms (goal ≤ 15 ms)", tool - spawn);
     println!("  launcher only (direct − bare) {:.2} ms", direct - spawn);
     println!("  MCP + daemon (tool − direct)  {:.2} ms", tool - direct);
+    for (name, (median, p90), (bare, _)) in per_bound {
+        println!(
+            "  hands __sandbox, bound {name}: median {median:.2} ms · p90 {p90:.2} ms · \
+             launcher only {:.2} ms",
+            median - bare
+        );
+    }
 }

@@ -88,6 +88,8 @@ struct RawSandbox {
     secret_patterns: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     protected_extra: Vec<Spanned<String>>,
+    /// The user a daemon run as root runs commands as (a name or a uid).
+    run_as: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -488,6 +490,8 @@ pub struct Config {
     /// `[sandbox].protected_extra`: protected rules added to `sandbox-profiles/protected.txt`,
     /// as written (a trailing `/` marks a folder made empty where missing).
     pub protected_extra: Vec<String>,
+    /// `sandbox.run_as`: who commands run as when the daemon is root (SPEC §5.2 item 6).
+    pub run_as: Option<String>,
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
     pub modules: Vec<ModuleCfg>,
@@ -658,6 +662,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         deny: Vec::new(),
         secret_patterns: crate::profiles::secret_patterns().map(str::to_string).collect(),
         protected_extra: Vec::new(),
+        run_as: None,
         http: None,
         dashboard: None,
         modules: vec![
@@ -1103,6 +1108,7 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         deny,
         secret_patterns,
         protected_extra,
+        run_as: raw.sandbox.run_as.clone(),
         http,
         dashboard,
         modules,

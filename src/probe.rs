@@ -20,9 +20,21 @@ pub struct Check {
 #[derive(Debug, Clone)]
 pub struct Probe {
     pub checks: Vec<Check>,
+    /// The walls' mechanisms (`namespaces`, `Landlock ABI 6`, `seccomp`, the bound), which
+    /// the tier names.
+    pub mechanisms: Vec<String>,
 }
 
 impl Probe {
+    /// Whether the sandbox could not be built because no user namespace can be made here.
+    pub fn userns_refused(&self) -> bool {
+        self.checks.iter().any(|c| {
+            c.name == "sandbox can be built"
+                && c.holds == Some(false)
+                && c.note.contains("user namespace")
+        })
+    }
+
     pub fn missing(&self) -> Vec<&'static str> {
         self.checks.iter().filter(|c| c.holds == Some(false)).map(|c| c.name).collect()
     }
@@ -30,10 +42,12 @@ impl Probe {
     /// The containment tier as results and the banner state it.
     pub fn tier(&self) -> String {
         let missing = self.missing();
-        if missing.is_empty() {
-            "full".to_string()
-        } else {
-            format!("partial (missing: {})", missing.join(", "))
+        let with = self.mechanisms.join(", ");
+        match (missing.is_empty(), with.is_empty()) {
+            (true, true) => "full".to_string(),
+            (true, false) => format!("full ({with})"),
+            (false, true) => format!("partial (missing: {})", missing.join(", ")),
+            (false, false) => format!("partial (missing: {}; with {with})", missing.join(", ")),
         }
     }
 
@@ -72,8 +86,18 @@ if kill -0 "$daemon" 2>/dev/null; then echo "signal: missing"; else echo "signal
 if grep -qa "HOME=" /proc/self/environ 2>/dev/null; then
   if grep -qa "HOME=" "/proc/$daemon/environ" 2>/dev/null; then echo "environ: missing"; else echo "environ: holds"; fi
 fi
+# Fork past the bound (the probe's limit is PROBE_PROCESSES): a shell that does not retry a
+# failed fork (bash retries for 15 s) starts more sleeps than the bound admits.
+sh=$(readlink -f /bin/sh 2>/dev/null)
+case "$sh" in
+  ''|*bash) ;;
+  *) if /bin/sh -c 'i=0; while [ $i -lt 24 ]; do sleep 5 & i=$((i+1)); done; echo all' 2>/dev/null | grep -q all; then echo "bound: missing"; else echo "bound: holds"; fi ;;
+esac
 echo "done: yes"
 "#;
+
+/// The process limit of the probe's own sandbox: small, so that forking past it is quick.
+const PROBE_PROCESSES: u64 = 16;
 
 fn unique_dir() -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -134,6 +158,10 @@ fn run_in(
     masked.push(json!(inside.join("secret")));
     spec.insert("masked".into(), Value::Array(masked));
     spec.insert("cwd".into(), json!(inside));
+    if let Some(Value::Object(limits)) = spec.get_mut("limits") {
+        let configured = limits.get("processes").and_then(Value::as_u64).unwrap_or(u64::MAX);
+        limits.insert("processes".into(), json!(configured.min(PROBE_PROCESSES)));
+    }
     let args = [
         out.display().to_string(),
         inside.join("secret").display().to_string(),
@@ -153,11 +181,11 @@ fn run_in(
         .stderr(Stdio::piped())
         .spawn();
     let output = match child {
-        Ok(c) => wait(c, Duration::from_secs(20)),
+        Ok(c) => wait(c, Duration::from_secs(60)),
         Err(e) => return failed(format!("the launcher could not start: {e}")),
     };
     let Some(output) = output else {
-        return failed("the probe did not finish within 20 s".into());
+        return failed("the probe did not finish within 60 s".into());
     };
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     if !text.contains("done: yes") {
@@ -242,12 +270,22 @@ fn run_in(
             None => untested("its positive control, the probe's own environ, did not read"),
         },
     );
+    add(
+        "fork past the bound",
+        match said("bound") {
+            Some(h) => tested(h, "the process bound (below)"),
+            None => untested("/bin/sh is bash, which retries a failed fork for 15 s"),
+        },
+    );
     add("vsock, packet sockets", (None, "seccomp socket families (not probed)".to_string()));
-    Probe { checks }
+    Probe { checks, mechanisms: Vec::new() }
 }
 
 pub fn failed(why: String) -> Probe {
-    Probe { checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }] }
+    Probe {
+        checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }],
+        mechanisms: Vec::new(),
+    }
 }
 
 fn wait(mut child: std::process::Child, limit: Duration) -> Option<std::process::Output> {
@@ -285,11 +323,16 @@ mod tests {
         let check = |name, holds| Check { name, holds, note: String::new() };
         let p = Probe {
             checks: vec![check("a", Some(true)), check("b", Some(false)), check("c", None)],
+            mechanisms: Vec::new(),
         };
         assert_eq!(p.missing(), vec!["b"]);
         assert_eq!(p.tier(), "partial (missing: b)");
         assert!(p.table().contains("MISSING"));
-        let full = Probe { checks: vec![check("a", Some(true)), check("c", None)] };
+        let full =
+            Probe { checks: vec![check("a", Some(true)), check("c", None)], mechanisms: vec![] };
         assert_eq!(full.tier(), "full");
+        let named =
+            Probe { mechanisms: vec!["namespaces".into(), "cgroup v1 pids".into()], ..full };
+        assert_eq!(named.tier(), "full (namespaces, cgroup v1 pids)");
     }
 }

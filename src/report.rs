@@ -547,6 +547,120 @@ fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
     (lines, warnings)
 }
 
+/// The AppArmor profile that lets `exe` make user namespaces (SPEC §5.2), as shipped in
+/// `sandbox-profiles/apparmor/hands` with the binary's real path put in, comments dropped.
+pub fn apparmor_profile(exe: &std::path::Path) -> String {
+    const PROFILE: &str = include_str!("../sandbox-profiles/apparmor/hands");
+    PROFILE
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.replace("/usr/local/bin/hands", &exe.display().to_string()))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+/// The two commands that install [`apparmor_profile`] for `exe`.
+fn apparmor_commands(exe: &std::path::Path) -> String {
+    format!(
+        "sudo tee /etc/apparmor.d/hands >/dev/null <<'EOF'\n{}\nEOF\nsudo apparmor_parser -r \
+         /etc/apparmor.d/hands",
+        apparmor_profile(exe)
+    )
+}
+
+/// The doctor's lines on how commands are contained here: the process bound and what was
+/// passed over, Landlock, who commands run as, and the remedy for a missing wall.
+fn sandbox_section(
+    sh: &crate::shell::Shell,
+    daemon: &Daemon,
+    _probe: &crate::probe::Probe,
+    s: &mut String,
+    warnings: &mut Vec<String>,
+) {
+    use std::os::unix::fs::MetadataExt;
+    let choice = sh.bound();
+    let where_ = match &choice.bound {
+        crate::sandbox::Bound::CgroupV2 { dir, .. } | crate::sandbox::Bound::CgroupV1 { dir } => {
+            format!(" (leaves in {})", dir.display())
+        }
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "  process bound: {}{where_}", choice.bound.name());
+    for why in &choice.passed_over {
+        let _ = writeln!(s, "    passed over: {why}");
+    }
+    if matches!(choice.bound, crate::sandbox::Bound::Rlimit) {
+        let _ = writeln!(
+            s,
+            "    (no memory bound for the whole command: RLIMIT_AS per process only; a cgroup v2 \
+             delegated to the daemon gives one, e.g. `systemd-run --user --scope -p \
+             Delegate=yes hands serve`)"
+        );
+    }
+    let abi = crate::sandbox::landlock_abi();
+    let _ = writeln!(
+        s,
+        "  Landlock: {}",
+        match abi {
+            0 => "unavailable (the mount namespace is the filesystem wall)".to_string(),
+            1 => "ABI 1, not used (it forbids renames across folders)".to_string(),
+            n => format!("ABI {n}"),
+        }
+    );
+    if let Some(ids) = sh.run_as() {
+        let _ = writeln!(
+            s,
+            "  commands run as: uid {} gid {} (the daemon is root; sandbox.run_as)",
+            ids.uid, ids.gid
+        );
+        let module = daemon.config.modules.iter().find(|m| m.id == ModuleId::Shell);
+        for r in module.iter().flat_map(|m| &m.roots).filter(|r| r.writable) {
+            if let Ok(meta) = std::fs::metadata(&r.path)
+                && meta.uid() != ids.uid
+            {
+                let fix = if meta.uid() == 0 {
+                    format!(
+                        "chown the root to the user commands should run as (uid {}), or set \
+                         sandbox.run_as to a user who may write it",
+                        ids.uid
+                    )
+                } else {
+                    format!("set sandbox.run_as = \"{}\" (the root's owner)", meta.uid())
+                };
+                warnings.push(format!(
+                    "tools-shell: commands run as uid {} but the writable root {} belongs to \
+                     uid {}: they can write there only what its modes allow (id-mapped mounts \
+                     are not used); {fix}",
+                    ids.uid,
+                    r.path.display(),
+                    meta.uid(),
+                ));
+            }
+        }
+    }
+    let restricted =
+        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+            .is_ok_and(|v| v.trim() == "1");
+    if restricted {
+        let exe = std::env::current_exe()
+            .and_then(std::fs::canonicalize)
+            .unwrap_or_else(|_| "/usr/local/bin/hands".into());
+        let _ = writeln!(
+            s,
+            "  AppArmor restricts unprivileged user namespaces here \
+             (kernel.apparmor_restrict_unprivileged_userns = 1); the profile \
+             sandbox-profiles/apparmor/hands grants them to this binary. Install it with:\n{}",
+            apparmor_commands(&exe)
+                .lines()
+                .map(|l| format!("      {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
 /// What `hands doctor` found.
 pub struct DoctorReport {
     /// The report as printed: tool versions, the sandbox self-test, warnings.
@@ -726,6 +840,9 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
         let _ = writeln!(s, "  sandbox self-test: {}\n{}", p.tier(), p.table());
         for m in p.missing() {
             warnings.push(format!("sandbox guarantee missing: {m}"));
+        }
+        if let Some(sh) = daemon.shell() {
+            sandbox_section(sh, daemon, p, &mut s, &mut warnings);
         }
     } else {
         let _ = writeln!(s, "  sandbox self-test: no module runs commands");

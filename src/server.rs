@@ -165,6 +165,7 @@ impl Daemon {
                         let sh = crate::shell::Shell::new(
                             m,
                             cfg,
+                            config.run_as.as_deref(),
                             resolver,
                             &lists,
                             &config.state_dir,
@@ -717,8 +718,29 @@ impl HandsServer {
             ToolKind::Run | ToolKind::OsTool(_) => Some(self.program(def, args.clone())),
             _ => None,
         };
-        let gate = match &program {
-            Some(Err((argv, msg))) => {
+        // A command that cannot run (a wall missing in `enforce`) is refused before anyone is
+        // asked to approve it (SPEC §5.2).
+        let cannot_run = match def.kind {
+            ToolKind::Bash | ToolKind::TmuxStart | ToolKind::Run | ToolKind::OsTool(_) => {
+                self.daemon.shell.as_ref().and_then(|sh| sh.cannot_run())
+            }
+            _ => None,
+        };
+        let gate = match (&program, cannot_run) {
+            (_, Some(crate::shell::Refusal(msg))) => Gate {
+                decision: crate::audit::Decision::Deny,
+                decided_by: crate::audit::DecidedBy::Policy,
+                denial: Some(crate::tools::Denial::new(
+                    def.tool.name.as_ref(),
+                    "sandbox",
+                    &msg,
+                    "a person fixes the missing wall as `hands doctor` says, or sets \
+                     sandbox.mode = \"best-effort\"",
+                )),
+                refusal: Some(msg),
+                input: None,
+            },
+            (Some(Err((argv, msg))), None) => {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
@@ -732,14 +754,14 @@ impl HandsServer {
                     denial: Some(Denial::new(what, "allowlist", msg, ALLOW_REMEDY)),
                 }
             }
-            Some(Ok(run)) => {
+            (Some(Ok(run)), None) => {
                 if let Some(a) = arguments.as_object_mut() {
                     a.insert("argv".into(), serde_json::json!(run.checked.argv));
                     a.insert("binary".into(), serde_json::json!(run.checked.program));
                 }
                 self.gate(def, &arguments, retry, ctx, run.checked.confirm).await
             }
-            None => self.gate(def, &arguments, retry, ctx, false).await,
+            (None, None) => self.gate(def, &arguments, retry, ctx, false).await,
         };
         if let Some(input) = gate.input {
             // Not decided yet: the client asks its person and retries.

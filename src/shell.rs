@@ -58,6 +58,12 @@ pub struct Shell {
     running: running::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
+    /// The process bound chosen at startup, and why better ones were passed over.
+    bound: crate::sandbox::bounds::Choice,
+    /// Who commands run as when the daemon is root (`sandbox.run_as`).
+    run_as: Option<crate::sandbox::Ids>,
+    /// Set when user namespaces cannot be made and `best-effort` runs commands without them.
+    without_namespaces: std::sync::atomic::AtomicBool,
 }
 
 /// The network by domain of one module: its rules, the proxy serving them (made once the
@@ -171,6 +177,7 @@ impl Shell {
     pub fn new(
         m: &ModuleCfg,
         cfg: &ShellConfig,
+        run_as: Option<&str>,
         resolver: Arc<Resolver>,
         lists: &hands_roots::PolicyLists,
         state_dir: &Path,
@@ -289,7 +296,14 @@ impl Shell {
             ),
             (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
         };
+        let first_writable = m.roots.iter().find(|r| r.writable).map(|r| r.path.as_path());
+        let run_as = crate::sandbox::run_as(run_as, first_writable)?;
+        let bound = crate::sandbox::bounds::choose(
+            rustix::process::geteuid().as_raw() != 0 || run_as.is_some(),
+        );
         let base = json!({
+            "bound": bound.bound,
+            "run_as": run_as,
             "env": env,
             "roots": roots,
             "protected": protected,
@@ -333,6 +347,9 @@ impl Shell {
             network,
             tmux: sessions,
             unmade,
+            bound,
+            run_as,
+            without_namespaces: Default::default(),
         })
     }
 
@@ -447,11 +464,60 @@ impl Shell {
     }
 
     /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
+    /// where no user namespace can be made, it runs again without namespaces, and so do the
+    /// commands after it.
     pub fn self_test(&self) -> &crate::probe::Probe {
-        self.probe.get_or_init(|| match self.with_netns(self.base.clone()) {
-            Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
-            Err(Refusal(why)) => crate::probe::failed(why),
+        self.probe.get_or_init(|| {
+            let run = || match self.with_netns(self.base.clone()) {
+                Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
+                Err(Refusal(why)) => crate::probe::failed(why),
+            };
+            let mut p = run();
+            if !self.enforce && p.userns_refused() {
+                self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
+                p = run();
+            }
+            p.mechanisms = self.mechanisms();
+            if self.bound.bound == crate::sandbox::Bound::None {
+                p.checks.push(crate::probe::Check {
+                    name: "process bound",
+                    holds: Some(false),
+                    note: self.bound.passed_over.join("; "),
+                });
+            }
+            p
         })
+    }
+
+    /// The walls' mechanisms, as the tier names them.
+    fn mechanisms(&self) -> Vec<String> {
+        let ns = if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            "no namespaces (Landlock and seccomp alone)"
+        } else {
+            "namespaces"
+        };
+        let landlock = match crate::sandbox::landlock_abi() {
+            0 => "Landlock unavailable".to_string(),
+            1 => "Landlock ABI 1 (not used: it forbids renames across folders)".to_string(),
+            n => format!("Landlock ABI {n}"),
+        };
+        let mut m =
+            vec![ns.to_string(), landlock, "seccomp".into(), self.bound.bound.name().into()];
+        if let Some(ids) = self.run_as {
+            m.push(format!("as uid {}", ids.uid));
+        }
+        m
+    }
+
+    /// The process bound chosen at startup, and why better mechanisms were passed over.
+    pub fn bound(&self) -> &crate::sandbox::bounds::Choice {
+        &self.bound
+    }
+
+    /// Who the commands run as, for a daemon run as root.
+    pub fn run_as(&self) -> Option<crate::sandbox::Ids> {
+        self.run_as
     }
 
     /// Adds the module's shared network namespace to a launcher spec (starting its holder when
@@ -460,6 +526,10 @@ impl Shell {
         &self,
         mut spec: serde_json::Map<String, Value>,
     ) -> Result<serde_json::Map<String, Value>, Refusal> {
+        if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            spec.insert("without_namespaces".into(), json!(true));
+            return Ok(spec);
+        }
         if let Some(n) = &self.netns {
             let h = n.holder().map_err(|e| Refusal(format!("{e:#}")))?;
             spec.insert("netns".into(), json!(h));
@@ -481,18 +551,27 @@ impl Shell {
         if *self.halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
-        if let Some(p) = self.probe.get()
-            && self.enforce
-            && !p.missing().is_empty()
-        {
-            return Err(Refusal(format!(
-                "refused: sandbox.mode = \"enforce\" and the sandbox self-test found these \
-                 guarantees missing: {}; `hands doctor` shows why. A person can fix the host \
-                 or set sandbox.mode = \"best-effort\"",
-                p.missing().join(", ")
-            )));
-        }
-        Ok(())
+        self.cannot_run().map_or(Ok(()), Err)
+    }
+
+    /// In `enforce` mode, when the self-test found a guarantee missing: why no command can run.
+    /// The server asks this before the trust gate, so nobody approves a command that would not
+    /// run (SPEC §5.2).
+    pub fn cannot_run(&self) -> Option<Refusal> {
+        let p = self.probe.get().filter(|p| self.enforce && !p.missing().is_empty())?;
+        let remedy = p
+            .checks
+            .iter()
+            .filter(|c| c.holds == Some(false))
+            .map(|c| format!("{}: {}", c.name, c.note))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Some(Refusal(format!(
+            "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox \
+             self-test found these guarantees missing: {} ({remedy}); `hands doctor` shows why \
+             and how to fix it. A person can fix the host or set sandbox.mode = \"best-effort\"",
+            p.missing().join(", ")
+        )))
     }
 
     /// A command's working folder, resolved through the roots (default: the first root).

@@ -1,139 +1,29 @@
-//! What confines the process once the root is built: the pids cgroup, rlimits,
-//! `no_new_privs`, no capabilities, Landlock, and seccomp last.
+//! What confines the command once the root is built: rlimits, `no_new_privs`, no
+//! capabilities, Landlock at the kernel's ABI, and seccomp last.
 
 use super::{Limits, Spec, sys};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// The cgroup v1 pids controller. RLIMIT_NPROC does not bind a process whose real uid is the
-/// host's root (the kernel exempts it), so the process count is bounded here instead.
-const PIDS_V1: &str = "/sys/fs/cgroup/pids";
-
-/// The launcher's own pids cgroup, `hands/<pid>`: it joins it before unsharing, so every process
-/// of the sandbox is counted; on drop it moves back and removes the cgroup. Both go through
-/// descriptors opened beforehand, because the child's pivot_root moves the launcher's root too.
-pub struct PidsCgroup {
-    base: File,
-    name: String,
-    back: File,
-}
-
-impl PidsCgroup {
-    pub fn join(max: u64) -> Result<PidsCgroup> {
-        let missing = || {
-            anyhow!(
-                "no writable cgroup v1 pids controller at {PIDS_V1}: the process limit cannot \
-                 be enforced"
-            )
-        };
-        let root = Path::new(PIDS_V1);
-        if !root.join("cgroup.procs").exists() {
-            return Err(missing());
-        }
-        let base = root.join("hands");
-        std::fs::create_dir_all(&base).map_err(|_| missing())?;
-        // Cgroups of launchers that died without cleaning up (killed); a live one is kept.
-        for e in std::fs::read_dir(&base).map_err(|_| missing())?.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-            if !Path::new("/proc").join(pid.to_string()).exists() {
-                let _ = std::fs::remove_dir(e.path());
-            }
-        }
-        let me = std::process::id();
-        let own: PathBuf = {
-            let text = std::fs::read_to_string("/proc/self/cgroup").context("/proc/self/cgroup")?;
-            let line = text.lines().find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
-                ctrl.split(',').any(|c| c == "pids").then(|| path.to_string())
-            });
-            root.join(line.ok_or_else(missing)?.trim_start_matches('/'))
-        };
-        let name = me.to_string();
-        let dir = base.join(&name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(anyhow!("cannot create {}: {e}", dir.display())),
-        }
-        // The launcher itself is one of the tasks counted.
-        std::fs::write(dir.join("pids.max"), (max + 1).to_string())
-            .with_context(|| format!("cannot set {}/pids.max", dir.display()))?;
-        let back = File::options()
-            .write(true)
-            .open(own.join("cgroup.procs"))
-            .with_context(|| format!("cannot open {}/cgroup.procs", own.display()))?;
-        std::fs::write(dir.join("cgroup.procs"), &name)
-            .with_context(|| format!("cannot join {}", dir.display()))?;
-        let base = File::open(&base).context("cannot open the hands pids cgroup")?;
-        Ok(PidsCgroup { base, name, back })
-    }
-}
-
-impl PidsCgroup {
-    /// The processes of the sandbox (all but the launcher); `None` when the list cannot be read.
-    fn members(&self) -> Option<Vec<u32>> {
-        let path = sys::cstr(format!("{}/cgroup.procs", self.name)).ok()?;
-        // SAFETY: a directory descriptor and a NUL-terminated relative path.
-        let fd = unsafe {
-            libc::openat(self.base.as_raw_fd(), path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
-        };
-        if fd < 0 {
-            return None;
-        }
-        let mut text = String::new();
-        File::from(super::owned(fd)).read_to_string(&mut text).ok()?;
-        let me = std::process::id();
-        Some(
-            text.lines()
-                .filter_map(|l| l.trim().parse::<u32>().ok())
-                .filter(|p| *p != me)
-                .collect(),
-        )
-    }
-
-    /// Sends `sig` to every process of the sandbox (all but the launcher).
-    pub fn signal_all(&self, sig: i32) {
-        for pid in self.members().unwrap_or_default() {
-            // SAFETY: kill with integer arguments.
-            unsafe { libc::kill(pid as libc::pid_t, sig) };
-        }
-    }
-
-    /// How many processes the sandbox has left (`usize::MAX` when that cannot be read).
-    pub fn count(&self) -> usize {
-        self.members().map_or(usize::MAX, |m| m.len())
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        let _ = self.back.write_all(self.name.as_bytes());
-        if let Ok(name) = sys::cstr(&self.name) {
-            // SAFETY: a directory descriptor and a NUL-terminated name.
-            unsafe { libc::unlinkat(self.base.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
-        }
-    }
-}
-
-pub fn rlimits(limits: &Limits) -> Result<()> {
+/// The rlimits; `nproc` sets RLIMIT_NPROC too, which is the process bound when no cgroup is
+/// (inside the command's fresh user namespace it counts that namespace's processes of the
+/// command's uid only: Linux 5.14+; the init is one of them).
+pub fn rlimits(limits: &Limits, nproc: bool) -> Result<()> {
     const MIB: u64 = 1024 * 1024;
-    let set = [
+    let mut set = vec![
         (libc::RLIMIT_NOFILE, limits.open_files, "open files"),
         (libc::RLIMIT_FSIZE, limits.file_size_mb.saturating_mul(MIB), "file size"),
         (libc::RLIMIT_AS, limits.memory_mb.saturating_mul(MIB), "address space"),
         (libc::RLIMIT_CORE, 0, "core size"),
-        (libc::RLIMIT_NPROC, limits.processes, "processes"),
     ];
+    if nproc {
+        set.push((libc::RLIMIT_NPROC, limits.processes.saturating_add(1), "processes"));
+    }
     for (resource, value, what) in set {
         let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: `cur` is a valid out-pointer.
@@ -174,9 +64,9 @@ struct CapData {
 /// Every securebit that keeps root from regaining capabilities, each locked.
 const SECUREBITS: libc::c_ulong = 0b1110_1111;
 
-/// Drops every capability: securebits locked (no root magic on execve), the bounding set
-/// emptied, ambient cleared, then effective/permitted/inheritable zeroed.
-pub fn drop_capabilities() -> Result<()> {
+/// Locks the securebits and empties the bounding and ambient sets; the effective set stays
+/// (a later `setresuid` keeps it: no setuid fixup) until [`clear_capabilities`].
+pub fn lock_privileges() -> Result<()> {
     // SAFETY: prctl with integer arguments throughout.
     unsafe {
         if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS) < 0 {
@@ -194,6 +84,11 @@ pub fn drop_capabilities() -> Result<()> {
             return Err(sys::os_err("prctl(PR_CAP_AMBIENT_CLEAR_ALL)"));
         }
     }
+    Ok(())
+}
+
+/// Zeroes the effective, permitted and inheritable capability sets.
+pub fn clear_capabilities() -> Result<()> {
     let header = CapHeader { version: 0x2008_0522, pid: 0 };
     let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
     // SAFETY: a v3 header and the two data words it expects.
@@ -201,49 +96,71 @@ pub fn drop_capabilities() -> Result<()> {
     if ret < 0 { Err(sys::os_err("capset")) } else { Ok(()) }
 }
 
-/// Landlock as a second wall behind the mounts: read+exec on system folders and read-only
-/// roots, everything on writable roots, /tmp and the home, devices on /dev, listing anywhere;
-/// signals and abstract unix sockets scoped to the sandbox. TCP is not restricted here: without
-/// the network grant the private network namespace is the wall, and Landlock TCP rules would
-/// break the shared loopback SPEC §4.2 promises (a dev server reachable from other commands).
-/// Anything short of full enforcement on this kernel is a failure.
-pub fn landlock(spec: &Spec) -> Result<()> {
+/// Landlock as a second wall behind the mounts, at whatever ABI the kernel has (the crate's
+/// best-effort compatibility drops what an older ABI lacks: truncate before 3, signal and
+/// abstract-socket scopes before 6): read+exec on system folders and read-only roots,
+/// everything on writable roots, /tmp and the home, devices on /dev, listing anywhere. TCP is
+/// not restricted in the namespaces: without the network grant the private network namespace
+/// is the wall, and Landlock TCP rules would break the shared loopback SPEC §4.2 promises.
+/// Without namespaces (`best-effort` where none can be made) Landlock is the only wall: /dev
+/// and /proc are the host's, so only a few devices are opened up, and without the network
+/// grant every TCP bind and connect is refused (ABI 4+).
+///
+/// ABI 1 is not used: it cannot allow a rename or link across folders at all (that right came
+/// with ABI 2), which would break ordinary commands (`mv a/x b/`); the mount namespace is the
+/// first wall.
+pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     use landlock::{
-        ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-        path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope, path_beneath_rules,
     };
+    if super::sys::landlock_abi() < 2 {
+        return Ok(());
+    }
     let abi = ABI::V6;
     let exists = |p: &&Path| p.exists();
-    let ruleset =
-        Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))?
+        .scope(Scope::from_all(abi))?;
+    if without_namespaces && !spec.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+    }
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let system: Vec<&Path> = spec.system.iter().map(PathBuf::as_path).filter(exists).collect();
     let ro: Vec<&Path> =
         spec.roots.iter().filter(|r| !r.writable).map(|r| r.path.as_path()).collect();
+    // The sandbox's own /dev is a tmpfs of a few devices (and /dev/shm); the host's is not.
+    let dev: Vec<&Path> = if without_namespaces {
+        ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
+            .iter()
+            .map(Path::new)
+            .filter(exists)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let own_dev = (!without_namespaces).then_some(Path::new("/dev"));
     let rw: Vec<&Path> = spec
         .roots
         .iter()
         .filter(|r| r.writable)
         .map(|r| r.path.as_path())
-        .chain([spec.home.as_path(), Path::new("/tmp"), Path::new("/dev")])
+        .chain([spec.home.as_path(), Path::new("/tmp")])
+        .chain(own_dev)
         .collect();
-    let status = ruleset
+    ruleset
         .create()?
         .add_rules(path_beneath_rules(system, read))?
         .add_rules(path_beneath_rules(ro, read))?
         .add_rules(path_beneath_rules(rw, all))?
-        // Read-only: the command's uid is the host's root, which the kernel lets write global
-        // sysctls (core_pattern!) and /proc/sysrq-trigger by file mode alone.
+        .add_rules(path_beneath_rules(dev, AccessFs::from_file(abi)))?
+        // Read-only: the kernel lets a uid write some /proc files by mode alone.
         .add_rules(path_beneath_rules(["/proc"], read))?
         // Listing folders only, so `ls /` works; nothing outside the binds exists to list.
         .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
         .restrict_self()?;
-    anyhow::ensure!(
-        status.ruleset == RulesetStatus::FullyEnforced,
-        "Landlock is not fully enforced on this kernel ({:?})",
-        status.ruleset
-    );
     Ok(())
 }
 

@@ -15,26 +15,25 @@ const NEW: &str = "/newroot";
 /// Devices bound from the host into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// Unshares user, mount, PID, IPC, UTS and cgroup namespaces and maps the caller's own uid and
-/// gid to themselves. The network: the host's when granted; else the module's shared one when a
-/// holder is named (its user namespace joined first, so the new one nests in it); else a new
-/// one. The next child forked is PID 1.
-pub fn enter_namespaces(network: bool, holder: Option<crate::netns::Process>) -> Result<()> {
-    let ids = sys::ids();
-    let mut flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP;
-    if !network {
-        match holder {
-            Some(h) => super::netns::join(h)?,
-            None => flags |= libc::CLONE_NEWNET,
-        }
-    }
-    sys::unshare(flags)?;
-    map_ids(ids)
+/// Writes the uid and gid maps of the sandbox's user namespace from outside (the launcher,
+/// in the parent namespace), `setgroups` denied. A daemon run as an ordinary user maps its own
+/// ids to themselves (all an unprivileged parent may map). A daemon run as root maps root and
+/// `sandbox.run_as` to themselves: the init builds the root as root (it must reach the state
+/// folder and create mount points), and the command becomes `run_as` before it runs, with no
+/// capability and `no_new_privs`, so it never gets root back.
+pub fn write_maps(pid: libc::pid_t, run_as: Option<super::Ids>) -> Result<()> {
+    let write = |file: &str, text: String| {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, text).with_context(|| format!("cannot write {path}"))
+    };
+    let map = |own: u32, other: Option<u32>| match other {
+        Some(o) if o != own => format!("{own} {own} 1\n{o} {o} 1\n"),
+        _ => format!("{own} {own} 1\n"),
+    };
+    let (uid, gid) = sys::ids();
+    write("setgroups", "deny".into())?;
+    write("uid_map", map(uid, run_as.map(|i| i.uid)))?;
+    write("gid_map", map(gid, run_as.map(|i| i.gid)))
 }
 
 /// Maps the caller's uid and gid (read before it unshared: inside, they read as the overflow

@@ -61,10 +61,11 @@ fn hold(pidfile: &Path) -> Result<()> {
     }
 }
 
-/// Joins the holder's user and network namespaces. Called before the launcher unshares the
-/// rest, so the sandbox's own user namespace nests in the holder's and its network namespace is
-/// the holder's.
-pub fn join(holder: Process) -> Result<()> {
+/// Joins the holder's network namespace, before the launcher clones the sandbox into the
+/// rest. An ordinary user's launcher joins the holder's user namespace too (only there does it
+/// hold the capability `setns` wants), so the sandbox's user namespace nests in the holder's;
+/// root's stays in the host's, so that it may map `sandbox.run_as` into the sandbox.
+pub fn join(holder: Process, with_userns: bool) -> Result<()> {
     let gone = || {
         anyhow!(
             "the module's network namespace holder (pid {}) is gone; the daemon starts a new one \
@@ -78,6 +79,7 @@ pub fn join(holder: Process) -> Result<()> {
     if !holder.alive() {
         return Err(gone());
     }
-    sys::setns(&pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
+    let userns = if with_userns { libc::CLONE_NEWUSER } else { 0 };
+    sys::setns(&pidfd, userns | libc::CLONE_NEWNET)
         .context("cannot join the module's network namespace")
 }

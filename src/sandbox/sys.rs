@@ -364,3 +364,251 @@ pub fn stdout_to_null() -> Result<()> {
     // SAFETY: dup2 of a descriptor we own onto fd 1.
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) }.into(), "dup2").map(drop)
 }
+
+/// `clone` with namespace flags and no new stack: like `fork`, the child goes on from here on
+/// a copy of the caller's stack, already inside the new namespaces (PID 1 of a new PID
+/// namespace). Returns 0 in the child.
+pub fn clone_into(flags: libc::c_int) -> Result<libc::pid_t> {
+    // SAFETY: a raw clone without CLONE_VM or a stack behaves as fork; the launcher has one
+    // thread, so the child may go on running Rust code.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    check(pid, "clone")?;
+    Ok(pid as libc::pid_t)
+}
+
+/// The errno of the last failed call.
+pub fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Empties the supplementary groups (root only): a command run as `sandbox.run_as` must not
+/// keep root's groups.
+pub fn drop_groups() -> Result<()> {
+    // SAFETY: an empty list.
+    check(unsafe { libc::setgroups(0, std::ptr::null()) }.into(), "setgroups").map(drop)
+}
+
+/// Becomes `uid`/`gid` for good (real, effective and saved ids).
+pub fn become_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<()> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) }.into(), format_args!("setresgid({gid})"))?;
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }.into(), format_args!("setresuid({uid})"))
+        .map(drop)
+}
+
+/// The caller's effective uid.
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The Landlock ABI the kernel offers (0: none, or disabled at boot).
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: a null attribute with size 0 and the version flag only asks for the ABI.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// Sends `sig` to `pid` (a negative pid: a process group); errors are ignored (it may be gone).
+pub fn signal(pid: libc::pid_t, sig: i32) {
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Sets `sig`'s action to the default (SIGPIPE: the Rust runtime ignores it, and an ignored
+/// signal stays ignored across execve, so a command's `yes | head` would never end).
+pub fn default_action(sig: i32) {
+    // SAFETY: SIG_DFL is a valid handler.
+    unsafe { libc::signal(sig, libc::SIG_DFL) };
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Gives `sig` a handler that does nothing: the kernel drops a signal sent from outside to a
+/// PID namespace's init that has no handler for it; with one it is queued (and read from the
+/// signalfd, since it stays blocked).
+pub fn catch(sig: i32) {
+    // SAFETY: a zeroed sigaction with a valid extern "C" handler.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+    }
+}
+
+/// A signalfd for `sigs`, which are blocked first.
+pub fn signalfd(sigs: &[i32]) -> Result<OwnedFd> {
+    // SAFETY: sigset_t is plain data; every pointer is to a local that outlives the call.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &sig in sigs {
+            libc::sigaddset(&mut set, sig);
+        }
+        check(
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()).into(),
+            "sigprocmask",
+        )?;
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        check(fd.into(), "signalfd")?;
+        Ok(super::owned(fd))
+    }
+}
+
+/// Reads one signal number from a signalfd (blocking).
+pub fn read_signal(sigfd: &OwnedFd) -> Result<i32> {
+    loop {
+        // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: `info` is `size` writable bytes.
+        let n = unsafe {
+            libc::read(sigfd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size)
+        };
+        if n == size as isize {
+            return Ok(info.ssi_signo as i32);
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return Err(os_err("read(signalfd)"));
+    }
+}
+
+/// How a reaped child ended.
+pub enum Reaped {
+    /// Nothing more to reap now.
+    None,
+    /// No children left at all.
+    NoChildren,
+    /// `pid` ended with this exit code (128 + the signal when a signal ended it).
+    Ended(libc::pid_t, u8),
+}
+
+/// Reaps one ended child without waiting.
+pub fn reap_one() -> Reaped {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid == 0 {
+        return Reaped::None;
+    }
+    if pid < 0 {
+        return if errno() == libc::EINTR { Reaped::None } else { Reaped::NoChildren };
+    }
+    let code = if libc::WIFSIGNALED(status) {
+        128u8.saturating_add(libc::WTERMSIG(status) as u8)
+    } else {
+        libc::WEXITSTATUS(status) as u8
+    };
+    Reaped::Ended(pid, code)
+}
+
+/// Waits for any child (blocking); `None` once there is none.
+pub fn wait_any() -> Option<libc::pid_t> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid > 0 {
+            return Some(pid);
+        }
+        if errno() != libc::EINTR {
+            return None;
+        }
+    }
+}
+
+/// Reads one byte from `fd`; `false` at end of file or on an error.
+pub fn read_byte(fd: &OwnedFd) -> bool {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: one writable byte.
+        let n = unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            return true;
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return false;
+    }
+}
+
+/// Changes the owner of `path` (not following a symlink).
+pub fn chown(path: &Path, uid: libc::uid_t, gid: libc::gid_t) -> Result<()> {
+    let c = cstr(path)?;
+    // SAFETY: a NUL-terminated path and integer ids.
+    let ret = unsafe { libc::lchown(c.as_ptr(), uid, gid) };
+    check(ret.into(), format_args!("chown {}", path.display())).map(drop)
+}
+
+/// The uid and primary gid of the user `name` (or of the uid `name` is), from the passwd
+/// database; a uid without an entry keeps its number as the gid.
+pub fn lookup_user(name: &str) -> Option<(libc::uid_t, libc::gid_t)> {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain data, filled by the call.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let ret = match name.parse::<libc::uid_t>() {
+        // SAFETY: valid out-pointers and a buffer of the length passed.
+        Ok(uid) => unsafe {
+            libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+        },
+        Err(_) => {
+            let c = cstr(name).ok()?;
+            // SAFETY: as above, and a NUL-terminated name.
+            unsafe {
+                libc::getpwnam_r(
+                    c.as_ptr(),
+                    &mut pw,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    &mut found,
+                )
+            }
+        }
+    };
+    if ret == 0 && !found.is_null() {
+        return Some((pw.pw_uid, pw.pw_gid));
+    }
+    name.parse::<libc::uid_t>().ok().map(|uid| (uid, uid))
+}
+
+/// Gives the pipes and sockets on descriptors 0-2 to `uid`/`gid`: a command run as
+/// `sandbox.run_as` reopens them through `/proc/self/fd` (`echo x > /dev/stderr`), which checks
+/// the pipe's owner, and the daemon (root) made them. A terminal is left alone.
+pub fn give_stdio(uid: libc::uid_t, gid: libc::gid_t) {
+    for fd in 0..3 {
+        // SAFETY: stat is plain data, filled by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a descriptor number and a valid out-pointer.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            continue;
+        }
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFIFO || kind == libc::S_IFSOCK {
+            // SAFETY: integer arguments.
+            unsafe { libc::fchown(fd, uid, gid) };
+        }
+    }
+}

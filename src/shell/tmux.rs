@@ -373,6 +373,11 @@ impl Shell {
         let fail = |what: &str, e: std::io::Error| Refusal(format!("cannot {what}: {e}"));
         std::fs::create_dir_all(&socket_dir)
             .map_err(|e| fail("create the tmux socket folder", e))?;
+        // The server runs as `sandbox.run_as` under a root daemon: its socket folder is theirs.
+        if let Some(ids) = self.run_as {
+            std::os::unix::fs::chown(&socket_dir, Some(ids.uid), Some(ids.gid))
+                .map_err(|e| fail("give the tmux socket folder to sandbox.run_as", e))?;
+        }
         let marker = t.marker(name);
         std::fs::write(&marker, b"").map_err(|e| fail("create the session marker", e))?;
         let log_path = t.dir.join(format!("{name}.log"));

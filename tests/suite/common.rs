@@ -49,6 +49,28 @@ pub struct Fixture {
     pub state: PathBuf,
 }
 
+/// The uid and gid commands of a root daemon run as in the suite (`nobody`).
+pub const COMMAND_UID: u32 = 65534;
+
+/// Gives `path` to [`COMMAND_UID`] (not following a symlink).
+pub fn own(path: &Path) {
+    std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
+}
+
+/// [`own`] for `path` and everything below it, when the suite runs as root (a tree the test
+/// made on the host that commands must write, such as a repository from `git init`).
+pub fn own_tree(path: &Path) {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    own(path);
+    if path.is_dir() && !path.is_symlink() {
+        for e in std::fs::read_dir(path).unwrap() {
+            own_tree(&e.unwrap().path());
+        }
+    }
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
@@ -61,6 +83,11 @@ impl Fixture {
             std::fs::create_dir_all(d).unwrap();
         }
         std::fs::write(outside.join("canary.txt"), CANARY).unwrap();
+        // A daemon run as root runs commands as the root's owner, or `nobody` when that is
+        // root (SPEC §5.2 item 6): the root belongs to `nobody`, so commands can write it.
+        if rustix::process::geteuid().is_root() {
+            own(&root);
+        }
         Fixture { dir, root, outside, home, state }
     }
 
@@ -123,6 +150,11 @@ impl Fixture {
         let p = self.root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, content).unwrap();
+        if rustix::process::geteuid().is_root() {
+            for a in p.ancestors().take_while(|a| a.starts_with(&self.root)) {
+                own(a);
+            }
+        }
         p
     }
 

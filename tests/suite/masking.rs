@@ -149,7 +149,9 @@ async fn a_missing_denied_path_in_a_writable_root_cannot_be_created() {
 #[tokio::test]
 async fn a_missing_credential_folder_in_a_writable_home_cannot_be_created() {
     let fx = Fixture::new();
-    // The daemon's HOME is the fake home, here declared writable and without `.aws`/`.ssh`.
+    // The daemon's HOME is the fake home, here declared writable and without `.aws`/`.ssh`
+    // (and, under a root daemon, owned by the user its commands run as).
+    super::common::own_tree(&fx.home);
     let c = start(&fx, true, "").await;
     for name in [".aws", ".ssh"] {
         let meta = std::fs::symlink_metadata(fx.home.join(name)).unwrap();
@@ -320,6 +322,8 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     let git = |dir: &std::path::Path, args: &[&str]| {
         let o = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            // The repositories belong to the commands' user (below); the host's git is root.
+            .args(["-c", "safe.directory=*"])
             .args(args)
             .current_dir(dir)
             .env("HOME", &fx.home)
@@ -334,6 +338,9 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     std::fs::create_dir_all(fx.root.join(".git/modules/sub/hooks")).unwrap();
     std::fs::write(fx.root.join(".git/modules/sub/config"), "[core]\n").unwrap();
     fx.write("evil/config", "[core]\n\tfsmonitor = touch /tmp/pwned-by-commondir\n");
+    // Commands of a root daemon run as the root's owner (see `Fixture`): the repositories are
+    // theirs, as a checkout is its user's.
+    super::common::own_tree(&fx.root);
     let c = start(&fx, false, "").await;
     let r = bash(
         &c,

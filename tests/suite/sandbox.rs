@@ -50,6 +50,8 @@ impl Sandbox {
             "network": network,
             "home": self.home,
             "limits": { "processes": 64, "open_files": 256, "file_size_mb": 64, "memory_mb": 2048 },
+            "bound": bound(),
+            "run_as": run_as(),
         })
     }
 
@@ -66,6 +68,26 @@ impl Sandbox {
 
     fn run(&self, cmd: &str) -> Output {
         self.run_spec(&self.spec(cmd, false))
+    }
+}
+
+/// Who commands run as: `nobody` (the roots' owner, see `Fixture`) when the suite is root.
+fn run_as() -> Value {
+    if rustix::process::geteuid().is_root() {
+        json!({ "uid": super::common::COMMAND_UID, "gid": super::common::COMMAND_UID })
+    } else {
+        Value::Null
+    }
+}
+
+/// The bound a daemon would choose here, read off `hands doctor`'s choice: the cgroup v1
+/// pids hierarchy when it is writable (root on this project's CI), else RLIMIT_NPROC.
+fn bound() -> Value {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/pids/hands");
+    if rustix::process::geteuid().is_root() && std::fs::create_dir_all(v1).is_ok() {
+        json!({ "kind": "cgroup-v1", "dir": v1 })
+    } else {
+        json!({ "kind": "rlimit" })
     }
 }
 
@@ -552,5 +574,96 @@ fn device_nodes_in_a_root_are_inert() {
     let text = stdout(&o);
     assert!(!text.contains("NODE-WROTE"), "a device node in a root was usable: {}", all(&o));
     assert!(text.contains("DEVNULL-OK"), "the positive control failed: {}", all(&o));
+    sb.fx.assert_canary();
+}
+
+/// The command is not PID 1: the launcher's init is, so `kill $$` ends bash like anywhere, and
+/// is reported as the signal (128 + N). Positive control: what ran before the kill printed.
+#[test]
+fn kill_dollar_dollar_ends_the_command_with_that_signal() {
+    let sb = Sandbox::new();
+    for (kill, sig) in
+        [("kill $$", 15), ("kill -TERM $$", 15), ("kill -KILL $$", 9), ("kill -HUP $$", 1)]
+    {
+        let o = sb.run(&format!("echo before; {kill}; echo after"));
+        assert_eq!(o.status.code(), Some(128 + sig), "{kill}: {}", all(&o));
+        assert_eq!(stdout(&o), "before\n", "{kill}: {}", all(&o));
+    }
+    let o = sb.run("echo $$; ps -o pid= -p 1 >/dev/null && echo init-is-there");
+    assert_eq!(stdout(&o), "2\ninit-is-there\n", "{}", all(&o));
+    sb.fx.assert_canary();
+}
+
+/// Each bound mechanism holds by itself: RLIMIT_NPROC in the user namespace (for a uid that is
+/// not root) and, where the daemon's uid can write one, the cgroup v1 pids cgroup. A fork bomb
+/// under each stays within the limit and ends; the canary outside the roots is unchanged.
+#[test]
+fn a_fork_bomb_is_bounded_by_each_mechanism() {
+    let sb = Sandbox::new();
+    let mut bounds = vec![json!({ "kind": "rlimit" })];
+    if bound()["kind"] == "cgroup-v1" {
+        bounds.push(bound());
+    }
+    for b in bounds {
+        let mut spec = sb.spec(
+            "mkfifo /tmp/f; exec 3<>/tmp/f; bomb() { bomb | bomb & }; bomb; read -t 2 -u 3; \
+             n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n",
+            false,
+        );
+        spec["bound"] = b.clone();
+        let start = Instant::now();
+        let o = sb.run_spec(&spec);
+        let n: u64 = stdout(&o)
+            .lines()
+            .find_map(|l| l.strip_prefix("procs="))
+            .unwrap_or_else(|| panic!("{b}: no count: {}", all(&o)))
+            .parse()
+            .unwrap();
+        // 64 processes for the command, plus the init.
+        assert!(n <= 65, "{b}: {n} processes ran, above the limit of 64");
+        assert!(start.elapsed() < Duration::from_secs(15), "{b}: not contained quickly");
+        // Positive control: the same command without any bound forks past 64 (root only:
+        // an ordinary user's own process count may be capped).
+        sb.fx.assert_canary();
+    }
+    if rustix::process::geteuid().is_root() {
+        let mut spec = sb.spec(
+            "for i in $(seq 100); do sleep 5 & done; n=0; for p in /proc/[0-9]*; do n=$((n+1)); \
+             done; echo procs=$n; kill -9 -1",
+            false,
+        );
+        spec["bound"] = json!({ "kind": "none" });
+        let o = sb.run_spec(&spec);
+        assert!(stdout(&o).contains("procs=10"), "without a bound 100 sleeps run: {}", all(&o));
+    }
+}
+
+/// A launcher run as root refuses a spec without `run_as` (commands never run as host root),
+/// and with one, the command's files belong to that user and a file readable only by root (by
+/// mode, not by a mask) stays unreadable. Positive control: a world-readable file reads.
+#[allow(clippy::print_stderr)] // says why it skips
+#[test]
+fn a_root_launcher_runs_commands_as_run_as_only() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let sb = Sandbox::new();
+    let only_root = sb.fx.root.join("root-only.txt");
+    std::fs::write(&only_root, "ROOT ONLY\n").unwrap();
+    std::fs::set_permissions(&only_root, std::fs::Permissions::from_mode(0o600)).unwrap();
+    sb.fx.write("public.txt", "public\n");
+    let mut spec = sb.spec("id -u; echo made > made.txt", false);
+    spec["run_as"] = Value::Null;
+    let o = sb.run_spec(&spec);
+    assert_eq!(o.status.code(), Some(125), "{}", all(&o));
+    assert!(all(&o).contains("never run as root"), "{}", all(&o));
+    assert!(!sb.fx.root.join("made.txt").exists());
+    let o = sb.run("id -u; echo made > made.txt; cat public.txt; cat root-only.txt; echo end");
+    assert_eq!(stdout(&o), "65534\npublic\nend\n", "{}", all(&o));
+    assert!(all(&o).contains("Permission denied"), "{}", all(&o));
+    assert_eq!(std::fs::metadata(sb.fx.root.join("made.txt")).unwrap().uid(), 65534);
+    assert_eq!(std::fs::read_to_string(&only_root).unwrap(), "ROOT ONLY\n");
     sb.fx.assert_canary();
 }

@@ -6,7 +6,7 @@
 
 use super::common::{Client, Fixture, host_processes, text_of, unique_sleep, wait_until};
 use rmcp::model::CallToolRequestParams;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -218,7 +218,10 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
     assert!(!out.status.success() && text.contains("lies inside the root"), "{text}");
     assert!(!fx.root.join("state").exists(), "nothing was created in the root");
     // Defense in depth: even a sandboxed command that reaches the socket (here the launcher is
-    // run by hand with the state dir bound in) is refused, though it has the daemon's uid.
+    // run by hand with the state dir bound in) is refused, though it has the daemon's uid. A
+    // root launcher never gives a command root's uid (`run_as`): then the socket's mode alone
+    // keeps it out, which the refusal below shows too.
+    let root = rustix::process::geteuid().is_root();
     let config = fx.fs_shell_config();
     let c = Client::start(&fx, &config).await;
     let sock = fx.state.join("control.sock");
@@ -235,11 +238,13 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
         "roots": [{ "path": fx.root, "writable": true }, { "path": fx.state, "writable": true }],
         "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
         "home": fx.root,
+        "run_as": if root { json!({ "uid": 65534, "gid": 65534 }) } else { Value::Null },
     });
     let out = fx.std_command(&["__sandbox", &spec.to_string()]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stdout.contains("another user namespace"),
+        stdout.contains("another user namespace") || (root && stderr.contains("PermissionError")),
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
