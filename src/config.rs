@@ -436,6 +436,8 @@ pub struct RootCfg {
 }
 
 #[derive(Debug, Clone)]
+// Built once at startup and read by reference: boxing the shell's settings would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ModuleSettings {
     Fs,
     Shell(ShellConfig),

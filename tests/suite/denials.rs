@@ -27,7 +27,11 @@ async fn each_layer_says_what_it_blocked_and_what_a_person_can_do() {
     let ro = fx.root.parent().unwrap().join("ro");
     std::fs::create_dir_all(&ro).unwrap();
     std::fs::write(ro.join("kept.txt"), "K").unwrap();
-    let git = std::process::Command::new("git").args(["init", "-q"]).arg(&fx.root).status();
+    let git = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
+        .args(["init", "-q"])
+        .arg(&fx.root)
+        .status();
     assert!(git.unwrap().success());
     let config = fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[sandbox]\ndeny = [\"{{root}}/vault\"]\n\n\

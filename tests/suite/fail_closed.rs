@@ -46,6 +46,7 @@ fn shown(v: &Value) -> String {
 /// git on the host, as the person runs it.
 fn git(fx: &Fixture, dir: &Path, args: &[&str]) -> String {
     let o = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(["-c", "protocol.file.allow=always"])
         .args(args)
@@ -241,6 +242,8 @@ async fn commands_cannot_make_the_hosts_git_run_a_program_through_any_git_dir() 
     git(&fx, &fx.root.join("wc"), &["config", "extensions.worktreeConfig", "true"]);
     git(&fx, &fx.root.join("wc"), &["commit", "-q", "--allow-empty", "-m", "wc"]);
     let dotgit = std::fs::read_to_string(fx.root.join("wt/.git")).unwrap();
+    // Commands run as the roots' owner (uid 65534 when the suite is root).
+    super::common::own_tree(&fx.root);
     let c = start(&fx).await;
     let mon = script.display();
     let cmd = format!(

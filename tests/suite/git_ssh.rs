@@ -47,6 +47,7 @@ fn run(cmd: &mut Command) -> Output {
 /// The `git` CLI with a fixed identity and no machine config.
 fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
     let out = run(Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -62,6 +63,7 @@ fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
 /// What `refname` points at in the bare repository `gitdir`, read with `git --git-dir`.
 fn ref_of(gitdir: &Path, refname: &str) -> Option<String> {
     let out = Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .arg("--git-dir")
         .arg(gitdir)
         .args(["rev-parse", "--verify", "-q", refname])

@@ -65,6 +65,7 @@ async fn start() -> (Fixture, Client) {
 /// Runs the `git` CLI in `dir` with a fixed identity and `HOME`, so no machine config counts.
 fn git_raw(home: &Path, dir: &Path, args: &[&str]) -> Output {
     std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -1332,6 +1333,8 @@ async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
     let h = &fx.home;
     let repo = fx.root.join("repo");
     init_repo(h, &repo);
+    // Commands run as the roots' owner (uid 65534 when the suite is root).
+    super::common::own_tree(&repo);
     let mut text = git_config(false, false, "allow");
     text.push_str(
         "\n[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\

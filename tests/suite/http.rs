@@ -602,13 +602,15 @@ fn refused_soon(fx: &Fixture, config: &std::path::Path, http: &str) -> String {
 
 /// tools-fs and tools-shell (with `grants`) on the root; `extra` goes before the modules.
 fn shell_over_http(fx: &Fixture, grants: &str, extra: &str) -> PathBuf {
+    // The host's network: the network by domain keeps commands off the host's loopback.
+    let network = if grants.contains("network") { ", network = { mode = \"host\" }" } else { "" };
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n{extra}\n\
          [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [{grants}]\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
-         config = {{ trust = {{ external = \"allow\" }} }}\n"
+         config = {{ trust = {{ external = \"allow\" }}{network} }}\n"
     ))
 }
 

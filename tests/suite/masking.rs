@@ -321,6 +321,7 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     let fx = Fixture::new();
     let git = |dir: &std::path::Path, args: &[&str]| {
         let o = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*"])
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
             // The repositories belong to the commands' user (below); the host's git is root.
             .args(["-c", "safe.directory=*"])

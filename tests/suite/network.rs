@@ -32,18 +32,10 @@ fn run(argv: &[&str]) {
     assert!(out.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
 impl TestNet {
     /// `None` (with a line saying so) where the test cannot make namespaces: not root.
     fn new(fx: &Fixture) -> Option<TestNet> {
-        if !is_root() {
-            eprintln!("network tests skipped: making test hosts in network namespaces needs root");
+        if !needs_root("network", "making test hosts in network namespaces needs root") {
             return None;
         }
         static N: AtomicU32 = AtomicU32::new(0);
@@ -85,7 +77,12 @@ impl TestNet {
         let repo = fx.dir.path().join("src-repo");
         std::fs::create_dir_all(&repo).unwrap();
         let git = |args: &[&str], dir: &Path| {
-            let ok = Command::new("git").args(args).current_dir(dir).output().unwrap();
+            let ok = Command::new("git")
+                .args(["-c", "safe.directory=*"])
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .unwrap();
             assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
         };
         git(&["init", "-q", "-b", "main"], &repo);

@@ -13,7 +13,13 @@ const SHORT: usize = 1500;
 fn config(fx: &Fixture) -> std::path::PathBuf {
     let repo = fx.root.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    let ok = std::process::Command::new("git").arg("init").arg("-q").arg(&repo).status().unwrap();
+    let ok = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
+        .arg("init")
+        .arg("-q")
+        .arg(&repo)
+        .status()
+        .unwrap();
     assert!(ok.success());
     fx.config(
         "[daemon]\nstate_dir = \"{state}\"\n\n\

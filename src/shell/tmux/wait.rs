@@ -166,6 +166,15 @@ fn pid_ns(pid: &str, which: &str) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/{which}")).ok()
 }
 
+/// The session's init: the launcher's child, made in the sandbox's namespaces (the launcher
+/// itself stays outside them). The launcher's own pid when it has no child to name.
+fn init_of(launcher: crate::netns::Process) -> i32 {
+    std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.pid))
+        .ok()
+        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
+        .unwrap_or(launcher.pid)
+}
+
 /// TCP ports on which processes of the session listen (found by the socket inodes of the
 /// processes in its PID namespace). Falls back to every listener in the session's network
 /// namespace when the processes cannot be read; sorted, without duplicates.
@@ -196,7 +205,7 @@ fn listening(launcher: crate::netns::Process) -> Vec<(u16, u64)> {
     let mut v = Vec::new();
     for t in ["tcp", "tcp6"] {
         let mut text = String::new();
-        if let Ok(f) = std::fs::File::open(format!("/proc/{}/net/{t}", launcher.pid)) {
+        if let Ok(f) = std::fs::File::open(format!("/proc/{}/net/{t}", init_of(launcher))) {
             let _ = f.take(16 << 20).read_to_string(&mut text);
         }
         v.extend(hands_shell::pane::listeners(&text));
@@ -210,7 +219,12 @@ fn owned(launcher: crate::netns::Process, table: &[(u16, u64)]) -> Option<Vec<u1
     if !launcher.alive() {
         return Some(Vec::new());
     }
-    let ns = pid_ns(&launcher.pid.to_string(), "pid_for_children")?;
+    let init = init_of(launcher);
+    let ns = if init == launcher.pid {
+        pid_ns(&launcher.pid.to_string(), "pid_for_children")?
+    } else {
+        pid_ns(&init.to_string(), "pid")?
+    };
     if table.is_empty() {
         return Some(Vec::new());
     }

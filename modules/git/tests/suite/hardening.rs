@@ -403,6 +403,7 @@ fn a_hostile_repository_runs_nothing() {
 
     // The control: command-line git on the same repository does run them.
     let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .current_dir(&fx.work)
         .args(["commit", "--allow-empty", "-m", "probe"])
         .env("GIT_CONFIG_NOSYSTEM", "1")
