@@ -184,6 +184,20 @@ def cgroups():
     return found
 
 
+def daemon_placement(path):
+    """The leaf a daemon moves itself into (`hands-daemon`, cgroup v2's no-internal-processes
+    rule) stays after it exits, for the next daemon of that cgroup; systemd removes it with the
+    scope. Only an empty one is not a leftover: a process in it, or any `hands-<pid>` leaf of a
+    command, still is."""
+    if os.path.basename(path) != "hands-daemon":
+        return False
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return f.read().strip() == ""
+    except OSError:
+        return False
+
+
 def mounts():
     with open("/proc/self/mountinfo") as f:
         return {" ".join(line.split()[3:5]) for line in f}
@@ -204,7 +218,8 @@ class Snapshot:
         now = processes()
         procs = [f"{pid} {v[1]} uid {v[0]} {v[2][:60]!r}" for pid, v in sorted(now.items())
                  if pid not in self.procs and pid != os.getpid() and self.relevant(v[2])]
-        cg = sorted(c for c in cgroups() - self.cgroups if self.relevant(c))
+        cg = sorted(c for c in cgroups() - self.cgroups
+                    if self.relevant(c) and not daemon_placement(c))
         mnt = sorted(m for m in mounts() - self.mounts if self.relevant(m))
         return procs, cg, mnt
 
