@@ -35,7 +35,12 @@ fn hold(pidfile: &Path) -> Result<()> {
     // No controlling terminal: a Ctrl-C meant for the daemon does not end the namespace.
     let _ = sys::setsid();
     let ids = sys::ids();
-    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+    if sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).is_err() {
+        // The first user namespace of a module is made here: name the remedy, as the launcher
+        // does (a switched-off sysctl answers ENOSPC, AppArmor and containers EPERM).
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
+        return Err(anyhow!("{}", super::userns_refused(errno)));
+    }
     mounts::map_ids(ids)?;
     sys::loopback_up()?;
     let pid = std::process::id() as i32;
