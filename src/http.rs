@@ -362,7 +362,7 @@ pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", setup.addr))?;
     let bound =
         listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
-    crate::eprint_line(&crate::report::banner(&daemon, &setup.describe(bound)));
+    crate::cli::eprint_line(&crate::report::banner(&daemon, &setup.describe(bound)));
 
     let shutdown = CancellationToken::new();
     let rmcp_config = StreamableHttpServerConfig::default()
