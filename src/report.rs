@@ -166,24 +166,24 @@ pub fn policy(daemon: &Daemon) -> String {
                 }
             }
             ModuleSettings::Git(g) => {
-                let author = match (&g.author_name, &g.author_email) {
-                    (Some(n), Some(e)) => format!("{n} <{e}>"),
-                    _ => "the repository's identity".to_string(),
+                let author = match &g.author {
+                    Some((n, e)) => format!("{n} <{e}>"),
+                    None => "the repository's identity".to_string(),
                 };
                 let push = match &g.push {
                     None => "off".to_string(),
                     Some(p) => format!(
                         "to {} for [{}], ssh agent {}, host keys {}",
-                        p.remote.as_deref().unwrap_or("origin"),
-                        p.branches.clone().unwrap_or_else(|| vec!["task/*".into()]).join(", "),
+                        p.remote,
+                        p.branches.join(", "),
                         p.ssh_auth_sock
-                            .as_deref()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or("$SSH_AUTH_SOCK"),
+                            .as_ref()
+                            .map_or("$SSH_AUTH_SOCK".into(), |s| s.display().to_string()),
                         p.known_hosts
-                            .as_deref()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or("recorded on first use in the state dir")
+                            .as_ref()
+                            .map_or("recorded on first use in the state dir".into(), |s| s
+                                .display()
+                                .to_string())
                     ),
                 };
                 let _ = writeln!(s, "  settings: author = {author}, push = {push}");
@@ -197,7 +197,7 @@ pub fn policy(daemon: &Daemon) -> String {
                     let _ = writeln!(s, "  push urls: {urls}");
                 }
             }
-            ModuleSettings::Fs => {}
+            ModuleSettings::Fs(_) => {}
         }
         let tools: Vec<_> = daemon
             .tools()

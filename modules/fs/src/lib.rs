@@ -8,6 +8,7 @@ pub mod list;
 mod listing;
 pub mod read;
 pub mod search;
+pub mod settings;
 pub mod text;
 pub mod write;
 
