@@ -197,6 +197,8 @@ where
 /// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
 /// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
 /// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
+// `hands exec` prints the command's output: stdout is the person's terminal here.
+#[allow(clippy::disallowed_methods)]
 pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
     let mut req = json!({ "op": "exec", "argv": argv });
     if let Some(c) = &cwd {

@@ -9,6 +9,8 @@ use std::process::Command;
 
 /// Prints a report on stdout. Only `check` and `doctor` call it; `serve` never does, because
 /// on stdio, stdout is the protocol.
+// The report printer (`hands check`/`doctor`): stdout is the person's terminal.
+#[allow(clippy::disallowed_methods)]
 pub fn out(s: &str) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{s}");
@@ -406,6 +408,8 @@ fn parse_version(line: &str) -> Option<(u32, u32)> {
 
 /// The first line `program` prints for its version flag (`tmux -V`, `git --version`), run
 /// with an empty environment; `None` when it cannot be run or does not answer in time.
+// Host spawns of `tmux -V`/`git --version`, to go through the launcher (issue 19 point 8).
+#[allow(clippy::disallowed_methods)]
 fn version_of(program: &std::path::Path, flag: &str) -> Option<String> {
     use std::io::Read as _;
     use std::process::Stdio;
@@ -572,6 +576,8 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 
 /// The doctor's lines on how commands are contained here: the process bound and what was
 /// passed over, Landlock, who commands run as, and the remedy for a missing wall.
+// procfs (/proc/sys/kernel/...), not a path of a root.
+#[allow(clippy::disallowed_methods)]
 fn sandbox_section(
     sh: &crate::shell::Shell,
     daemon: &Daemon,

@@ -769,6 +769,8 @@ impl Shell {
         Ok((spec, found))
     }
 
+    // Starts the launcher (`hands` re-executed), the one way a command runs.
+    #[allow(clippy::disallowed_methods)]
     async fn run(
         &self,
         spec: &str,

@@ -18,6 +18,8 @@ pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// Loads the configuration a subcommand should use.
+// The config file the person names (or ./daemon.toml).
+#[allow(clippy::disallowed_methods)]
 pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
     match locate(explicit) {
         Some(path) => {

@@ -30,8 +30,6 @@ struct RawRoot {
     write: bool,
 }
 
-/// The `config` table of tools-fs.
-
 /// Checks every `[[builtins]]` block; the modules come back in a fixed order (fs, shell, git).
 pub(super) fn validate(
     builtins: &[Spanned<RawBuiltin>],
