@@ -1,7 +1,7 @@
 //! `daemon.toml`: a raw serde shape parsed strictly, then validated into types that cannot be
 //! wrong (canonical roots, parsed grants, merged trust). Each module's `config` table is that
-//! module's own schema (`hands_fs::settings`, `hands_git::settings`, [`shell`] until tools-shell
-//! moves); this module reads the file, dispatches the tables and places every problem at the
+//! module's own schema (`hands_fs::settings`, `hands_git::settings`, `hands_shell::settings`);
+//! this module reads the file, dispatches the tables and places every problem at the
 //! file, the line, the `[[builtins]]` id and the key, with a `hint:` when there is something to
 //! do. `load` reads and dispatches, `daemon` holds the daemon's own sections, `modules` the
 //! `[[builtins]]` blocks.
@@ -14,10 +14,13 @@ mod shell;
 mod tests;
 
 pub use load::{embedded_default, load, locate, parse};
-pub use shell::{
+// tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
+pub use hands_shell::settings::{
     DEFAULT_COMMAND_PATH, NetworkMode, ShellCommands, ShellConfig, ShellLimits, ShellNetwork,
     ShellTool,
 };
+// `~` and the daemon's home, shared with the modules' settings (hands-roots).
+pub use hands_roots::{expand_tilde, home_dir};
 
 use serde::Deserialize;
 use std::fmt;
@@ -168,12 +171,9 @@ impl Grant {
     }
 }
 
-/// A validated root: canonical, existing, a directory.
-#[derive(Debug, Clone)]
-pub struct RootCfg {
-    pub path: PathBuf,
-    pub writable: bool,
-}
+/// A validated root: canonical, existing, a directory (the roots resolver's own spec type, so
+/// the sandbox's mask walk takes the same value).
+pub type RootCfg = hands_roots::RootSpec;
 
 #[derive(Debug, Clone)]
 // Built once at startup and read by reference: boxing the shell's settings would buy nothing.
@@ -319,19 +319,6 @@ impl Problems<'_> {
 
 // ---------------------------------------------------------------------------------------------
 // Paths.
-
-/// Expands a leading `~` to `home`; nothing else is expanded.
-pub fn expand_tilde(p: &str, home: Option<&Path>) -> PathBuf {
-    match (p.strip_prefix('~'), home) {
-        (Some(""), Some(h)) => h.to_path_buf(),
-        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(&rest[1..]),
-        _ => PathBuf::from(p),
-    }
-}
-
-pub fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
-}
 
 fn default_state_dir(home: Option<&Path>) -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {

@@ -12,10 +12,12 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod error;
+mod home;
 mod policy;
 mod walk;
 
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
+pub use home::{expand_tilde, home_dir};
 pub use policy::{Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use walk::{
