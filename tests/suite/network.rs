@@ -115,6 +115,18 @@ impl TestNet {
             fx.dir.path(),
         );
         git(&["update-server-info"], &www.join("repo.git"));
+        // A Python package index of one wheel (PEP 503's simple layout), for pip.
+        let wheel = "import sys, zipfile, os\n\
+             www = sys.argv[1]\n\
+             os.makedirs(www + '/simple/handsprobe'); os.makedirs(www + '/packages')\n\
+             files = {'handsprobe/__init__.py': 'VALUE = 1\\n',\n\
+             \x20 'handsprobe-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: handsprobe\\nVersion: 1.0\\n',\n\
+             \x20 'handsprobe-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: hands-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
+             with zipfile.ZipFile(www + '/packages/handsprobe-1.0-py3-none-any.whl', 'w') as z:\n\
+             \x20   for n, t in files.items(): z.writestr(n, t)\n\
+             \x20   z.writestr('handsprobe-1.0.dist-info/RECORD', ''.join(n + ',,\\n' for n in files) + 'handsprobe-1.0.dist-info/RECORD,,\\n')\n\
+             open(www + '/simple/handsprobe/index.html', 'w').write('<html><body><a href=\"../../packages/handsprobe-1.0-py3-none-any.whl\">handsprobe-1.0-py3-none-any.whl</a></body></html>\\n')\n";
+        run(&["python3", "-c", wheel, www.to_str().unwrap()]);
         let log = std::fs::File::create(&net.log).unwrap();
         let server_child = Command::new("nsenter")
             .args([&format!("--net=/run/netns/{server}"), "--", "python3", "-m", "http.server"])
@@ -278,8 +290,21 @@ async fn allowed_and_refused(who: Who) {
     .await;
     assert_eq!(out["stdout"], "cloned through the proxy\n", "{out}");
     assert!(denied_hosts(&out).is_empty(), "{out}");
+    // A package manager: pip downloads a wheel from the test host's simple index (plain HTTP,
+    // which pip trusts only when told: the test hosts have no TLS).
+    let out = bash(
+        &c,
+        &format!(
+            "pip3 download --no-deps --no-cache-dir --disable-pip-version-check -q -d /tmp/dl \
+             --trusted-host allowed.test --index-url http://allowed.test:{PORT}/simple/ \
+             handsprobe && ls /tmp/dl"
+        ),
+    )
+    .await;
+    assert_eq!(out["stdout"], "handsprobe-1.0-py3-none-any.whl\n", "{out}");
+    assert!(denied_hosts(&out).is_empty(), "{out}");
     let served_by_allowed = net.served();
-    assert!(served_by_allowed >= 4, "the test host served {served_by_allowed} requests");
+    assert!(served_by_allowed >= 6, "the test host served {served_by_allowed} requests");
 
     // Refused: a deny entry, a name no rule covers, an IP literal, and allowed names whose
     // address is the client's loopback, the metadata service or its own interface.
