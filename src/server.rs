@@ -23,6 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
 
+/// Test-only: the conformance suite's scenario tools, gated like every other tool.
+#[cfg(feature = "conformance-tools")]
+#[path = "conformance_tools.rs"]
+mod conformance_tools;
+
 /// Everything a connection needs, built once at startup.
 pub struct Daemon {
     pub config: Config,
@@ -186,6 +191,8 @@ impl Daemon {
                 }
             }
         }
+        #[cfg(feature = "conformance-tools")]
+        tools.extend(conformance_tools::tools());
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
         let approvals =
@@ -996,6 +1003,11 @@ impl ServerHandler for HandsServer {
                 None,
             ));
         };
+        #[cfg(feature = "conformance-tools")]
+        if def.kind == ToolKind::Conformance {
+            let def = def.clone();
+            return self.conformance(&def, request, &context).await;
+        }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.

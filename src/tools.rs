@@ -36,6 +36,9 @@ pub enum ToolKind {
     Run,
     /// A published `os-*` tool: the index of its entry in tools-shell's `tools`.
     OsTool(usize),
+    /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
+    #[cfg(feature = "conformance-tools")]
+    Conformance,
 }
 
 #[derive(Debug, Clone)]

@@ -702,6 +702,25 @@ impl Approvals {
     }
 }
 
+/// The approval key's seal for the test-only conformance tools (`src/conformance_tools.rs`):
+/// their own round trips use the same codec, key, client binding and lifetime as the gate's.
+#[cfg(feature = "conformance-tools")]
+impl Approvals {
+    pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
+        let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);
+        (self.codec.seal_json_with(value, &opts)).map_err(|e| format!("cannot seal the state: {e}"))
+    }
+
+    pub fn open_for<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &str,
+        state: &str,
+    ) -> Result<T, String> {
+        (self.codec.open_json_with(state, client.as_bytes()))
+            .map_err(|e| format!("the request state is not valid ({e})"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
