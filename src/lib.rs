@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod errors;
 pub mod exec;
 pub mod gate;
 pub mod hangups;
