@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod exec;
 pub mod hangups;
 pub mod http;
+pub mod lock;
 pub mod masks;
 pub mod netgate;
 pub mod netns;

@@ -5,6 +5,7 @@
 use crate::config::{
     ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction,
 };
+use crate::lock::lock;
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
 use hands_git::{Git, GitSettings, PushSettings};
@@ -20,7 +21,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 /// Everything a connection needs, built once at startup.
 pub struct Daemon {
@@ -229,27 +230,6 @@ impl Daemon {
         }
     }
 
-    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
-    pub async fn record_control(&self, op: &str, outcome: String) {
-        let entry = crate::audit::Entry {
-            client: "terminal".into(),
-            module: "hands".into(),
-            tool: op.into(),
-            class: "control".into(),
-            arguments: serde_json::json!({}),
-            decision: crate::audit::Decision::Allow,
-            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
-            outcome,
-            result: None,
-        };
-        let audit = self.audit.clone();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-        }
-    }
-
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -365,11 +345,6 @@ struct Gate {
 struct Retry {
     state: Option<String>,
     responses: Option<rmcp::model::InputResponses>,
-}
-
-/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The rmcp handler of one connection.
