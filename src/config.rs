@@ -428,12 +428,9 @@ impl Grant {
     }
 }
 
-/// A validated root: canonical, existing, a directory.
-#[derive(Debug, Clone)]
-pub struct RootCfg {
-    pub path: PathBuf,
-    pub writable: bool,
-}
+/// A validated root: canonical, existing, a directory (the roots resolver's own spec type, so
+/// the sandbox's mask walk takes the same value).
+pub type RootCfg = hands_roots::RootSpec;
 
 #[derive(Debug, Clone)]
 // Built once at startup and read by reference: boxing the shell's settings would buy nothing.

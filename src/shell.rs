@@ -73,6 +73,9 @@ struct Network {
     proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
     /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
     listening: Mutex<Option<(crate::netns::Process, u16, u16)>>,
+    /// The tickets of the tmux sessions, by name: a session's panes use its proxy variables
+    /// for as long as it lives (dropped at `tmux_kill`, or when it is found gone).
+    sessions: Mutex<std::collections::HashMap<String, hands_sandbox::proxy::Ticket>>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -292,6 +295,7 @@ impl Shell {
                     rules,
                     proxy: std::sync::OnceLock::new(),
                     listening: Mutex::new(None),
+                    sessions: Mutex::default(),
                 }),
             ),
             (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
@@ -463,7 +467,23 @@ impl Shell {
         Ok((value.to_string(), Some(ticket)))
     }
 
-    /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    /// Keeps a tmux session's ticket while the session lives (a new one replaces the old).
+    fn keep_session_ticket(&self, session: &str, ticket: Option<hands_sandbox::proxy::Ticket>) {
+        if let (Some(n), Some(t)) = (&self.network, ticket) {
+            n.sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(session.into(), t);
+        }
+    }
+
+    /// Ends a tmux session's ticket: its token names no command any more.
+    fn end_session_ticket(&self, session: &str) {
+        if let Some(n) = &self.network {
+            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+        }
+    }
+
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
     /// where no user namespace can be made, it runs again without namespaces, and so do the
     /// commands after it.

@@ -54,7 +54,7 @@ const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"
 /// removed one does not leave the next commands without it.
 pub struct Repair {
     pub denied: Vec<DeniedPath>,
-    pub roots: Vec<crate::config::RootCfg>,
+    pub roots: Vec<hands_roots::RootSpec>,
     /// Folders the launcher mounts on (the sandbox home): without one every command would fail
     /// to start.
     pub dirs: Vec<PathBuf>,
@@ -106,7 +106,7 @@ pub struct GitDir {
 
 impl Masks {
     pub fn new(
-        roots: &[crate::config::RootCfg],
+        roots: &[hands_roots::RootSpec],
         resolver: Arc<Resolver>,
         repair: Option<Repair>,
         limit: usize,
@@ -510,7 +510,7 @@ impl DeniedPath {
 /// `missing` instead, for the report.
 pub fn placeholders(
     denied: &[DeniedPath],
-    roots: &[crate::config::RootCfg],
+    roots: &[hands_roots::RootSpec],
     resolver: &Resolver,
     make: bool,
     missing: &mut Vec<PathBuf>,
@@ -603,7 +603,7 @@ const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".
 /// `extra`: `[sandbox].protected_extra`'s folders); with `make` false only lists them in
 /// `missing`.
 pub fn protected_placeholders(
-    roots: &[crate::config::RootCfg],
+    roots: &[hands_roots::RootSpec],
     extra: &[&str],
     resolver: &Resolver,
     make: bool,
@@ -646,8 +646,8 @@ pub fn protected_placeholders(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RootCfg;
     use hands_roots::PolicyLists;
+    use hands_roots::RootSpec as RootCfg;
 
     fn start(p: &Path) -> Vec<(PathBuf, OwnedFd)> {
         vec![(p.to_path_buf(), hands_roots::open_start(p).unwrap())]

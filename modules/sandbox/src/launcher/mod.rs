@@ -18,17 +18,16 @@
 #![allow(unsafe_code)]
 
 pub mod bounds;
-mod confine;
+pub mod holder;
 mod mounts;
-pub mod netns;
 pub mod remask;
-mod sys;
+mod walls;
+use crate::sys;
 
 pub use bounds::Bound;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Component, PathBuf};
 use std::process::ExitCode;
 
@@ -265,7 +264,7 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
     let mut namespaces = true;
     if !spec.network && !spec.without_namespaces {
         match spec.netns {
-            Some(h) => netns::join(h, sys::euid() != 0)?,
+            Some(h) => holder::join(h, sys::euid() != 0)?,
             None => flags |= libc::CLONE_NEWNET,
         }
     }
@@ -467,7 +466,7 @@ fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::
     sys::default_action(libc::SIGPIPE);
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
-    confine::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
+    walls::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
     // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
     sys::cloexec_from(3)?;
     sys::setsid()?;
@@ -477,27 +476,21 @@ fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::
         // uid, which clears it).
         sys::die_with_parent()?;
     }
-    confine::landlock(spec, !namespaces)?;
+    walls::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
-    confine::seccomp()?;
+    walls::seccomp()?;
     sys::exec(&program, &spec.argv, &spec.env)
 }
 
 /// Locks the securebits, becomes `run_as` (a root daemon's commands), sets `no_new_privs` and
 /// drops every capability.
 fn drop_privileges(spec: &Spec) -> anyhow::Result<()> {
-    confine::lock_privileges()?;
+    walls::lock_privileges()?;
     if let Some(ids) = spec.run_as {
         sys::become_ids(ids.uid, ids.gid)?;
     }
-    confine::no_new_privs()?;
-    confine::clear_capabilities()
-}
-
-/// Wraps a raw descriptor just returned by the kernel.
-fn owned(fd: i32) -> OwnedFd {
-    // SAFETY: callers pass a descriptor the kernel just returned and nothing else owns.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+    walls::no_new_privs()?;
+    walls::clear_capabilities()
 }
 
 /// Who the commands of a daemon run as root run as (SPEC §5.2 item 6): `sandbox.run_as` (a

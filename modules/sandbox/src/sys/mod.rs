@@ -1,12 +1,23 @@
 //! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
-//! names the call.
+//! names the call. The crate's one unsafe zone.
+
+#![allow(unsafe_code)]
+
+pub mod ifaddrs;
+pub use ifaddrs::own_addresses;
 
 use anyhow::{Context, Result, anyhow};
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+/// Wraps a raw descriptor just returned by the kernel.
+pub fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: callers pass a descriptor the kernel just returned and nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
 
 /// The last OS error, prefixed with what was being done.
 pub fn os_err(what: impl std::fmt::Display) -> anyhow::Error {
@@ -27,7 +38,7 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
     let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
     check(ret.into(), "pipe2")?;
-    Ok((super::owned(fds[0]), super::owned(fds[1])))
+    Ok((owned(fds[0]), owned(fds[1])))
 }
 
 /// The caller's real uid and gid.
@@ -89,7 +100,7 @@ pub fn catch_stop_signals() -> Result<(OwnedFd, libc::sigset_t)> {
         check(libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old).into(), "sigprocmask")?;
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         check(fd.into(), "signalfd")?;
-        Ok((super::owned(fd), old))
+        Ok((owned(fd), old))
     }
 }
 
@@ -104,7 +115,7 @@ pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
     // SAFETY: pidfd_open takes integers only.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     check(fd, "pidfd_open")?;
-    Ok(super::owned(fd as i32))
+    Ok(owned(fd as i32))
 }
 
 /// What [`wait_event`] saw.
@@ -296,7 +307,7 @@ pub fn loopback_up() -> Result<()> {
     // SAFETY: socket takes integers only.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     check(fd.into(), "socket for loopback")?;
-    let sock = super::owned(fd);
+    let sock = owned(fd);
     let mut req = IfreqFlags { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
     req.name[0] = b'l' as libc::c_char;
     req.name[1] = b'o' as libc::c_char;
@@ -470,7 +481,7 @@ pub fn signalfd(sigs: &[i32]) -> Result<OwnedFd> {
         )?;
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         check(fd.into(), "signalfd")?;
-        Ok(super::owned(fd))
+        Ok(owned(fd))
     }
 }
 

@@ -275,7 +275,7 @@ impl Leaf {
         let fd = unsafe {
             libc::openat(self.parent.as_raw_fd(), path.as_ptr(), flags | libc::O_CLOEXEC)
         };
-        (fd >= 0).then(|| File::from(super::owned(fd)))
+        (fd >= 0).then(|| File::from(crate::sys::owned(fd)))
     }
 
     fn read_at(&self, file: &str) -> Option<String> {
