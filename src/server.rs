@@ -847,6 +847,9 @@ impl ServerHandler for HandsServer {
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.
         let call = self.audited(def, args, retry, &context);
+        // A command's network question may go to this client while the call waits (netgate.rs).
+        let call =
+            crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
         Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
     }
 }
