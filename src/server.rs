@@ -424,20 +424,22 @@ impl HandsServer {
                 result: refused(why.message.clone(), vec![why.denial.clone()]),
                 refused: true,
             },
-            (Verdict::Allow { .. }, Some(Ok(run))) => Answer::plain(match self.daemon.shell().cloned() {
-                Some(sh) => shaped(
-                    sh.run_program(
-                        &run.checked,
-                        run.cwd,
-                        run.timeout_secs,
-                        crate::shell::Caller::of(ctx, &self.gone),
-                        None,
-                    )
-                    .await,
-                    &def.tool.name,
-                ),
-                None => tool_error(format!("`{}` is not available", def.tool.name)),
-            }),
+            (Verdict::Allow { .. }, Some(Ok(run))) => {
+                Answer::plain(match self.daemon.shell().cloned() {
+                    Some(sh) => shaped(
+                        sh.run_program(
+                            &run.checked,
+                            run.cwd,
+                            run.timeout_secs,
+                            crate::shell::Caller::of(ctx, &self.gone),
+                            None,
+                        )
+                        .await,
+                        &def.tool.name,
+                    ),
+                    None => tool_error(format!("`{}` is not available", def.tool.name)),
+                })
+            }
             (Verdict::Allow { .. }, _) => self.dispatch(def, args, ctx).await,
         };
         let Answer { result, refused } = answer;

@@ -130,7 +130,11 @@ async fn the_error_texts_are_what_models_read() {
 /// `s` as a regex that matches it literally.
 fn regex_escape(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '/' { c.to_string() } else { format!("\\{c}") })
+        .map(
+            |c| {
+                if c.is_ascii_alphanumeric() || c == '/' { c.to_string() } else { format!("\\{c}") }
+            },
+        )
         .collect()
 }
 
