@@ -128,7 +128,7 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
         Ok((uid, _)) if uid == me || uid == 0 => match got {
             Ok(Ok(n)) if n > 0 => match Request::from_line(&line) {
                 Ok(Request::Exec(req)) => {
-                    crate::exec::serve(req, &daemon, limited, &mut write).await;
+                    crate::control::exec::serve(req, &daemon, limited, &mut write).await;
                     let _ = write.shutdown().await;
                     return;
                 }

@@ -52,9 +52,9 @@ pub(crate) fn esc(s: &str) -> String {
 
 /// Computes the doctor's warnings once, off the request path (it runs `tmux -V`, `git
 /// --version`).
-pub(crate) async fn warm(door: &Door) {
+pub(crate) async fn warm(door: &Door, doctor: fn(&crate::server::Daemon) -> String) {
     let daemon = door.daemon.clone();
-    let text = tokio::task::spawn_blocking(move || crate::report::doctor(&daemon))
+    let text = tokio::task::spawn_blocking(move || doctor(&daemon))
         .await
         .unwrap_or_else(|e| format!("warning: the doctor could not run ({e})"));
     let warnings =

@@ -22,8 +22,8 @@
 //! reads the identity from headers or request extensions. With no clients configured (allowed
 //! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
 
+use super::hangups::Sessions;
 use crate::config::{Config, Grant, HttpCfg, ModuleCfg, ModuleId, ModuleSettings};
-use crate::hangups::Sessions;
 use crate::server::{Daemon, HandsServer};
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -355,14 +355,18 @@ pub fn no_nagle(stream: &tokio::net::TcpStream, who: &str) {
     }
 }
 
-/// Binds the address, prints the banner, and serves until SIGINT or SIGTERM.
-pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
+/// Binds the address, tells `bound` what it serves (for the banner), and serves until SIGINT
+/// or SIGTERM.
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    setup: Setup,
+    bound: impl FnOnce(&str),
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(setup.addr)
         .await
         .with_context(|| format!("cannot listen on {}", setup.addr))?;
-    let bound =
-        listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
-    crate::cli::eprint_line(&crate::report::banner(&daemon, &setup.describe(bound)));
+    let addr = listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
+    bound(&setup.describe(addr));
 
     let shutdown = CancellationToken::new();
     let rmcp_config = StreamableHttpServerConfig::default()

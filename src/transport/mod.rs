@@ -1,0 +1,6 @@
+//! How MCP reaches the daemon: stdio (one client, the default) and streamable HTTP (many
+//! clients, each with its own token), and the watch on HTTP calls whose client hung up.
+
+pub mod hangups;
+pub mod http;
+pub mod stdio;
