@@ -371,7 +371,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
             ));
         }
         // The same checks `serve` makes first: tokens present, long enough, distinct.
-        if let Err(e) = crate::transport::http::Setup::new(c, None) {
+        if let Err(e) = crate::transport::http_setup::Setup::new(c, None) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
             serve_refuses = true;
         }
@@ -391,7 +391,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
             }
         }
     }
-    if let Some(m) = crate::transport::http::loopback_reacher(c) {
+    if let Some(m) = crate::transport::http_setup::loopback_reacher(c) {
         let doors: Vec<String> = (c.http.iter().map(|h| format!("[server.http] at {}", h.listen)))
             .chain(c.dashboard.iter().map(|d| format!("the dashboard at {}", d.listen)))
             .collect();

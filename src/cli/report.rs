@@ -227,7 +227,7 @@ pub fn check_findings(daemon: &Daemon) -> CheckFindings {
     let c = &daemon.config;
     let mut f = CheckFindings { warnings: Vec::new(), serve_refuses: false };
     if let Some(h) = c.http.as_ref().filter(|h| h.clients.is_empty())
-        && let Some(why) = crate::transport::http::loopback_refusal(c, &h.listen)
+        && let Some(why) = crate::transport::http_setup::loopback_refusal(c, &h.listen)
     {
         f.warnings.push(format!("`hands serve` would refuse to start: {why}"));
         f.serve_refuses = true;

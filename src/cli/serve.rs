@@ -42,7 +42,7 @@ pub(super) fn serve(
         };
     }
     // Tokens are read and the loopback rule checked before anything starts.
-    let http = match transport::http::Setup::new(&cfg, http.as_deref()) {
+    let http = match transport::http_setup::Setup::new(&cfg, http.as_deref()) {
         Ok(h) => h,
         Err(e) => {
             eprint_line(&format!("hands: {e:#}"));

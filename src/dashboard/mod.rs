@@ -98,7 +98,7 @@ impl Setup {
     pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
         let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
         if let Some(file) = &cfg.token_file
-            && let Some(seen) = crate::transport::http::readable_by_modules(config, file)
+            && let Some(seen) = crate::transport::http_setup::readable_by_modules(config, file)
         {
             bail!(
                 "[server.dashboard]: token_file {} lies {seen}, where commands and file tools \
@@ -127,7 +127,7 @@ impl Setup {
         }
         let token = read_token(cfg)?;
         for c in config.http.iter().flat_map(|h| &h.clients) {
-            if crate::transport::http::read_token(c).is_ok_and(|t| t == token) {
+            if crate::transport::http_setup::read_token(c).is_ok_and(|t| t == token) {
                 bail!(
                     "[server.dashboard]: the login token is also the token of the MCP client \
                      `{}`; that client could log in as the person\nhint: give the dashboard a \

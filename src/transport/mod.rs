@@ -3,4 +3,5 @@
 
 pub mod hangups;
 pub mod http;
+pub mod http_setup;
 pub mod stdio;

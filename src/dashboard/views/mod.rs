@@ -1,6 +1,8 @@
 //! The dashboard's HTML, server-rendered, every shown string through [`esc`]: the login
 //! page, the whole page and its live part (pending approvals, what runs, standing
-//! permissions, the audit trail, containment). The buttons POST to `actions.rs`.
+//! permissions, the audit trail (`trail.rs`), containment). The buttons POST to `actions.rs`.
+
+mod trail;
 
 use super::Door;
 use crate::control::protocol::{Reply, Request};
@@ -9,14 +11,8 @@ use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-/// How many of the latest audit records are read for the trail.
-const AUDIT_RECORDS: usize = 200;
-/// How many bytes from the end of the audit log are read for them.
-const AUDIT_TAIL_BYTES: u64 = 512 * 1024;
 /// How many lines of a command's or session's output are shown.
 const OUTPUT_LINES: usize = 8;
-/// A changed audit log is re-verified at most this often (a full check reads the whole log).
-const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What is slow to compute and changes rarely.
 #[derive(Default)]
@@ -24,14 +20,7 @@ pub(crate) struct Cache {
     /// The doctor's warnings (computed once: the config does not change while serving).
     warnings: Mutex<Option<Vec<String>>>,
     /// The audit log's length and mtime at its last check, when it ran, and what it said.
-    chain: Mutex<Option<(u64, std::time::SystemTime, std::time::Instant, ChainState)>>,
-}
-
-#[derive(Clone)]
-enum ChainState {
-    Intact { records: u64, warnings: Vec<String> },
-    Broken(String),
-    Unreadable(String),
+    chain: Mutex<Option<(u64, std::time::SystemTime, std::time::Instant, trail::ChainState)>>,
 }
 
 /// HTML-escapes text for an element's content or a quoted attribute.
@@ -163,7 +152,7 @@ pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
     s.push_str(&pending(door, csrf).await);
     s.push_str(&running(door, csrf).await);
     s.push_str(&permissions(door, csrf));
-    s.push_str(&audit(door, query).await);
+    s.push_str(&trail::audit(door, query).await);
     s.push_str(&containment(door));
     s
 }
@@ -408,177 +397,6 @@ fn permissions(door: &Door, csrf: &str) -> String {
         "<p>{} <span class=\"muted\">every <em>always</em> permission, and every client's \
          <em>session</em> permissions</span></p></section>",
         button("/revoke-all", csrf, &[], "Revoke all", "reject")
-    );
-    s
-}
-
-/// The chain's state, re-verified when the log changed since the last check (at most every
-/// [`VERIFY_EVERY`]; a broken chain is re-checked at once, so a repaired log shows soon).
-async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
-    let meta = std::fs::metadata(path).ok();
-    let key = meta.as_ref().map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH)));
-    if let (Some((len, mtime)), Some((l, t, at, state))) = (key, lock(&door.cache.chain).as_ref()) {
-        let unchanged = len == *l && mtime == *t;
-        let recent = at.elapsed() < VERIFY_EVERY && matches!(state, ChainState::Intact { .. });
-        if unchanged || recent {
-            return state.clone();
-        }
-    }
-    let p = path.to_path_buf();
-    let state = match tokio::task::spawn_blocking(move || crate::audit::verify(&p)).await {
-        Ok(Ok(v)) => match v.broken {
-            Some(b) => ChainState::Broken(b),
-            None => ChainState::Intact { records: v.records, warnings: v.warnings },
-        },
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            ChainState::Intact { records: 0, warnings: Vec::new() }
-        }
-        Ok(Err(e)) => ChainState::Unreadable(e.to_string()),
-        Err(e) => ChainState::Unreadable(e.to_string()),
-    };
-    if let Some((len, mtime)) = key {
-        *lock(&door.cache.chain) = Some((len, mtime, std::time::Instant::now(), state.clone()));
-    }
-    state
-}
-
-/// The latest records (newest first), read from the end of the log.
-fn latest_records(path: &std::path::Path) -> std::io::Result<Vec<Value>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    let start = len.saturating_sub(AUDIT_TAIL_BYTES);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)?;
-    let mut text = String::from_utf8_lossy(&buf).into_owned();
-    if start > 0 {
-        // The first line may be cut: start at the next whole one.
-        text = text.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default();
-    }
-    Ok(text
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .take(AUDIT_RECORDS)
-        .collect())
-}
-
-fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
-    let mut s = format!(
-        "<label>{} <select name=\"{}\"><option value=\"\">any</option>",
-        esc(label),
-        esc(name)
-    );
-    for o in options {
-        let sel = if o == chosen { " selected" } else { "" };
-        let _ = write!(s, "<option value=\"{v}\"{sel}>{v}</option>", v = esc(o));
-    }
-    s.push_str("</select></label> ");
-    s
-}
-
-async fn audit(door: &Door, query: &str) -> String {
-    let path = crate::audit::path_in(&crate::server::absolute(&door.daemon.config.state_dir));
-    let mut s = String::from("<section id=\"audit\"><h2>Audit trail</h2>");
-    match chain_state(door, &path).await {
-        ChainState::Intact { records, warnings } => {
-            let _ = write!(
-                s,
-                "<p id=\"chain\" class=\"ok\">Hash chain verified: {records} records intact.</p>"
-            );
-            for w in warnings {
-                let _ = write!(s, "<p class=\"warn\">{}</p>", esc(&w));
-            }
-        }
-        ChainState::Broken(b) => {
-            let _ =
-                write!(s, "<p id=\"chain\" class=\"broken\">Hash chain BROKEN: {}</p>", esc(&b));
-        }
-        ChainState::Unreadable(e) => {
-            let _ = write!(
-                s,
-                "<p id=\"chain\" class=\"broken\">The audit log {} cannot be read: {}</p>",
-                esc(&path.display().to_string()),
-                esc(&e)
-            );
-        }
-    }
-    let p = path.clone();
-    let records = match tokio::task::spawn_blocking(move || latest_records(&p)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
-            return s;
-        }
-        Err(e) => {
-            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
-            return s;
-        }
-    };
-    let q = super::form_pairs(query);
-    let want = |k: &str| super::field(&q, k).unwrap_or("").to_string();
-    let (client, module, decision) = (want("client"), want("module"), want("decision"));
-    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let distinct = |k: &str| {
-        let mut all: Vec<String> = records.iter().map(|r| str_of(r, k)).collect();
-        all.sort();
-        all.dedup();
-        all.retain(|x| !x.is_empty());
-        all
-    };
-    let _ = write!(
-        s,
-        "<form method=\"get\" action=\"./\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
-        select("client", "client", &distinct("client"), &client),
-        select("module", "module", &distinct("module"), &module),
-        select("decision", "decision", &["allow".to_string(), "deny".to_string()], &decision),
-    );
-    s.push_str(
-        "<table class=\"audit\"><thead><tr><th>#</th><th>time</th><th>client</th><th>module / tool</th>\
-         <th>decision</th><th>by</th><th>outcome</th><th>arguments</th></tr></thead><tbody>",
-    );
-    let shown: Vec<&Value> = records
-        .iter()
-        .filter(|r| client.is_empty() || str_of(r, "client") == client)
-        .filter(|r| module.is_empty() || str_of(r, "module") == module)
-        .filter(|r| decision.is_empty() || str_of(r, "decision") == decision)
-        .collect();
-    for r in &shown {
-        let mut args = r.get("arguments").map(Value::to_string).unwrap_or_default();
-        if args.chars().count() > 300 {
-            args = args.chars().take(300).collect::<String>() + "…";
-        }
-        let d = str_of(r, "decision");
-        let _ = write!(
-            s,
-            "<tr class=\"record {}\"><td>{}</td><td>{}</td><td>{}</td><td>{} / <code>{}</code></td>\
-             <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-            esc(&d),
-            r.get("seq").and_then(Value::as_u64).unwrap_or(0),
-            esc(&str_of(r, "time")),
-            esc(&str_of(r, "client")),
-            esc(&str_of(r, "module")),
-            esc(&str_of(r, "tool")),
-            esc(&d),
-            esc(&str_of(r, "decided_by")),
-            esc(&str_of(r, "outcome")),
-            esc(&args)
-        );
-    }
-    if shown.is_empty() {
-        s.push_str("<tr><td colspan=\"8\" class=\"muted\">No records.</td></tr>");
-    }
-    let _ = write!(
-        s,
-        "</tbody></table><p class=\"muted\">The latest {} records of {}; <code>hands audit \
-         --verify</code> checks the whole log.</p></section>",
-        AUDIT_RECORDS,
-        esc(&path.display().to_string())
     );
     s
 }
