@@ -2,13 +2,32 @@
 //! terminal. Parked actions live in the daemons (asked over their control sockets); the
 //! *always* permissions in `<state_dir>/approvals.json`.
 
-use super::{ApprovalsCmd, report, state_dir};
+use super::report::{self, state_dir};
 use crate::control::protocol::{Choice, Reply, Request, Standing, Via};
 use crate::{approvals, control, shown};
+use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// `hands approvals ...`: the parked actions live in the daemons (asked over their control
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCmd {
+    /// Actions waiting for a person, and the standing *always* permissions
+    List,
+    /// Allow a waiting action once
+    Approve { id: String },
+    /// Refuse a waiting action
+    Deny { id: String },
+    /// End a standing permission (its id from `list`), or all of them with --all (session
+    /// permissions of live connections included)
+    Revoke {
+        #[arg(required_unless_present = "all")]
+        id: Option<String>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+}
+
 /// sockets); the *always* permissions in `<state_dir>/approvals.json`.
 pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
     let dir = match state_dir(config) {

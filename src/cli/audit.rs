@@ -1,7 +1,7 @@
 //! `hands audit [--follow] [--verify]`: print the audit log, one record a line, or check its
 //! hash chain.
 
-use super::{report, state_dir};
+use super::report::{self, state_dir};
 use crate::audit;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -16,10 +16,8 @@ mod stop;
 
 #[cfg(target_os = "linux")]
 use crate::sandbox;
-use crate::{config, server};
 
 use clap::{Parser, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -85,7 +83,7 @@ enum Command {
         #[arg(long, global = true)]
         config: Option<PathBuf>,
         #[command(subcommand)]
-        action: ApprovalsCmd,
+        action: approvals::ApprovalsCmd,
     },
     /// A person runs one allowlisted program through the running daemon's policy, sandbox and
     /// audit log; a confirm-listed one asks y/N here first. Prints its output exactly and exits
@@ -125,24 +123,6 @@ enum Command {
     NetnsListen { pid: i32, start: u64 },
 }
 
-#[derive(Subcommand, Debug)]
-pub(crate) enum ApprovalsCmd {
-    /// Actions waiting for a person, and the standing *always* permissions
-    List,
-    /// Allow a waiting action once
-    Approve { id: String },
-    /// Refuse a waiting action
-    Deny { id: String },
-    /// End a standing permission (its id from `list`), or all of them with --all (session
-    /// permissions of live connections included)
-    Revoke {
-        #[arg(required_unless_present = "all")]
-        id: Option<String>,
-        #[arg(long, conflicts_with = "id")]
-        all: bool,
-    },
-}
-
 /// Parses the command line and runs the command it names; `src/main.rs` calls only this.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
@@ -164,23 +144,6 @@ pub fn run() -> ExitCode {
         Command::Remask => sandbox::remask::main(),
         #[cfg(target_os = "linux")]
         Command::NetnsListen { pid, start } => hands_sandbox::listen::child_main(pid, start),
-    }
-}
-
-/// Writes a line to stderr; the only place outside `report` that does.
-pub(crate) fn eprint_line(s: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{s}");
-}
-
-/// The state dir a subcommand's config names (relative: from the current folder).
-fn state_dir(config: Option<PathBuf>) -> Result<PathBuf, ExitCode> {
-    match config::load(config.as_deref()) {
-        Ok(c) => Ok(server::absolute(&c.state_dir)),
-        Err(e) => {
-            report::out(&e.to_string());
-            Err(ExitCode::from(1))
-        }
     }
 }
 

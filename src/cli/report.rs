@@ -1,16 +1,36 @@
 //! What the daemon tells a person: the startup banner, the resolved policy (`hands check`)
 //! and what the file alone shows is wrong with it; the doctor's findings are in `doctor.rs`.
 
+use crate::config;
 use crate::config::{Grant, ModuleId, ModuleSettings, SandboxMode};
-use crate::server::Daemon;
+use crate::server::{self, Daemon};
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// Prints a report on stdout. Only `check` and `doctor` call it; `serve` never does, because
 /// on stdio, stdout is the protocol.
 pub fn out(s: &str) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{s}");
+}
+
+/// Writes a line to stderr (the banner, a serve that cannot start).
+pub(crate) fn eprint_line(s: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{s}");
+}
+
+/// The state dir a subcommand's config names (relative: from the current folder).
+pub(super) fn state_dir(config: Option<PathBuf>) -> Result<PathBuf, ExitCode> {
+    match config::load(config.as_deref()) {
+        Ok(c) => Ok(server::absolute(&c.state_dir)),
+        Err(e) => {
+            out(&e.to_string());
+            Err(ExitCode::from(1))
+        }
+    }
 }
 
 fn roots_summary(daemon: &Daemon, id: ModuleId) -> String {

@@ -1,7 +1,8 @@
 //! `hands serve`: load the config, build the daemon, open the control socket and the
 //! dashboard, then serve MCP on stdio or over streamable HTTP.
 
-use super::{eprint_line, report};
+use super::doctor;
+use super::report::{self, eprint_line};
 use crate::{config, control, dashboard, server, transport};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,7 +98,7 @@ pub(super) fn serve(
         if let Some(setup) = dashboard {
             // The person's page; serving MCP goes on without it (another daemon of this state
             // dir may hold the port), and says so.
-            match dashboard::start(daemon.clone(), setup, super::doctor::doctor).await {
+            match dashboard::start(daemon.clone(), setup, doctor::doctor).await {
                 Ok(addr) => eprint_line(&format!("hands: dashboard at http://{addr}/")),
                 Err(e) => eprint_line(&format!("hands: warning: {e:#}; no dashboard here")),
             }

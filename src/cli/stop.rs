@@ -1,7 +1,7 @@
 //! `hands stop [--release]`: the brake, pulled (or lifted) on every daemon of the state dir
 //! through its control socket.
 
-use super::{report, state_dir};
+use super::report::{self, state_dir};
 use crate::control;
 use crate::control::protocol::{Reply, Request, Via};
 use std::path::PathBuf;

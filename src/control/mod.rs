@@ -9,11 +9,5 @@ pub mod exec;
 pub mod protocol;
 pub mod socket;
 
+pub use protocol::SOCKET;
 pub use socket::{Control, start};
-
-/// The primary socket's name in the state dir.
-pub const SOCKET: &str = "control.sock";
-/// The longest line accepted either way.
-const MAX_LINE: u64 = 64 * 1024;
-/// How long a peer has to send its request.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -2,20 +2,133 @@
 //! Host (DNS rebinding), `Sec-Fetch-Site`, the session's prefix and cookie, `Origin` and the
 //! CSRF token on every POST — then the login and the routing to `views` and `actions`.
 
-use super::{
-    Body, Door, LOGIN_COOKIE, MAX_FORM, MAX_SESSIONS, SCRIPT, SESSION_COOKIE, SESSION_TTL, STYLE,
-    Session, TAG_KEY, actions, base_of, html, plain, random_hex, redirect, respond, set_cookie,
-    tag_of, views,
-};
+use super::form::{field, form_pairs};
+use super::{actions, views};
 use crate::lock::lock;
+use crate::server::Daemon;
+use bytes::Bytes;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use sha2::Sha256;
-use std::net::IpAddr;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The session cookie's name.
+const SESSION_COOKIE: &str = "hands_session";
+/// The pre-session cookie that binds the login form's CSRF token.
+const LOGIN_COOKIE: &str = "hands_login";
+/// A login lasts this long.
+const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// The largest form accepted.
+const MAX_FORM: usize = 16 * 1024;
+/// How many sessions may exist at once; the oldest goes first.
+const MAX_SESSIONS: usize = 64;
+/// The Content-Security-Policy of every response.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+                   base-uri 'none'";
+const SCRIPT: &str = include_str!("dashboard.js");
+const STYLE: &str = include_str!("dashboard.css");
+/// Domain separator for the token's constant-time comparison (not a secret).
+const TAG_KEY: [u8; 64] = *b"hands: dashboard-token tags for a constant-time comparison, v1..";
+
+pub(super) fn tag_of(token: &[u8]) -> Vec<u8> {
+    let mut m = <Hmac<Sha256> as KeyInit>::new(&TAG_KEY.into());
+    m.update(token);
+    m.finalize().into_bytes().to_vec()
+}
+
+/// Random bytes from the kernel, hex-encoded.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(hex::encode(buf))
+}
+
+/// One logged-in browser, found by its prefix (`/s/PREFIX/`).
+pub(super) struct Session {
+    /// The session cookie's value.
+    sid: String,
+    csrf: String,
+    expires: Instant,
+}
+
+/// Where a session's pages live.
+fn base_of(prefix: &str) -> String {
+    format!("/s/{prefix}/")
+}
+
+/// The state every connection shares.
+pub(super) struct Door {
+    pub(super) daemon: Arc<Daemon>,
+    pub(super) addr: SocketAddr,
+    pub(super) tag: Vec<u8>,
+    pub(super) any_ip: bool,
+    pub(super) sessions: Mutex<HashMap<String, Session>>,
+    /// The doctor's warnings and the audit chain's last check, computed off the request path.
+    pub(super) cache: views::Cache,
+}
+
+/// The headers every response carries.
+pub(super) fn secured(mut r: Response<Body>) -> Response<Body> {
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // Not `no-referrer`: under it a browser sends `Origin: null` with a form POST, and the
+    // Origin check needs the page's real origin. `same-origin` still leaks nothing elsewhere.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        http::HeaderName::from_static("cross-origin-opener-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        http::HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
+    r
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    respond(status, "text/plain; charset=utf-8", format!("{text}\n"))
+}
+
+fn html(status: StatusCode, body: String) -> Response<Body> {
+    respond(status, "text/html; charset=utf-8", body)
+}
+
+fn redirect(to: &str) -> Response<Body> {
+    let mut r = plain(StatusCode::SEE_OTHER, "see other");
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, path: &str, max_age: u64) {
+    let text = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}");
+    if let Ok(v) = HeaderValue::from_str(&text) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
 
 /// A cookie's value from the request's `Cookie` headers.
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -63,43 +176,6 @@ fn refuse_cross_origin(headers: &HeaderMap, navigation: bool) -> Result<(), Box<
             )))
         }
     }
-}
-
-/// `application/x-www-form-urlencoded` (or a query string) into pairs.
-pub(super) fn form_pairs(text: &str) -> Vec<(String, String)> {
-    text.split('&')
-        .filter(|kv| !kv.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-pub(super) fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
 /// Constant-time equality of two strings (CSRF tokens).
@@ -249,7 +325,10 @@ impl Door {
         };
         match method {
             Method::GET => match rest.as_str() {
-                "/" => html(StatusCode::OK, views::full(self, &csrf, &query).await),
+                "/" => html(
+                    StatusCode::OK,
+                    views::full(&self.daemon, &self.cache, &csrf, &query).await,
+                ),
                 "/live" => {
                     // Only the page's own script sets this header (the token is in the page).
                     let header = req.headers().get("x-hands-csrf").and_then(|v| v.to_str().ok());
@@ -261,7 +340,10 @@ impl Door {
                              X-Hands-Csrf header is missing or wrong); reload the page",
                         );
                     }
-                    html(StatusCode::OK, views::live(self, &csrf, &query).await)
+                    html(
+                        StatusCode::OK,
+                        views::live(&self.daemon, &self.cache, &csrf, &query).await,
+                    )
                 }
                 _ => plain(StatusCode::NOT_FOUND, "no such page; the dashboard is at /login"),
             },
@@ -288,7 +370,7 @@ impl Door {
                     set_cookie(&mut r, SESSION_COOKIE, "", &base_of(&prefix), 0);
                     return r;
                 }
-                match actions::act(self, &rest, &pairs).await {
+                match actions::act(&self.daemon, &rest, &pairs).await {
                     Ok(()) => redirect(&base_of(&prefix)),
                     Err((status, msg)) => html(status, views::message(&msg)),
                 }
@@ -375,16 +457,6 @@ async fn read_form(req: Request<Incoming>) -> Result<Vec<(String, String)>, Box<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn forms_decode_percent_and_plus() {
-        let p = form_pairs("a=1+2&b=%3Cscript%3E&c=%zz&d=%4&e");
-        assert_eq!(field(&p, "a"), Some("1 2"));
-        assert_eq!(field(&p, "b"), Some("<script>"));
-        assert_eq!(field(&p, "c"), Some("%zz"));
-        assert_eq!(field(&p, "d"), Some("%4"));
-        assert_eq!(field(&p, "e"), Some(""));
-    }
 
     #[test]
     fn cookies_are_found_by_exact_name() {

@@ -34,54 +34,26 @@
 
 mod actions;
 mod door;
+mod form;
 mod views;
 
-use door::{field, form_pairs};
+use door::{Door, secured, tag_of};
 
 use crate::config::{Config, DashboardCfg};
 use crate::server::Daemon;
 use anyhow::{Context as _, anyhow, bail};
-use bytes::Bytes;
-use hmac::digest::KeyInit;
-use hmac::{Hmac, Mac};
-use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use sha2::Sha256;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-type Body = BoxBody<Bytes, Infallible>;
+use std::time::Duration;
 
 /// The default listen address (SPEC §12).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8766";
-/// The session cookie's name.
-const SESSION_COOKIE: &str = "hands_session";
-/// The pre-session cookie that binds the login form's CSRF token.
-const LOGIN_COOKIE: &str = "hands_login";
-/// A login lasts this long.
-const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Tokens shorter than this are refused at startup.
 const MIN_TOKEN_LEN: usize = 16;
-/// The largest form accepted.
-const MAX_FORM: usize = 16 * 1024;
 /// A slow client gets this long to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many sessions may exist at once; the oldest goes first.
-const MAX_SESSIONS: usize = 64;
-/// The Content-Security-Policy of every response.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
-                   base-uri 'none'";
-const SCRIPT: &str = include_str!("dashboard.js");
-const STYLE: &str = include_str!("dashboard.css");
-/// Domain separator for the token's constant-time comparison (not a secret).
-const TAG_KEY: [u8; 64] = *b"hands: dashboard-token tags for a constant-time comparison, v1..";
-
 /// Everything `start` needs, checked before the runtime starts.
 pub struct Setup {
     addr: SocketAddr,
@@ -174,44 +146,6 @@ fn read_token(cfg: &DashboardCfg) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
-fn tag_of(token: &[u8]) -> Vec<u8> {
-    let mut m = <Hmac<Sha256> as KeyInit>::new(&TAG_KEY.into());
-    m.update(token);
-    m.finalize().into_bytes().to_vec()
-}
-
-/// Random bytes from the kernel, hex-encoded.
-fn random_hex(n: usize) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(hex::encode(buf))
-}
-
-/// One logged-in browser, found by its prefix (`/s/PREFIX/`).
-struct Session {
-    /// The session cookie's value.
-    sid: String,
-    csrf: String,
-    expires: Instant,
-}
-
-/// Where a session's pages live.
-fn base_of(prefix: &str) -> String {
-    format!("/s/{prefix}/")
-}
-
-/// The state every connection shares.
-pub(crate) struct Door {
-    daemon: Arc<Daemon>,
-    addr: SocketAddr,
-    tag: Vec<u8>,
-    any_ip: bool,
-    sessions: Mutex<HashMap<String, Session>>,
-    /// The doctor's warnings and the audit chain's last check, computed off the request path.
-    pub(crate) cache: views::Cache,
-}
-
 /// Binds the listener and serves the dashboard on the current runtime until it ends;
 /// `doctor` gives the doctor's report, whose warnings the page shows. A port
 /// already taken (another daemon of this state dir serves the dashboard) is an error the
@@ -239,7 +173,7 @@ pub async fn start(
     });
     {
         let door = door.clone();
-        tokio::spawn(async move { views::warm(&door, doctor).await });
+        tokio::spawn(async move { views::warm(door.daemon.clone(), &door.cache, doctor).await });
     }
     tokio::spawn(async move {
         loop {
@@ -256,7 +190,7 @@ pub async fn start(
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
                     let door = door.clone();
-                    async move { Ok::<_, Infallible>(secured(door.handle(req).await)) }
+                    async move { Ok::<_, std::convert::Infallible>(secured(door.handle(req).await)) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
@@ -269,55 +203,4 @@ pub async fn start(
         }
     });
     Ok(bound)
-}
-
-/// The headers every response carries.
-fn secured(mut r: Response<Body>) -> Response<Body> {
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    // Not `no-referrer`: under it a browser sends `Origin: null` with a form POST, and the
-    // Origin check needs the page's real origin. `same-origin` still leaks nothing elsewhere.
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        http::HeaderName::from_static("cross-origin-opener-policy"),
-        HeaderValue::from_static("same-origin"),
-    );
-    h.insert(
-        http::HeaderName::from_static("cross-origin-resource-policy"),
-        HeaderValue::from_static("same-origin"),
-    );
-    r
-}
-
-fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r
-}
-
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    respond(status, "text/plain; charset=utf-8", format!("{text}\n"))
-}
-
-fn html(status: StatusCode, body: String) -> Response<Body> {
-    respond(status, "text/html; charset=utf-8", body)
-}
-
-fn redirect(to: &str) -> Response<Body> {
-    let mut r = plain(StatusCode::SEE_OTHER, "see other");
-    if let Ok(v) = HeaderValue::from_str(to) {
-        r.headers_mut().insert(header::LOCATION, v);
-    }
-    r
-}
-
-fn set_cookie(r: &mut Response<Body>, name: &str, value: &str, path: &str, max_age: u64) {
-    let text = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}");
-    if let Ok(v) = HeaderValue::from_str(&text) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
 }

@@ -4,11 +4,12 @@
 
 mod trail;
 
-use super::Door;
 use crate::control::protocol::{Reply, Request};
 use crate::lock::lock;
+use crate::server::Daemon;
 use serde_json::Value;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// How many lines of a command's or session's output are shown.
@@ -41,14 +42,13 @@ pub(crate) fn esc(s: &str) -> String {
 
 /// Computes the doctor's warnings once, off the request path (it runs `tmux -V`, `git
 /// --version`).
-pub(crate) async fn warm(door: &Door, doctor: fn(&crate::server::Daemon) -> String) {
-    let daemon = door.daemon.clone();
+pub(crate) async fn warm(daemon: Arc<Daemon>, cache: &Cache, doctor: fn(&Daemon) -> String) {
     let text = tokio::task::spawn_blocking(move || doctor(&daemon))
         .await
         .unwrap_or_else(|e| format!("warning: the doctor could not run ({e})"));
     let warnings =
         text.lines().filter_map(|l| l.strip_prefix("warning: ")).map(str::to_string).collect();
-    *lock(&door.cache.warnings) = Some(warnings);
+    *lock(&cache.warnings) = Some(warnings);
 }
 
 fn now_secs() -> u64 {
@@ -135,33 +135,33 @@ pub(crate) fn message(text: &str) -> String {
 }
 
 /// The whole page: the header, then the live part (which the script refreshes).
-pub(crate) async fn full(door: &Door, csrf: &str, query: &str) -> String {
-    let live = live(door, csrf, query).await;
+pub(crate) async fn full(daemon: &Daemon, cache: &Cache, csrf: &str, query: &str) -> String {
+    let live = live(daemon, cache, csrf, query).await;
     let header = format!(
         "<header><h1>hands</h1><span class=\"muted\">dashboard of daemon {} · {}</span>{}</header>",
         std::process::id(),
-        esc(&door.daemon.config.source),
+        esc(&daemon.config.source),
         button("/logout", csrf, &[], "Log out", "quiet")
     );
     shell("hands — dashboard", &format!("{header}<main id=\"live\">{live}</main>"))
 }
 
 /// The sections that change: what the script fetches from `/live` every two seconds.
-pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
+pub(crate) async fn live(daemon: &Daemon, cache: &Cache, csrf: &str, query: &str) -> String {
     let mut s = String::new();
-    s.push_str(&pending(door, csrf).await);
-    s.push_str(&running(door, csrf).await);
-    s.push_str(&permissions(door, csrf));
-    s.push_str(&trail::audit(door, query).await);
-    s.push_str(&containment(door));
+    s.push_str(&pending(daemon, csrf).await);
+    s.push_str(&running(daemon, csrf).await);
+    s.push_str(&permissions(daemon, csrf));
+    s.push_str(&trail::audit(daemon, cache, query).await);
+    s.push_str(&containment(daemon, cache));
     s
 }
 
 /// The parked actions of every daemon of the state dir: this one's, and those the others
 /// report over their control sockets (as `hands approvals list` sees them).
-async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
-    let mut all = door.daemon.approvals.pending();
-    let dir = crate::server::absolute(&door.daemon.config.state_dir);
+async fn all_pending(daemon: &Daemon) -> Vec<crate::approvals::Pending> {
+    let mut all = daemon.approvals.pending();
+    let dir = crate::server::absolute(&daemon.config.state_dir);
     let own = std::process::id();
     let others = crate::control::client::request_all_async(dir, Request::Approvals).await;
     for (_, answer) in others {
@@ -173,8 +173,8 @@ async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
     all
 }
 
-async fn pending(door: &Door, csrf: &str) -> String {
-    let mut all = all_pending(door).await;
+async fn pending(daemon: &Daemon, csrf: &str) -> String {
+    let mut all = all_pending(daemon).await;
     // Oldest first (every action waits the same time, so the earliest expiry was parked
     // first): a newly parked action lands below the ones a person may be reading, never above.
     all.sort_by(|a, b| (a.expires, &a.id).cmp(&(b.expires, &b.id)));
@@ -281,8 +281,7 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-async fn running(door: &Door, csrf: &str) -> String {
-    let daemon = &door.daemon;
+async fn running(daemon: &Daemon, csrf: &str) -> String {
     let mut s = String::from("<section id=\"running\"><h2>Running now</h2>");
     if daemon.is_stopped() {
         let _ = write!(
@@ -360,8 +359,8 @@ async fn running(door: &Door, csrf: &str) -> String {
     s
 }
 
-fn permissions(door: &Door, csrf: &str) -> String {
-    let path = crate::server::absolute(&door.daemon.config.state_dir).join("approvals.json");
+fn permissions(daemon: &Daemon, csrf: &str) -> String {
+    let path = crate::server::absolute(&daemon.config.state_dir).join("approvals.json");
     let mut s = String::from("<section id=\"permissions\"><h2>Standing permissions</h2>");
     match crate::approvals::read_always(&path) {
         Ok(all) if all.is_empty() => {
@@ -401,16 +400,16 @@ fn permissions(door: &Door, csrf: &str) -> String {
     s
 }
 
-fn containment(door: &Door) -> String {
+fn containment(daemon: &Daemon, cache: &Cache) -> String {
     let mut s = String::from("<section id=\"containment\"><h2>Containment</h2>");
-    match door.daemon.self_test() {
+    match daemon.self_test() {
         Some(p) => {
             let _ = write!(
                 s,
                 "<p>Sandbox self-test: <strong>{}</strong> (<code>sandbox.mode = \"{}\"</code>)</p>\
                  <table><thead><tr><th>guarantee</th><th>mechanism</th><th>holds</th></tr></thead><tbody>",
                 esc(&p.tier()),
-                match door.daemon.config.sandbox_mode {
+                match daemon.config.sandbox_mode {
                     crate::config::SandboxMode::Enforce => "enforce",
                     crate::config::SandboxMode::BestEffort => "best-effort",
                 }
@@ -432,7 +431,7 @@ fn containment(door: &Door) -> String {
         }
         None => s.push_str("<p class=\"muted\">No module runs commands: nothing to contain.</p>"),
     }
-    match lock(&door.cache.warnings).as_ref() {
+    match lock(&cache.warnings).as_ref() {
         None => s.push_str("<p class=\"muted\">The doctor's warnings are being computed…</p>"),
         Some(w) if w.is_empty() => s.push_str("<p class=\"ok\">Doctor: no warnings.</p>"),
         Some(w) => {

@@ -1,9 +1,10 @@
 //! The dashboard's audit trail: the latest records of the log, filtered by client, module
 //! and decision, under the hash chain's state (re-verified when the log changed).
 
+use super::Cache;
 use super::esc;
-use crate::dashboard::Door;
 use crate::lock::lock;
+use crate::server::Daemon;
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -23,10 +24,10 @@ pub(super) enum ChainState {
 
 /// The chain's state, re-verified when the log changed since the last check (at most every
 /// [`VERIFY_EVERY`]; a broken chain is re-checked at once, so a repaired log shows soon).
-async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
+async fn chain_state(cache: &Cache, path: &std::path::Path) -> ChainState {
     let meta = std::fs::metadata(path).ok();
     let key = meta.as_ref().map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH)));
-    if let (Some((len, mtime)), Some((l, t, at, state))) = (key, lock(&door.cache.chain).as_ref()) {
+    if let (Some((len, mtime)), Some((l, t, at, state))) = (key, lock(&cache.chain).as_ref()) {
         let unchanged = len == *l && mtime == *t;
         let recent = at.elapsed() < VERIFY_EVERY && matches!(state, ChainState::Intact { .. });
         if unchanged || recent {
@@ -46,7 +47,7 @@ async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
         Err(e) => ChainState::Unreadable(e.to_string()),
     };
     if let Some((len, mtime)) = key {
-        *lock(&door.cache.chain) = Some((len, mtime, std::time::Instant::now(), state.clone()));
+        *lock(&cache.chain) = Some((len, mtime, std::time::Instant::now(), state.clone()));
     }
     state
 }
@@ -91,10 +92,10 @@ fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
     s
 }
 
-pub(super) async fn audit(door: &Door, query: &str) -> String {
-    let path = crate::audit::path_in(&crate::server::absolute(&door.daemon.config.state_dir));
+pub(super) async fn audit(daemon: &Daemon, cache: &Cache, query: &str) -> String {
+    let path = crate::audit::path_in(&crate::server::absolute(&daemon.config.state_dir));
     let mut s = String::from("<section id=\"audit\"><h2>Audit trail</h2>");
-    match chain_state(door, &path).await {
+    match chain_state(cache, &path).await {
         ChainState::Intact { records, warnings } => {
             let _ = write!(
                 s,
@@ -129,8 +130,8 @@ pub(super) async fn audit(door: &Door, query: &str) -> String {
             return s;
         }
     };
-    let q = crate::dashboard::form_pairs(query);
-    let want = |k: &str| crate::dashboard::field(&q, k).unwrap_or("").to_string();
+    let q = crate::dashboard::form::form_pairs(query);
+    let want = |k: &str| crate::dashboard::form::field(&q, k).unwrap_or("").to_string();
     let (client, module, decision) = (want("client"), want("module"), want("decision"));
     let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let distinct = |k: &str| {
