@@ -11,18 +11,14 @@ pub mod config;
 pub mod control;
 pub mod dashboard;
 pub mod errors;
-pub mod exec;
 pub mod gate;
-pub mod hangups;
-pub mod http;
 pub mod lock;
 pub mod netgate;
-pub mod report;
 pub mod server;
 pub mod shell;
 pub mod shown;
-pub mod stdio;
 pub mod tools;
+pub mod transport;
 
 // The sandbox crate's parts under the names `src/` used before they moved there (issue 19
 // moves the callers next; these shims keep that move from touching every file at once).

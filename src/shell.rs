@@ -143,7 +143,7 @@ impl Caller {
         let hangup = ctx
             .extensions
             .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<crate::hangups::Hangup>())
+            .and_then(|p| p.extensions.get::<crate::transport::hangups::Hangup>())
             .map(|h| h.0.clone());
         Caller { ct: ctx.ct.clone(), gone: Some(gone.clone()), hangup, progress }
     }

@@ -2,8 +2,7 @@
 //! state dir (`hands stop`, `hands approvals`, a dashboard reaching the other daemons), or to
 //! the first one (`hands exec`, a revoke), and their [`Reply`] lines back.
 
-use crate::control::protocol::{Reply, Request};
-use crate::control::{MAX_LINE, REQUEST_TIMEOUT, SOCKET};
+use crate::control::protocol::{MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
 use std::io::{BufRead, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};

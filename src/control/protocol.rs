@@ -12,6 +12,13 @@
 use crate::approvals::ParkedView;
 use serde::{Deserialize, Serialize};
 
+/// The primary socket's name in the state dir (a later daemon's is `control-<pid>.sock`).
+pub const SOCKET: &str = "control.sock";
+/// The longest line accepted either way.
+pub const MAX_LINE: u64 = 64 * 1024;
+/// How long a peer has to send its request.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One request a front end sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]

@@ -15,8 +15,7 @@
 //! (e.g. a state dir path too long for a unix socket), the daemon serves anyway and warns that
 //! `hands stop` cannot reach it.
 
-use crate::control::protocol::{Failure, Reply, Request};
-use crate::control::{MAX_LINE, REQUEST_TIMEOUT, SOCKET};
+use crate::control::protocol::{Failure, MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
 use crate::server::Daemon;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -128,7 +127,7 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
         Ok((uid, _)) if uid == me || uid == 0 => match got {
             Ok(Ok(n)) if n > 0 => match Request::from_line(&line) {
                 Ok(Request::Exec(req)) => {
-                    crate::exec::serve(req, &daemon, limited, &mut write).await;
+                    crate::control::exec::serve(req, &daemon, limited, &mut write).await;
                     let _ = write.shutdown().await;
                     return;
                 }

@@ -4,16 +4,16 @@
 //! error. Like `hands stop` and `hands approvals`, the brake, its release, an answer this
 //! daemon does not hold and a revoke-all reach the other daemons of the state dir too.
 
-use super::Door;
 use crate::control::client::request_all_async;
 use crate::control::protocol::{Choice, Failure, Reply, Request, Standing, Via};
+use crate::server::Daemon;
 use http::StatusCode;
 
 /// What went wrong, as the status and the message page's text.
 pub(crate) type ActError = (StatusCode, String);
 
 fn need<'a>(pairs: &'a [(String, String)], name: &str) -> Result<&'a str, ActError> {
-    super::field(pairs, name)
+    super::form::field(pairs, name)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| (StatusCode::BAD_REQUEST, format!("the form has no `{name}`")))
 }
@@ -66,12 +66,11 @@ fn refused(error: String, kind: Failure) -> ActError {
 
 /// Carries out one POSTed action (CSRF and Origin already checked).
 pub(crate) async fn act(
-    door: &Door,
+    daemon: &Daemon,
     path: &str,
     pairs: &[(String, String)],
 ) -> Result<(), ActError> {
     let req = request(path, pairs)?;
-    let daemon = &door.daemon;
     let dir = crate::server::absolute(&daemon.config.state_dir);
     let own = std::process::id();
     let here = daemon.act(req.clone()).await;

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -437,128 +437,9 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     )
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reading: `hands audit`.
+mod verify;
 
-/// The outcome of `--verify`.
-#[derive(Debug)]
-pub struct Verified {
-    /// Records checked.
-    pub records: u64,
-    /// Lines that are torn writes the chain links across (line number, note).
-    pub warnings: Vec<String>,
-    /// The first broken record, when there is one.
-    pub broken: Option<String>,
-}
-
-/// Checks every record's hash, `seq` and `prev` link, from the first line.
-// The audit log `hands audit --verify` is given.
-#[allow(clippy::disallowed_methods)]
-pub fn verify(path: &Path) -> std::io::Result<Verified> {
-    let file = File::open(path)?;
-    let mut reader = std::io::BufReader::new(file);
-    let mut out = Verified { records: 0, warnings: Vec::new(), broken: None };
-    let mut prev = GENESIS.to_string();
-    let mut prev_at = String::from("the start of the log");
-    let mut seq = 0u64;
-    // An unreadable line waiting to learn whether the next record links across it.
-    let mut pending: Option<(usize, String)> = None;
-    let mut buf = Vec::new();
-    let mut n = 0usize;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
-        n += 1;
-        let complete = buf.last() == Some(&b'\n');
-        let body = if complete { &buf[..buf.len() - 1] } else { &buf[..] };
-        let record = serde_json::from_slice::<Value>(body)
-            .ok()
-            .filter(|v| v.get("seq").and_then(Value::as_u64).is_some() && v.get("hash").is_some());
-        let Some(v) = record else {
-            if let Some((line, why)) = pending.take() {
-                out.broken = Some(broken_line(line, &why));
-                return Ok(out);
-            }
-            let why = if complete { "is not a readable record" } else { "is an incomplete record" };
-            pending = Some((n, why.to_string()));
-            continue;
-        };
-        let this_seq = v.get("seq").and_then(Value::as_u64).unwrap_or_default();
-        let at = format!("seq {this_seq} (line {n})");
-        let stored = v.get("hash").and_then(Value::as_str).unwrap_or_default();
-        let link = v.get("prev").and_then(Value::as_str).unwrap_or_default();
-        if link != prev || this_seq != seq + 1 {
-            out.broken = Some(match pending.take() {
-                // The record after an unreadable line links to that line, not across it: the
-                // unreadable line was a record, and it was changed.
-                Some((line, why)) => broken_line(line, &why),
-                None if link != prev => {
-                    format!("{at}: its prev does not match the hash of {prev_at}")
-                }
-                None => format!("{at}: expected seq {} after {prev_at}", seq + 1),
-            });
-            return Ok(out);
-        }
-        if hash_of(&v) != stored {
-            out.broken = Some(format!("{at}: its hash does not match its content (edited)"));
-            return Ok(out);
-        }
-        if let Some((line, _)) = pending.take() {
-            out.warnings.push(format!(
-                "line {line} is an incomplete record (a write torn by a crash); {at} links \
-                 across it"
-            ));
-        }
-        out.records += 1;
-        seq = this_seq;
-        prev = stored.to_string();
-        prev_at = at;
-    }
-    if let Some((line, why)) = pending {
-        if why.starts_with("is an incomplete") {
-            out.warnings.push(format!(
-                "line {line} is an incomplete last record (a write torn by a crash); the next \
-                 record will continue from {prev_at}"
-            ));
-        } else {
-            out.broken = Some(broken_line(line, &why));
-        }
-    }
-    Ok(out)
-}
-
-fn broken_line(line: usize, why: &str) -> String {
-    format!("line {line} {why}, and no later record links across it (edited or truncated)")
-}
-
-/// One record as a readable line: `seq time client module/tool class decision(by) outcome
-/// arguments`. An unreadable line is shown as such.
-pub fn render(line: &[u8]) -> String {
-    let Ok(v) = serde_json::from_slice::<Value>(line) else {
-        return format!("(unreadable line: {})", String::from_utf8_lossy(line).trim_end());
-    };
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-    let seq = v.get("seq").and_then(Value::as_u64).unwrap_or_default();
-    let mut args = v.get("arguments").map(Value::to_string).unwrap_or_default();
-    const MAX: usize = 200;
-    if args.chars().count() > MAX {
-        args = args.chars().take(MAX).collect::<String>() + "…";
-    }
-    let result = v.get("result").map(|r| format!(" {r}")).unwrap_or_default();
-    format!(
-        "#{seq} {} {} {}/{} {} {} by {}: {}{result} {args}",
-        s("time"),
-        s("client"),
-        s("module"),
-        s("tool"),
-        s("class"),
-        s("decision"),
-        s("decided_by"),
-        s("outcome"),
-    )
-}
+pub use verify::{Verified, render, verify};
 
 #[cfg(test)]
 mod tests {

@@ -1,22 +1,19 @@
 //! The dashboard's HTML, server-rendered, every shown string through [`esc`]: the login
 //! page, the whole page and its live part (pending approvals, what runs, standing
-//! permissions, the audit trail, containment). The buttons POST to `actions.rs`.
+//! permissions, the audit trail (`trail.rs`), containment). The buttons POST to `actions.rs`.
 
-use super::Door;
+mod trail;
+
 use crate::control::protocol::{Reply, Request};
 use crate::lock::lock;
+use crate::server::Daemon;
 use serde_json::Value;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::Mutex;
 
-/// How many of the latest audit records are read for the trail.
-const AUDIT_RECORDS: usize = 200;
-/// How many bytes from the end of the audit log are read for them.
-const AUDIT_TAIL_BYTES: u64 = 512 * 1024;
 /// How many lines of a command's or session's output are shown.
 const OUTPUT_LINES: usize = 8;
-/// A changed audit log is re-verified at most this often (a full check reads the whole log).
-const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What is slow to compute and changes rarely.
 #[derive(Default)]
@@ -24,14 +21,7 @@ pub(crate) struct Cache {
     /// The doctor's warnings (computed once: the config does not change while serving).
     warnings: Mutex<Option<Vec<String>>>,
     /// The audit log's length and mtime at its last check, when it ran, and what it said.
-    chain: Mutex<Option<(u64, std::time::SystemTime, std::time::Instant, ChainState)>>,
-}
-
-#[derive(Clone)]
-enum ChainState {
-    Intact { records: u64, warnings: Vec<String> },
-    Broken(String),
-    Unreadable(String),
+    chain: Mutex<Option<(u64, std::time::SystemTime, std::time::Instant, trail::ChainState)>>,
 }
 
 /// HTML-escapes text for an element's content or a quoted attribute.
@@ -52,14 +42,13 @@ pub(crate) fn esc(s: &str) -> String {
 
 /// Computes the doctor's warnings once, off the request path (it runs `tmux -V`, `git
 /// --version`).
-pub(crate) async fn warm(door: &Door) {
-    let daemon = door.daemon.clone();
-    let text = tokio::task::spawn_blocking(move || crate::report::doctor(&daemon))
+pub(crate) async fn warm(daemon: Arc<Daemon>, cache: &Cache, doctor: fn(&Daemon) -> String) {
+    let text = tokio::task::spawn_blocking(move || doctor(&daemon))
         .await
         .unwrap_or_else(|e| format!("warning: the doctor could not run ({e})"));
     let warnings =
         text.lines().filter_map(|l| l.strip_prefix("warning: ")).map(str::to_string).collect();
-    *lock(&door.cache.warnings) = Some(warnings);
+    *lock(&cache.warnings) = Some(warnings);
 }
 
 fn now_secs() -> u64 {
@@ -146,33 +135,33 @@ pub(crate) fn message(text: &str) -> String {
 }
 
 /// The whole page: the header, then the live part (which the script refreshes).
-pub(crate) async fn full(door: &Door, csrf: &str, query: &str) -> String {
-    let live = live(door, csrf, query).await;
+pub(crate) async fn full(daemon: &Daemon, cache: &Cache, csrf: &str, query: &str) -> String {
+    let live = live(daemon, cache, csrf, query).await;
     let header = format!(
         "<header><h1>hands</h1><span class=\"muted\">dashboard of daemon {} · {}</span>{}</header>",
         std::process::id(),
-        esc(&door.daemon.config.source),
+        esc(&daemon.config.source),
         button("/logout", csrf, &[], "Log out", "quiet")
     );
     shell("hands — dashboard", &format!("{header}<main id=\"live\">{live}</main>"))
 }
 
 /// The sections that change: what the script fetches from `/live` every two seconds.
-pub(crate) async fn live(door: &Door, csrf: &str, query: &str) -> String {
+pub(crate) async fn live(daemon: &Daemon, cache: &Cache, csrf: &str, query: &str) -> String {
     let mut s = String::new();
-    s.push_str(&pending(door, csrf).await);
-    s.push_str(&running(door, csrf).await);
-    s.push_str(&permissions(door, csrf));
-    s.push_str(&audit(door, query).await);
-    s.push_str(&containment(door));
+    s.push_str(&pending(daemon, csrf).await);
+    s.push_str(&running(daemon, csrf).await);
+    s.push_str(&permissions(daemon, csrf));
+    s.push_str(&trail::audit(daemon, cache, query).await);
+    s.push_str(&containment(daemon, cache));
     s
 }
 
 /// The parked actions of every daemon of the state dir: this one's, and those the others
 /// report over their control sockets (as `hands approvals list` sees them).
-async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
-    let mut all = door.daemon.approvals.pending();
-    let dir = crate::server::absolute(&door.daemon.config.state_dir);
+async fn all_pending(daemon: &Daemon) -> Vec<crate::approvals::Pending> {
+    let mut all = daemon.approvals.pending();
+    let dir = crate::server::absolute(&daemon.config.state_dir);
     let own = std::process::id();
     let others = crate::control::client::request_all_async(dir, Request::Approvals).await;
     for (_, answer) in others {
@@ -184,8 +173,8 @@ async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
     all
 }
 
-async fn pending(door: &Door, csrf: &str) -> String {
-    let mut all = all_pending(door).await;
+async fn pending(daemon: &Daemon, csrf: &str) -> String {
+    let mut all = all_pending(daemon).await;
     // Oldest first (every action waits the same time, so the earliest expiry was parked
     // first): a newly parked action lands below the ones a person may be reading, never above.
     all.sort_by(|a, b| (a.expires, &a.id).cmp(&(b.expires, &b.id)));
@@ -292,8 +281,7 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-async fn running(door: &Door, csrf: &str) -> String {
-    let daemon = &door.daemon;
+async fn running(daemon: &Daemon, csrf: &str) -> String {
     let mut s = String::from("<section id=\"running\"><h2>Running now</h2>");
     if daemon.is_stopped() {
         let _ = write!(
@@ -371,8 +359,8 @@ async fn running(door: &Door, csrf: &str) -> String {
     s
 }
 
-fn permissions(door: &Door, csrf: &str) -> String {
-    let path = crate::server::absolute(&door.daemon.config.state_dir).join("approvals.json");
+fn permissions(daemon: &Daemon, csrf: &str) -> String {
+    let path = crate::server::absolute(&daemon.config.state_dir).join("approvals.json");
     let mut s = String::from("<section id=\"permissions\"><h2>Standing permissions</h2>");
     match crate::approvals::read_always(&path) {
         Ok(all) if all.is_empty() => {
@@ -412,189 +400,16 @@ fn permissions(door: &Door, csrf: &str) -> String {
     s
 }
 
-/// The chain's state, re-verified when the log changed since the last check (at most every
-/// [`VERIFY_EVERY`]; a broken chain is re-checked at once, so a repaired log shows soon).
-async fn chain_state(door: &Door, path: &std::path::Path) -> ChainState {
-    let meta = std::fs::metadata(path).ok();
-    let key = meta.as_ref().map(|m| (m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH)));
-    if let (Some((len, mtime)), Some((l, t, at, state))) = (key, lock(&door.cache.chain).as_ref()) {
-        let unchanged = len == *l && mtime == *t;
-        let recent = at.elapsed() < VERIFY_EVERY && matches!(state, ChainState::Intact { .. });
-        if unchanged || recent {
-            return state.clone();
-        }
-    }
-    let p = path.to_path_buf();
-    let state = match tokio::task::spawn_blocking(move || crate::audit::verify(&p)).await {
-        Ok(Ok(v)) => match v.broken {
-            Some(b) => ChainState::Broken(b),
-            None => ChainState::Intact { records: v.records, warnings: v.warnings },
-        },
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            ChainState::Intact { records: 0, warnings: Vec::new() }
-        }
-        Ok(Err(e)) => ChainState::Unreadable(e.to_string()),
-        Err(e) => ChainState::Unreadable(e.to_string()),
-    };
-    if let Some((len, mtime)) = key {
-        *lock(&door.cache.chain) = Some((len, mtime, std::time::Instant::now(), state.clone()));
-    }
-    state
-}
-
-/// The latest records (newest first), read from the end of the log.
-// The state dir's audit log.
-#[allow(clippy::disallowed_methods)]
-fn latest_records(path: &std::path::Path) -> std::io::Result<Vec<Value>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    let start = len.saturating_sub(AUDIT_TAIL_BYTES);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)?;
-    let mut text = String::from_utf8_lossy(&buf).into_owned();
-    if start > 0 {
-        // The first line may be cut: start at the next whole one.
-        text = text.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default();
-    }
-    Ok(text
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .take(AUDIT_RECORDS)
-        .collect())
-}
-
-fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
-    let mut s = format!(
-        "<label>{} <select name=\"{}\"><option value=\"\">any</option>",
-        esc(label),
-        esc(name)
-    );
-    for o in options {
-        let sel = if o == chosen { " selected" } else { "" };
-        let _ = write!(s, "<option value=\"{v}\"{sel}>{v}</option>", v = esc(o));
-    }
-    s.push_str("</select></label> ");
-    s
-}
-
-async fn audit(door: &Door, query: &str) -> String {
-    let path = crate::audit::path_in(&crate::server::absolute(&door.daemon.config.state_dir));
-    let mut s = String::from("<section id=\"audit\"><h2>Audit trail</h2>");
-    match chain_state(door, &path).await {
-        ChainState::Intact { records, warnings } => {
-            let _ = write!(
-                s,
-                "<p id=\"chain\" class=\"ok\">Hash chain verified: {records} records intact.</p>"
-            );
-            for w in warnings {
-                let _ = write!(s, "<p class=\"warn\">{}</p>", esc(&w));
-            }
-        }
-        ChainState::Broken(b) => {
-            let _ =
-                write!(s, "<p id=\"chain\" class=\"broken\">Hash chain BROKEN: {}</p>", esc(&b));
-        }
-        ChainState::Unreadable(e) => {
-            let _ = write!(
-                s,
-                "<p id=\"chain\" class=\"broken\">The audit log {} cannot be read: {}</p>",
-                esc(&path.display().to_string()),
-                esc(&e)
-            );
-        }
-    }
-    let p = path.clone();
-    let records = match tokio::task::spawn_blocking(move || latest_records(&p)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
-            return s;
-        }
-        Err(e) => {
-            let _ = write!(s, "<p class=\"error\">{}</p></section>", esc(&e.to_string()));
-            return s;
-        }
-    };
-    let q = super::form_pairs(query);
-    let want = |k: &str| super::field(&q, k).unwrap_or("").to_string();
-    let (client, module, decision) = (want("client"), want("module"), want("decision"));
-    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let distinct = |k: &str| {
-        let mut all: Vec<String> = records.iter().map(|r| str_of(r, k)).collect();
-        all.sort();
-        all.dedup();
-        all.retain(|x| !x.is_empty());
-        all
-    };
-    let _ = write!(
-        s,
-        "<form method=\"get\" action=\"./\" id=\"filters\">{}{}{}<button type=\"submit\">Filter</button></form>",
-        select("client", "client", &distinct("client"), &client),
-        select("module", "module", &distinct("module"), &module),
-        select("decision", "decision", &["allow".to_string(), "deny".to_string()], &decision),
-    );
-    s.push_str(
-        "<table class=\"audit\"><thead><tr><th>#</th><th>time</th><th>client</th><th>module / tool</th>\
-         <th>decision</th><th>by</th><th>outcome</th><th>arguments</th></tr></thead><tbody>",
-    );
-    let shown: Vec<&Value> = records
-        .iter()
-        .filter(|r| client.is_empty() || str_of(r, "client") == client)
-        .filter(|r| module.is_empty() || str_of(r, "module") == module)
-        .filter(|r| decision.is_empty() || str_of(r, "decision") == decision)
-        .collect();
-    for r in &shown {
-        let mut args = r.get("arguments").map(Value::to_string).unwrap_or_default();
-        if args.chars().count() > 300 {
-            args = args.chars().take(300).collect::<String>() + "…";
-        }
-        let d = str_of(r, "decision");
-        let _ = write!(
-            s,
-            "<tr class=\"record {}\"><td>{}</td><td>{}</td><td>{}</td><td>{} / <code>{}</code></td>\
-             <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-            esc(&d),
-            r.get("seq").and_then(Value::as_u64).unwrap_or(0),
-            esc(&str_of(r, "time")),
-            esc(&str_of(r, "client")),
-            esc(&str_of(r, "module")),
-            esc(&str_of(r, "tool")),
-            esc(&d),
-            esc(&str_of(r, "decided_by")),
-            esc(&str_of(r, "outcome")),
-            esc(&args)
-        );
-    }
-    if shown.is_empty() {
-        s.push_str("<tr><td colspan=\"8\" class=\"muted\">No records.</td></tr>");
-    }
-    let _ = write!(
-        s,
-        "</tbody></table><p class=\"muted\">The latest {} records of {}; <code>hands audit \
-         --verify</code> checks the whole log.</p></section>",
-        AUDIT_RECORDS,
-        esc(&path.display().to_string())
-    );
-    s
-}
-
-fn containment(door: &Door) -> String {
+fn containment(daemon: &Daemon, cache: &Cache) -> String {
     let mut s = String::from("<section id=\"containment\"><h2>Containment</h2>");
-    match door.daemon.self_test() {
+    match daemon.self_test() {
         Some(p) => {
             let _ = write!(
                 s,
                 "<p>Sandbox self-test: <strong>{}</strong> (<code>sandbox.mode = \"{}\"</code>)</p>\
                  <table><thead><tr><th>guarantee</th><th>mechanism</th><th>holds</th></tr></thead><tbody>",
                 esc(&p.tier()),
-                match door.daemon.config.sandbox_mode {
+                match daemon.config.sandbox_mode {
                     crate::config::SandboxMode::Enforce => "enforce",
                     crate::config::SandboxMode::BestEffort => "best-effort",
                 }
@@ -616,7 +431,7 @@ fn containment(door: &Door) -> String {
         }
         None => s.push_str("<p class=\"muted\">No module runs commands: nothing to contain.</p>"),
     }
-    match lock(&door.cache.warnings).as_ref() {
+    match lock(&cache.warnings).as_ref() {
         None => s.push_str("<p class=\"muted\">The doctor's warnings are being computed…</p>"),
         Some(w) if w.is_empty() => s.push_str("<p class=\"ok\">Doctor: no warnings.</p>"),
         Some(w) => {

@@ -1,5 +1,6 @@
-//! `hands exec -- BIN ARGS…` (SPEC §4.4): a person's own command from a terminal, run by the
-//! serving daemon under the same allow/deny policy, sandbox and audit log as `run`.
+//! `hands exec -- BIN ARGS…` (SPEC §4.4), the daemon's side: a person's own command from a
+//! terminal (`src/cli/exec.rs`), run by the serving daemon under the same allow/deny policy,
+//! sandbox and audit log as `run`.
 //!
 //! Over the control socket, [`Request::Exec`](crate::control::protocol::Request::Exec): the
 //! argv, cwd, timeout and, the second time, the person's answer. The daemon checks the policy
@@ -15,17 +16,10 @@
 //! (the person answered `y` or `N`) and `policy` otherwise.
 
 use crate::audit::{DecidedBy, Decision, Entry};
-use crate::control::protocol::{Confirmed, Exec, Exited, Failure, Reply, Request, Stream};
+use crate::control::protocol::{Confirmed, Exec, Exited, Failure, Reply, Stream};
 use crate::server::Daemon;
 use serde_json::{Value, json};
-use std::io::{BufRead, Write};
-use std::path::Path;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-/// The exit status of `hands exec` when the daemon refused the command or the person declined.
-pub const REFUSED: u8 = 126;
-/// The exit status when no daemon could be asked or its answer was not understood.
-pub const UNREACHABLE: u8 = 125;
 
 /// The daemon's side of one `exec` request; writes every answer line to `write` and watches
 /// `read` for the terminal going away.
@@ -172,104 +166,4 @@ where
         containment: out.containment,
         audit_error: daemon.append_audit(entry).await.err(),
     })
-}
-
-/// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
-/// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
-/// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
-// `hands exec` prints the command's output: stdout is the person's terminal here.
-#[allow(clippy::disallowed_methods)]
-pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
-    let mut req = Exec { argv: argv.to_vec(), cwd, timeout_secs: timeout, answer: None };
-    let wait = std::time::Duration::from_secs(timeout.unwrap_or(120) + 60);
-    loop {
-        let mut lines = match crate::control::client::stream_one(
-            state_dir,
-            &Request::Exec(req.clone()),
-            wait,
-        ) {
-            Ok(l) => l,
-            Err(e) => {
-                say(&format!("hands: {e}"));
-                return UNREACHABLE;
-            }
-        };
-        let mut stdout = std::io::stdout().lock();
-        let mut stderr = std::io::stderr().lock();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match lines.read_line(&mut line) {
-                Ok(0) => {
-                    say("hands: the daemon closed the connection before the command ended");
-                    return UNREACHABLE;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    say(&format!("hands: reading the daemon's answer failed: {e}"));
-                    return UNREACHABLE;
-                }
-            }
-            let reply = match Reply::from_line(&line) {
-                Ok(r) => r,
-                Err(e) => {
-                    say(&format!("hands: {e}"));
-                    return UNREACHABLE;
-                }
-            };
-            match reply {
-                Reply::Output { stream, hex } => {
-                    let bytes = hex::decode(hex).unwrap_or_default();
-                    let _ = match stream {
-                        Stream::Stderr => stderr.write_all(&bytes).and_then(|()| stderr.flush()),
-                        Stream::Stdout => stdout.write_all(&bytes).and_then(|()| stdout.flush()),
-                    };
-                }
-                Reply::Exited(end) => {
-                    if let Some(e) = &end.audit_error {
-                        say(&format!("hands: warning: {e}"));
-                    }
-                    if end.timed_out {
-                        say("hands: the command timed out and was stopped");
-                    }
-                    if let Some(s) = end.signal {
-                        return (128 + s.clamp(0, 127)) as u8;
-                    }
-                    return end.exit_code.map(|c| c as u8).unwrap_or(1);
-                }
-                Reply::Confirm { question } if req.answer.is_none() => {
-                    drop((stdout, stderr));
-                    let yes = ask(&format!("hands: {question} [y/N] "));
-                    req.answer = Some(if yes { Confirmed::Yes } else { Confirmed::No });
-                    break;
-                }
-                Reply::Failed { error, .. } => {
-                    say(&format!("hands: {error}"));
-                    return REFUSED;
-                }
-                _ => {
-                    say("hands: the daemon refused");
-                    return REFUSED;
-                }
-            }
-        }
-    }
-}
-
-/// One line on stderr.
-fn say(s: &str) {
-    let mut e = std::io::stderr().lock();
-    let _ = writeln!(e, "{s}");
-}
-
-/// Asks on stderr and reads the answer from stdin: only `y` or `yes` is a yes.
-fn ask(question: &str) -> bool {
-    let mut e = std::io::stderr().lock();
-    let _ = write!(e, "{question}");
-    let _ = e.flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }

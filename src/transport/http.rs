@@ -22,13 +22,14 @@
 //! reads the identity from headers or request extensions. With no clients configured (allowed
 //! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
 
-use crate::config::{Config, Grant, HttpCfg, ModuleCfg, ModuleId, ModuleSettings};
-use crate::hangups::Sessions;
+use super::hangups::Sessions;
+use super::http_setup::{
+    ANONYMOUS, ClientKey, HostRule, Setup, is_loopback_name, mac, normalize_host,
+};
 use crate::server::{Daemon, HandsServer};
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::Context as _;
 use bytes::Bytes;
-use hmac::digest::KeyInit;
-use hmac::{Hmac, Mac};
+use hmac::Mac;
 use http::{HeaderMap, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -36,10 +37,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use sha2::Sha256;
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -48,296 +46,11 @@ use tokio_util::sync::CancellationToken;
 /// one call fits; anything larger is 413.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
-/// The identity of every HTTP client when no `[[server.http.clients]]` are configured (loopback
-/// only). `stdio` is the identity on stdio; config validation reserves both names.
-pub const ANONYMOUS: &str = "http";
-
-/// Tokens shorter than this are refused at startup: a bearer token is the only lock on a
-/// non-loopback listener.
-const MIN_TOKEN_LEN: usize = 16;
-
 /// A slow client gets this long to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The HMAC key that turns tokens into equal-length tags before the constant-time comparison;
-/// it is not a secret (the tokens are), only a domain separator.
-const TAG_KEY: [u8; 64] = *b"hands: bearer-token tags for a constant-time comparison, v1.....";
-
 type Body = BoxBody<Bytes, Infallible>;
 type Service = StreamableHttpService<HandsServer, LocalSessionManager>;
-
-/// A host rule from `allowed_hosts`: the host (lowercase, no brackets) and, optionally, a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct HostRule {
-    host: String,
-    port: Option<u16>,
-}
-
-/// One configured client after startup: its name and the HMAC tag of its token.
-struct ClientKey {
-    name: String,
-    tag: Vec<u8>,
-}
-
-/// Everything `serve` needs, checked before the runtime starts: the address, the host rules and
-/// the clients' token tags (tokens read from their variables or files).
-pub struct Setup {
-    addr: SocketAddr,
-    hosts: Vec<HostRule>,
-    clients: Vec<ClientKey>,
-}
-
-impl Setup {
-    /// The HTTP setup, or `None` when neither `--http` nor `[server.http]` asks for HTTP.
-    /// `listen` (from `--http ADDR`) overrides `[server.http].listen`. Refuses a non-loopback
-    /// address without clients, a loopback one without clients while commands share the host's
-    /// network ([`loopback_refusal`]), a token file that commands or file tools could read, and
-    /// any client whose token is missing, empty or too short.
-    pub fn new(config: &Config, listen: Option<&str>) -> anyhow::Result<Option<Setup>> {
-        let default_cfg;
-        let cfg = match (config.http.as_ref(), listen) {
-            (Some(c), _) => c,
-            (None, Some(_)) => {
-                default_cfg = HttpCfg {
-                    listen: String::new(),
-                    allowed_hosts: Vec::new(),
-                    clients: Vec::new(),
-                };
-                &default_cfg
-            }
-            (None, None) => return Ok(None),
-        };
-        let (listen, from) = match listen {
-            Some(l) => (l, "--http"),
-            None => (cfg.listen.as_str(), "[server.http].listen"),
-        };
-        let addr: SocketAddr = listen.parse().map_err(|_| {
-            anyhow!("{from} `{listen}` is not an address:port\nhint: for example 127.0.0.1:8765")
-        })?;
-        if !addr.ip().is_loopback() && cfg.clients.is_empty() {
-            bail!(
-                "refusing to serve HTTP on {addr} without bearer tokens: a non-loopback address is \
-                 reachable from other machines, and anyone reaching it would get the tools\n\
-                 hint: add a client to daemon.toml —\n  \
-                 [[server.http.clients]]\n  name = \"ci-bot\"\n  token_env = \"HANDS_TOKEN_CI\"   \
-                 # or token_file = \"~/.config/hands/ci-bot.token\"\n\
-                 or listen on a loopback address such as 127.0.0.1:8765"
-            );
-        }
-        if cfg.clients.is_empty()
-            && let Some(why) = loopback_refusal(config, &addr.to_string())
-        {
-            bail!("{why}");
-        }
-        for c in &cfg.clients {
-            if let Some(file) = &c.token_file
-                && let Some(seen) = readable_by_modules(config, file)
-            {
-                bail!(
-                    "[[server.http.clients]] `{}`: token_file {} lies {seen}, where a command \
-                     or file tool could read the token and call the tools as `{}`\nhint: keep it \
-                     outside every root and every folder commands see, e.g. \
-                     ~/.config/hands/{}.token (chmod 600)",
-                    c.name,
-                    file.display(),
-                    c.name,
-                    c.name
-                );
-            }
-        }
-        let mut hosts = Vec::new();
-        for entry in &cfg.allowed_hosts {
-            hosts.push(parse_host_rule(entry).ok_or_else(|| {
-                anyhow!(
-                    "[server.http].allowed_hosts: `{entry}` is not a host or host:port\nhint: for \
-                     example \"build.example.com\" or \"build.example.com:8765\""
-                )
-            })?);
-        }
-        // The listen address's own IP is a Host a client may use; an IP literal cannot be a
-        // rebinding name.
-        if !addr.ip().is_unspecified() {
-            hosts.push(HostRule { host: normalize_host(&addr.ip().to_string()), port: None });
-        }
-        let mut clients: Vec<ClientKey> = Vec::new();
-        for c in &cfg.clients {
-            let token = read_token(c)?;
-            let tag = tag_of(token.as_bytes());
-            if let Some(other) = clients.iter().find(|o| o.tag == tag) {
-                bail!(
-                    "[[server.http.clients]] `{}` and `{}` have the same token, so a request could \
-                     not say which of them it is\nhint: give each client its own token",
-                    other.name,
-                    c.name
-                );
-            }
-            clients.push(ClientKey { name: c.name.clone(), tag });
-        }
-        Ok(Some(Setup { addr, hosts, clients }))
-    }
-
-    /// What the banner says for the transport, given the bound address.
-    fn describe(&self, bound: SocketAddr) -> String {
-        if self.clients.is_empty() {
-            format!("http://{bound}/mcp (no bearer tokens: loopback only, identity `{ANONYMOUS}`)")
-        } else {
-            let names: Vec<&str> = self.clients.iter().map(|c| c.name.as_str()).collect();
-            format!("http://{bound}/mcp (bearer tokens: {})", names.join(", "))
-        }
-    }
-}
-
-/// The module whose commands reach the host's loopback: tools-shell with the `network` grant,
-/// whose commands share the host's network namespace (without it they get a private one).
-pub fn loopback_reacher(config: &Config) -> Option<&ModuleCfg> {
-    config.modules.iter().find(|m| {
-        m.id == ModuleId::Shell
-            && m.has(Grant::Network)
-            && match &m.settings {
-                // The network by domain reaches the host's loopback only where an allow entry
-                // names a loopback address; `mode = "host"` always does. An invalid table is a
-                // config error elsewhere; here it counts as reaching (fails closed).
-                crate::config::ModuleSettings::Shell(sh) => match sh.network_mode() {
-                    Ok(crate::config::NetworkMode::Domains(rules)) => rules.names_loopback(),
-                    _ => true,
-                },
-                _ => true,
-            }
-    })
-}
-
-/// Why HTTP at `listen` without `[[server.http.clients]]` is refused, when it is: the address is
-/// loopback (a non-loopback one needs tokens anyway) and commands reach the host's loopback, so
-/// a command could connect as a client — use every module's tools, answer an approval put to
-/// "its" client with *always* — and nothing a command can reach may grant anything.
-pub fn loopback_refusal(config: &Config, listen: &str) -> Option<String> {
-    let addr: SocketAddr = listen.parse().ok()?;
-    let m = loopback_reacher(config)?;
-    addr.ip().is_loopback().then(|| {
-        format!(
-            "refusing to serve HTTP on {addr} without bearer tokens: {} holds the `network` grant, \
-             so its commands share the host's network and can connect to {addr} themselves — as a \
-             client they would get every module's tools and could answer their own approvals\n\
-             hint: give each MCP client a token of its own in daemon.toml —\n  \
-             [[server.http.clients]]\n  name = \"my-agent\"\n  token_env = \"HANDS_TOKEN_AGENT\"   \
-             # or token_file = \"~/.config/hands/my-agent.token\"\n\
-             or take `network` off {}'s grants (its commands then get a private network)",
-            m.id.name(),
-            m.id.name()
-        )
-    })
-}
-
-/// Where commands or file tools could read `file`, when they could: inside a module's root, or
-/// for tools-shell inside a folder every command sees (the system folders, the folders of its
-/// `path`, its sandbox home), unless a credential or `sandbox.deny` entry masks it there. A
-/// token or login kept there could be used by the agent itself.
-pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let lists = crate::server::policy_lists(config);
-    if lists.credentials.iter().chain(&lists.deny).any(|d| real.starts_with(d)) {
-        return None;
-    }
-    for m in &config.modules {
-        if let Some(r) = m.roots.iter().find(|r| real.starts_with(&r.path)) {
-            return Some(format!("inside the root {} of {}", r.path.display(), m.id.name()));
-        }
-        let ModuleSettings::Shell(sh) = &m.settings else { continue };
-        let home = crate::server::absolute(&config.state_dir).join("sandbox-home");
-        let path = sh.command_path();
-        let seen = crate::shell::SYSTEM
-            .iter()
-            .map(PathBuf::from)
-            .chain(path.split(':').filter(|d| Path::new(d).is_absolute()).map(PathBuf::from))
-            .chain(std::iter::once(home))
-            .find(|dir| {
-                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-                real.starts_with(&dir)
-            });
-        if let Some(dir) = seen {
-            return Some(format!(
-                "inside {}, a folder every command of {} sees",
-                dir.display(),
-                m.id.name()
-            ));
-        }
-    }
-    None
-}
-
-/// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,
-/// short or non-printable one, naming the client.
-// The token file the person configured.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
-    let (raw, source) = match (&c.token_env, &c.token_file) {
-        (Some(var), _) => {
-            let v = std::env::var(var).map_err(|e| {
-                anyhow!(
-                    "[[server.http.clients]] `{}`: token_env = \"{var}\": {}\nhint: export \
-                     {var} in the environment of `hands serve`, or use token_file",
-                    c.name,
-                    match e {
-                        std::env::VarError::NotPresent => "the variable is not set",
-                        std::env::VarError::NotUnicode(_) => "the variable is not UTF-8",
-                    }
-                )
-            })?;
-            (v, format!("${var}"))
-        }
-        (None, Some(file)) => {
-            let v = std::fs::read_to_string(file).with_context(|| {
-                format!(
-                    "[[server.http.clients]] `{}`: cannot read token_file {}",
-                    c.name,
-                    file.display()
-                )
-            })?;
-            (v, file.display().to_string())
-        }
-        (None, None) => bail!(
-            "[[server.http.clients]] `{}` has neither token_env nor token_file\nhint: token_env = \
-             \"HANDS_TOKEN_X\" reads the token from that variable",
-            c.name
-        ),
-    };
-    let token = raw.trim();
-    if token.is_empty() {
-        bail!(
-            "[[server.http.clients]] `{}`: the token in {source} is empty\nhint: put a random \
-             token there, e.g. the output of `openssl rand -hex 32`",
-            c.name
-        );
-    }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        bail!(
-            "[[server.http.clients]] `{}`: the token in {source} has spaces or characters that \
-             cannot travel in an Authorization header\nhint: use printable ASCII, e.g. the output \
-             of `openssl rand -hex 32`",
-            c.name
-        );
-    }
-    if token.len() < MIN_TOKEN_LEN {
-        bail!(
-            "[[server.http.clients]] `{}`: the token in {source} is {} characters; at least \
-             {MIN_TOKEN_LEN} are required\nhint: `openssl rand -hex 32` makes a good one",
-            c.name,
-            token.len()
-        );
-    }
-    Ok(token.to_string())
-}
-
-fn mac() -> Hmac<Sha256> {
-    // A key of exactly SHA-256's block size: the infallible constructor.
-    <Hmac<Sha256> as KeyInit>::new(&TAG_KEY.into())
-}
-
-fn tag_of(token: &[u8]) -> Vec<u8> {
-    let mut m = mac();
-    m.update(token);
-    m.finalize().into_bytes().to_vec()
-}
 
 /// The state every connection shares.
 struct Door {
@@ -357,14 +70,18 @@ pub fn no_nagle(stream: &tokio::net::TcpStream, who: &str) {
     }
 }
 
-/// Binds the address, prints the banner, and serves until SIGINT or SIGTERM.
-pub async fn serve(daemon: Arc<Daemon>, setup: Setup) -> anyhow::Result<()> {
+/// Binds the address, tells `bound` what it serves (for the banner), and serves until SIGINT
+/// or SIGTERM.
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    setup: Setup,
+    bound: impl FnOnce(&str),
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(setup.addr)
         .await
         .with_context(|| format!("cannot listen on {}", setup.addr))?;
-    let bound =
-        listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
-    crate::cli::eprint_line(&crate::report::banner(&daemon, &setup.describe(bound)));
+    let addr = listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
+    bound(&setup.describe(addr));
 
     let shutdown = CancellationToken::new();
     let rmcp_config = StreamableHttpServerConfig::default()
@@ -609,24 +326,6 @@ impl Door {
     }
 }
 
-fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
-}
-
-/// `localhost` or a loopback IP literal (127.0.0.0/8, ::1): a browser only sends these for a
-/// page that is itself on this machine, so they cannot be a rebinding name.
-fn is_loopback_name(host: &str) -> bool {
-    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-fn parse_host_rule(entry: &str) -> Option<HostRule> {
-    let a = entry.trim().parse::<http::uri::Authority>().ok()?;
-    if a.as_str().contains('@') || a.host().is_empty() {
-        return None;
-    }
-    Some(HostRule { host: normalize_host(a.host()), port: a.port_u16() })
-}
-
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
     *r.status_mut() = status;
@@ -648,6 +347,7 @@ fn unauthorized(challenge: &'static str, text: &str) -> Box<Response<Body>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::http_setup::parse_host_rule;
 
     fn door(hosts: &[&str]) -> Door {
         Door {
@@ -687,11 +387,5 @@ mod tests {
         assert!(!check("null"));
         assert!(!check("file://localhost"));
         assert!(d.check_origin(&HeaderMap::new()).is_ok());
-    }
-
-    #[test]
-    fn tags_compare_tokens_not_prefixes() {
-        assert_eq!(tag_of(b"0123456789abcdef"), tag_of(b"0123456789abcdef"));
-        assert_ne!(tag_of(b"0123456789abcdef"), tag_of(b"0123456789abcde"));
     }
 }

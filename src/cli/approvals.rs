@@ -1,0 +1,146 @@
+//! `hands approvals list|approve|deny|revoke`: a person's answers at the gate, from a
+//! terminal. Parked actions live in the daemons (asked over their control sockets); the
+//! *always* permissions in `<state_dir>/approvals.json`.
+
+use super::report::{self, state_dir};
+use crate::control::protocol::{Choice, Reply, Request, Standing, Via};
+use crate::{approvals, control, shown};
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `hands approvals ...`: the parked actions live in the daemons (asked over their control
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCmd {
+    /// Actions waiting for a person, and the standing *always* permissions
+    List,
+    /// Allow a waiting action once
+    Approve { id: String },
+    /// Refuse a waiting action
+    Deny { id: String },
+    /// End a standing permission (its id from `list`), or all of them with --all (session
+    /// permissions of live connections included)
+    Revoke {
+        #[arg(required_unless_present = "all")]
+        id: Option<String>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+}
+
+/// sockets); the *always* permissions in `<state_dir>/approvals.json`.
+pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
+    let dir = match state_dir(config) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let always_path = dir.join("approvals.json");
+    let live = |req: Request| -> Vec<Reply> {
+        control::client::request_all(&dir, &req)
+            .into_iter()
+            .filter_map(|(path, a)| match a {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    report::out(&format!("hands: {}: {e}", path.display()));
+                    None
+                }
+            })
+            .collect()
+    };
+    match action {
+        ApprovalsCmd::List => {
+            let mut waiting = 0;
+            for reply in live(Request::Approvals) {
+                let Reply::Pending { pid, pending } = reply else { continue };
+                for p in pending {
+                    waiting += 1;
+                    // Described here from its parts (every part escaped, `src/shown.rs`), not
+                    // printed as the daemon worded it.
+                    let action = approvals::Pending::from(p.clone()).action.describe();
+                    report::out(&format!(
+                        "waiting {} (daemon {pid}, expires at {}): {action}",
+                        shown::shown(&p.id).text,
+                        p.expires,
+                    ));
+                }
+            }
+            if waiting == 0 {
+                report::out("no action is waiting for a person");
+            }
+            match approvals::read_always(&always_path) {
+                Ok(all) if all.is_empty() => report::out("no standing always permissions"),
+                Ok(all) => {
+                    for s in all {
+                        report::out(&format!(
+                            "always {}: client {} may run `{}` of {} (hands {}, granted at {})",
+                            s.id, s.client, s.tool, s.module, s.version, s.granted
+                        ));
+                    }
+                }
+                Err(e) => {
+                    report::out(&format!("hands: {e:#}"));
+                    return ExitCode::from(1);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        ApprovalsCmd::Approve { id } => answer_parked(&live, &id, Choice::Once),
+        ApprovalsCmd::Deny { id } => answer_parked(&live, &id, Choice::Reject),
+        ApprovalsCmd::Revoke { id, all } => {
+            let standing = match id {
+                Some(id) => Standing::Id(id),
+                None => Standing::All,
+            };
+            if let Err(e) = revoke(&dir, &always_path, standing) {
+                report::out(&format!("hands: {e}"));
+                return ExitCode::from(1);
+            }
+            if all {
+                // Every live daemon's session permissions end too.
+                live(Request::RevokeSessions);
+                report::out("revoked every standing permission, session permissions included");
+            } else {
+                report::out("revoked");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// A revoke, done by the first live daemon of the state dir (which records it); with no
+/// daemon serving, done here on the file (there is no audit log to write then).
+fn revoke(dir: &std::path::Path, file: &std::path::Path, standing: Standing) -> Result<(), String> {
+    let req = Request::Revoke { standing: standing.clone(), via: Via::Terminal };
+    match control::client::request_one(dir, &req) {
+        Some((_, Ok(Reply::Done { .. }))) => Ok(()),
+        Some((_, Ok(Reply::Failed { error, .. }))) => Err(error),
+        Some((path, Ok(other))) => {
+            Err(format!("{}: an answer this hands does not expect: {other:?}", path.display()))
+        }
+        Some((_, Err(e))) => Err(e),
+        None => match control::act::revoke_standing(file, &standing) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(control::act::unknown(&standing)),
+            Err(e) => Err(format!("{e:#}")),
+        },
+    }
+}
+
+/// Sends a person's answer for a parked action to every live daemon; one of them holds it.
+fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice) -> ExitCode {
+    let answers = live(Request::Answer { id: id.into(), choice, via: Via::Terminal });
+    if answers.iter().any(Reply::ok) {
+        let said = if choice == Choice::Reject { "denied" } else { "approved" };
+        report::out(&format!("{said} {id}"));
+        return ExitCode::SUCCESS;
+    }
+    let why = answers
+        .iter()
+        .find_map(|r| match r {
+            Reply::Failed { error, .. } => Some(error.as_str()),
+            _ => None,
+        })
+        .unwrap_or("no running daemon found in the state dir (check --config)");
+    report::out(&format!("hands: {why}"));
+    ExitCode::from(1)
+}

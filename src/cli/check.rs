@@ -1,0 +1,49 @@
+//! `hands check` and `hands doctor`: the resolved policy, and (doctor) tool versions and
+//! warnings; exit 1 when it is not safe to serve.
+
+use super::{doctor, report};
+use crate::{config, server};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report::out(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    let daemon = match server::Daemon::inspect(cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            report::out(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    report::out(&report::policy(&daemon));
+    if !doctor {
+        // What the file alone shows; `doctor` reports the same among its warnings.
+        let found = report::check_findings(&daemon);
+        for w in &found.warnings {
+            report::out(&format!("warning: {w}"));
+        }
+        if found.serve_refuses {
+            return ExitCode::from(1);
+        }
+    }
+    if doctor {
+        // Exit 1 when it is not safe to serve: `serve` would refuse to start, or in enforce
+        // mode a missing guarantee would refuse every command. (`check` validates the file
+        // alone: the tokens it names are read at startup, from wherever `serve` runs.)
+        let found = doctor::doctor_report(&daemon);
+        report::out(&found.text);
+        let enforce = daemon.config.sandbox_mode == config::SandboxMode::Enforce;
+        if found.serve_refuses
+            || (enforce && daemon.self_test().is_some_and(|p| !p.missing().is_empty()))
+        {
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,128 @@
+//! `hands serve`: load the config, build the daemon, open the control socket and the
+//! dashboard, then serve MCP on stdio or over streamable HTTP.
+
+use super::doctor;
+use super::report::{self, eprint_line};
+use crate::{config, control, dashboard, server, transport};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::new(l),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+}
+
+pub(super) fn serve(
+    config: Option<PathBuf>,
+    http: Option<String>,
+    log_level: Option<String>,
+) -> ExitCode {
+    init_logging(log_level.as_deref());
+    let cfg = match config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    if let Some(sock) = server::git_agent_socket(&cfg) {
+        // libssh2 (git push over SSH) finds the ssh-agent only through SSH_AUTH_SOCK, so the
+        // configured push.ssh_auth_sock becomes this process's SSH_AUTH_SOCK. `set_var` is
+        // unsafe because another thread could read the environment at the same time; here
+        // none exists yet: the tokio runtime starts below, logging spawns no thread, and
+        // nothing before this point starts one. The daemon never hands its own environment
+        // to anything it spawns, so the socket path goes no further than libssh2.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("SSH_AUTH_SOCK", &sock)
+        };
+    }
+    // Tokens are read and the loopback rule checked before anything starts.
+    let http = match transport::http_setup::Setup::new(&cfg, http.as_deref()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    let dashboard = match dashboard::Setup::new(&cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    let daemon = match server::Daemon::new(cfg) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
+    // The sandbox self-test runs before serving, so every result states what held.
+    let _ = daemon.self_test();
+    if http.is_none() {
+        // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+        eprint_line(&report::banner(&daemon, "stdio"));
+    }
+    // One client over stdio: its calls are served on one thread (file work still goes to the
+    // blocking pool), which spares every call the wake-ups between worker threads. Over HTTP,
+    // many clients: a worker per core.
+    let mut builder = if http.is_none() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = match builder.enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprint_line(&format!("hands: cannot start the async runtime: {e}"));
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(async move {
+        use rmcp::ServiceExt;
+        // `hands stop`'s door; serving goes on without it, and says so.
+        let _control = control::start(daemon.clone())
+            .inspect_err(|e| {
+                eprint_line(&format!(
+                    "hands: warning: {e:#}; `hands stop` cannot reach this daemon"
+                ))
+            })
+            .ok();
+        if let Some(setup) = dashboard {
+            // The person's page; serving MCP goes on without it (another daemon of this state
+            // dir may hold the port), and says so.
+            match dashboard::start(daemon.clone(), setup, doctor::doctor).await {
+                Ok(addr) => eprint_line(&format!("hands: dashboard at http://{addr}/")),
+                Err(e) => eprint_line(&format!("hands: warning: {e:#}; no dashboard here")),
+            }
+        }
+        if let Some(setup) = http {
+            // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+            let banner = daemon.clone();
+            let bound = move |t: &str| eprint_line(&report::banner(&banner, t));
+            return transport::http::serve(daemon, setup, bound).await;
+        }
+        let (input, output) = rmcp::transport::io::stdio_pipes();
+        let server = server::HandsServer::new(daemon, "stdio");
+        let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
+        let service = server.serve(transport).await?;
+        service.waiting().await?;
+        anyhow::Ok(())
+    });
+    // A pending stdin read cannot be cancelled; do not wait for it on the way out.
+    rt.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            ExitCode::from(1)
+        }
+    }
+}
