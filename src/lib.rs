@@ -5,6 +5,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod dashboard;
 pub mod errors;
 pub mod exec;
@@ -16,6 +17,7 @@ pub mod netgate;
 pub mod netns;
 pub mod probe;
 pub mod profiles;
+pub mod registry;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod sandbox;

@@ -143,7 +143,10 @@ pub(super) async fn ask_person(
                 )
             };
             // Nobody answered: the gate's own rule refused (it fails closed).
-            Verdict::Deny { by: channel.map_or(DecidedBy::Policy, by), why: Refusal { message, denial } }
+            Verdict::Deny {
+                by: channel.map_or(DecidedBy::Policy, by),
+                why: Refusal { message, denial },
+            }
         }
     }
 }

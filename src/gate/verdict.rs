@@ -78,9 +78,8 @@ pub async fn decide(
     }
     let daemon = asker.daemon;
     // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
-    let braked = || {
-        call.class == ActionClass::External && call.tool != "tmux_kill" && daemon.is_stopped()
-    };
+    let braked =
+        || call.class == ActionClass::External && call.tool != "tmux_kill" && daemon.is_stopped();
     let brake = || Verdict::Deny {
         by: DecidedBy::Stop,
         why: Refusal::new(

@@ -2,6 +2,7 @@
 //! [`hands_roots::Resolver`] confines. Knows nothing of MCP: each tool is a function from a
 //! parameter struct to an output struct (both with JSON schemas) or an [`FsError`].
 
+pub mod catalogue;
 pub mod edit;
 mod error;
 pub mod list;

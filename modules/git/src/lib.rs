@@ -4,6 +4,7 @@
 //! from a parameter struct to an output struct (both with JSON schemas, the output also a
 //! `Display` text mirror) or a [`GitError`].
 
+pub mod catalogue;
 mod confine;
 mod error;
 mod names;
