@@ -174,6 +174,8 @@ impl Daemon {
                 }
             }
         }
+        #[cfg(feature = "conformance-tools")]
+        tools.extend(crate::server::conformance_tools::tools());
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
         let approvals =
@@ -213,27 +215,6 @@ impl Daemon {
         self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);
         if let Some(sh) = &self.shell {
             sh.release();
-        }
-    }
-
-    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
-    pub async fn record_control(&self, op: &str, outcome: String) {
-        let entry = crate::audit::Entry {
-            client: "terminal".into(),
-            module: "hands".into(),
-            tool: op.into(),
-            class: "control".into(),
-            arguments: serde_json::json!({}),
-            decision: crate::audit::Decision::Allow,
-            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
-            outcome,
-            result: None,
-        };
-        let audit = self.audit.clone();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
         }
     }
 

@@ -35,6 +35,9 @@ pub enum Handler {
     /// `run` (`None`) or the `os-*` tool of tools-shell's `tools[i]` (`Some(i)`): the argv is
     /// checked against the allowlist before the gate, which shows it to a person.
     Program(Option<usize>),
+    /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
+    #[cfg(feature = "conformance-tools")]
+    Conformance,
 }
 
 /// One published tool.

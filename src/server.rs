@@ -18,6 +18,11 @@ use std::sync::{Arc, Mutex};
 
 pub use crate::daemon::{Daemon, absolute, git_agent_socket, policy_lists};
 
+/// Test-only: the conformance suite's scenario tools, gated like every other tool.
+#[cfg(feature = "conformance-tools")]
+#[path = "conformance_tools.rs"]
+pub(crate) mod conformance_tools;
+
 /// The rmcp handler of one connection.
 #[derive(Clone)]
 pub struct HandsServer {
@@ -67,7 +72,7 @@ impl HandsServer {
         // person's question carry the full argv and the binary it resolved to.
         let program = match def.handler {
             Handler::Program(os) => Some(self.program(def, os, args.clone())),
-            Handler::Call(_) => None,
+            _ => None,
         };
         // A command that cannot run (a wall missing in `enforce`) is refused before anyone is
         // asked to approve it (SPEC §5.2).
@@ -102,15 +107,7 @@ impl HandsServer {
             }
             (None, None) => None,
         };
-        let call = Call {
-            tool: def.tool.name.as_ref(),
-            module: def.module,
-            class: def.class,
-            arguments: &arguments,
-            confirm,
-        };
-        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
-        let verdict = match crate::gate::decide(&asker, &call, before, retry, ctx).await {
+        let verdict = match self.verdict(def, &arguments, before, confirm, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
             Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
             decided => decided,
@@ -141,6 +138,11 @@ impl HandsServer {
                 Handler::Call(run) => run(args, crate::shell::Caller::of(ctx, &self.gone)).await,
                 Handler::Program(_) => Answer::plain(tool_error(format!(
                     "`{}` runs through the allowlist, and its argv was not checked",
+                    def.tool.name
+                ))),
+                #[cfg(feature = "conformance-tools")]
+                Handler::Conformance => Answer::plain(tool_error(format!(
+                    "`{}` is served by its scenario",
                     def.tool.name
                 ))),
             },
@@ -188,6 +190,27 @@ impl HandsServer {
             Err(e) => self.unaudited(def, &result, &e.to_string()),
         }
         .into()
+    }
+
+    /// The gate's verdict on a call of `def` by this connection's client.
+    async fn verdict(
+        &self,
+        def: &Entry,
+        arguments: &serde_json::Value,
+        before: Option<Refusal>,
+        confirm: bool,
+        retry: Retry,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Verdict {
+        let call = Call {
+            tool: def.tool.name.as_ref(),
+            module: def.module,
+            class: def.class,
+            arguments,
+            confirm,
+        };
+        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
+        crate::gate::decide(&asker, &call, before, retry, ctx).await
     }
 
     /// The parsed call of `run` or an `os-*` tool, checked by the policy and resolved on PATH;
@@ -286,6 +309,11 @@ impl ServerHandler for HandsServer {
         let Some(def) = self.daemon.tool(request.name.as_ref()) else {
             return Err(unknown_tool(request.name.as_ref()));
         };
+        #[cfg(feature = "conformance-tools")]
+        if matches!(def.handler, Handler::Conformance) {
+            let def = def.clone();
+            return self.conformance(&def, request, &context).await;
+        }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.
