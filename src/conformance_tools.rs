@@ -4,7 +4,7 @@
 //! `test_input_required_result_*`, `test_missing_capability` and the rest.
 //!
 //! They are published by tools-fs as read-class tools, so every call passes the real gate
-//! (`HandsServer::gate`: the brake, the audit check, the policy) before it does anything, and
+//! (`crate::gate::decide`: the brake, the audit check, the policy) before it does anything, and
 //! rides the real transports. What they ask of a client follows the same rules as the gate's own
 //! questions: a request only for a capability the client declared ([`Reach`] for elicitation,
 //! the declared `sampling`/`roots` otherwise, read per request as the gate reads them), and
@@ -13,10 +13,12 @@
 //!
 //! `test_tool_with_logging` / `test_logging_tool` are not here: hands declares no logging.
 
-use super::{HandsServer, Retry, refused, tool_error};
+use super::HandsServer;
 use crate::approvals::Reach;
 use crate::config::{ActionClass, ModuleId};
-use crate::tools::{ToolDef, ToolKind};
+use crate::errors::{refused, tool_error};
+use crate::gate::{Retry, Verdict};
+use crate::registry::{Entry, Handler};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, InputRequest,
     InputRequiredResult, InputResponses, JsonObject, ProgressNotificationParam, Tool,
@@ -94,7 +96,7 @@ fn object(v: Value) -> JsonObject {
 
 /// The catalogue entries: tools-fs, read class (the default policy allows them; a `deny`
 /// refuses them like any tool).
-pub(super) fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<Entry> {
     TOOLS
         .iter()
         .map(|(name, description)| {
@@ -107,11 +109,12 @@ pub(super) fn tools() -> Vec<ToolDef> {
                 _ => json!({ "type": "object", "properties": {} }),
             };
             let tool = Tool::new(*name, *description, Arc::new(object(schema)));
-            ToolDef {
+            Entry {
                 tool,
-                kind: ToolKind::Conformance,
                 module: ModuleId::Fs,
                 class: ActionClass::Read,
+                runs_commands: false,
+                handler: Handler::Conformance,
             }
         })
         .collect()
@@ -209,18 +212,16 @@ impl HandsServer {
     /// A conformance tool's call: the gate first, then the scenario's behaviour.
     pub(super) async fn conformance(
         &self,
-        def: &ToolDef,
+        def: &Entry,
         request: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.clone().unwrap_or_default();
-        let gate = self.gate(def, &Value::Object(args.clone()), Retry::default(), ctx, false).await;
-        if let Some(msg) = gate.refusal {
-            return Ok(match gate.denial {
-                Some(d) => refused(msg, vec![d]),
-                None => tool_error(msg),
-            }
-            .into());
+        let arguments = Value::Object(args.clone());
+        match self.verdict(def, &arguments, None, false, Retry::default(), ctx).await {
+            Verdict::Allow { .. } => {}
+            Verdict::Deny { why, .. } => return Ok(refused(why.message, vec![why.denial]).into()),
+            Verdict::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
         }
         let caps = ctx.client_capabilities();
         let name = def.tool.name.as_ref();

@@ -180,3 +180,41 @@ async fn the_audit_tells_a_refusal_from_a_plain_failure() {
     fx.assert_canary();
     let _ = c.cancel().await;
 }
+
+/// The registry: every tool is listed once under a unique name, and a call of each reaches
+/// that tool's own handler — arguments of the wrong type come back as that tool's "invalid
+/// arguments" error (nothing runs), never as an unknown tool or another tool's answer.
+#[tokio::test]
+async fn every_listed_tool_is_unique_and_reaches_its_own_handler() {
+    let fx = Fixture::new();
+    // Nothing waits for a person: every class is allowed, so each call reaches its handler.
+    let config = EVERY_TOOL.replace(
+        "state_dir = \"{state}\"\n",
+        "state_dir = \"{state}\"\n\n[trust]\nexternal = \"allow\"\n",
+    );
+    let c = connect(&fx, &config, Person::new(None, false), Era::Legacy).await;
+    let tools = c.peer().list_all_tools().await.unwrap();
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "a name is listed twice: {names:?}");
+    assert_eq!(names.len(), 24, "{names:?}");
+    // Every field any tool takes, each of a type no tool accepts there.
+    let wrong = json!({
+        "path": 5, "command": 5, "session": 5, "argv": 5, "args": 5, "message": 5,
+        "name": 5, "branch": 5, "repo": 5, "pattern": 5, "content": 5, "old_string": 5,
+        "text": 5, "lines": "many", "limit": "many",
+    });
+    for name in &names {
+        let r = call(&c, name, wrong.clone()).await;
+        let text = text_of(&r);
+        assert_eq!(r.is_error, Some(true), "{name}: {text}");
+        assert!(
+            text.starts_with(&format!("invalid arguments for `{name}`:")),
+            "{name} did not reach its own handler: {text}"
+        );
+    }
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}

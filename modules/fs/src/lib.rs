@@ -6,6 +6,7 @@
 // lib target itself is checked without this (clippy.toml, SPEC §11).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod catalogue;
 pub mod edit;
 mod error;
 pub mod list;

@@ -8,6 +8,7 @@
 // lib target itself is checked without this (clippy.toml, SPEC §11).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod catalogue;
 mod confine;
 mod error;
 mod names;

@@ -1,0 +1,92 @@
+//! What a `hands` tool is, as data: the catalogue contract between the module crates (which
+//! know nothing of MCP) and the daemon's tool registry (which publishes the tools over MCP).
+//!
+//! A module's catalogue is one function, `register`, that passes each tool's [`Spec`] together
+//! with the function implementing it to a [`Register`]. The tool's parameter and output types
+//! are those of that function, so the schema a client reads and the code that runs cannot
+//! drift apart, and the tool's name is written once.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What a call does to the world, as the trust gate classes it (SPEC §6): `[trust]` maps each
+/// class to allow, ask or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Looks, changes nothing.
+    Read,
+    /// Changes files or repositories under the roots.
+    Write,
+    /// Runs commands or reaches beyond the machine (push).
+    External,
+}
+
+/// MCP's tool annotations, stated honestly: what a client may assume about a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// Changes nothing.
+    pub read_only: bool,
+    /// May destroy or overwrite what was there.
+    pub destructive: bool,
+    /// The same call twice has the effect of one.
+    pub idempotent: bool,
+    /// Reaches the world beyond the roots (a network, a remote).
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// A tool that only looks: read-only, idempotent, closed world.
+    pub const LOOKS: Hints =
+        Hints { read_only: true, destructive: false, idempotent: true, open_world: false };
+}
+
+/// One published tool, as data: what `tools/list` shows besides the schemas, and the class the
+/// gate judges it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// Read by a model on every call: short, concrete, saying limits and defaults.
+    pub description: &'static str,
+    pub class: Class,
+    pub hints: Hints,
+}
+
+/// What a tool's parameters are: JSON with a schema.
+pub trait Params: DeserializeOwned + JsonSchema + Send + 'static {}
+impl<T: DeserializeOwned + JsonSchema + Send + 'static> Params for T {}
+
+/// What a tool's output is: structured content with a schema (its text mirror is the
+/// registration's `text` function).
+pub trait Output: Serialize + JsonSchema + Send + 'static {}
+impl<T: Serialize + JsonSchema + Send + 'static> Output for T {}
+
+/// A tool's implementation over the module's state `S`, failing with the module's error `E`.
+pub type Run<S, P, O, E> = fn(&S, P) -> Result<O, E>;
+
+/// The same, stopping with `Ok(None)` right after opening when its target is over the given
+/// size cap (bytes), so that a caller may try small calls inline and send large ones elsewhere.
+pub type Capped<S, P, O, E> = fn(&S, P, Option<u64>) -> Result<Option<O>, E>;
+
+/// Where a module's catalogue goes: each call publishes one tool, in the order of the calls.
+pub trait Register<S, E> {
+    /// A tool whose call runs `run`; `text` renders its output for clients that do not read
+    /// structured content.
+    fn tool<P: Params, O: Output>(
+        &mut self,
+        spec: Spec,
+        run: Run<S, P, O, E>,
+        text: fn(&O) -> String,
+    );
+
+    /// A tool whose calls are mostly small: `small` may be tried first under a size cap, and
+    /// `whole` runs the call without one.
+    fn capped<P: Params + Clone, O: Output>(
+        &mut self,
+        spec: Spec,
+        small: Capped<S, P, O, E>,
+        whole: Run<S, P, O, E>,
+        text: fn(&O) -> String,
+    );
+}

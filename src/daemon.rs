@@ -1,0 +1,305 @@
+//! The [`Daemon`]: everything built once at startup and shared by every connection — the
+//! config, each module's pinned roots, the tool registry, the audit log, the approvals, the
+//! brake.
+
+use crate::config::{Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
+use crate::registry::{Entry, Registrar};
+use hands_git::{Git, GitSettings};
+use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Everything a connection needs, built once at startup.
+pub struct Daemon {
+    pub config: Config,
+    shell: Option<Arc<crate::shell::Shell>>,
+    /// The tool registry: every published tool with its handler, in `tools/list` order.
+    tools: Vec<Entry>,
+    pub(crate) audit: Arc<crate::audit::Audit>,
+    /// `hands stop` is in effect: external-class calls are refused until `--release`.
+    /// The brake; shared with tools-git, whose push reads it before it sends.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+    /// *Session* permissions of stateless (2026-07-28) HTTP clients, which have no connection
+    /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
+    stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
+    /// Asking a person, and the standing permissions (`src/gate/approvals.rs`).
+    pub approvals: Arc<crate::approvals::Approvals>,
+    /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
+    resolvers: Vec<(ModuleId, Arc<Resolver>)>,
+}
+
+/// Builds the compiled policy shared by every module's resolver.
+pub fn policy_lists(config: &Config) -> PolicyLists {
+    let home = crate::config::home_dir();
+    PolicyLists {
+        credentials: crate::profiles::credentials()
+            .map(|c| crate::config::expand_tilde(c, home.as_deref()))
+            .filter(|p| p.is_absolute())
+            .collect(),
+        deny: config.deny.clone(),
+        secret_patterns: config.secret_patterns.clone(),
+        secret_exceptions: crate::profiles::secret_exceptions().map(str::to_string).collect(),
+        protected: (crate::profiles::protected().map(str::to_string))
+            .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
+            .collect(),
+    }
+}
+
+/// Pins a module's roots under the shared policy lists.
+fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolver>> {
+    let specs: Vec<RootSpec> =
+        m.roots.iter().map(|r| RootSpec { path: r.path.clone(), writable: r.writable }).collect();
+    let policy = Policy::new(lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
+    let resolver =
+        Resolver::new(&specs, policy).map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
+    Ok(Arc::new(resolver))
+}
+
+fn git_settings(
+    m: &ModuleCfg,
+    cfg: &hands_git::settings::Settings,
+    state_dir: &Path,
+) -> GitSettings {
+    // Trust on first use records host keys here; a relative state dir is not used for it.
+    cfg.git_settings(
+        m.has(Grant::Network),
+        state_dir.is_absolute().then(|| state_dir.to_path_buf()),
+    )
+}
+
+/// The configured `push.ssh_auth_sock` of tools-git, `~` expanded. libssh2 finds the
+/// ssh-agent only through `SSH_AUTH_SOCK`, so `main` exports this before any thread starts.
+pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
+    config.modules.iter().find_map(|m| match &m.settings {
+        ModuleSettings::Git(cfg) => cfg.push.as_ref().and_then(|p| p.ssh_auth_sock.clone()),
+        _ => None,
+    })
+}
+
+impl Daemon {
+    /// Pins every declared module's roots and assembles the tool catalogue, for serving: the
+    /// sandbox's placeholders are made in the roots.
+    pub fn new(config: Config) -> anyhow::Result<Daemon> {
+        Daemon::build(config, true)
+    }
+
+    /// The same daemon for `hands check` and `doctor`: nothing is made in the roots (the report
+    /// lists the placeholders `serve` would make).
+    pub fn inspect(config: Config) -> anyhow::Result<Daemon> {
+        Daemon::build(config, false)
+    }
+
+    fn build(config: Config, make_placeholders: bool) -> anyhow::Result<Daemon> {
+        refuse_state_dir_in_roots(&config)?;
+        let lists = policy_lists(&config);
+        let mut shell = None;
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tools = Vec::new();
+        let mut resolvers = Vec::new();
+        for m in &config.modules {
+            let resolver = resolver_for(m, &lists)?;
+            resolvers.push((m.id, resolver.clone()));
+            match &m.settings {
+                ModuleSettings::Fs(_) => {
+                    let mut registrar = Registrar::new(m.id, resolver);
+                    hands_fs::catalogue::register(&mut registrar);
+                    tools.extend(registrar.into_entries());
+                }
+                ModuleSettings::Git(cfg) => {
+                    let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
+                        .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
+                    g.set_brake(stopped.clone());
+                    let mut registrar = Registrar::new(m.id, Arc::new(g));
+                    hands_git::catalogue::register(&mut registrar);
+                    tools.extend(registrar.into_entries());
+                }
+                ModuleSettings::Shell(cfg) => {
+                    // Elsewhere than Linux nothing can contain a command, so nothing runs one
+                    // (the banner and the doctor say so); files and git still work. With
+                    // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
+                    // that only show or end sessions.
+                    if cfg!(target_os = "linux") {
+                        let sh = crate::shell::Shell::new(
+                            m,
+                            cfg,
+                            config.run_as.as_deref(),
+                            resolver,
+                            &lists,
+                            &config.state_dir,
+                            &config.protected_extra,
+                            config.sandbox_mode == crate::config::SandboxMode::Enforce,
+                            make_placeholders,
+                        )
+                        .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        let sh = Arc::new(sh);
+                        let catalogue = crate::tools::ShellCatalogue {
+                            network: m.has(Grant::Network),
+                            bash: cfg.bash != Some(false),
+                            run: sh.policy().admits_something(),
+                            os_tools: &cfg.tools,
+                        };
+                        tools.extend(crate::tools::shell_tools(&catalogue, &sh));
+                        shell = Some(sh);
+                    }
+                }
+            }
+        }
+        #[cfg(feature = "conformance-tools")]
+        tools.extend(crate::server::conformance_tools::tools());
+        let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
+        let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
+        let approvals =
+            Arc::new(crate::approvals::Approvals::new(&absolute(&config.state_dir), timeout)?);
+        if let Some(sh) = &shell {
+            let module = ModuleId::Shell.name();
+            sh.connect_network(crate::netgate::NetGate::new(
+                module,
+                approvals.clone(),
+                audit.clone(),
+            ));
+        }
+        Ok(Daemon {
+            config,
+            shell,
+            tools,
+            audit,
+            stopped,
+            stateless_sessions: Default::default(),
+            approvals,
+            resolvers,
+        })
+    }
+
+    /// The brake (`hands stop`): refuse external-class calls from now on and end every running
+    /// command; returns how many were running.
+    pub async fn stop(&self) -> usize {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        match &self.shell {
+            Some(sh) => sh.stop_all().await,
+            None => 0,
+        }
+    }
+
+    /// `hands stop --release`: external-class calls run again.
+    pub fn release(&self) {
+        self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);
+        if let Some(sh) = &self.shell {
+            sh.release();
+        }
+    }
+
+    /// A module's resolver, for the gate's check of denied paths before anyone is asked.
+    pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
+        self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
+    }
+
+    /// The *session* permissions of stateless (2026-07-28) HTTP clients.
+    pub(crate) fn stateless_sessions(&self) -> &Mutex<HashSet<(String, String, String, u64)>> {
+        &self.stateless_sessions
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The tool registry, in `tools/list` order.
+    pub fn tools(&self) -> &[Entry] {
+        &self.tools
+    }
+
+    /// The published tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Entry> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Modules that are declared but publish no tool (tools-shell elsewhere than Linux).
+    pub fn unavailable_modules(&self) -> Vec<ModuleId> {
+        self.config
+            .modules
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| !self.tools.iter().any(|t| t.module == *id))
+            .collect()
+    }
+
+    /// Runs the sandbox self-test once, when a module runs commands.
+    pub fn self_test(&self) -> Option<&crate::probe::Probe> {
+        self.shell.as_ref().map(|s| s.self_test())
+    }
+
+    /// tools-shell's commands, when the module runs.
+    pub fn shell(&self) -> Option<&Arc<crate::shell::Shell>> {
+        self.shell.as_ref()
+    }
+
+    /// Writes one record (`hands exec`); an error says the record is missing.
+    /// Whether the audit log can take a record now (see [`crate::audit::Audit::ready`]).
+    pub fn audit_ready(&self) -> Result<(), String> {
+        self.audit.ready()
+    }
+
+    pub async fn append_audit(&self, entry: crate::audit::Entry) -> Result<(), String> {
+        let audit = self.audit.clone();
+        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
+            }
+            Err(e) => {
+                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
+            }
+        }
+    }
+}
+
+/// The state dir holds what the daemon trusts and commands must not touch — the audit log,
+/// the standing permissions, the control sockets, tmux session records — so it may not lie
+/// inside a root (where the file tools and commands could rewrite it), nor contain one.
+fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
+    let state = lenient_canonical(&absolute(&config.state_dir));
+    for m in &config.modules {
+        for r in &m.roots {
+            let root = lenient_canonical(&r.path);
+            if state.starts_with(&root) || root.starts_with(&state) {
+                anyhow::bail!(
+                    "the state dir {} lies inside the root {} of {} (or holds it): commands and \
+                     file tools could rewrite the audit log and grant themselves approvals. Set \
+                     [daemon] state_dir to a folder outside every root, or declare a narrower \
+                     root (with no config, run hands from a project folder rather than from \
+                     your home)",
+                    state.display(),
+                    root.display(),
+                    m.id.name()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The canonical form of the deepest existing ancestor, with the missing rest appended.
+fn lenient_canonical(p: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part));
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// A relative state dir is taken from the current folder, as tools-shell does.
+pub fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
+}

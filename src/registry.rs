@@ -1,0 +1,250 @@
+//! The tool registry: every published tool as one [`Entry`] — what `tools/list` shows, its
+//! module and action class, and its handler — built from the modules' catalogues
+//! (`hands_fs::catalogue`, `hands_git::catalogue`, tools-shell's table in `src/tools.rs`).
+//! A call is routed by looking its name up here; there is no dispatch to keep in step with
+//! the catalogue, so a tool cannot be sent to another tool's code.
+//!
+//! [`Registrar`] is the rmcp-typed adapter of [`hands_tool::Register`]: the module crates pass
+//! each tool's spec with the function implementing it, and the parameter and output types of
+//! that function become the published schemas (rmcp's `schema_for_type`/`schema_for_output`).
+
+use crate::config::{ActionClass, ModuleId};
+use crate::errors::{
+    Answer, Denial, ToolFailure, internal_failure, invalid_arguments, module_error,
+};
+use hands_tool::{Capped, Class, Hints, Output, Params, Register, Run, Spec};
+use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A handler's pending answer.
+pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+/// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
+pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell::Caller) -> Reply + Send + Sync>;
+
+/// What a published tool runs.
+#[derive(Clone)]
+pub enum Handler {
+    /// Parses the arguments and runs the tool.
+    Call(CallFn),
+    /// `run` (`None`) or the `os-*` tool of tools-shell's `tools[i]` (`Some(i)`): the argv is
+    /// checked against the allowlist before the gate, which shows it to a person.
+    Program(Option<usize>),
+    /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
+    #[cfg(feature = "conformance-tools")]
+    Conformance,
+}
+
+/// One published tool.
+#[derive(Clone)]
+pub struct Entry {
+    /// As `tools/list` shows it.
+    pub tool: Tool,
+    pub module: ModuleId,
+    pub class: ActionClass,
+    /// It starts commands: refused before the gate when a wall is missing in `enforce`.
+    pub runs_commands: bool,
+    pub handler: Handler,
+}
+
+impl Entry {
+    /// An entry for `spec` whose parameters are `P` and whose output is `O`.
+    pub fn new<P, O>(module: ModuleId, spec: &Spec, runs_commands: bool, handler: Handler) -> Entry
+    where
+        P: schemars::JsonSchema + 'static,
+        O: schemars::JsonSchema + 'static,
+    {
+        let tool =
+            Tool::new_with_raw(spec.name, Some(spec.description.into()), schema_for_type::<P>())
+                .with_title(spec.title)
+                .with_raw_output_schema(output_schema::<O>())
+                .with_annotations(annotations(spec.title, spec.hints));
+        Entry { tool, module, class: class_of(spec.class), runs_commands, handler }
+    }
+
+    pub fn name(&self) -> &str {
+        self.tool.name.as_ref()
+    }
+}
+
+/// The gate's class of a catalogue's class.
+fn class_of(c: Class) -> ActionClass {
+    match c {
+        Class::Read => ActionClass::Read,
+        Class::Write => ActionClass::Write,
+        Class::External => ActionClass::External,
+    }
+}
+
+/// `O`'s output schema, with the optional `denied` list every refusal carries.
+pub fn output_schema<O: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
+    let mut schema = (*schema_for_output::<O>()).clone();
+    let denied = serde_json::json!({
+        "description": "Only on a refusal (isError true): what was blocked, by which layer, \
+                        and what a person can do.",
+        "type": "array",
+        "items": schemars::schema_for!(Denial),
+    });
+    if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+        props.insert("denied".into(), denied);
+    }
+    Arc::new(schema)
+}
+
+/// MCP's annotations for `hints`, titled.
+pub fn annotations(title: &str, hints: Hints) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(hints.read_only)
+        .destructive(hints.destructive)
+        .idempotent(hints.idempotent)
+        .open_world(hints.open_world)
+}
+
+/// Collects one module's catalogue into entries whose handlers hold the module's state.
+pub struct Registrar<S> {
+    module: ModuleId,
+    state: Arc<S>,
+    entries: Vec<Entry>,
+}
+
+impl<S> Registrar<S> {
+    pub fn new(module: ModuleId, state: Arc<S>) -> Registrar<S> {
+        Registrar { module, state, entries: Vec::new() }
+    }
+
+    /// The entries, in the order the catalogue registered them.
+    pub fn into_entries(self) -> Vec<Entry> {
+        self.entries
+    }
+}
+
+impl<S, E> Register<S, E> for Registrar<S>
+where
+    S: Send + Sync + 'static,
+    E: ToolFailure + Send + 'static,
+{
+    fn tool<P: Params, O: Output>(
+        &mut self,
+        spec: Spec,
+        run: Run<S, P, O, E>,
+        text: fn(&O) -> String,
+    ) {
+        let state = self.state.clone();
+        let name = spec.name;
+        let call: CallFn = Arc::new(move |args, _caller| {
+            let state = state.clone();
+            Box::pin(async move {
+                match parse::<P>(args, name) {
+                    Ok(params) => on_pool(state, params, name, run, text).await,
+                    Err(e) => Answer::plain(e),
+                }
+            })
+        });
+        self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
+    }
+
+    fn capped<P: Params + Clone, O: Output>(
+        &mut self,
+        spec: Spec,
+        small: Capped<S, P, O, E>,
+        whole: Run<S, P, O, E>,
+        text: fn(&O) -> String,
+    ) {
+        let state = self.state.clone();
+        let name = spec.name;
+        let call: CallFn = Arc::new(move |args, _caller| {
+            let state = state.clone();
+            Box::pin(async move {
+                match parse::<P>(args, name) {
+                    Ok(params) => run_small(state, params, name, small, whole, text).await,
+                    Err(e) => Answer::plain(e),
+                }
+            })
+        });
+        self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
+    }
+}
+
+/// Parses a tool's arguments, or the tool error that says what is wrong with them.
+pub fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| invalid_arguments(name, &e))
+}
+
+/// A successful result: structured content plus its text mirror.
+pub fn structured<O: Serialize>(out: &O, text: String, name: &str) -> CallToolResult {
+    match serde_json::to_value(out) {
+        Ok(v) => {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(v);
+            r
+        }
+        Err(e) => crate::errors::tool_error(format!(
+            "`{name}` produced a result that cannot be encoded: {e}"
+        )),
+    }
+}
+
+/// A call of `read` or `list_dir`, whose calls are mostly small. On the stdio daemon's one
+/// runtime thread the call is first tried right there with `small`, capped at
+/// [`hands_fs::INLINE_CAP`] bytes: a small call takes tens of microseconds, about what the hop
+/// to a blocking thread and back costs. Over the cap it stops right after opening, and `whole`
+/// runs on the blocking pool like every other call, so a large file or folder cannot hold up
+/// the client's other calls. Over HTTP (many clients, a worker per core) the pool serves every
+/// call.
+async fn run_small<S, P, O, E>(
+    state: Arc<S>,
+    params: P,
+    name: &'static str,
+    small: Capped<S, P, O, E>,
+    whole: Run<S, P, O, E>,
+    text: fn(&O) -> String,
+) -> Answer
+where
+    S: Send + Sync + 'static,
+    P: Clone + Send + 'static,
+    O: Serialize + Send + 'static,
+    E: ToolFailure + Send + 'static,
+{
+    let one_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if one_thread {
+        let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            small(&state, params.clone(), Some(hands_fs::INLINE_CAP))
+        }));
+        match inline {
+            Ok(Ok(Some(out))) => return Answer::plain(structured(&out, text(&out), name)),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => return module_error(&e),
+            Err(_) => return Answer::plain(internal_failure(name, "it panicked")),
+        }
+    }
+    on_pool(state, params, name, whole, text).await
+}
+
+/// Runs `f` on a blocking thread and shapes its result: structured content plus its text
+/// mirror, or the module's error through the error map.
+async fn on_pool<S, P, O, E>(
+    state: Arc<S>,
+    params: P,
+    name: &'static str,
+    f: Run<S, P, O, E>,
+    text: fn(&O) -> String,
+) -> Answer
+where
+    S: Send + Sync + 'static,
+    P: Send + 'static,
+    O: Serialize + Send + 'static,
+    E: ToolFailure + Send + 'static,
+{
+    let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
+    match joined {
+        Ok(Ok(out)) => Answer::plain(structured(&out, text(&out), name)),
+        Ok(Err(e)) => module_error(&e),
+        Err(e) => Answer::plain(internal_failure(name, &e.to_string())),
+    }
+}
