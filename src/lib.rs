@@ -1,13 +1,13 @@
 //! The `hands` daemon as a library: every layer of the binary, so tests can drive a
 //! `HandsServer` in process and `src/main.rs` stays one line.
 
-pub mod approvals;
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod dashboard;
 pub mod exec;
+pub mod gate;
 pub mod hangups;
 pub mod http;
 pub mod netgate;
@@ -23,3 +23,6 @@ pub mod tools;
 #[cfg(target_os = "linux")]
 pub use hands_sandbox::launcher as sandbox;
 pub use hands_sandbox::{masks, netns, probe, profiles};
+
+/// The approvals store lives with the gate; the old path stays for its many callers.
+pub use gate::approvals;

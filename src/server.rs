@@ -3,8 +3,9 @@
 //! through the trust policy to the module crates.
 
 use crate::config::{
-    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction,
+    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings,
 };
+use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
 use hands_git::{Git, GitSettings, PushSettings};
@@ -20,7 +21,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 /// Test-only: the conformance suite's scenario tools, gated like every other tool.
 #[cfg(feature = "conformance-tools")]
@@ -257,6 +258,16 @@ impl Daemon {
         }
     }
 
+    /// A module's resolver, for the gate's check of denied paths before anyone is asked.
+    pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
+        self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
+    }
+
+    /// The *session* permissions of stateless (2026-07-28) HTTP clients.
+    pub(crate) fn stateless_sessions(&self) -> &Mutex<HashSet<(String, String, String, u64)>> {
+        &self.stateless_sessions
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -356,29 +367,6 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// What the gate said about one call; `refusal` is the message when it did not allow it, and
-/// `input` the question for a 2026-07-28 client to put to a person before it retries.
-struct Gate {
-    decision: crate::audit::Decision,
-    decided_by: crate::audit::DecidedBy,
-    refusal: Option<String>,
-    input: Option<rmcp::model::InputRequiredResult>,
-    /// What the refusal blocked, by which layer, and what a person can do (SPEC §6).
-    denial: Option<Denial>,
-}
-
-/// What a retried call echoes back after an input-required result.
-#[derive(Default)]
-struct Retry {
-    state: Option<String>,
-    responses: Option<rmcp::model::InputResponses>,
-}
-
-/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The rmcp handler of one connection.
 #[derive(Clone)]
 pub struct HandsServer {
@@ -413,301 +401,6 @@ impl HandsServer {
         &self.client
     }
 
-    fn trust_for(&self, def: &ToolDef) -> TrustAction {
-        self.daemon
-            .config
-            .modules
-            .iter()
-            .find(|m| m.id == def.module)
-            .map(|m| m.trust.for_class(def.class))
-            .unwrap_or(TrustAction::Deny)
-    }
-
-    /// The trust gate: the brake first (external class), then the policy; `ask` goes to a
-    /// standing permission or a person (`ask_person`).
-    ///
-    /// `confirm`: the argv is confirm-listed (SPEC §4.4): whatever the policy allows, a person
-    /// must say yes to this one run; only the policy's `deny` still refuses without asking.
-    async fn gate(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-        retry: Retry,
-        ctx: &RequestContext<RoleServer>,
-        confirm: bool,
-    ) -> Gate {
-        use crate::audit::{DecidedBy, Decision};
-        let deny = |by, msg: String, layer: &'static str, remedy: &str| Gate {
-            decision: Decision::Deny,
-            decided_by: by,
-            denial: Some(Denial::new(def.tool.name.as_ref(), layer, &msg, remedy)),
-            refusal: Some(msg),
-            input: None,
-        };
-        let release = "a person runs `hands stop --release` (or restarts the daemon)";
-        // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
-        let braked = || {
-            def.class == ActionClass::External
-                && def.tool.name != "tmux_kill"
-                && self.daemon.is_stopped()
-        };
-        let brake = || {
-            format!(
-                "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
-                 they run again after `hands stop --release` (or a restart)",
-                def.tool.name
-            )
-        };
-        if braked() {
-            return deny(DecidedBy::Stop, brake(), "brake", release);
-        }
-        // Nothing that must be audited runs while the log cannot take its record.
-        if def.class != ActionClass::Read
-            && let Err(why) = self.daemon.audit.ready()
-        {
-            return deny(
-                DecidedBy::Policy,
-                format!("`{}` is refused: {why}", def.tool.name),
-                "audit",
-                "a person frees space in the state dir's file system (or fixes what stops the audit log), then retries",
-            );
-        }
-        if let Some((msg, denial)) = self.hidden_path(def, arguments) {
-            let mut gate = deny(DecidedBy::Policy, msg, "", "");
-            gate.denial = Some(denial);
-            return gate;
-        }
-        match self.trust_for(def) {
-            TrustAction::Deny => {
-                let remedy = format!(
-                    "a person can set trust.{} to \"ask\" or \"allow\" for {} in daemon.toml",
-                    def.class,
-                    def.module.name()
-                );
-                return deny(
-                    DecidedBy::Policy,
-                    format!(
-                        "`{}` is refused by policy: trust.{} = \"deny\" for {}; a person can \
-                         change this in daemon.toml",
-                        def.tool.name,
-                        def.class,
-                        def.module.name()
-                    ),
-                    "gate",
-                    &remedy,
-                );
-            }
-            TrustAction::Allow if !confirm => {
-                return Gate {
-                    decision: Decision::Allow,
-                    decided_by: DecidedBy::Policy,
-                    refusal: None,
-                    input: None,
-                    denial: None,
-                };
-            }
-            // `ask`, or a confirm-listed run the policy would allow: a person decides.
-            TrustAction::Allow | TrustAction::Ask => {}
-        }
-        let gate = self.ask_person(def, arguments, retry, ctx, confirm).await;
-        // A person may answer after `hands stop` (a parked action waits minutes): the brake
-        // still wins.
-        if gate.refusal.is_none() && gate.input.is_none() && braked() {
-            return deny(DecidedBy::Stop, brake(), "brake", release);
-        }
-        gate
-    }
-
-    /// A path argument that names a denied or credential path: refused before the policy and
-    /// before any person is asked, at every trust level (SPEC §3).
-    fn hidden_path(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-    ) -> Option<(String, Denial)> {
-        let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
-        ["path", "cwd", "repo"].iter().find_map(|key| {
-            let p = arguments.get(*key)?.as_str()?;
-            resolver.refuse_denied(p).err().map(|e| {
-                let denial = e.denial().unwrap_or_else(|| {
-                    Denial::new(p, "denied-paths", &e.to_string(), "this cannot be approved")
-                });
-                (format!("`{}` is refused: {e}", def.tool.name), denial)
-            })
-        })
-    }
-
-    /// `ask`: a standing permission, else a person — through the client when it declared
-    /// form elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation),
-    /// else on the dashboard (a URL-only client is pointed at the entry) or at a terminal.
-    /// Anything but an explicit allow refuses.
-    ///
-    /// `confirm` (a confirm-listed argv): no standing permission is consulted, and any allow
-    /// counts as *once* — the answer grants no session or always permission, so the next
-    /// confirm-listed run asks again.
-    async fn ask_person(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-        retry: Retry,
-        ctx: &RequestContext<RoleServer>,
-        confirm: bool,
-    ) -> Gate {
-        use crate::approvals::{Action, Asked, Channel, Choice, Reach};
-        use crate::audit::{DecidedBy, Decision};
-        let approvals = &self.daemon.approvals;
-        let action = Action {
-            client: self.client().to_string(),
-            module: def.module.name().to_string(),
-            tool: def.tool.name.to_string(),
-            class: def.class.to_string(),
-            arguments: arguments.clone(),
-            confirm,
-        };
-        let allow = |by| Gate {
-            decision: Decision::Allow,
-            decided_by: by,
-            refusal: None,
-            input: None,
-            denial: None,
-        };
-        let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
-        let modern = ctx
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-        // A stateless HTTP call builds a fresh handler each time, so its client's session
-        // permissions live on the daemon, for as long as it runs.
-        let stateless = modern
-            && ctx
-                .extensions
-                .get::<http::request::Parts>()
-                .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
-        let stateless_key = (self.client().to_string(), key.0.clone(), key.1.clone(), key.2);
-        let in_session = if stateless {
-            lock(&self.daemon.stateless_sessions).contains(&stateless_key)
-        } else {
-            lock(&self.session).contains(&key)
-        };
-        if !confirm && (in_session || approvals.always_allows(&action)) {
-            return allow(DecidedBy::StandingPermission);
-        }
-        // The channel follows what the client declared (SPEC §6), read per request: a
-        // 2026-07-28 client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing
-        // is sent for a capability it did not declare.
-        let reach = Reach::of(ctx.client_capabilities().as_ref());
-        let mut asked = match (&retry.state, modern, reach) {
-            (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
-            (None, true, Reach::Form) => match approvals.input_required(&action) {
-                Ok(r) => Asked::InputRequired(r),
-                Err(e) => Asked::Refused(e, None),
-            },
-            // The action is parked and the client asked to open its dashboard entry; the
-            // retry waits for the person there. Without a dashboard the call itself waits.
-            (None, true, Reach::Url) => match approvals.input_required_url(&action) {
-                Some(Ok(r)) => Asked::InputRequired(r),
-                Some(Err(e)) => Asked::Refused(e, None),
-                None => approvals.park(&action).await,
-            },
-            (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
-            // A 2025-era client that can only open a URL is sent the action's entry on the
-            // dashboard, where the person decides; the answer to the URL request decides
-            // nothing.
-            (_, false, Reach::Url) => {
-                let peer = ctx.peer.clone();
-                let timeout = std::time::Duration::from_secs(
-                    self.daemon.config.trust.approval_timeout_secs.max(1),
-                );
-                approvals
-                    .park_then(&action, |id| {
-                        let Some(url) = approvals.dashboard_entry(id) else { return };
-                        let params = crate::approvals::url_params(&action, url, id);
-                        tokio::spawn(async move {
-                            let _ =
-                                peer.create_elicitation_with_timeout(params, Some(timeout)).await;
-                        });
-                    })
-                    .await
-            }
-            // Nobody to ask through the client, in either era: a person at `hands approvals`
-            // or on the dashboard.
-            (_, _, Reach::Nobody) => approvals.park(&action).await,
-        };
-        if let Asked::Parked(id) = &asked {
-            asked = approvals.await_parked(id).await;
-        }
-        let by = |c: Channel| match c {
-            Channel::Client => DecidedBy::PersonViaClient,
-            Channel::Terminal => DecidedBy::PersonViaTerminal,
-            Channel::Dashboard => DecidedBy::PersonViaDashboard,
-        };
-        match asked {
-            Asked::Parked(id) => Gate {
-                decision: Decision::Deny,
-                decided_by: DecidedBy::Policy,
-                denial: Some(Denial::new(
-                    def.tool.name.as_ref(),
-                    "gate",
-                    "not answered",
-                    ASK_REMEDY,
-                )),
-                refusal: Some(format!("approval {id} was not answered")),
-                input: None,
-            },
-            Asked::InputRequired(r) => Gate {
-                decision: Decision::Deny,
-                decided_by: DecidedBy::Policy,
-                refusal: None,
-                input: Some(r),
-                denial: None,
-            },
-            Asked::Allowed(choice, channel) => {
-                let choice = if confirm { Choice::Once } else { choice };
-                match choice {
-                    Choice::Once => {}
-                    Choice::Session if stateless => {
-                        lock(&self.daemon.stateless_sessions).insert(stateless_key);
-                    }
-                    Choice::Session => {
-                        lock(&self.session).insert(key);
-                    }
-                    Choice::Always => {
-                        if let Err(e) = approvals.grant_always(&action) {
-                            tracing::error!("cannot record an always permission: {e:#}");
-                        }
-                    }
-                }
-                allow(by(channel))
-            }
-            Asked::Refused(why, channel) => Gate {
-                denial: Some(Denial::new(
-                    def.tool.name.as_ref(),
-                    if confirm { "gate (commands.confirm)" } else { "gate" },
-                    &why,
-                    ASK_REMEDY,
-                )),
-                decision: Decision::Deny,
-                // Nobody answered: the gate's own rule refused (it fails closed).
-                decided_by: channel.map_or(DecidedBy::Policy, by),
-                refusal: Some(if confirm {
-                    format!(
-                        "`{}` was not approved: {why}. commands.confirm lists this program: \
-                         each run needs a person's yes, whatever trust says",
-                        def.tool.name
-                    )
-                } else {
-                    format!(
-                        "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only \
-                         when a person allows it",
-                        def.tool.name,
-                        def.class,
-                        def.module.name()
-                    )
-                }),
-                input: None,
-            },
-        }
-    }
-
     /// The gate, the call, and its audit record (SPEC §8): every write- and external-class
     /// call and every call that does not succeed is recorded and fsynced before its result is
     /// returned; a read-class success is not recorded.
@@ -729,57 +422,54 @@ impl HandsServer {
         // asked to approve it (SPEC §5.2).
         let cannot_run = match def.kind {
             ToolKind::Bash | ToolKind::TmuxStart | ToolKind::Run | ToolKind::OsTool(_) => {
-                self.daemon.shell.as_ref().and_then(|sh| sh.cannot_run())
+                self.daemon.shell().and_then(|sh| sh.cannot_run())
             }
             _ => None,
         };
-        let gate = match (&program, cannot_run) {
-            (_, Some(crate::shell::Refusal(msg))) => Gate {
-                decision: crate::audit::Decision::Deny,
-                decided_by: crate::audit::DecidedBy::Policy,
-                denial: Some(crate::tools::Denial::new(
-                    def.tool.name.as_ref(),
-                    "sandbox",
-                    &msg,
-                    "a person fixes the missing wall as `hands doctor` says, or sets \
-                     sandbox.mode = \"best-effort\"",
-                )),
-                refusal: Some(msg),
-                input: None,
-            },
+        let mut confirm = false;
+        let before = match (&program, cannot_run) {
+            (_, Some(crate::shell::Refusal(msg))) => Some(Refusal::new(
+                def.tool.name.as_ref(),
+                "sandbox",
+                msg,
+                "a person fixes the missing wall as `hands doctor` says, or sets \
+                 sandbox.mode = \"best-effort\"",
+            )),
             (Some(Err((argv, msg))), None) => {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
                 let what = argv.as_ref().map(|a| hands_shell::allow::show(a));
                 let what = what.as_deref().unwrap_or(def.tool.name.as_ref());
-                Gate {
-                    decision: crate::audit::Decision::Deny,
-                    decided_by: crate::audit::DecidedBy::Policy,
-                    refusal: Some(msg.clone()),
-                    input: None,
-                    denial: Some(Denial::new(what, "allowlist", msg, ALLOW_REMEDY)),
-                }
+                Some(Refusal::new(what, "allowlist", msg.clone(), ALLOW_REMEDY))
             }
             (Some(Ok(run)), None) => {
                 if let Some(a) = arguments.as_object_mut() {
                     a.insert("argv".into(), serde_json::json!(run.checked.argv));
                     a.insert("binary".into(), serde_json::json!(run.checked.program));
                 }
-                self.gate(def, &arguments, retry, ctx, run.checked.confirm).await
+                confirm = run.checked.confirm;
+                None
             }
-            (None, None) => self.gate(def, &arguments, retry, ctx, false).await,
+            (None, None) => None,
         };
-        if let Some(input) = gate.input {
+        let call = Call {
+            tool: def.tool.name.as_ref(),
+            module: def.module,
+            class: def.class,
+            arguments: &arguments,
+            confirm,
+        };
+        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
+        let verdict = match crate::gate::decide(&asker, &call, before, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
-            return CallToolResponse::InputRequired(input);
-        }
-        let result = match (&gate.refusal, program) {
-            (Some(msg), _) => match &gate.denial {
-                Some(d) => refused(msg.clone(), vec![d.clone()]),
-                None => tool_error(msg.clone()),
-            },
-            (None, Some(Ok(run))) => match self.daemon.shell.clone() {
+            Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
+            decided => decided,
+        };
+        let result = match (&verdict, program) {
+            (Verdict::Ask(_), _) => return tool_error("the gate has not decided".into()).into(),
+            (Verdict::Deny { why, .. }, _) => refused(why.message.clone(), vec![why.denial.clone()]),
+            (Verdict::Allow { .. }, Some(Ok(run))) => match self.daemon.shell().cloned() {
                 Some(sh) => shaped(
                     sh.run_program(
                         &run.checked,
@@ -793,8 +483,9 @@ impl HandsServer {
                 ),
                 None => tool_error(format!("`{}` is not available", def.tool.name)),
             },
-            (None, _) => self.dispatch(def, args, ctx).await,
+            (Verdict::Allow { .. }, _) => self.dispatch(def, args, ctx).await,
         };
+        let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
             return result.into();
@@ -809,10 +500,10 @@ impl HandsServer {
                 .join("\n");
             text.lines().next().unwrap_or("").to_string()
         };
-        let outcome = match (&gate.refusal, failed) {
-            (Some(msg), _) => format!("refused: {msg}"),
-            (None, true) => format!("error: {}", first_line(&result)),
-            (None, false) => "ok".to_string(),
+        let outcome = match (&verdict, failed) {
+            (Verdict::Deny { why, .. }, _) => format!("refused: {}", why.message),
+            (_, true) => format!("error: {}", first_line(&result)),
+            (_, false) => "ok".to_string(),
         };
         let entry = crate::audit::Entry {
             client: self.client().to_string(),
@@ -820,8 +511,8 @@ impl HandsServer {
             tool: def.tool.name.to_string(),
             class: def.class.to_string(),
             arguments,
-            decision: gate.decision,
-            decided_by: gate.decided_by,
+            decision,
+            decided_by,
             outcome,
             result: result.structured_content.as_ref().and_then(crate::audit::facts),
         };
@@ -1032,9 +723,6 @@ fn shaped<O: Serialize + std::fmt::Display>(
     }
 }
 
-/// What a person can do about an `ask` that was not approved.
-const ASK_REMEDY: &str = "a person allows it when asked: through the client, with `hands approvals approve ID` while it waits, or on the dashboard";
-
 /// What a person can do about a program the allowlist refused.
 const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
 
@@ -1077,7 +765,7 @@ fn module_error<E: std::fmt::Display + Denies>(e: &E) -> CallToolResult {
 
 /// Errors that may be refusals by a layer (roots, denied paths, secrets, protected paths,
 /// read-only roots, git's confinement and push policy).
-trait Denies {
+pub(crate) trait Denies {
     fn denial(&self) -> Option<Denial>;
 }
 
@@ -1165,6 +853,11 @@ impl Denies for hands_git::GitError {
         };
         Some(Denial::new(&what, layer, &self.to_string(), remedy))
     }
+}
+
+/// A path error's denial feedback, for the gate's check of denied paths.
+pub(crate) fn denial_of(e: &hands_roots::PathError) -> Option<Denial> {
+    e.denial()
 }
 
 /// A successful result: structured content plus its text mirror.

@@ -400,3 +400,56 @@ async fn network_entries_are_checked_strictly() {
     let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Reads a tmux session until its text holds `marker` (or 30 s pass); returns the text.
+async fn pane_until(c: &Client, session: &str, marker: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let r = c.ok("tmux_read", json!({ "session": session, "lines": 200 })).await;
+        let text = r["text"].as_str().unwrap_or_default().to_string();
+        if text.contains(marker) || start.elapsed() > Duration::from_secs(30) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tmux_pane_gets_the_proxy_and_its_rules() {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(
+        &fx,
+        "{ allow = [\"allowed.test\"], deny = [\"denied.test\"], unknown = \"deny\" }",
+        5,
+    );
+    let c = net.daemon(&fx, &cfg).await;
+    // Positive control first: the allowed name through the pane's HTTP_PROXY, then the denied
+    // one, which the proxy refuses with its reason; then a tool that ignores the variables.
+    let command = format!(
+        "curl -sS http://allowed.test:{PORT}/file.txt; \
+         curl -sS http://denied.test:{PORT}/file.txt; echo; \
+         curl -sS --noproxy '*' -m 5 http://{SERVER_IP}:{PORT}/file.txt || echo no-route; \
+         echo pane-done"
+    );
+    c.ok("tmux_start", json!({ "command": command, "name": "net" })).await;
+    let text = pane_until(&c, "net", "pane-done").await;
+    assert!(text.contains("from the test host"), "the allowed host was not reached: {text}");
+    assert!(text.contains("hands: ") && text.contains("deny entry"), "{text}");
+    assert!(text.contains("no-route"), "{text}");
+    assert_eq!(net.served(), 1, "only the allowed request reached the test host");
+    assert_eq!(net.canary_hits(), 0);
+    c.ok("tmux_kill", json!({ "session": "net" })).await;
+    c.stop().await;
+    // The session's ticket named it: the proxy's records show the session, not an
+    // unidentified command.
+    let records = fx.audit_records();
+    let network: Vec<&Value> = records.iter().filter(|r| r["tool"] == "network").collect();
+    assert!(
+        network.iter().any(|r| r["decision"] == "deny"
+            && r["arguments"]["host"] == "denied.test"
+            && r["arguments"]["command"].as_str().unwrap().starts_with("tmux session net")),
+        "{network:?}"
+    );
+    fx.assert_canary();
+}

@@ -2,7 +2,7 @@
 //! yes — through the client (a 2026-07-28 input-required result, or a 2025-era elicitation
 //! request) or, for a client that can do neither, at a terminal with `hands approvals approve
 //! ID`. Anything but an explicit allow refuses. Standing permissions: *session* (held by the
-//! connection, see `server.rs`) and *always* (this file's `always.json`, surviving restarts).
+//! connection, see `ask.rs`) and *always* (this file's `always.json`, surviving restarts).
 //!
 //! The channel follows what the client declared ([`Reach`]), in either era: a request is never
 //! sent for a capability the client did not declare. Form elicitation: the form (input-required
