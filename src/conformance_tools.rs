@@ -4,18 +4,19 @@
 //! `test_input_required_result_*`, `test_missing_capability` and the rest.
 //!
 //! They are published by tools-fs as read-class tools, so every call passes the real gate
-//! (`HandsServer::gate`: the brake, the audit check, the policy) before it does anything, and
+//! (`crate::gate::decide`: the brake, the audit check, the policy) before it does anything, and
 //! rides the real transports. What they ask of a client follows the same rules as the gate's own
 //! questions: a request only for a capability the client declared ([`Reach`] for elicitation,
 //! the declared `sampling`/`roots` otherwise, read per request as the gate reads them), and
 //! every `requestState` sealed with the gate's own codec, key, client binding and lifetime
-//! ([`crate::approvals::Approvals::seal_for`]). A state that does not open is a JSON-RPC error.
+//! ([`crate::gate::approvals::Approvals::seal_for`]). A state that does not open is a JSON-RPC error.
 //!
 //! `test_tool_with_logging` / `test_logging_tool` are not here: hands declares no logging.
 
-use super::{HandsServer, Retry, refused, tool_error};
-use crate::approvals::Reach;
+use super::{HandsServer, refused, tool_error};
 use crate::config::{ActionClass, ModuleId};
+use crate::gate::approvals::Reach;
+use crate::gate::{Asker, Call, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, InputRequest,
@@ -214,13 +215,21 @@ impl HandsServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.clone().unwrap_or_default();
-        let gate = self.gate(def, &Value::Object(args.clone()), Retry::default(), ctx, false).await;
-        if let Some(msg) = gate.refusal {
-            return Ok(match gate.denial {
-                Some(d) => refused(msg, vec![d]),
-                None => tool_error(msg),
+        let arguments = Value::Object(args.clone());
+        let call = Call {
+            tool: def.tool.name.as_ref(),
+            module: def.module,
+            class: def.class,
+            arguments: &arguments,
+            confirm: false,
+        };
+        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
+        match crate::gate::decide(&asker, &call, None, Retry::default(), ctx).await {
+            Verdict::Allow { .. } => {}
+            Verdict::Deny { why, .. } => {
+                return Ok(refused(why.message, vec![why.denial]).into());
             }
-            .into());
+            Verdict::Ask(input) => return Ok(input.into()),
         }
         let caps = ctx.client_capabilities();
         let name = def.tool.name.as_ref();

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod gate;
 pub mod hangups;
 pub mod http;
+pub mod needs;
 pub mod netgate;
 pub mod report;
 pub mod server;

@@ -2,9 +2,7 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{
-    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings,
-};
+use crate::config::{ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
@@ -407,7 +405,7 @@ impl HandsServer {
     async fn audited(
         &self,
         def: &ToolDef,
-        args: JsonObject,
+        mut args: JsonObject,
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
@@ -425,6 +423,14 @@ impl HandsServer {
                 self.daemon.shell().and_then(|sh| sh.cannot_run())
             }
             _ => None,
+        };
+        // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
+        // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
+        let (needs, needs_refused) = match def.kind {
+            ToolKind::Bash | ToolKind::TmuxStart => {
+                crate::needs::take(&self.daemon, def, &mut args)
+            }
+            _ => (None, None),
         };
         let mut confirm = false;
         let before = match (&program, cannot_run) {
@@ -453,6 +459,7 @@ impl HandsServer {
             }
             (None, None) => None,
         };
+        let before = before.or(needs_refused);
         let call = Call {
             tool: def.tool.name.as_ref(),
             module: def.module,
@@ -468,7 +475,9 @@ impl HandsServer {
         };
         let result = match (&verdict, program) {
             (Verdict::Ask(_), _) => return tool_error("the gate has not decided".into()).into(),
-            (Verdict::Deny { why, .. }, _) => refused(why.message.clone(), vec![why.denial.clone()]),
+            (Verdict::Deny { why, .. }, _) => {
+                refused(why.message.clone(), vec![why.denial.clone()])
+            }
             (Verdict::Allow { .. }, Some(Ok(run))) => match self.daemon.shell().cloned() {
                 Some(sh) => shaped(
                     sh.run_program(
@@ -483,7 +492,10 @@ impl HandsServer {
                 ),
                 None => tool_error(format!("`{}` is not available", def.tool.name)),
             },
-            (Verdict::Allow { .. }, _) => self.dispatch(def, args, ctx).await,
+            (Verdict::Allow { .. }, _) => match needs {
+                Some(n) => crate::needs::GRANTED.scope(n, self.dispatch(def, args, ctx)).await,
+                None => self.dispatch(def, args, ctx).await,
+            },
         };
         let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
         let failed = result.is_error == Some(true);

@@ -368,6 +368,10 @@ pub struct ShellCatalogue<'a> {
 /// config, and these only show or end them.
 pub fn shell_tools(c: &ShellCatalogue) -> Vec<ToolDef> {
     let mut all = bash_tools(c.network);
+    // `needs`, the one-run expansion, lives outside the tools' own parameters (src/needs.rs).
+    for d in all.iter_mut().filter(|d| matches!(d.kind, ToolKind::Bash | ToolKind::TmuxStart)) {
+        crate::needs::publish(&mut d.tool);
+    }
     if !c.bash {
         all.retain(|d| {
             !matches!(d.kind, ToolKind::Bash | ToolKind::TmuxStart | ToolKind::TmuxSend)

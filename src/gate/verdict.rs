@@ -78,9 +78,8 @@ pub async fn decide(
     }
     let daemon = asker.daemon;
     // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
-    let braked = || {
-        call.class == ActionClass::External && call.tool != "tmux_kill" && daemon.is_stopped()
-    };
+    let braked =
+        || call.class == ActionClass::External && call.tool != "tmux_kill" && daemon.is_stopped();
     let brake = || Verdict::Deny {
         by: DecidedBy::Stop,
         why: Refusal::new(
@@ -128,7 +127,10 @@ pub async fn decide(
                 ),
             ));
         }
-        TrustAction::Allow if !call.confirm => return Verdict::Allow { by: DecidedBy::Policy },
+        // A one-run expansion (`needs`) widens what the policy allowed: a person decides it.
+        TrustAction::Allow if !call.confirm && !crate::needs::widens(call.arguments) => {
+            return Verdict::Allow { by: DecidedBy::Policy };
+        }
         // `ask`, or a confirm-listed run the policy would allow: a person decides.
         TrustAction::Allow | TrustAction::Ask => {}
     }
