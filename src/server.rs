@@ -2,7 +2,13 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings};
+use crate::config::{
+    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings,
+};
+use crate::errors::{
+    ALLOW_REMEDY, Answer, ToolFailure, internal_failure, invalid_arguments, module_error, refused,
+    shell_refusal, tool_error, unknown_tool,
+};
 use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
@@ -235,27 +241,6 @@ impl Daemon {
         }
     }
 
-    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
-    pub async fn record_control(&self, op: &str, outcome: String) {
-        let entry = crate::audit::Entry {
-            client: "terminal".into(),
-            module: "hands".into(),
-            tool: op.into(),
-            class: "control".into(),
-            arguments: serde_json::json!({}),
-            decision: crate::audit::Decision::Allow,
-            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
-            outcome,
-            result: None,
-        };
-        let audit = self.audit.clone();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-        }
-    }
-
     /// A module's resolver, for the gate's check of denied paths before anyone is asked.
     pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
         self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
@@ -473,12 +458,13 @@ impl HandsServer {
             Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
             decided => decided,
         };
-        let result = match (&verdict, program) {
+        let answer = match (&verdict, program) {
             (Verdict::Ask(_), _) => return tool_error("the gate has not decided".into()).into(),
-            (Verdict::Deny { why, .. }, _) => {
-                refused(why.message.clone(), vec![why.denial.clone()])
-            }
-            (Verdict::Allow { .. }, Some(Ok(run))) => match self.daemon.shell().cloned() {
+            (Verdict::Deny { why, .. }, _) => Answer {
+                result: refused(why.message.clone(), vec![why.denial.clone()]),
+                refused: true,
+            },
+            (Verdict::Allow { .. }, Some(Ok(run))) => Answer::plain(match self.daemon.shell().cloned() {
                 Some(sh) => shaped(
                     sh.run_program(
                         &run.checked,
@@ -491,12 +477,13 @@ impl HandsServer {
                     &def.tool.name,
                 ),
                 None => tool_error(format!("`{}` is not available", def.tool.name)),
-            },
+            }),
             (Verdict::Allow { .. }, _) => match needs {
                 Some(n) => crate::needs::GRANTED.scope(n, self.dispatch(def, args, ctx)).await,
                 None => self.dispatch(def, args, ctx).await,
             },
         };
+        let Answer { result, refused } = answer;
         let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
@@ -512,10 +499,13 @@ impl HandsServer {
                 .join("\n");
             text.lines().next().unwrap_or("").to_string()
         };
-        let outcome = match (&verdict, failed) {
-            (Verdict::Deny { why, .. }, _) => format!("refused: {}", why.message),
-            (_, true) => format!("error: {}", first_line(&result)),
-            (_, false) => "ok".to_string(),
+        // The gate's refusal in full; a module's refusal (its error's own `is_refusal`) and a
+        // plain failure by their first line.
+        let outcome = match (&verdict, refused, failed) {
+            (Verdict::Deny { why, .. }, _, _) => format!("refused: {}", why.message),
+            (_, true, _) => format!("refused: {}", first_line(&result)),
+            (_, false, true) => format!("error: {}", first_line(&result)),
+            (_, false, false) => "ok".to_string(),
         };
         let entry = crate::audit::Entry {
             client: self.client().to_string(),
@@ -590,29 +580,32 @@ impl HandsServer {
         def: &ToolDef,
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Answer {
         let missing = || {
-            tool_error(format!("`{}` is not available: its module is not declared", def.tool.name))
+            Answer::plain(tool_error(format!(
+                "`{}` is not available: its module is not declared",
+                def.tool.name
+            )))
         };
         let fs = self.daemon.fs.clone();
         let git = self.daemon.git.clone();
         use ToolKind as K;
         match def.kind {
             K::Bash => {
-                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let Some(sh) = self.daemon.shell().cloned() else { return missing() };
                 let params: hands_shell::bash::BashParams = match parse(args, "bash") {
                     Ok(p) => p,
-                    Err(e) => return e,
+                    Err(e) => return Answer::plain(e),
                 };
-                match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
-                    Ok(out) => structured(&out, out.to_string(), "bash"),
-                    Err(crate::shell::Refusal(msg)) => shell_refusal(msg, "bash"),
-                }
+                Answer::plain(shaped(
+                    sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await,
+                    "bash",
+                ))
             }
             K::TmuxStart | K::TmuxRead | K::TmuxSend | K::TmuxList | K::TmuxKill => {
-                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let Some(sh) = self.daemon.shell().cloned() else { return missing() };
                 let name = def.tool.name.as_ref();
-                match def.kind {
+                Answer::plain(match def.kind {
                     K::TmuxStart => match parse(args, name) {
                         Ok(p) => shaped(
                             sh.tmux_start(p, crate::shell::Caller::of(ctx, &self.gone)).await,
@@ -639,11 +632,12 @@ impl HandsServer {
                         Ok(p) => shaped(sh.tmux_kill(p).await, name),
                         Err(e) => e,
                     },
-                }
+                })
             }
-            K::Run | K::OsTool(_) => {
-                tool_error(format!("`{}` runs through the allowlist, not here", def.tool.name))
-            }
+            K::Run | K::OsTool(_) => Answer::plain(tool_error(format!(
+                "`{}` runs through the allowlist, not here",
+                def.tool.name
+            ))),
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
@@ -680,7 +674,7 @@ impl HandsServer {
                         run(g, args, "git_worktree_add", Git::worktree_add, show).await
                     }
                     K::GitPush => run(g, args, "git_push", Git::push, show).await,
-                    _ => tool_error(format!("`{name}` has no implementation")),
+                    _ => Answer::plain(tool_error(format!("`{name}` has no implementation"))),
                 }
             }
         }
@@ -708,19 +702,9 @@ fn show<O: std::fmt::Display>(o: &O) -> String {
     o.to_string()
 }
 
-fn tool_error(message: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message)])
-}
-
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.
 fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
-    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
-        // serde quotes the offending value (a 10 MB string in a number's place): cut it.
-        tool_error(format!(
-            "invalid arguments for `{name}`: {}; the tool's inputSchema lists its parameters",
-            hands_roots::shown(&e.to_string())
-        ))
-    })
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| invalid_arguments(name, &e))
 }
 
 /// A tools-shell result: structured content plus its text mirror, or the refusal as a tool
@@ -733,143 +717,6 @@ fn shaped<O: Serialize + std::fmt::Display>(
         Ok(out) => structured(&out, out.to_string(), name),
         Err(crate::shell::Refusal(msg)) => shell_refusal(msg, name),
     }
-}
-
-/// What a person can do about a program the allowlist refused.
-const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
-
-/// A tools-shell refusal: with denial feedback when a wall or the brake refused it.
-fn shell_refusal(msg: String, name: &str) -> CallToolResult {
-    let (layer, remedy) = if msg.contains("sandbox.mode = \"enforce\"") {
-        (
-            "sandbox (enforce)",
-            "a person fixes the host (`hands doctor` shows what is missing) or sets \
-             sandbox.mode = \"best-effort\"",
-        )
-    } else if msg.contains("hands stop") {
-        ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
-    } else {
-        return tool_error(msg);
-    };
-    let denial = Denial::new(name, layer, &msg, remedy);
-    refused(msg, vec![denial])
-}
-
-/// One refusal as `structuredContent.denied` carries it (SPEC §6): what was blocked, by which
-/// layer, why, and what a person can do. Described in every tool's `outputSchema`
-/// ([`crate::tools::Denial`]).
-pub type Denial = crate::tools::Denial;
-
-/// A refusal: the text (short; it says what to do) and `structuredContent.denied`.
-fn refused(text: String, denied: Vec<Denial>) -> CallToolResult {
-    let mut r = tool_error(text);
-    r.structured_content = Some(serde_json::json!({ "denied": denied }));
-    r
-}
-
-/// A module error as the client sees it: a refusal carries its denial feedback.
-fn module_error<E: std::fmt::Display + Denies>(e: &E) -> CallToolResult {
-    match e.denial() {
-        Some(d) => refused(e.to_string(), vec![d]),
-        None => tool_error(e.to_string()),
-    }
-}
-
-/// Errors that may be refusals by a layer (roots, denied paths, secrets, protected paths,
-/// read-only roots, git's confinement and push policy).
-pub(crate) trait Denies {
-    fn denial(&self) -> Option<Denial>;
-}
-
-impl Denies for hands_roots::PathError {
-    fn denial(&self) -> Option<Denial> {
-        use hands_roots::PathError as P;
-        let roots = "a person can declare a root that holds it in the module's `filesystem` \
-                     in daemon.toml";
-        let (what, layer, remedy) = match self {
-            P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
-            P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
-            P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
-            P::LinkLoop { path } | P::DanglingLink { path } => {
-                (path.display().to_string(), "roots", "use the link's target path directly")
-            }
-            P::Denied { path, .. } => (
-                path.display().to_string(),
-                "denied paths",
-                "nobody can approve it: a person can remove it from sandbox.deny (credential \
-                 paths always stay refused)",
-            ),
-            P::Secret { path } => (
-                path.display().to_string(),
-                "secret files",
-                "a person can read it themselves, or narrow sandbox.secret_patterns",
-            ),
-            P::Protected { path, .. } => (
-                path.display().to_string(),
-                "protected paths",
-                "a person makes this change outside hands",
-            ),
-            P::ReadOnlyRoot { path, .. } => (
-                path.display().to_string(),
-                "read-only root",
-                "a person can set `write = true` on that root in daemon.toml",
-            ),
-            P::HardLinked { path, .. } => (
-                path.display().to_string(),
-                "hard links",
-                "a person can remove the other links, or write a new file",
-            ),
-            _ => return None,
-        };
-        Some(Denial::new(&what, layer, &self.to_string(), remedy))
-    }
-}
-
-impl Denies for hands_fs::FsError {
-    fn denial(&self) -> Option<Denial> {
-        match self {
-            hands_fs::FsError::Path(p) => p.denial(),
-            _ => None,
-        }
-    }
-}
-
-impl Denies for hands_git::GitError {
-    fn denial(&self) -> Option<Denial> {
-        use hands_git::GitError as G;
-        let (what, layer, remedy) = match self {
-            G::Path(p) => return p.denial(),
-            G::RepoOutside { target, .. } => (
-                target.display().to_string(),
-                "roots",
-                "a person can declare a root that holds the whole repository",
-            ),
-            G::HostileConfig { key, .. } => (
-                key.clone(),
-                "git confinement",
-                "a person removes the key from the repository's config",
-            ),
-            G::HiddenPath { path } => {
-                (path.clone(), "secret files", "a person commits it themselves, if they mean to")
-            }
-            G::ProtectedChange { what, .. } => {
-                (what.clone(), "protected paths", "a person makes this change outside hands")
-            }
-            G::PushOff | G::PushNoNetwork | G::PushBranchRefused { .. } | G::PushUrl { .. } => (
-                "git_push".to_string(),
-                "git push policy",
-                "a person can change tools-git's push settings (remote, branches, the network \
-                 grant) in daemon.toml",
-            ),
-            _ => return None,
-        };
-        Some(Denial::new(&what, layer, &self.to_string(), remedy))
-    }
-}
-
-/// A path error's denial feedback, for the gate's check of denied paths.
-pub(crate) fn denial_of(e: &hands_roots::PathError) -> Option<Denial> {
-    e.denial()
 }
 
 /// A successful result: structured content plus its text mirror.
@@ -892,16 +739,16 @@ async fn run<S, P, O, E>(
     name: &'static str,
     f: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     match parse(args, name) {
         Ok(params) => on_pool(state, params, name, f, text).await,
-        Err(e) => e,
+        Err(e) => Answer::plain(e),
     }
 }
 
@@ -922,16 +769,16 @@ async fn run_small<S, P, O, E>(
     small: Capped<S, P, O, E>,
     whole: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Clone + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     let params: P = match parse(args, name) {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return Answer::plain(e),
     };
     let one_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
@@ -940,10 +787,10 @@ where
             small(&state, params.clone(), Some(hands_fs::INLINE_CAP))
         }));
         match inline {
-            Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
+            Ok(Ok(Some(out))) => return Answer::plain(structured(&out, text(&out), name)),
             Ok(Ok(None)) => {}
             Ok(Err(e)) => return module_error(&e),
-            Err(_) => return internal_failure(name, "it panicked"),
+            Err(_) => return Answer::plain(internal_failure(name, "it panicked")),
         }
     }
     on_pool(state, params, name, whole, text).await
@@ -957,25 +804,19 @@ async fn on_pool<S, P, O, E>(
     name: &'static str,
     f: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
-        Ok(Ok(out)) => structured(&out, text(&out), name),
+        Ok(Ok(out)) => Answer::plain(structured(&out, text(&out), name)),
         Ok(Err(e)) => module_error(&e),
-        Err(e) => internal_failure(name, &e.to_string()),
+        Err(e) => Answer::plain(internal_failure(name, &e.to_string())),
     }
-}
-
-/// The answer to a call whose task failed (a panic): logged, and the client told to retry.
-fn internal_failure(name: &str, why: &str) -> CallToolResult {
-    tracing::error!(tool = name, "tool task failed: {why}");
-    tool_error(format!("`{name}` failed internally; the server keeps serving — please retry"))
 }
 
 impl ServerHandler for HandsServer {
@@ -1007,13 +848,7 @@ impl ServerHandler for HandsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(def) = self.daemon.tools.iter().find(|d| d.tool.name == request.name) else {
-            return Err(McpError::invalid_params(
-                format!(
-                    "unknown tool `{}`; tools/list shows the tools this server publishes",
-                    hands_roots::shown(request.name.as_ref())
-                ),
-                None,
-            ));
+            return Err(unknown_tool(request.name.as_ref()));
         };
         #[cfg(feature = "conformance-tools")]
         if def.kind == ToolKind::Conformance {
@@ -1024,6 +859,9 @@ impl ServerHandler for HandsServer {
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.
         let call = self.audited(def, args, retry, &context);
+        // A command's network question may go to this client while the call waits (netgate.rs).
+        let call =
+            crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
         Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
     }
 }

@@ -108,7 +108,7 @@ pub(super) async fn ask_person(
         Asked::Parked(id) => Verdict::Deny {
             by: DecidedBy::Policy,
             why: Refusal {
-                denial: crate::tools::Denial::new(call.tool, "gate", "not answered", ASK_REMEDY),
+                denial: crate::errors::Denial::new(call.tool, "gate", "not answered", ASK_REMEDY),
                 message: format!("approval {id} was not answered"),
             },
         },
@@ -138,7 +138,7 @@ pub(super) async fn ask_person(
         }
         Asked::Refused(why, channel) => {
             let layer = if confirm { "gate (commands.confirm)" } else { "gate" };
-            let denial = crate::tools::Denial::new(call.tool, layer, &why, ASK_REMEDY);
+            let denial = crate::errors::Denial::new(call.tool, layer, &why, ASK_REMEDY);
             let message = if confirm {
                 format!(
                     "`{}` was not approved: {why}. commands.confirm lists this program: each run \

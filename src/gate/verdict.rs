@@ -5,7 +5,7 @@
 use super::{Asker, Call, Retry};
 use crate::audit::{DecidedBy, Decision};
 use crate::config::{ActionClass, TrustAction};
-use crate::tools::Denial;
+use crate::errors::Denial;
 use rmcp::RoleServer;
 use rmcp::model::InputRequiredResult;
 use rmcp::service::RequestContext;
@@ -158,7 +158,7 @@ fn hidden_path(asker: &Asker<'_>, call: &Call<'_>) -> Option<Refusal> {
     ["path", "cwd", "repo"].iter().find_map(|key| {
         let p = call.arguments.get(*key)?.as_str()?;
         resolver.refuse_denied(p).err().map(|e| {
-            let denial = crate::server::denial_of(&e).unwrap_or_else(|| {
+            let denial = crate::errors::ToolFailure::denial(&e).unwrap_or_else(|| {
                 Denial::new(p, "denied-paths", &e.to_string(), "this cannot be approved")
             });
             Refusal { message: format!("`{}` is refused: {e}", call.tool), denial }

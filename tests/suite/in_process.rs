@@ -133,3 +133,46 @@ fn regex_escape(s: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() || c == '/' { c.to_string() } else { format!("\\{c}") })
         .collect()
 }
+
+/// The audit asks each module error whether it is a refusal (`PathError::is_refusal`,
+/// `GitError::is_refusal`): a write outside the roots, into a read-only root or a secret file is
+/// recorded as `refused: …`; a file that does not exist, a failed edit and a repository that is
+/// not there are plain `error: …` outcomes. (Before the error map every module failure was an
+/// `error`, refusals included.)
+#[tokio::test]
+async fn the_audit_tells_a_refusal_from_a_plain_failure() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    fx.write("ro/kept.txt", "kept\n");
+    fx.write("a.txt", "one\n");
+    let config = FS_GIT.replace("read = \"deny\", write = \"ask\"", "write = \"allow\"");
+    let c = connect(&fx, &config, Person::new(None, false), Era::Legacy).await;
+    let outside = fx.outside.join("canary.txt");
+    let calls = [
+        ("write", json!({ "path": outside, "content": "no" }), "refused: "),
+        ("write", json!({ "path": "ro/kept.txt", "content": "no" }), "refused: "),
+        ("edit", json!({ "path": ".env", "old_string": "a", "new_string": "b" }), "refused: "),
+        ("read", json!({ "path": "missing.txt" }), "error: "),
+        ("edit", json!({ "path": "missing.txt", "old_string": "a", "new_string": "b" }), "error: "),
+        ("edit", json!({ "path": "a.txt", "old_string": "zzz", "new_string": "b" }), "error: "),
+        ("git_commit", json!({ "repo": outside.parent().unwrap(), "message": "m" }), "refused: "),
+        ("git_commit", json!({ "message": "m" }), "error: "),
+    ];
+    for (i, (tool, args, outcome)) in calls.iter().enumerate() {
+        let r = call(&c, tool, args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{tool} {args}: {}", text_of(&r));
+        let records = fx.audit_records();
+        let last = records.last().unwrap();
+        assert_eq!(records.len(), i + 1, "every failure is recorded: {records:?}");
+        assert_eq!(last["decision"], "allow", "the gate allowed {tool} {args}");
+        let got = last["outcome"].as_str().unwrap();
+        assert!(got.starts_with(outcome), "{tool} {args}: {got}");
+    }
+    // Positive control: the allowed neighbour succeeds and is recorded as `ok`.
+    let r = call(&c, "write", json!({ "path": "b.txt", "content": "fine" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(fx.audit_records().last().unwrap()["outcome"], "ok");
+    assert_eq!(std::fs::read_to_string(fx.root.join("ro/kept.txt")).unwrap(), "kept\n");
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}
