@@ -14,8 +14,8 @@
 //! `test_tool_with_logging` / `test_logging_tool` are not here: hands declares no logging.
 
 use super::HandsServer;
-use crate::errors::{refused, tool_error};
 use crate::config::{ActionClass, ModuleId};
+use crate::errors::{refused, tool_error};
 use crate::gate::approvals::Reach;
 use crate::gate::{Asker, Call, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
