@@ -14,6 +14,7 @@ pub mod dashboard;
 pub mod errors;
 pub mod gate;
 pub mod lock;
+pub mod needs;
 pub mod netgate;
 pub mod registry;
 pub mod server;

@@ -63,7 +63,7 @@ impl HandsServer {
     async fn audited(
         &self,
         def: &Entry,
-        args: JsonObject,
+        mut args: JsonObject,
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
@@ -79,6 +79,12 @@ impl HandsServer {
         let cannot_run = match def.runs_commands {
             true => self.daemon.shell().and_then(|sh| sh.cannot_run()),
             false => None,
+        };
+        // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
+        // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
+        let (needs, needs_refused) = match def.tool.name.as_ref() {
+            "bash" | "tmux_start" => crate::needs::take(&self.daemon, &def.tool.name, &mut args),
+            _ => (None, None),
         };
         let mut confirm = false;
         let before = match (&program, cannot_run) {
@@ -107,6 +113,7 @@ impl HandsServer {
             }
             (None, None) => None,
         };
+        let before = before.or(needs_refused);
         let verdict = match self.verdict(def, &arguments, before, confirm, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
             Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
@@ -135,7 +142,13 @@ impl HandsServer {
                 })
             }
             (Verdict::Allow { .. }, _) => match &def.handler {
-                Handler::Call(run) => run(args, crate::shell::Caller::of(ctx, &self.gone)).await,
+                Handler::Call(run) => {
+                    let run = run(args, crate::shell::Caller::of(ctx, &self.gone));
+                    match needs {
+                        Some(n) => crate::needs::GRANTED.scope(n, run).await,
+                        None => run.await,
+                    }
+                }
                 Handler::Program(_) => Answer::plain(tool_error(format!(
                     "`{}` runs through the allowlist, and its argv was not checked",
                     def.tool.name

@@ -460,6 +460,12 @@ impl Shell {
         Ok(Some((http, socks)))
     }
 
+    /// Whether commands reach the network through the proxy (`network` by domain), the only
+    /// way a `needs.network` grant can be carried.
+    pub fn network_proxied(&self) -> bool {
+        self.network.is_some() && self.netns.is_some()
+    }
+
     /// A command's ticket with the proxy and the spec carrying its proxy variables; the spec
     /// unchanged without the network by domain.
     fn with_proxy(
@@ -467,6 +473,12 @@ impl Shell {
         spec: String,
         label: &str,
     ) -> Result<(String, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+        // `needs.network` a person approved for this call (`src/needs.rs`): the ticket's own
+        // allow entries. Without the proxy nothing could carry them: refused, not ignored.
+        let granted = crate::needs::granted().map(|n| n.network.clone()).unwrap_or_default();
+        if !granted.is_empty() && !self.network_proxied() {
+            return Err(Refusal(crate::needs::NO_PROXY.into()));
+        }
         let (Some(n), Some(netns)) = (&self.network, &self.netns) else { return Ok((spec, None)) };
         let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
@@ -476,6 +488,9 @@ impl Shell {
         let ticket = proxy
             .ticket(asker)
             .map_err(|e| Refusal(format!("the network proxy could not issue a ticket: {e}")))?;
+        let entries: Result<Vec<hands_sandbox::proxy::Entry>, _> =
+            granted.iter().map(|g| g.parse()).collect();
+        ticket.grant(entries.map_err(|e| Refusal(format!("needs.network: {e}")))?);
         let mut value: Value = serde_json::from_str(&spec)
             .map_err(|e| Refusal(format!("the sandbox spec could not be extended: {e}")))?;
         if let Some(Value::Object(env)) = value.get_mut("env") {
@@ -782,6 +797,12 @@ impl Shell {
         }
         if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
             roots.push(json!({ "path": dir, "writable": true }));
+        }
+        // `needs.write` a person approved for this call: writable roots of this launch only.
+        if let (Some(n), Some(Value::Array(roots))) =
+            (crate::needs::granted(), spec.get_mut("roots"))
+        {
+            roots.extend(n.write.iter().map(|p| json!({ "path": p, "writable": true })));
         }
         match watch {
             // A tmux server outlives the daemon; everything else dies with it.

@@ -242,6 +242,10 @@ pub fn shell_tools(c: &ShellCatalogue, sh: &Arc<Shell>) -> Vec<Entry> {
         .filter(|row| c.bash || !row.shell_text)
         .map(|row| (row.make)(&row.spec, row.starts, sh))
         .collect();
+    // `needs`, the one-run expansion, lives outside the tools' own parameters (src/needs.rs).
+    for e in all.iter_mut().filter(|e| matches!(e.tool.name.as_ref(), "bash" | "tmux_start")) {
+        crate::needs::publish(&mut e.tool);
+    }
     if c.run {
         let spec = Spec { hints: runs(c.network), ..RUN };
         all.push(Entry::new::<RunParams, BashOutput>(

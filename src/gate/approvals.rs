@@ -121,6 +121,14 @@ impl Action {
                  permission covers it)",
             );
         }
+        if let Some(n) =
+            self.arguments.get("needs").filter(|_| crate::needs::widens(&self.arguments))
+        {
+            s.push_str(&format!(
+                "\n  needs (a widening for this run only; never always): {}",
+                show(&n.to_string())
+            ));
+        }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = self.arguments.get(key) {
@@ -400,14 +408,22 @@ impl Approvals {
 
     /// The form a person answers: one choice among [`CHOICES`].
     fn request(&self, a: &Action) -> Result<ElicitRequestParams, String> {
+        let mut choices: Vec<&str> = CHOICES.to_vec();
+        let mut names =
+            vec!["Allow once", "Allow for this session", "Always for this client", "Reject"];
+        // A one-run expansion is never offered *always* (SPEC §6).
+        if crate::needs::widens(&a.arguments) {
+            choices.retain(|c| *c != "allow_always");
+            names.retain(|n| !n.starts_with("Always"));
+        }
         let schema = json!({
             "type": "object",
             "properties": {
                 "decision": {
                     "type": "string",
                     "title": "Decision",
-                    "enum": CHOICES,
-                    "enumNames": ["Allow once", "Allow for this session", "Always for this client", "Reject"],
+                    "enum": choices,
+                    "enumNames": names,
                 }
             },
             "required": ["decision"],

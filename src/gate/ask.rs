@@ -31,7 +31,14 @@ pub(super) async fn ask_person(
         arguments: call.arguments.clone(),
         confirm,
     };
-    let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
+    // A one-run expansion (`needs`, SPEC §6): never *always*; a *session* yes covers this
+    // exact widening only (its own key), and no standing permission of the plain tool covers it.
+    let widening = crate::needs::widens(call.arguments);
+    let session_tool = match call.arguments.get("needs").filter(|_| widening) {
+        Some(n) => format!("{} needs {n}", action.tool),
+        None => action.tool.clone(),
+    };
+    let key = (action.module.clone(), session_tool, approvals.epoch());
     let modern = ctx
         .protocol_version()
         .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
@@ -48,7 +55,7 @@ pub(super) async fn ask_person(
     } else {
         lock(asker.session).contains(&key)
     };
-    if !confirm && (in_session || approvals.always_allows(&action)) {
+    if !confirm && (in_session || (!widening && approvals.always_allows(&action))) {
         return Verdict::Allow { by: DecidedBy::StandingPermission };
     }
     // The channel follows what the client declared (SPEC §6), read per request: a 2026-07-28
@@ -107,7 +114,12 @@ pub(super) async fn ask_person(
         },
         Asked::InputRequired(r) => Verdict::Ask(r),
         Asked::Allowed(choice, channel) => {
-            let choice = if confirm { Choice::Once } else { choice };
+            let choice = match choice {
+                _ if confirm => Choice::Once,
+                // Offered nowhere for an expansion; an `always` answered anyway counts once.
+                Choice::Always if widening => Choice::Once,
+                c => c,
+            };
             match choice {
                 Choice::Once => {}
                 Choice::Session if stateless => {

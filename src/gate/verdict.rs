@@ -127,7 +127,10 @@ pub async fn decide(
                 ),
             ));
         }
-        TrustAction::Allow if !call.confirm => return Verdict::Allow { by: DecidedBy::Policy },
+        // A one-run expansion (`needs`) widens what the policy allowed: a person decides it.
+        TrustAction::Allow if !call.confirm && !crate::needs::widens(call.arguments) => {
+            return Verdict::Allow { by: DecidedBy::Policy };
+        }
         // `ask`, or a confirm-listed run the policy would allow: a person decides.
         TrustAction::Allow | TrustAction::Ask => {}
     }

@@ -27,6 +27,8 @@ mod in_process;
 #[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]
+mod needs;
+#[cfg(target_os = "linux")]
 mod network;
 mod path_attacks;
 mod protocol;

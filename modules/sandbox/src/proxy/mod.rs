@@ -133,6 +133,9 @@ struct Known {
     asker: Asker,
     open: usize,
     denied: Vec<Denial>,
+    /// Hosts a person approved for this one command (its `needs.network`, SPEC §6): allowed
+    /// like `allow` entries, for this ticket only; `deny` still wins.
+    granted: Vec<Entry>,
 }
 
 #[derive(Default)]
@@ -175,6 +178,14 @@ impl Ticket {
         env.push(("NO_PROXY".to_string(), no.clone()));
         env.push(("no_proxy".to_string(), no));
         env
+    }
+
+    /// Widens this one command's rules by `entries`, which a person approved as its `needs`:
+    /// they allow as `allow` entries would, for this ticket only, and `deny` still wins.
+    pub fn grant(&self, entries: Vec<Entry>) {
+        if let Some(k) = self.proxy.lock().by_token.get_mut(&self.token) {
+            k.granted = entries;
+        }
     }
 
     /// The connections refused so far, oldest first (one entry per host and port).
@@ -268,10 +279,21 @@ impl Proxy {
             Err(why) => return Err(refuse("proxy", why, None)),
         };
         let shown = target.to_string();
+        let granted = token.as_deref().and_then(|t| {
+            let table = self.lock();
+            let known = table.by_token.get(t)?;
+            known.granted.iter().find(|e| e.covers(&target, port)).map(|e| e.to_string())
+        });
         let by = match self.rules.decide(&target, port) {
             Verdict::Allow(rule) => rule,
             Verdict::Deny(rule) => {
                 return Err(refuse(&rule, format!("{shown}:{port} is refused by {rule}"), None));
+            }
+            Verdict::Unknown if granted.is_some() => {
+                format!(
+                    "needs entry `{}` (a person approved it for this run)",
+                    granted.unwrap_or_default()
+                )
             }
             Verdict::Unknown if self.rules.unknown() == Unknown::Deny => {
                 return Err(refuse(

@@ -299,7 +299,7 @@ impl Rules {
 }
 
 impl Entry {
-    fn covers(&self, target: &Target, port: u16) -> bool {
+    pub(crate) fn covers(&self, target: &Target, port: u16) -> bool {
         if self.port.is_some_and(|p| p != port) {
             return false;
         }
