@@ -13,7 +13,7 @@ pub mod http;
 pub mod netgate;
 pub mod report;
 pub mod server;
-pub mod shell;
+pub mod shell_mcp;
 pub mod shown;
 pub mod stdio;
 pub mod tools;
@@ -23,3 +23,6 @@ pub mod tools;
 #[cfg(target_os = "linux")]
 pub use hands_sandbox::launcher as sandbox;
 pub use hands_sandbox::{masks, netns, probe, profiles};
+// tools-shell lives in hands-shell; `crate::shell` names its daemon end (src/shell_mcp.rs), so
+// callers read as before.
+pub use shell_mcp as shell;

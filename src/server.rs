@@ -162,7 +162,7 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell::Shell::new(
+                        let sh = crate::shell::new(
                             m,
                             cfg,
                             config.run_as.as_deref(),
@@ -778,7 +778,7 @@ impl HandsServer {
                         &run.checked,
                         run.cwd,
                         run.timeout_secs,
-                        crate::shell::Caller::of(ctx, &self.gone),
+                        crate::shell::caller(ctx, &self.gone, self.client()),
                         None,
                     )
                     .await,
@@ -894,7 +894,7 @@ impl HandsServer {
                     Ok(p) => p,
                     Err(e) => return e,
                 };
-                match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
+                match sh.bash(params, crate::shell::caller(ctx, &self.gone, self.client())).await {
                     Ok(out) => structured(&out, out.to_string(), "bash"),
                     Err(crate::shell::Refusal(msg)) => shell_refusal(msg, "bash"),
                 }
@@ -905,7 +905,8 @@ impl HandsServer {
                 match def.kind {
                     K::TmuxStart => match parse(args, name) {
                         Ok(p) => shaped(
-                            sh.tmux_start(p, crate::shell::Caller::of(ctx, &self.gone)).await,
+                            sh.tmux_start(p, crate::shell::caller(ctx, &self.gone, self.client()))
+                                .await,
                             name,
                         ),
                         Err(e) => e,
@@ -916,7 +917,8 @@ impl HandsServer {
                     },
                     K::TmuxSend => match parse(args, name) {
                         Ok(p) => shaped(
-                            sh.tmux_send(p, crate::shell::Caller::of(ctx, &self.gone)).await,
+                            sh.tmux_send(p, crate::shell::caller(ctx, &self.gone, self.client()))
+                                .await,
                             name,
                         ),
                         Err(e) => e,
@@ -1305,8 +1307,6 @@ impl ServerHandler for HandsServer {
         };
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        // Commands this call runs are shown on the dashboard under the client's name.
-        let call = self.audited(def, args, retry, &context);
-        Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
+        Ok(self.audited(def, args, retry, &context).await)
     }
 }

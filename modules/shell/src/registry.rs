@@ -96,12 +96,8 @@ impl Registry {
                     client: e.client.clone(),
                     command: e.command.clone(),
                     started: e.started,
-                    output: crate::capture::render(
-                        output.as_bytes(),
-                        output.len() as u64,
-                        4000,
-                    )
-                    .text,
+                    output: crate::capture::render(output.as_bytes(), output.len() as u64, 4000)
+                        .text,
                 }
             })
             .collect()
