@@ -1,13 +1,14 @@
 //! The `hands` daemon as a library: every layer of the binary, so tests can drive a
 //! `HandsServer` in process and `src/main.rs` stays one line.
 
-pub mod approvals;
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod errors;
 pub mod exec;
+pub mod gate;
 pub mod hangups;
 pub mod http;
 pub mod netgate;
@@ -26,3 +27,6 @@ pub use hands_sandbox::{masks, netns, probe, profiles};
 // tools-shell lives in hands-shell; `crate::shell` names its daemon end (src/shell_mcp.rs), so
 // callers read as before.
 pub use shell_mcp as shell;
+
+/// The approvals store lives with the gate; the old path stays for its many callers.
+pub use gate::approvals;

@@ -78,11 +78,15 @@ struct Network {
     proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
     /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
     listening: Mutex<Option<(netns::Process, u16, u16)>>,
+    /// The tickets of the tmux sessions, by name: a session's panes use its proxy variables
+    /// for as long as it lives (dropped at `tmux_kill`, or when it is found gone).
+    sessions: Mutex<std::collections::HashMap<String, hands_sandbox::proxy::Ticket>>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
-pub(crate) const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's commands; commands \
-                      are refused until `hands stop --release` (or a restart)";
+pub(crate) const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's \
+                                 commands; commands are refused until `hands stop --release` (or \
+                                 a restart)";
 
 /// Resolves once the brake is on (never, if the shell is gone).
 pub(crate) async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
@@ -247,6 +251,7 @@ impl Shell {
                     rules,
                     proxy: std::sync::OnceLock::new(),
                     listening: Mutex::new(None),
+                    sessions: Mutex::default(),
                 }),
             ),
             (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
@@ -403,7 +408,7 @@ impl Shell {
 
     /// A command's ticket with the proxy and the spec carrying its proxy variables; the spec
     /// unchanged without the network by domain.
-    fn with_proxy(
+    pub(crate) fn with_proxy(
         &self,
         spec: String,
         label: &str,
@@ -428,7 +433,27 @@ impl Shell {
         Ok((value.to_string(), Some(ticket)))
     }
 
-    /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    /// Keeps a tmux session's ticket while the session lives (a new one replaces the old).
+    pub(crate) fn keep_session_ticket(
+        &self,
+        session: &str,
+        ticket: Option<hands_sandbox::proxy::Ticket>,
+    ) {
+        if let (Some(n), Some(t)) = (&self.network, ticket) {
+            n.sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(session.into(), t);
+        }
+    }
+
+    /// Ends a tmux session's ticket: its token names no command any more.
+    pub(crate) fn end_session_ticket(&self, session: &str) {
+        if let Some(n) = &self.network {
+            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+        }
+    }
+
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
     /// where no user namespace can be made, it runs again without namespaces, and so do the
     /// commands after it.

@@ -2,7 +2,7 @@
 //! yes — through the client (a 2026-07-28 input-required result, or a 2025-era elicitation
 //! request) or, for a client that can do neither, at a terminal with `hands approvals approve
 //! ID`. Anything but an explicit allow refuses. Standing permissions: *session* (held by the
-//! connection, see `server.rs`) and *always* (this file's `always.json`, surviving restarts).
+//! connection, see `ask.rs`) and *always* (this file's `always.json`, surviving restarts).
 //!
 //! The channel follows what the client declared ([`Reach`]), in either era: a request is never
 //! sent for a capability the client did not declare. Form elicitation: the form (input-required
@@ -699,6 +699,25 @@ impl Approvals {
                 confirm: p.detail.confirm,
             })
             .collect()
+    }
+}
+
+/// The approval key's seal for the test-only conformance tools (`src/conformance_tools.rs`):
+/// their own round trips use the same codec, key, client binding and lifetime as the gate's.
+#[cfg(feature = "conformance-tools")]
+impl Approvals {
+    pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
+        let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);
+        (self.codec.seal_json_with(value, &opts)).map_err(|e| format!("cannot seal the state: {e}"))
+    }
+
+    pub fn open_for<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &str,
+        state: &str,
+    ) -> Result<T, String> {
+        (self.codec.open_json_with(state, client.as_bytes()))
+            .map_err(|e| format!("the request state is not valid ({e})"))
     }
 }
 
