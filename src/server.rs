@@ -239,27 +239,6 @@ impl Daemon {
         }
     }
 
-    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
-    pub async fn record_control(&self, op: &str, outcome: String) {
-        let entry = crate::audit::Entry {
-            client: "terminal".into(),
-            module: "hands".into(),
-            tool: op.into(),
-            class: "control".into(),
-            arguments: serde_json::json!({}),
-            decision: crate::audit::Decision::Allow,
-            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
-            outcome,
-            result: None,
-        };
-        let audit = self.audit.clone();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-        }
-    }
-
     /// A module's resolver, for the gate's check of denied paths before anyone is asked.
     pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
         self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
