@@ -847,6 +847,10 @@ impl ServerHandler for HandsServer {
         }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.audited(def, args, retry, &context).await)
+        let call = self.audited(def, args, retry, &context);
+        // A command's network question may go to this client while the call waits (netgate.rs).
+        let call =
+            crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
+        Ok(call.await)
     }
 }

@@ -82,5 +82,8 @@ pub fn caller(ctx: &RequestContext<RoleServer>, gone: &CancellationToken, client
     if let Some(token) = ctx.meta.get_progress_token() {
         caller = caller.with_progress(Box::new(Notify { peer: ctx.peer.clone(), token }));
     }
-    caller
+    // Runs in the call's task, where the server set the client that can be asked (netgate.rs).
+    caller.with_asks(Box::new(|token| {
+        crate::netgate::ClientAsks::register(token).map(|g| Box::new(g) as Box<dyn Send>)
+    }))
 }

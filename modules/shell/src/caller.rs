@@ -17,6 +17,11 @@ pub trait Progress: Send + Sync {
     fn notify(&self, secs: f64, message: String) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
+/// While a command runs with the network proxy, what lets the daemon put the command's network
+/// questions to this caller's client, given the command's proxy token; the guard it returns
+/// ends that when the call ends. `None`: this caller cannot be asked.
+pub type Asks = Box<dyn Fn(&str) -> Option<Box<dyn Send>> + Send + Sync>;
+
 /// Who waits for a command: the client it runs for, what cancels it, where progress goes.
 pub struct Caller {
     /// The client's name as the dashboard shows it (`terminal` for a person's `hands exec`).
@@ -25,12 +30,13 @@ pub struct Caller {
     /// its HTTP call's (the daemon decides which there are).
     cancel: Vec<CancellationToken>,
     progress: Option<Box<dyn Progress>>,
+    asks: Option<Asks>,
 }
 
 impl Caller {
     /// A caller named `client`, cancelled by `cancel`; no progress.
     pub fn new(client: impl Into<String>, cancel: CancellationToken) -> Caller {
-        Caller { client: client.into(), cancel: vec![cancel], progress: None }
+        Caller { client: client.into(), cancel: vec![cancel], progress: None, asks: None }
     }
 
     /// A person's `hands exec`: cancelled when the terminal goes away; no progress.
@@ -48,6 +54,17 @@ impl Caller {
     pub fn with_progress(mut self, sink: Box<dyn Progress>) -> Caller {
         self.progress = Some(sink);
         self
+    }
+
+    /// The client may be asked about a command's connections while the call waits.
+    pub fn with_asks(mut self, asks: Asks) -> Caller {
+        self.asks = Some(asks);
+        self
+    }
+
+    /// Makes the command holding proxy `token` ask this caller's client, while the guard lives.
+    pub(crate) fn asks_for(&self, token: &str) -> Option<Box<dyn Send>> {
+        self.asks.as_ref().and_then(|a| a(token))
     }
 
     /// Resolves once the command's caller no longer waits for it.

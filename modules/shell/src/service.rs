@@ -656,6 +656,8 @@ impl Shell {
         let label = crate::registry::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
+        // While the call waits, its client may be asked about the command's connections.
+        let _asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
