@@ -120,7 +120,7 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell::Shell::new(
+                        let sh = crate::shell::new(
                             m,
                             cfg,
                             config.run_as.as_deref(),

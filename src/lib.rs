@@ -18,7 +18,7 @@ pub mod needs;
 pub mod netgate;
 pub mod registry;
 pub mod server;
-pub mod shell;
+pub mod shell_mcp;
 pub mod shown;
 pub mod tools;
 pub mod transport;
@@ -28,6 +28,9 @@ pub mod transport;
 #[cfg(target_os = "linux")]
 pub use hands_sandbox::launcher as sandbox;
 pub use hands_sandbox::{masks, netns, probe, profiles};
+// tools-shell lives in hands-shell; `crate::shell` names its daemon end (src/shell_mcp.rs), so
+// callers read as before.
+pub use shell_mcp as shell;
 
 /// The approvals store lives with the gate; the old path stays for its many callers.
 pub use gate::approvals;

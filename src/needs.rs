@@ -20,25 +20,8 @@ const MAX_ENTRIES: usize = 16;
 /// it is refused (a person can name a narrower folder).
 const MAX_SCAN: usize = 10_000;
 
-/// A parsed, checked expansion request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Needs {
-    /// `host` or `host:port`, lowercased (a port-less entry allows every port of the host).
-    pub network: Vec<String>,
-    /// Absolute, clean, existing paths with no link in them.
-    pub write: Vec<PathBuf>,
-}
-
-tokio::task_local! {
-    /// The expansion a person approved for the call running in this task: read by
-    /// tools-shell when it builds the launch's spec and proxy ticket.
-    pub static GRANTED: std::sync::Arc<Needs>;
-}
-
-/// The approved expansion of the call running now, if any.
-pub fn granted() -> Option<std::sync::Arc<Needs>> {
-    GRANTED.try_with(std::sync::Arc::clone).ok()
-}
+// What the launch gets lives with tools-shell, which reads it when it builds the spec.
+pub use hands_shell::needs::{GRANTED, NO_PROXY, Needs, granted};
 
 /// Adds `needs` to a tool's input schema: what a model reads to ask for a widening.
 pub fn publish(tool: &mut rmcp::model::Tool) {
@@ -106,11 +89,6 @@ pub fn take(
 
 const NO_PROXY_REMEDY: &str = "a person gives tools-shell the `network` grant with \
      network.mode = \"domain\" in daemon.toml, or adds the host to network.allow";
-
-/// Why a `needs.network` cannot be granted by a module without the proxy.
-pub const NO_PROXY: &str = "`needs.network` is refused: tools-shell's commands do not reach the \
-     network through the proxy here (no `network` grant with network.mode = \"domain\"), so \
-     nothing could carry a one-run host";
 
 fn cut(s: &str) -> String {
     hands_roots::shown(s).to_string()

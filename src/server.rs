@@ -132,7 +132,7 @@ impl HandsServer {
                             &run.checked,
                             run.cwd,
                             run.timeout_secs,
-                            crate::shell::Caller::of(ctx, &self.gone),
+                            crate::shell::caller(ctx, &self.gone, self.client()),
                             None,
                         )
                         .await,
@@ -143,7 +143,7 @@ impl HandsServer {
             }
             (Verdict::Allow { .. }, _) => match &def.handler {
                 Handler::Call(run) => {
-                    let run = run(args, crate::shell::Caller::of(ctx, &self.gone));
+                    let run = run(args, crate::shell::caller(ctx, &self.gone, self.client()));
                     match needs {
                         Some(n) => crate::needs::GRANTED.scope(n, run).await,
                         None => run.await,
@@ -329,11 +329,10 @@ impl ServerHandler for HandsServer {
         }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        // Commands this call runs are shown on the dashboard under the client's name.
         let call = self.audited(def, args, retry, &context);
         // A command's network question may go to this client while the call waits (netgate.rs).
         let call =
             crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
-        Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
+        Ok(call.await)
     }
 }

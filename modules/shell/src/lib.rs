@@ -1,7 +1,9 @@
-//! tools-shell logic that needs neither MCP nor the sandbox: output capture and rendering, the
-//! `bash` tool's parameters and result, the allowlist of `run`/`os-*`/`hands exec` and their
-//! parameters, the programs that run other programs (`wrappers`), the tmux tools' command
-//! lines and results, and a pane's output read as a person sees it (`pane`).
+//! tools-shell, without MCP: the [`Shell`] that runs `bash`, `run`/`os-*` and `hands exec`
+//! through the sandbox's launcher (`service`), its tmux sessions (`sessions`), the commands
+//! running now (`registry`), who waits for them (`caller`), and its settings (`settings`);
+//! beside them output capture and rendering, the `bash` tool's parameters and result, the
+//! allowlist and its parameters, the programs that run other programs (`wrappers`), the tmux
+//! tools' command lines and results, and a pane's output read as a person sees it (`pane`).
 
 // Unit tests make and read their fixtures by path and spawn what they test against; the
 // lib target itself is checked without this (clippy.toml, SPEC §11).
@@ -9,10 +11,17 @@
 
 pub mod allow;
 pub mod bash;
+pub mod caller;
 pub mod capture;
+pub mod needs;
 pub mod pane;
 pub mod registry;
 pub mod run;
+pub mod service;
+pub mod sessions;
 pub mod settings;
 pub mod tmux;
 pub mod wrappers;
+
+pub use caller::{Caller, Progress, Refusal};
+pub use service::Shell;

@@ -1,18 +1,16 @@
 //! tools-shell's commands: `bash`, `run`/`os-*` and `hands exec` (one allowlisted program,
-//! argv given exactly, no shell). Each re-runs this binary as `hands __sandbox SPEC` (see
-//! `src/sandbox`), captures the end of its output, and stops the whole tree on timeout,
-//! cancellation or client disconnect. The tmux sessions are in `shell/tmux.rs`.
+//! argv given exactly, no shell). Each re-runs the daemon's binary as `hands __sandbox SPEC`
+//! (see `hands_sandbox::launcher`), captures the end of its output, and stops the whole tree on
+//! timeout, cancellation or client disconnect. The tmux sessions are in `sessions.rs`.
 
-use crate::config::{Grant, ModuleCfg, ShellConfig};
-use crate::masks;
-mod tmux;
-use hands_roots::Resolver;
-use hands_shell::allow::{self, Verdict};
-use hands_shell::bash::{self, BashOutput, BashParams, Ending};
-use hands_shell::capture::Tail;
-use rmcp::RoleServer;
-use rmcp::model::ProgressNotificationParam;
-use rmcp::service::RequestContext;
+use crate::allow::{self, Verdict};
+use crate::bash::{self, BashOutput, BashParams, Ending};
+use crate::caller::{Caller, Refusal};
+use crate::capture::Tail;
+use crate::sessions;
+use crate::settings::{NetworkMode, ShellConfig, ShellTool};
+use hands_roots::{Resolver, RootSpec};
+use hands_sandbox::{launcher, masks, netns, probe};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -21,23 +19,32 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::sync::Semaphore;
 
+/// The module as the daemon declared it.
+pub struct Module {
+    /// Its name (`tools-shell`): the folder of its state (tmux sessions, network namespace).
+    pub name: String,
+    pub roots: Vec<RootSpec>,
+    /// It has the `network` grant.
+    pub network: bool,
+}
+
 /// What every command of the module runs with; built once at startup.
 pub struct Shell {
     resolver: Arc<Resolver>,
     /// The launcher spec without `argv` and `cwd`.
     base: serde_json::Map<String, Value>,
-    output_chars: usize,
+    pub(crate) output_chars: usize,
     slots: Arc<Semaphore>,
-    exe: PathBuf,
+    pub(crate) exe: PathBuf,
     enforce: bool,
     roots: Vec<PathBuf>,
-    probe: std::sync::OnceLock<crate::probe::Probe>,
+    probe: std::sync::OnceLock<probe::Probe>,
     /// The module's shared private network namespace; none with `network.mode = "host"`.
-    netns: Option<crate::netns::Netns>,
+    netns: Option<netns::Netns>,
     /// The network by domain (SPEC §5.4): the proxy, once the daemon gave it its gate.
     network: Option<Network>,
-    /// The module's tmux sessions (`shell/tmux.rs`).
-    tmux: tmux::Sessions,
+    /// The module's tmux sessions (`sessions.rs`).
+    pub(crate) tmux: sessions::Sessions,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
     masks: Arc<masks::Masks>,
     /// The `PATH` of commands; `run` resolves binaries against it on the host.
@@ -45,21 +52,21 @@ pub struct Shell {
     /// The compiled `commands` table (SPEC §4.4).
     policy: allow::Policy,
     /// The `tools` entries behind the `os-*` tools, by index.
-    os_tools: Vec<crate::config::ShellTool>,
+    os_tools: Vec<ShellTool>,
     /// The output cap of `run` and `os-*`.
     run_output_chars: usize,
     /// The brake: `true` while `hands stop` is in effect. Every running (or queued) command
     /// holds a receiver and is stopped when it turns `true`; the receiver count is the
     /// registry `stop_all` waits on.
-    halt: tokio::sync::watch::Sender<bool>,
+    pub(crate) halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard.
-    running: hands_shell::registry::Registry,
+    running: crate::registry::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
-    bound: crate::sandbox::bounds::Choice,
+    bound: launcher::bounds::Choice,
     /// Who commands run as when the daemon is root (`sandbox.run_as`).
-    run_as: Option<crate::sandbox::Ids>,
+    pub(crate) run_as: Option<launcher::Ids>,
     /// Set when user namespaces cannot be made and `best-effort` runs commands without them.
     without_namespaces: std::sync::atomic::AtomicBool,
 }
@@ -70,29 +77,19 @@ struct Network {
     rules: hands_sandbox::proxy::Rules,
     proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
     /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
-    listening: Mutex<Option<(crate::netns::Process, u16, u16)>>,
+    listening: Mutex<Option<(netns::Process, u16, u16)>>,
     /// The tickets of the tmux sessions, by name: a session's panes use its proxy variables
     /// for as long as it lives (dropped at `tmux_kill`, or when it is found gone).
     sessions: Mutex<std::collections::HashMap<String, hands_sandbox::proxy::Ticket>>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
-const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's commands; commands \
-                      are refused until `hands stop --release` (or a restart)";
-
-tokio::task_local! {
-    /// Who asked for the commands run in this task: the MCP client's identity (set by the
-    /// server around each call). Outside it (`hands exec`) the asker is `terminal`.
-    pub static CLIENT: String;
-}
-
-/// The client of the commands run in this task (see [`CLIENT`]).
-fn client() -> String {
-    CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string())
-}
+pub(crate) const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's \
+                                 commands; commands are refused until `hands stop --release` (or \
+                                 a restart)";
 
 /// Resolves once the brake is on (never, if the shell is gone).
-async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
     if rx.wait_for(|on| *on).await.is_err() {
         std::future::pending::<()>().await;
     }
@@ -100,10 +97,10 @@ async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
 
 /// Folders every command sees read-only, when they exist.
 pub const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
-/// The launcher's exit code when the sandbox could not be built (`src/sandbox`).
+/// The launcher's exit code when the sandbox could not be built (`hands_sandbox::launcher`).
 const SETUP_FAILED: i32 = 125;
 /// How long a stopped command gets between SIGTERM and SIGKILL.
-const GRACE: Duration = Duration::from_secs(2);
+pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.
 const DRAIN: Duration = Duration::from_secs(2);
 /// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
@@ -117,56 +114,6 @@ fn clean_abs(p: &Path) -> bool {
     p.is_absolute()
         && p.components().count() > 1
         && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-}
-
-/// A failure a user should read (`isError`).
-pub struct Refusal(pub String);
-
-/// Who waits for a command: what cancels it, and where progress notifications go.
-pub struct Caller {
-    ct: tokio_util::sync::CancellationToken,
-    /// The connection's own token, cancelled when its client has gone (stdio).
-    gone: Option<tokio_util::sync::CancellationToken>,
-    /// The HTTP call's own token, cancelled when its client has vanished (src/hangups.rs).
-    hangup: Option<tokio_util::sync::CancellationToken>,
-    progress: Option<(rmcp::Peer<RoleServer>, rmcp::model::ProgressToken)>,
-}
-
-impl Caller {
-    /// An MCP request: cancelled by `notifications/cancelled`, a disconnect, or `gone` (the
-    /// connection's client has gone); progress to the client when it sent a token.
-    pub fn of(
-        ctx: &RequestContext<RoleServer>,
-        gone: &tokio_util::sync::CancellationToken,
-    ) -> Caller {
-        let progress = ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t));
-        let hangup = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<crate::transport::hangups::Hangup>())
-            .map(|h| h.0.clone());
-        Caller { ct: ctx.ct.clone(), gone: Some(gone.clone()), hangup, progress }
-    }
-
-    /// A person's `hands exec`: cancelled when the terminal goes away; no progress.
-    pub fn terminal(ct: tokio_util::sync::CancellationToken) -> Caller {
-        Caller { ct, gone: None, hangup: None, progress: None }
-    }
-
-    /// Resolves once the command's caller no longer waits for it.
-    async fn cancelled(&self) {
-        async fn fired(t: &Option<tokio_util::sync::CancellationToken>) {
-            match t {
-                Some(t) => t.cancelled().await,
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            () = self.ct.cancelled() => {}
-            () = fired(&self.gone) => {}
-            () = fired(&self.hangup) => {}
-        }
-    }
 }
 
 /// Where a command's output goes as it arrives, besides its tail: `(is_stderr, bytes)`.
@@ -187,7 +134,7 @@ impl Shell {
     // Startup wiring: each argument is a separate piece of the daemon's config.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        m: &ModuleCfg,
+        m: &Module,
         cfg: &ShellConfig,
         run_as: Option<&str>,
         resolver: Arc<Resolver>,
@@ -198,7 +145,7 @@ impl Shell {
         make_placeholders: bool,
     ) -> anyhow::Result<Shell> {
         use anyhow::Context;
-        let daemon_home = crate::config::home_dir();
+        let daemon_home = hands_roots::home_dir();
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
@@ -276,7 +223,7 @@ impl Shell {
             env.insert(k.into(), v.into());
         }
         for (k, v) in &cfg.env {
-            let v = crate::config::expand_tilde(v, daemon_home.as_deref());
+            let v = hands_roots::expand_tilde(v, daemon_home.as_deref());
             env.insert(k.clone(), v.to_string_lossy().into_owned());
         }
         // Always the sandbox's own, whatever `env` says.
@@ -295,10 +242,10 @@ impl Shell {
         });
         // The grant with `mode = "host"` is the host's network; the grant otherwise is the
         // network by domain, which keeps the private namespace and adds the proxy.
-        let (host_network, network) = match (m.has(Grant::Network), cfg.network_mode()) {
+        let (host_network, network) = match (m.network, cfg.network_mode()) {
             (false, _) => (false, None),
-            (true, Ok(crate::config::NetworkMode::Host)) => (true, None),
-            (true, Ok(crate::config::NetworkMode::Domains(rules))) => (
+            (true, Ok(NetworkMode::Host)) => (true, None),
+            (true, Ok(NetworkMode::Domains(rules))) => (
                 false,
                 Some(Network {
                     rules,
@@ -310,10 +257,9 @@ impl Shell {
             (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
         };
         let first_writable = m.roots.iter().find(|r| r.writable).map(|r| r.path.as_path());
-        let run_as = crate::sandbox::run_as(run_as, first_writable)?;
-        let bound = crate::sandbox::bounds::choose(
-            rustix::process::geteuid().as_raw() != 0 || run_as.is_some(),
-        );
+        let run_as = launcher::run_as(run_as, first_writable)?;
+        let bound =
+            launcher::bounds::choose(rustix::process::geteuid().as_raw() != 0 || run_as.is_some());
         let base = json!({
             "bound": bound.bound,
             "run_as": run_as,
@@ -328,17 +274,17 @@ impl Shell {
         });
         let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
-        let sessions = tmux::Sessions::new(&state, m.id.name(), &path)?;
+        let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
         let netns = if host_network {
             None
         } else {
-            Some(crate::netns::Netns::new(&exe, &state.join("netns"), m.id.name())?)
+            Some(netns::Netns::new(&exe, &state.join("netns"), &m.name)?)
         };
         // The config refused values out of range (`config/shell.rs`), so none is clamped here.
         let max = cfg.max_concurrent.unwrap_or(4) as usize;
         let output_chars = cfg.output_chars.unwrap_or(30_000) as usize;
         let run_output_chars =
-            cfg.run_output_chars.unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS) as usize;
+            cfg.run_output_chars.unwrap_or(crate::run::DEFAULT_OUTPUT_CHARS) as usize;
         Ok(Shell {
             path,
             policy,
@@ -366,7 +312,7 @@ impl Shell {
     }
 
     /// The commands running now, oldest first.
-    pub fn running(&self) -> Vec<hands_shell::registry::RunningCommand> {
+    pub fn running(&self) -> Vec<crate::registry::RunningCommand> {
         self.running.running()
     }
 
@@ -405,7 +351,7 @@ impl Shell {
     /// The brake's refusal while `hands stop` holds. Read *after* a start has registered
     /// itself (a command's halt receiver, a session's record), it makes the brake atomic with
     /// the start: `stop_all` turns the brake on before it looks for what to end.
-    fn refuse_when_braked(&self) -> Result<(), Refusal> {
+    pub(crate) fn refuse_when_braked(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() { Err(Refusal(HALTED.into())) } else { Ok(()) }
     }
 
@@ -424,7 +370,7 @@ impl Shell {
 
     /// Makes sure the proxy listens inside the namespace of `holder` (a new holder is a new
     /// namespace) and returns the ports.
-    fn proxy_ports(&self, holder: crate::netns::Process) -> Result<Option<(u16, u16)>, Refusal> {
+    fn proxy_ports(&self, holder: netns::Process) -> Result<Option<(u16, u16)>, Refusal> {
         let Some(n) = &self.network else { return Ok(None) };
         let Some(proxy) = n.proxy.get() else {
             return Err(Refusal("the network proxy is not ready (no gate)".into()));
@@ -468,10 +414,11 @@ impl Shell {
 
     /// A command's ticket with the proxy and the spec carrying its proxy variables; the spec
     /// unchanged without the network by domain.
-    fn with_proxy(
+    pub(crate) fn with_proxy(
         &self,
         spec: String,
         label: &str,
+        client: &str,
     ) -> Result<(String, Option<hands_sandbox::proxy::Ticket>), Refusal> {
         // `needs.network` a person approved for this call (`src/needs.rs`): the ticket's own
         // allow entries. Without the proxy nothing could carry them: refused, not ignored.
@@ -483,8 +430,8 @@ impl Shell {
         let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
-        let client = client();
-        let asker = hands_sandbox::proxy::Asker { command: label.to_string(), client };
+        let asker =
+            hands_sandbox::proxy::Asker { command: label.to_string(), client: client.to_string() };
         let ticket = proxy
             .ticket(asker)
             .map_err(|e| Refusal(format!("the network proxy could not issue a ticket: {e}")))?;
@@ -502,7 +449,11 @@ impl Shell {
     }
 
     /// Keeps a tmux session's ticket while the session lives (a new one replaces the old).
-    fn keep_session_ticket(&self, session: &str, ticket: Option<hands_sandbox::proxy::Ticket>) {
+    pub(crate) fn keep_session_ticket(
+        &self,
+        session: &str,
+        ticket: Option<hands_sandbox::proxy::Ticket>,
+    ) {
         if let (Some(n), Some(t)) = (&self.network, ticket) {
             n.sessions
                 .lock()
@@ -512,7 +463,7 @@ impl Shell {
     }
 
     /// Ends a tmux session's ticket: its token names no command any more.
-    fn end_session_ticket(&self, session: &str) {
+    pub(crate) fn end_session_ticket(&self, session: &str) {
         if let Some(n) = &self.network {
             n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
         }
@@ -521,11 +472,11 @@ impl Shell {
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
     /// where no user namespace can be made, it runs again without namespaces, and so do the
     /// commands after it.
-    pub fn self_test(&self) -> &crate::probe::Probe {
+    pub fn self_test(&self) -> &probe::Probe {
         self.probe.get_or_init(|| {
             let run = || match self.with_netns(self.base.clone()) {
-                Ok(base) => crate::probe::run(&self.exe, &base, &self.roots),
-                Err(Refusal(why)) => crate::probe::failed(why),
+                Ok(base) => probe::run(&self.exe, &base, &self.roots),
+                Err(Refusal(why)) => probe::failed(why),
             };
             let mut p = run();
             if !self.enforce && p.userns_refused() {
@@ -533,8 +484,8 @@ impl Shell {
                 p = run();
             }
             p.mechanisms = self.mechanisms();
-            if self.bound.bound == crate::sandbox::Bound::None {
-                p.checks.push(crate::probe::Check {
+            if self.bound.bound == launcher::Bound::None {
+                p.checks.push(probe::Check {
                     name: "process bound",
                     holds: Some(false),
                     note: self.bound.passed_over.join("; "),
@@ -551,7 +502,7 @@ impl Shell {
         } else {
             "namespaces"
         };
-        let landlock = match crate::sandbox::landlock_abi() {
+        let landlock = match launcher::landlock_abi() {
             0 => "Landlock unavailable".to_string(),
             1 => "Landlock ABI 1 (not used: it forbids renames across folders)".to_string(),
             n => format!("Landlock ABI {n}"),
@@ -565,12 +516,12 @@ impl Shell {
     }
 
     /// The process bound chosen at startup, and why better mechanisms were passed over.
-    pub fn bound(&self) -> &crate::sandbox::bounds::Choice {
+    pub fn bound(&self) -> &launcher::bounds::Choice {
         &self.bound
     }
 
     /// Who the commands run as, for a daemon run as root.
-    pub fn run_as(&self) -> Option<crate::sandbox::Ids> {
+    pub fn run_as(&self) -> Option<launcher::Ids> {
         self.run_as
     }
 
@@ -601,7 +552,7 @@ impl Shell {
 
     /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
     /// guarantee missing.
-    fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+    pub(crate) fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
@@ -629,7 +580,7 @@ impl Shell {
     }
 
     /// A command's working folder, resolved through the roots (default: the first root).
-    async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, Refusal> {
+    pub(crate) async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, Refusal> {
         let resolver = self.resolver.clone();
         let cwd_arg = cwd.unwrap_or_default();
         tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
@@ -717,17 +668,17 @@ impl Shell {
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
-        let label = hands_shell::registry::label(&argv);
+        let label = crate::registry::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
-        let (spec, ticket) = self.with_proxy(spec, &label)?;
+        let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
         // While the call waits, its client may be asked about the command's connections.
-        let _asks = ticket.as_ref().and_then(|t| crate::netgate::ClientAsks::register(t.token()));
+        let _asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
-                hands_shell::bash::Denied {
+                crate::bash::Denied {
                     what: format!("{}:{}", d.host, d.port),
                     layer: "network".into(),
                     why: d.why,
@@ -743,7 +694,7 @@ impl Shell {
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
     /// now (secret files, hard links to denied files), as the JSON argument of `__sandbox`.
     /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
-    async fn spec(
+    pub(crate) async fn spec(
         &self,
         argv: Value,
         cwd: &Path,
@@ -755,7 +706,7 @@ impl Shell {
 
     /// The secret files and hard links to denied files in the roots now (the walk, cached for
     /// a moment), refusing a name the sandbox cannot mask.
-    async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
+    pub(crate) async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
         let masks = self.masks.clone();
         let found = tokio::task::spawn_blocking(move || masks.current())
             .await
@@ -773,7 +724,7 @@ impl Shell {
     }
 
     /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
-    async fn spec_and_masks(
+    pub(crate) async fn spec_and_masks(
         &self,
         argv: Value,
         cwd: &Path,
@@ -862,13 +813,12 @@ impl Shell {
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
-        let registered = self.running.register(&client(), label, out.clone(), err.clone());
+        let registered = self.running.register(&caller.client, label, out.clone(), err.clone());
         let drain_for = if tee.is_some() { STREAM_DRAIN } else { DRAIN };
         let readers = [
             child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),
             child.stderr.take().map(|s| drain(s, err.clone(), tee.map(|t| (t, true)))),
         ];
-        let progress = &caller.progress;
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + Duration::from_secs(1),
             Duration::from_secs(1),
@@ -899,13 +849,13 @@ impl Shell {
                     break stop(&mut child).await;
                 }
                 _ = tick.tick() => {
-                    if let Some((peer, token)) = progress {
-                        let bytes = total(&out) + total(&err);
-                        let secs = started.elapsed().as_secs();
-                        let note = ProgressNotificationParam::new(token.clone(), secs as f64)
-                            .with_message(format!("running {secs} s, {bytes} bytes of output"));
-                        let _ = peer.notify_progress(note).await;
-                    }
+                    let secs = started.elapsed().as_secs();
+                    caller
+                        .progress(secs as f64, || {
+                            let bytes = total(&out) + total(&err);
+                            format!("running {secs} s, {bytes} bytes of output")
+                        })
+                        .await;
                 }
             }
         };

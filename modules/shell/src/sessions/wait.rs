@@ -1,6 +1,6 @@
 //! What the tmux tools wait for and read back, on the host side: a session's output log (the
 //! `out.NNNNNN` files `pipe-pane` writes into its socket folder, see
-//! `hands_shell::tmux::pipe_script`), cursors into it, the TCP ports its processes listen on,
+//! `crate::tmux::pipe_script`), cursors into it, the TCP ports its processes listen on,
 //! and the bounded wait behind `tmux_start`'s `ready` and `tmux_send`'s `wait`.
 //!
 //! The socket folder is writable from inside the session's sandbox, so the log is read as
@@ -9,11 +9,12 @@
 // procfs of the session's launcher, and the session logs in the state dir.
 #![allow(clippy::disallowed_methods)]
 
-use super::super::{Caller, Refusal, Shell, halted};
 use super::Meta;
-use hands_shell::pane::{Mark, Screen};
-use hands_shell::tmux::{self, LOG_CHUNK, Until};
-use rmcp::model::ProgressNotificationParam;
+use crate::caller::{Caller, Refusal};
+use crate::pane::{Mark, Screen};
+use crate::service::{HALTED, Shell, halted};
+use crate::tmux::{self, LOG_CHUNK, Until};
+use hands_sandbox::netns;
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -170,7 +171,7 @@ fn pid_ns(pid: &str, which: &str) -> Option<PathBuf> {
 
 /// The session's init: the launcher's child, made in the sandbox's namespaces (the launcher
 /// itself stays outside them). The launcher's own pid when it has no child to name.
-fn init_of(launcher: crate::netns::Process) -> i32 {
+fn init_of(launcher: netns::Process) -> i32 {
     std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.pid))
         .ok()
         .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
@@ -180,7 +181,7 @@ fn init_of(launcher: crate::netns::Process) -> i32 {
 /// TCP ports on which processes of the session listen (found by the socket inodes of the
 /// processes in its PID namespace). Falls back to every listener in the session's network
 /// namespace when the processes cannot be read; sorted, without duplicates.
-pub fn session_ports(launcher: crate::netns::Process) -> Vec<u16> {
+pub fn session_ports(launcher: netns::Process) -> Vec<u16> {
     let table = listening(launcher);
     let mut ports: Vec<u16> = match owned(launcher, &table) {
         Some(owned) => owned,
@@ -192,7 +193,7 @@ pub fn session_ports(launcher: crate::netns::Process) -> Vec<u16> {
 }
 
 /// Whether a process of the session listens on `port`.
-pub fn session_listens(launcher: crate::netns::Process, port: u16) -> bool {
+pub fn session_listens(launcher: netns::Process, port: u16) -> bool {
     let table: Vec<(u16, u64)> =
         listening(launcher).into_iter().filter(|(p, _)| *p == port).collect();
     if table.is_empty() {
@@ -203,21 +204,21 @@ pub fn session_listens(launcher: crate::netns::Process, port: u16) -> bool {
 
 /// Every TCP listener in the network namespace of the session's launcher (the module's shared
 /// one, or the host's with the `network` grant): `(port, inode)`.
-fn listening(launcher: crate::netns::Process) -> Vec<(u16, u64)> {
+fn listening(launcher: netns::Process) -> Vec<(u16, u64)> {
     let mut v = Vec::new();
     for t in ["tcp", "tcp6"] {
         let mut text = String::new();
         if let Ok(f) = std::fs::File::open(format!("/proc/{}/net/{t}", init_of(launcher))) {
             let _ = f.take(16 << 20).read_to_string(&mut text);
         }
-        v.extend(hands_shell::pane::listeners(&text));
+        v.extend(crate::pane::listeners(&text));
     }
     v
 }
 
 /// The ports of `table` whose sockets are open in a process of the session's PID namespace;
 /// `None` when that namespace cannot be read.
-fn owned(launcher: crate::netns::Process, table: &[(u16, u64)]) -> Option<Vec<u16>> {
+fn owned(launcher: netns::Process, table: &[(u16, u64)]) -> Option<Vec<u16>> {
     if !launcher.alive() {
         return Some(Vec::new());
     }
@@ -350,7 +351,7 @@ impl Shell {
     ) -> Result<Waited, Refusal> {
         let mut halt = self.halt.subscribe();
         if *halt.borrow() {
-            return Err(Refusal(super::super::HALTED.into()));
+            return Err(Refusal(HALTED.into()));
         }
         let work = self.watch(m, until, from, typed, timeout, caller);
         tokio::select! {
@@ -360,7 +361,7 @@ impl Shell {
                  tmux_kill it)",
                 m.name
             ))),
-            () = halted(&mut halt) => Err(Refusal(super::super::HALTED.into())),
+            () = halted(&mut halt) => Err(Refusal(HALTED.into())),
         }
     }
 
@@ -463,15 +464,13 @@ impl Shell {
             if started.elapsed() >= timeout {
                 break Outcome::TimedOut;
             }
-            if let Some((peer, token)) = &caller.progress
-                && Instant::now() >= next_progress
-            {
+            if caller.wants_progress() && Instant::now() >= next_progress {
                 next_progress += Duration::from_secs(1);
                 let secs = started.elapsed().as_secs();
                 let lines = v.screen.total();
-                let note = ProgressNotificationParam::new(token.clone(), secs as f64)
-                    .with_message(format!("waiting {secs} s, {lines} lines of output"));
-                let _ = peer.notify_progress(note).await;
+                caller
+                    .progress(secs as f64, || format!("waiting {secs} s, {lines} lines of output"))
+                    .await;
             }
             tokio::time::sleep(POLL).await;
         };

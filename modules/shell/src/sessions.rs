@@ -16,11 +16,13 @@
 
 mod wait;
 
-use super::{Caller, Refusal, Shell};
-use hands_shell::tmux::{
+use crate::caller::{Caller, Refusal};
+use crate::service::Shell;
+use crate::tmux::{
     self, Facts, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State,
     check_name,
 };
+use hands_sandbox::netns;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -52,7 +54,7 @@ struct Meta {
     command: String,
     cwd: String,
     started: u64,
-    launcher: crate::netns::Process,
+    launcher: netns::Process,
     /// Who started it (the dashboard shows it); absent in records of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<String>,
@@ -128,14 +130,14 @@ impl Sessions {
 
 /// Ends a session's launcher, and with it its PID namespace: SIGTERM (forwarded to every
 /// process), a grace period, then SIGKILL. Waits until it is gone.
-async fn end_launcher(l: crate::netns::Process) {
+async fn end_launcher(l: netns::Process) {
     use rustix::process::{Pid, Signal, kill_process};
     let Some(pid) = Pid::from_raw(l.pid) else { return };
     if !l.alive() {
         return;
     }
     let _ = kill_process(pid, Signal::TERM);
-    let until = Instant::now() + super::GRACE;
+    let until = Instant::now() + crate::service::GRACE;
     while l.alive() && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -252,14 +254,15 @@ impl Shell {
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
         let label = format!("tmux session {name}: {}", p.command);
-        let (launcher, masked, ticket) = self.start_server(&name, &cwd, &label).await?;
+        let (launcher, masked, ticket) =
+            self.start_server(&name, &cwd, &label, &caller.client).await?;
         let meta = Meta {
             name: name.clone(),
             command: p.command.clone(),
             cwd: cwd_s.clone(),
             started: now_secs(),
             launcher,
-            client: super::CLIENT.try_with(String::clone).ok(),
+            client: Some(caller.client.clone()),
             masked,
             log: true,
         };
@@ -371,8 +374,8 @@ impl Shell {
         name: &str,
         cwd: &Path,
         label: &str,
-    ) -> Result<(crate::netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal>
-    {
+        client: &str,
+    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
@@ -394,7 +397,7 @@ impl Shell {
         let argv = tmux::server_argv(&t.socket(name));
         let (spec, found) =
             self.spec_and_masks(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
-        let (spec, ticket) = self.with_proxy(spec, label)?;
+        let (spec, ticket) = self.with_proxy(spec, label, client)?;
         let mut child = std::process::Command::new(&self.exe)
             .arg("__sandbox")
             .arg(spec)
@@ -407,14 +410,14 @@ impl Shell {
             .spawn()
             .map_err(|e| fail("start the sandbox launcher", e))?;
         let pid = child.id() as i32;
-        let start = crate::netns::start_time(pid);
+        let start = netns::start_time(pid);
         // Reaped here while the daemon lives; by init after.
         std::thread::spawn(move || child.wait());
         let Some(start) = start else {
             t.forget(name);
             return Err(Refusal(format!("the tmux server of {name:?} ended at once")));
         };
-        let launcher = crate::netns::Process { pid, start };
+        let launcher = netns::Process { pid, start };
         let socket = PathBuf::from(t.socket(name));
         let until = Instant::now() + SERVER_START;
         while !socket.exists() {
@@ -434,7 +437,7 @@ impl Shell {
 
     /// Masks, in the session's running sandbox, the secret files the roots hold now that it has
     /// not masked yet (a `.env` created after it started), through `hands __remask`
-    /// (src/sandbox/remask.rs), and records them. Refuses when that fails: what is typed next
+    /// (`hands_sandbox::launcher::remask`), and records them. Refuses when that fails: what is typed next
     /// could read them.
     async fn remask(&self, m: &mut Meta) -> Result<(), Refusal> {
         let found = self.found_masks().await?;
@@ -477,8 +480,9 @@ impl Shell {
         if !out.status.success() {
             return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_string()));
         }
-        let answer: crate::sandbox::remask::Answer = serde_json::from_slice(&out.stdout)
-            .map_err(|e| refuse(format!("the helper's answer is unreadable: {e}")))?;
+        let answer: hands_sandbox::launcher::remask::Answer =
+            serde_json::from_slice(&out.stdout)
+                .map_err(|e| refuse(format!("the helper's answer is unreadable: {e}")))?;
         tracing::info!(
             session = %name,
             masked = ?answer.masked,
@@ -539,7 +543,7 @@ impl Shell {
         let state = self.read_settled(&m.name, &m.cwd, 1).await?;
         let log = wait::Log::new(self.tmux.socket_dir(&m.name));
         let c = log.read(since, wait::READ_CAP)?;
-        let page = hands_shell::pane::page(&c.data, lines as usize, self.output_chars);
+        let page = crate::pane::page(&c.data, lines as usize, self.output_chars);
         Ok(ReadOutput {
             session: m.name,
             lines: page.lines,
