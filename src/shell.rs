@@ -5,7 +5,6 @@
 
 use crate::config::{Grant, ModuleCfg, ShellConfig};
 use crate::masks;
-mod running;
 mod tmux;
 use hands_roots::Resolver;
 use hands_shell::allow::{self, Verdict};
@@ -14,7 +13,6 @@ use hands_shell::capture::Tail;
 use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
-pub use running::CLIENT;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -54,8 +52,8 @@ pub struct Shell {
     /// holds a receiver and is stopped when it turns `true`; the receiver count is the
     /// registry `stop_all` waits on.
     halt: tokio::sync::watch::Sender<bool>,
-    /// The commands running now, for the dashboard (`shell/running.rs`).
-    running: running::Registry,
+    /// The commands running now, for the dashboard.
+    running: hands_shell::registry::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
@@ -81,6 +79,17 @@ struct Network {
 /// What a command stopped by the brake, or refused while it holds, returns.
 const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's commands; commands \
                       are refused until `hands stop --release` (or a restart)";
+
+tokio::task_local! {
+    /// Who asked for the commands run in this task: the MCP client's identity (set by the
+    /// server around each call). Outside it (`hands exec`) the asker is `terminal`.
+    pub static CLIENT: String;
+}
+
+/// The client of the commands run in this task (see [`CLIENT`]).
+fn client() -> String {
+    CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string())
+}
 
 /// Resolves once the brake is on (never, if the shell is gone).
 async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
@@ -357,6 +366,17 @@ impl Shell {
         })
     }
 
+    /// The commands running now, oldest first.
+    pub fn running(&self) -> Vec<hands_shell::registry::RunningCommand> {
+        self.running.running()
+    }
+
+    /// Stops one running command and its whole process tree (TERM, grace, KILL) and waits,
+    /// bounded, until it has ended; its command line, or `None` when no such command runs.
+    pub async fn stop_command(&self, id: u64) -> Option<String> {
+        self.running.stop(id, GRACE + DRAIN + Duration::from_secs(1)).await
+    }
+
     /// The placeholders `hands serve` makes in the roots and this (`check`/`doctor`) instance
     /// did not: missing protected folders and the first missing component of denied paths.
     pub fn unmade_placeholders(&self) -> &[PathBuf] {
@@ -452,7 +472,7 @@ impl Shell {
         let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
-        let client = CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string());
+        let client = client();
         let asker = hands_sandbox::proxy::Asker { command: label.to_string(), client };
         let ticket = proxy
             .ticket(asker)
@@ -683,7 +703,7 @@ impl Shell {
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
-        let label = running::label(&argv);
+        let label = hands_shell::registry::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label)?;
         // While the call waits, its client may be asked about the command's connections.
@@ -820,7 +840,7 @@ impl Shell {
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
-        let registered = self.running.register(label, out.clone(), err.clone());
+        let registered = self.running.register(&client(), label, out.clone(), err.clone());
         let drain_for = if tee.is_some() { STREAM_DRAIN } else { DRAIN };
         let readers = [
             child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),

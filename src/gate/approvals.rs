@@ -2,7 +2,7 @@
 //! yes — through the client (a 2026-07-28 input-required result, or a 2025-era elicitation
 //! request) or, for a client that can do neither, at a terminal with `hands approvals approve
 //! ID`. Anything but an explicit allow refuses. Standing permissions: *session* (held by the
-//! connection, see `server.rs`) and *always* (this file's `always.json`, surviving restarts).
+//! connection, see `ask.rs`) and *always* (this file's `always.json`, surviving restarts).
 //!
 //! The channel follows what the client declared ([`Reach`]), in either era: a request is never
 //! sent for a capability the client did not declare. Form elicitation: the form (input-required
@@ -16,6 +16,7 @@
 //! that never leaves this process and bound to the client's identity. On the retry the seal,
 //! the expiry, the nonce (single use) and the digest are checked; a different action asks again.
 
+use crate::lock::lock;
 use rmcp::model::{
     ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
@@ -197,7 +198,7 @@ pub struct Pending {
 
 /// A parked action as `hands approvals list` shows it (`action`), with its parts for the
 /// dashboard of another daemon of the state dir.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParkedView {
     pub id: String,
     pub action: String,
@@ -285,10 +286,6 @@ fn random_hex(n: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(hex::encode(buf))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads the standing *always* permissions (a missing file is none).
@@ -699,6 +696,25 @@ impl Approvals {
                 confirm: p.detail.confirm,
             })
             .collect()
+    }
+}
+
+/// The approval key's seal for the test-only conformance tools (`src/conformance_tools.rs`):
+/// their own round trips use the same codec, key, client binding and lifetime as the gate's.
+#[cfg(feature = "conformance-tools")]
+impl Approvals {
+    pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
+        let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);
+        (self.codec.seal_json_with(value, &opts)).map_err(|e| format!("cannot seal the state: {e}"))
+    }
+
+    pub fn open_for<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &str,
+        state: &str,
+    ) -> Result<T, String> {
+        (self.codec.open_json_with(state, client.as_bytes()))
+            .map_err(|e| format!("the request state is not valid ({e})"))
     }
 }
 

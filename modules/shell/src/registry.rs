@@ -2,19 +2,12 @@
 //! dashboard reads for "Running now" and stops one command through (its whole tree, as a
 //! timeout does). A command is registered while its launcher runs and removed when it ends.
 
-use super::Shell;
-use hands_shell::capture::Tail;
+use crate::capture::Tail;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-tokio::task_local! {
-    /// Who asked for the commands run in this task: the MCP client's identity (set by the
-    /// server around each call). Outside it (`hands exec`) the asker is `terminal`.
-    pub static CLIENT: String;
-}
 
 /// One running command as the dashboard shows it.
 pub struct RunningCommand {
@@ -37,8 +30,9 @@ struct Entry {
     stop: CancellationToken,
 }
 
+/// The commands running now.
 #[derive(Default)]
-pub(super) struct Registry {
+pub struct Registry {
     next: AtomicU64,
     live: Arc<Mutex<BTreeMap<u64, Entry>>>,
 }
@@ -48,7 +42,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Removes its command from the registry when the run ends, however it ends.
-pub(super) struct Registered {
+pub struct Registered {
     id: u64,
     live: Arc<Mutex<BTreeMap<u64, Entry>>>,
     /// Cancelled when a person stops this command on the dashboard.
@@ -62,15 +56,16 @@ impl Drop for Registered {
 }
 
 impl Registry {
-    /// Registers a command whose output goes to `out` and `err`.
-    pub(super) fn register(
+    /// Registers a command `client` asked for, whose output goes to `out` and `err`.
+    pub fn register(
         &self,
+        client: &str,
         command: String,
         out: Arc<Mutex<Tail>>,
         err: Arc<Mutex<Tail>>,
     ) -> Registered {
         let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
-        let client = CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string());
+        let client = client.to_string();
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -80,32 +75,14 @@ impl Registry {
             .insert(id, Entry { client, command, started, out, err, stop: stop.clone() });
         Registered { id, live: self.live.clone(), stop }
     }
-}
 
-/// The command line a person reads for a launcher argv: `bash -c`'s text, else the argv.
-pub(super) fn label(argv: &serde_json::Value) -> String {
-    let items: Vec<String> = argv
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    match items.as_slice() {
-        [bash, _, _, c, command] if bash == "bash" && c == "-c" => command.clone(),
-        _ => items.join(" "),
-    }
-}
-
-impl Shell {
     /// The commands running now, oldest first.
     pub fn running(&self) -> Vec<RunningCommand> {
         let text = |t: &Mutex<Tail>| {
             let t = lock(t);
             String::from_utf8_lossy(&t.bytes()).into_owned()
         };
-        lock(&self.running.live)
+        lock(&self.live)
             .iter()
             .map(|(id, e)| {
                 let (out, err) = (text(&e.out), text(&e.err));
@@ -119,7 +96,7 @@ impl Shell {
                     client: e.client.clone(),
                     command: e.command.clone(),
                     started: e.started,
-                    output: hands_shell::capture::render(
+                    output: crate::capture::render(
                         output.as_bytes(),
                         output.len() as u64,
                         4000,
@@ -131,19 +108,36 @@ impl Shell {
     }
 
     /// Stops one running command and its whole process tree (TERM, grace, KILL) and waits,
-    /// bounded, until it has ended; its command line, or `None` when no such command runs.
-    pub async fn stop_command(&self, id: u64) -> Option<String> {
+    /// at most `patience`, until it has ended; its command line, or `None` when no such
+    /// command runs.
+    pub async fn stop(&self, id: u64, patience: Duration) -> Option<String> {
         let (command, stop) = {
-            let live = lock(&self.running.live);
+            let live = lock(&self.live);
             let e = live.get(&id)?;
             (e.command.clone(), e.stop.clone())
         };
         stop.cancel();
-        let until = Instant::now() + super::GRACE + super::DRAIN + Duration::from_secs(1);
-        while lock(&self.running.live).contains_key(&id) && Instant::now() < until {
+        let until = Instant::now() + patience;
+        while lock(&self.live).contains_key(&id) && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Some(command)
+    }
+}
+
+/// The command line a person reads for a launcher argv: `bash -c`'s text, else the argv.
+pub fn label(argv: &serde_json::Value) -> String {
+    let items: Vec<String> = argv
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match items.as_slice() {
+        [bash, _, _, c, command] if bash == "bash" && c == "-c" => command.clone(),
+        _ => items.join(" "),
     }
 }
 
@@ -161,14 +155,12 @@ mod tests {
         assert_eq!(label(&json!(["/usr/bin/rg", "-n", "<x>"])), "/usr/bin/rg -n <x>");
     }
 
-    #[tokio::test]
-    async fn the_registry_names_the_client_and_forgets_an_ended_command() {
+    #[test]
+    fn the_registry_names_the_client_and_forgets_an_ended_command() {
         let reg = Registry::default();
         let tail = || Arc::new(Mutex::new(Tail::new(100)));
-        let r = CLIENT
-            .scope("ci-bot".into(), async { reg.register("make".into(), tail(), tail()) })
-            .await;
-        let other = reg.register("ls".into(), tail(), tail());
+        let r = reg.register("ci-bot", "make".into(), tail(), tail());
+        let other = reg.register("terminal", "ls".into(), tail(), tail());
         let live = lock(&reg.live);
         let names: Vec<_> =
             live.values().map(|e| (e.client.as_str(), e.command.as_str())).collect();
