@@ -6,6 +6,8 @@
 //! `sleep` runs through the tool, the launcher's command line (`hands __sandbox SPEC`) is read
 //! from `/proc`, and its `argv` swapped for `true`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+// Benchmarks spawn the binary and ripgrep, and make their trees by path.
+#![allow(clippy::disallowed_methods)]
 
 #[path = "common/mod.rs"]
 mod common;

@@ -5,6 +5,8 @@
 //! Run: `cargo bench --bench fs` (needs `rg` on PATH). `HANDS_BENCH_TREE=/path` picks the tree;
 //! by default the cargo registry sources are copied until the tree holds ≥ 50,000 files.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+// Benchmarks spawn the binary and ripgrep, and make their trees by path.
+#![allow(clippy::disallowed_methods)]
 
 #[path = "common/mod.rs"]
 mod common;

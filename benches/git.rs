@@ -5,6 +5,8 @@
 //! Run: `cargo bench --bench git` (needs `git` on PATH). The repository is generated once with
 //! `git fast-import` into `target/bench-git-repo` and reused; delete it to regenerate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+// Benchmarks spawn the binary and ripgrep, and make their trees by path.
+#![allow(clippy::disallowed_methods)]
 
 #[path = "common/mod.rs"]
 mod common;

@@ -177,6 +177,8 @@ where
 /// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
 /// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
 /// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
+// `hands exec` prints the command's output: stdout is the person's terminal here.
+#[allow(clippy::disallowed_methods)]
 pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
     let mut req = Exec { argv: argv.to_vec(), cwd, timeout_secs: timeout, answer: None };
     let wait = std::time::Duration::from_secs(timeout.unwrap_or(120) + 60);

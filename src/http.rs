@@ -267,6 +267,8 @@ pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
 
 /// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,
 /// short or non-printable one, naming the client.
+// The token file the person configured.
+#[allow(clippy::disallowed_methods)]
 pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
     let (raw, source) = match (&c.token_env, &c.token_file) {
         (Some(var), _) => {

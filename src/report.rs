@@ -9,6 +9,8 @@ use std::process::Command;
 
 /// Prints a report on stdout. Only `check` and `doctor` call it; `serve` never does, because
 /// on stdio, stdout is the protocol.
+// The report printer (`hands check`/`doctor`): stdout is the person's terminal.
+#[allow(clippy::disallowed_methods)]
 pub fn out(s: &str) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{s}");
@@ -166,24 +168,24 @@ pub fn policy(daemon: &Daemon) -> String {
                 }
             }
             ModuleSettings::Git(g) => {
-                let author = match (&g.author_name, &g.author_email) {
-                    (Some(n), Some(e)) => format!("{n} <{e}>"),
-                    _ => "the repository's identity".to_string(),
+                let author = match &g.author {
+                    Some((n, e)) => format!("{n} <{e}>"),
+                    None => "the repository's identity".to_string(),
                 };
                 let push = match &g.push {
                     None => "off".to_string(),
                     Some(p) => format!(
                         "to {} for [{}], ssh agent {}, host keys {}",
-                        p.remote.as_deref().unwrap_or("origin"),
-                        p.branches.clone().unwrap_or_else(|| vec!["task/*".into()]).join(", "),
+                        p.remote,
+                        p.branches.join(", "),
                         p.ssh_auth_sock
-                            .as_deref()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or("$SSH_AUTH_SOCK"),
+                            .as_ref()
+                            .map_or("$SSH_AUTH_SOCK".into(), |s| s.display().to_string()),
                         p.known_hosts
-                            .as_deref()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or("recorded on first use in the state dir")
+                            .as_ref()
+                            .map_or("recorded on first use in the state dir".into(), |s| s
+                                .display()
+                                .to_string())
                     ),
                 };
                 let _ = writeln!(s, "  settings: author = {author}, push = {push}");
@@ -197,7 +199,7 @@ pub fn policy(daemon: &Daemon) -> String {
                     let _ = writeln!(s, "  push urls: {urls}");
                 }
             }
-            ModuleSettings::Fs => {}
+            ModuleSettings::Fs(_) => {}
         }
         let tools: Vec<_> = daemon
             .tools()
@@ -406,6 +408,8 @@ fn parse_version(line: &str) -> Option<(u32, u32)> {
 
 /// The first line `program` prints for its version flag (`tmux -V`, `git --version`), run
 /// with an empty environment; `None` when it cannot be run or does not answer in time.
+// Host spawns of `tmux -V`/`git --version`, to go through the launcher (issue 19 point 8).
+#[allow(clippy::disallowed_methods)]
 fn version_of(program: &std::path::Path, flag: &str) -> Option<String> {
     use std::io::Read as _;
     use std::process::Stdio;
@@ -572,6 +576,8 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 
 /// The doctor's lines on how commands are contained here: the process bound and what was
 /// passed over, Landlock, who commands run as, and the remedy for a missing wall.
+// procfs (/proc/sys/kernel/...), not a path of a root.
+#[allow(clippy::disallowed_methods)]
 fn sandbox_section(
     sh: &crate::shell::Shell,
     daemon: &Daemon,

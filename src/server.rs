@@ -2,9 +2,7 @@
 //! connection, and [`HandsServer`], the rmcp handler that lists tools and dispatches calls
 //! through the trust policy to the module crates.
 
-use crate::config::{
-    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings,
-};
+use crate::config::{ActionClass, Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::errors::{
     ALLOW_REMEDY, Answer, ToolFailure, internal_failure, invalid_arguments, module_error, refused,
     shell_refusal, tool_error, unknown_tool,
@@ -12,7 +10,7 @@ use crate::errors::{
 use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
-use hands_git::{Git, GitSettings, PushSettings};
+use hands_git::{Git, GitSettings};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -79,52 +77,23 @@ fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolv
     Ok(Arc::new(resolver))
 }
 
-fn git_settings(m: &ModuleCfg, cfg: &GitConfig, state_dir: &Path) -> GitSettings {
-    let author = match (&cfg.author_name, &cfg.author_email) {
-        (Some(n), Some(e)) => Some((n.clone(), e.clone())),
-        _ => None,
-    };
-    let push = cfg.push.as_ref().map(|p| {
-        let d = PushSettings::default();
-        PushSettings {
-            remote: p.remote.clone().unwrap_or(d.remote),
-            branches: p.branches.clone().unwrap_or(d.branches),
-            ssh_auth_sock: setting_path(p.ssh_auth_sock.as_deref()),
-            known_hosts: setting_path(p.known_hosts.as_deref()),
-            urls: p.urls.as_ref().map(|list| list.iter().map(|u| push_url(u)).collect()),
-        }
-    });
-    GitSettings {
-        author,
-        push,
-        network: m.has(Grant::Network),
-        // Trust on first use records host keys here; a relative state dir is not used for it.
-        state_dir: state_dir.is_absolute().then(|| state_dir.to_path_buf()),
-    }
-}
-
-/// A `push.urls` entry with a leading `~` expanded (URLs pass as they are).
-fn push_url(u: &str) -> String {
-    if !u.starts_with('~') {
-        return u.to_string();
-    }
-    let home = crate::config::home_dir();
-    crate::config::expand_tilde(u, home.as_deref()).to_string_lossy().into_owned()
-}
-
-/// A path-valued setting: empty = unset, `~` expanded.
-fn setting_path(value: Option<&str>) -> Option<PathBuf> {
-    let home = crate::config::home_dir();
-    value.filter(|v| !v.is_empty()).map(|v| crate::config::expand_tilde(v, home.as_deref()))
+fn git_settings(
+    m: &ModuleCfg,
+    cfg: &hands_git::settings::Settings,
+    state_dir: &Path,
+) -> GitSettings {
+    // Trust on first use records host keys here; a relative state dir is not used for it.
+    cfg.git_settings(
+        m.has(Grant::Network),
+        state_dir.is_absolute().then(|| state_dir.to_path_buf()),
+    )
 }
 
 /// The configured `push.ssh_auth_sock` of tools-git, `~` expanded. libssh2 finds the
 /// ssh-agent only through `SSH_AUTH_SOCK`, so `main` exports this before any thread starts.
 pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
     config.modules.iter().find_map(|m| match &m.settings {
-        ModuleSettings::Git(cfg) => {
-            cfg.push.as_ref().and_then(|p| setting_path(p.ssh_auth_sock.as_deref()))
-        }
+        ModuleSettings::Git(cfg) => cfg.push.as_ref().and_then(|p| p.ssh_auth_sock.clone()),
         _ => None,
     })
 }
@@ -155,7 +124,7 @@ impl Daemon {
             let resolver = resolver_for(m, &lists)?;
             resolvers.push((m.id, resolver.clone()));
             match &m.settings {
-                ModuleSettings::Fs => {
+                ModuleSettings::Fs(_) => {
                     fs = Some(resolver);
                     tools.extend(crate::tools::fs_tools());
                 }

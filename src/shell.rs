@@ -334,12 +334,11 @@ impl Shell {
         } else {
             Some(crate::netns::Netns::new(&exe, &state.join("netns"), m.id.name())?)
         };
-        let max = cfg.max_concurrent.unwrap_or(4).clamp(1, 1024) as usize;
-        let output_chars = cfg.output_chars.unwrap_or(30_000).clamp(100, 1_000_000) as usize;
-        let run_output_chars = cfg
-            .run_output_chars
-            .unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS)
-            .clamp(1, 1_000_000) as usize;
+        // The config refused values out of range (`config/shell.rs`), so none is clamped here.
+        let max = cfg.max_concurrent.unwrap_or(4) as usize;
+        let output_chars = cfg.output_chars.unwrap_or(30_000) as usize;
+        let run_output_chars =
+            cfg.run_output_chars.unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS) as usize;
         Ok(Shell {
             path,
             policy,
@@ -812,6 +811,8 @@ impl Shell {
         Ok((spec, found))
     }
 
+    // Starts the launcher (`hands` re-executed), the one way a command runs.
+    #[allow(clippy::disallowed_methods)]
     async fn run(
         &self,
         spec: &str,

@@ -3,5 +3,7 @@
 
 // A test that cannot set up its fixture should fail loudly, so unwrap is the right tool here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests spawn the binary, git and tmux, and make and read their fixtures by path.
+#![allow(clippy::disallowed_methods)]
 
 mod suite;

@@ -140,6 +140,8 @@ impl Setup {
     }
 }
 
+// The token file the person configured.
+#[allow(clippy::disallowed_methods)]
 fn read_token(cfg: &DashboardCfg) -> anyhow::Result<String> {
     let (raw, source) = match (&cfg.token_env, &cfg.token_file) {
         (Some(var), _) => {
@@ -180,6 +182,8 @@ fn tag_of(token: &[u8]) -> Vec<u8> {
 }
 
 /// Random bytes from the kernel, hex-encoded.
+// A device file (/dev/urandom), not a path of a root.
+#[allow(clippy::disallowed_methods)]
 fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;
     let mut buf = vec![0u8; n];

@@ -281,6 +281,8 @@ fn now() -> u64 {
 }
 
 /// Random bytes from the kernel, hex-encoded.
+// A device file (/dev/urandom), not a path of a root.
+#[allow(clippy::disallowed_methods)]
 fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;
     let mut buf = vec![0u8; n];
@@ -289,6 +291,8 @@ fn random_hex(n: usize) -> std::io::Result<String> {
 }
 
 /// Reads the standing *always* permissions (a missing file is none).
+// The state dir's standing permissions.
+#[allow(clippy::disallowed_methods)]
 pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
@@ -301,6 +305,8 @@ pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
 
 /// Replaces the standing permissions atomically (temp file, fsync, rename), under a lock file
 /// shared with `hands approvals revoke`.
+// The state dir's standing permissions, replaced whole.
+#[allow(clippy::disallowed_methods)]
 pub fn update_always(
     path: &Path,
     f: impl FnOnce(&mut Vec<Standing>) -> anyhow::Result<()>,

@@ -11,6 +11,8 @@
 //! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
 //! stderr) and `s/<name>/tmux.sock`, beside the pane's output log `s/<name>/out.NNNNNN`
 //! (`wait.rs`). A restarted daemon reads the same files, so sessions survive it.
+// tmux sessions: started through the launcher; their metadata and logs live in the state dir.
+#![allow(clippy::disallowed_methods)]
 
 mod wait;
 

@@ -111,6 +111,35 @@ fn missing_grant_names_the_grant() {
 }
 
 #[test]
+fn shell_numbers_out_of_range_are_refused_not_clamped() {
+    let fx = Fixture::new();
+    let shell = |config: &str| {
+        fx.config(&format!(
+            "[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\" }}]\nconfig = {{ {config} }}\n"
+        ))
+    };
+    let (code, text) =
+        check(&fx, &shell("max_concurrent = 0, output_chars = 50, run_output_chars = 2000000"));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:5: [[builtins]] id \"tools-shell\""), "{text}");
+    assert!(text.contains("config.max_concurrent: must be between 1 and 1024; got 0"), "{text}");
+    assert!(
+        text.contains("config.output_chars: must be between 100 and 1000000; got 50"),
+        "{text}"
+    );
+    assert!(
+        text.contains("config.run_output_chars: must be between 1 and 1000000; got 2000000"),
+        "{text}"
+    );
+    // The positive control: the bounds themselves load, and check shows them as written.
+    let (code, text) =
+        check(&fx, &shell("max_concurrent = 1024, output_chars = 100, run_output_chars = 1"));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("output_chars = 100, max_concurrent = 1024"), "{text}");
+}
+
+#[test]
 fn missing_root_is_refused_with_its_line() {
     let fx = Fixture::new();
     let cfg = fx.config(

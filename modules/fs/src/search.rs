@@ -766,6 +766,9 @@ pub(crate) fn special_ignore_file(dir: &Path) -> Option<PathBuf> {
 }
 
 /// The first line of a small regular file, opened without blocking.
+// A `.git` link file the `ignore` walk would open by path itself; read here (non-blocking,
+// regular files only) to refuse a FIFO before it does.
+#[allow(clippy::disallowed_methods)]
 fn first_line(path: &Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;

@@ -4,11 +4,16 @@
 //! from a parameter struct to an output struct (both with JSON schemas, the output also a
 //! `Display` text mirror) or a [`GitError`].
 
+// Unit tests make and read their fixtures by path and spawn what they test against; the
+// lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 mod confine;
 mod error;
 mod names;
 mod push;
 mod read;
+pub mod settings;
 mod ssh;
 mod write;
 
@@ -19,6 +24,7 @@ pub use read::{
     CommitInfo, DiffOutput, DiffParams, FileStatus, LogOutput, LogParams, StatusOutput,
     StatusParams,
 };
+pub use settings::{GitSettings, PushSettings};
 pub use write::{
     BranchOutput, BranchParams, CommitOutput, CommitParams, SwitchOutput, SwitchParams,
     WorktreeAddOutput, WorktreeAddParams,
@@ -26,58 +32,9 @@ pub use write::{
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use hands_roots::Resolver;
+use settings::Problem;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Once};
-
-/// The settings of tools-git, validated by [`Git::new`].
-#[derive(Debug, Clone, Default)]
-pub struct GitSettings {
-    /// Commit identity `(name, email)`; `None` = the repository's `user.name`/`user.email`.
-    pub author: Option<(String, String)>,
-    /// Push policy; `None` = pushing is off.
-    pub push: Option<PushSettings>,
-    /// Whether the module holds the `network` grant (required by `push`).
-    pub network: bool,
-    /// The daemon's state dir (absolute): where push over SSH records host keys on first use
-    /// when `known_hosts` is not set (`<state_dir>/known_hosts`). `None`: no trust on first
-    /// use, so SSH push needs `known_hosts`.
-    pub state_dir: Option<PathBuf>,
-}
-
-/// Where and what `push` may push.
-#[derive(Debug, Clone)]
-pub struct PushSettings {
-    /// The only remote pushed to (default `origin`).
-    pub remote: String,
-    /// Glob patterns a branch must match (default `["task/*"]`); `*` stops at `/`, `**` does
-    /// not.
-    pub branches: Vec<String>,
-    /// The ssh-agent socket SSH push authenticates through (absolute). libssh2 finds the
-    /// agent only through the `SSH_AUTH_SOCK` environment variable, so the embedding process
-    /// must set `SSH_AUTH_SOCK` to this path before it starts any thread; `push` refuses if
-    /// the two differ. `None`: the process's own `SSH_AUTH_SOCK`.
-    pub ssh_auth_sock: Option<PathBuf>,
-    /// The known_hosts file SSH host keys are checked against (absolute). `None`: trust on
-    /// first use, recorded in `<state_dir>/known_hosts`.
-    pub known_hosts: Option<PathBuf>,
-    /// The only remote URLs a push may go to (SSH URLs, absolute paths, `file:///` URLs),
-    /// whatever the repository's own config says. A local remote outside the roots is
-    /// allowed exactly when it is listed. `None`: the configured remote's URL is used as the
-    /// repository has it (local remotes only under writable roots).
-    pub urls: Option<Vec<String>>,
-}
-
-impl Default for PushSettings {
-    fn default() -> Self {
-        PushSettings {
-            remote: "origin".to_string(),
-            branches: vec!["task/*".to_string()],
-            ssh_auth_sock: None,
-            known_hosts: None,
-            urls: None,
-        }
-    }
-}
 
 /// Push settings once compiled.
 #[derive(Debug)]
@@ -153,17 +110,14 @@ impl Git {
     /// config outside the repositories.
     pub fn new(resolver: Arc<Resolver>, settings: GitSettings) -> Result<Git, GitError> {
         isolate_libgit2();
+        // The daemon's config validation ran these checks already (settings.rs); they run again
+        // because a library caller may build `GitSettings` by hand.
         if let Some((name, email)) = &settings.author {
-            git2::Signature::now(name, email).map_err(|e| {
-                GitError::Settings(format!(
-                    "author_name/author_email are unusable ({}); use a plain name and address",
-                    e.message()
-                ))
-            })?;
+            check_author(name, email).map_err(|p| GitError::Settings(p.message))?;
         }
         let push = match settings.push {
             None => None,
-            Some(p) => Some(compile_push(p)?),
+            Some(p) => Some(compile_push(p).map_err(|p| GitError::Settings(p.message))?),
         };
         if let Some(dir) = &settings.state_dir
             && !dir.is_absolute()
@@ -198,47 +152,80 @@ impl Git {
     }
 }
 
-fn compile_push(p: PushSettings) -> Result<PushPolicy, GitError> {
+/// Whether git accepts `name <email>` as an identity.
+pub(crate) fn check_author(name: &str, email: &str) -> Result<(), Problem> {
+    git2::Signature::now(name, email).map(|_| ()).map_err(|e| {
+        Problem::new(
+            "author_name",
+            format!(
+                "author_name/author_email are unusable ({}); use a plain name and address",
+                e.message()
+            ),
+            None,
+        )
+    })
+}
+
+/// Compiles the push settings; the problem names the key under the module's `config` table.
+pub(crate) fn compile_push(p: PushSettings) -> Result<PushPolicy, Problem> {
     if !git2::Remote::is_valid_name(&p.remote) || p.remote.starts_with('-') {
-        return Err(GitError::Settings(format!(
-            "push.remote `{}` is not a valid remote name",
-            p.remote
-        )));
+        return Err(Problem::new(
+            "push.remote",
+            format!("push.remote `{}` is not a valid remote name", p.remote),
+            Some("the name of a remote the repositories have, e.g. \"origin\""),
+        ));
     }
     if p.branches.is_empty() {
-        return Err(GitError::Settings(
-            "push.branches is empty, so no branch could be pushed; remove `push` to turn pushing off"
-                .to_string(),
+        return Err(Problem::new(
+            "push.branches",
+            "push.branches is empty, so no branch could be pushed; remove `push` to turn pushing off",
+            None,
         ));
     }
     let mut b = GlobSetBuilder::new();
-    for pat in &p.branches {
+    for (i, pat) in p.branches.iter().enumerate() {
         let glob = GlobBuilder::new(pat).literal_separator(true).build().map_err(|e| {
-            GitError::Settings(format!("push.branches pattern `{pat}` is not a glob: {e}"))
+            Problem::new(
+                format!("push.branches[{i}]"),
+                format!("push.branches pattern `{pat}` is not a glob: {e}"),
+                None,
+            )
         })?;
         b.add(glob);
     }
-    let set = b.build().map_err(|e| GitError::Settings(format!("push.branches: {e}")))?;
+    let set = b
+        .build()
+        .map_err(|e| Problem::new("push.branches", format!("push.branches: {e}"), None))?;
     for (key, path) in [("ssh_auth_sock", &p.ssh_auth_sock), ("known_hosts", &p.known_hosts)] {
         if let Some(path) = path
             && !path.is_absolute()
         {
-            return Err(GitError::Settings(format!(
-                "push.{key} `{}` is not an absolute path (`~/` is expanded; nothing else is)",
-                path.display()
-            )));
+            return Err(Problem::new(
+                format!("push.{key}"),
+                format!(
+                    "push.{key} `{}` is not an absolute path (`~/` is expanded; nothing else is)",
+                    path.display()
+                ),
+                None,
+            ));
         }
     }
     let urls = match &p.urls {
         None => None,
         Some(list) if list.is_empty() => {
-            return Err(GitError::Settings(
-                "push.urls is empty, so no remote could be pushed to; list the remotes, or remove push.urls to push to the repository's configured remote".to_string(),
+            return Err(Problem::new(
+                "push.urls",
+                "push.urls is empty, so no remote could be pushed to; list the remotes, or remove push.urls to push to the repository's configured remote",
+                None,
             ));
         }
         Some(list) => Some(
             list.iter()
-                .map(|u| push::Listed::parse(u).map_err(GitError::Settings))
+                .enumerate()
+                .map(|(i, u)| {
+                    push::Listed::parse(u)
+                        .map_err(|m| Problem::new(format!("push.urls[{i}]"), m, None))
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
     };

@@ -326,6 +326,8 @@ impl KeySource {
 
     /// The file's entries; a missing trust-on-first-use file is empty, a missing configured
     /// file is an error.
+    // known_hosts: the file the person configured, or the state dir's trust-on-first-use file.
+    #[allow(clippy::disallowed_methods)]
     fn entries(&self, host: &str) -> Result<Vec<Entry>, GitError> {
         match std::fs::read_to_string(self.path()) {
             Ok(text) => Ok(parse_known_hosts(&text)),
@@ -550,6 +552,8 @@ impl<'a> Session<'a> {
 }
 
 /// Appends `name type key` to the trust-on-first-use file (made `0600`, its folder `0700`).
+// The state dir's trust-on-first-use file (`<state_dir>/known_hosts`).
+#[allow(clippy::disallowed_methods)]
 fn record(path: &Path, name: &str, key_type: &str, blob: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {

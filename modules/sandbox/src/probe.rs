@@ -1,6 +1,8 @@
 //! The sandbox self-test (SPEC §5 item 6): one probe command run through the launcher with the
 //! module's own spec, trying the escapes; the daemon checks the host side (canaries, listeners)
 //! and records, per guarantee, whether it holds.
+// The sandbox self-test: runs the launcher on probe files in the state dir.
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -6,6 +6,8 @@
 //! The socket folder is writable from inside the session's sandbox, so the log is read as
 //! untrusted: no symlink is followed, only regular files are read, and every read is bounded.
 //! A pane that tampers with its own log only spoils what is reported about itself.
+// procfs of the session's launcher, and the session logs in the state dir.
+#![allow(clippy::disallowed_methods)]
 
 use super::super::{Caller, Refusal, Shell, halted};
 use super::Meta;

@@ -1,0 +1,331 @@
+//! `daemon.toml`: a raw serde shape parsed strictly, then validated into types that cannot be
+//! wrong (canonical roots, parsed grants, merged trust). Each module's `config` table is that
+//! module's own schema (`hands_fs::settings`, `hands_git::settings`, `hands_shell::settings`);
+//! this module reads the file, dispatches the tables and places every problem at the
+//! file, the line, the `[[builtins]]` id and the key, with a `hint:` when there is something to
+//! do. `load` reads and dispatches, `daemon` holds the daemon's own sections, `modules` the
+//! `[[builtins]]` blocks.
+
+mod daemon;
+mod load;
+mod modules;
+mod shell;
+#[cfg(test)]
+mod tests;
+
+pub use load::{embedded_default, load, locate, parse};
+// tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
+pub use hands_shell::settings::{
+    DEFAULT_COMMAND_PATH, NetworkMode, ShellCommands, ShellConfig, ShellLimits, ShellNetwork,
+    ShellTool,
+};
+// `~` and the daemon's home, shared with the modules' settings (hands-roots).
+pub use hands_roots::{expand_tilde, home_dir};
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------------------------
+// Validated shape.
+
+/// What a class of action does at the trust gate.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TrustAction {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl fmt::Display for TrustAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TrustAction::Allow => "allow",
+            TrustAction::Ask => "ask",
+            TrustAction::Deny => "deny",
+        })
+    }
+}
+
+/// The action class of a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionClass {
+    Read,
+    Write,
+    External,
+}
+
+impl fmt::Display for ActionClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ActionClass::Read => "read",
+            ActionClass::Write => "write",
+            ActionClass::External => "external",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub read: TrustAction,
+    pub write: TrustAction,
+    pub external: TrustAction,
+    pub approval_timeout_secs: u64,
+}
+
+impl Default for Trust {
+    fn default() -> Self {
+        Trust {
+            read: TrustAction::Allow,
+            write: TrustAction::Allow,
+            external: TrustAction::Ask,
+            approval_timeout_secs: 120,
+        }
+    }
+}
+
+impl Trust {
+    fn overlay(&self, raw: &daemon::RawTrust) -> Trust {
+        Trust {
+            read: raw.read.unwrap_or(self.read),
+            write: raw.write.unwrap_or(self.write),
+            external: raw.external.unwrap_or(self.external),
+            approval_timeout_secs: raw.approval_timeout_secs.unwrap_or(self.approval_timeout_secs),
+        }
+    }
+
+    pub fn for_class(&self, class: ActionClass) -> TrustAction {
+        match class {
+            ActionClass::Read => self.read,
+            ActionClass::Write => self.write,
+            ActionClass::External => self.external,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    #[default]
+    Enforce,
+    BestEffort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ModuleId {
+    Fs,
+    Shell,
+    Git,
+}
+
+impl ModuleId {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModuleId::Fs => "tools-fs",
+            ModuleId::Shell => "tools-shell",
+            ModuleId::Git => "tools-git",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ModuleId> {
+        match s {
+            "tools-fs" => Some(ModuleId::Fs),
+            "tools-shell" => Some(ModuleId::Shell),
+            "tools-git" => Some(ModuleId::Git),
+            _ => None,
+        }
+    }
+
+    fn required_grants(self) -> &'static [Grant] {
+        match self {
+            ModuleId::Fs => &[Grant::Filesystem],
+            ModuleId::Shell | ModuleId::Git => &[Grant::Filesystem, Grant::Spawn],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grant {
+    Filesystem,
+    Spawn,
+    Network,
+}
+
+impl Grant {
+    fn parse(s: &str) -> Option<Grant> {
+        match s {
+            "filesystem" => Some(Grant::Filesystem),
+            "spawn" => Some(Grant::Spawn),
+            "network" => Some(Grant::Network),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Grant::Filesystem => "filesystem",
+            Grant::Spawn => "spawn",
+            Grant::Network => "network",
+        }
+    }
+}
+
+/// A validated root: canonical, existing, a directory (the roots resolver's own spec type, so
+/// the sandbox's mask walk takes the same value).
+pub type RootCfg = hands_roots::RootSpec;
+
+#[derive(Debug, Clone)]
+// Built once at startup and read by reference: boxing the shell's settings would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum ModuleSettings {
+    Fs(hands_fs::settings::Settings),
+    Shell(ShellConfig),
+    Git(hands_git::settings::Settings),
+}
+
+#[derive(Debug, Clone)]
+pub struct ModuleCfg {
+    pub id: ModuleId,
+    pub grants: Vec<Grant>,
+    pub roots: Vec<RootCfg>,
+    pub trust: Trust,
+    pub settings: ModuleSettings,
+}
+
+impl ModuleCfg {
+    pub fn has(&self, g: Grant) -> bool {
+        self.grants.contains(&g)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpClientCfg {
+    pub name: String,
+    pub token_env: Option<String>,
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpCfg {
+    pub listen: String,
+    pub allowed_hosts: Vec<String>,
+    pub clients: Vec<HttpClientCfg>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DashboardCfg {
+    pub listen: String,
+    pub token_env: Option<String>,
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from: a file path, or the embedded default.
+    pub source: String,
+    pub state_dir: PathBuf,
+    pub trust: Trust,
+    pub sandbox_mode: SandboxMode,
+    pub deny: Vec<PathBuf>,
+    pub secret_patterns: Vec<String>,
+    /// `[sandbox].protected_extra`: protected rules added to `sandbox-profiles/protected.txt`,
+    /// as written (a trailing `/` marks a folder made empty where missing).
+    pub protected_extra: Vec<String>,
+    /// `sandbox.run_as`: who commands run as when the daemon is root (SPEC §5.2 item 6).
+    pub run_as: Option<String>,
+    pub http: Option<HttpCfg>,
+    pub dashboard: Option<DashboardCfg>,
+    pub modules: Vec<ModuleCfg>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+/// One problem in a configuration file, located as precisely as the parser allows.
+#[derive(Debug, Clone)]
+pub struct ConfigProblem {
+    pub line: Option<usize>,
+    /// `[[builtins]] id "tools-fs"`, `[sandbox]`, …
+    pub section: String,
+    pub key: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+/// Every problem found in one configuration file.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub file: String,
+    pub problems: Vec<ConfigProblem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}", self.file)?;
+            if let Some(l) = p.line {
+                write!(f, ":{l}")?;
+            }
+            write!(f, ": ")?;
+            if !p.section.is_empty() {
+                write!(f, "{}: ", p.section)?;
+            }
+            if !p.key.is_empty() {
+                write!(f, "{}: ", p.key)?;
+            }
+            write!(f, "{}", p.message)?;
+            if let Some(h) = &p.hint {
+                write!(f, "\nhint: {h}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+struct Problems<'a> {
+    src: &'a str,
+    list: Vec<ConfigProblem>,
+}
+
+impl Problems<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        self.src[..offset.min(self.src.len())].matches('\n').count() + 1
+    }
+
+    fn add(
+        &mut self,
+        span: Option<std::ops::Range<usize>>,
+        section: &str,
+        key: &str,
+        message: impl Into<String>,
+        hint: Option<&str>,
+    ) {
+        let line = span.map(|s| self.line_of(s.start));
+        self.list.push(ConfigProblem {
+            line,
+            section: section.to_string(),
+            key: key.to_string(),
+            message: message.into(),
+            hint: hint.map(str::to_string),
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths.
+
+fn default_state_dir(home: Option<&Path>) -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("hands");
+    }
+    match home {
+        Some(h) => h.join(".local/state/hands"),
+        None => PathBuf::from("/tmp/hands-state"),
+    }
+}

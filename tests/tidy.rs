@@ -1,0 +1,366 @@
+//! The tidy test: invariants of SPEC §11 that are facts about the source tree, checked on every
+//! `cargo test` (issue 19 point 8). Every `.rs` file opens with a `//!` line; `unsafe` appears
+//! only in the files `UNSAFE_ALLOWED` lists; no process is spawned (`Command::new`) outside the
+//! files `SPAWN_ALLOWED` lists; no file in `src/` is longer than `MAX_LINES` unless `OVERSIZE`
+//! lists it. The lists are the one place to change when a file moves: an entry that matches
+//! nothing any more fails the test, so they only shrink. clippy's `disallowed-methods`
+//! (`clippy.toml`) is the other half, the same rules at the call site.
+//!
+//! A test of its own binary, not in `tests/suite`: it reads the source tree only and needs none
+//! of the suite's fixtures, so it builds and runs in seconds.
+
+// Reading the source tree is this test's whole job.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+
+/// The folders whose `.rs` files are checked, relative to the workspace root.
+const TREES: &[&str] = &["src", "modules", "tests", "benches"];
+
+/// Where process spawns are looked for: the code that ships (tests spawn what they like).
+const SHIPPED: &[&str] = &["src/", "modules/*/src/"];
+
+/// Files (or folders, ending in `/`) that may hold the `unsafe` keyword. SPEC §11: only the
+/// sandbox crate's `sys` module; every other entry says why it is still here.
+const UNSAFE_ALLOWED: &[(&str, &str)] = &[
+    ("modules/sandbox/src/sys/", "the sandbox crate's unsafe zone"),
+    ("modules/sandbox/src/launcher/", "the launcher's own syscalls, to move into `sys`"),
+    ("modules/git/src/lib.rs", "libgit2's process-global options, set once before any use"),
+    ("modules/git/tests/suite/tools.rs", "a test reads a libgit2 option back"),
+    ("src/cli.rs", "set_var(SSH_AUTH_SOCK) before any thread starts (libssh2 reads only that)"),
+];
+
+/// Shipped files (or folders) that may spawn a process. SPEC §11: only the sandbox's launcher
+/// (which forks through `sys`, no `Command`); the others start the launcher (`hands` itself) and are to go through its typed spec (issue
+/// 16), except `report.rs`, whose host spawns are to go (issue 19 point 8).
+const SPAWN_ALLOWED: &[(&str, &str)] = &[
+    ("modules/sandbox/src/listen.rs", "starts the launcher's listener in the module's namespace"),
+    ("modules/sandbox/src/netns.rs", "starts the netns holder, the launcher's own binary"),
+    ("modules/sandbox/src/probe.rs", "the sandbox self-test runs the launcher"),
+    ("src/shell.rs", "bash and run go through the launcher (`hands` re-executed)"),
+    ("src/shell/tmux.rs", "tmux sessions start through the launcher"),
+    ("src/report.rs", "tmux -V and git --version on the host, to go (issue 19 point 8)"),
+];
+
+/// The longest a file in `src/` may be (issue 19 point 7).
+const MAX_LINES: usize = 600;
+
+/// Files in `src/` over `MAX_LINES` today. Other engineers are splitting them (issue 19): delete
+/// an entry when its file is under the limit or gone (the test says so); add none. (No growth
+/// ceiling while the session's splits and features land at once; one can come back after.)
+const OVERSIZE: &[&str] = &[
+    "src/shell.rs",
+    "src/server.rs",
+    "src/report.rs",
+    "src/dashboard/page.rs",
+    "src/gate/approvals.rs",
+    "src/dashboard/mod.rs",
+    "src/http.rs",
+    "src/shell/tmux.rs",
+    "src/audit.rs",
+    "src/cli.rs",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `TREES`, as a path relative to the root with `/` separators.
+fn rust_files() -> Vec<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                if p.file_name().is_some_and(|n| n == "target") {
+                    continue;
+                }
+                walk(&p, base, out);
+            } else if p.extension().is_some_and(|x| x == "rs")
+                && let Ok(rel) = p.strip_prefix(base)
+            {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let base = root();
+    let mut out = Vec::new();
+    for t in TREES {
+        walk(&base.join(t), &base, &mut out);
+    }
+    out.sort();
+    assert!(out.len() > 50, "the walk found only {} files: is the root right?", out.len());
+    out
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// Whether `rel` matches `pattern`: a file, a folder ending in `/`, and `*` for one component.
+fn matches(pattern: &str, rel: &str) -> bool {
+    let (pattern, prefix) = match pattern.strip_suffix('/') {
+        Some(p) => (p, true),
+        None => (pattern, false),
+    };
+    let want: Vec<&str> = pattern.split('/').collect();
+    let have: Vec<&str> = rel.split('/').collect();
+    if have.len() < want.len() || (!prefix && have.len() != want.len()) {
+        return false;
+    }
+    want.iter().zip(&have).all(|(w, h)| *w == "*" || w == h)
+}
+
+fn allowed<'a>(list: &'a [(&'a str, &'a str)], rel: &str) -> Option<&'a str> {
+    list.iter().find(|(p, _)| matches(p, rel)).map(|(p, _)| *p)
+}
+
+/// The text with comments, string and char literals blanked (newlines kept), so that a word in
+/// a comment or a message is not taken for code.
+fn code_only(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
+    let mut i = 0;
+    while i < c.len() {
+        let at = |k: usize| c.get(k).copied().unwrap_or('\0');
+        if c[i] == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+        } else if c[i] == 'r' && (at(i + 1) == '"' || (at(i + 1) == '#' && at(i + 2) != '[')) {
+            // A raw string: r"…", r#"…"#; only its closing quote with as many `#` ends it.
+            let mut hashes = 0;
+            let mut j = i + 1;
+            while at(j) == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            if at(j) != '"' {
+                out.push(c[i]);
+                i += 1;
+                continue;
+            }
+            i = j + 1;
+            while i < c.len() {
+                if c[i] == '"' && (0..hashes).all(|h| at(i + 1 + h) == '#') {
+                    i += 1 + hashes;
+                    break;
+                }
+                blank(&mut out, c[i]);
+                i += 1;
+            }
+            out.push_str("\"\"");
+        } else if c[i] == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    i += 1;
+                }
+                if i < c.len() {
+                    blank(&mut out, c[i]);
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c[i] == '\'' && (at(i + 1) == '\\' || at(i + 2) == '\'') {
+            // A char literal ('a', '\n', '\''); a lifetime ('a) has no closing quote.
+            i += if at(i + 1) == '\\' { 3 } else { 2 };
+            while i < c.len() && c[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The code of a shipped file without its unit tests (a `#[cfg(test)] mod … {` block runs to
+/// the end of the file, by the house's habit of tests at the foot).
+fn without_tests(code: &str) -> &str {
+    let mut from = 0;
+    while let Some(k) = code[from..].find("#[cfg(test)]") {
+        let at = from + k;
+        let rest = code[at + 12..].trim_start();
+        if let Some(m) = rest.strip_prefix("mod ") {
+            let name_end = m.find(|c: char| !c.is_alphanumeric() && c != '_').unwrap_or(m.len());
+            if m[name_end..].trim_start().starts_with('{') {
+                return &code[..at];
+            }
+        }
+        from = at + 12;
+    }
+    code
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Line numbers where `word` stands as a whole token (or token sequence) in `code`.
+fn lines_with(code: &str, word: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find(word) {
+        let at = from + k;
+        let before = code[..at].chars().next_back().is_some_and(is_ident);
+        let after = code[at + word.len()..].chars().next().is_some_and(is_ident);
+        if !before && !after {
+            out.push(code[..at].matches('\n').count() + 1);
+        }
+        from = at + word.len();
+    }
+    out
+}
+
+fn is_test_file(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.starts_with("tests") || rel.split('/').any(|c| c == "tests")
+}
+
+fn shipped(rel: &str) -> bool {
+    SHIPPED.iter().any(|p| matches(p, rel)) && !is_test_file(rel)
+}
+
+/// Fails with every finding, and with the list entries that match nothing any more.
+fn report(what: &str, findings: Vec<String>) {
+    assert!(findings.is_empty(), "{what}:\n  {}", findings.join("\n  "));
+}
+
+fn stale(list: &[&str], files: &[String]) -> Vec<String> {
+    list.iter()
+        .filter(|p| !files.iter().any(|f| matches(p, f)))
+        .map(|p| format!("`{p}` matches no file any more: delete its entry"))
+        .collect()
+}
+
+#[test]
+fn every_file_opens_with_a_doc_line() {
+    let findings: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|f| !read(f).starts_with("//!"))
+        .map(|f| format!("{f}: the first line is not a `//!` line saying what the file is"))
+        .collect();
+    report("files without a `//!` opening line", findings);
+}
+
+#[test]
+fn unsafe_only_where_allowed() {
+    let files = rust_files();
+    let mut findings = Vec::new();
+    let mut used = Vec::new();
+    for f in &files {
+        let code = code_only(&read(f));
+        let lines = lines_with(&code, "unsafe");
+        if lines.is_empty() {
+            continue;
+        }
+        match allowed(UNSAFE_ALLOWED, f) {
+            Some(entry) => used.push(entry),
+            None => findings.push(format!(
+                "{f}:{}: `unsafe` outside the sandbox's sys module; move it there (or, with a \
+                 reason, add the file to UNSAFE_ALLOWED in tests/tidy.rs)",
+                lines[0]
+            )),
+        }
+    }
+    let entries: Vec<&str> = UNSAFE_ALLOWED.iter().map(|(p, _)| *p).collect();
+    findings.extend(
+        entries
+            .iter()
+            .filter(|e| !used.contains(e))
+            .map(|e| format!("UNSAFE_ALLOWED `{e}` holds no `unsafe` any more: delete its entry")),
+    );
+    report("unsafe code", findings);
+}
+
+#[test]
+fn processes_are_spawned_only_where_allowed() {
+    let files = rust_files();
+    let mut findings = Vec::new();
+    let mut used = Vec::new();
+    for f in files.iter().filter(|f| shipped(f)) {
+        let text = code_only(&read(f));
+        let lines = lines_with(without_tests(&text), "Command::new");
+        if lines.is_empty() {
+            continue;
+        }
+        match allowed(SPAWN_ALLOWED, f) {
+            Some(entry) => used.push(entry),
+            None => findings.push(format!(
+                "{f}:{}: a process spawned outside the sandbox's launcher; spawn through the \
+                 launcher (or, with a reason, add the file to SPAWN_ALLOWED in tests/tidy.rs)",
+                lines[0]
+            )),
+        }
+    }
+    let entries: Vec<&str> = SPAWN_ALLOWED.iter().map(|(p, _)| *p).collect();
+    findings.extend(
+        entries
+            .iter()
+            .filter(|e| !used.contains(e))
+            .map(|e| format!("SPAWN_ALLOWED `{e}` spawns nothing any more: delete its entry")),
+    );
+    report("process spawns", findings);
+}
+
+#[test]
+fn no_file_in_src_is_over_the_size_limit() {
+    let files = rust_files();
+    let mut findings = Vec::new();
+    for f in files.iter().filter(|f| f.starts_with("src/")) {
+        let lines = read(f).lines().count();
+        let listed = OVERSIZE.contains(&f.as_str());
+        if lines > MAX_LINES && !listed {
+            findings.push(format!(
+                "{f}: {lines} lines, over the limit of {MAX_LINES}; split it by what its parts do"
+            ));
+        } else if lines <= MAX_LINES && listed {
+            findings.push(format!(
+                "{f}: {lines} lines, now under the limit: delete its OVERSIZE entry"
+            ));
+        }
+    }
+    findings.extend(stale(OVERSIZE, &files));
+    report("file sizes", findings);
+}
+
+#[test]
+fn the_scanner_sees_code_not_comments_or_strings() {
+    let code = code_only(
+        "// unsafe here\nlet s = \"unsafe { }\"; let r = r#\"Command::new\"#;\n\
+         /* unsafe /* nested */ still */ fn f<'a>(c: char) -> bool { c == '\"' }\nunsafe {}\n",
+    );
+    assert_eq!(lines_with(&code, "unsafe"), [4], "{code}");
+    assert!(lines_with(&code, "Command::new").is_empty(), "{code}");
+    assert_eq!(lines_with("std::process::Command::new(x)", "Command::new"), [1]);
+    assert!(lines_with("unsafe_code", "unsafe").is_empty());
+    let t = "fn a() {}\n#[cfg(test)]\nmod x;\n#[cfg(test)]\nmod tests {\n Command::new }\n";
+    assert!(!without_tests(t).contains("Command::new") && without_tests(t).contains("mod x;"));
+    assert!(matches("modules/*/src/", "modules/fs/src/a/b.rs"));
+    assert!(!matches("src/shell.rs", "src/shell/tmux.rs"));
+    assert!(is_test_file("modules/fs/src/tests_rwe.rs") && !shipped("modules/git/tests/a.rs"));
+}
