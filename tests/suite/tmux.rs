@@ -458,7 +458,8 @@ async fn a_secret_file_created_after_a_session_started_is_masked_before_the_next
         )
         .await;
     assert_eq!(sent["session"], "sec");
-    let r = read_until(&c, "sec", |r| text(r).contains("first-")).await;
+    // The typed line itself holds `first-$?`: wait for the output line, not the echo.
+    let r = read_until(&c, "sec", |r| text(r).lines().any(|l| l.starts_with("first-"))).await;
     let shown = text(&r);
     assert!(shown.contains("first-1"), "{shown}");
     assert!(shown.contains("visible later"), "the ordinary file was not read: {shown}");
@@ -470,7 +471,7 @@ async fn a_secret_file_created_after_a_session_started_is_masked_before_the_next
     let attacks = "chmod 644 .env; rm -f .env; umount .env; mv conf conf2; \
                    cat .env conf2/.env; echo second-$?";
     c.ok("tmux_send", json!({ "session": "sec", "text": attacks })).await;
-    let r = read_until(&c, "sec", |r| text(r).contains("second-")).await;
+    let r = read_until(&c, "sec", |r| text(r).lines().any(|l| l.starts_with("second-"))).await;
     let shown = text(&r);
     assert!(shown.contains("second-1"), "{shown}");
     assert!(!shown.contains("canary-"), "the mask was got round: {shown}");
