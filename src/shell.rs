@@ -1,6 +1,6 @@
 //! tools-shell's commands: `bash`, `run`/`os-*` and `hands exec` (one allowlisted program,
-//! argv given exactly, no shell). Each re-runs this binary as `hands __sandbox SPEC` (see
-//! `src/sandbox`), captures the end of its output, and stops the whole tree on timeout,
+//! argv given exactly, no shell). Each re-runs this binary as `hands __sandbox` (see
+//! `modules/sandbox`, which passes the spec on a descriptor), captures the end of its output, and stops the whole tree on timeout,
 //! cancellation or client disconnect. The tmux sessions are in `shell/tmux.rs`.
 
 use crate::config::{Grant, ModuleCfg, ShellConfig};
@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 pub struct Shell {
     resolver: Arc<Resolver>,
     /// The launcher spec without `argv` and `cwd`.
-    base: serde_json::Map<String, Value>,
+    base: crate::sandbox::Builder,
     output_chars: usize,
     slots: Arc<Semaphore>,
     exe: PathBuf,
@@ -97,9 +97,6 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
 /// what the terminal has not taken yet, and it must arrive whole.
 const STREAM_DRAIN: Duration = Duration::from_secs(30);
-/// The longest spec the launcher can receive: one argument is at most 128 KiB on Linux
-/// (MAX_ARG_STRLEN, with its terminating NUL).
-const SPEC_LIMIT: usize = 128 * 1024 - 1;
 
 fn clean_abs(p: &Path) -> bool {
     p.is_absolute()
@@ -206,8 +203,11 @@ impl Shell {
             }
         }
         system.retain(|p| p.exists());
-        let roots: Vec<Value> =
-            m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
+        let roots: Vec<crate::sandbox::Root> = m
+            .roots
+            .iter()
+            .map(|r| crate::sandbox::Root { path: r.path.clone(), writable: r.writable })
+            .collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
         let folders: Vec<&str> =
@@ -275,12 +275,12 @@ impl Shell {
         let walk_limit = l
             .walk_entries
             .map_or(masks::WALK_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
-        let limits = json!({
-            "processes": l.processes.unwrap_or(512),
-            "open_files": l.open_files.unwrap_or(1024),
-            "file_size_mb": l.file_size_mb.unwrap_or(4096),
-            "memory_mb": l.memory_mb.unwrap_or(8192),
-        });
+        let limits = crate::sandbox::Limits {
+            processes: l.processes.unwrap_or(512),
+            open_files: l.open_files.unwrap_or(1024),
+            file_size_mb: l.file_size_mb.unwrap_or(4096),
+            memory_mb: l.memory_mb.unwrap_or(8192),
+        };
         // The grant with `mode = "host"` is the host's network; the grant otherwise is the
         // network by domain, which keeps the private namespace and adds the proxy.
         let (host_network, network) = match (m.has(Grant::Network), cfg.network_mode()) {
@@ -301,19 +301,18 @@ impl Shell {
         let bound = crate::sandbox::bounds::choose(
             rustix::process::geteuid().as_raw() != 0 || run_as.is_some(),
         );
-        let base = json!({
-            "bound": bound.bound,
-            "run_as": run_as,
-            "env": env,
-            "roots": roots,
-            "protected": protected,
-            "masked": masked,
-            "system": system,
-            "network": host_network,
-            "home": home,
-            "limits": limits,
-        });
-        let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
+        let base = crate::sandbox::Spec::builder(crate::sandbox::Confinement {
+            roots,
+            protected,
+            masked,
+            system,
+            home: home.clone(),
+        })
+        .bound(bound.bound.clone())
+        .run_as(run_as)
+        .env(env)
+        .host_network(host_network)
+        .limits(limits);
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = tmux::Sessions::new(&state, m.id.name(), &path)?;
         let netns = if host_network {
@@ -441,9 +440,9 @@ impl Shell {
     /// unchanged without the network by domain.
     fn with_proxy(
         &self,
-        spec: String,
+        mut spec: crate::sandbox::Spec,
         label: &str,
-    ) -> Result<(String, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+    ) -> Result<(crate::sandbox::Spec, Option<hands_sandbox::proxy::Ticket>), Refusal> {
         let (Some(n), Some(netns)) = (&self.network, &self.netns) else { return Ok((spec, None)) };
         let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
@@ -453,14 +452,10 @@ impl Shell {
         let ticket = proxy
             .ticket(asker)
             .map_err(|e| Refusal(format!("the network proxy could not issue a ticket: {e}")))?;
-        let mut value: Value = serde_json::from_str(&spec)
-            .map_err(|e| Refusal(format!("the sandbox spec could not be extended: {e}")))?;
-        if let Some(Value::Object(env)) = value.get_mut("env") {
-            for (k, v) in ticket.env(http, socks) {
-                env.insert(k, json!(v));
-            }
+        for (k, v) in ticket.env(http, socks) {
+            spec.set_env(k, v);
         }
-        Ok((value.to_string(), Some(ticket)))
+        Ok((spec, Some(ticket)))
     }
 
     /// The sandbox self-test, run once (at startup, or by `hands doctor`).
@@ -524,17 +519,15 @@ impl Shell {
     /// there is none). Blocks briefly the first time.
     fn with_netns(
         &self,
-        mut spec: serde_json::Map<String, Value>,
-    ) -> Result<serde_json::Map<String, Value>, Refusal> {
+        spec: crate::sandbox::Builder,
+    ) -> Result<crate::sandbox::Builder, Refusal> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            spec.insert("without_namespaces".into(), json!(true));
-            return Ok(spec);
+            return Ok(spec.without_namespaces());
         }
-        if let Some(n) = &self.netns {
-            let h = n.holder().map_err(|e| Refusal(format!("{e:#}")))?;
-            spec.insert("netns".into(), json!(h));
+        match &self.netns {
+            Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),
+            None => Ok(spec),
         }
-        Ok(spec)
     }
 
     /// The containment tier of a command run now.
@@ -664,6 +657,8 @@ impl Shell {
         };
         drop(halt);
         let label = running::label(&argv);
+        let argv: Vec<String> = serde_json::from_value(argv)
+            .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label)?;
         let mut out = self
@@ -685,15 +680,15 @@ impl Shell {
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
-    /// now (secret files, hard links to denied files), as the JSON argument of `__sandbox`.
+    /// now (secret files, hard links to denied files), passed to `__sandbox` on a descriptor.
     /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
     async fn spec(
         &self,
-        argv: Value,
+        argv: Vec<String>,
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
-    ) -> Result<String, Refusal> {
+    ) -> Result<crate::sandbox::Spec, Refusal> {
         self.spec_and_masks(argv, cwd, socket_dir, watch).await.map(|(spec, _)| spec)
     }
 
@@ -719,60 +714,30 @@ impl Shell {
     /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
     async fn spec_and_masks(
         &self,
-        argv: Value,
+        argv: Vec<String>,
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
-    ) -> Result<(String, Arc<masks::Found>), Refusal> {
+    ) -> Result<(crate::sandbox::Spec, Arc<masks::Found>), Refusal> {
         let found = self.found_masks().await?;
-        let mut spec = self.with_netns(self.base.clone())?;
-        if let Some(Value::Array(masked)) = spec.get_mut("masked") {
-            masked.extend(found.paths.iter().filter_map(|p| p.to_str()).map(|p| json!(p)));
+        let mut spec = self
+            .with_netns(self.base.clone())?
+            .mask(found.paths.iter().cloned())
+            .protect(found.protected.iter().cloned());
+        if let Some(dir) = socket_dir {
+            spec = spec.root(dir.to_path_buf(), true);
         }
-        if let Some(Value::Array(protected)) = spec.get_mut("protected") {
-            let nested: Vec<Value> = found
-                .protected
-                .iter()
-                .filter_map(|p| p.to_str())
-                .map(|p| json!(p))
-                .filter(|p| !protected.contains(p))
-                .collect();
-            protected.extend(nested);
-        }
-        if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
-            roots.push(json!({ "path": dir, "writable": true }));
-        }
-        match watch {
+        spec = match watch {
             // A tmux server outlives the daemon; everything else dies with it.
-            Some(w) => {
-                spec.insert("watch".into(), json!(w));
-            }
-            None => {
-                spec.insert("parent".into(), json!(std::process::id()));
-            }
-        }
-        spec.insert("argv".into(), argv);
-        spec.insert("cwd".into(), json!(cwd));
-        let spec = Value::Object(spec).to_string();
-        if spec.len() > SPEC_LIMIT {
-            return Err(Refusal(format!(
-                "refused: the sandbox spec is {} bytes, more than one argument may hold ({} \
-                 bytes); it names {} masked files in the roots (secret files and hard links to \
-                 denied files) and {} protected paths (nested repositories' .git/hooks and \
-                 .git/config, ...) plus the command. Shorten the command, or a person can narrow \
-                 the roots or sandbox.secret_patterns",
-                spec.len(),
-                SPEC_LIMIT,
-                found.paths.len(),
-                found.protected.len()
-            )));
-        }
-        Ok((spec, found))
+            Some(w) => spec.watch(w.to_path_buf()),
+            None => spec.parent(std::process::id() as i32),
+        };
+        Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 
     async fn run(
         &self,
-        spec: &str,
+        spec: &crate::sandbox::Spec,
         label: String,
         timeout: Duration,
         caller: &Caller,
@@ -785,10 +750,10 @@ impl Shell {
         if *halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
-        let mut child = tokio::process::Command::new(&self.exe)
-            .arg("__sandbox")
-            .arg(spec)
-            .env_clear()
+        let launcher = spec
+            .command(&self.exe)
+            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        let mut child = tokio::process::Command::from(launcher)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,4 +1,4 @@
-//! The sandbox launcher (`hands __sandbox SPEC`), run directly: positive controls, and attacks
+//! The sandbox launcher (`hands __sandbox`, its spec on descriptor 3), run directly: positive controls, and attacks
 //! each paired with a canary outside the roots that must stay unchanged. They run as root, so
 //! every refusal here comes from the sandbox, not from file permissions.
 
@@ -56,7 +56,8 @@ impl Sandbox {
     }
 
     fn command(&self, spec: &Value) -> std::process::Command {
-        let mut c = self.fx.std_command(&["__sandbox", &spec.to_string()]);
+        let mut c = self.fx.std_command(&["__sandbox"]);
+        hands_sandbox::launcher::attach_spec(&mut c, spec.to_string().as_bytes()).unwrap();
         c.env("HANDS_TEST_SECRET", SECRET).stdin(Stdio::null());
         c
     }
