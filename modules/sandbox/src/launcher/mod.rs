@@ -16,7 +16,6 @@
 //! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
 //! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
 //! command never starts.
-#![allow(unsafe_code)]
 
 pub mod bounds;
 pub mod holder;
