@@ -256,6 +256,15 @@ fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
 
 /// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
 pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
+    set_fd_attrs(tree, 0)
+}
+
+/// [`make_fd_read_only`] for a detached tree and every mount in it.
+pub fn make_tree_read_only(tree: &impl AsRawFd) -> Result<()> {
+    set_fd_attrs(tree, AT_RECURSIVE)
+}
+
+fn set_fd_attrs(tree: &impl AsRawFd, flags: libc::c_int) -> Result<()> {
     let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
     // mount_attr of the size passed.
@@ -264,7 +273,7 @@ pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
             libc::SYS_mount_setattr,
             tree.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
+            libc::AT_EMPTY_PATH | flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
