@@ -1,15 +1,17 @@
 //! The `hands` daemon as a library: every layer of the binary, so tests can drive a
 //! `HandsServer` in process and `src/main.rs` stays one line.
 
-pub mod approvals;
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod errors;
 pub mod exec;
+pub mod gate;
 pub mod hangups;
 pub mod http;
+pub mod lock;
 pub mod netgate;
 pub mod report;
 pub mod server;
@@ -23,3 +25,6 @@ pub mod tools;
 #[cfg(target_os = "linux")]
 pub use hands_sandbox::launcher as sandbox;
 pub use hands_sandbox::{masks, netns, probe, profiles};
+
+/// The approvals store lives with the gate; the old path stays for its many callers.
+pub use gate::approvals;
