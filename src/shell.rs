@@ -307,6 +307,7 @@ impl Shell {
             "env": env,
             "roots": roots,
             "protected": protected,
+            "protected_rules": lists.protected,
             "masked": masked,
             "system": system,
             "network": host_network,
@@ -669,6 +670,15 @@ impl Shell {
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
+        // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        out.denied.extend(crate::sandbox::notify::walls_hit(&out.stderr, &spec).into_iter().map(
+            |h| hands_shell::bash::Denied {
+                what: h.what,
+                layer: h.layer.into(),
+                why: h.why,
+                remedy: h.remedy,
+            },
+        ));
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
                 hands_shell::bash::Denied {
