@@ -149,7 +149,7 @@ pub fn run() -> ExitCode {
         #[cfg(target_os = "linux")]
         Command::Sandbox { spec } => sandbox::main(&spec),
         #[cfg(target_os = "linux")]
-        Command::Netns { pidfile } => sandbox::netns::holder_main(&pidfile),
+        Command::Netns { pidfile } => sandbox::holder::holder_main(&pidfile),
         #[cfg(target_os = "linux")]
         Command::Remask => sandbox::remask::main(),
         #[cfg(target_os = "linux")]

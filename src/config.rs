@@ -3,10 +3,17 @@
 //! `[[builtins]]` id and the key, with a `hint:` when there is something to do.
 
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
+
+// tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
+pub use hands_shell::settings::{
+    DEFAULT_COMMAND_PATH, NetworkMode, ShellCommands, ShellConfig, ShellLimits, ShellNetwork,
+    ShellTool,
+};
+// `~` and the daemon's home, shared with the modules' settings (hands-roots).
+pub use hands_roots::{expand_tilde, home_dir};
 
 // ---------------------------------------------------------------------------------------------
 // Raw shape: exactly what the file may say.
@@ -116,146 +123,6 @@ struct RawRoot {
 #[serde(deny_unknown_fields)]
 struct FsRawConfig {
     trust: Option<RawTrust>,
-}
-
-/// The `config` table of tools-shell. `commands` and `tools` (SPEC §4.4) are checked by
-/// [`check_shell`] after parsing.
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ShellConfig {
-    pub path: Option<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    pub output_chars: Option<u64>,
-    /// The output cap of `run` and the `os-*` tools (default 8192 characters).
-    pub run_output_chars: Option<u64>,
-    pub max_concurrent: Option<u64>,
-    pub limits: Option<ShellLimits>,
-    pub bash: Option<bool>,
-    pub commands: Option<ShellCommands>,
-    #[serde(default)]
-    pub tools: Vec<ShellTool>,
-    /// The network by domain (SPEC §5.4), with the `network` grant.
-    pub network: Option<ShellNetwork>,
-    trust: Option<RawTrust>,
-}
-
-/// `config.network` of tools-shell: `allow`/`deny`/`unknown`, or `mode = "host"`.
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ShellNetwork {
-    pub mode: Option<String>,
-    #[serde(default)]
-    pub allow: Vec<String>,
-    #[serde(default)]
-    pub deny: Vec<String>,
-    pub unknown: Option<String>,
-}
-
-/// What the `network` grant gives tools-shell's commands.
-#[derive(Debug, Clone)]
-pub enum NetworkMode {
-    /// `mode = "host"`: the host's whole network.
-    Host,
-    /// The module's private namespace, and the proxy judging every connection by these rules.
-    Domains(hands_sandbox::proxy::Rules),
-}
-
-impl ShellConfig {
-    /// The validated network rules; a table without one keeps the defaults (`allow = []`,
-    /// `unknown = "ask"`: every host asks a person). The error is (key, message, hint).
-    pub fn network_mode(&self) -> Result<NetworkMode, (String, String, Option<&'static str>)> {
-        use hands_sandbox::proxy::{Rules, Unknown};
-        let n = self.network.clone().unwrap_or_default();
-        match n.mode.as_deref() {
-            Some("host") => {
-                if !n.allow.is_empty() || !n.deny.is_empty() || n.unknown.is_some() {
-                    return Err((
-                        "config.network.mode".into(),
-                        "mode = \"host\" gives the host's whole network, so allow, deny and \
-                         unknown would mean nothing"
-                            .into(),
-                        Some("drop mode for the network by domain, or drop the lists"),
-                    ));
-                }
-                return Ok(NetworkMode::Host);
-            }
-            Some("domains") | None => {}
-            Some(other) => {
-                return Err((
-                    "config.network.mode".into(),
-                    format!("unknown mode `{}`", other.chars().take(100).collect::<String>()),
-                    Some("mode is \"host\" (the host's network) or absent (the network by domain)"),
-                ));
-            }
-        }
-        let unknown = match n.unknown.as_deref() {
-            None | Some("ask") => Unknown::Ask,
-            Some("deny") => Unknown::Deny,
-            Some(other) => {
-                return Err((
-                    "config.network.unknown".into(),
-                    format!(
-                        "`{}` is neither \"ask\" nor \"deny\"",
-                        other.chars().take(100).collect::<String>()
-                    ),
-                    Some(
-                        "unknown = \"ask\" asks a person about a host no rule covers; \"deny\" refuses it",
-                    ),
-                ));
-            }
-        };
-        for (key, list) in [("allow", &n.allow), ("deny", &n.deny)] {
-            for (i, e) in list.iter().enumerate() {
-                if let Err(err) = e.parse::<hands_sandbox::proxy::Entry>() {
-                    return Err((
-                        format!("config.network.{key}[{i}]"),
-                        format!("`{}`: {}", err.entry, err.why),
-                        Some(
-                            "entries are host names (`crates.io`), `*.` wildcards for subdomains, IP addresses or CIDR ranges, each optionally with `:port`",
-                        ),
-                    ));
-                }
-            }
-        }
-        Rules::new(&n.allow, &n.deny, unknown)
-            .map(NetworkMode::Domains)
-            .map_err(|e| ("config.network".into(), e.why, Some("see the entry named")))
-    }
-}
-
-// Read by the shell and git modules as they land; validated now so files written for them check.
-#[allow(dead_code)]
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ShellLimits {
-    pub processes: Option<u64>,
-    pub open_files: Option<u64>,
-    pub file_size_mb: Option<u64>,
-    pub memory_mb: Option<u64>,
-    /// Files and folders the walk of the roots (masks, protected paths) may visit; past it
-    /// commands refuse (default 200,000).
-    pub walk_entries: Option<u64>,
-}
-
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ShellCommands {
-    #[serde(default)]
-    pub allow: Vec<String>,
-    #[serde(default)]
-    pub deny: Vec<String>,
-    pub confirm: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ShellTool {
-    pub bin: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub description: String,
 }
 
 /// The `config` table of tools-git.
@@ -428,12 +295,9 @@ impl Grant {
     }
 }
 
-/// A validated root: canonical, existing, a directory.
-#[derive(Debug, Clone)]
-pub struct RootCfg {
-    pub path: PathBuf,
-    pub writable: bool,
-}
+/// A validated root: canonical, existing, a directory (the roots resolver's own spec type, so
+/// the sandbox's mask walk takes the same value).
+pub type RootCfg = hands_roots::RootSpec;
 
 #[derive(Debug, Clone)]
 // Built once at startup and read by reference: boxing the shell's settings would buy nothing.
@@ -579,19 +443,6 @@ impl Problems<'_> {
 
 // ---------------------------------------------------------------------------------------------
 // Loading.
-
-/// Expands a leading `~` to `home`; nothing else is expanded.
-pub fn expand_tilde(p: &str, home: Option<&Path>) -> PathBuf {
-    match (p.strip_prefix('~'), home) {
-        (Some(""), Some(h)) => h.to_path_buf(),
-        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(&rest[1..]),
-        _ => PathBuf::from(p),
-    }
-}
-
-pub fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
-}
 
 fn default_state_dir(home: Option<&Path>) -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
@@ -1037,11 +888,15 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                     (ModuleSettings::Fs, None)
                 }
             },
-            ModuleId::Shell => match toml::Value::Table(table).try_into::<ShellConfig>() {
-                Ok(c) => {
-                    let t = c.trust.clone();
-                    (ModuleSettings::Shell(c), t)
-                }
+            ModuleId::Shell => match toml::Value::Table(table.clone()).try_into::<ShellConfig>() {
+                // The module's table names `trust` (so the key is known); the gate reads it.
+                Ok(c) => match table.get("trust").cloned().map(|t| t.try_into::<RawTrust>()) {
+                    Some(Err(e)) => {
+                        bad_config(e);
+                        (ModuleSettings::Shell(c), None)
+                    }
+                    t => (ModuleSettings::Shell(c), t.and_then(Result::ok)),
+                },
                 Err(e) => {
                     bad_config(e);
                     (ModuleSettings::Shell(ShellConfig::default()), None)
@@ -1116,33 +971,6 @@ fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         modules,
     })
 }
-
-impl ShellConfig {
-    /// The compiled `commands` table (the default `confirm` list when it is not set).
-    pub fn policy(&self) -> Result<hands_shell::allow::Policy, String> {
-        let c = self.commands.clone().unwrap_or_default();
-        hands_shell::allow::Policy::new(&c.allow, &c.deny, c.confirm.as_deref())
-            .map_err(|(list, i, e)| format!("commands.{list}[{i}]: {e}"))
-    }
-
-    /// The `PATH` of the module's commands: `path` (a `~/` entry taken from the daemon's
-    /// `HOME`, as everywhere in the config: no shell expands it in `PATH`), or the system's
-    /// folders when it is empty. Its folders are bound read-only into the sandbox.
-    pub fn command_path(&self) -> String {
-        let Some(path) = self.path.as_deref().filter(|p| !p.is_empty()) else {
-            return DEFAULT_COMMAND_PATH.to_string();
-        };
-        let home = home_dir();
-        let dirs: Vec<String> = path
-            .split(':')
-            .map(|d| expand_tilde(d, home.as_deref()).to_string_lossy().into_owned())
-            .collect();
-        dirs.join(":")
-    }
-}
-
-/// The `PATH` of tools-shell's commands when `path` is not set.
-pub const DEFAULT_COMMAND_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// The checks of tools-shell's `commands` and `tools` that make a config invalid: entries that
 /// are not names (a `/`, `.`, `..`), `*` with arguments, published names MCP would refuse.

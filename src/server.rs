@@ -3,8 +3,13 @@
 //! through the trust policy to the module crates.
 
 use crate::config::{
-    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings, TrustAction,
+    ActionClass, Config, GitConfig, Grant, ModuleCfg, ModuleId, ModuleSettings,
 };
+use crate::errors::{
+    ALLOW_REMEDY, Answer, ToolFailure, internal_failure, invalid_arguments, module_error, refused,
+    shell_refusal, tool_error, unknown_tool,
+};
+use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
 use crate::tools::{ToolDef, ToolKind};
 use hands_fs::ToolText;
 use hands_git::{Git, GitSettings, PushSettings};
@@ -20,7 +25,12 @@ use serde::de::DeserializeOwned;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
+
+/// Test-only: the conformance suite's scenario tools, gated like every other tool.
+#[cfg(feature = "conformance-tools")]
+#[path = "conformance_tools.rs"]
+mod conformance_tools;
 
 /// Everything a connection needs, built once at startup.
 pub struct Daemon {
@@ -185,6 +195,8 @@ impl Daemon {
                 }
             }
         }
+        #[cfg(feature = "conformance-tools")]
+        tools.extend(conformance_tools::tools());
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
         let approvals =
@@ -248,6 +260,16 @@ impl Daemon {
             Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
             Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
         }
+    }
+
+    /// A module's resolver, for the gate's check of denied paths before anyone is asked.
+    pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
+        self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
+    }
+
+    /// The *session* permissions of stateless (2026-07-28) HTTP clients.
+    pub(crate) fn stateless_sessions(&self) -> &Mutex<HashSet<(String, String, String, u64)>> {
+        &self.stateless_sessions
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -349,29 +371,6 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// What the gate said about one call; `refusal` is the message when it did not allow it, and
-/// `input` the question for a 2026-07-28 client to put to a person before it retries.
-struct Gate {
-    decision: crate::audit::Decision,
-    decided_by: crate::audit::DecidedBy,
-    refusal: Option<String>,
-    input: Option<rmcp::model::InputRequiredResult>,
-    /// What the refusal blocked, by which layer, and what a person can do (SPEC §6).
-    denial: Option<Denial>,
-}
-
-/// What a retried call echoes back after an input-required result.
-#[derive(Default)]
-struct Retry {
-    state: Option<String>,
-    responses: Option<rmcp::model::InputResponses>,
-}
-
-/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The rmcp handler of one connection.
 #[derive(Clone)]
 pub struct HandsServer {
@@ -406,301 +405,6 @@ impl HandsServer {
         &self.client
     }
 
-    fn trust_for(&self, def: &ToolDef) -> TrustAction {
-        self.daemon
-            .config
-            .modules
-            .iter()
-            .find(|m| m.id == def.module)
-            .map(|m| m.trust.for_class(def.class))
-            .unwrap_or(TrustAction::Deny)
-    }
-
-    /// The trust gate: the brake first (external class), then the policy; `ask` goes to a
-    /// standing permission or a person (`ask_person`).
-    ///
-    /// `confirm`: the argv is confirm-listed (SPEC §4.4): whatever the policy allows, a person
-    /// must say yes to this one run; only the policy's `deny` still refuses without asking.
-    async fn gate(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-        retry: Retry,
-        ctx: &RequestContext<RoleServer>,
-        confirm: bool,
-    ) -> Gate {
-        use crate::audit::{DecidedBy, Decision};
-        let deny = |by, msg: String, layer: &'static str, remedy: &str| Gate {
-            decision: Decision::Deny,
-            decided_by: by,
-            denial: Some(Denial::new(def.tool.name.as_ref(), layer, &msg, remedy)),
-            refusal: Some(msg),
-            input: None,
-        };
-        let release = "a person runs `hands stop --release` (or restarts the daemon)";
-        // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
-        let braked = || {
-            def.class == ActionClass::External
-                && def.tool.name != "tmux_kill"
-                && self.daemon.is_stopped()
-        };
-        let brake = || {
-            format!(
-                "`{}` is refused: a person stopped this daemon's commands with `hands stop`; \
-                 they run again after `hands stop --release` (or a restart)",
-                def.tool.name
-            )
-        };
-        if braked() {
-            return deny(DecidedBy::Stop, brake(), "brake", release);
-        }
-        // Nothing that must be audited runs while the log cannot take its record.
-        if def.class != ActionClass::Read
-            && let Err(why) = self.daemon.audit.ready()
-        {
-            return deny(
-                DecidedBy::Policy,
-                format!("`{}` is refused: {why}", def.tool.name),
-                "audit",
-                "a person frees space in the state dir's file system (or fixes what stops the audit log), then retries",
-            );
-        }
-        if let Some((msg, denial)) = self.hidden_path(def, arguments) {
-            let mut gate = deny(DecidedBy::Policy, msg, "", "");
-            gate.denial = Some(denial);
-            return gate;
-        }
-        match self.trust_for(def) {
-            TrustAction::Deny => {
-                let remedy = format!(
-                    "a person can set trust.{} to \"ask\" or \"allow\" for {} in daemon.toml",
-                    def.class,
-                    def.module.name()
-                );
-                return deny(
-                    DecidedBy::Policy,
-                    format!(
-                        "`{}` is refused by policy: trust.{} = \"deny\" for {}; a person can \
-                         change this in daemon.toml",
-                        def.tool.name,
-                        def.class,
-                        def.module.name()
-                    ),
-                    "gate",
-                    &remedy,
-                );
-            }
-            TrustAction::Allow if !confirm => {
-                return Gate {
-                    decision: Decision::Allow,
-                    decided_by: DecidedBy::Policy,
-                    refusal: None,
-                    input: None,
-                    denial: None,
-                };
-            }
-            // `ask`, or a confirm-listed run the policy would allow: a person decides.
-            TrustAction::Allow | TrustAction::Ask => {}
-        }
-        let gate = self.ask_person(def, arguments, retry, ctx, confirm).await;
-        // A person may answer after `hands stop` (a parked action waits minutes): the brake
-        // still wins.
-        if gate.refusal.is_none() && gate.input.is_none() && braked() {
-            return deny(DecidedBy::Stop, brake(), "brake", release);
-        }
-        gate
-    }
-
-    /// A path argument that names a denied or credential path: refused before the policy and
-    /// before any person is asked, at every trust level (SPEC §3).
-    fn hidden_path(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-    ) -> Option<(String, Denial)> {
-        let (_, resolver) = self.daemon.resolvers.iter().find(|(id, _)| *id == def.module)?;
-        ["path", "cwd", "repo"].iter().find_map(|key| {
-            let p = arguments.get(*key)?.as_str()?;
-            resolver.refuse_denied(p).err().map(|e| {
-                let denial = e.denial().unwrap_or_else(|| {
-                    Denial::new(p, "denied-paths", &e.to_string(), "this cannot be approved")
-                });
-                (format!("`{}` is refused: {e}", def.tool.name), denial)
-            })
-        })
-    }
-
-    /// `ask`: a standing permission, else a person — through the client when it declared
-    /// form elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation),
-    /// else on the dashboard (a URL-only client is pointed at the entry) or at a terminal.
-    /// Anything but an explicit allow refuses.
-    ///
-    /// `confirm` (a confirm-listed argv): no standing permission is consulted, and any allow
-    /// counts as *once* — the answer grants no session or always permission, so the next
-    /// confirm-listed run asks again.
-    async fn ask_person(
-        &self,
-        def: &ToolDef,
-        arguments: &serde_json::Value,
-        retry: Retry,
-        ctx: &RequestContext<RoleServer>,
-        confirm: bool,
-    ) -> Gate {
-        use crate::approvals::{Action, Asked, Channel, Choice, Reach};
-        use crate::audit::{DecidedBy, Decision};
-        let approvals = &self.daemon.approvals;
-        let action = Action {
-            client: self.client().to_string(),
-            module: def.module.name().to_string(),
-            tool: def.tool.name.to_string(),
-            class: def.class.to_string(),
-            arguments: arguments.clone(),
-            confirm,
-        };
-        let allow = |by| Gate {
-            decision: Decision::Allow,
-            decided_by: by,
-            refusal: None,
-            input: None,
-            denial: None,
-        };
-        let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
-        let modern = ctx
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-        // A stateless HTTP call builds a fresh handler each time, so its client's session
-        // permissions live on the daemon, for as long as it runs.
-        let stateless = modern
-            && ctx
-                .extensions
-                .get::<http::request::Parts>()
-                .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
-        let stateless_key = (self.client().to_string(), key.0.clone(), key.1.clone(), key.2);
-        let in_session = if stateless {
-            lock(&self.daemon.stateless_sessions).contains(&stateless_key)
-        } else {
-            lock(&self.session).contains(&key)
-        };
-        if !confirm && (in_session || approvals.always_allows(&action)) {
-            return allow(DecidedBy::StandingPermission);
-        }
-        // The channel follows what the client declared (SPEC §6), read per request: a
-        // 2026-07-28 client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing
-        // is sent for a capability it did not declare.
-        let reach = Reach::of(ctx.client_capabilities().as_ref());
-        let mut asked = match (&retry.state, modern, reach) {
-            (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
-            (None, true, Reach::Form) => match approvals.input_required(&action) {
-                Ok(r) => Asked::InputRequired(r),
-                Err(e) => Asked::Refused(e, None),
-            },
-            // The action is parked and the client asked to open its dashboard entry; the
-            // retry waits for the person there. Without a dashboard the call itself waits.
-            (None, true, Reach::Url) => match approvals.input_required_url(&action) {
-                Some(Ok(r)) => Asked::InputRequired(r),
-                Some(Err(e)) => Asked::Refused(e, None),
-                None => approvals.park(&action).await,
-            },
-            (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
-            // A 2025-era client that can only open a URL is sent the action's entry on the
-            // dashboard, where the person decides; the answer to the URL request decides
-            // nothing.
-            (_, false, Reach::Url) => {
-                let peer = ctx.peer.clone();
-                let timeout = std::time::Duration::from_secs(
-                    self.daemon.config.trust.approval_timeout_secs.max(1),
-                );
-                approvals
-                    .park_then(&action, |id| {
-                        let Some(url) = approvals.dashboard_entry(id) else { return };
-                        let params = crate::approvals::url_params(&action, url, id);
-                        tokio::spawn(async move {
-                            let _ =
-                                peer.create_elicitation_with_timeout(params, Some(timeout)).await;
-                        });
-                    })
-                    .await
-            }
-            // Nobody to ask through the client, in either era: a person at `hands approvals`
-            // or on the dashboard.
-            (_, _, Reach::Nobody) => approvals.park(&action).await,
-        };
-        if let Asked::Parked(id) = &asked {
-            asked = approvals.await_parked(id).await;
-        }
-        let by = |c: Channel| match c {
-            Channel::Client => DecidedBy::PersonViaClient,
-            Channel::Terminal => DecidedBy::PersonViaTerminal,
-            Channel::Dashboard => DecidedBy::PersonViaDashboard,
-        };
-        match asked {
-            Asked::Parked(id) => Gate {
-                decision: Decision::Deny,
-                decided_by: DecidedBy::Policy,
-                denial: Some(Denial::new(
-                    def.tool.name.as_ref(),
-                    "gate",
-                    "not answered",
-                    ASK_REMEDY,
-                )),
-                refusal: Some(format!("approval {id} was not answered")),
-                input: None,
-            },
-            Asked::InputRequired(r) => Gate {
-                decision: Decision::Deny,
-                decided_by: DecidedBy::Policy,
-                refusal: None,
-                input: Some(r),
-                denial: None,
-            },
-            Asked::Allowed(choice, channel) => {
-                let choice = if confirm { Choice::Once } else { choice };
-                match choice {
-                    Choice::Once => {}
-                    Choice::Session if stateless => {
-                        lock(&self.daemon.stateless_sessions).insert(stateless_key);
-                    }
-                    Choice::Session => {
-                        lock(&self.session).insert(key);
-                    }
-                    Choice::Always => {
-                        if let Err(e) = approvals.grant_always(&action) {
-                            tracing::error!("cannot record an always permission: {e:#}");
-                        }
-                    }
-                }
-                allow(by(channel))
-            }
-            Asked::Refused(why, channel) => Gate {
-                denial: Some(Denial::new(
-                    def.tool.name.as_ref(),
-                    if confirm { "gate (commands.confirm)" } else { "gate" },
-                    &why,
-                    ASK_REMEDY,
-                )),
-                decision: Decision::Deny,
-                // Nobody answered: the gate's own rule refused (it fails closed).
-                decided_by: channel.map_or(DecidedBy::Policy, by),
-                refusal: Some(if confirm {
-                    format!(
-                        "`{}` was not approved: {why}. commands.confirm lists this program: \
-                         each run needs a person's yes, whatever trust says",
-                        def.tool.name
-                    )
-                } else {
-                    format!(
-                        "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only \
-                         when a person allows it",
-                        def.tool.name,
-                        def.class,
-                        def.module.name()
-                    )
-                }),
-                input: None,
-            },
-        }
-    }
-
     /// The gate, the call, and its audit record (SPEC §8): every write- and external-class
     /// call and every call that does not succeed is recorded and fsynced before its result is
     /// returned; a read-class success is not recorded.
@@ -722,57 +426,57 @@ impl HandsServer {
         // asked to approve it (SPEC §5.2).
         let cannot_run = match def.kind {
             ToolKind::Bash | ToolKind::TmuxStart | ToolKind::Run | ToolKind::OsTool(_) => {
-                self.daemon.shell.as_ref().and_then(|sh| sh.cannot_run())
+                self.daemon.shell().and_then(|sh| sh.cannot_run())
             }
             _ => None,
         };
-        let gate = match (&program, cannot_run) {
-            (_, Some(crate::shell::Refusal(msg))) => Gate {
-                decision: crate::audit::Decision::Deny,
-                decided_by: crate::audit::DecidedBy::Policy,
-                denial: Some(crate::tools::Denial::new(
-                    def.tool.name.as_ref(),
-                    "sandbox",
-                    &msg,
-                    "a person fixes the missing wall as `hands doctor` says, or sets \
-                     sandbox.mode = \"best-effort\"",
-                )),
-                refusal: Some(msg),
-                input: None,
-            },
+        let mut confirm = false;
+        let before = match (&program, cannot_run) {
+            (_, Some(crate::shell::Refusal(msg))) => Some(Refusal::new(
+                def.tool.name.as_ref(),
+                "sandbox",
+                msg,
+                "a person fixes the missing wall as `hands doctor` says, or sets \
+                 sandbox.mode = \"best-effort\"",
+            )),
             (Some(Err((argv, msg))), None) => {
                 if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
                     a.insert("argv".into(), serde_json::json!(argv));
                 }
                 let what = argv.as_ref().map(|a| hands_shell::allow::show(a));
                 let what = what.as_deref().unwrap_or(def.tool.name.as_ref());
-                Gate {
-                    decision: crate::audit::Decision::Deny,
-                    decided_by: crate::audit::DecidedBy::Policy,
-                    refusal: Some(msg.clone()),
-                    input: None,
-                    denial: Some(Denial::new(what, "allowlist", msg, ALLOW_REMEDY)),
-                }
+                Some(Refusal::new(what, "allowlist", msg.clone(), ALLOW_REMEDY))
             }
             (Some(Ok(run)), None) => {
                 if let Some(a) = arguments.as_object_mut() {
                     a.insert("argv".into(), serde_json::json!(run.checked.argv));
                     a.insert("binary".into(), serde_json::json!(run.checked.program));
                 }
-                self.gate(def, &arguments, retry, ctx, run.checked.confirm).await
+                confirm = run.checked.confirm;
+                None
             }
-            (None, None) => self.gate(def, &arguments, retry, ctx, false).await,
+            (None, None) => None,
         };
-        if let Some(input) = gate.input {
+        let call = Call {
+            tool: def.tool.name.as_ref(),
+            module: def.module,
+            class: def.class,
+            arguments: &arguments,
+            confirm,
+        };
+        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
+        let verdict = match crate::gate::decide(&asker, &call, before, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
-            return CallToolResponse::InputRequired(input);
-        }
-        let result = match (&gate.refusal, program) {
-            (Some(msg), _) => match &gate.denial {
-                Some(d) => refused(msg.clone(), vec![d.clone()]),
-                None => tool_error(msg.clone()),
+            Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
+            decided => decided,
+        };
+        let answer = match (&verdict, program) {
+            (Verdict::Ask(_), _) => return tool_error("the gate has not decided".into()).into(),
+            (Verdict::Deny { why, .. }, _) => Answer {
+                result: refused(why.message.clone(), vec![why.denial.clone()]),
+                refused: true,
             },
-            (None, Some(Ok(run))) => match self.daemon.shell.clone() {
+            (Verdict::Allow { .. }, Some(Ok(run))) => Answer::plain(match self.daemon.shell().cloned() {
                 Some(sh) => shaped(
                     sh.run_program(
                         &run.checked,
@@ -785,9 +489,11 @@ impl HandsServer {
                     &def.tool.name,
                 ),
                 None => tool_error(format!("`{}` is not available", def.tool.name)),
-            },
-            (None, _) => self.dispatch(def, args, ctx).await,
+            }),
+            (Verdict::Allow { .. }, _) => self.dispatch(def, args, ctx).await,
         };
+        let Answer { result, refused } = answer;
+        let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
             return result.into();
@@ -802,10 +508,13 @@ impl HandsServer {
                 .join("\n");
             text.lines().next().unwrap_or("").to_string()
         };
-        let outcome = match (&gate.refusal, failed) {
-            (Some(msg), _) => format!("refused: {msg}"),
-            (None, true) => format!("error: {}", first_line(&result)),
-            (None, false) => "ok".to_string(),
+        // The gate's refusal in full; a module's refusal (its error's own `is_refusal`) and a
+        // plain failure by their first line.
+        let outcome = match (&verdict, refused, failed) {
+            (Verdict::Deny { why, .. }, _, _) => format!("refused: {}", why.message),
+            (_, true, _) => format!("refused: {}", first_line(&result)),
+            (_, false, true) => format!("error: {}", first_line(&result)),
+            (_, false, false) => "ok".to_string(),
         };
         let entry = crate::audit::Entry {
             client: self.client().to_string(),
@@ -813,8 +522,8 @@ impl HandsServer {
             tool: def.tool.name.to_string(),
             class: def.class.to_string(),
             arguments,
-            decision: gate.decision,
-            decided_by: gate.decided_by,
+            decision,
+            decided_by,
             outcome,
             result: result.structured_content.as_ref().and_then(crate::audit::facts),
         };
@@ -880,29 +589,32 @@ impl HandsServer {
         def: &ToolDef,
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Answer {
         let missing = || {
-            tool_error(format!("`{}` is not available: its module is not declared", def.tool.name))
+            Answer::plain(tool_error(format!(
+                "`{}` is not available: its module is not declared",
+                def.tool.name
+            )))
         };
         let fs = self.daemon.fs.clone();
         let git = self.daemon.git.clone();
         use ToolKind as K;
         match def.kind {
             K::Bash => {
-                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let Some(sh) = self.daemon.shell().cloned() else { return missing() };
                 let params: hands_shell::bash::BashParams = match parse(args, "bash") {
                     Ok(p) => p,
-                    Err(e) => return e,
+                    Err(e) => return Answer::plain(e),
                 };
-                match sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await {
-                    Ok(out) => structured(&out, out.to_string(), "bash"),
-                    Err(crate::shell::Refusal(msg)) => shell_refusal(msg, "bash"),
-                }
+                Answer::plain(shaped(
+                    sh.bash(params, crate::shell::Caller::of(ctx, &self.gone)).await,
+                    "bash",
+                ))
             }
             K::TmuxStart | K::TmuxRead | K::TmuxSend | K::TmuxList | K::TmuxKill => {
-                let Some(sh) = self.daemon.shell.clone() else { return missing() };
+                let Some(sh) = self.daemon.shell().cloned() else { return missing() };
                 let name = def.tool.name.as_ref();
-                match def.kind {
+                Answer::plain(match def.kind {
                     K::TmuxStart => match parse(args, name) {
                         Ok(p) => shaped(
                             sh.tmux_start(p, crate::shell::Caller::of(ctx, &self.gone)).await,
@@ -929,11 +641,12 @@ impl HandsServer {
                         Ok(p) => shaped(sh.tmux_kill(p).await, name),
                         Err(e) => e,
                     },
-                }
+                })
             }
-            K::Run | K::OsTool(_) => {
-                tool_error(format!("`{}` runs through the allowlist, not here", def.tool.name))
-            }
+            K::Run | K::OsTool(_) => Answer::plain(tool_error(format!(
+                "`{}` runs through the allowlist, not here",
+                def.tool.name
+            ))),
             K::Read | K::Write | K::Edit | K::ListDir | K::Glob | K::Grep => {
                 let Some(r) = fs else { return missing() };
                 match def.kind {
@@ -970,7 +683,7 @@ impl HandsServer {
                         run(g, args, "git_worktree_add", Git::worktree_add, show).await
                     }
                     K::GitPush => run(g, args, "git_push", Git::push, show).await,
-                    _ => tool_error(format!("`{name}` has no implementation")),
+                    _ => Answer::plain(tool_error(format!("`{name}` has no implementation"))),
                 }
             }
         }
@@ -998,19 +711,9 @@ fn show<O: std::fmt::Display>(o: &O) -> String {
     o.to_string()
 }
 
-fn tool_error(message: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message)])
-}
-
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.
 fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
-    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
-        // serde quotes the offending value (a 10 MB string in a number's place): cut it.
-        tool_error(format!(
-            "invalid arguments for `{name}`: {}; the tool's inputSchema lists its parameters",
-            hands_roots::shown(&e.to_string())
-        ))
-    })
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| invalid_arguments(name, &e))
 }
 
 /// A tools-shell result: structured content plus its text mirror, or the refusal as a tool
@@ -1022,141 +725,6 @@ fn shaped<O: Serialize + std::fmt::Display>(
     match r {
         Ok(out) => structured(&out, out.to_string(), name),
         Err(crate::shell::Refusal(msg)) => shell_refusal(msg, name),
-    }
-}
-
-/// What a person can do about an `ask` that was not approved.
-const ASK_REMEDY: &str = "a person allows it when asked: through the client, with `hands approvals approve ID` while it waits, or on the dashboard";
-
-/// What a person can do about a program the allowlist refused.
-const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
-
-/// A tools-shell refusal: with denial feedback when a wall or the brake refused it.
-fn shell_refusal(msg: String, name: &str) -> CallToolResult {
-    let (layer, remedy) = if msg.contains("sandbox.mode = \"enforce\"") {
-        (
-            "sandbox (enforce)",
-            "a person fixes the host (`hands doctor` shows what is missing) or sets \
-             sandbox.mode = \"best-effort\"",
-        )
-    } else if msg.contains("hands stop") {
-        ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
-    } else {
-        return tool_error(msg);
-    };
-    let denial = Denial::new(name, layer, &msg, remedy);
-    refused(msg, vec![denial])
-}
-
-/// One refusal as `structuredContent.denied` carries it (SPEC §6): what was blocked, by which
-/// layer, why, and what a person can do. Described in every tool's `outputSchema`
-/// ([`crate::tools::Denial`]).
-pub type Denial = crate::tools::Denial;
-
-/// A refusal: the text (short; it says what to do) and `structuredContent.denied`.
-fn refused(text: String, denied: Vec<Denial>) -> CallToolResult {
-    let mut r = tool_error(text);
-    r.structured_content = Some(serde_json::json!({ "denied": denied }));
-    r
-}
-
-/// A module error as the client sees it: a refusal carries its denial feedback.
-fn module_error<E: std::fmt::Display + Denies>(e: &E) -> CallToolResult {
-    match e.denial() {
-        Some(d) => refused(e.to_string(), vec![d]),
-        None => tool_error(e.to_string()),
-    }
-}
-
-/// Errors that may be refusals by a layer (roots, denied paths, secrets, protected paths,
-/// read-only roots, git's confinement and push policy).
-trait Denies {
-    fn denial(&self) -> Option<Denial>;
-}
-
-impl Denies for hands_roots::PathError {
-    fn denial(&self) -> Option<Denial> {
-        use hands_roots::PathError as P;
-        let roots = "a person can declare a root that holds it in the module's `filesystem` \
-                     in daemon.toml";
-        let (what, layer, remedy) = match self {
-            P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
-            P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
-            P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
-            P::LinkLoop { path } | P::DanglingLink { path } => {
-                (path.display().to_string(), "roots", "use the link's target path directly")
-            }
-            P::Denied { path, .. } => (
-                path.display().to_string(),
-                "denied paths",
-                "nobody can approve it: a person can remove it from sandbox.deny (credential \
-                 paths always stay refused)",
-            ),
-            P::Secret { path } => (
-                path.display().to_string(),
-                "secret files",
-                "a person can read it themselves, or narrow sandbox.secret_patterns",
-            ),
-            P::Protected { path, .. } => (
-                path.display().to_string(),
-                "protected paths",
-                "a person makes this change outside hands",
-            ),
-            P::ReadOnlyRoot { path, .. } => (
-                path.display().to_string(),
-                "read-only root",
-                "a person can set `write = true` on that root in daemon.toml",
-            ),
-            P::HardLinked { path, .. } => (
-                path.display().to_string(),
-                "hard links",
-                "a person can remove the other links, or write a new file",
-            ),
-            _ => return None,
-        };
-        Some(Denial::new(&what, layer, &self.to_string(), remedy))
-    }
-}
-
-impl Denies for hands_fs::FsError {
-    fn denial(&self) -> Option<Denial> {
-        match self {
-            hands_fs::FsError::Path(p) => p.denial(),
-            _ => None,
-        }
-    }
-}
-
-impl Denies for hands_git::GitError {
-    fn denial(&self) -> Option<Denial> {
-        use hands_git::GitError as G;
-        let (what, layer, remedy) = match self {
-            G::Path(p) => return p.denial(),
-            G::RepoOutside { target, .. } => (
-                target.display().to_string(),
-                "roots",
-                "a person can declare a root that holds the whole repository",
-            ),
-            G::HostileConfig { key, .. } => (
-                key.clone(),
-                "git confinement",
-                "a person removes the key from the repository's config",
-            ),
-            G::HiddenPath { path } => {
-                (path.clone(), "secret files", "a person commits it themselves, if they mean to")
-            }
-            G::ProtectedChange { what, .. } => {
-                (what.clone(), "protected paths", "a person makes this change outside hands")
-            }
-            G::PushOff | G::PushNoNetwork | G::PushBranchRefused { .. } | G::PushUrl { .. } => (
-                "git_push".to_string(),
-                "git push policy",
-                "a person can change tools-git's push settings (remote, branches, the network \
-                 grant) in daemon.toml",
-            ),
-            _ => return None,
-        };
-        Some(Denial::new(&what, layer, &self.to_string(), remedy))
     }
 }
 
@@ -1180,16 +748,16 @@ async fn run<S, P, O, E>(
     name: &'static str,
     f: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     match parse(args, name) {
         Ok(params) => on_pool(state, params, name, f, text).await,
-        Err(e) => e,
+        Err(e) => Answer::plain(e),
     }
 }
 
@@ -1210,16 +778,16 @@ async fn run_small<S, P, O, E>(
     small: Capped<S, P, O, E>,
     whole: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Clone + Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     let params: P = match parse(args, name) {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return Answer::plain(e),
     };
     let one_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
@@ -1228,10 +796,10 @@ where
             small(&state, params.clone(), Some(hands_fs::INLINE_CAP))
         }));
         match inline {
-            Ok(Ok(Some(out))) => return structured(&out, text(&out), name),
+            Ok(Ok(Some(out))) => return Answer::plain(structured(&out, text(&out), name)),
             Ok(Ok(None)) => {}
             Ok(Err(e)) => return module_error(&e),
-            Err(_) => return internal_failure(name, "it panicked"),
+            Err(_) => return Answer::plain(internal_failure(name, "it panicked")),
         }
     }
     on_pool(state, params, name, whole, text).await
@@ -1245,25 +813,19 @@ async fn on_pool<S, P, O, E>(
     name: &'static str,
     f: fn(&S, P) -> Result<O, E>,
     text: fn(&O) -> String,
-) -> CallToolResult
+) -> Answer
 where
     S: Send + Sync + 'static,
     P: Send + 'static,
     O: Serialize + Send + 'static,
-    E: std::fmt::Display + Denies + Send + 'static,
+    E: ToolFailure + Send + 'static,
 {
     let joined = tokio::task::spawn_blocking(move || f(&state, params)).await;
     match joined {
-        Ok(Ok(out)) => structured(&out, text(&out), name),
+        Ok(Ok(out)) => Answer::plain(structured(&out, text(&out), name)),
         Ok(Err(e)) => module_error(&e),
-        Err(e) => internal_failure(name, &e.to_string()),
+        Err(e) => Answer::plain(internal_failure(name, &e.to_string())),
     }
-}
-
-/// The answer to a call whose task failed (a panic): logged, and the client told to retry.
-fn internal_failure(name: &str, why: &str) -> CallToolResult {
-    tracing::error!(tool = name, "tool task failed: {why}");
-    tool_error(format!("`{name}` failed internally; the server keeps serving — please retry"))
 }
 
 impl ServerHandler for HandsServer {
@@ -1295,14 +857,13 @@ impl ServerHandler for HandsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(def) = self.daemon.tools.iter().find(|d| d.tool.name == request.name) else {
-            return Err(McpError::invalid_params(
-                format!(
-                    "unknown tool `{}`; tools/list shows the tools this server publishes",
-                    hands_roots::shown(request.name.as_ref())
-                ),
-                None,
-            ));
+            return Err(unknown_tool(request.name.as_ref()));
         };
+        #[cfg(feature = "conformance-tools")]
+        if def.kind == ToolKind::Conformance {
+            let def = def.clone();
+            return self.conformance(&def, request, &context).await;
+        }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.

@@ -5,7 +5,6 @@
 
 use crate::config::{Grant, ModuleCfg, ShellConfig};
 use crate::masks;
-mod running;
 mod tmux;
 use hands_roots::Resolver;
 use hands_shell::allow::{self, Verdict};
@@ -14,7 +13,6 @@ use hands_shell::capture::Tail;
 use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
-pub use running::CLIENT;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -54,8 +52,8 @@ pub struct Shell {
     /// holds a receiver and is stopped when it turns `true`; the receiver count is the
     /// registry `stop_all` waits on.
     halt: tokio::sync::watch::Sender<bool>,
-    /// The commands running now, for the dashboard (`shell/running.rs`).
-    running: running::Registry,
+    /// The commands running now, for the dashboard.
+    running: hands_shell::registry::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
@@ -73,11 +71,25 @@ struct Network {
     proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
     /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
     listening: Mutex<Option<(crate::netns::Process, u16, u16)>>,
+    /// The tickets of the tmux sessions, by name: a session's panes use its proxy variables
+    /// for as long as it lives (dropped at `tmux_kill`, or when it is found gone).
+    sessions: Mutex<std::collections::HashMap<String, hands_sandbox::proxy::Ticket>>,
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
 const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's commands; commands \
                       are refused until `hands stop --release` (or a restart)";
+
+tokio::task_local! {
+    /// Who asked for the commands run in this task: the MCP client's identity (set by the
+    /// server around each call). Outside it (`hands exec`) the asker is `terminal`.
+    pub static CLIENT: String;
+}
+
+/// The client of the commands run in this task (see [`CLIENT`]).
+fn client() -> String {
+    CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string())
+}
 
 /// Resolves once the brake is on (never, if the shell is gone).
 async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
@@ -292,6 +304,7 @@ impl Shell {
                     rules,
                     proxy: std::sync::OnceLock::new(),
                     listening: Mutex::new(None),
+                    sessions: Mutex::default(),
                 }),
             ),
             (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
@@ -352,6 +365,17 @@ impl Shell {
             run_as,
             without_namespaces: Default::default(),
         })
+    }
+
+    /// The commands running now, oldest first.
+    pub fn running(&self) -> Vec<hands_shell::registry::RunningCommand> {
+        self.running.running()
+    }
+
+    /// Stops one running command and its whole process tree (TERM, grace, KILL) and waits,
+    /// bounded, until it has ended; its command line, or `None` when no such command runs.
+    pub async fn stop_command(&self, id: u64) -> Option<String> {
+        self.running.stop(id, GRACE + DRAIN + Duration::from_secs(1)).await
     }
 
     /// The placeholders `hands serve` makes in the roots and this (`check`/`doctor`) instance
@@ -449,7 +473,7 @@ impl Shell {
         let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
-        let client = CLIENT.try_with(String::clone).unwrap_or_else(|_| "terminal".to_string());
+        let client = client();
         let asker = hands_sandbox::proxy::Asker { command: label.to_string(), client };
         let ticket = proxy
             .ticket(asker)
@@ -464,7 +488,23 @@ impl Shell {
         Ok((value.to_string(), Some(ticket)))
     }
 
-    /// The sandbox self-test, run once (at startup, or by `hands doctor`).
+    /// Keeps a tmux session's ticket while the session lives (a new one replaces the old).
+    fn keep_session_ticket(&self, session: &str, ticket: Option<hands_sandbox::proxy::Ticket>) {
+        if let (Some(n), Some(t)) = (&self.network, ticket) {
+            n.sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(session.into(), t);
+        }
+    }
+
+    /// Ends a tmux session's ticket: its token names no command any more.
+    fn end_session_ticket(&self, session: &str) {
+        if let Some(n) = &self.network {
+            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+        }
+    }
+
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
     /// where no user namespace can be made, it runs again without namespaces, and so do the
     /// commands after it.
@@ -664,21 +704,23 @@ impl Shell {
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
-        let label = running::label(&argv);
+        let label = hands_shell::registry::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label)?;
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
-        out.denied.extend(crate::sandbox::notify::walls_hit(&out.stderr, &spec).into_iter().map(
-            |h| hands_shell::bash::Denied {
-                what: h.what,
-                layer: h.layer.into(),
-                why: h.why,
-                remedy: h.remedy,
-            },
-        ));
+        out.denied.extend(
+            hands_sandbox::launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
+                hands_shell::bash::Denied {
+                    what: h.what,
+                    layer: h.layer.into(),
+                    why: h.why,
+                    remedy: h.remedy,
+                }
+            }),
+        );
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
                 hands_shell::bash::Denied {
@@ -808,7 +850,7 @@ impl Shell {
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
-        let registered = self.running.register(label, out.clone(), err.clone());
+        let registered = self.running.register(&client(), label, out.clone(), err.clone());
         let drain_for = if tee.is_some() { STREAM_DRAIN } else { DRAIN };
         let readers = [
             child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),

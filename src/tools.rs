@@ -36,6 +36,9 @@ pub enum ToolKind {
     Run,
     /// A published `os-*` tool: the index of its entry in tools-shell's `tools`.
     OsTool(usize),
+    /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
+    #[cfg(feature = "conformance-tools")]
+    Conformance,
 }
 
 #[derive(Debug, Clone)]
@@ -46,32 +49,7 @@ pub struct ToolDef {
     pub class: ActionClass,
 }
 
-/// One refusal in a result's `structuredContent.denied` (SPEC §6): what was blocked, by which
-/// layer, why, and what a person can do. Present, with `isError`, on every refusal.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct Denial {
-    /// What was blocked: the path, argv, tool or rule (cut as error quotes are).
-    pub what: String,
-    /// The layer that refused: roots, denied paths, secret files, protected paths, read-only
-    /// root, hard links, gate, brake, allowlist, sandbox (enforce), git confinement, git push
-    /// policy.
-    pub layer: String,
-    /// Why, in a sentence.
-    pub why: String,
-    /// What a person can do (a config key, a command), or that it cannot be approved.
-    pub remedy: String,
-}
-
-impl Denial {
-    pub fn new(what: &str, layer: &str, why: &str, remedy: &str) -> Denial {
-        Denial {
-            what: hands_roots::shown(what).to_string(),
-            layer: layer.to_string(),
-            why: why.to_string(),
-            remedy: remedy.to_string(),
-        }
-    }
-}
+pub use crate::errors::Denial;
 
 /// `O`'s output schema, with the optional `denied` list every refusal carries.
 fn output_schema<O: schemars::JsonSchema + 'static>() -> std::sync::Arc<rmcp::model::JsonObject> {

@@ -166,6 +166,7 @@ impl Shell {
             Some(m) if m.launcher.alive() => Ok(m),
             Some(_) => {
                 t.forget(name);
+                self.end_session_ticket(name);
                 Err(Refusal(format!(
                     "tmux session {name:?} is gone (its server ended, e.g. with the machine); \
                      start it again with tmux_start"
@@ -248,7 +249,8 @@ impl Shell {
         }
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
-        let (launcher, masked) = self.start_server(&name, &cwd).await?;
+        let label = format!("tmux session {name}: {}", p.command);
+        let (launcher, masked, ticket) = self.start_server(&name, &cwd, &label).await?;
         let meta = Meta {
             name: name.clone(),
             command: p.command.clone(),
@@ -330,6 +332,7 @@ impl Shell {
             }
             _ => None,
         };
+        self.keep_session_ticket(&name, ticket);
         // The last lines as tmux shows them, and the state once more.
         let (text, state) = match self.read_settled(&name, &cwd_s, START_LINES).await {
             Ok(r) => (r.text, if r.ended { (true, r.exit_status) } else { state }),
@@ -358,13 +361,16 @@ impl Shell {
     }
 
     /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
-    /// for its socket. Returns the launcher and the secret files the sandbox masks (what the
-    /// walk found).
+    /// for its socket. Returns the launcher, the secret files the sandbox masks (what the walk
+    /// found), and the session's ticket with the network proxy: the server's environment is
+    /// tmux's global one, so every pane gets the proxy variables `bash` gets.
     async fn start_server(
         &self,
         name: &str,
         cwd: &Path,
-    ) -> Result<(crate::netns::Process, Vec<PathBuf>), Refusal> {
+        label: &str,
+    ) -> Result<(crate::netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal>
+    {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
@@ -386,6 +392,7 @@ impl Shell {
         let argv = tmux::server_argv(&t.socket(name));
         let (spec, found) =
             self.spec_and_masks(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
+        let (spec, ticket) = self.with_proxy(spec, label)?;
         let mut child = std::process::Command::new(&self.exe)
             .arg("__sandbox")
             .arg(spec)
@@ -420,7 +427,7 @@ impl Shell {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        Ok((launcher, found.paths.clone()))
+        Ok((launcher, found.paths.clone(), ticket))
     }
 
     /// Masks, in the session's running sandbox, the secret files the roots hold now that it has
@@ -657,6 +664,7 @@ impl Shell {
             )));
         }
         self.tmux.forget(&m.name);
+        self.end_session_ticket(&m.name);
         Ok(KillOutput { session: m.name, killed: true, cursor })
     }
 
@@ -669,6 +677,7 @@ impl Shell {
                 n += 1;
             }
             self.tmux.forget(&name);
+            self.end_session_ticket(&name);
         }
         n
     }

@@ -73,13 +73,14 @@ async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes
     c.ok("list_dir", json!({ "path": "." })).await;
     assert_eq!(fx.audit_records().len(), 1);
 
-    // A write the module refuses (outside the roots) is an `error` outcome of an allowed call.
+    // A write the module refuses (outside the roots) is a `refused` outcome of an allowed call:
+    // the error's own `is_refusal` says so (a plain failure is `error`, see in_process.rs).
     let outside = fx.outside.join("x.txt");
     c.err("write", json!({ "path": outside, "content": "no" })).await;
     let r = fx.audit_records();
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["decision"], "allow");
-    assert!(r[1]["outcome"].as_str().unwrap().starts_with("error: "), "{}", r[1]);
+    assert!(r[1]["outcome"].as_str().unwrap().starts_with("refused: "), "{}", r[1]);
     assert!(r[1]["outcome"].as_str().unwrap().contains("outside every root"), "{}", r[1]);
 
     // Policy refusals, of a read-class and a write-class tool.

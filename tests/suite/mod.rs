@@ -23,6 +23,7 @@ mod gate;
 mod git_ssh;
 mod git_tools;
 mod http;
+mod in_process;
 #[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]

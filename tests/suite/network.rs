@@ -17,6 +17,21 @@ const SERVER_IP: &str = "203.0.113.2";
 const CLIENT_IP: &str = "203.0.113.1";
 const PORT: u16 = 8080;
 
+/// Fails unless the daemon ran as `who`: the owner of the audit log it wrote says.
+fn assert_ran_as(fx: &Fixture, who: Who) {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(fx.state.join("audit.jsonl")).unwrap().uid();
+    assert_eq!(owner, if who == Who::User { COMMAND_UID } else { 0 }, "the daemon ran as {owner}");
+}
+
+/// Who the daemon runs as: root, as the suite runs it, or an ordinary user (uid
+/// [`COMMAND_UID`]), as people run it — its sandbox is then made without privilege.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Root,
+    User,
+}
+
 /// Two namespaces, the veth between them, the test host and the canaries; removed on drop.
 struct TestNet {
     client: String,
@@ -100,6 +115,18 @@ impl TestNet {
             fx.dir.path(),
         );
         git(&["update-server-info"], &www.join("repo.git"));
+        // A Python package index of one wheel (PEP 503's simple layout), for pip.
+        let wheel = "import sys, zipfile, os\n\
+             www = sys.argv[1]\n\
+             os.makedirs(www + '/simple/handsprobe'); os.makedirs(www + '/packages')\n\
+             files = {'handsprobe/__init__.py': 'VALUE = 1\\n',\n\
+             \x20 'handsprobe-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: handsprobe\\nVersion: 1.0\\n',\n\
+             \x20 'handsprobe-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: hands-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
+             with zipfile.ZipFile(www + '/packages/handsprobe-1.0-py3-none-any.whl', 'w') as z:\n\
+             \x20   for n, t in files.items(): z.writestr(n, t)\n\
+             \x20   z.writestr('handsprobe-1.0.dist-info/RECORD', ''.join(n + ',,\\n' for n in files) + 'handsprobe-1.0.dist-info/RECORD,,\\n')\n\
+             open(www + '/simple/handsprobe/index.html', 'w').write('<html><body><a href=\"../../packages/handsprobe-1.0-py3-none-any.whl\">handsprobe-1.0-py3-none-any.whl</a></body></html>\\n')\n";
+        run(&["python3", "-c", wheel, www.to_str().unwrap()]);
         let log = std::fs::File::create(&net.log).unwrap();
         let server_child = Command::new("nsenter")
             .args([&format!("--net=/run/netns/{server}"), "--", "python3", "-m", "http.server"])
@@ -159,14 +186,30 @@ impl TestNet {
         std::fs::read_to_string(&self.canary_log).unwrap_or_default().lines().count()
     }
 
-    /// The daemon in the client namespace, reading the test's hosts file.
-    async fn daemon(&self, fx: &Fixture, config: &Path) -> Client {
+    /// The daemon in the client namespace, reading the test's hosts file, as root (as the rest
+    /// of the suite runs it) or as an ordinary user. For the user, root makes the
+    /// namespaces and the hosts file's mount, then `setpriv` drops to [`COMMAND_UID`] for the
+    /// daemon: the fixture becomes that user's, and the daemon runs a copy (a hard link) of
+    /// `hands` in it, since the checkout's folders may be closed to the user.
+    async fn daemon_as(&self, fx: &Fixture, config: &Path, who: Who) -> Client {
+        let (exe, drop_to) = match who {
+            Who::Root => (hands_bin(), String::new()),
+            Who::User => {
+                let exe = fx.dir.path().join("hands");
+                if std::fs::hard_link(hands_bin(), &exe).is_err() {
+                    std::fs::copy(hands_bin(), &exe).unwrap();
+                }
+                own_tree(fx.dir.path());
+                let id = COMMAND_UID;
+                (exe, format!("setpriv --reuid={id} --regid={id} --clear-groups -- "))
+            }
+        };
         let mut cmd = tokio::process::Command::new("nsenter");
         cmd.args([&format!("--net=/run/netns/{}", self.client), "--"])
             .args(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(format!("mount --bind \"$0\" /etc/hosts && exec {drop_to}\"$@\""))
             .arg(&self.hosts)
-            .arg(env!("CARGO_BIN_EXE_hands"))
+            .arg(exe)
             .args(["serve", "--config", config.to_str().unwrap()])
             .current_dir(&fx.root)
             .env_clear()
@@ -214,6 +257,15 @@ fn denied_hosts(out: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
+    allowed_and_refused(Who::Root).await;
+}
+
+#[tokio::test]
+async fn as_an_ordinary_user_allowed_names_reach_the_test_host_and_nothing_else_leaves() {
+    allowed_and_refused(Who::User).await;
+}
+
+async fn allowed_and_refused(who: Who) {
     let fx = Fixture::new();
     let Some(net) = TestNet::new(&fx) else { return };
     let cfg = config(
@@ -221,7 +273,7 @@ async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
         "{ allow = [\"allowed.test\", \"loop.test\", \"meta.test\", \"self.test\"], deny = [\"denied.test\"], unknown = \"deny\" }",
         5,
     );
-    let c = net.daemon(&fx, &cfg).await;
+    let c = net.daemon_as(&fx, &cfg, who).await;
 
     // Positive controls first: plain HTTP, a CONNECT tunnel, SOCKS5 by name, and git clone.
     let url = format!("http://allowed.test:{PORT}/file.txt");
@@ -238,8 +290,21 @@ async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
     .await;
     assert_eq!(out["stdout"], "cloned through the proxy\n", "{out}");
     assert!(denied_hosts(&out).is_empty(), "{out}");
+    // A package manager: pip downloads a wheel from the test host's simple index (plain HTTP,
+    // which pip trusts only when told: the test hosts have no TLS).
+    let out = bash(
+        &c,
+        &format!(
+            "pip3 download --no-deps --no-cache-dir --disable-pip-version-check -q -d /tmp/dl \
+             --trusted-host allowed.test --index-url http://allowed.test:{PORT}/simple/ \
+             handsprobe && ls /tmp/dl"
+        ),
+    )
+    .await;
+    assert_eq!(out["stdout"], "handsprobe-1.0-py3-none-any.whl\n", "{out}");
+    assert!(denied_hosts(&out).is_empty(), "{out}");
     let served_by_allowed = net.served();
-    assert!(served_by_allowed >= 4, "the test host served {served_by_allowed} requests");
+    assert!(served_by_allowed >= 6, "the test host served {served_by_allowed} requests");
 
     // Refused: a deny entry, a name no rule covers, an IP literal, and allowed names whose
     // address is the client's loopback, the metadata service or its own interface.
@@ -277,13 +342,14 @@ async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
         && r["arguments"]["host"] == "allowed.test"
         && r["result"]["bytes_down"].as_u64().unwrap() > 0
         && r["result"]["address"] == format!("{SERVER_IP}:{PORT}")));
+    assert_ran_as(&fx, who);
     fx.assert_canary();
 }
 
 /// The pending network question, polled from the daemon's control socket.
-async fn pending(fx: &Fixture, cfg: &Path) -> Option<(String, String)> {
+async fn pending(fx: &Fixture, cfg: &Path, who: Who) -> Option<(String, String)> {
     for _ in 0..200 {
-        let out = approvals(fx, cfg, &["list"]).await;
+        let out = approvals(fx, cfg, who, &["list"]).await;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         if let Some(line) = text.lines().find(|l| l.contains("a-")) {
             let id = line
@@ -299,29 +365,49 @@ async fn pending(fx: &Fixture, cfg: &Path) -> Option<(String, String)> {
     None
 }
 
-async fn approvals(fx: &Fixture, cfg: &Path, args: &[&str]) -> std::process::Output {
+/// `hands approvals ARGS`, run by the daemon's own user (the person at its terminal).
+async fn approvals(fx: &Fixture, cfg: &Path, who: Who, args: &[&str]) -> std::process::Output {
     let mut all = vec!["approvals", "--config", cfg.to_str().unwrap()];
     all.extend_from_slice(args);
-    fx.command(&all).output().await.unwrap()
+    let mut cmd = fx.command(&all);
+    if who == Who::User {
+        cmd.uid(COMMAND_UID).gid(COMMAND_UID);
+    }
+    cmd.output().await.unwrap()
 }
 
-/// Answers a parked question through the control socket, as the dashboard would.
-async fn answer(fx: &Fixture, id: &str, choice: &str) {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut s = tokio::net::UnixStream::connect(fx.state.join("control.sock")).await.unwrap();
+/// Answers a parked question through the control socket, as the dashboard would (from a
+/// process of the daemon's own user).
+async fn answer(fx: &Fixture, id: &str, choice: &str, who: Who) {
     let req = json!({ "op": "answer", "id": id, "choice": choice, "via": "dashboard" });
-    s.write_all(format!("{req}\n").as_bytes()).await.unwrap();
-    let mut line = String::new();
-    tokio::io::BufReader::new(s).read_line(&mut line).await.unwrap();
-    assert!(line.contains("\"ok\":true"), "{line}");
+    let script = "import socket, sys\n\
+                  s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+                  s.sendall(sys.argv[2].encode() + b'\\n'); print(s.makefile().readline())\n";
+    let mut cmd = tokio::process::Command::new("python3");
+    cmd.args(["-c", script]).arg(fx.state.join("control.sock")).arg(req.to_string());
+    if who == Who::User {
+        cmd.uid(COMMAND_UID).gid(COMMAND_UID);
+    }
+    let out = cmd.output().await.unwrap();
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains("\"ok\":true") || line.contains("\"ok\": true"), "{line}");
 }
 
 #[tokio::test]
 async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revoke() {
+    asked(Who::Root).await;
+}
+
+#[tokio::test]
+async fn as_an_ordinary_user_an_unknown_host_asks_a_person() {
+    asked(Who::User).await;
+}
+
+async fn asked(who: Who) {
     let fx = Fixture::new();
     let Some(net) = TestNet::new(&fx) else { return };
     let cfg = config(&fx, "{ allow = [], unknown = \"ask\" }", 20);
-    let c = std::sync::Arc::new(net.daemon(&fx, &cfg).await);
+    let c = std::sync::Arc::new(net.daemon_as(&fx, &cfg, who).await);
     let fetch = format!("curl -sS http://asked.test:{PORT}/file.txt");
     let call = |c: &std::sync::Arc<Client>| {
         let c = c.clone();
@@ -331,18 +417,18 @@ async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revo
 
     // Asked, approved once: it runs, and the question showed host, port and the command.
     let running = call(&c);
-    let (id, shown) = pending(&fx, &cfg).await.expect("the connection was put to a person");
+    let (id, shown) = pending(&fx, &cfg, who).await.expect("the connection was put to a person");
     assert!(shown.contains("asked.test:8080"), "{shown}");
     assert!(shown.contains("curl"), "{shown}");
-    approvals(&fx, &cfg, &["approve", &id]).await;
+    approvals(&fx, &cfg, who, &["approve", &id]).await;
     let out = running.await.unwrap();
     assert_eq!(out["stdout"], "from the test host\n", "{out}");
     let served = net.served();
 
     // Once means once: the next command is asked again; a person's no is a refused connection.
     let running = call(&c);
-    let (id, _) = pending(&fx, &cfg).await.expect("asked again after an allow-once");
-    approvals(&fx, &cfg, &["deny", &id]).await;
+    let (id, _) = pending(&fx, &cfg, who).await.expect("asked again after an allow-once");
+    approvals(&fx, &cfg, who, &["deny", &id]).await;
     let out = running.await.unwrap();
     assert!(
         out["stdout"].as_str().unwrap().contains("403")
@@ -354,18 +440,18 @@ async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revo
 
     // For the session: the next commands pass without a question...
     let running = call(&c);
-    let (id, _) = pending(&fx, &cfg).await.expect("asked");
-    answer(&fx, &id, "session").await;
+    let (id, _) = pending(&fx, &cfg, who).await.expect("asked");
+    answer(&fx, &id, "session", who).await;
     assert_eq!(running.await.unwrap()["stdout"], "from the test host\n");
     let out = bash(&c, &fetch).await;
     assert_eq!(out["stdout"], "from the test host\n", "the session permission held: {out}");
 
     // ...until a person revokes it: then it asks again (and nobody answers in time here
     // would be a refusal; a person denies it at once).
-    approvals(&fx, &cfg, &["revoke", "--all"]).await;
+    approvals(&fx, &cfg, who, &["revoke", "--all"]).await;
     let running = call(&c);
-    let (id, _) = pending(&fx, &cfg).await.expect("asked again after revoke");
-    approvals(&fx, &cfg, &["deny", &id]).await;
+    let (id, _) = pending(&fx, &cfg, who).await.expect("asked again after revoke");
+    approvals(&fx, &cfg, who, &["deny", &id]).await;
     let out = running.await.unwrap();
     assert_eq!(denied_hosts(&out), vec![format!("asked.test:{PORT}")], "{out}");
     assert_eq!(net.canary_hits(), 0);
@@ -373,6 +459,7 @@ async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revo
     assert!(records.iter().any(|r| r["tool"] == "network"
         && r["decided_by"] == "person-via-terminal"
         && r["outcome"] == "allowed"));
+    assert_ran_as(&fx, who);
     fx.assert_canary();
 }
 
@@ -399,4 +486,67 @@ async fn network_entries_are_checked_strictly() {
     let cfg = config(&fx, "{ allow = [\"crates.io\", \"*.crates.io\", \"github.com:443\"] }", 5);
     let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Reads a tmux session until its text holds `marker` (or 30 s pass); returns the text.
+async fn pane_until(c: &Client, session: &str, marker: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let r = c.ok("tmux_read", json!({ "session": session, "lines": 200 })).await;
+        let text = r["text"].as_str().unwrap_or_default().to_string();
+        if text.contains(marker) || start.elapsed() > Duration::from_secs(30) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tmux_pane_gets_the_proxy_and_its_rules() {
+    tmux_pane(Who::Root).await;
+}
+
+#[tokio::test]
+async fn as_an_ordinary_user_a_tmux_pane_gets_the_proxy_and_its_rules() {
+    tmux_pane(Who::User).await;
+}
+
+async fn tmux_pane(who: Who) {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(
+        &fx,
+        "{ allow = [\"allowed.test\"], deny = [\"denied.test\"], unknown = \"deny\" }",
+        5,
+    );
+    let c = net.daemon_as(&fx, &cfg, who).await;
+    // Positive control first: the allowed name through the pane's HTTP_PROXY, then the denied
+    // one, which the proxy refuses with its reason; then a tool that ignores the variables.
+    let command = format!(
+        "curl -sS http://allowed.test:{PORT}/file.txt; \
+         curl -sS http://denied.test:{PORT}/file.txt; echo; \
+         curl -sS --noproxy '*' -m 5 http://{SERVER_IP}:{PORT}/file.txt || echo no-route; \
+         echo pane-done"
+    );
+    c.ok("tmux_start", json!({ "command": command, "name": "net" })).await;
+    let text = pane_until(&c, "net", "pane-done").await;
+    assert!(text.contains("from the test host"), "the allowed host was not reached: {text}");
+    assert!(text.contains("hands: ") && text.contains("deny entry"), "{text}");
+    assert!(text.contains("no-route"), "{text}");
+    assert_eq!(net.served(), 1, "only the allowed request reached the test host");
+    assert_eq!(net.canary_hits(), 0);
+    c.ok("tmux_kill", json!({ "session": "net" })).await;
+    c.stop().await;
+    // The session's ticket named it: the proxy's records show the session, not an
+    // unidentified command.
+    let records = fx.audit_records();
+    let network: Vec<&Value> = records.iter().filter(|r| r["tool"] == "network").collect();
+    assert!(
+        network.iter().any(|r| r["decision"] == "deny"
+            && r["arguments"]["host"] == "denied.test"
+            && r["arguments"]["command"].as_str().unwrap().starts_with("tmux session net")),
+        "{network:?}"
+    );
+    assert_ran_as(&fx, who);
+    fx.assert_canary();
 }

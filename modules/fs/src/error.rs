@@ -47,6 +47,15 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// Whether this is a policy refusal (the path's, see [`PathError::is_refusal`]) rather than
+    /// a failure of the call itself (binary, changed, no match, an I/O error).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            FsError::Path(p) => p.is_refusal(),
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Self {
         FsError::Io { path: path.to_path_buf(), op, source }
     }

@@ -34,8 +34,10 @@ impl std::fmt::Debug for CachedRepo {
 /// all zero when it is missing.
 type FileStamp = (u64, u64, i64, i64, u64);
 
-/// Stamps of what decides where the repository reads from: `DIR/.git` itself (not followed),
-/// the git dir's `HEAD`, `config` and `config.worktree`, and the common dir's `config` (these
+/// Stamps of what decides where the repository reads from: `DIR/.git` itself and the common
+/// dir's `objects` and `refs` (not followed: a folder swapped for another, or for a link,
+/// changes its identity, and libgit2 keeps pack files and ref caches of the old one open), the
+/// git dir's `HEAD`, `config` and `config.worktree`, and the common dir's `config` (these
 /// followed). `None` where stamps are unavailable, which turns caching off.
 #[cfg(unix)]
 fn stamp(abs: &Path, gitdir: &Path, commondir: &Path) -> Option<Vec<FileStamp>> {
@@ -46,12 +48,20 @@ fn stamp(abs: &Path, gitdir: &Path, commondir: &Path) -> Option<Vec<FileStamp>> 
         gitdir.join("config"),
         gitdir.join("config.worktree"),
         commondir.join("config"),
+        commondir.join("objects"),
+        commondir.join("refs"),
     ];
+    // Which of `files` are stamped as themselves, not as what they point to.
+    let unfollowed = |i: usize| i == 0 || i >= 5;
     Some(
         files
             .iter()
             .enumerate()
-            .map(|(i, f)| if i == 0 { std::fs::symlink_metadata(f) } else { std::fs::metadata(f) })
+            .map(
+                |(i, f)| {
+                    if unfollowed(i) { std::fs::symlink_metadata(f) } else { std::fs::metadata(f) }
+                },
+            )
             .map(|m| match m {
                 // A directory's mtime moves with every lock file created in it (git's own
                 // `status` takes `index.lock`): its identity is what counts.

@@ -8,10 +8,12 @@
 //! check that could race. Callers then work on the descriptors returned, never on the path.
 
 mod error;
+mod home;
 mod policy;
 mod walk;
 
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
+pub use home::{expand_tilde, home_dir};
 pub use policy::{Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use walk::{

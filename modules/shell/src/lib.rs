@@ -7,6 +7,8 @@ pub mod allow;
 pub mod bash;
 pub mod capture;
 pub mod pane;
+pub mod registry;
 pub mod run;
+pub mod settings;
 pub mod tmux;
 pub mod wrappers;

@@ -1,0 +1,322 @@
+//! The process and memory bound of a command (SPEC §5.2 item 4), from the first mechanism the
+//! machine offers: a cgroup v2 leaf under the daemon's own cgroup (`pids.max`, `memory.max`,
+//! `memory.oom.group`), a cgroup v1 pids cgroup nested under the daemon's own, or
+//! `RLIMIT_NPROC` set inside the command's fresh user namespace for a non-root uid (where,
+//! since Linux 5.14, it counts that namespace's processes only).
+//!
+//! The daemon chooses once ([`choose`], at startup) and names the choice in the tier; each
+//! launcher makes its leaf ([`Leaf::create`]), puts the sandbox's init into it, and removes it
+//! when the command has ended. Leaves never leave the daemon's own cgroup, so a systemd unit's
+//! `TasksMax=`/`MemoryMax=` hold for everything the daemon starts.
+//!
+//! cgroup v2 forbids processes in a cgroup whose controllers are enabled for its children
+//! (the no-internal-processes rule), so when the daemon's own cgroup holds the daemon itself,
+//! the daemon first moves into a leaf of its own, `hands-daemon`, and the commands' leaves are
+//! its siblings.
+
+use super::sys;
+use anyhow::{Context, Result, anyhow};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// The daemon's own leaf when its cgroup v2 must hold the commands' leaves too.
+const DAEMON_LEAF: &str = "hands-daemon";
+/// The prefix of a command's cgroup v2 leaf (`hands-<launcher pid>`).
+const LEAF_PREFIX: &str = "hands-";
+/// The cgroup v1 pids hierarchy.
+const PIDS_V1: &str = "/sys/fs/cgroup/pids";
+
+/// How the processes of a command are bounded.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+pub enum Bound {
+    /// Leaves `hands-<pid>` in `dir` (the daemon's own cgroup v2), with `memory.max` when the
+    /// memory controller is there.
+    CgroupV2 { dir: PathBuf, memory: bool },
+    /// Children `<pid>` of `dir` (`hands/` in the daemon's own cgroup v1 pids cgroup).
+    CgroupV1 { dir: PathBuf },
+    /// `RLIMIT_NPROC` inside the command's user namespace (the command's uid is not root).
+    Rlimit,
+    /// Nothing bounds the process count.
+    #[default]
+    None,
+}
+
+impl Bound {
+    /// The mechanism's name, as the tier states it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Bound::CgroupV2 { memory: true, .. } => "cgroup v2 pids+memory",
+            Bound::CgroupV2 { memory: false, .. } => "cgroup v2 pids",
+            Bound::CgroupV1 { .. } => "cgroup v1 pids",
+            Bound::Rlimit => "RLIMIT_NPROC in the user namespace",
+            Bound::None => "none",
+        }
+    }
+}
+
+/// What [`choose`] found: the bound, and why each better mechanism was not available.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub bound: Bound,
+    pub passed_over: Vec<String>,
+}
+
+/// The daemon's own cgroup: the cgroup2 mount (or the v1 hierarchy of `controller`) and the
+/// path in it from `/proc/self/cgroup`.
+fn own_cgroup(controller: Option<&str>) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (id, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = match controller {
+            None => id == "0" && ctrl.is_empty(),
+            Some(c) => ctrl.split(',').any(|x| x == c),
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// Where cgroup2 is mounted (`/sys/fs/cgroup` on v2-only hosts, `/sys/fs/cgroup/unified` on
+/// hybrid ones), from `/proc/self/mountinfo`.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        if !right.starts_with("cgroup2 ") {
+            return None;
+        }
+        left.split(' ').nth(4).map(PathBuf::from)
+    })
+}
+
+fn writable(p: &Path) -> bool {
+    sys::cstr(p).is_ok_and(|c| {
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    })
+}
+
+/// Chooses the bound for this daemon's commands; `nonroot_command` says whether the commands
+/// run as a uid other than root (so that RLIMIT_NPROC binds). May move the daemon into a cgroup
+/// v2 leaf of its own (see the module's comment).
+pub fn choose(nonroot_command: bool) -> Choice {
+    let mut passed_over = Vec::new();
+    match v2() {
+        Ok(bound) => return Choice { bound, passed_over },
+        Err(e) => passed_over.push(format!("cgroup v2: {e:#}")),
+    }
+    match v1() {
+        Ok(bound) => return Choice { bound, passed_over },
+        Err(e) => passed_over.push(format!("cgroup v1: {e:#}")),
+    }
+    if nonroot_command {
+        return Choice { bound: Bound::Rlimit, passed_over };
+    }
+    passed_over.push("RLIMIT_NPROC: the commands would run as root, whom it does not bind".into());
+    Choice { bound: Bound::None, passed_over }
+}
+
+fn v2() -> Result<Bound> {
+    let mount = cgroup2_mount().ok_or_else(|| anyhow!("no cgroup2 file system is mounted"))?;
+    let own = own_cgroup(None).ok_or_else(|| anyhow!("/proc/self/cgroup names no cgroup v2"))?;
+    let mut dir = mount.join(own.trim_start_matches('/'));
+    // A daemon that already moved itself (doctor after serve's start, in one process).
+    if dir.file_name().is_some_and(|n| n == DAEMON_LEAF)
+        && let Some(parent) = dir.parent()
+    {
+        dir = parent.to_path_buf();
+    }
+    let controllers = std::fs::read_to_string(dir.join("cgroup.controllers"))
+        .with_context(|| format!("cannot read {}/cgroup.controllers", dir.display()))?;
+    let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    if !has("pids") {
+        return Err(anyhow!(
+            "the pids controller is not delegated to the daemon's cgroup {}",
+            dir.display()
+        ));
+    }
+    let memory = has("memory");
+    if !writable(&dir) || !writable(&dir.join("cgroup.subtree_control")) {
+        return Err(anyhow!("the daemon's cgroup {} is not writable by it", dir.display()));
+    }
+    let wanted = if memory { "+pids +memory" } else { "+pids" };
+    let subtree = dir.join("cgroup.subtree_control");
+    let enabled = |d: &Path| {
+        std::fs::read_to_string(d.join("cgroup.subtree_control")).is_ok_and(|s| {
+            let on = |c: &str| s.split_whitespace().any(|x| x == c);
+            on("pids") && (!memory || on("memory"))
+        })
+    };
+    if !enabled(&dir) && std::fs::write(&subtree, wanted).is_err() {
+        // Processes in the cgroup (the daemon itself): move the daemon into a leaf first.
+        let leaf = dir.join(DAEMON_LEAF);
+        match std::fs::create_dir(&leaf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(anyhow!("cannot create {}: {e}", leaf.display())),
+        }
+        std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
+            .with_context(|| format!("cannot move the daemon into {}", leaf.display()))?;
+        std::fs::write(&subtree, wanted).map_err(|e| {
+            anyhow!(
+                "cannot enable {wanted} in {}: {e} (other processes share the daemon's cgroup; \
+                 start hands in a cgroup of its own, e.g. `systemd-run --user --scope hands \
+                 serve`)",
+                subtree.display()
+            )
+        })?;
+    }
+    Ok(Bound::CgroupV2 { dir, memory })
+}
+
+fn v1() -> Result<Bound> {
+    let root = Path::new(PIDS_V1);
+    if !root.join("cgroup.procs").exists() {
+        return Err(anyhow!("no cgroup v1 pids hierarchy at {PIDS_V1}"));
+    }
+    let own = own_cgroup(Some("pids"))
+        .ok_or_else(|| anyhow!("/proc/self/cgroup names no pids cgroup"))?;
+    let dir = root.join(own.trim_start_matches('/')).join("hands");
+    if !dir.is_dir() {
+        std::fs::create_dir(&dir).map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    if !writable(&dir) {
+        return Err(anyhow!("{} is not writable by the daemon", dir.display()));
+    }
+    Ok(Bound::CgroupV1 { dir })
+}
+
+/// A command's cgroup, made by its launcher: the sandbox's init is put in it before it runs
+/// anything, and it is removed when the command has ended. Everything goes through a
+/// descriptor of the parent folder, opened first.
+pub struct Leaf {
+    parent: File,
+    name: String,
+    procs: File,
+    v2: bool,
+}
+
+impl Leaf {
+    /// Makes the leaf for `max` processes and `memory_mb` of memory (cgroup v2 with the memory
+    /// controller); `None` for the rlimit bound and none. Leaves of launchers that are gone
+    /// (killed before they could clean up) are removed on the way.
+    pub fn create(bound: &Bound, max: u64, memory_mb: u64) -> Result<Option<Leaf>> {
+        let (dir, v2, memory, prefix) = match bound {
+            Bound::CgroupV2 { dir, memory } => (dir, true, *memory, LEAF_PREFIX),
+            Bound::CgroupV1 { dir } => (dir, false, false, ""),
+            Bound::Rlimit | Bound::None => return Ok(None),
+        };
+        let parent = File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+        sweep(dir, prefix);
+        let name = format!("{prefix}{}", std::process::id());
+        let leaf = dir.join(&name);
+        match std::fs::create_dir(&leaf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(anyhow!("cannot create the cgroup {}: {e}", leaf.display())),
+        }
+        let set = |file: &str, value: String| {
+            std::fs::write(leaf.join(file), value)
+                .with_context(|| format!("cannot set {}/{file}", leaf.display()))
+        };
+        // The sandbox's init is one of the tasks counted.
+        set("pids.max", (max + 1).to_string())?;
+        if memory {
+            set("memory.max", memory_mb.saturating_mul(1024 * 1024).to_string())?;
+            // An out-of-memory kills the command's whole tree at once, never the daemon.
+            set("memory.oom.group", "1".into())?;
+            // Swap would let the tree outgrow memory.max; absent without swap accounting.
+            let _ = std::fs::write(leaf.join("memory.swap.max"), "0");
+        }
+        let procs = File::options()
+            .write(true)
+            .open(leaf.join("cgroup.procs"))
+            .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
+        Ok(Some(Leaf { parent, name, procs, v2 }))
+    }
+
+    /// Puts `pid` (the sandbox's init, before it runs anything) into the leaf.
+    pub fn add(&mut self, pid: libc::pid_t) -> Result<()> {
+        self.procs
+            .write_all(pid.to_string().as_bytes())
+            .with_context(|| format!("cannot put the sandbox into the cgroup {}", self.name))
+    }
+
+    /// Kills every process of the leaf (the sandbox without namespaces has no init to do it).
+    pub fn kill_all(&self) {
+        if self.v2 && self.write_at("cgroup.kill", b"1") {
+            return;
+        }
+        for pid in self.members() {
+            sys::signal(pid, libc::SIGKILL);
+        }
+    }
+
+    /// Whether the memory controller killed something for lack of memory.
+    pub fn oom_killed(&self) -> bool {
+        self.read_at("memory.events").is_some_and(|t| {
+            t.lines().any(|l| l.strip_prefix("oom_kill ").is_some_and(|n| n.trim() != "0"))
+        })
+    }
+
+    fn members(&self) -> Vec<libc::pid_t> {
+        self.read_at("cgroup.procs")
+            .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    fn open_at(&self, file: &str, flags: i32) -> Option<File> {
+        let path = sys::cstr(format!("{}/{file}", self.name)).ok()?;
+        // SAFETY: a directory descriptor and a NUL-terminated relative path.
+        let fd = unsafe {
+            libc::openat(self.parent.as_raw_fd(), path.as_ptr(), flags | libc::O_CLOEXEC)
+        };
+        (fd >= 0).then(|| File::from(crate::sys::owned(fd)))
+    }
+
+    fn read_at(&self, file: &str) -> Option<String> {
+        let mut text = String::new();
+        self.open_at(file, libc::O_RDONLY)?.read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+
+    fn write_at(&self, file: &str, what: &[u8]) -> bool {
+        self.open_at(file, libc::O_WRONLY).is_some_and(|mut f| f.write_all(what).is_ok())
+    }
+}
+
+impl Drop for Leaf {
+    fn drop(&mut self) {
+        let Ok(name) = sys::cstr(&self.name) else { return };
+        // The last tasks leave the cgroup a moment after they are reaped.
+        for _ in 0..50 {
+            // SAFETY: a directory descriptor and a NUL-terminated name.
+            let ret = unsafe {
+                libc::unlinkat(self.parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR)
+            };
+            if ret == 0 || sys::errno() != libc::EBUSY {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+/// Removes the leaves in `dir` whose launcher is gone.
+fn sweep(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! The sandbox launcher behind the hidden `hands __sandbox SPEC` subcommand: it reads a JSON
+//! [`Spec`], makes the command's cgroup (see `bounds`), clones a child into new user, mount,
+//! PID, IPC and UTS namespaces (and network, without the module's shared one), writes the
+//! child's uid and gid maps from outside, and waits. The child is PID 1 of its namespace: it
+//! builds the new root, then forks the command, which confines itself (rlimits, `setsid`,
+//! `no_new_privs`, no capabilities, Landlock, seccomp) and execs. PID 1 stays as a small init:
+//! it reaps, forwards SIGTERM, SIGINT and SIGHUP to the command's process group, and kills
+//! what is left once the command has ended, so the command is an ordinary process (`kill $$`
+//! ends it as anywhere) and nothing outlives it.
+//!
+//! Signals: SIGTERM, SIGINT or SIGHUP sent to the launcher is passed to the init, which passes
+//! it to the command; SIGKILL to the launcher kills the init (parent-death signal), and with
+//! it every process of the namespace.
+//!
+//! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
+//! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
+//! command never starts.
+#![allow(unsafe_code)]
+
+pub mod bounds;
+pub mod holder;
+mod mounts;
+pub mod notify;
+pub mod remask;
+mod walls;
+use crate::sys;
+
+pub use bounds::Bound;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Component, PathBuf};
+use std::process::ExitCode;
+
+/// Exit code of the launcher when the sandbox could not be built.
+pub const SETUP_FAILED: u8 = 125;
+
+/// How often a launcher with a `watch` file checks it.
+const WATCH_MS: i32 = 2000;
+
+/// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
+/// are); `..` is refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The command; `argv[0]` is looked up in the `PATH` of `env` when it has no `/`.
+    pub argv: Vec<String>,
+    /// Working directory inside the sandbox (normally inside a root).
+    pub cwd: PathBuf,
+    /// The whole environment of the command; nothing of the launcher's own is added.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Folders bound at their real paths, read-write or read-only.
+    #[serde(default)]
+    pub roots: Vec<Root>,
+    /// Paths inside writable roots re-bound read-only (their parents pinned).
+    #[serde(default)]
+    pub protected: Vec<PathBuf>,
+    /// The protected rules (`sandbox-profiles/protected.txt` and `protected_extra`, relative,
+    /// `*` one component): names a command may not create under a writable root while it
+    /// runs (`notify`); `.git` is always one.
+    #[serde(default)]
+    pub protected_rules: Vec<String>,
+    /// Denied and credential paths: masked when they exist inside a bound folder.
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
+    /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
+    /// recreated as the same symlink.
+    #[serde(default)]
+    pub system: Vec<PathBuf>,
+    /// The host network; without it the command gets a private network namespace with
+    /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
+    #[serde(default)]
+    pub network: bool,
+    /// Without `network`: the module's shared network namespace to join; none gives the
+    /// command a namespace of its own.
+    #[serde(default)]
+    pub netns: Option<crate::netns::Process>,
+    /// The sandbox's own home folder, bound read-write at its path (created when missing).
+    pub home: PathBuf,
+    #[serde(default)]
+    pub limits: Limits,
+    /// How the command's processes are bounded (chosen by the daemon, `bounds::choose`).
+    #[serde(default)]
+    pub bound: Bound,
+    /// The uid and gid the command runs as, for a daemon run as root (`sandbox.run_as`); none:
+    /// the daemon's own.
+    #[serde(default)]
+    pub run_as: Option<Ids>,
+    /// Where user namespaces cannot be made (`best-effort` only): run the command with
+    /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
+    #[serde(default)]
+    pub without_namespaces: bool,
+    /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
+    /// their marker in the state dir does, so nothing outlives a removed state dir.
+    #[serde(default)]
+    pub watch: Option<PathBuf>,
+    /// The daemon's pid: the launcher (and with it the sandbox) dies with that process, even
+    /// when it is killed with SIGKILL. None for what must outlive the daemon (tmux servers).
+    #[serde(default)]
+    pub parent: Option<i32>,
+}
+
+/// A uid and gid of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Root {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub writable: bool,
+}
+
+/// Per-command limits; the defaults are SPEC §2's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Processes and threads at once (the bound; see `bounds`).
+    pub processes: u64,
+    pub open_files: u64,
+    pub file_size_mb: u64,
+    /// Address space per process, the size of the private `/tmp`, and `memory.max` of the
+    /// command's cgroup v2 leaf.
+    pub memory_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { processes: 512, open_files: 1024, file_size_mb: 4096, memory_mb: 8192 }
+    }
+}
+
+impl Spec {
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
+        let roots = self.roots.iter().map(|r| &r.path);
+        let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
+        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
+            let clean = p.is_absolute()
+                && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+                && p.components().count() > 1;
+            anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
+        }
+        match self.run_as {
+            Some(ids) => {
+                anyhow::ensure!(ids.uid != 0, "run_as names root; commands never run as root")
+            }
+            None => anyhow::ensure!(
+                sys::euid() != 0,
+                "the launcher runs as root and the spec names no run_as: commands never run as \
+                 root"
+            ),
+        }
+        Ok(())
+    }
+
+    /// The uid and gid the command runs as.
+    fn command_ids(&self) -> (libc::uid_t, libc::gid_t) {
+        self.run_as.map_or_else(sys::ids, |i| (i.uid, i.gid))
+    }
+}
+
+/// What this machine's kernel offers the sandbox, for doctor and the tier.
+pub fn landlock_abi() -> u32 {
+    sys::landlock_abi()
+}
+
+/// Runs `hands __sandbox SPEC`.
+pub fn main(spec: &str) -> ExitCode {
+    match launch(spec) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "hands sandbox: {e:#}");
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+/// Why user namespaces could not be made, with the remedy for this machine.
+pub fn userns_refused(errno: i32) -> String {
+    let apparmor =
+        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+            .is_ok_and(|v| v.trim() == "1");
+    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let unpriv = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+        .is_ok_and(|v| v.trim() == "0");
+    let why = std::io::Error::from_raw_os_error(errno);
+    if max == Some(0) {
+        format!(
+            "user namespaces are switched off (user.max_user_namespaces = 0; {why}); a person \
+             can allow them with `sysctl -w user.max_user_namespaces=15000`"
+        )
+    } else if unpriv && sys::euid() != 0 {
+        format!(
+            "unprivileged user namespaces are switched off (kernel.unprivileged_userns_clone = \
+             0; {why}); a person can allow them with `sysctl -w \
+             kernel.unprivileged_userns_clone=1`"
+        )
+    } else if apparmor {
+        format!(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns = 1; {why}); a person can install \
+             the profile that ships with hands: `hands doctor` prints the two commands"
+        )
+    } else if errno == libc::EPERM || errno == libc::ENOSYS {
+        format!(
+            "the kernel refused to make a user namespace ({why}): in a container, its seccomp \
+             profile or missing CAP_SYS_ADMIN forbids it; run the container with user \
+             namespaces allowed (Docker/Podman: `--security-opt seccomp=unconfined`, or \
+             `--privileged`; Kubernetes: `hostUsers: false`), or set sandbox.mode = \
+             \"best-effort\" to run with Landlock and seccomp alone"
+        )
+    } else {
+        format!("the kernel refused to make a user namespace ({why})")
+    }
+}
+
+fn launch(spec: &str) -> anyhow::Result<u8> {
+    use anyhow::Context;
+    let spec: Spec = serde_json::from_str(spec).context("the spec is not valid")?;
+    spec.validate()?;
+    if let Some(parent) = spec.parent {
+        sys::die_with_parent()?;
+        // The parent may have died before the line above: then nothing would signal us.
+        anyhow::ensure!(
+            std::os::unix::process::parent_id() as i32 == parent,
+            "the daemon (pid {parent}) is gone"
+        );
+    }
+    let (uid, gid) = spec.command_ids();
+    if !spec.home.is_dir() {
+        std::fs::create_dir_all(&spec.home)
+            .with_context(|| format!("cannot create the sandbox home {}", spec.home.display()))?;
+    }
+    if spec.run_as.is_some() {
+        use std::os::unix::fs::MetadataExt;
+        // The command's home belongs to the user it runs as.
+        if std::fs::metadata(&spec.home).is_ok_and(|m| m.uid() != uid) {
+            sys::chown(&spec.home, uid, gid)?;
+        }
+        // Root's supplementary groups would reach the command: none do.
+        sys::drop_groups()?;
+        sys::give_stdio(uid, gid);
+    }
+    // Opened now: the launcher joins the sandbox's mount namespace below.
+    let watch = match &spec.watch {
+        Some(p) => {
+            Some(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+        None => None,
+    };
+    let mut leaf = bounds::Leaf::create(&spec.bound, spec.limits.processes, spec.limits.memory_mb)?;
+    let (err_read, err_write) = sys::pipe()?;
+    let (go_read, go_write) = sys::pipe()?;
+    let (signals, old_mask) = sys::catch_stop_signals()?;
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    let mut namespaces = true;
+    if !spec.network && !spec.without_namespaces {
+        match spec.netns {
+            Some(h) => holder::join(h, sys::euid() != 0)?,
+            None => flags |= libc::CLONE_NEWNET,
+        }
+    }
+    let pid = match sys::clone_into(if spec.without_namespaces { 0 } else { flags }) {
+        Ok(pid) => pid,
+        Err(_) if spec.without_namespaces => return Err(sys::os_err("fork")),
+        Err(e) => {
+            let errno = sys::errno();
+            if matches!(errno, libc::EPERM | libc::ENOSPC | libc::EACCES | libc::EINVAL) {
+                return Err(anyhow::anyhow!("{}", userns_refused(errno)));
+            }
+            return Err(e);
+        }
+    };
+    if spec.without_namespaces {
+        namespaces = false;
+    }
+    if pid == 0 {
+        drop(err_read);
+        drop(go_write);
+        drop(signals);
+        let mut err_write = std::fs::File::from(err_write);
+        // Killing the launcher kills the init, and with it every process of the namespace. A
+        // launcher that died before this line, or before it wrote the maps, closes the pipe.
+        if sys::die_with_parent().is_err() || !sys::read_byte(&go_read) {
+            sys::exit_now(SETUP_FAILED);
+        }
+        drop(go_read);
+        let failed = if namespaces {
+            init(&spec, &old_mask, &mut err_write)
+        } else {
+            command(&spec, &old_mask, None)
+        };
+        if let Err(e) = failed {
+            let _ = err_write.write_all(format!("{e:#}").as_bytes());
+        }
+        sys::exit_now(SETUP_FAILED);
+    }
+    drop(err_write);
+    drop(go_read);
+    let pidfd = sys::pidfd_open(pid);
+    let started = (|| -> anyhow::Result<()> {
+        if let Some(l) = leaf.as_mut() {
+            l.add(pid)?;
+        }
+        if namespaces {
+            mounts::write_maps(pid, spec.run_as)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = started {
+        sys::signal(pid, libc::SIGKILL);
+        let _ = sys::wait(pid);
+        return Err(e);
+    }
+    let _ = std::fs::File::from(go_write).write_all(b"1");
+    if namespaces && spec.watch.is_some() {
+        // A tmux session's launcher holds the sandbox's user and mount namespaces for
+        // `hands __remask`, which joins them through the launcher's pid.
+        if let Ok(fd) = &pidfd {
+            let _ = sys::setns(fd, libc::CLONE_NEWUSER | libc::CLONE_NEWNS);
+        }
+    }
+    // The write end closes on the command's execve (close-on-exec) and in the init: an empty
+    // read means the command started; anything else is why it did not.
+    let mut why = String::new();
+    let _ = std::fs::File::from(err_read).read_to_string(&mut why);
+    if let Ok(pidfd) = &pidfd {
+        let tick = if watch.is_some() { WATCH_MS } else { -1 };
+        loop {
+            match sys::wait_event(pidfd, &signals, tick) {
+                // The init passes it on to the command's process group; without namespaces
+                // the child is the command, the leader of its own group.
+                Ok(sys::Event::Signal(sig)) => {
+                    sys::signal(if namespaces { pid } else { -pid }, sig);
+                }
+                Ok(sys::Event::Tick) => {
+                    use std::os::unix::fs::MetadataExt;
+                    // A removed marker has no links left: end everything in the sandbox.
+                    if watch.as_ref().is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0)) {
+                        sys::signal(pid, libc::SIGKILL);
+                    }
+                }
+                Ok(sys::Event::Ended) | Err(_) => break,
+            }
+        }
+    }
+    let status = sys::wait(pid);
+    if !namespaces {
+        // No init to end what the command left behind: its process group, and its cgroup.
+        sys::signal(-pid, libc::SIGKILL);
+        if let Some(l) = &leaf {
+            l.kill_all();
+        }
+    }
+    let oom = leaf.as_ref().is_some_and(bounds::Leaf::oom_killed);
+    drop(leaf);
+    anyhow::ensure!(why.is_empty(), "{why}");
+    if oom {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "hands sandbox: the command's processes ran out of memory ({} MiB, \
+             tools-shell limits.memory_mb) and were killed",
+            spec.limits.memory_mb
+        );
+    }
+    status
+}
+
+/// PID 1 of the sandbox: builds the new root, forks the command and stays as its init.
+/// Returns only on failure (before the command started).
+fn init(
+    spec: &Spec,
+    old_mask: &libc::sigset_t,
+    err_write: &mut std::fs::File,
+) -> anyhow::Result<()> {
+    // A cgroup namespace rooted at the command's leaf, now that the launcher has put us there.
+    // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
+    // takes every capability in it away: the first mount is where that shows.
+    let no_caps = |e: anyhow::Error| {
+        let restricted =
+            std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+                .is_ok_and(|v| v.trim() == "1");
+        if restricted {
+            anyhow::anyhow!(
+                "{e:#}: the user namespace was made without capabilities: {}",
+                userns_refused(libc::EPERM)
+            )
+        } else {
+            e
+        }
+    };
+    sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
+    mounts::build_root(spec).map_err(no_caps)?;
+    if !spec.network && spec.netns.is_none() {
+        sys::loopback_up()?;
+    }
+    let _ = sys::set_hostname("sandbox");
+    // The launcher's stop signals stay blocked here and come through a signalfd; each gets a
+    // handler too, so the kernel does not drop one sent from outside the namespace.
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        sys::catch(sig);
+    }
+    let sigs = sys::signalfd(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD])?;
+    // The init becomes the command's user before the command exists: it can signal it (and
+    // nothing else), and keeps no capability; the command inherits all of this.
+    drop_privileges(spec)?;
+    // The init creates what the command asks to create (`notify`): under the same Landlock
+    // rules, it can create nothing the command could not.
+    walls::landlock(spec, false)?;
+    let handoff = notify::Handoff::new()?;
+    // A change of uid clears the parent-death signal: set it again, then make sure the
+    // launcher did not die in between (it still reads the error pipe).
+    sys::die_with_parent()?;
+    if !sys::reader_alive(err_write) {
+        sys::exit_now(SETUP_FAILED);
+    }
+    let child = sys::fork()?;
+    if child == 0 {
+        drop(sigs);
+        if let Err(e) = command(spec, old_mask, Some(&handoff)) {
+            let _ = err_write.write_all(format!("{e:#}").as_bytes());
+        }
+        sys::exit_now(SETUP_FAILED);
+    }
+    // The command's listener: what it creates while it runs is checked here (a failure is the
+    // command's own error to report; it does not start).
+    if let Ok(Some(listener)) = handoff.receive(child) {
+        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules);
+        let _ = std::thread::Builder::new()
+            .name("walls".into())
+            .spawn(move || notify::serve(listener, walls));
+    }
+    // The command's copy of the error pipe closes at its execve; the init's now.
+    // SAFETY: the descriptor belongs to `err_write`, which is not used after this.
+    let _ = unsafe { libc::close(std::os::fd::AsRawFd::as_raw_fd(err_write)) };
+    let code = loop {
+        match sys::read_signal(&sigs) {
+            Ok(libc::SIGCHLD) => {
+                let mut ended = None;
+                loop {
+                    match sys::reap_one() {
+                        sys::Reaped::Ended(p, code) if p == child => ended = Some(code),
+                        sys::Reaped::Ended(..) => {}
+                        sys::Reaped::None | sys::Reaped::NoChildren => break,
+                    }
+                }
+                if let Some(code) = ended {
+                    break code;
+                }
+            }
+            // To the command's process group (it called setsid), and to the command itself in
+            // case it has left that group.
+            Ok(sig) => {
+                sys::signal(-child, sig);
+                sys::signal(child, sig);
+            }
+            Err(_) => break SETUP_FAILED,
+        }
+    };
+    // The command has ended: whatever it left running ends with it.
+    sys::signal(-1, libc::SIGKILL);
+    while sys::wait_any().is_some() {}
+    sys::exit_now(code)
+}
+
+/// The command's own process: confines itself, then execs. Returns only on failure. With
+/// namespaces there is an init, and `handoff` passes it the in-run walls' listener.
+fn command(
+    spec: &Spec,
+    old_mask: &libc::sigset_t,
+    handoff: Option<&notify::Handoff>,
+) -> anyhow::Result<()> {
+    let namespaces = handoff.is_some();
+    sys::restore_signal_mask(old_mask)?;
+    sys::default_action(libc::SIGPIPE);
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
+    walls::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
+    // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
+    sys::cloexec_from(3)?;
+    sys::setsid()?;
+    if !namespaces {
+        drop_privileges(spec)?;
+        // No init here: the command itself dies with the launcher (set after the change of
+        // uid, which clears it).
+        sys::die_with_parent()?;
+    }
+    walls::landlock(spec, !namespaces)?;
+    let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
+    // Before the main filter, which refuses any later listener: the newest filter's listener
+    // would get the calls first.
+    if let Some(h) = handoff {
+        h.install()?;
+    }
+    walls::seccomp()?;
+    sys::exec(&program, &spec.argv, &spec.env)
+}
+
+/// Locks the securebits, becomes `run_as` (a root daemon's commands), sets `no_new_privs` and
+/// drops every capability.
+fn drop_privileges(spec: &Spec) -> anyhow::Result<()> {
+    walls::lock_privileges()?;
+    if let Some(ids) = spec.run_as {
+        sys::become_ids(ids.uid, ids.gid)?;
+    }
+    walls::no_new_privs()?;
+    walls::clear_capabilities()
+}
+
+/// Who the commands of a daemon run as root run as (SPEC §5.2 item 6): `sandbox.run_as` (a
+/// user name or uid), else the owner of the module's first writable root, else `nobody`.
+/// `None` for a daemon that is not root: its commands run as itself.
+pub fn run_as(
+    configured: Option<&str>,
+    first_writable_root: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Ids>> {
+    use std::os::unix::fs::MetadataExt;
+    if sys::euid() != 0 {
+        return Ok(None);
+    }
+    let (uid, gid) = match configured {
+        Some(name) => sys::lookup_user(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "sandbox.run_as = {name:?} is neither a user of this machine nor a uid; name a \
+                 user (e.g. the project's owner) or a uid"
+            )
+        })?,
+        None => match first_writable_root.and_then(|r| std::fs::metadata(r).ok()) {
+            Some(m) if m.uid() != 0 => (m.uid(), m.gid()),
+            _ => sys::lookup_user("nobody").unwrap_or((65534, 65534)),
+        },
+    };
+    anyhow::ensure!(
+        uid != 0,
+        "sandbox.run_as names root: a daemon run as root never runs commands as root; name an \
+         ordinary user (e.g. the project's owner) or leave it out (nobody)"
+    );
+    Ok(Some(Ids { uid, gid }))
+}

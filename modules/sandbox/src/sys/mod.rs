@@ -1,0 +1,625 @@
+//! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
+//! names the call. The crate's one unsafe zone.
+
+#![allow(unsafe_code)]
+
+pub mod ifaddrs;
+pub use ifaddrs::own_addresses;
+
+use anyhow::{Context, Result, anyhow};
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Wraps a raw descriptor just returned by the kernel.
+pub fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: callers pass a descriptor the kernel just returned and nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// The last OS error, prefixed with what was being done.
+pub fn os_err(what: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("{what}: {}", std::io::Error::last_os_error())
+}
+
+fn check(ret: libc::c_long, what: impl std::fmt::Display) -> Result<libc::c_long> {
+    if ret < 0 { Err(os_err(what)) } else { Ok(ret) }
+}
+
+pub fn cstr(s: impl AsRef<OsStr>) -> Result<CString> {
+    CString::new(s.as_ref().as_bytes()).map_err(|_| anyhow!("a NUL byte in {:?}", s.as_ref()))
+}
+
+/// A close-on-exec pipe: (read, write).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
+    let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(ret.into(), "pipe2")?;
+    Ok((owned(fds[0]), owned(fds[1])))
+}
+
+/// The caller's real uid and gid.
+pub fn ids() -> (libc::uid_t, libc::gid_t) {
+    // SAFETY: getuid and getgid take nothing and cannot fail.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+pub fn unshare(flags: libc::c_int) -> Result<()> {
+    // SAFETY: unshare takes flags only; the launcher is single-threaded here.
+    check(unsafe { libc::unshare(flags) }.into(), "unshare").map(drop)
+}
+
+pub fn fork() -> Result<libc::pid_t> {
+    // SAFETY: the launcher has one thread, so the child may go on running Rust code.
+    let pid = unsafe { libc::fork() };
+    check(pid.into(), "fork")?;
+    Ok(pid)
+}
+
+/// Ends the process at once, without running destructors or flushing anything of the parent's.
+pub fn exit_now(code: u8) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code.into()) }
+}
+
+/// Waits for `pid` and turns its end into an exit code: the code, or 128 + the signal.
+pub fn wait(pid: libc::pid_t) -> Result<u8> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(os_err("waitpid"));
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(libc::WEXITSTATUS(status) as u8);
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(128u8.saturating_add(libc::WTERMSIG(status) as u8));
+        }
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP and returns a signalfd that receives them, with the mask
+/// that was in force before (for the child to restore).
+pub fn catch_stop_signals() -> Result<(OwnedFd, libc::sigset_t)> {
+    // SAFETY: sigset_t is plain data; every pointer is to a local that outlives the call.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        check(libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old).into(), "sigprocmask")?;
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        check(fd.into(), "signalfd")?;
+        Ok((owned(fd), old))
+    }
+}
+
+/// Restores a signal mask saved by [`catch_stop_signals`].
+pub fn restore_signal_mask(old: &libc::sigset_t) -> Result<()> {
+    // SAFETY: `old` is a valid sigset_t.
+    let ret = unsafe { libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+    check(ret.into(), "sigprocmask").map(drop)
+}
+
+pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
+    // SAFETY: pidfd_open takes integers only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    check(fd, "pidfd_open")?;
+    Ok(owned(fd as i32))
+}
+
+/// What [`wait_event`] saw.
+pub enum Event {
+    /// The process behind the pidfd ended.
+    Ended,
+    /// A signal arrived on the signalfd.
+    Signal(i32),
+    /// `timeout_ms` passed with neither.
+    Tick,
+}
+
+/// Waits until the process behind `pidfd` ends, a signal arrives on `sigfd`, or `timeout_ms`
+/// passes (-1: no timeout).
+pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd, timeout_ms: i32) -> Result<Event> {
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: sigfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds.
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+        if ret < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(os_err("poll"));
+        }
+        if ret == 0 {
+            return Ok(Event::Tick);
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: `info` is `size` writable bytes.
+            let n = unsafe {
+                libc::read(
+                    sigfd.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
+            if n == size as isize {
+                return Ok(Event::Signal(info.ssi_signo as i32));
+            }
+        }
+        if fds[0].revents != 0 {
+            return Ok(Event::Ended);
+        }
+    }
+}
+
+pub fn die_with_parent() -> Result<()> {
+    // SAFETY: prctl with integer arguments.
+    let ret = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    check(ret.into(), "prctl(PR_SET_PDEATHSIG)").map(drop)
+}
+
+/// Whether the pipe behind the write end `fd` still has a reader.
+pub fn reader_alive(fd: &impl AsRawFd) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let ret = unsafe { libc::poll(&mut p, 1, 0) };
+    ret >= 0 && p.revents & libc::POLLERR == 0
+}
+
+pub fn mount(
+    src: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<()> {
+    let src_c = src.map(cstr).transpose()?;
+    let target_c = cstr(target)?;
+    let fstype_c = fstype.map(cstr).transpose()?;
+    let data_c = data.map(cstr).transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
+    let ret = unsafe {
+        libc::mount(
+            ptr(&src_c),
+            target_c.as_ptr(),
+            ptr(&fstype_c),
+            flags,
+            ptr(&data_c).cast::<libc::c_void>(),
+        )
+    };
+    let what =
+        src.map_or_else(|| fstype.unwrap_or("none").to_string(), |s| s.display().to_string());
+    check(ret.into(), format_args!("mount {what} on {}", target.display())).map(drop)
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_int = 0x8000;
+
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// Makes the mount at `path` (and, when `recursive`, every mount below it) read-only. Unlike a remount, this
+/// changes only the read-only bit, so the locked nosuid/nodev/noexec flags of a mount that came
+/// from the parent user namespace stay as they are (a remount that dropped them is refused).
+pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
+    set_attrs(path, MOUNT_ATTR_RDONLY, recursive)
+}
+
+/// Sets nosuid and nodev on the mount at `path` and every mount below it: a set-uid program or
+/// a device node that happens to lie in a root is inert inside the sandbox.
+pub fn make_nosuid_nodev(path: &Path) -> Result<()> {
+    set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
+}
+
+fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
+    let c = cstr(path)?;
+    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: `c` is a NUL-terminated path and `attr` a mount_attr of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            if recursive { AT_RECURSIVE } else { 0 },
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret, format_args!("mount_setattr({attrs:#x}) {}", path.display())).map(drop)
+}
+
+/// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
+pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
+    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
+    // mount_attr of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret, "mount_setattr(read-only) of a detached mount").map(drop)
+}
+
+pub fn pivot_root(new_root: &Path, put_old: &Path) -> Result<()> {
+    let (a, b) = (cstr(new_root)?, cstr(put_old)?);
+    // SAFETY: two NUL-terminated paths.
+    let ret = unsafe { libc::syscall(libc::SYS_pivot_root, a.as_ptr(), b.as_ptr()) };
+    check(ret, "pivot_root").map(drop)
+}
+
+pub fn umount_detach(path: &Path) -> Result<()> {
+    let c = cstr(path)?;
+    // SAFETY: a NUL-terminated path.
+    let ret = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    check(ret.into(), format_args!("umount {}", path.display())).map(drop)
+}
+
+pub fn set_hostname(name: &str) -> Result<()> {
+    // SAFETY: the pointer and length describe `name`.
+    let ret = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
+    check(ret.into(), "sethostname").map(drop)
+}
+
+#[repr(C)]
+struct IfreqFlags {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+const SIOCGIFFLAGS: libc::c_ulong = 0x8913;
+const SIOCSIFFLAGS: libc::c_ulong = 0x8914;
+
+/// Brings `lo` up in the new network namespace, so the command has a working loopback.
+pub fn loopback_up() -> Result<()> {
+    // SAFETY: socket takes integers only.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(fd.into(), "socket for loopback")?;
+    let sock = owned(fd);
+    let mut req = IfreqFlags { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
+    req.name[0] = b'l' as libc::c_char;
+    req.name[1] = b'o' as libc::c_char;
+    // SAFETY: `req` is an ifreq-shaped buffer that lives across both calls.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGIFFLAGS, &mut req as *mut IfreqFlags) };
+    check(ret.into(), "ioctl(SIOCGIFFLAGS, lo)")?;
+    req.flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: as above.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCSIFFLAGS, &mut req as *mut IfreqFlags) };
+    check(ret.into(), "ioctl(SIOCSIFFLAGS, lo up)").map(drop)
+}
+
+/// Marks every descriptor from `first` up close-on-exec, so none reaches the command.
+pub fn cloexec_from(first: u32) -> Result<()> {
+    // SAFETY: close_range with integer arguments; CLOEXEC closes nothing now.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    check(ret, "close_range").map(drop)
+}
+
+pub fn setsid() -> Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { libc::setsid() }.into(), "setsid").map(drop)
+}
+
+/// Resolves `argv0` against `PATH` the way a shell would, inside the new root.
+pub fn find_program(argv0: &str, path: Option<&str>) -> Result<PathBuf> {
+    if argv0.contains('/') {
+        return Ok(PathBuf::from(argv0));
+    }
+    for dir in path.unwrap_or("/usr/bin:/bin").split(':') {
+        let candidate = Path::new(if dir.is_empty() { "." } else { dir }).join(argv0);
+        let c = cstr(&candidate)?;
+        // SAFETY: a NUL-terminated path.
+        if candidate.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+            return Ok(candidate);
+        }
+    }
+    Err(anyhow!("{argv0}: command not found in the sandbox's PATH"))
+}
+
+/// Replaces the process with `program`; returns only on failure.
+pub fn exec(program: &Path, argv: &[String], env: &BTreeMap<String, String>) -> Result<()> {
+    let prog = cstr(program)?;
+    let args = argv.iter().map(cstr).collect::<Result<Vec<_>>>()?;
+    let envs = env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<Vec<_>>>()?;
+    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    arg_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    // SAFETY: null-terminated arrays of NUL-terminated strings that outlive the call.
+    unsafe { libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+    Err(os_err(format_args!("cannot run {}", program.display())))
+}
+
+/// Joins the namespaces `nstypes` (CLONE_NEW* flags) of the process behind `pidfd`.
+pub fn setns(pidfd: &OwnedFd, nstypes: libc::c_int) -> Result<()> {
+    // SAFETY: a valid pidfd and integer flags; the launcher is single-threaded here.
+    check(unsafe { libc::setns(pidfd.as_raw_fd(), nstypes) }.into(), "setns").map(drop)
+}
+
+/// Points stdout at `/dev/null`, so whoever reads the pipe behind it sees its end.
+pub fn stdout_to_null() -> Result<()> {
+    let null = std::fs::File::options().write(true).open("/dev/null").context("/dev/null")?;
+    // SAFETY: dup2 of a descriptor we own onto fd 1.
+    check(unsafe { libc::dup2(null.as_raw_fd(), 1) }.into(), "dup2").map(drop)
+}
+
+/// `clone` with namespace flags and no new stack: like `fork`, the child goes on from here on
+/// a copy of the caller's stack, already inside the new namespaces (PID 1 of a new PID
+/// namespace). Returns 0 in the child.
+pub fn clone_into(flags: libc::c_int) -> Result<libc::pid_t> {
+    // SAFETY: a raw clone without CLONE_VM or a stack behaves as fork; the launcher has one
+    // thread, so the child may go on running Rust code.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    check(pid, "clone")?;
+    Ok(pid as libc::pid_t)
+}
+
+/// The errno of the last failed call.
+pub fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Empties the supplementary groups (root only): a command run as `sandbox.run_as` must not
+/// keep root's groups.
+pub fn drop_groups() -> Result<()> {
+    // SAFETY: an empty list.
+    check(unsafe { libc::setgroups(0, std::ptr::null()) }.into(), "setgroups").map(drop)
+}
+
+/// Becomes `uid`/`gid` for good (real, effective and saved ids).
+pub fn become_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<()> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) }.into(), format_args!("setresgid({gid})"))?;
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }.into(), format_args!("setresuid({uid})"))
+        .map(drop)
+}
+
+/// The caller's effective uid.
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The Landlock ABI the kernel offers (0: none, or disabled at boot).
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: a null attribute with size 0 and the version flag only asks for the ABI.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// Sends `sig` to `pid` (a negative pid: a process group); errors are ignored (it may be gone).
+pub fn signal(pid: libc::pid_t, sig: i32) {
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Sets `sig`'s action to the default (SIGPIPE: the Rust runtime ignores it, and an ignored
+/// signal stays ignored across execve, so a command's `yes | head` would never end).
+pub fn default_action(sig: i32) {
+    // SAFETY: SIG_DFL is a valid handler.
+    unsafe { libc::signal(sig, libc::SIG_DFL) };
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Gives `sig` a handler that does nothing: the kernel drops a signal sent from outside to a
+/// PID namespace's init that has no handler for it; with one it is queued (and read from the
+/// signalfd, since it stays blocked).
+pub fn catch(sig: i32) {
+    // SAFETY: a zeroed sigaction with a valid extern "C" handler.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+    }
+}
+
+/// A signalfd for `sigs`, which are blocked first.
+pub fn signalfd(sigs: &[i32]) -> Result<OwnedFd> {
+    // SAFETY: sigset_t is plain data; every pointer is to a local that outlives the call.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &sig in sigs {
+            libc::sigaddset(&mut set, sig);
+        }
+        check(
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()).into(),
+            "sigprocmask",
+        )?;
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        check(fd.into(), "signalfd")?;
+        Ok(owned(fd))
+    }
+}
+
+/// Reads one signal number from a signalfd (blocking).
+pub fn read_signal(sigfd: &OwnedFd) -> Result<i32> {
+    loop {
+        // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: `info` is `size` writable bytes.
+        let n = unsafe {
+            libc::read(sigfd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size)
+        };
+        if n == size as isize {
+            return Ok(info.ssi_signo as i32);
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return Err(os_err("read(signalfd)"));
+    }
+}
+
+/// How a reaped child ended.
+pub enum Reaped {
+    /// Nothing more to reap now.
+    None,
+    /// No children left at all.
+    NoChildren,
+    /// `pid` ended with this exit code (128 + the signal when a signal ended it).
+    Ended(libc::pid_t, u8),
+}
+
+/// Reaps one ended child without waiting.
+pub fn reap_one() -> Reaped {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid == 0 {
+        return Reaped::None;
+    }
+    if pid < 0 {
+        return if errno() == libc::EINTR { Reaped::None } else { Reaped::NoChildren };
+    }
+    let code = if libc::WIFSIGNALED(status) {
+        128u8.saturating_add(libc::WTERMSIG(status) as u8)
+    } else {
+        libc::WEXITSTATUS(status) as u8
+    };
+    Reaped::Ended(pid, code)
+}
+
+/// Waits for any child (blocking); `None` once there is none.
+pub fn wait_any() -> Option<libc::pid_t> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid > 0 {
+            return Some(pid);
+        }
+        if errno() != libc::EINTR {
+            return None;
+        }
+    }
+}
+
+/// Reads one byte from `fd`; `false` at end of file or on an error.
+pub fn read_byte(fd: &OwnedFd) -> bool {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: one writable byte.
+        let n = unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            return true;
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return false;
+    }
+}
+
+/// Changes the owner of `path` (not following a symlink).
+pub fn chown(path: &Path, uid: libc::uid_t, gid: libc::gid_t) -> Result<()> {
+    let c = cstr(path)?;
+    // SAFETY: a NUL-terminated path and integer ids.
+    let ret = unsafe { libc::lchown(c.as_ptr(), uid, gid) };
+    check(ret.into(), format_args!("chown {}", path.display())).map(drop)
+}
+
+/// The uid and primary gid of the user `name` (or of the uid `name` is), from the passwd
+/// database; a uid without an entry keeps its number as the gid.
+pub fn lookup_user(name: &str) -> Option<(libc::uid_t, libc::gid_t)> {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain data, filled by the call.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let ret = match name.parse::<libc::uid_t>() {
+        // SAFETY: valid out-pointers and a buffer of the length passed.
+        Ok(uid) => unsafe {
+            libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+        },
+        Err(_) => {
+            let c = cstr(name).ok()?;
+            // SAFETY: as above, and a NUL-terminated name.
+            unsafe {
+                libc::getpwnam_r(
+                    c.as_ptr(),
+                    &mut pw,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    &mut found,
+                )
+            }
+        }
+    };
+    if ret == 0 && !found.is_null() {
+        return Some((pw.pw_uid, pw.pw_gid));
+    }
+    name.parse::<libc::uid_t>().ok().map(|uid| (uid, uid))
+}
+
+/// Gives the pipes and sockets on descriptors 0-2 to `uid`/`gid`: a command run as
+/// `sandbox.run_as` reopens them through `/proc/self/fd` (`echo x > /dev/stderr`), which checks
+/// the pipe's owner, and the daemon (root) made them. A terminal is left alone.
+pub fn give_stdio(uid: libc::uid_t, gid: libc::gid_t) {
+    for fd in 0..3 {
+        // SAFETY: stat is plain data, filled by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a descriptor number and a valid out-pointer.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            continue;
+        }
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFIFO || kind == libc::S_IFSOCK {
+            // SAFETY: integer arguments.
+            unsafe { libc::fchown(fd, uid, gid) };
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `ask`: a standing permission, else a person — through the client when it declared form
+//! elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation), else on the
+//! dashboard (a URL-only client is pointed at the entry) or at a terminal. Anything but an
+//! explicit allow refuses. *Session* permissions are held here: by the connection, or for a
+//! stateless 2026-07-28 HTTP client (no connection to hold them) by the daemon.
+
+use super::approvals::{Action, Asked, Channel, Choice, Reach};
+use super::verdict::{ASK_REMEDY, Refusal, Verdict};
+use super::{Asker, Call, Retry, lock};
+use crate::audit::DecidedBy;
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
+
+/// Asks for the call (see the module's documentation). `call.confirm` (a confirm-listed argv):
+/// no standing permission is consulted, and any allow counts as *once* — the answer grants no
+/// session or always permission, so the next confirm-listed run asks again.
+pub(super) async fn ask_person(
+    asker: &Asker<'_>,
+    call: &Call<'_>,
+    retry: Retry,
+    ctx: &RequestContext<RoleServer>,
+) -> Verdict {
+    let daemon = asker.daemon;
+    let approvals = &daemon.approvals;
+    let confirm = call.confirm;
+    let action = Action {
+        client: asker.client.to_string(),
+        module: call.module.name().to_string(),
+        tool: call.tool.to_string(),
+        class: call.class.to_string(),
+        arguments: call.arguments.clone(),
+        confirm,
+    };
+    let key = (action.module.clone(), action.tool.clone(), approvals.epoch());
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+    // A stateless HTTP call builds a fresh handler each time, so its client's session
+    // permissions live on the daemon, for as long as it runs.
+    let stateless = modern
+        && ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
+    let stateless_key = (asker.client.to_string(), key.0.clone(), key.1.clone(), key.2);
+    let in_session = if stateless {
+        lock(daemon.stateless_sessions()).contains(&stateless_key)
+    } else {
+        lock(asker.session).contains(&key)
+    };
+    if !confirm && (in_session || approvals.always_allows(&action)) {
+        return Verdict::Allow { by: DecidedBy::StandingPermission };
+    }
+    // The channel follows what the client declared (SPEC §6), read per request: a 2026-07-28
+    // client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing is sent for a
+    // capability it did not declare.
+    let reach = Reach::of(ctx.client_capabilities().as_ref());
+    let mut asked = match (&retry.state, modern, reach) {
+        (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
+        (None, true, Reach::Form) => match approvals.input_required(&action) {
+            Ok(r) => Asked::InputRequired(r),
+            Err(e) => Asked::Refused(e, None),
+        },
+        // The action is parked and the client asked to open its dashboard entry; the retry
+        // waits for the person there. Without a dashboard the call itself waits.
+        (None, true, Reach::Url) => match approvals.input_required_url(&action) {
+            Some(Ok(r)) => Asked::InputRequired(r),
+            Some(Err(e)) => Asked::Refused(e, None),
+            None => approvals.park(&action).await,
+        },
+        (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
+        // A 2025-era client that can only open a URL is sent the action's entry on the
+        // dashboard, where the person decides; the answer to the URL request decides nothing.
+        (_, false, Reach::Url) => {
+            let peer = ctx.peer.clone();
+            let timeout =
+                std::time::Duration::from_secs(daemon.config.trust.approval_timeout_secs.max(1));
+            approvals
+                .park_then(&action, |id| {
+                    let Some(url) = approvals.dashboard_entry(id) else { return };
+                    let params = super::approvals::url_params(&action, url, id);
+                    tokio::spawn(async move {
+                        let _ = peer.create_elicitation_with_timeout(params, Some(timeout)).await;
+                    });
+                })
+                .await
+        }
+        // Nobody to ask through the client, in either era: a person at `hands approvals` or on
+        // the dashboard.
+        (_, _, Reach::Nobody) => approvals.park(&action).await,
+    };
+    if let Asked::Parked(id) = &asked {
+        asked = approvals.await_parked(id).await;
+    }
+    let by = |c: Channel| match c {
+        Channel::Client => DecidedBy::PersonViaClient,
+        Channel::Terminal => DecidedBy::PersonViaTerminal,
+        Channel::Dashboard => DecidedBy::PersonViaDashboard,
+    };
+    match asked {
+        Asked::Parked(id) => Verdict::Deny {
+            by: DecidedBy::Policy,
+            why: Refusal {
+                denial: crate::errors::Denial::new(call.tool, "gate", "not answered", ASK_REMEDY),
+                message: format!("approval {id} was not answered"),
+            },
+        },
+        Asked::InputRequired(r) => Verdict::Ask(r),
+        Asked::Allowed(choice, channel) => {
+            let choice = if confirm { Choice::Once } else { choice };
+            match choice {
+                Choice::Once => {}
+                Choice::Session if stateless => {
+                    lock(daemon.stateless_sessions()).insert(stateless_key);
+                }
+                Choice::Session => {
+                    lock(asker.session).insert(key);
+                }
+                Choice::Always => {
+                    if let Err(e) = approvals.grant_always(&action) {
+                        tracing::error!("cannot record an always permission: {e:#}");
+                    }
+                }
+            }
+            Verdict::Allow { by: by(channel) }
+        }
+        Asked::Refused(why, channel) => {
+            let layer = if confirm { "gate (commands.confirm)" } else { "gate" };
+            let denial = crate::errors::Denial::new(call.tool, layer, &why, ASK_REMEDY);
+            let message = if confirm {
+                format!(
+                    "`{}` was not approved: {why}. commands.confirm lists this program: each run \
+                     needs a person's yes, whatever trust says",
+                    call.tool
+                )
+            } else {
+                format!(
+                    "`{}` was not approved: {why}. trust.{} = \"ask\" for {}: it runs only when \
+                     a person allows it",
+                    call.tool,
+                    call.class,
+                    call.module.name()
+                )
+            };
+            // Nobody answered: the gate's own rule refused (it fails closed).
+            Verdict::Deny { by: channel.map_or(DecidedBy::Policy, by), why: Refusal { message, denial } }
+        }
+    }
+}

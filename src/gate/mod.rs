@@ -1,0 +1,52 @@
+//! The trust gate (SPEC §6): for every call, one [`Verdict`] — allow, deny with a reason, or
+//! ask the client's person first — from the brake, the audit log's health, the denied paths,
+//! the module's `[trust]` policy, standing permissions and a person's answer. Whether a tool
+//! runs follows from the verdict's variant alone ([`Verdict::Allow`]); a deny always carries
+//! its reason, and the audit record is derived from the verdict.
+//!
+//! `verdict.rs` holds the enum and the one function that returns it ([`decide`]), `ask.rs` how
+//! a person is asked, `approvals.rs` the approval store (parked actions, sealed request state,
+//! standing *always* permissions).
+
+pub mod approvals;
+mod ask;
+mod verdict;
+
+pub use verdict::{Refusal, Verdict, decide};
+
+use crate::config::{ActionClass, ModuleId};
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The call the gate judges: which tool of which module, its class, and the arguments a person
+/// would see (for `run` and `os-*`, with the full argv and the binary it resolved to).
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub module: ModuleId,
+    pub class: ActionClass,
+    pub arguments: &'a serde_json::Value,
+    /// The argv is confirm-listed (SPEC §4.4): whatever the policy allows, a person must say
+    /// yes to this one run; only the policy's `deny` still refuses without asking.
+    pub confirm: bool,
+}
+
+/// What a retried call echoes back after an input-required result.
+#[derive(Default)]
+pub struct Retry {
+    pub state: Option<String>,
+    pub responses: Option<rmcp::model::InputResponses>,
+}
+
+/// Who is asking: one connection's identity and its *session* permissions.
+pub struct Asker<'a> {
+    pub daemon: &'a crate::server::Daemon,
+    /// `stdio`, or the `name` of an HTTP client's token: what approvals and the audit record.
+    pub client: &'a str,
+    /// This connection's session permissions: (module, tool, epoch granted in).
+    pub session: &'a Mutex<HashSet<(String, String, u64)>>,
+}
+
+/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,178 @@
+//! The daemon's MCP layer in process: a real `HandsServer` (real config, roots, audit log)
+//! served over an in-memory duplex transport to rmcp's own client, as rmcp's tests do. For the
+//! gate's verdicts, the tool registry and the error map, which need no process of their own;
+//! what needs the real binary (the sandbox, stdio framing, signals) stays in the other suites.
+
+use super::common::{Era, Fixture, Person, handshake, text_of};
+use hands::server::{Daemon, HandsServer};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A daemon built from `config` (the fixture's placeholders replaced), serving one connection
+/// named `stdio` in this process; the client end speaks `era` and answers as `person`.
+async fn connect(
+    fx: &Fixture,
+    config: &str,
+    person: Person,
+    era: Era,
+) -> RunningService<RoleClient, Person> {
+    let path = fx.config(config);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cfg = hands::config::parse(&text, path.to_str().unwrap()).unwrap();
+    let daemon = Arc::new(Daemon::inspect(cfg).unwrap());
+    let (server_end, client_end) = tokio::io::duplex(1 << 20);
+    let server = HandsServer::new(daemon, "stdio");
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_end).await {
+            let _ = running.waiting().await;
+        }
+    });
+    handshake(person, client_end, era).await
+}
+
+async fn call(c: &RunningService<RoleClient, Person>, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else { panic!("arguments must be an object") };
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(map);
+    c.peer().call_tool(params).await.unwrap()
+}
+
+/// tools-fs, tools-git and tools-shell (bash on, an allowlist and one `os-*` tool) on the
+/// fixture's root: every tool the daemon can publish.
+const EVERY_TOOL: &str = "[daemon]\nstate_dir = \"{state}\"\n\n\
+    [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\n\
+    [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\n\
+    [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\
+    config = { commands = { allow = [\"kubectl get\"] }, tools = [{ bin = \"kubectl\", \
+    args = [\"get\"], description = \"Read Kubernetes objects.\" }] }\n";
+
+/// What models read on every conversation: each tool's name, title, description, schemas and
+/// annotations exactly as `tools/list` returns them. A change here is a change to every
+/// client's context; review it as such.
+#[tokio::test]
+async fn the_tool_catalogue_is_what_models_read() {
+    let fx = Fixture::new();
+    let c = connect(&fx, EVERY_TOOL, Person::new(None, false), Era::Legacy).await;
+    let tools = c.peer().list_all_tools().await.unwrap();
+    let listed = serde_json::to_value(&tools).unwrap();
+    insta::assert_json_snapshot!("tool_catalogue", listed);
+    let _ = c.cancel().await;
+}
+
+/// tools-fs (a writable root and a read-only one) and tools-git, whose read class is denied
+/// by the module's trust and whose push is off.
+const FS_GIT: &str = "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\napproval_timeout_secs = 1\n\n\
+    [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }, { path = \"{root}/ro\" }]\n\n\
+    [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\
+    config = { trust = { read = \"deny\", write = \"ask\" } }\n";
+
+/// One call's result as a model reads it: the error flag, the text, the structured content.
+fn as_read(r: &CallToolResult) -> Value {
+    json!({
+        "is_error": r.is_error,
+        "text": text_of(r),
+        "structured": r.structured_content,
+    })
+}
+
+/// The texts models read when a call fails or is refused, one per kind of failure, with the
+/// fixture's temp path and the random approval ids made stable.
+#[tokio::test]
+async fn the_error_texts_are_what_models_read() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    fx.write("ro/kept.txt", "kept\n");
+    fx.write("a.txt", "one\ntwo\n");
+    fx.write(".env", "TOKEN=x\n");
+    let c = connect(&fx, FS_GIT, Person::new(None, false), Era::Legacy).await;
+    let outside = fx.outside.join("canary.txt");
+    let calls = [
+        ("read", json!({ "path": 5 })),
+        ("read", json!({ "path": "missing.txt" })),
+        ("read", json!({ "path": outside })),
+        ("read", json!({ "path": "../outside/canary.txt" })),
+        ("read", json!({ "path": ".env" })),
+        ("write", json!({ "path": "ro/kept.txt", "content": "no" })),
+        ("edit", json!({ "path": "a.txt", "old_string": "three", "new_string": "3" })),
+        ("edit", json!({ "path": "a.txt", "old_string": "o", "new_string": "0" })),
+        ("git_status", json!({})),
+        ("git_commit", json!({ "message": "m" })),
+    ];
+    let mut seen = Vec::new();
+    for (tool, args) in calls {
+        let r = call(&c, tool, args.clone()).await;
+        seen.push(json!({ "call": [tool, args], "result": as_read(&r) }));
+    }
+    let unknown = c
+        .peer()
+        .call_tool(CallToolRequestParams::new("no_such_tool".to_string()))
+        .await
+        .unwrap_err();
+    seen.push(json!({ "call": ["no_such_tool", {}], "protocol_error": unknown.to_string() }));
+    let base = fx.root.parent().unwrap().display().to_string();
+    insta::with_settings!({ filters => vec![
+        (regex_escape(&base).as_str(), "[FIXTURE]"),
+        (r"a-[0-9a-f]{8}", "a-[ID]"),
+    ]}, {
+        insta::assert_json_snapshot!("error_texts", seen);
+    });
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}
+
+/// `s` as a regex that matches it literally.
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '/' { c.to_string() } else { format!("\\{c}") })
+        .collect()
+}
+
+/// The audit asks each module error whether it is a refusal (`PathError::is_refusal`,
+/// `GitError::is_refusal`): a write outside the roots, into a read-only root or a secret file is
+/// recorded as `refused: …`; a file that does not exist, a failed edit and a repository that is
+/// not there are plain `error: …` outcomes. (Before the error map every module failure was an
+/// `error`, refusals included.)
+#[tokio::test]
+async fn the_audit_tells_a_refusal_from_a_plain_failure() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("ro")).unwrap();
+    fx.write("ro/kept.txt", "kept\n");
+    fx.write("a.txt", "one\n");
+    let config = FS_GIT.replace("read = \"deny\", write = \"ask\"", "write = \"allow\"");
+    let c = connect(&fx, &config, Person::new(None, false), Era::Legacy).await;
+    let outside = fx.outside.join("canary.txt");
+    let calls = [
+        ("write", json!({ "path": outside, "content": "no" }), "refused: "),
+        ("write", json!({ "path": "ro/kept.txt", "content": "no" }), "refused: "),
+        ("edit", json!({ "path": ".env", "old_string": "a", "new_string": "b" }), "refused: "),
+        ("read", json!({ "path": "missing.txt" }), "error: "),
+        ("edit", json!({ "path": "missing.txt", "old_string": "a", "new_string": "b" }), "error: "),
+        ("edit", json!({ "path": "a.txt", "old_string": "zzz", "new_string": "b" }), "error: "),
+        ("git_commit", json!({ "repo": outside.parent().unwrap(), "message": "m" }), "refused: "),
+        ("git_commit", json!({ "message": "m" }), "error: "),
+    ];
+    for (i, (tool, args, outcome)) in calls.iter().enumerate() {
+        let r = call(&c, tool, args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{tool} {args}: {}", text_of(&r));
+        let records = fx.audit_records();
+        let last = records.last().unwrap();
+        assert_eq!(records.len(), i + 1, "every failure is recorded: {records:?}");
+        assert_eq!(last["decision"], "allow", "the gate allowed {tool} {args}");
+        let got = last["outcome"].as_str().unwrap();
+        assert!(got.starts_with(outcome), "{tool} {args}: {got}");
+    }
+    // Positive control: the allowed neighbour succeeds and is recorded as `ok`.
+    let r = call(&c, "write", json!({ "path": "b.txt", "content": "fine" })).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(fx.audit_records().last().unwrap()["outcome"], "ok");
+    assert_eq!(std::fs::read_to_string(fx.root.join("ro/kept.txt")).unwrap(), "kept\n");
+    fx.assert_canary();
+    let _ = c.cancel().await;
+}
