@@ -304,7 +304,8 @@ async fn a_removed_mount_point_is_made_again_for_the_next_command() {
 /// Issue 22's in-run gap: the binds are placed before a command starts, so what the command
 /// creates during its own run was unprotected until the next one. One `bash` call made a
 /// repository whose config names a program (`git init sub && git -C sub config
-/// core.fsmonitor …`), a `.git` file, link or renamed folder pointing at a git dir it made, and
+/// core.fsmonitor …`), a git dir under another name, a `.git` file, link or renamed folder
+/// pointing at a git dir it made, and
 /// missing protected files (`.envrc`, `opencode.json`, a subfolder's `.gemini/`): the person's
 /// next `git status` there ran the program. Now each create is refused (EACCES, and the result
 /// lists it in `denied`). Positive controls: ordinary creates, renames and links in the root,
@@ -321,8 +322,8 @@ async fn what_a_command_creates_during_its_run_cannot_be_a_git_dir_or_protected_
     let cmd = format!(
         "git init -q sub && git -C sub config core.fsmonitor {mon} || echo REFUSED-init; \
          mkdir -p evil/objects evil/refs sub2 sub3 sub4 deep; \
-         echo 'ref: refs/heads/main' > evil/HEAD; \
          printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {mon}\\n' > evil/config; \
+         echo 'ref: refs/heads/main' > evil/HEAD || echo REFUSED-head; \
          echo 'gitdir: ../evil' > sub2/.git || echo REFUSED-file; \
          ln -s ../evil sub3/.git || echo REFUSED-symlink; \
          cp -r evil evil2 && mv evil2 sub4/.git || echo REFUSED-rename; \
@@ -338,6 +339,7 @@ async fn what_a_command_creates_during_its_run_cannot_be_a_git_dir_or_protected_
     let out = shown(&r);
     for word in [
         "REFUSED-init",
+        "REFUSED-head",
         "REFUSED-file",
         "REFUSED-symlink",
         "REFUSED-rename",
@@ -360,7 +362,7 @@ async fn what_a_command_creates_during_its_run_cannot_be_a_git_dir_or_protected_
         assert!(std::fs::symlink_metadata(fx.root.join(p)).is_err(), "{p} was created");
     }
     assert!(std::fs::symlink_metadata(fx.root.join("deep/.gemini")).is_err());
-    for dir in ["", "sub", "sub2", "sub3", "sub4"] {
+    for dir in ["", "sub", "sub2", "sub3", "sub4", "evil"] {
         git(&fx, &fx.root.join(dir), &["status", "--short"]);
     }
     assert!(!marker.exists(), "the host's git status ran the command's program");

@@ -74,6 +74,43 @@ impl Walls {
         Walls { roots, rules }
     }
 
+    /// Why a new entry `name` in the folder `parent` is refused because with it the folder
+    /// would be a git dir under another name (`HEAD`, `refs`, and `objects` or `commondir`, as
+    /// git's discovery checks; `config` arms one): git run in that folder on the host would use
+    /// its config. Folders inside a `.git` (which cannot be made in a root) are git's own.
+    /// `present` says whether an entry exists there (the new one counts).
+    pub fn makes_git_dir(
+        &self,
+        parent: &Path,
+        name: &[u8],
+        present: impl Fn(&[u8]) -> bool,
+    ) -> Option<String> {
+        let name = trim_slashes(name);
+        let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
+        if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+            return None;
+        }
+        let (root, writable) = self
+            .roots
+            .iter()
+            .filter(|(r, _)| parent.starts_with(r))
+            .max_by_key(|(r, _)| r.components().count())?;
+        let inside_git = parent
+            .strip_prefix(root)
+            .ok()?
+            .components()
+            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"));
+        if !writable || inside_git {
+            return None;
+        }
+        let git_dir =
+            present(b"HEAD") && present(b"refs") && (present(b"objects") || present(b"commondir"));
+        git_dir.then(|| {
+            "it would make this folder a git dir (HEAD, refs, objects) inside a root: git run              there on the host would use its config"
+                .to_string()
+        })
+    }
+
     /// Why a new entry `name` in the folder whose real path is `parent` is refused; `carries`
     /// is set for an entry that brings content or a target along (a rename, a hard link, a
     /// symbolic link), which is refused also at a name that leads to a protected path.
@@ -620,11 +657,10 @@ impl Job {
                 // (what the O_TMPFILE idiom does through /proc/self/fd).
                 let (odir, oname, oflags) = if old.path.is_empty() {
                     match open_dir("/") {
+                        // Our own descriptor of the same file, followed as a magic link (which
+                        // also links an O_TMPFILE file).
                         Ok(root) => {
-                            let p = match base_path_of(&old.base) {
-                                Some(p) => p,
-                                None => return Answer::Errno(libc::EBADF),
-                            };
+                            let p = format!("/proc/self/fd/{}", old.base.as_raw_fd()).into_bytes();
                             (root, p, AtFlags::SYMLINK_FOLLOW)
                         }
                         Err(e) => return Answer::Errno(e),
@@ -669,7 +705,14 @@ impl Job {
     /// answer, after the line on stderr.
     fn check(&self, dir: &OwnedFd, name: &[u8], carries: bool) -> Option<Answer> {
         let real = real_path(dir)?;
-        let why = self.walls.refusal(&real, name, carries)?;
+        let why = self.walls.refusal(&real, name, carries).or_else(|| {
+            let present = |n: &[u8]| {
+                trim_slashes(name).eq_ignore_ascii_case(n)
+                    || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok()
+            };
+            self.walls.makes_git_dir(&real, name, present)
+        })?;
         let n = self.lines.fetch_add(1, Ordering::AcqRel);
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = if n < MAX_LINES {
@@ -906,6 +949,25 @@ mod tests {
         assert!(w.refusal(Path::new("/tmp"), b".git", false).is_none());
         assert!(w.refusal(Path::new("/w/src"), b"main.rs", false).is_none());
         assert!(w.refusal(Path::new("/wx"), b".git", false).is_none());
+    }
+
+    #[test]
+    fn the_last_piece_of_a_git_dir_is_refused_outside_dot_git() {
+        let w = walls();
+        let has = |names: &'static [&'static str]| {
+            move |n: &[u8]| names.iter().any(|x| x.as_bytes() == n)
+        };
+        let all = has(&["HEAD", "refs", "objects"]);
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", all).is_some());
+        assert!(
+            w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs", "objects"]))
+                .is_some()
+        );
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs"])).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/.git"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/.git/modules/m"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/tmp/x"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"notes", all).is_none());
     }
 
     #[test]
