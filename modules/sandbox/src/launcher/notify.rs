@@ -737,7 +737,7 @@ fn send(listener: &OwnedFd, id: u64, answer: Answer) {
         Answer::Errno(e) => respond(listener, id, 0, e),
         Answer::Fd(fd, cloexec) => {
             let add = libc::seccomp_notif_addfd {
-                id: id,
+                id,
                 flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
                 srcfd: fd.as_raw_fd() as u32,
                 newfd: 0,
@@ -888,6 +888,8 @@ fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<u8>), i32> 
             }
             Err(e) => return Err(e.raw_os_error()),
         };
+        // `f_type`'s type differs between architectures and libcs.
+        #[allow(clippy::unnecessary_cast)]
         let on_proc = rustix::fs::fstatfs(&dir)
             .is_ok_and(|s| s.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64);
         // A link met on the way (`/dev/fd` -> `/proc/self/fd`) was resolved by the kernel for
