@@ -3,6 +3,7 @@
 //! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
 
+use crate::control::protocol::{Choice, Reply, Request, Standing, Via};
 #[cfg(target_os = "linux")]
 use crate::sandbox;
 use crate::{approvals, audit, config, control, dashboard, exec, report, server, shown, stdio};
@@ -460,8 +461,12 @@ fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let op = if release { "release" } else { "stop" };
-    let answers = control::request_all(&dir, &serde_json::json!({ "op": op }));
+    let (op, req) = if release {
+        ("release", Request::Release { via: Via::Terminal, except: None })
+    } else {
+        ("stop", Request::Stop { via: Via::Terminal, except: None })
+    };
+    let answers = control::client::request_all(&dir, &req);
     if answers.is_empty() {
         report::out(&format!(
             "hands: no running daemon found in {} (no live control socket); nothing to {op}. \
@@ -472,44 +477,45 @@ fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
     }
     let mut failed = false;
     for (path, answer) in answers {
-        let v = match answer {
-            Ok(v) if v["ok"] == true => v,
-            Ok(v) => {
+        match answer {
+            Ok(Reply::Brake { pid, stopped: false, .. }) => {
+                report::out(&format!("hands: daemon {pid} released: commands run again"));
+            }
+            Ok(Reply::Brake { pid, stopped: true, ended }) => report::out(&format!(
+                "hands: daemon {pid} stopped: ended {ended} running commands and tmux sessions; \
+                 new commands are refused until `hands stop --release`"
+            )),
+            Ok(other) => {
                 failed = true;
-                report::out(&format!("hands: {}: {}", path.display(), v["error"]));
-                continue;
+                report::out(&format!("hands: {}: {}", path.display(), quoted_error(&other)));
             }
             Err(e) => {
                 failed = true;
                 report::out(&format!("hands: {e}"));
-                continue;
             }
-        };
-        let pid = &v["pid"];
-        report::out(&if release {
-            format!("hands: daemon {pid} released: commands run again")
-        } else {
-            format!(
-                "hands: daemon {pid} stopped: ended {} running commands and tmux sessions; new \
-                 commands are refused until `hands stop --release`",
-                v["ended"]
-            )
-        });
+        }
     }
     if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// A failed reply's error as `hands stop` has always printed it: a JSON string.
+fn quoted_error(reply: &Reply) -> String {
+    match reply {
+        Reply::Failed { error, .. } => serde_json::Value::from(error.as_str()).to_string(),
+        _ => "null".into(),
+    }
 }
 
 /// `hands approvals ...`: the parked actions live in the daemons (asked over their control
 /// sockets); the *always* permissions in `<state_dir>/approvals.json`.
 fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
-    use serde_json::json;
     let dir = match state_dir(config) {
         Ok(d) => d,
         Err(code) => return code,
     };
     let always_path = dir.join("approvals.json");
-    let live = |req: serde_json::Value| -> Vec<serde_json::Value> {
-        control::request_all(&dir, &req)
+    let live = |req: Request| -> Vec<Reply> {
+        control::client::request_all(&dir, &req)
             .into_iter()
             .filter_map(|(path, a)| match a {
                 Ok(v) => Some(v),
@@ -523,19 +529,17 @@ fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
     match action {
         ApprovalsCmd::List => {
             let mut waiting = 0;
-            for v in live(json!({ "op": "approvals" })) {
-                for p in v["pending"].as_array().into_iter().flatten() {
+            for reply in live(Request::Approvals) {
+                let Reply::Pending { pid, pending } = reply else { continue };
+                for p in pending {
                     waiting += 1;
                     // Described here from its parts (every part escaped, `src/shown.rs`), not
                     // printed as the daemon worded it.
-                    let action = approvals::Pending::from_view(p)
-                        .map(|p| p.action.describe())
-                        .unwrap_or_else(|| shown::shown(p["action"].as_str().unwrap_or("?")).text);
+                    let action = approvals::Pending::from(p.clone()).action.describe();
                     report::out(&format!(
-                        "waiting {} (daemon {}, expires at {}): {action}",
-                        shown::shown(p["id"].as_str().unwrap_or("?")).text,
-                        v["pid"],
-                        p["expires"],
+                        "waiting {} (daemon {pid}, expires at {}): {action}",
+                        shown::shown(&p.id).text,
+                        p.expires,
                     ));
                 }
             }
@@ -559,29 +563,20 @@ fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        ApprovalsCmd::Approve { id } => answer_parked(&live, &id, true),
-        ApprovalsCmd::Deny { id } => answer_parked(&live, &id, false),
+        ApprovalsCmd::Approve { id } => answer_parked(&live, &id, Choice::Once),
+        ApprovalsCmd::Deny { id } => answer_parked(&live, &id, Choice::Reject),
         ApprovalsCmd::Revoke { id, all } => {
-            let result = approvals::update_always(&always_path, |list| {
-                let before = list.len();
-                match &id {
-                    Some(id) => list.retain(|s| &s.id != id),
-                    None => list.clear(),
-                }
-                if id.is_some() && list.len() == before {
-                    anyhow::bail!(
-                        "no standing permission has the id {}; `hands approvals list` shows them",
-                        id.as_deref().unwrap_or_default()
-                    );
-                }
-                Ok(())
-            });
-            if let Err(e) = result {
-                report::out(&format!("hands: {e:#}"));
+            let standing = match id {
+                Some(id) => Standing::Id(id),
+                None => Standing::All,
+            };
+            if let Err(e) = revoke(&dir, &always_path, standing) {
+                report::out(&format!("hands: {e}"));
                 return ExitCode::from(1);
             }
             if all {
-                live(json!({ "op": "revoke_sessions" }));
+                // Every live daemon's session permissions end too.
+                live(Request::RevokeSessions);
                 report::out("revoked every standing permission, session permissions included");
             } else {
                 report::out("revoked");
@@ -591,21 +586,39 @@ fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> ExitCode {
     }
 }
 
+/// A revoke, done by the first live daemon of the state dir (which records it); with no
+/// daemon serving, done here on the file (there is no audit log to write then).
+fn revoke(dir: &std::path::Path, file: &std::path::Path, standing: Standing) -> Result<(), String> {
+    let req = Request::Revoke { standing: standing.clone(), via: Via::Terminal };
+    match control::client::request_one(dir, &req) {
+        Some((_, Ok(Reply::Done { .. }))) => Ok(()),
+        Some((_, Ok(Reply::Failed { error, .. }))) => Err(error),
+        Some((path, Ok(other))) => {
+            Err(format!("{}: an answer this hands does not expect: {other:?}", path.display()))
+        }
+        Some((_, Err(e))) => Err(e),
+        None => match control::act::revoke_standing(file, &standing) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(control::act::unknown(&standing)),
+            Err(e) => Err(format!("{e:#}")),
+        },
+    }
+}
+
 /// Sends a person's answer for a parked action to every live daemon; one of them holds it.
-fn answer_parked(
-    live: &dyn Fn(serde_json::Value) -> Vec<serde_json::Value>,
-    id: &str,
-    allow: bool,
-) -> ExitCode {
-    let answers = live(serde_json::json!({ "op": "answer", "id": id, "allow": allow }));
-    if answers.iter().any(|v| v["ok"] == true) {
-        report::out(&format!("{} {id}", if allow { "approved" } else { "denied" }));
+fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice) -> ExitCode {
+    let answers = live(Request::Answer { id: id.into(), choice, via: Via::Terminal });
+    if answers.iter().any(Reply::ok) {
+        let said = if choice == Choice::Reject { "denied" } else { "approved" };
+        report::out(&format!("{said} {id}"));
         return ExitCode::SUCCESS;
     }
     let why = answers
         .iter()
-        .filter_map(|v| v["error"].as_str())
-        .next()
+        .find_map(|r| match r {
+            Reply::Failed { error, .. } => Some(error.as_str()),
+            _ => None,
+        })
         .unwrap_or("no running daemon found in the state dir (check --config)");
     report::out(&format!("hands: {why}"));
     ExitCode::from(1)

@@ -1,22 +1,21 @@
 //! `hands exec -- BIN ARGS…` (SPEC §4.4): a person's own command from a terminal, run by the
 //! serving daemon under the same allow/deny policy, sandbox and audit log as `run`.
 //!
-//! Over the control socket (`src/control.rs`), op `exec`: `{"op": "exec", "argv": [...],
-//! "cwd": "...", "timeout_secs": N, "answer": "yes"|"no"}`. The daemon checks the policy
-//! (names, deny, allow, PATH); a confirm-listed argv without `answer` gets
-//! `{"ok": false, "confirm": true, "question": "..."}` and no record (nothing is decided yet);
-//! the terminal asks `y/N` and sends the request again with the answer. A run streams its
-//! output as `{"stream": "stdout"|"stderr", "hex": "..."}` lines (bytes exactly as written),
-//! then its audit record is written, then one final line with the ending
-//! (`{"ok": true, "exit_code"|"signal", "timed_out", "duration_ms", "containment"}`). A refusal
-//! is recorded first and answered with `{"ok": false, "error": "..."}`. Closing the connection
-//! (Ctrl-C at the terminal) stops the command and its whole tree.
+//! Over the control socket, [`Request::Exec`](crate::control::protocol::Request::Exec): the
+//! argv, cwd, timeout and, the second time, the person's answer. The daemon checks the policy
+//! (names, deny, allow, PATH); a confirm-listed argv without `answer` gets [`Reply::Confirm`]
+//! and no record (nothing is decided yet); the terminal asks `y/N` and sends the request again
+//! with the answer. A run streams its output as [`Reply::Output`] lines (bytes exactly as
+//! written), then its audit record is written, then one [`Reply::Exited`] line. A refusal is
+//! recorded first and answered with [`Reply::Failed`]. Closing the connection (Ctrl-C at the
+//! terminal) stops the command and its whole tree.
 //!
 //! Records: client `terminal`, module `tools-shell`, tool `exec`, class `external`, the argv and
 //! the binary it resolved to; `decided_by` is `person-via-terminal` for a confirm-listed argv
 //! (the person answered `y` or `N`) and `policy` otherwise.
 
 use crate::audit::{DecidedBy, Decision, Entry};
+use crate::control::protocol::{Confirmed, Exec, Exited, Failure, Reply, Request, Stream};
 use crate::server::Daemon;
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
@@ -30,36 +29,26 @@ pub const UNREACHABLE: u8 = 125;
 
 /// The daemon's side of one `exec` request; writes every answer line to `write` and watches
 /// `read` for the terminal going away.
-pub async fn serve<R, W>(req: &Value, daemon: &Daemon, read: R, write: &mut W)
+pub async fn serve<R, W>(req: Exec, daemon: &Daemon, read: R, write: &mut W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin,
 {
     let reply = run(req, daemon, read, write).await;
-    let mut line = reply.to_string();
-    line.push('\n');
-    let _ = write.write_all(line.as_bytes()).await;
+    let _ = write.write_all(reply.to_line().as_bytes()).await;
 }
 
-fn fail(error: String) -> Value {
-    json!({ "ok": false, "error": error })
+/// A refusal (the command did not run, or failed to start).
+fn fail(error: String) -> Reply {
+    Reply::failed(Failure::Conflict, error)
 }
 
-async fn run<R, W>(req: &Value, daemon: &Daemon, mut read: R, write: &mut W) -> Value
+async fn run<R, W>(req: Exec, daemon: &Daemon, mut read: R, write: &mut W) -> Reply
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin,
 {
-    let argv: Option<Vec<String>> = req
-        .get("argv")
-        .and_then(Value::as_array)
-        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect());
-    let Some(argv) = argv else {
-        return fail("`exec` needs \"argv\": an array of strings".into());
-    };
-    let cwd = req.get("cwd").and_then(Value::as_str).map(str::to_string);
-    let timeout_secs = req.get("timeout_secs").and_then(Value::as_u64);
-    let answer = req.get("answer").and_then(Value::as_str);
+    let Exec { argv, cwd, timeout_secs, answer } = req;
     let Some(shell) = daemon.shell().cloned() else {
         return fail(
             "this daemon runs no commands: tools-shell is not declared in its config (or the \
@@ -106,8 +95,8 @@ where
     }
     let decided_by = match (checked.confirm, answer) {
         (false, _) => DecidedBy::Policy,
-        (true, Some("yes")) => DecidedBy::PersonViaTerminal,
-        (true, Some(_)) => {
+        (true, Some(Confirmed::Yes)) => DecidedBy::PersonViaTerminal,
+        (true, Some(Confirmed::No)) => {
             let msg = format!(
                 "`{}` was not run: the person declined at the terminal",
                 crate::shown::shown(&hands_shell::allow::show(&argv)).text
@@ -123,14 +112,12 @@ where
             } else {
                 String::new()
             };
-            return json!({
-                "ok": false,
-                "confirm": true,
-                "question": format!(
+            return Reply::Confirm {
+                question: format!(
                     "`{}` ({}){note} is confirm-listed: run it?",
                     line.text, program.text
                 ),
-            });
+            };
         }
     };
     // The terminal going away (Ctrl-C) stops the command.
@@ -155,9 +142,8 @@ where
             if !open {
                 continue;
             }
-            let stream = if is_err { "stderr" } else { "stdout" };
-            let mut line = json!({ "stream": stream, "hex": hex::encode(&bytes) }).to_string();
-            line.push('\n');
+            let stream = if is_err { Stream::Stderr } else { Stream::Stdout };
+            let line = Reply::Output { stream, hex: hex::encode(&bytes) }.to_line();
             open = write.write_all(line.as_bytes()).await.is_ok();
         }
     };
@@ -177,37 +163,29 @@ where
     let value = serde_json::to_value(&out).unwrap_or(Value::Null);
     let facts = crate::audit::facts(&value);
     let entry = record(&arguments, Decision::Allow, decided_by, "ok".into(), facts);
-    let mut end = json!({
-        "ok": true,
-        "timed_out": out.timed_out,
-        "duration_ms": out.duration_ms,
-        "containment": out.containment,
-    });
-    match (out.exit_code, out.signal) {
-        (_, Some(s)) => end["signal"] = json!(s),
-        (Some(c), None) => end["exit_code"] = json!(c),
-        (None, None) => {}
-    }
-    if let Err(e) = daemon.append_audit(entry).await {
-        end["audit_error"] = json!(e);
-    }
-    end
+    Reply::Exited(Exited {
+        // A signal's ending has no exit code.
+        exit_code: out.exit_code.filter(|_| out.signal.is_none()),
+        signal: out.signal,
+        timed_out: out.timed_out,
+        duration_ms: out.duration_ms,
+        containment: out.containment,
+        audit_error: daemon.append_audit(entry).await.err(),
+    })
 }
 
 /// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
 /// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
 /// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
 pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
-    let mut req = json!({ "op": "exec", "argv": argv });
-    if let Some(c) = &cwd {
-        req["cwd"] = json!(c);
-    }
-    if let Some(t) = timeout {
-        req["timeout_secs"] = json!(t);
-    }
+    let mut req = Exec { argv: argv.to_vec(), cwd, timeout_secs: timeout, answer: None };
     let wait = std::time::Duration::from_secs(timeout.unwrap_or(120) + 60);
     loop {
-        let mut lines = match crate::control::stream_one(state_dir, &req, wait) {
+        let mut lines = match crate::control::client::stream_one(
+            state_dir,
+            &Request::Exec(req.clone()),
+            wait,
+        ) {
             Ok(l) => l,
             Err(e) => {
                 say(&format!("hands: {e}"));
@@ -230,41 +208,48 @@ pub fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: O
                     return UNREACHABLE;
                 }
             }
-            let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                say(&format!("hands: the daemon's answer is not JSON: {line:?}"));
-                return UNREACHABLE;
+            let reply = match Reply::from_line(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    say(&format!("hands: {e}"));
+                    return UNREACHABLE;
+                }
             };
-            if let Some(stream) = v.get("stream").and_then(Value::as_str) {
-                let bytes = v.get("hex").and_then(Value::as_str).and_then(|h| hex::decode(h).ok());
-                let bytes = bytes.unwrap_or_default();
-                let _ = if stream == "stderr" {
-                    stderr.write_all(&bytes).and_then(|()| stderr.flush())
-                } else {
-                    stdout.write_all(&bytes).and_then(|()| stdout.flush())
-                };
-                continue;
-            }
-            if v["ok"] == true {
-                if let Some(e) = v.get("audit_error").and_then(Value::as_str) {
-                    say(&format!("hands: warning: {e}"));
+            match reply {
+                Reply::Output { stream, hex } => {
+                    let bytes = hex::decode(hex).unwrap_or_default();
+                    let _ = match stream {
+                        Stream::Stderr => stderr.write_all(&bytes).and_then(|()| stderr.flush()),
+                        Stream::Stdout => stdout.write_all(&bytes).and_then(|()| stdout.flush()),
+                    };
                 }
-                if v["timed_out"] == true {
-                    say("hands: the command timed out and was stopped");
+                Reply::Exited(end) => {
+                    if let Some(e) = &end.audit_error {
+                        say(&format!("hands: warning: {e}"));
+                    }
+                    if end.timed_out {
+                        say("hands: the command timed out and was stopped");
+                    }
+                    if let Some(s) = end.signal {
+                        return (128 + s.clamp(0, 127)) as u8;
+                    }
+                    return end.exit_code.map(|c| c as u8).unwrap_or(1);
                 }
-                if let Some(s) = v.get("signal").and_then(Value::as_u64) {
-                    return (128 + s.min(127)) as u8;
+                Reply::Confirm { question } if req.answer.is_none() => {
+                    drop((stdout, stderr));
+                    let yes = ask(&format!("hands: {question} [y/N] "));
+                    req.answer = Some(if yes { Confirmed::Yes } else { Confirmed::No });
+                    break;
                 }
-                return v.get("exit_code").and_then(Value::as_i64).map(|c| c as u8).unwrap_or(1);
+                Reply::Failed { error, .. } => {
+                    say(&format!("hands: {error}"));
+                    return REFUSED;
+                }
+                _ => {
+                    say("hands: the daemon refused");
+                    return REFUSED;
+                }
             }
-            if v["confirm"] == true && req.get("answer").is_none() {
-                drop((stdout, stderr));
-                let question = v["question"].as_str().unwrap_or("run it?");
-                let yes = ask(&format!("hands: {question} [y/N] "));
-                req["answer"] = json!(if yes { "yes" } else { "no" });
-                break;
-            }
-            say(&format!("hands: {}", v["error"].as_str().unwrap_or("the daemon refused")));
-            return REFUSED;
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod gate;
 pub mod hangups;
 pub mod http;
+pub mod lock;
 pub mod netgate;
 pub mod report;
 pub mod server;

@@ -1,15 +1,65 @@
 //! The daemon's side of the network proxy (`hands_sandbox::proxy::Gate`): a host no rule
-//! covers is put to a person through the trust gate's parked channel (`hands approvals` and the
-//! dashboard: the connection arrives while a command runs, when no client request is there to
-//! carry a question), standing *session* and *always* permissions are kept per client, module,
-//! host and port, and every decision and closed connection becomes an audit record.
+//! covers is put to a person — through the client of the `bash` call that is still waiting for
+//! the command, when that client is of the 2025-11-25 era and declared form elicitation (an
+//! `elicitation/create` request in the middle of the call), else through the trust gate's
+//! parked channel (`hands approvals` and the dashboard; a 2026-07-28 client's input-required
+//! result would end the call, so its commands' questions are parked too). Standing *session*
+//! and *always* permissions are kept per client, module, host and port, and every decision and
+//! closed connection becomes an audit record.
 
 use crate::approvals::{Action, Approvals, Asked, Channel, Choice};
 use crate::audit::{Audit, DecidedBy, Decision, Entry};
 use hands_sandbox::proxy::{Answer, Asking, Gate, Question, Record};
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
 use serde_json::json;
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, mpsc};
+
+tokio::task_local! {
+    /// The client of the tool call running now, when a person can be asked through it in the
+    /// middle of the call: set by the server around every call (see [`client_channel`]).
+    pub static CLIENT_ASKS: Option<rmcp::Peer<RoleServer>>;
+}
+
+/// The clients that can be asked about a command's connections, by the command's proxy token,
+/// while the call that started it waits (see [`ClientAsks`]).
+static ASKING: LazyLock<Mutex<HashMap<String, rmcp::Peer<RoleServer>>>> =
+    LazyLock::new(Mutex::default);
+
+/// The client of a call that can be asked mid-call: a 2025-11-25-era client that declared form
+/// elicitation (SPEC §6: nothing is sent for a capability it did not declare). A 2026-07-28
+/// client has no such request: an input-required result would end the call and with it the
+/// command, so a question of its command is parked instead.
+pub fn client_channel(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<RoleServer>> {
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+    let reach = crate::approvals::Reach::of(ctx.client_capabilities().as_ref());
+    (!modern && reach == crate::approvals::Reach::Form).then(|| ctx.peer.clone())
+}
+
+/// While it lives, the connections of the command holding `token` are asked about through the
+/// client of the call running now (when [`CLIENT_ASKS`] names one). Dropped when the call ends.
+pub struct ClientAsks {
+    token: String,
+}
+
+impl ClientAsks {
+    /// Registers the current call's client for the command's token; `None` when the call's
+    /// client cannot be asked (or the command runs outside a call).
+    pub fn register(token: &str) -> Option<ClientAsks> {
+        let peer = CLIENT_ASKS.try_with(Clone::clone).ok().flatten()?;
+        ASKING.lock().unwrap_or_else(PoisonError::into_inner).insert(token.to_string(), peer);
+        Some(ClientAsks { token: token.to_string() })
+    }
+}
+
+impl Drop for ClientAsks {
+    fn drop(&mut self) {
+        ASKING.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.token);
+    }
+}
 
 /// Who decided, as the proxy carries it in `Record::by` and the audit reads it back.
 const BY_STANDING: &str = "standing permission";
@@ -77,8 +127,16 @@ impl Gate for NetGate {
         }
         let approvals = Arc::clone(&self.approvals);
         let session = Arc::clone(&self.session);
+        let client = q
+            .token
+            .as_deref()
+            .and_then(|t| ASKING.lock().unwrap_or_else(PoisonError::into_inner).get(t).cloned());
         Box::pin(async move {
-            match approvals.park(&action).await {
+            let asked = match client {
+                Some(peer) => approvals.elicit(&action, &peer).await,
+                None => approvals.park(&action).await,
+            };
+            match asked {
                 Asked::Allowed(choice, via) => {
                     match choice {
                         Choice::Once => {}

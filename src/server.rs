@@ -241,27 +241,6 @@ impl Daemon {
         }
     }
 
-    /// Records a person's control-socket action (`hands stop`, `--release`) in the audit log.
-    pub async fn record_control(&self, op: &str, outcome: String) {
-        let entry = crate::audit::Entry {
-            client: "terminal".into(),
-            module: "hands".into(),
-            tool: op.into(),
-            class: "control".into(),
-            arguments: serde_json::json!({}),
-            decision: crate::audit::Decision::Allow,
-            decided_by: crate::audit::DecidedBy::PersonViaTerminal,
-            outcome,
-            result: None,
-        };
-        let audit = self.audit.clone();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-            Err(e) => tracing::error!("cannot write `{op}` to the audit log: {e}"),
-        }
-    }
-
     /// A module's resolver, for the gate's check of denied paths before anyone is asked.
     pub fn resolver(&self, module: ModuleId) -> Option<&Arc<Resolver>> {
         self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
@@ -868,6 +847,9 @@ impl ServerHandler for HandsServer {
         let args = request.arguments.unwrap_or_default();
         // Commands this call runs are shown on the dashboard under the client's name.
         let call = self.audited(def, args, retry, &context);
+        // A command's network question may go to this client while the call waits (netgate.rs).
+        let call =
+            crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
         Ok(crate::shell::CLIENT.scope(self.client().to_string(), call).await)
     }
 }

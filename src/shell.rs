@@ -707,6 +707,8 @@ impl Shell {
         let label = hands_shell::registry::label(&argv);
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label)?;
+        // While the call waits, its client may be asked about the command's connections.
+        let _asks = ticket.as_ref().and_then(|t| crate::netgate::ClientAsks::register(t.token()));
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;

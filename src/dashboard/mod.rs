@@ -32,9 +32,11 @@
 //! No MCP client can reach these endpoints: they live on another listener, and none of the
 //! tools reads or answers approvals. Decisions made here are audited as `person-via-dashboard`.
 
+mod actions;
 mod page;
 
 use crate::config::{Config, DashboardCfg};
+use crate::lock::lock;
 use crate::server::Daemon;
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -207,10 +209,6 @@ pub(crate) struct Door {
     sessions: Mutex<HashMap<String, Session>>,
     /// The doctor's warnings and the audit chain's last check, computed off the request path.
     pub(crate) cache: page::Cache,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Binds the listener and serves the dashboard on the current runtime until it ends. A port
@@ -589,7 +587,7 @@ impl Door {
                     set_cookie(&mut r, SESSION_COOKIE, "", &base_of(&prefix), 0);
                     return r;
                 }
-                match page::act(self, &rest, &pairs).await {
+                match actions::act(self, &rest, &pairs).await {
                     Ok(()) => redirect(&base_of(&prefix)),
                     Err((status, msg)) => html(status, page::message(&msg)),
                 }

@@ -1,13 +1,11 @@
-//! The dashboard's HTML (server-rendered, every shown string through [`esc`]) and its actions:
-//! answering parked approvals, stopping commands and sessions, the brake, revoking standing
-//! permissions. Each action is what `hands approvals` or `hands stop` does, done by this
-//! daemon, and recorded in the audit log as `person-via-dashboard`.
+//! The dashboard's HTML, server-rendered, every shown string through [`esc`]: the login
+//! page, the whole page and its live part (pending approvals, what runs, standing
+//! permissions, the audit trail, containment). The buttons POST to `actions.rs`.
 
 use super::Door;
-use crate::approvals::Channel;
-use crate::audit::{DecidedBy, Decision, Entry};
-use http::StatusCode;
-use serde_json::{Value, json};
+use crate::control::protocol::{Reply, Request};
+use crate::lock::lock;
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
@@ -34,10 +32,6 @@ enum ChainState {
     Intact { records: u64, warnings: Vec<String> },
     Broken(String),
     Unreadable(String),
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// HTML-escapes text for an element's content or a quoted attribute.
@@ -180,18 +174,12 @@ async fn all_pending(door: &Door) -> Vec<crate::approvals::Pending> {
     let mut all = door.daemon.approvals.pending();
     let dir = crate::server::absolute(&door.daemon.config.state_dir);
     let own = std::process::id();
-    let others = tokio::task::spawn_blocking(move || {
-        crate::control::request_all(&dir, &json!({ "op": "approvals" }))
-    })
-    .await
-    .unwrap_or_default();
+    let others = crate::control::client::request_all_async(dir, Request::Approvals).await;
     for (_, answer) in others {
-        let Ok(v) = answer else { continue };
-        if v.get("pid").and_then(Value::as_u64) == Some(u64::from(own)) {
-            continue;
+        let Ok(Reply::Pending { pid, pending }) = answer else { continue };
+        if pid != own {
+            all.extend(pending.into_iter().map(crate::approvals::Pending::from));
         }
-        let listed = v.get("pending").and_then(Value::as_array).cloned().unwrap_or_default();
-        all.extend(listed.iter().filter_map(crate::approvals::Pending::from_view));
     }
     all
 }
@@ -639,164 +627,6 @@ fn containment(door: &Door) -> String {
     }
     s.push_str("</section>");
     s
-}
-
-/// Writes the record of a person's action on the dashboard.
-async fn record(door: &Door, op: &str, arguments: Value, outcome: String) {
-    let entry = Entry {
-        client: "dashboard".into(),
-        module: "hands".into(),
-        tool: op.into(),
-        class: "control".into(),
-        arguments,
-        decision: Decision::Allow,
-        decided_by: DecidedBy::PersonViaDashboard,
-        outcome,
-        result: None,
-    };
-    if let Err(e) = door.daemon.append_audit(entry).await {
-        tracing::error!("dashboard: {e}");
-    }
-}
-
-/// Sends `op` (`stop` or `release`) to the other daemons of the state dir; one that cannot be
-/// reached is logged (the brake here holds whatever they answer).
-async fn every_other_daemon(door: &Door, op: &str) {
-    let dir = crate::server::absolute(&door.daemon.config.state_dir);
-    let req = json!({ "op": op, "except": std::process::id() });
-    let answers = tokio::task::spawn_blocking(move || crate::control::request_all(&dir, &req))
-        .await
-        .unwrap_or_default();
-    for (path, answer) in answers {
-        if let Err(e) = answer {
-            tracing::warn!("dashboard: {op} did not reach {}: {e}", path.display());
-        }
-    }
-}
-
-type ActError = (StatusCode, String);
-
-fn need<'a>(pairs: &'a [(String, String)], name: &str) -> Result<&'a str, ActError> {
-    super::field(pairs, name)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| (StatusCode::BAD_REQUEST, format!("the form has no `{name}`")))
-}
-
-/// Carries out one POSTed action (CSRF and Origin already checked).
-pub(crate) async fn act(
-    door: &Door,
-    path: &str,
-    pairs: &[(String, String)],
-) -> Result<(), ActError> {
-    let daemon = &door.daemon;
-    match path {
-        "/approve" => {
-            let id = need(pairs, "id")?;
-            let name = need(pairs, "choice")?;
-            let choice = crate::approvals::choice_named(name).ok_or_else(|| {
-                (
-                    StatusCode::BAD_REQUEST,
-                    format!("`{name}` is not a choice (once, session, always, reject)"),
-                )
-            })?;
-            // The call's own audit record says who decided: person-via-dashboard.
-            let here = daemon.approvals.answer_as(id, choice, Channel::Dashboard);
-            if here.is_ok() {
-                return Ok(());
-            }
-            // Not this daemon's: whichever daemon of the state dir holds it answers.
-            let dir = crate::server::absolute(&daemon.config.state_dir);
-            let req = json!({ "op": "answer", "id": id, "choice": name, "via": "dashboard" });
-            let answers =
-                tokio::task::spawn_blocking(move || crate::control::request_all(&dir, &req))
-                    .await
-                    .unwrap_or_default();
-            let held = answers.iter().any(|(_, a)| {
-                a.as_ref().is_ok_and(|v| v.get("ok").and_then(Value::as_bool) == Some(true))
-            });
-            if held { Ok(()) } else { here.map_err(|e| (StatusCode::CONFLICT, e)) }
-        }
-        // The brake stops every daemon of the state dir, as `hands stop` does: this one here,
-        // the others through their control sockets.
-        "/brake" => {
-            let ended = daemon.stop().await;
-            record(door, "stop", json!({}), format!("ok: ended {ended} commands and sessions"))
-                .await;
-            every_other_daemon(door, "stop").await;
-            Ok(())
-        }
-        "/release" => {
-            daemon.release();
-            record(door, "release", json!({}), "ok".into()).await;
-            every_other_daemon(door, "release").await;
-            Ok(())
-        }
-        "/stop-command" => {
-            let id = need(pairs, "id")?;
-            let sh = daemon.shell().ok_or_else(|| {
-                (StatusCode::NOT_FOUND, "tools-shell does not run here".to_string())
-            })?;
-            let n: u64 = id
-                .parse()
-                .map_err(|_| (StatusCode::BAD_REQUEST, format!("`{id}` is not a command id")))?;
-            let command = sh.stop_command(n).await.ok_or_else(|| {
-                (StatusCode::CONFLICT, format!("command {id} is not running (it may have ended)"))
-            })?;
-            record(door, "stop_command", json!({ "command": command }), "ok".into()).await;
-            Ok(())
-        }
-        "/stop-session" => {
-            let name = need(pairs, "session")?.to_string();
-            let sh = daemon.shell().ok_or_else(|| {
-                (StatusCode::NOT_FOUND, "tools-shell does not run here".to_string())
-            })?;
-            let r = sh.tmux_kill(hands_shell::tmux::KillParams { session: name.clone() }).await;
-            let outcome = match &r {
-                Ok(_) => "ok".to_string(),
-                Err(crate::shell::Refusal(m)) => format!("error: {m}"),
-            };
-            record(door, "tmux_kill", json!({ "session": name }), outcome).await;
-            r.map(|_| ()).map_err(|crate::shell::Refusal(m)| (StatusCode::CONFLICT, m))
-        }
-        "/revoke" | "/revoke-all" => {
-            let id =
-                (path == "/revoke").then(|| need(pairs, "id")).transpose()?.map(str::to_string);
-            let file = crate::server::absolute(&daemon.config.state_dir).join("approvals.json");
-            let wanted = id.clone();
-            let result = tokio::task::spawn_blocking(move || {
-                crate::approvals::update_always(&file, |list| {
-                    let before = list.len();
-                    match &wanted {
-                        Some(id) => list.retain(|s| &s.id != id),
-                        None => list.clear(),
-                    }
-                    if wanted.is_some() && list.len() == before {
-                        anyhow::bail!("no standing permission has this id (already revoked?)");
-                    }
-                    Ok(())
-                })
-            })
-            .await
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-            result.map_err(|e| (StatusCode::CONFLICT, format!("{e:#}")))?;
-            if id.is_none() {
-                // As `hands approvals revoke --all`: every live daemon's session permissions too.
-                daemon.approvals.revoke_sessions();
-                let dir = crate::server::absolute(&daemon.config.state_dir);
-                let _ = tokio::task::spawn_blocking(move || {
-                    crate::control::request_all(&dir, &json!({ "op": "revoke_sessions" }))
-                })
-                .await;
-            }
-            let args = match &id {
-                Some(id) => json!({ "id": id }),
-                None => json!({ "all": true }),
-            };
-            record(door, "revoke", args, "ok".into()).await;
-            Ok(())
-        }
-        _ => Err((StatusCode::NOT_FOUND, format!("the dashboard has no action {path}"))),
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! that never leaves this process and bound to the client's identity. On the retry the seal,
 //! the expiry, the nonce (single use) and the digest are checked; a different action asks again.
 
+use crate::lock::lock;
 use rmcp::model::{
     ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
@@ -197,7 +198,7 @@ pub struct Pending {
 
 /// A parked action as `hands approvals list` shows it (`action`), with its parts for the
 /// dashboard of another daemon of the state dir.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParkedView {
     pub id: String,
     pub action: String,
@@ -285,10 +286,6 @@ fn random_hex(n: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(hex::encode(buf))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads the standing *always* permissions (a missing file is none).

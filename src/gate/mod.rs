@@ -16,7 +16,7 @@ pub use verdict::{Refusal, Verdict, decide};
 
 use crate::config::{ActionClass, ModuleId};
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 /// The call the gate judges: which tool of which module, its class, and the arguments a person
 /// would see (for `run` and `os-*`, with the full argv and the binary it resolved to).
@@ -46,7 +46,4 @@ pub struct Asker<'a> {
     pub session: &'a Mutex<HashSet<(String, String, u64)>>,
 }
 
-/// A lock that a panic elsewhere did not poison for good: the sets it guards stay consistent.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::lock::lock;

@@ -900,3 +900,79 @@ async fn control_characters_in_a_parked_command_are_shown_escaped_everywhere() {
     drop(c);
     fx.assert_canary();
 }
+
+/// The three front ends of a person — the dashboard, the control socket spoken by hand, and
+/// the command line — all hand their request to one `Daemon::act`: the brake, its release
+/// and a revoke-all each leave records of one shape, which differ only in who the person
+/// acted through (client and `decided_by`). Written after the three copies of these actions
+/// (`control.rs`, `dashboard/page.rs`, `main.rs`) became one; a front end that wrote its own
+/// record again would show here as an extra or differently shaped record.
+#[tokio::test]
+async fn a_persons_action_is_recorded_alike_from_the_dashboard_the_socket_and_the_cli() {
+    let fx = Fixture::new();
+    let cfg = config(&fx, "allow");
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--config", cfg.to_str().unwrap()]);
+        let out = fx.std_command(&all).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let socket = |line: &str| {
+        use std::io::{BufRead, Write};
+        let mut sock = std::os::unix::net::UnixStream::connect(fx.state.join("control.sock"))
+            .expect("the control socket");
+        sock.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(sock).read_line(&mut answer).unwrap();
+        assert!(answer.contains("\"ok\":true"), "{answer}");
+    };
+    // Dashboard.
+    assert_eq!(s.post("/brake", "").await.status, 303);
+    assert_eq!(s.post("/release", "").await.status, 303);
+    assert_eq!(s.post("/revoke-all", "").await.status, 303);
+    // The control socket by hand.
+    socket("{\"op\":\"stop\"}");
+    socket("{\"op\":\"release\"}");
+    socket("{\"op\":\"revoke\",\"standing\":\"all\"}");
+    // The command line (through the socket).
+    assert!(cli(&["stop"]).contains("stopped: ended 0"));
+    assert!(cli(&["stop", "--release"]).contains("released"));
+    assert!(cli(&["approvals", "revoke", "--all"]).contains("revoked every standing"));
+    // Positive control: commands run again after the last release.
+    let r = c.ok("run", json!({ "argv": ["echo", "free"] })).await;
+    assert_eq!(r["stdout"], "free\n");
+
+    let records: Vec<serde_json::Value> =
+        fx.audit_records().into_iter().filter(|r| r["module"] == "hands").collect();
+    let ops: Vec<&str> = records.iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(
+        ops,
+        ["stop", "release", "revoke", "stop", "release", "revoke", "stop", "release", "revoke"],
+        "one record per action, none twice: {records:?}"
+    );
+    let via: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r["client"].as_str().unwrap(), r["decided_by"].as_str().unwrap()))
+        .collect();
+    let (dash, term) = (("dashboard", "person-via-dashboard"), ("terminal", "person-via-terminal"));
+    assert_eq!(via, [dash, dash, dash, term, term, term, term, term, term]);
+    // The same shape: every key and value alike but those saying who the person acted
+    // through, and those of the chain (seq, time, hashes).
+    let shape = |r: &serde_json::Value| {
+        let mut r = r.clone();
+        let m = r.as_object_mut().unwrap();
+        for k in ["client", "decided_by", "seq", "time", "prev", "hash"] {
+            m.remove(k);
+        }
+        r
+    };
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(shape(r), shape(&records[i % 3]), "record {i} differs: {r}");
+    }
+    assert_eq!(records[0]["outcome"], "ok: ended 0 commands and sessions");
+    assert_eq!(records[2]["arguments"], json!({ "all": true }));
+    fx.assert_canary();
+}

@@ -192,6 +192,18 @@ impl TestNet {
     /// daemon: the fixture becomes that user's, and the daemon runs a copy (a hard link) of
     /// `hands` in it, since the checkout's folders may be closed to the user.
     async fn daemon_as(&self, fx: &Fixture, config: &Path, who: Who) -> Client {
+        Client { service: self.serve(fx, config, who, ()).await }
+    }
+
+    /// [`TestNet::daemon_as`] with a client of the test's choosing (a person who answers
+    /// elicitations, say), in the 2025-11-25 era.
+    async fn serve<H: rmcp::ClientHandler>(
+        &self,
+        fx: &Fixture,
+        config: &Path,
+        who: Who,
+        handler: H,
+    ) -> rmcp::service::RunningService<rmcp::RoleClient, H> {
         let (exe, drop_to) = match who {
             Who::Root => (hands_bin(), String::new()),
             Who::User => {
@@ -219,7 +231,7 @@ impl TestNet {
             .env("RUST_LOG", "warn")
             .stderr(Stdio::inherit());
         let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
-        Client { service: handshake((), transport, Era::Legacy).await }
+        handshake(handler, transport, Era::Legacy).await
     }
 }
 
@@ -548,5 +560,52 @@ async fn tmux_pane(who: Who) {
         "{network:?}"
     );
     assert_ran_as(&fx, who);
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn a_client_that_declared_elicitation_is_asked_during_the_bash_call() {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(&fx, "{ allow = [], unknown = \"ask\" }", 20);
+    let person = Person::new(Some("allow_once"), true);
+    let service = net.serve(&fx, &cfg, Who::Root, person.clone()).await;
+    let fetch = format!("curl -sS http://asked.test:{PORT}/file.txt");
+    let bash = |command: String| {
+        let peer = service.peer().clone();
+        async move {
+            let args = json!({ "command": command, "timeout_secs": 60 });
+            let Value::Object(args) = args else { unreachable!() };
+            let params = rmcp::model::CallToolRequestParams::new("bash").with_arguments(args);
+            let r = peer.call_tool(params).await.unwrap();
+            assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+            r.structured_content.unwrap()
+        }
+    };
+
+    // Positive control first: the person allows once, through the client, while the call
+    // waits; the question shows the host, the port and the command.
+    let out = bash(fetch.clone()).await;
+    assert_eq!(out["stdout"], "from the test host\n", "{out}");
+    assert_eq!(person.times_asked(), 1);
+    let question = person.last_question();
+    assert!(question.contains("asked.test:8080") && question.contains("curl"), "{question}");
+    let served = net.served();
+    // Nothing was parked for a terminal: the client's person was the channel.
+    let listed = approvals(&fx, &cfg, Who::Root, &["list"]).await;
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("a-"), "{listed:?}");
+
+    // Once is once; the person declines the next: a refused connection, listed in the result.
+    person.set(None);
+    let out = bash(fetch.clone()).await;
+    assert_eq!(person.times_asked(), 2);
+    assert_eq!(denied_hosts(&out), vec![format!("asked.test:{PORT}")], "{out}");
+    assert_eq!(net.served(), served, "a declined connection reached the test host");
+    assert_eq!(net.canary_hits(), 0);
+    let _ = service.cancel().await;
+    let records = fx.audit_records();
+    assert!(records.iter().any(|r| r["tool"] == "network"
+        && r["decided_by"] == "person-via-client"
+        && r["outcome"] == "allowed"));
     fx.assert_canary();
 }

@@ -69,6 +69,9 @@ pub struct Question {
     pub port: u16,
     /// The command, when its connection carried a known token.
     pub asker: Option<Asker>,
+    /// That token: the daemon finds by it the tool call that started the command, whose client
+    /// it may ask while the call is still in flight.
+    pub token: Option<String>,
 }
 
 /// The gate's answer: only an explicit allow opens the connection.
@@ -278,7 +281,12 @@ impl Proxy {
                 ));
             }
             Verdict::Unknown => {
-                let question = Question { host: shown.clone(), port, asker: asker.clone() };
+                let question = Question {
+                    host: shown.clone(),
+                    port,
+                    asker: asker.clone(),
+                    token: token.clone(),
+                };
                 match self.gate.ask(question).await {
                     Answer::Allow { by } => by,
                     Answer::Refuse { why } => {
