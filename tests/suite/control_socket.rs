@@ -143,10 +143,14 @@ async fn an_unprivileged_daemon_answers_root_and_refuses_a_namespaced_root() {
         "cwd": fx.root,
         "env": { "PATH": "/usr/bin:/bin", "HOME": fx.root, "LANG": "C.UTF-8" },
         "roots": [{ "path": fx.root, "writable": true }, { "path": fx.state, "writable": true }],
+        "protected": [],
+        "masked": [],
         "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
         "home": fx.root,
     });
-    let out = as_user(&fx, &exe, &["__sandbox", &spec.to_string()]).output().unwrap();
+    let mut launcher = as_user(&fx, &exe, &["__sandbox"]);
+    hands_sandbox::launcher::attach_spec(&mut launcher, spec.to_string().as_bytes()).unwrap();
+    let out = launcher.output().unwrap();
     let said = text(&out);
     assert!(said.contains("another user namespace") && !said.contains("\"ok\":true"), "{said}");
     // Still waiting, nothing ran; root's own answer (the positive control) decides it.
