@@ -1074,3 +1074,53 @@ async fn a_widening_is_never_offered_nor_answered_always() {
     assert_eq!(plain.await.unwrap().is_error, Some(true));
     fx.assert_canary();
 }
+
+/// A confirm-listed program (`rm`) is allowed one run at a time (SPEC §4.4): the page offers
+/// Allow once and Reject only, and a *session* or *always* answer — from the page or a
+/// control-socket line by hand — is refused with why, the action left waiting and the file
+/// kept. Positive control: allowed once, it runs.
+#[tokio::test]
+async fn a_confirm_listed_program_is_answered_once_or_not_at_all() {
+    let fx = Fixture::new();
+    let text = std::fs::read_to_string(config(&fx, "allow")).unwrap();
+    let cfg = fx.config(&text.replace("allow = [\"echo\"]", "allow = [\"echo\", \"rm\"]"));
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let victim = fx.write("victim.txt", "v");
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("run", json!({ "argv": ["rm", "victim.txt"] })).await })
+    };
+    let id = s.pending_id().await;
+    let page = s.live().await;
+    let at = page.find(&format!("class=\"pending\" id=\"{id}\"")).unwrap();
+    let ours = &page[at..at + page[at..].find("</article>").unwrap()];
+    assert!(ours.contains("value=\"once\"") && ours.contains("value=\"reject\""), "{ours}");
+    assert!(!ours.contains("value=\"session\"") && !ours.contains("value=\"always\""), "{ours}");
+    for choice in ["session", "always"] {
+        let r = s.post("/approve", &format!("id={id}&choice={choice}")).await;
+        assert_eq!(r.status, 400, "{choice}: {}{}", r.head, r.body);
+        assert!(r.body.contains("confirm-listed"), "{}", r.body);
+        let line = json!({ "op": "answer", "id": id, "choice": choice }).to_string();
+        let answer = {
+            use std::io::{BufRead, Write};
+            let mut sock =
+                std::os::unix::net::UnixStream::connect(fx.state.join("control.sock")).unwrap();
+            sock.write_all(format!("{line}\n").as_bytes()).unwrap();
+            let mut answer = String::new();
+            std::io::BufReader::new(sock).read_line(&mut answer).unwrap();
+            answer
+        };
+        assert!(
+            answer.contains("\"ok\":false") && answer.contains("one run at a time"),
+            "{answer}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished() && victim.exists(), "an unoffered answer let rm run");
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=once")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(!victim.exists());
+    fx.assert_canary();
+}
