@@ -273,6 +273,7 @@ impl Shell {
         .run_as(run_as)
         .env(env)
         .host_network(host_network)
+        .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
         .limits(limits);
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;

@@ -316,7 +316,7 @@ fn init(
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
-        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules);
+        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules, spec.new_repositories);
         let _ = std::thread::Builder::new()
             .name("walls".into())
             .spawn(move || notify::serve(listener, walls));
