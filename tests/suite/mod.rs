@@ -37,6 +37,7 @@ mod quoting;
 mod run;
 #[cfg(target_os = "linux")]
 mod sandbox;
+mod special_files;
 #[cfg(target_os = "linux")]
 mod stop;
 #[cfg(target_os = "linux")]

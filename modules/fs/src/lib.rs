@@ -9,6 +9,7 @@
 pub mod catalogue;
 pub mod edit;
 mod error;
+mod ignore_rules;
 pub mod list;
 mod listing;
 pub mod read;
