@@ -6,6 +6,8 @@ mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
 #[cfg(target_os = "linux")]
+mod brake_race;
+#[cfg(target_os = "linux")]
 mod channels;
 mod config;
 #[cfg(target_os = "linux")]
