@@ -11,6 +11,8 @@ mod brake_race;
 mod channels;
 mod config;
 #[cfg(target_os = "linux")]
+mod control_socket;
+#[cfg(target_os = "linux")]
 mod dashboard;
 #[cfg(target_os = "linux")]
 mod dashboard_browser;
