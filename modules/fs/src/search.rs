@@ -3,7 +3,7 @@
 //! the policy hides.
 
 use crate::ignore_rules::Rules;
-use crate::{FsError, ToolText, listing};
+use crate::{FsError, ToolText, walk_cache};
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
@@ -199,7 +199,7 @@ pub struct GrepOutput {
 }
 
 /// Files under `p.path` whose path relative to it matches `p.pattern`, sorted. The walk of a
-/// settled tree is kept and answers later calls while proved unchanged (`listing`).
+/// settled tree is kept and answers later calls while proved unchanged (`walk_cache`).
 pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     glob_within(resolver, p, WALK_BUDGET)
 }
@@ -223,12 +223,13 @@ pub(crate) fn glob_within(
     let hider = resolver.hider(&base);
     let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
     let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider };
-    let key = listing::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
+    let key =
+        walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
     let picker = || {
         let mine = pick.clone();
         move |rel: &Path| mine.cached(rel)
     };
-    let cached = listing::answer(&key, picker, cap);
+    let cached = walk_cache::answer(&key, picker, cap);
     let (mut files, overflow, skipped, timed_out) = match cached {
         Some((files, overflow)) => (files, overflow, Vec::new(), false),
         None => {
@@ -238,7 +239,7 @@ pub(crate) fn glob_within(
                 found: AtomicU64::new(0),
                 overflow: AtomicBool::new(false),
                 hits: Mutex::new(Vec::new()),
-                recorder: listing::Recorder::new(key),
+                recorder: walk_cache::Recorder::new(key),
                 deadline: Instant::now() + budget,
                 timed_out: AtomicBool::new(false),
             };
@@ -317,8 +318,8 @@ struct GlobWalk<'a> {
     found: AtomicU64,
     overflow: AtomicBool,
     hits: Mutex<Vec<String>>,
-    /// Records the walk for the cache ([`listing`]), when its base allows.
-    recorder: Option<listing::Recorder>,
+    /// Records the walk for the cache ([`walk_cache`]), when its base allows.
+    recorder: Option<walk_cache::Recorder>,
     /// When the walk stops ([`WALK_BUDGET`]), and whether it did.
     deadline: Instant,
     timed_out: AtomicBool,
@@ -330,7 +331,7 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
             walk: self,
             pick: self.pick.clone(),
             hits: Vec::new(),
-            found: listing::Found::default(),
+            found: walk_cache::Found::default(),
         })
     }
 }
@@ -340,7 +341,7 @@ struct GlobVisitor<'a> {
     walk: &'a GlobWalk<'a>,
     pick: Pick<'a>,
     hits: Vec<String>,
-    found: listing::Found,
+    found: walk_cache::Found,
 }
 
 impl GlobVisitor<'_> {
@@ -390,7 +391,7 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
                 || self.walk.recorder.as_ref().is_some_and(|r| r.tally(1024));
             if !within {
                 self.spoil();
-                self.found = listing::Found::default();
+                self.found = walk_cache::Found::default();
             }
         }
         let Some(hit) = self.pick.pick(path, rel) else { return WalkState::Continue };

@@ -3,7 +3,7 @@
 // A failed unwrap is a failed test, which is what these assertions want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::list::{ListDirParams, list_dir};
+use crate::list_dir::{ListDirParams, list_dir};
 use crate::search::{GlobParams, GrepMode, GrepParams, LineKind, glob, grep};
 use crate::{FsError, ToolText};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
@@ -36,7 +36,7 @@ fn put(dir: &Path, rel: &str, content: &[u8]) {
     std::fs::write(p, content).unwrap();
 }
 
-fn ls(r: &Resolver, path: Option<&str>, limit: Option<u64>) -> crate::list::ListDirOutput {
+fn ls(r: &Resolver, path: Option<&str>, limit: Option<u64>) -> crate::list_dir::ListDirOutput {
     list_dir(r, ListDirParams { path: path.map(String::from), limit }).unwrap()
 }
 
@@ -81,9 +81,9 @@ fn a_capped_list_dir_stops_when_the_folder_is_larger_than_the_cap() {
     let (tmp, r) = setup(&[("a.txt", "a"), ("b/c", "")]);
     let size = std::fs::metadata(tmp.path()).unwrap().len();
     let p = || ListDirParams { path: None, limit: None };
-    let capped = crate::list::list_dir_within(&r, p(), Some(size)).unwrap().unwrap();
+    let capped = crate::list_dir::list_dir_within(&r, p(), Some(size)).unwrap().unwrap();
     assert_eq!(capped, ls(&r, None, None));
-    assert!(crate::list::list_dir_within(&r, p(), Some(size - 1)).unwrap().is_none());
+    assert!(crate::list_dir::list_dir_within(&r, p(), Some(size - 1)).unwrap().is_none());
 }
 
 #[test]
