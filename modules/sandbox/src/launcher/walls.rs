@@ -66,9 +66,21 @@ const SECUREBITS: libc::c_ulong = 0b1110_1111;
 
 /// Locks the securebits and empties the bounding and ambient sets; the effective set stays
 /// (a later `setresuid` keeps it: no setuid fixup) until [`clear_capabilities`].
-pub fn lock_privileges() -> Result<()> {
+///
+/// `unprivileged`: an ordinary user's command outside any namespace of its own (`best-effort`
+/// where none can be made). It holds no capability, and may neither lock the securebits nor
+/// shrink the bounding set (both need CAP_SETPCAP, which failed every such command); only the
+/// ambient set is emptied, and `no_new_privs` keeps it from gaining any (set-uid and file
+/// capabilities are inert under it).
+pub fn lock_privileges(unprivileged: bool) -> Result<()> {
     // SAFETY: prctl with integer arguments throughout.
     unsafe {
+        if unprivileged {
+            if libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 {
+                return Err(sys::os_err("prctl(PR_CAP_AMBIENT_CLEAR_ALL)"));
+            }
+            return Ok(());
+        }
         if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS) < 0 {
             return Err(sys::os_err("prctl(PR_SET_SECUREBITS)"));
         }
@@ -141,14 +153,17 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     } else {
         Vec::new()
     };
-    let own_dev = (!without_namespaces).then_some(Path::new("/dev"));
+    // The sandbox's own /tmp and /dev are tmpfs; without namespaces they are the host's, so
+    // neither is opened up (the command's TMPDIR is then a folder of the sandbox home).
+    let own: &[&Path] =
+        if without_namespaces { &[] } else { &[Path::new("/tmp"), Path::new("/dev")] };
     let rw: Vec<&Path> = spec
         .roots
         .iter()
         .filter(|r| r.writable)
         .map(|r| r.path.as_path())
-        .chain([spec.home.as_path(), Path::new("/tmp")])
-        .chain(own_dev)
+        .chain([spec.home.as_path()])
+        .chain(own.iter().copied())
         .collect();
     ruleset
         .create()?
