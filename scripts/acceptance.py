@@ -452,7 +452,8 @@ def check_best_effort(run):
     r = run.bash("echo hi; echo $TMPDIR")
     s = r.structured
     result_tier = str(s.get("containment", ""))
-    must = ("no namespaces", "read a masked path", "host unix sockets hidden")
+    must = ("no namespaces", "read a masked path", "protected paths read-only",
+            "host unix sockets hidden")
     ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "").startswith("hi\n")
           and s.get("exit_code") == 0 and tier.startswith("partial (missing: ")
           and result_tier == tier and all(w in tier for w in must) and rows)

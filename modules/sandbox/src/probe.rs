@@ -303,6 +303,16 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
             ),
         );
         add(
+            "protected paths read-only",
+            (
+                Some(false),
+                "no mount namespace: a protected path in a writable root (`.git/hooks`, \
+                 `.vscode`) is as writable as the root; Landlock cannot carve a read-only path \
+                 out of a writable one"
+                    .into(),
+            ),
+        );
+        add(
             "host processes hidden",
             (Some(false), "no PID namespace: /proc lists the host's processes".into()),
         );
