@@ -319,6 +319,11 @@ impl Builder {
         self
     }
 
+    /// Whether the command runs without user namespaces.
+    pub fn has_no_namespaces(&self) -> bool {
+        self.0.without_namespaces
+    }
+
     /// Hides these paths too (what the walk of the roots found now).
     pub fn mask(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Builder {
         self.0.masked.extend(paths);
