@@ -173,3 +173,63 @@ async fn a_gitignore_swapped_for_a_fifo_under_the_walk_never_hangs_it() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// git on the host, as the person runs it.
+fn host_git(fx: &Fixture, dir: &Path, args: &[&str]) {
+    let o = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "safe.directory=*"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A FIFO where git keeps a regular file — `HEAD` (read while libgit2 opens the repository), a
+/// loose ref (read later) — would block the git tools for ever (libgit2 opens by path,
+/// blocking). Every git tool now answers at once, refusing the repository and naming the
+/// FIFO; with the file restored the same call works again (positive control, before and
+/// after). The canary outside the roots is unchanged.
+#[tokio::test]
+async fn a_fifo_in_a_git_dir_is_refused_at_once_never_read() {
+    let fx = Fixture::new();
+    let repo = fx.root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    host_git(&fx, &repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    host_git(&fx, &repo, &["add", "a.txt"]);
+    host_git(&fx, &repo, &["commit", "-q", "-m", "first"]);
+    host_git(&fx, &repo, &["branch", "side"]);
+    let c = Client::start(
+        &fx,
+        &fx.config(
+            "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-git\"\n\
+             grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+        ),
+    )
+    .await;
+    let status = json!({ "repo": "repo" });
+    soon_ok(&c, "git_status", status.clone()).await;
+    for rel in [".git/refs/heads/side", ".git/HEAD"] {
+        let p = repo.join(rel);
+        let kept = std::fs::read(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        mkfifo(&p);
+        for (tool, args) in [("git_status", status.clone()), ("git_log", json!({"repo": "repo"}))] {
+            let r = soon(&c, tool, args).await;
+            assert_eq!(r.is_error, Some(true), "{tool} with a FIFO at {rel}: {}", text_of(&r));
+            let text = text_of(&r);
+            assert!(
+                text.contains(rel.rsplit('/').next().unwrap()) && text.contains("FIFO"),
+                "{text}"
+            );
+        }
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, kept).unwrap();
+        soon_ok(&c, "git_status", status.clone()).await;
+    }
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -89,6 +89,62 @@ pub(crate) fn open_repository(abs: &Path) -> Result<Repository, GitError> {
     )
 }
 
+/// The files libgit2 reads by path when it opens the repository whose git dir is `gitdir`,
+/// and in the common dir its `commondir` names; those that exist must be regular files (the
+/// walk of the git dir after the open checks everything else before any tool reads it).
+// libgit2 reads these files by path; they lie in a git dir already confined to the roots.
+#[allow(clippy::disallowed_methods)]
+fn opened_files_regular(repo: &Path, gitdir: &Path) -> Result<(), GitError> {
+    const OPENED: [&str; 5] = ["HEAD", "config", "config.worktree", "commondir", "gitdir"];
+    let check = |dir: &Path| -> Result<(), GitError> {
+        for name in OPENED {
+            let p = dir.join(name);
+            // Following a link (stat never blocks): what libgit2 would open.
+            if let Ok(m) = std::fs::metadata(&p) {
+                let kind =
+                    hands_roots::FileType::from_raw_mode(std::os::unix::fs::MetadataExt::mode(&m));
+                if kind != hands_roots::FileType::RegularFile
+                    && kind != hands_roots::FileType::Directory
+                {
+                    return Err(special_in(repo, &p, kind));
+                }
+            }
+        }
+        Ok(())
+    };
+    check(gitdir)?;
+    // `commondir` was a regular file just now; read at most a line of it, opened without
+    // blocking in case it was swapped for a FIFO since.
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblocking = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(gitdir.join("commondir"));
+    let commondir = opened.ok().and_then(|f| {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(f.take(4096)), &mut line).ok()?;
+        Some(gitdir.join(line.trim()))
+    });
+    match commondir {
+        Some(c) if c != gitdir => check(&c),
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of a special file met in a git dir.
+fn special_in(repo: &Path, at: &Path, kind: hands_roots::FileType) -> GitError {
+    GitError::Unchecked {
+        repo: repo.to_path_buf(),
+        why: format!(
+            "{} in its git dir is a {} where git keeps a regular file (a command may have made \
+             it; reading it would block); a person can remove it",
+            at.display(),
+            hands_roots::kind_name(kind)
+        ),
+    }
+}
+
 /// A repository opened and checked: every part of it lies under the roots.
 pub(crate) struct Repo {
     pub(crate) repo: Repository,
@@ -235,12 +291,15 @@ impl Git {
     }
 
     /// Pre-checks `DIR/.git` before libgit2 follows it: a directory (or in-root link to one)
-    /// is fine; a `.git` file must name a git dir under the roots.
+    /// is fine; a `.git` file must name a git dir under the roots. The files libgit2 reads
+    /// while it opens a repository must be regular files (a FIFO there would block it).
     fn check_dotgit(&self, dir: &Path) -> Result<(), GitError> {
         let dotgit = dir.join(".git");
         let shown = path_str(&dotgit)?;
         match self.resolver.open_dir(shown) {
-            Ok(_) | Err(PathError::NotFound { .. }) => Ok(()),
+            Ok(_) => opened_files_regular(dir, &dotgit),
+            // A bare repository, or none: the folder itself.
+            Err(PathError::NotFound { .. }) => opened_files_regular(dir, dir),
             Err(PathError::NotADirectory { .. }) => {
                 let mut opened = self.resolver.open_file(shown)?;
                 let mut text = String::new();
@@ -253,8 +312,8 @@ impl Git {
                     return Err(GitError::NotARepo { path: dir.to_path_buf() });
                 };
                 let target = dir.join(target.trim());
-                self.inside(dir, ".git file's target", &target)?;
-                Ok(())
+                let target = self.inside(dir, ".git file's target", &target)?;
+                opened_files_regular(dir, &target)
             }
             Err(e) => Err(e.into()),
         }
@@ -305,7 +364,12 @@ impl Git {
                     }
                     // Linked worktrees' own git dirs are checked when they are opened.
                     hands_roots::FileType::Directory => item.descend = true,
-                    _ => {}
+                    hands_roots::FileType::RegularFile => {}
+                    // libgit2 opens what it reads by path, blocking: a FIFO (or a device) at a
+                    // ref, the index or an object would hang the tool (issue 23.4).
+                    kind => {
+                        return Err(special_in(repo, &l.folder.path.join(&item.name), kind));
+                    }
                 }
             }
             Ok(())
