@@ -51,7 +51,7 @@ const MAX_LINES: usize = 600;
 /// Files in `src/` over `MAX_LINES` today. Other engineers are splitting them (issue 19): delete
 /// an entry when its file is under the limit or gone (the test says so); add none. (No growth
 /// ceiling while the session's splits and features land at once; one can come back after.)
-const OVERSIZE: &[&str] = &["src/gate/approvals.rs"];
+const OVERSIZE: &[&str] = &[];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
