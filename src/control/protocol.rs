@@ -266,18 +266,7 @@ impl From<Choice> for Option<crate::approvals::Choice> {
 impl From<ParkedView> for crate::approvals::Pending {
     /// A parked action another daemon reported, with its parts.
     fn from(v: ParkedView) -> Self {
-        crate::approvals::Pending {
-            id: v.id,
-            expires: v.expires,
-            action: crate::approvals::Action {
-                client: v.client,
-                module: v.module,
-                tool: v.tool,
-                class: v.class,
-                arguments: v.arguments,
-                confirm: v.confirm,
-            },
-        }
+        crate::approvals::Pending { id: v.id, expires: v.expires, action: v.detail }
     }
 }
 
@@ -364,12 +353,14 @@ mod tests {
             id: "a-1".into(),
             action: "stdio wants to run `write`".into(),
             expires: 99,
-            client: "stdio".into(),
-            module: "tools-fs".into(),
-            tool: "write".into(),
-            class: "write".into(),
-            arguments: json!({ "path": "x" }),
-            confirm: false,
+            detail: crate::approvals::Action {
+                client: "stdio".into(),
+                module: "tools-fs".into(),
+                tool: "write".into(),
+                class: "write".into(),
+                arguments: json!({ "path": "x" }),
+                confirm: false,
+            },
         };
         let all = [
             (Reply::Status { pid: 1, stopped: false }, true),

@@ -3,6 +3,7 @@
 //! [`Channel`] it came through, and the gate's answer after asking ([`Asked`]).
 
 use rmcp::model::{ClientCapabilities, InputRequiredResult};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The choices a person is offered, as the form's enum values.
@@ -49,7 +50,7 @@ pub enum Channel {
 }
 
 /// One action waiting at the gate, described exactly.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Action {
     pub client: String,
     pub module: String,
@@ -130,16 +131,4 @@ pub enum Asked {
     /// A URL-only client's retry: wait for the person's answer to this parked action
     /// (`Approvals::await_parked`, `parked.rs`).
     Parked(String),
-}
-
-/// A person's choice by its name on the dashboard and the control socket: `Some(None)` is
-/// reject, `None` an unknown name.
-pub fn choice_named(name: &str) -> Option<Option<Choice>> {
-    match name {
-        "once" => Some(Some(Choice::Once)),
-        "session" => Some(Some(Choice::Session)),
-        "always" => Some(Some(Choice::Always)),
-        "reject" => Some(None),
-        _ => None,
-    }
 }

@@ -8,7 +8,6 @@ use super::elicit::url_params;
 use crate::lock::lock;
 use rmcp::model::InputRequiredResult;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -39,31 +38,9 @@ pub struct ParkedView {
     pub id: String,
     pub action: String,
     pub expires: u64,
-    pub client: String,
-    pub module: String,
-    pub tool: String,
-    pub class: String,
-    pub arguments: Value,
-    pub confirm: bool,
-}
-
-impl Pending {
-    /// A parked action another daemon reported over the control socket (`ParkedView`).
-    pub fn from_view(v: &Value) -> Option<Pending> {
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        Some(Pending {
-            id: s("id")?,
-            expires: v.get("expires").and_then(Value::as_u64)?,
-            action: Action {
-                client: s("client")?,
-                module: s("module")?,
-                tool: s("tool")?,
-                class: s("class")?,
-                arguments: v.get("arguments").cloned().unwrap_or(Value::Null),
-                confirm: v.get("confirm").and_then(Value::as_bool).unwrap_or(false),
-            },
-        })
-    }
+    /// Its parts, on the wire beside `id`, `action` and `expires` (`client`, `module`, …).
+    #[serde(flatten)]
+    pub detail: Action,
 }
 
 impl Approvals {
@@ -222,12 +199,7 @@ impl Approvals {
                 id: p.id.clone(),
                 action: p.action.clone(),
                 expires: p.expires,
-                client: p.detail.client.clone(),
-                module: p.detail.module.clone(),
-                tool: p.detail.tool.clone(),
-                class: p.detail.class.clone(),
-                arguments: p.detail.arguments.clone(),
-                confirm: p.detail.confirm,
+                detail: p.detail.clone(),
             })
             .collect()
     }
