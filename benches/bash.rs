@@ -3,8 +3,8 @@
 //! spec the daemon builds, all in the same run, interleaved call by call.
 //!
 //! Run: `cargo bench --bench bash`. The spec is taken from the daemon itself: while a
-//! `sleep` runs through the tool, the launcher's command line (`hands __sandbox SPEC`) is read
-//! from `/proc`, and its `argv` swapped for `true`.
+//! `sleep` runs through the tool, the launcher's spec descriptor (`/proc/<launcher>/fd/3`, a
+//! sealed memfd the launcher keeps open) is read, and its `argv` swapped for `true`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // Benchmarks spawn the binary and ripgrep, and make their trees by path.
 #![allow(clippy::disallowed_methods)]
@@ -60,7 +60,7 @@ async fn bash(peer: &rmcp::Peer<RoleClient>, command: &str) -> Value {
     r.structured_content.unwrap()
 }
 
-/// The command line of a child of `daemon` that is the launcher running [`SLEEP`].
+/// The spec of a child of `daemon` that is the launcher running [`SLEEP`].
 fn launcher_spec(daemon: u32) -> Option<Value> {
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -76,7 +76,8 @@ fn launcher_spec(daemon: u32) -> Option<Value> {
         if args.get(1) != Some(&&b"__sandbox"[..]) {
             continue;
         }
-        let Ok(spec) = serde_json::from_slice::<Value>(args[2]) else { continue };
+        let fd3 = std::fs::read(format!("/proc/{pid}/fd/3")).unwrap_or_default();
+        let Ok(spec) = serde_json::from_slice::<Value>(&fd3) else { continue };
         if spec["argv"] == json!(["bash", "--noprofile", "--norc", "-c", SLEEP]) {
             return Some(spec);
         }
@@ -129,14 +130,9 @@ async fn main() {
     let spec = spec.to_string();
 
     let launcher = || {
-        let mut cmd = tokio::process::Command::new(bin());
-        cmd.arg("__sandbox")
-            .arg(&spec)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        let mut cmd = hands::sandbox::launcher_command(&bin(), spec.as_bytes()).unwrap();
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        tokio::process::Command::from(cmd)
     };
     let bare = || {
         let mut cmd = tokio::process::Command::new("bash");
@@ -182,14 +178,9 @@ async fn main() {
     let mut per_bound = Vec::new();
     for (name, spec) in &variants {
         let run = || {
-            let mut cmd = tokio::process::Command::new(bin());
-            cmd.arg("__sandbox")
-                .arg(spec)
-                .env_clear()
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            cmd
+            let mut cmd = hands::sandbox::launcher_command(&bin(), spec.as_bytes()).unwrap();
+            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            tokio::process::Command::from(cmd)
         };
         let mut times = Vec::with_capacity(RUNS);
         let mut bare_times = Vec::with_capacity(RUNS);

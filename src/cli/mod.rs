@@ -102,11 +102,11 @@ enum Command {
         #[arg(last = true, required = true, value_name = "BIN ARGS")]
         argv: Vec<String>,
     },
-    /// Internal: run one command in the sandbox described by the JSON spec (tools-shell's
-    /// re-exec; see src/sandbox)
+    /// Internal: run one command in the sandbox described by the JSON spec on descriptor 3
+    /// (tools-shell's re-exec; see modules/sandbox)
     #[cfg(target_os = "linux")]
     #[command(name = "__sandbox", hide = true)]
-    Sandbox { spec: String },
+    Sandbox,
     /// Internal: hold a module's private network namespace (see src/sandbox/netns.rs)
     #[cfg(target_os = "linux")]
     #[command(name = "__netns", hide = true)]
@@ -137,7 +137,7 @@ pub fn run() -> ExitCode {
             exec::exec_cmd(config, cwd, timeout_secs, argv)
         }
         #[cfg(target_os = "linux")]
-        Command::Sandbox { spec } => sandbox::main(&spec),
+        Command::Sandbox => sandbox::main(),
         #[cfg(target_os = "linux")]
         Command::Netns { pidfile } => sandbox::holder::holder_main(&pidfile),
         #[cfg(target_os = "linux")]

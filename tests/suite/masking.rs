@@ -75,6 +75,37 @@ async fn a_dot_env_reads_as_masked_and_cannot_be_overwritten_while_env_example_r
     fx.assert_canary();
 }
 
+/// The spec travels on a descriptor, not in argv: thousands of masks (far past the 128 KiB
+/// one argument may hold, where the daemon used to refuse and tell a person to narrow the
+/// roots) still run, each stays masked, and the init's command line shows no spec.
+#[tokio::test]
+async fn thousands_of_secret_files_still_run_and_the_command_line_shows_no_spec() {
+    let fx = Fixture::new();
+    let folder = "a-folder-name-long-enough-that-three-thousand-masks-pass-the-argv-limit";
+    for i in 0..3000 {
+        fx.write(&format!("many/{folder}-{i:04}/.env"), &format!("TOKEN={SECRET}\n"));
+    }
+    fx.write(&format!("many/{folder}-0000/visible.txt"), "visible\n");
+    let c = start(&fx, false, "").await;
+    let r = bash(
+        &c,
+        &format!(
+            "cat many/{folder}-0000/.env many/{folder}-2999/.env; \
+             cat many/{folder}-0000/visible.txt; tr '\\0' ' ' < /proc/1/cmdline; echo"
+        ),
+    )
+    .await;
+    let text = out(&r);
+    assert!(!text.contains(SECRET), "a secret file leaked: {r}");
+    assert!(text.contains("visible\n"), "the positive control failed: {r}");
+    let cmdline = text.lines().last().unwrap_or_default();
+    assert!(cmdline.trim_end().ends_with("__sandbox"), "the init's command line: {r}");
+    assert!(!cmdline.contains(".env") && !cmdline.contains("masked"), "{r}");
+    assert_eq!(read(fx.root.join(format!("many/{folder}-2999/.env"))), format!("TOKEN={SECRET}\n"));
+    c.stop().await;
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn a_dot_env_created_after_the_daemon_started_is_masked_for_the_next_command() {
     let fx = Fixture::new();

@@ -1,4 +1,4 @@
-//! The sandbox launcher (`hands __sandbox SPEC`), run directly: positive controls, and attacks
+//! The sandbox launcher (`hands __sandbox`, its spec on descriptor 3), run directly: positive controls, and attacks
 //! each paired with a canary outside the roots that must stay unchanged. They run as root, so
 //! every refusal here comes from the sandbox, not from file permissions.
 
@@ -56,7 +56,8 @@ impl Sandbox {
     }
 
     fn command(&self, spec: &Value) -> std::process::Command {
-        let mut c = self.fx.std_command(&["__sandbox", &spec.to_string()]);
+        let mut c = self.fx.std_command(&["__sandbox"]);
+        hands_sandbox::launcher::attach_spec(&mut c, spec.to_string().as_bytes()).unwrap();
         c.env("HANDS_TEST_SECRET", SECRET).stdin(Stdio::null());
         c
     }
@@ -222,6 +223,39 @@ fn masked_credential_files_read_nothing() {
     assert!(out.contains("not a secret"), "the positive control failed: {out}");
     let netrc = sb.fx.root.join("fakehome/.netrc");
     assert_eq!(std::fs::read_to_string(netrc).unwrap(), "machine x password hunter2\n");
+    sb.fx.assert_canary();
+}
+
+/// The end state of the race the launcher's descriptors close: the daemon walked the roots and
+/// listed `app/.env`; before the sandbox was built, a command in the same root moved `app` to
+/// `real` and put a symlink `app -> decoy` (with a `decoy/.env`) in its place. Binding by path
+/// followed the link: the mask landed on `decoy/.env` and `real/.env` ran readable. Bound by
+/// descriptor, the launcher refuses to start and says why.
+#[test]
+fn a_mask_behind_a_folder_swapped_for_a_symlink_refuses_the_start() {
+    let sb = Sandbox::new();
+    let root = &sb.fx.root;
+    sb.fx.write("real/.env", "TOKEN=hunter2-swapped\n");
+    sb.fx.write("decoy/.env", "decoy\n");
+    std::os::unix::fs::symlink("decoy", root.join("app")).unwrap();
+    let cmd = "cat real/.env app/.env; echo ran";
+    let mut spec = sb.spec(cmd, false);
+    spec["masked"].as_array_mut().unwrap().push(json!(root.join("app/.env")));
+    let o = sb.run_spec(&spec);
+    let out = all(&o);
+    assert!(!out.contains("hunter2-swapped"), "the secret was readable: {out}");
+    assert!(!stdout(&o).contains("ran"), "the command ran: {out}");
+    assert_eq!(o.status.code(), Some(125), "{out}");
+    assert!(out.contains("is a symbolic") && out.contains("/app"), "{out}");
+    // Positive control: the same secret listed by its real path is masked and the command runs.
+    let mut spec = sb.spec(cmd, false);
+    spec["masked"].as_array_mut().unwrap().push(json!(root.join("real/.env")));
+    let o = sb.run_spec(&spec);
+    let out = all(&o);
+    assert!(stdout(&o).contains("ran"), "the positive control failed: {out}");
+    assert!(out.contains("decoy"), "the positive control failed: {out}");
+    assert!(!out.contains("hunter2-swapped"), "the secret was readable: {out}");
+    assert_eq!(std::fs::read_to_string(root.join("real/.env")).unwrap(), "TOKEN=hunter2-swapped\n");
     sb.fx.assert_canary();
 }
 

@@ -236,11 +236,15 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
         "cwd": fx.root,
         "env": { "PATH": "/usr/bin:/bin", "HOME": fx.root, "LANG": "C.UTF-8" },
         "roots": [{ "path": fx.root, "writable": true }, { "path": fx.state, "writable": true }],
+        "protected": [],
+        "masked": [],
         "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
         "home": fx.root,
         "run_as": if root { json!({ "uid": 65534, "gid": 65534 }) } else { Value::Null },
     });
-    let out = fx.std_command(&["__sandbox", &spec.to_string()]).output().unwrap();
+    let mut launcher = fx.std_command(&["__sandbox"]);
+    hands_sandbox::launcher::attach_spec(&mut launcher, spec.to_string().as_bytes()).unwrap();
+    let out = launcher.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

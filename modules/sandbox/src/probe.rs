@@ -4,9 +4,8 @@
 // The sandbox self-test: runs the launcher on probe files in the state dir.
 #![allow(clippy::disallowed_methods)]
 
-use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// One guarantee and what the probe found.
@@ -111,21 +110,18 @@ fn unique_dir() -> PathBuf {
 }
 
 /// Runs the probe with `base` (the module's launcher spec without argv and cwd).
-pub fn run(exe: &Path, base: &serde_json::Map<String, Value>, roots: &[PathBuf]) -> Probe {
+#[cfg(target_os = "linux")]
+pub fn run(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf]) -> Probe {
     let dir = unique_dir();
     let probe = run_in(exe, base, roots, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     probe
 }
 
-fn run_in(
-    exe: &Path,
-    base: &serde_json::Map<String, Value>,
-    roots: &[PathBuf],
-    dir: &Path,
-) -> Probe {
+#[cfg(target_os = "linux")]
+fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &Path) -> Probe {
     use std::os::unix::fs::PermissionsExt;
-    let network = base.get("network").and_then(Value::as_bool).unwrap_or(false);
+    let network = base.has_host_network();
     let (out, inside) = (dir.join("out"), dir.join("in"));
     let setup = (|| -> std::io::Result<()> {
         std::fs::create_dir_all(&out)?;
@@ -146,24 +142,15 @@ fn run_in(
     let tcp_port = if network { 0 } else { port(tcp.as_ref().map(|l| l.local_addr())) };
     let udp_port = port(udp.as_ref().map(|u| u.local_addr()));
     let daemon = std::process::id();
-    let mut spec = base.clone();
     // The folder the probe tries to write is visible, as the system folders are (bound
     // read-only, Landlock read-only): a write that fails only because the folder cannot be
     // seen would prove nothing.
-    let mut system = spec.get("system").and_then(Value::as_array).cloned().unwrap_or_default();
-    system.push(json!(out));
-    spec.insert("system".into(), Value::Array(system));
-    let mut root_list = spec.get("roots").and_then(Value::as_array).cloned().unwrap_or_default();
-    root_list.push(json!({ "path": inside, "writable": false }));
-    spec.insert("roots".into(), Value::Array(root_list));
-    let mut masked = spec.get("masked").and_then(Value::as_array).cloned().unwrap_or_default();
-    masked.push(json!(inside.join("secret")));
-    spec.insert("masked".into(), Value::Array(masked));
-    spec.insert("cwd".into(), json!(inside));
-    if let Some(Value::Object(limits)) = spec.get_mut("limits") {
-        let configured = limits.get("processes").and_then(Value::as_u64).unwrap_or(u64::MAX);
-        limits.insert("processes".into(), json!(configured.min(PROBE_PROCESSES)));
-    }
+    let base = base
+        .clone()
+        .read_only(out.clone())
+        .root(inside.clone(), false)
+        .mask([inside.join("secret")])
+        .cap_processes(PROBE_PROCESSES);
     let args = [
         out.display().to_string(),
         inside.join("secret").display().to_string(),
@@ -171,17 +158,13 @@ fn run_in(
         udp_port.to_string(),
         daemon.to_string(),
     ];
-    let mut argv = vec!["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"];
-    argv.extend(args.iter().map(String::as_str));
-    spec.insert("argv".into(), json!(argv));
-    let child = Command::new(exe)
-        .arg("__sandbox")
-        .arg(Value::Object(spec).to_string())
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+    let mut argv: Vec<String> =
+        ["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"].map(String::from).into();
+    argv.extend(args);
+    let spec = base.build(argv, inside.clone());
+    let child = spec.command(exe).and_then(|mut c| {
+        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
+    });
     let output = match child {
         Ok(c) => wait(c, Duration::from_secs(60)),
         Err(e) => return failed(format!("the launcher could not start: {e}")),

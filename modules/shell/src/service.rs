@@ -1,7 +1,8 @@
 //! tools-shell's commands: `bash`, `run`/`os-*` and `hands exec` (one allowlisted program,
-//! argv given exactly, no shell). Each re-runs the daemon's binary as `hands __sandbox SPEC`
-//! (see `hands_sandbox::launcher`), captures the end of its output, and stops the whole tree on
-//! timeout, cancellation or client disconnect. The tmux sessions are in `sessions.rs`.
+//! argv given exactly, no shell). Each re-runs the daemon's binary as `hands __sandbox` (see
+//! `hands_sandbox::launcher`, which takes the spec on a descriptor), captures the end of its
+//! output, and stops the whole tree on timeout, cancellation or client disconnect. The tmux
+//! sessions are in `sessions.rs`.
 
 use crate::allow::{self, Verdict};
 use crate::bash::{self, BashOutput, BashParams, Ending};
@@ -32,7 +33,7 @@ pub struct Module {
 pub struct Shell {
     resolver: Arc<Resolver>,
     /// The launcher spec without `argv` and `cwd`.
-    base: serde_json::Map<String, Value>,
+    base: launcher::Builder,
     pub(crate) output_chars: usize,
     slots: Arc<Semaphore>,
     pub(crate) exe: PathBuf,
@@ -106,9 +107,6 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
 /// what the terminal has not taken yet, and it must arrive whole.
 const STREAM_DRAIN: Duration = Duration::from_secs(30);
-/// The longest spec the launcher can receive: one argument is at most 128 KiB on Linux
-/// (MAX_ARG_STRLEN, with its terminating NUL).
-const SPEC_LIMIT: usize = 128 * 1024 - 1;
 
 fn clean_abs(p: &Path) -> bool {
     p.is_absolute()
@@ -165,8 +163,11 @@ impl Shell {
             }
         }
         system.retain(|p| p.exists());
-        let roots: Vec<Value> =
-            m.roots.iter().map(|r| json!({ "path": r.path, "writable": r.writable })).collect();
+        let roots: Vec<launcher::Root> = m
+            .roots
+            .iter()
+            .map(|r| launcher::Root { path: r.path.clone(), writable: r.writable })
+            .collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
         let folders: Vec<&str> =
@@ -234,12 +235,12 @@ impl Shell {
         let walk_limit = l
             .walk_entries
             .map_or(masks::WALK_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
-        let limits = json!({
-            "processes": l.processes.unwrap_or(512),
-            "open_files": l.open_files.unwrap_or(1024),
-            "file_size_mb": l.file_size_mb.unwrap_or(4096),
-            "memory_mb": l.memory_mb.unwrap_or(8192),
-        });
+        let limits = launcher::Limits {
+            processes: l.processes.unwrap_or(512),
+            open_files: l.open_files.unwrap_or(1024),
+            file_size_mb: l.file_size_mb.unwrap_or(4096),
+            memory_mb: l.memory_mb.unwrap_or(8192),
+        };
         // The grant with `mode = "host"` is the host's network; the grant otherwise is the
         // network by domain, which keeps the private namespace and adds the proxy.
         let (host_network, network) = match (m.network, cfg.network_mode()) {
@@ -260,19 +261,18 @@ impl Shell {
         let run_as = launcher::run_as(run_as, first_writable)?;
         let bound =
             launcher::bounds::choose(rustix::process::geteuid().as_raw() != 0 || run_as.is_some());
-        let base = json!({
-            "bound": bound.bound,
-            "run_as": run_as,
-            "env": env,
-            "roots": roots,
-            "protected": protected,
-            "masked": masked,
-            "system": system,
-            "network": host_network,
-            "home": home,
-            "limits": limits,
-        });
-        let Value::Object(base) = base else { anyhow::bail!("the sandbox spec is not an object") };
+        let base = launcher::Spec::builder(launcher::Confinement {
+            roots,
+            protected,
+            masked,
+            system,
+            home: home.clone(),
+        })
+        .bound(bound.bound.clone())
+        .run_as(run_as)
+        .env(env)
+        .host_network(host_network)
+        .limits(limits);
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
         let netns = if host_network {
@@ -416,10 +416,10 @@ impl Shell {
     /// unchanged without the network by domain.
     pub(crate) fn with_proxy(
         &self,
-        spec: String,
+        mut spec: launcher::Spec,
         label: &str,
         client: &str,
-    ) -> Result<(String, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+    ) -> Result<(launcher::Spec, Option<hands_sandbox::proxy::Ticket>), Refusal> {
         // `needs.network` a person approved for this call (`src/needs.rs`): the ticket's own
         // allow entries. Without the proxy nothing could carry them: refused, not ignored.
         let granted = crate::needs::granted().map(|n| n.network.clone()).unwrap_or_default();
@@ -438,14 +438,10 @@ impl Shell {
         let entries: Result<Vec<hands_sandbox::proxy::Entry>, _> =
             granted.iter().map(|g| g.parse()).collect();
         ticket.grant(entries.map_err(|e| Refusal(format!("needs.network: {e}")))?);
-        let mut value: Value = serde_json::from_str(&spec)
-            .map_err(|e| Refusal(format!("the sandbox spec could not be extended: {e}")))?;
-        if let Some(Value::Object(env)) = value.get_mut("env") {
-            for (k, v) in ticket.env(http, socks) {
-                env.insert(k, json!(v));
-            }
+        for (k, v) in ticket.env(http, socks) {
+            spec.set_env(k, v);
         }
-        Ok((value.to_string(), Some(ticket)))
+        Ok((spec, Some(ticket)))
     }
 
     /// Keeps a tmux session's ticket while the session lives (a new one replaces the old).
@@ -527,19 +523,14 @@ impl Shell {
 
     /// Adds the module's shared network namespace to a launcher spec (starting its holder when
     /// there is none). Blocks briefly the first time.
-    fn with_netns(
-        &self,
-        mut spec: serde_json::Map<String, Value>,
-    ) -> Result<serde_json::Map<String, Value>, Refusal> {
+    fn with_netns(&self, spec: launcher::Builder) -> Result<launcher::Builder, Refusal> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            spec.insert("without_namespaces".into(), json!(true));
-            return Ok(spec);
+            return Ok(spec.without_namespaces());
         }
-        if let Some(n) = &self.netns {
-            let h = n.holder().map_err(|e| Refusal(format!("{e:#}")))?;
-            spec.insert("netns".into(), json!(h));
+        match &self.netns {
+            Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),
+            None => Ok(spec),
         }
-        Ok(spec)
     }
 
     /// The containment tier of a command run now.
@@ -669,6 +660,8 @@ impl Shell {
         };
         drop(halt);
         let label = crate::registry::label(&argv);
+        let argv: Vec<String> = serde_json::from_value(argv)
+            .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
         let spec = self.spec(argv, &cwd, None, None).await?;
         let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
         // While the call waits, its client may be asked about the command's connections.
@@ -692,15 +685,15 @@ impl Shell {
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
-    /// now (secret files, hard links to denied files), as the JSON argument of `__sandbox`.
+    /// now (secret files, hard links to denied files), passed to `__sandbox` on a descriptor.
     /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
     pub(crate) async fn spec(
         &self,
-        argv: Value,
+        argv: Vec<String>,
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
-    ) -> Result<String, Refusal> {
+    ) -> Result<launcher::Spec, Refusal> {
         self.spec_and_masks(argv, cwd, socket_dir, watch).await.map(|(spec, _)| spec)
     }
 
@@ -726,68 +719,38 @@ impl Shell {
     /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
     pub(crate) async fn spec_and_masks(
         &self,
-        argv: Value,
+        argv: Vec<String>,
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
-    ) -> Result<(String, Arc<masks::Found>), Refusal> {
+    ) -> Result<(launcher::Spec, Arc<masks::Found>), Refusal> {
         let found = self.found_masks().await?;
-        let mut spec = self.with_netns(self.base.clone())?;
-        if let Some(Value::Array(masked)) = spec.get_mut("masked") {
-            masked.extend(found.paths.iter().filter_map(|p| p.to_str()).map(|p| json!(p)));
-        }
-        if let Some(Value::Array(protected)) = spec.get_mut("protected") {
-            let nested: Vec<Value> = found
-                .protected
-                .iter()
-                .filter_map(|p| p.to_str())
-                .map(|p| json!(p))
-                .filter(|p| !protected.contains(p))
-                .collect();
-            protected.extend(nested);
-        }
-        if let (Some(dir), Some(Value::Array(roots))) = (socket_dir, spec.get_mut("roots")) {
-            roots.push(json!({ "path": dir, "writable": true }));
+        let mut spec = self
+            .with_netns(self.base.clone())?
+            .mask(found.paths.iter().cloned())
+            .protect(found.protected.iter().cloned());
+        if let Some(dir) = socket_dir {
+            spec = spec.root(dir.to_path_buf(), true);
         }
         // `needs.write` a person approved for this call: writable roots of this launch only.
-        if let (Some(n), Some(Value::Array(roots))) =
-            (crate::needs::granted(), spec.get_mut("roots"))
-        {
-            roots.extend(n.write.iter().map(|p| json!({ "path": p, "writable": true })));
+        if let Some(n) = crate::needs::granted() {
+            for p in &n.write {
+                spec = spec.root(p.clone(), true);
+            }
         }
-        match watch {
+        spec = match watch {
             // A tmux server outlives the daemon; everything else dies with it.
-            Some(w) => {
-                spec.insert("watch".into(), json!(w));
-            }
-            None => {
-                spec.insert("parent".into(), json!(std::process::id()));
-            }
-        }
-        spec.insert("argv".into(), argv);
-        spec.insert("cwd".into(), json!(cwd));
-        let spec = Value::Object(spec).to_string();
-        if spec.len() > SPEC_LIMIT {
-            return Err(Refusal(format!(
-                "refused: the sandbox spec is {} bytes, more than one argument may hold ({} \
-                 bytes); it names {} masked files in the roots (secret files and hard links to \
-                 denied files) and {} protected paths (nested repositories' .git/hooks and \
-                 .git/config, ...) plus the command. Shorten the command, or a person can narrow \
-                 the roots or sandbox.secret_patterns",
-                spec.len(),
-                SPEC_LIMIT,
-                found.paths.len(),
-                found.protected.len()
-            )));
-        }
-        Ok((spec, found))
+            Some(w) => spec.watch(w.to_path_buf()),
+            None => spec.parent(std::process::id() as i32),
+        };
+        Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 
     // Starts the launcher (`hands` re-executed), the one way a command runs.
     #[allow(clippy::disallowed_methods)]
     async fn run(
         &self,
-        spec: &str,
+        spec: &launcher::Spec,
         label: String,
         timeout: Duration,
         caller: &Caller,
@@ -800,10 +763,10 @@ impl Shell {
         if *halt.borrow() {
             return Err(Refusal(HALTED.into()));
         }
-        let mut child = tokio::process::Command::new(&self.exe)
-            .arg("__sandbox")
-            .arg(spec)
-            .env_clear()
+        let launcher = spec
+            .command(&self.exe)
+            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        let mut child = tokio::process::Command::from(launcher)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

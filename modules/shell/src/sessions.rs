@@ -189,11 +189,11 @@ impl Shell {
         cwd: &str,
     ) -> Result<Vec<u8>, Refusal> {
         let socket_dir = self.tmux.socket_dir(name);
-        let spec = self.spec(json!(argv), Path::new(cwd), Some(&socket_dir), None).await?;
-        let child = tokio::process::Command::new(&self.exe)
-            .arg("__sandbox")
-            .arg(spec)
-            .env_clear()
+        let spec = self.spec(argv, Path::new(cwd), Some(&socket_dir), None).await?;
+        let launcher = spec
+            .command(&self.exe)
+            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        let child = tokio::process::Command::from(launcher)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output();
@@ -396,12 +396,11 @@ impl Shell {
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
         let (spec, found) =
-            self.spec_and_masks(json!(argv), cwd, Some(&socket_dir), Some(&marker)).await?;
+            self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker)).await?;
         let (spec, ticket) = self.with_proxy(spec, label, client)?;
-        let mut child = std::process::Command::new(&self.exe)
-            .arg("__sandbox")
-            .arg(spec)
-            .env_clear()
+        let mut child = spec
+            .command(&self.exe)
+            .map_err(|e| fail("pass the sandbox spec on", e))?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -19,7 +19,6 @@ use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The daemon's own leaf when its cgroup v2 must hold the commands' leaves too.
@@ -94,10 +93,7 @@ fn cgroup2_mount() -> Option<PathBuf> {
 }
 
 fn writable(p: &Path) -> bool {
-    sys::cstr(p).is_ok_and(|c| {
-        // SAFETY: a NUL-terminated path.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-    })
+    rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok()
 }
 
 /// Chooses the bound for this daemon's commands; `nonroot_command` says whether the commands
@@ -269,37 +265,37 @@ impl Leaf {
             .unwrap_or_default()
     }
 
-    fn open_at(&self, file: &str, flags: i32) -> Option<File> {
-        let path = sys::cstr(format!("{}/{file}", self.name)).ok()?;
-        // SAFETY: a directory descriptor and a NUL-terminated relative path.
-        let fd = unsafe {
-            libc::openat(self.parent.as_raw_fd(), path.as_ptr(), flags | libc::O_CLOEXEC)
-        };
-        (fd >= 0).then(|| File::from(crate::sys::owned(fd)))
+    fn open_at(&self, file: &str, flags: rustix::fs::OFlags) -> Option<File> {
+        let path = format!("{}/{file}", self.name);
+        let flags = flags | rustix::fs::OFlags::CLOEXEC;
+        rustix::fs::openat(&self.parent, path, flags, rustix::fs::Mode::empty())
+            .ok()
+            .map(File::from)
     }
 
     fn read_at(&self, file: &str) -> Option<String> {
         let mut text = String::new();
-        self.open_at(file, libc::O_RDONLY)?.read_to_string(&mut text).ok()?;
+        self.open_at(file, rustix::fs::OFlags::RDONLY)?.read_to_string(&mut text).ok()?;
         Some(text)
     }
 
     fn write_at(&self, file: &str, what: &[u8]) -> bool {
-        self.open_at(file, libc::O_WRONLY).is_some_and(|mut f| f.write_all(what).is_ok())
+        self.open_at(file, rustix::fs::OFlags::WRONLY)
+            .is_some_and(|mut f| f.write_all(what).is_ok())
     }
 }
 
 impl Drop for Leaf {
     fn drop(&mut self) {
-        let Ok(name) = sys::cstr(&self.name) else { return };
         // The last tasks leave the cgroup a moment after they are reaped.
         for _ in 0..50 {
-            // SAFETY: a directory descriptor and a NUL-terminated name.
-            let ret = unsafe {
-                libc::unlinkat(self.parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR)
-            };
-            if ret == 0 || sys::errno() != libc::EBUSY {
-                return;
+            match rustix::fs::unlinkat(
+                &self.parent,
+                self.name.as_str(),
+                rustix::fs::AtFlags::REMOVEDIR,
+            ) {
+                Err(rustix::io::Errno::BUSY) => {}
+                _ => return,
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }

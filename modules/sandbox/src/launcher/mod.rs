@@ -1,7 +1,8 @@
-//! The sandbox launcher behind the hidden `hands __sandbox SPEC` subcommand: it reads a JSON
-//! [`Spec`], makes the command's cgroup (see `bounds`), clones a child into new user, mount,
-//! PID, IPC and UTS namespaces (and network, without the module's shared one), writes the
-//! child's uid and gid maps from outside, and waits. The child is PID 1 of its namespace: it
+//! The sandbox launcher behind the hidden `hands __sandbox` subcommand: it reads a JSON
+//! [`Spec`] on descriptor [`SPEC_FD`] (see `spec`), makes the command's cgroup (see
+//! `bounds`), clones a child into new user, mount, PID, IPC and UTS namespaces (and network,
+//! without the module's shared one), writes the child's uid and gid maps from outside, and
+//! waits. The child is PID 1 of its namespace: it
 //! builds the new root, then forks the command, which confines itself (rlimits, `setsid`,
 //! `no_new_privs`, no capabilities, Landlock, seccomp) and execs. PID 1 stays as a small init:
 //! it reaps, forwards SIGTERM, SIGINT and SIGHUP to the command's process group, and kills
@@ -15,7 +16,6 @@
 //! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
 //! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
 //! command never starts.
-#![allow(unsafe_code)]
 // The launcher: the one place that spawns, and that opens procfs, cgroup and mount paths.
 #![allow(clippy::disallowed_methods)]
 
@@ -23,14 +23,15 @@ pub mod bounds;
 pub mod holder;
 mod mounts;
 pub mod remask;
+mod spec;
 mod walls;
 use crate::sys;
 
 pub use bounds::Bound;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+pub use spec::{
+    Builder, Confinement, Ids, Limits, Root, SPEC_FD, Spec, attach_spec, launcher_command,
+};
 use std::io::{Read, Write};
-use std::path::{Component, PathBuf};
 use std::process::ExitCode;
 
 /// Exit code of the launcher when the sandbox could not be built.
@@ -39,137 +40,14 @@ pub const SETUP_FAILED: u8 = 125;
 /// How often a launcher with a `watch` file checks it.
 const WATCH_MS: i32 = 2000;
 
-/// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
-/// are); `..` is refused.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Spec {
-    /// The command; `argv[0]` is looked up in the `PATH` of `env` when it has no `/`.
-    pub argv: Vec<String>,
-    /// Working directory inside the sandbox (normally inside a root).
-    pub cwd: PathBuf,
-    /// The whole environment of the command; nothing of the launcher's own is added.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Folders bound at their real paths, read-write or read-only.
-    #[serde(default)]
-    pub roots: Vec<Root>,
-    /// Paths inside writable roots re-bound read-only (their parents pinned).
-    #[serde(default)]
-    pub protected: Vec<PathBuf>,
-    /// Denied and credential paths: masked when they exist inside a bound folder.
-    #[serde(default)]
-    pub masked: Vec<PathBuf>,
-    /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
-    /// recreated as the same symlink.
-    #[serde(default)]
-    pub system: Vec<PathBuf>,
-    /// The host network; without it the command gets a private network namespace with
-    /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
-    #[serde(default)]
-    pub network: bool,
-    /// Without `network`: the module's shared network namespace to join; none gives the
-    /// command a namespace of its own.
-    #[serde(default)]
-    pub netns: Option<crate::netns::Process>,
-    /// The sandbox's own home folder, bound read-write at its path (created when missing).
-    pub home: PathBuf,
-    #[serde(default)]
-    pub limits: Limits,
-    /// How the command's processes are bounded (chosen by the daemon, `bounds::choose`).
-    #[serde(default)]
-    pub bound: Bound,
-    /// The uid and gid the command runs as, for a daemon run as root (`sandbox.run_as`); none:
-    /// the daemon's own.
-    #[serde(default)]
-    pub run_as: Option<Ids>,
-    /// Where user namespaces cannot be made (`best-effort` only): run the command with
-    /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
-    #[serde(default)]
-    pub without_namespaces: bool,
-    /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
-    /// their marker in the state dir does, so nothing outlives a removed state dir.
-    #[serde(default)]
-    pub watch: Option<PathBuf>,
-    /// The daemon's pid: the launcher (and with it the sandbox) dies with that process, even
-    /// when it is killed with SIGKILL. None for what must outlive the daemon (tmux servers).
-    #[serde(default)]
-    pub parent: Option<i32>,
-}
-
-/// A uid and gid of the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ids {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Root {
-    pub path: PathBuf,
-    #[serde(default)]
-    pub writable: bool,
-}
-
-/// Per-command limits; the defaults are SPEC §2's.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Processes and threads at once (the bound; see `bounds`).
-    pub processes: u64,
-    pub open_files: u64,
-    pub file_size_mb: u64,
-    /// Address space per process, the size of the private `/tmp`, and `memory.max` of the
-    /// command's cgroup v2 leaf.
-    pub memory_mb: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits { processes: 512, open_files: 1024, file_size_mb: 4096, memory_mb: 8192 }
-    }
-}
-
-impl Spec {
-    fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
-        let roots = self.roots.iter().map(|r| &r.path);
-        let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
-        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
-            let clean = p.is_absolute()
-                && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-                && p.components().count() > 1;
-            anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
-        }
-        match self.run_as {
-            Some(ids) => {
-                anyhow::ensure!(ids.uid != 0, "run_as names root; commands never run as root")
-            }
-            None => anyhow::ensure!(
-                sys::euid() != 0,
-                "the launcher runs as root and the spec names no run_as: commands never run as \
-                 root"
-            ),
-        }
-        Ok(())
-    }
-
-    /// The uid and gid the command runs as.
-    fn command_ids(&self) -> (libc::uid_t, libc::gid_t) {
-        self.run_as.map_or_else(sys::ids, |i| (i.uid, i.gid))
-    }
-}
-
 /// What this machine's kernel offers the sandbox, for doctor and the tier.
 pub fn landlock_abi() -> u32 {
     sys::landlock_abi()
 }
 
-/// Runs `hands __sandbox SPEC`.
-pub fn main(spec: &str) -> ExitCode {
-    match launch(spec) {
+/// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
+pub fn main() -> ExitCode {
+    match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let mut err = std::io::stderr().lock();
@@ -220,9 +98,8 @@ pub fn userns_refused(errno: i32) -> String {
     }
 }
 
-fn launch(spec: &str) -> anyhow::Result<u8> {
+fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
     use anyhow::Context;
-    let spec: Spec = serde_json::from_str(spec).context("the spec is not valid")?;
     spec.validate()?;
     if let Some(parent) = spec.parent {
         sys::die_with_parent()?;
@@ -285,10 +162,11 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
         namespaces = false;
     }
     if pid == 0 {
+        drop(spec_fd);
         drop(err_read);
         drop(go_write);
         drop(signals);
-        let mut err_write = std::fs::File::from(err_write);
+        let mut err_write = Some(std::fs::File::from(err_write));
         // Killing the launcher kills the init, and with it every process of the namespace. A
         // launcher that died before this line, or before it wrote the maps, closes the pipe.
         if sys::die_with_parent().is_err() || !sys::read_byte(&go_read) {
@@ -300,8 +178,8 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
         } else {
             command(&spec, &old_mask, false)
         };
-        if let Err(e) = failed {
-            let _ = err_write.write_all(format!("{e:#}").as_bytes());
+        if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
+            let _ = w.write_all(format!("{e:#}").as_bytes());
         }
         sys::exit_now(SETUP_FAILED);
     }
@@ -382,7 +260,7 @@ fn launch(spec: &str) -> anyhow::Result<u8> {
 fn init(
     spec: &Spec,
     old_mask: &libc::sigset_t,
-    err_write: &mut std::fs::File,
+    err_write: &mut Option<std::fs::File>,
 ) -> anyhow::Result<()> {
     // A cgroup namespace rooted at the command's leaf, now that the launcher has put us there.
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
@@ -418,20 +296,19 @@ fn init(
     // A change of uid clears the parent-death signal: set it again, then make sure the
     // launcher did not die in between (it still reads the error pipe).
     sys::die_with_parent()?;
-    if !sys::reader_alive(err_write) {
+    if !err_write.as_ref().is_some_and(sys::reader_alive) {
         sys::exit_now(SETUP_FAILED);
     }
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
-        if let Err(e) = command(spec, old_mask, true) {
-            let _ = err_write.write_all(format!("{e:#}").as_bytes());
+        if let (Err(e), Some(w)) = (command(spec, old_mask, true), err_write.as_mut()) {
+            let _ = w.write_all(format!("{e:#}").as_bytes());
         }
         sys::exit_now(SETUP_FAILED);
     }
     // The command's copy of the error pipe closes at its execve; the init's now.
-    // SAFETY: the descriptor belongs to `err_write`, which is not used after this.
-    let _ = unsafe { libc::close(std::os::fd::AsRawFd::as_raw_fd(err_write)) };
+    *err_write = None;
     let code = loop {
         match sys::read_signal(&sigs) {
             Ok(libc::SIGCHLD) => {

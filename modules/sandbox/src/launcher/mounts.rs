@@ -1,7 +1,7 @@
 //! The namespaces and the new root: a tmpfs holding only what the spec names, entered with
 //! pivot_root, the old root detached.
 
-use super::{Spec, sys};
+use super::{Spec, remask, sys};
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -183,16 +183,27 @@ pub fn build_root(spec: &Spec) -> Result<()> {
             pins.insert((a.components().count(), a.to_path_buf()));
         }
     }
+    // Every pin, read-only bind and mask is made through a descriptor of its target, opened
+    // component by component without following a symlink, and moved onto exactly that entry:
+    // a folder swapped for a symlink meanwhile (by a command running in the same root) makes
+    // the launcher refuse to start, never carries a mask or a read-only bind elsewhere. Each
+    // target is opened after the pins above it, so it is the entry the command will see.
     for (_, p) in &pins {
-        let at = inside(p);
-        sys::mount(Some(&at), &at, None, libc::MS_BIND | libc::MS_REC, None)?;
+        let at = target(p)?;
+        let Some((fd, _)) = &at else { continue };
+        let tree = remask::clone_tree(fd).with_context(|| format!("cannot pin {}", p.display()))?;
+        remask::attach(&tree, fd).with_context(|| format!("cannot pin {}", p.display()))?;
     }
-    for p in spec.protected.iter().filter(|p| existing(p)) {
-        bind(&inside(p), &inside(p), true)?;
+    for p in &spec.protected {
+        let Some((fd, _)) = target(p)? else { continue };
+        let what = || format!("cannot make {} read-only", p.display());
+        let tree = remask::clone_tree(&fd).with_context(what)?;
+        sys::make_tree_read_only(&tree).with_context(what)?;
+        remask::attach(&tree, &fd).with_context(what)?;
     }
     // A masked file is covered by an empty mode-000 file bound read-only, so reading it and
     // writing it both fail; /dev/null would have taken writes as if they had worked. The file
-    // lives in the scratch root, which is detached below; its binds stay.
+    // lives in the scratch root, which is detached below; its clones stay.
     let blank = Path::new("/masked");
     std::fs::OpenOptions::new()
         .write(true)
@@ -200,19 +211,20 @@ pub fn build_root(spec: &Spec) -> Result<()> {
         .mode(0o000)
         .open(blank)
         .with_context(|| format!("cannot create {}", blank.display()))?;
-    for p in spec.masked.iter().filter(|p| existing(p)) {
-        let at = inside(p);
-        if at.is_dir() {
-            sys::mount(
-                Some(Path::new("tmpfs")),
-                &at,
-                Some("tmpfs"),
-                libc::MS_RDONLY | no_exec,
-                Some("mode=000,size=4k"),
-            )?;
-        } else {
-            bind(blank, &at, true)?;
-        }
+    // A read-only clone of the blank per file mask: cloned by path from the scratch root, which
+    // nothing of the sandbox can reach (a detached mount cannot be cloned again).
+    let blank_file = || -> Result<std::os::fd::OwnedFd> {
+        use rustix::mount::OpenTreeFlags;
+        let flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+        let tree = rustix::mount::open_tree(rustix::fs::CWD, blank, flags)
+            .context("cannot clone the blank file")?;
+        sys::make_fd_read_only(&tree)?;
+        Ok(tree)
+    };
+    for p in &spec.masked {
+        let Some((fd, is_dir)) = target(p)? else { continue };
+        let cover = if is_dir { remask::blank_folder()? } else { blank_file()? };
+        remask::attach(&cover, &fd).with_context(|| format!("cannot mask {}", p.display()))?;
     }
 
     // Enter the new root and drop the old one (and the scratch root) from this namespace.
@@ -221,6 +233,25 @@ pub fn build_root(spec: &Spec) -> Result<()> {
     sys::umount_detach(Path::new("."))?;
     std::env::set_current_dir("/").context("chdir /")?;
     sys::make_read_only(Path::new("/"), false)
+}
+
+/// The entry at `p` in the new root as an `O_PATH` descriptor (see `remask::open_beneath`),
+/// and whether it is a folder; `None` when it is absent or a symlink itself (nothing to cover:
+/// a symlink's target is masked by its real name). A folder on the way that is a symlink now
+/// refuses the start: it was a folder when the daemon walked the roots.
+fn target(p: &Path) -> Result<Option<(std::os::fd::OwnedFd, bool)>> {
+    match remask::open_beneath(&inside(p))? {
+        remask::Target::Found(fd, is_dir) => Ok(Some((fd, is_dir))),
+        remask::Target::Absent => Ok(None),
+        remask::Target::Linked(at) => Err(anyhow::anyhow!(
+            "refused to start: {} must be masked or read-only, but {} on its way is a symbolic \
+             link (a folder swapped for a link while the sandbox was being built, or a path \
+             configured through a link); nothing ran. Try again; if it persists, a person can \
+             name the real path in the configuration or remove the link",
+            p.display(),
+            at.strip_prefix(NEW).map_or(at.clone(), |r| Path::new("/").join(r)).display()
+        )),
+    }
 }
 
 /// A minimal `/dev`: a few devices bound from the host, a new devpts instance, `/dev/shm`.

@@ -105,23 +105,26 @@ fn remask(r: &Request) -> Result<Answer> {
             continue;
         };
         let blank = if is_dir { blank_folder()? } else { blank_file()? };
-        move_mount(
-            &blank,
-            "",
-            &target,
-            "",
-            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-        )
-        .with_context(|| format!("cannot mask {}", p.display()))?;
+        attach(&blank, &target).with_context(|| format!("cannot mask {}", p.display()))?;
         answer.masked.push(p.clone());
     }
     Ok(answer)
 }
 
+/// What [`open_beneath`] found at a path.
+pub(super) enum Target {
+    /// The path's own entry (never a symlink), and whether it is a folder.
+    Found(OwnedFd, bool),
+    /// Nothing there (or a file where a folder should be on the way), or a symlink itself.
+    Absent,
+    /// A folder on the way is a symlink now.
+    Linked(PathBuf),
+}
+
 /// `p` (absolute, clean) opened as an `O_PATH` descriptor from the namespace's root, every
-/// component with `O_NOFOLLOW` (the folders also `O_DIRECTORY`), and whether it is a folder.
-/// `None` when it is gone, or it or a folder on the way is a symlink now: nothing to cover.
-fn open_nofollow(p: &Path) -> Result<Option<(OwnedFd, bool)>> {
+/// component with `O_NOFOLLOW` (the folders also `O_DIRECTORY`): a folder swapped for a
+/// symlink is reported, never followed.
+pub(super) fn open_beneath(p: &Path) -> Result<Target> {
     let mut cur =
         rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .context("cannot open the sandbox's root")?;
@@ -132,25 +135,64 @@ fn open_nofollow(p: &Path) -> Result<Option<(OwnedFd, bool)>> {
             _ => None,
         })
         .collect();
+    let mut walked = PathBuf::from("/");
     for (i, name) in names.iter().enumerate() {
+        walked.push(name);
         let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         if i + 1 < names.len() {
             flags |= OFlags::DIRECTORY;
         }
         cur = match rustix::fs::openat(&cur, *name, flags, Mode::empty()) {
             Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                return Ok(None);
+            Err(rustix::io::Errno::NOENT) => return Ok(Target::Absent),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                let link = rustix::fs::statat(&cur, *name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| {
+                        rustix::fs::FileType::from_raw_mode(st.st_mode)
+                            == rustix::fs::FileType::Symlink
+                    });
+                return Ok(if link { Target::Linked(walked) } else { Target::Absent });
             }
             Err(e) => return Err(e).with_context(|| format!("cannot open {}", p.display())),
         };
     }
     let st = rustix::fs::fstat(&cur).with_context(|| format!("cannot stat {}", p.display()))?;
     Ok(match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-        rustix::fs::FileType::Symlink => None,
-        rustix::fs::FileType::Directory => Some((cur, true)),
-        _ => Some((cur, false)),
+        rustix::fs::FileType::Symlink => Target::Absent,
+        rustix::fs::FileType::Directory => Target::Found(cur, true),
+        _ => Target::Found(cur, false),
     })
+}
+
+/// [`open_beneath`] as the helper needs it: `None` when there is nothing to cover.
+fn open_nofollow(p: &Path) -> Result<Option<(OwnedFd, bool)>> {
+    Ok(match open_beneath(p)? {
+        Target::Found(fd, is_dir) => Some((fd, is_dir)),
+        Target::Absent | Target::Linked(_) => None,
+    })
+}
+
+/// Moves the detached mount `tree` onto the entry behind the descriptor `target`.
+pub(super) fn attach(tree: &OwnedFd, target: &OwnedFd) -> rustix::io::Result<()> {
+    move_mount(
+        tree,
+        "",
+        target,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+}
+
+/// A detached copy of the tree behind `at` (an `O_PATH` descriptor) and every mount below it.
+pub(super) fn clone_tree(at: &OwnedFd) -> rustix::io::Result<OwnedFd> {
+    open_tree(
+        at,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )
 }
 
 /// A fresh, detached tmpfs of mode 000 (its root), at most 4 KiB.
@@ -169,7 +211,7 @@ fn tmpfs(read_only: bool) -> Result<OwnedFd> {
 }
 
 /// A folder mask: an empty, read-only tmpfs of mode 000.
-fn blank_folder() -> Result<OwnedFd> {
+pub(super) fn blank_folder() -> Result<OwnedFd> {
     tmpfs(true)
 }
 

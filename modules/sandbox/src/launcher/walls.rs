@@ -1,7 +1,7 @@
 //! What confines the command once the root is built: rlimits, `no_new_privs`, no
 //! capabilities, Landlock at the kernel's ABI, and seccomp last.
 
-use super::{Limits, Spec, sys};
+use super::{Limits, Spec};
 use anyhow::{Context, Result};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -14,86 +14,63 @@ use std::path::{Path, PathBuf};
 /// (inside the command's fresh user namespace it counts that namespace's processes of the
 /// command's uid only: Linux 5.14+; the init is one of them).
 pub fn rlimits(limits: &Limits, nproc: bool) -> Result<()> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     const MIB: u64 = 1024 * 1024;
     let mut set = vec![
-        (libc::RLIMIT_NOFILE, limits.open_files, "open files"),
-        (libc::RLIMIT_FSIZE, limits.file_size_mb.saturating_mul(MIB), "file size"),
-        (libc::RLIMIT_AS, limits.memory_mb.saturating_mul(MIB), "address space"),
-        (libc::RLIMIT_CORE, 0, "core size"),
+        (Resource::Nofile, limits.open_files, "open files"),
+        (Resource::Fsize, limits.file_size_mb.saturating_mul(MIB), "file size"),
+        (Resource::As, limits.memory_mb.saturating_mul(MIB), "address space"),
+        (Resource::Core, 0, "core size"),
     ];
     if nproc {
-        set.push((libc::RLIMIT_NPROC, limits.processes.saturating_add(1), "processes"));
+        set.push((Resource::Nproc, limits.processes.saturating_add(1), "processes"));
     }
     for (resource, value, what) in set {
-        let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: `cur` is a valid out-pointer.
-        if unsafe { libc::getrlimit(resource, &mut cur) } < 0 {
-            return Err(sys::os_err(format_args!("getrlimit({what})")));
-        }
-        // Lower only: raising a hard limit would need a capability of the host's namespace.
-        let v = value.min(cur.rlim_max);
-        let new = libc::rlimit { rlim_cur: v, rlim_max: v };
-        // SAFETY: `new` is a valid rlimit.
-        if unsafe { libc::setrlimit(resource, &new) } < 0 {
-            return Err(sys::os_err(format_args!("setrlimit({what})")));
-        }
+        // Lower only: raising a hard limit would need a capability of the host's namespace
+        // (`None` is unlimited).
+        let v = getrlimit(resource).maximum.map_or(value, |max| value.min(max));
+        setrlimit(resource, Rlimit { current: Some(v), maximum: Some(v) })
+            .with_context(|| format!("setrlimit({what})"))?;
     }
     Ok(())
 }
 
 pub fn no_new_privs() -> Result<()> {
-    // SAFETY: prctl with integer arguments.
-    let ret = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    if ret < 0 { Err(sys::os_err("prctl(PR_SET_NO_NEW_PRIVS)")) } else { Ok(()) }
-}
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
+    rustix::thread::set_no_new_privs(true).context("prctl(PR_SET_NO_NEW_PRIVS)")
 }
 
 /// Every securebit that keeps root from regaining capabilities, each locked.
-const SECUREBITS: libc::c_ulong = 0b1110_1111;
+const SECUREBITS: u32 = 0b1110_1111;
 
 /// Locks the securebits and empties the bounding and ambient sets; the effective set stays
 /// (a later `setresuid` keeps it: no setuid fixup) until [`clear_capabilities`].
 pub fn lock_privileges() -> Result<()> {
-    // SAFETY: prctl with integer arguments throughout.
-    unsafe {
-        if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS) < 0 {
-            return Err(sys::os_err("prctl(PR_SET_SECUREBITS)"));
-        }
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap) < 0 {
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                    break;
-                }
-                return Err(sys::os_err(format_args!("prctl(PR_CAPBSET_DROP, {cap})")));
-            }
-        }
-        if libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 {
-            return Err(sys::os_err("prctl(PR_CAP_AMBIENT_CLEAR_ALL)"));
+    use rustix::thread::{CapabilitiesSecureBits, CapabilitySet};
+    rustix::thread::set_capabilities_secure_bits(CapabilitiesSecureBits::from_bits_retain(
+        SECUREBITS,
+    ))
+    .context("prctl(PR_SET_SECUREBITS)")?;
+    for cap in 0..64u32 {
+        let one = CapabilitySet::from_bits_retain(1 << cap);
+        match rustix::thread::remove_capability_from_bounding_set(one) {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(rustix::io::Errno::INVAL) => break,
+            Err(e) => anyhow::bail!("prctl(PR_CAPBSET_DROP, {cap}): {e}"),
         }
     }
-    Ok(())
+    rustix::thread::clear_ambient_capability_set().context("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
 }
 
 /// Zeroes the effective, permitted and inheritable capability sets.
 pub fn clear_capabilities() -> Result<()> {
-    let header = CapHeader { version: 0x2008_0522, pid: 0 };
-    let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    // SAFETY: a v3 header and the two data words it expects.
-    let ret = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
-    if ret < 0 { Err(sys::os_err("capset")) } else { Ok(()) }
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).context("capset")
 }
 
 /// Landlock as a second wall behind the mounts, at whatever ABI the kernel has (the crate's

@@ -256,6 +256,15 @@ fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
 
 /// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
 pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
+    set_fd_attrs(tree, 0)
+}
+
+/// [`make_fd_read_only`] for a detached tree and every mount in it.
+pub fn make_tree_read_only(tree: &impl AsRawFd) -> Result<()> {
+    set_fd_attrs(tree, AT_RECURSIVE)
+}
+
+fn set_fd_attrs(tree: &impl AsRawFd, flags: libc::c_int) -> Result<()> {
     let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
     // mount_attr of the size passed.
@@ -264,7 +273,7 @@ pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
             libc::SYS_mount_setattr,
             tree.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
+            libc::AT_EMPTY_PATH | flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
@@ -624,4 +633,51 @@ pub fn give_stdio(uid: libc::uid_t, gid: libc::gid_t) {
             unsafe { libc::fchown(fd, uid, gid) };
         }
     }
+}
+
+/// Descriptor `fd` of this process, when it is open (one the parent passed on purpose).
+pub fn take_fd(fd: i32) -> Option<OwnedFd> {
+    // SAFETY: F_GETFD only reads the descriptor's flags; -1 means it is not open.
+    let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
+    // SAFETY: the descriptor is open, and the launcher takes it at startup before anything
+    // else could own it.
+    open.then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A close-on-exec memfd holding `bytes`, sealed against any change.
+pub fn sealed_memfd(name: &str, bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::io::Write;
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+    rustix::fs::fcntl_add_seals(&file, seals)?;
+    Ok(file.into())
+}
+
+/// Makes `fd` the child's descriptor `target` (without close-on-exec) when `cmd` spawns. The
+/// parent's copy closes when `cmd` is dropped.
+pub fn pass_fd(cmd: &mut std::process::Command, fd: OwnedFd, target: i32) {
+    use std::os::unix::process::CommandExt;
+    let hook = move || {
+        let raw = fd.as_raw_fd();
+        // dup2 onto itself would keep close-on-exec: clear the flag instead.
+        // SAFETY: dup2 and fcntl are async-signal-safe and take integers only; this runs in
+        // the forked child before its execve.
+        let ret = unsafe {
+            if raw == target { libc::fcntl(raw, libc::F_SETFD, 0) } else { libc::dup2(raw, target) }
+        };
+        if ret < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    };
+    // SAFETY: the hook only calls dup2/fcntl (async-signal-safe), allocates nothing and
+    // touches no lock.
+    unsafe { cmd.pre_exec(hook) };
+}
+
+/// Marks `fd` close-on-exec.
+pub fn set_cloexec(fd: &impl AsRawFd) -> Result<()> {
+    // SAFETY: F_SETFD with an integer flag on a descriptor the caller owns.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    check(ret.into(), "fcntl(F_SETFD, FD_CLOEXEC)").map(drop)
 }

@@ -1,0 +1,390 @@
+//! The launcher's [`Spec`]: one type the daemon builds (through [`Builder`]) and the launcher
+//! reads, serialized as JSON on descriptor [`SPEC_FD`] of `hands __sandbox` — never in argv,
+//! where its size would be capped at one argument (128 KiB) and `ps` would show it. The
+//! fields are private to this crate: the daemon cannot leave out a part by misspelling a key,
+//! and the launcher refuses a key it does not know (`deny_unknown_fields`).
+
+use super::Bound;
+use super::sys;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// The descriptor `hands __sandbox` reads its spec from (a sealed memfd the daemon fills;
+/// 0–2 are the command's own stdin, stdout and stderr).
+pub const SPEC_FD: i32 = 3;
+
+/// The longest spec the launcher reads: far above any real one (thousands of masks are a few
+/// hundred KiB), so that a wrong descriptor cannot make it read without end.
+const SPEC_MAX: u64 = 64 << 20;
+
+/// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
+/// are); `..` is refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The command; `argv[0]` is looked up in the `PATH` of `env` when it has no `/`.
+    pub(crate) argv: Vec<String>,
+    /// Working directory inside the sandbox (normally inside a root).
+    pub(crate) cwd: PathBuf,
+    /// The whole environment of the command; nothing of the launcher's own is added.
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    /// Folders bound at their real paths, read-write or read-only.
+    pub(crate) roots: Vec<Root>,
+    /// Paths inside writable roots re-bound read-only (their parents pinned).
+    pub(crate) protected: Vec<PathBuf>,
+    /// Denied and credential paths: masked when they exist inside a bound folder.
+    pub(crate) masked: Vec<PathBuf>,
+    /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
+    /// recreated as the same symlink.
+    pub(crate) system: Vec<PathBuf>,
+    /// The host network; without it the command gets a private network namespace with
+    /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
+    #[serde(default)]
+    pub(crate) network: bool,
+    /// Without `network`: the module's shared network namespace to join; none gives the
+    /// command a namespace of its own.
+    #[serde(default)]
+    pub(crate) netns: Option<crate::netns::Process>,
+    /// The sandbox's own home folder, bound read-write at its path (created when missing).
+    pub(crate) home: PathBuf,
+    #[serde(default)]
+    pub(crate) limits: Limits,
+    /// How the command's processes are bounded (chosen by the daemon, `bounds::choose`).
+    #[serde(default)]
+    pub(crate) bound: Bound,
+    /// The uid and gid the command runs as, for a daemon run as root (`sandbox.run_as`); none:
+    /// the daemon's own.
+    #[serde(default)]
+    pub(crate) run_as: Option<Ids>,
+    /// Where user namespaces cannot be made (`best-effort` only): run the command with
+    /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
+    #[serde(default)]
+    pub(crate) without_namespaces: bool,
+    /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
+    /// their marker in the state dir does, so nothing outlives a removed state dir.
+    #[serde(default)]
+    pub(crate) watch: Option<PathBuf>,
+    /// The daemon's pid: the launcher (and with it the sandbox) dies with that process, even
+    /// when it is killed with SIGKILL. None for what must outlive the daemon (tmux servers).
+    #[serde(default)]
+    pub(crate) parent: Option<i32>,
+}
+
+/// A uid and gid of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A folder the command sees at its real path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Root {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub writable: bool,
+}
+
+/// Per-command limits; the defaults are SPEC §2's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Processes and threads at once (the bound; see `bounds`).
+    pub processes: u64,
+    pub open_files: u64,
+    pub file_size_mb: u64,
+    /// Address space per process, the size of the private `/tmp`, and `memory.max` of the
+    /// command's cgroup v2 leaf.
+    pub memory_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { processes: 512, open_files: 1024, file_size_mb: 4096, memory_mb: 8192 }
+    }
+}
+
+/// What no spec can be built without: what the command sees, and what is hidden or
+/// read-only in it. A struct literal, so that leaving out the masks does not compile.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    pub roots: Vec<Root>,
+    /// Paths inside writable roots the command may read but not change.
+    pub protected: Vec<PathBuf>,
+    /// Denied and credential paths, hidden from the command.
+    pub masked: Vec<PathBuf>,
+    /// System folders bound read-only.
+    pub system: Vec<PathBuf>,
+    /// The sandbox's own home folder.
+    pub home: PathBuf,
+}
+
+/// A spec without its command: the module's, built once at startup, extended per call, and
+/// finished with [`Builder::build`].
+#[derive(Debug, Clone)]
+pub struct Builder(Spec);
+
+impl Spec {
+    /// A builder over what every command of a module sees.
+    pub fn builder(c: Confinement) -> Builder {
+        Builder(Spec {
+            argv: Vec::new(),
+            cwd: PathBuf::new(),
+            env: BTreeMap::new(),
+            roots: c.roots,
+            protected: c.protected,
+            masked: c.masked,
+            system: c.system,
+            network: false,
+            netns: None,
+            home: c.home,
+            limits: Limits::default(),
+            bound: Bound::None,
+            run_as: None,
+            without_namespaces: false,
+            watch: None,
+            parent: None,
+        })
+    }
+
+    /// Sets one variable of the command's environment (the proxy's, per call).
+    pub fn set_env(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.env.insert(key.into(), value.into());
+    }
+
+    /// The paths the command has hidden from it.
+    pub fn masked(&self) -> &[PathBuf] {
+        &self.masked
+    }
+
+    /// The spec as the launcher reads it. Fails only for a path that is not UTF-8.
+    pub fn to_json(&self) -> std::io::Result<Vec<u8>> {
+        serde_json::to_vec(self).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the sandbox spec cannot be written as JSON ({e}); rename the path"),
+            )
+        })
+    }
+
+    /// `hands __sandbox` (at `exe`) with this spec on its descriptor [`SPEC_FD`], and an empty
+    /// environment; the caller sets the standard streams and spawns it.
+    pub fn command(&self, exe: &Path) -> std::io::Result<std::process::Command> {
+        launcher_command(exe, &self.to_json()?)
+    }
+
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
+        let roots = self.roots.iter().map(|r| &r.path);
+        let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
+        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
+            let clean = p.is_absolute()
+                && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+                && p.components().count() > 1;
+            anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
+        }
+        match self.run_as {
+            Some(ids) => {
+                anyhow::ensure!(ids.uid != 0, "run_as names root; commands never run as root")
+            }
+            None => anyhow::ensure!(
+                sys::euid() != 0,
+                "the launcher runs as root and the spec names no run_as: commands never run as \
+                 root"
+            ),
+        }
+        Ok(())
+    }
+
+    /// The uid and gid the command runs as.
+    pub(crate) fn command_ids(&self) -> (libc::uid_t, libc::gid_t) {
+        self.run_as.map_or_else(sys::ids, |i| (i.uid, i.gid))
+    }
+
+    /// Reads the spec `hands __sandbox` was given on [`SPEC_FD`]. The descriptor is returned:
+    /// the launcher keeps it open (outside the sandbox, close-on-exec, closed in its child), so
+    /// `/proc/<launcher>/fd/3` shows the daemon's user what a running sandbox was built from.
+    pub(crate) fn receive() -> anyhow::Result<(Spec, std::fs::File)> {
+        use anyhow::Context;
+        use std::io::{Read, Seek};
+        let fd = sys::take_fd(SPEC_FD).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no spec on descriptor {SPEC_FD}: `hands __sandbox` is started by the daemon, \
+                 which passes the spec there"
+            )
+        })?;
+        let mut file = std::fs::File::from(fd);
+        // The daemon's write left the shared offset at the end.
+        file.rewind().context("the spec descriptor cannot be read from its start")?;
+        let mut bytes = Vec::new();
+        (&file)
+            .take(SPEC_MAX + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read the spec on descriptor {SPEC_FD}"))?;
+        anyhow::ensure!(
+            bytes.len() as u64 <= SPEC_MAX,
+            "the spec on descriptor {SPEC_FD} is longer than {SPEC_MAX} bytes"
+        );
+        let spec = serde_json::from_slice(&bytes).context("the spec is not valid")?;
+        sys::set_cloexec(&file)?;
+        Ok((spec, file))
+    }
+}
+
+/// `hands __sandbox` (at `exe`) with `spec` (JSON) on its descriptor [`SPEC_FD`] (see
+/// [`attach_spec`]). The environment is empty; the caller sets the standard streams.
+pub fn launcher_command(exe: &Path, spec: &[u8]) -> std::io::Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("__sandbox").env_clear();
+    attach_spec(&mut cmd, spec)?;
+    Ok(cmd)
+}
+
+/// Gives `cmd` (a `hands __sandbox`) the spec `spec` (JSON) on its descriptor [`SPEC_FD`]: a
+/// sealed memfd, so any size fits, nothing blocks on a pipe, and nothing shows on the command
+/// line.
+pub fn attach_spec(cmd: &mut std::process::Command, spec: &[u8]) -> std::io::Result<()> {
+    let fd = sys::sealed_memfd("hands-spec", spec)?;
+    sys::pass_fd(cmd, fd, SPEC_FD);
+    Ok(())
+}
+
+impl Builder {
+    /// The command's whole environment.
+    pub fn env(mut self, env: BTreeMap<String, String>) -> Builder {
+        self.0.env = env;
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Builder {
+        self.0.limits = limits;
+        self
+    }
+
+    /// The process bound the daemon chose.
+    pub fn bound(mut self, bound: Bound) -> Builder {
+        self.0.bound = bound;
+        self
+    }
+
+    /// Who the command runs as, for a daemon run as root.
+    pub fn run_as(mut self, ids: Option<Ids>) -> Builder {
+        self.0.run_as = ids;
+        self
+    }
+
+    /// The host's network instead of a private namespace.
+    pub fn host_network(mut self, on: bool) -> Builder {
+        self.0.network = on;
+        self
+    }
+
+    /// Whether the command gets the host's network.
+    pub fn has_host_network(&self) -> bool {
+        self.0.network
+    }
+
+    /// Joins the module's shared network namespace (held by `holder`).
+    pub fn netns(mut self, holder: crate::netns::Process) -> Builder {
+        self.0.netns = Some(holder);
+        self
+    }
+
+    /// Runs without user namespaces (`best-effort` where none can be made).
+    pub fn without_namespaces(mut self) -> Builder {
+        self.0.without_namespaces = true;
+        self
+    }
+
+    /// Hides these paths too (what the walk of the roots found now).
+    pub fn mask(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Builder {
+        self.0.masked.extend(paths);
+        self
+    }
+
+    /// Makes these paths read-only too, once each.
+    pub fn protect(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Builder {
+        for p in paths {
+            if !self.0.protected.contains(&p) {
+                self.0.protected.push(p);
+            }
+        }
+        self
+    }
+
+    /// One more folder at its real path.
+    pub fn root(mut self, path: PathBuf, writable: bool) -> Builder {
+        self.0.roots.push(Root { path, writable });
+        self
+    }
+
+    /// One more folder bound read-only, as the system folders are.
+    pub fn read_only(mut self, path: PathBuf) -> Builder {
+        self.0.system.push(path);
+        self
+    }
+
+    /// At most `n` processes (lower than the module's, never higher).
+    pub fn cap_processes(mut self, n: u64) -> Builder {
+        self.0.limits.processes = self.0.limits.processes.min(n);
+        self
+    }
+
+    /// Ends the sandbox when `marker` is removed (tmux sessions, which outlive the daemon).
+    pub fn watch(mut self, marker: PathBuf) -> Builder {
+        self.0.watch = Some(marker);
+        self
+    }
+
+    /// Dies with the process `pid` (the daemon).
+    pub fn parent(mut self, pid: i32) -> Builder {
+        self.0.parent = Some(pid);
+        self
+    }
+
+    /// The spec for `argv`, run in `cwd`.
+    pub fn build(self, argv: Vec<String>, cwd: PathBuf) -> Spec {
+        Spec { argv, cwd, ..self.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confinement() -> Confinement {
+        Confinement {
+            roots: vec![Root { path: "/w".into(), writable: true }],
+            protected: vec!["/w/.git/hooks".into()],
+            masked: vec!["/w/.env".into()],
+            system: vec!["/usr".into()],
+            home: "/h".into(),
+        }
+    }
+
+    #[test]
+    fn a_built_spec_reads_back_whole_and_an_unknown_key_is_refused() {
+        let spec = Spec::builder(confinement())
+            .mask(["/w/a/.env".into()])
+            .protect(["/w/.git/hooks".into(), "/w/b/.git/config".into()])
+            .parent(7)
+            .build(vec!["true".into()], "/w".into());
+        let back: Spec = serde_json::from_slice(&spec.to_json().unwrap()).unwrap();
+        assert_eq!(back.masked, vec![PathBuf::from("/w/.env"), "/w/a/.env".into()]);
+        assert_eq!(back.protected.len(), 2, "a protected path is listed once");
+        assert_eq!(back.parent, Some(7));
+        // A renamed key is an error in the launcher, never masks silently dropped.
+        let mut v: serde_json::Value = serde_json::from_slice(&spec.to_json().unwrap()).unwrap();
+        let masks = v.as_object_mut().unwrap().remove("masked").unwrap();
+        v["masks"] = masks;
+        let err = serde_json::from_value::<Spec>(v.clone()).unwrap_err().to_string();
+        assert!(err.contains("unknown field `masks`"), "{err}");
+        v.as_object_mut().unwrap().remove("masks");
+        let err = serde_json::from_value::<Spec>(v).unwrap_err().to_string();
+        assert!(err.contains("missing field `masked`"), "{err}");
+    }
+}
