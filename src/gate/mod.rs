@@ -45,7 +45,7 @@ pub struct Retry {
 
 /// Who is asking: one connection's identity and its *session* permissions.
 pub struct Asker<'a> {
-    pub daemon: &'a crate::server::Daemon,
+    pub daemon: &'a crate::daemon::Daemon,
     /// `stdio`, or the `name` of an HTTP client's token: what approvals and the audit record.
     pub client: &'a str,
     /// This connection's session permissions: (module, tool, epoch granted in).
