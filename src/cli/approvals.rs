@@ -50,8 +50,19 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
     match action {
         ApprovalsCmd::List => {
             let mut waiting = 0;
+            let mut refused = false;
             for reply in live(Request::Approvals) {
-                let Reply::Pending { pid, pending } = reply else { continue };
+                let (pid, pending) = match reply {
+                    Reply::Pending { pid, pending } => (pid, pending),
+                    // A daemon that refused this terminal is said, not taken for one with
+                    // nothing waiting.
+                    Reply::Failed { error, .. } => {
+                        refused = true;
+                        report::out(&format!("hands: a daemon {}", shown::shown(&error).text));
+                        continue;
+                    }
+                    _ => continue,
+                };
                 for p in pending {
                     waiting += 1;
                     // Described here from its parts (every part escaped, `src/shown.rs`), not
@@ -64,7 +75,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                     ));
                 }
             }
-            if waiting == 0 {
+            if waiting == 0 && !refused {
                 report::out("no action is waiting for a person");
             }
             match approvals::read_always(&always_path) {
@@ -82,7 +93,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                     return ExitCode::from(1);
                 }
             }
-            ExitCode::SUCCESS
+            if refused { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         ApprovalsCmd::Approve { id } => answer_parked(&live, &id, Choice::Once),
         ApprovalsCmd::Deny { id } => answer_parked(&live, &id, Choice::Reject),

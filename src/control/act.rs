@@ -8,7 +8,7 @@
 //! to their sockets ([`crate::control::client`]).
 
 use crate::audit::{Decision, Entry};
-use crate::control::protocol::{Failure, Reply, Request, Standing, Via};
+use crate::control::protocol::{Choice, Failure, Reply, Request, Standing, Via};
 use crate::server::Daemon;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -40,6 +40,9 @@ impl Daemon {
             }
             Request::Approvals => Reply::Pending { pid, pending: self.approvals.parked() },
             Request::Answer { id, choice, via } => {
+                if let Some(refusal) = self.unoffered(&id, choice) {
+                    return refusal;
+                }
                 match self.approvals.answer_as(&id, choice.into(), via.channel()) {
                     Ok(()) => Reply::Done { pid },
                     Err(e) => Reply::failed(Failure::Conflict, e),
@@ -83,6 +86,40 @@ impl Daemon {
                 "`exec` streams its output over the control socket; it is not an action",
             ),
         }
+    }
+
+    /// Refuses an answer the action was never offered, leaving it waiting: *always* for a
+    /// one-run expansion (`needs`, SPEC §6: once or for the session, never always), and
+    /// anything but once for a confirm-listed program (SPEC §4.4: each run asks). The
+    /// dashboard and the client's form do not offer them; a hand-written request is told why.
+    fn unoffered(&self, id: &str, choice: Choice) -> Option<Reply> {
+        if !matches!(choice, Choice::Always | Choice::Session) {
+            return None;
+        }
+        let pending = self.approvals.pending();
+        let action = &pending.iter().find(|p| p.id == id)?.action;
+        let tool = crate::shown::shown(&action.tool).text;
+        let what = if action.confirm {
+            let name = if choice == Choice::Always { "always" } else { "for the session" };
+            format!(
+                "approval {id} cannot be answered *{name}*: `{tool}` runs a confirm-listed \
+                 program (commands.confirm), which a person allows one run at a time"
+            )
+        } else if choice == Choice::Always && crate::needs::widens(&action.arguments) {
+            format!(
+                "approval {id} cannot be answered *always*: `{tool}` asks for a one-run \
+                 widening (`needs`), which a person grants once or for this session, never always"
+            )
+        } else {
+            return None;
+        };
+        Some(Reply::failed(
+            Failure::Invalid,
+            format!(
+                "{what}; it is still waiting — answer it once (`hands approvals approve {id}`), \
+                 or deny it (`hands approvals deny {id}`)"
+            ),
+        ))
     }
 
     /// Ends standing permissions: the file's *always* ones (shared by every daemon of the

@@ -2,7 +2,7 @@
 //! exec` and other daemons' dashboards reach a serving daemon.
 //!
 //! A serving daemon listens on `<state_dir>/control.sock`, mode 0600, and answers only peers
-//! whose uid (SO_PEERCRED) is its own or root, in its own user namespace. The peer sends one
+//! whose uid (SO_PEERCRED) is root, or its own in its own user namespace. The peer sends one
 //! [`Request`] line and gets one [`Reply`] line ([`crate::control::protocol`]), from
 //! [`Daemon::act`]; `exec` (`src/control/exec.rs`) is the one request answered by several
 //! lines (the output as it comes).
@@ -120,9 +120,18 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
     let mut limited = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_LINE));
     let got = tokio::time::timeout(REQUEST_TIMEOUT, limited.read_line(&mut line)).await;
     let reply = match peer.as_ref().map(|c| (c.uid(), c.pid())) {
-        Ok((uid, pid)) if (uid == me || uid == 0) && !same_user_namespace(pid) => {
+        // The namespace is compared for a peer of the daemon's own uid: that is what a
+        // sandboxed command is (the kernel reports its uid as this namespace sees it, so a
+        // command that is "root" in its own user namespace shows as the uid it is mapped to,
+        // never 0). A uid-0 peer of a daemon of another uid is the machine's root, whose
+        // /proc/PID/ns/user this daemon may not even read; root may act
+        // (docs/decisions/i18-rest-root-peer.md).
+        Ok((uid, pid)) if uid == me && !same_user_namespace(pid) => {
             tracing::warn!("control socket: refused a peer in another user namespace");
-            refused("refused: the peer runs in another user namespace (a sandboxed command?)")
+            refused(
+                "refused: the peer runs in another user namespace (a sandboxed command?); a \
+                 person runs `hands` as the daemon's user or root, outside any sandbox",
+            )
         }
         Ok((uid, _)) if uid == me || uid == 0 => match got {
             Ok(Ok(n)) if n > 0 => match Request::from_line(&line) {
@@ -138,7 +147,10 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
         },
         Ok((uid, _)) => {
             tracing::warn!("control socket: refused a peer with uid {uid}");
-            refused(&format!("refused: uid {uid} is neither this daemon's uid ({me}) nor root"))
+            refused(&format!(
+                "refused: uid {uid} is neither this daemon's uid ({me}) nor root; run `hands` \
+                 as uid {me} or as root"
+            ))
         }
         Err(e) => refused(&format!("refused: the peer's credentials cannot be read ({e})")),
     };

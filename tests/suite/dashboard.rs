@@ -976,3 +976,151 @@ async fn a_persons_action_is_recorded_alike_from_the_dashboard_the_socket_and_th
     assert_eq!(records[2]["arguments"], json!({ "all": true }));
     fx.assert_canary();
 }
+
+/// A folder outside the roots that commands may write once a person grants it (`needs`).
+pub fn grant_dir(fx: &Fixture) -> PathBuf {
+    let dir = fx.dir.path().canonicalize().unwrap().join("grant");
+    std::fs::create_dir_all(&dir).unwrap();
+    if super::common::is_root() {
+        super::common::own(&dir);
+    }
+    dir
+}
+
+/// A `bash` call asking for a one-run widening (`needs.write` of `dir`).
+pub fn widening_call(
+    c: &Arc<Client>,
+    dir: &Path,
+    file: &str,
+) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let c = c.clone();
+    let command = format!("echo w > {}/{file}", dir.display());
+    let needs = json!({ "write": [dir] });
+    tokio::spawn(async move { c.call("bash", json!({ "command": command, "needs": needs })).await })
+}
+
+/// A one-run widening (`needs`) is allowed once or for the session, never *always* (SPEC §6):
+/// the page offers no Always for it (shows the widening and says so), and an *always* answer
+/// — POSTed from the page, or a control-socket line written by hand — is refused with what,
+/// why and what to do, the action left waiting, nothing written, no standing permission.
+/// Positive controls: a plain parked call beside it is offered Always; the widening, answered
+/// once, runs.
+#[tokio::test]
+async fn a_widening_is_never_offered_nor_answered_always() {
+    let fx = Fixture::new();
+    let cfg = config(&fx, "ask");
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let dir = grant_dir(&fx);
+    let widening = widening_call(&c, &dir, "w.txt");
+    let id = s.pending_id().await;
+    let plain = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": "echo plain" })).await })
+    };
+    let start = Instant::now();
+    let page = loop {
+        let page = s.live().await;
+        if page.matches("class=\"pending\" id=\"").count() == 2 {
+            break page;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "not both parked: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let article = |id: &str| {
+        let at = page.find(&format!("class=\"pending\" id=\"{id}\"")).unwrap();
+        page[at..at + page[at..].find("</article>").unwrap()].to_string()
+    };
+    let ours = article(&id);
+    assert!(!ours.contains("value=\"always\""), "always offered for a widening: {ours}");
+    assert!(ours.contains("value=\"once\"") && ours.contains("value=\"session\""), "{ours}");
+    assert!(ours.contains("never always"), "{ours}");
+    assert!(ours.contains(&format!("<code class=\"needs.write\">{}</code>", dir.display())));
+    let other_at = page.match_indices("class=\"pending\" id=\"").map(|(i, _)| i + 20);
+    let other = other_at.map(|i| page[i..].split('"').next().unwrap()).find(|o| *o != id);
+    let other = article(other.unwrap());
+    assert!(other.contains("echo plain") && other.contains("value=\"always\""), "{other}");
+
+    // *always* anyway, from the page: refused, said why; still waiting.
+    let r = s.post("/approve", &format!("id={id}&choice=always")).await;
+    assert_eq!(r.status, 400, "{}{}", r.head, r.body);
+    assert!(r.body.contains("never") && r.body.contains("once"), "{}", r.body);
+    // …and by hand on the control socket.
+    let line = json!({ "op": "answer", "id": id, "choice": "always" }).to_string();
+    let answer = {
+        use std::io::{BufRead, Write};
+        let mut sock =
+            std::os::unix::net::UnixStream::connect(fx.state.join("control.sock")).unwrap();
+        sock.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(sock).read_line(&mut answer).unwrap();
+        answer
+    };
+    assert!(answer.contains("\"ok\":false") && answer.contains("never always"), "{answer}");
+    assert!(answer.contains(&format!("hands approvals approve {id}")), "{answer}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!widening.is_finished(), "an always answer let the widening through");
+    assert!(!dir.join("w.txt").exists());
+    assert!(s.live().await.contains(&format!("class=\"pending\" id=\"{id}\"")));
+    assert!(!fx.state.join("approvals.json").exists(), "a standing permission was recorded");
+
+    // Once: it runs. The plain one is rejected.
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=once")).await.status, 303);
+    let r = widening.await.unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(dir.join("w.txt")).unwrap(), "w\n");
+    let pid = s.pending_id().await;
+    assert_eq!(s.post("/approve", &format!("id={pid}&choice=reject")).await.status, 303);
+    assert_eq!(plain.await.unwrap().is_error, Some(true));
+    fx.assert_canary();
+}
+
+/// A confirm-listed program (`rm`) is allowed one run at a time (SPEC §4.4): the page offers
+/// Allow once and Reject only, and a *session* or *always* answer — from the page or a
+/// control-socket line by hand — is refused with why, the action left waiting and the file
+/// kept. Positive control: allowed once, it runs.
+#[tokio::test]
+async fn a_confirm_listed_program_is_answered_once_or_not_at_all() {
+    let fx = Fixture::new();
+    let text = std::fs::read_to_string(config(&fx, "allow")).unwrap();
+    let cfg = fx.config(&text.replace("allow = [\"echo\"]", "allow = [\"echo\", \"rm\"]"));
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let victim = fx.write("victim.txt", "v");
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("run", json!({ "argv": ["rm", "victim.txt"] })).await })
+    };
+    let id = s.pending_id().await;
+    let page = s.live().await;
+    let at = page.find(&format!("class=\"pending\" id=\"{id}\"")).unwrap();
+    let ours = &page[at..at + page[at..].find("</article>").unwrap()];
+    assert!(ours.contains("value=\"once\"") && ours.contains("value=\"reject\""), "{ours}");
+    assert!(!ours.contains("value=\"session\"") && !ours.contains("value=\"always\""), "{ours}");
+    for choice in ["session", "always"] {
+        let r = s.post("/approve", &format!("id={id}&choice={choice}")).await;
+        assert_eq!(r.status, 400, "{choice}: {}{}", r.head, r.body);
+        assert!(r.body.contains("confirm-listed"), "{}", r.body);
+        let line = json!({ "op": "answer", "id": id, "choice": choice }).to_string();
+        let answer = {
+            use std::io::{BufRead, Write};
+            let mut sock =
+                std::os::unix::net::UnixStream::connect(fx.state.join("control.sock")).unwrap();
+            sock.write_all(format!("{line}\n").as_bytes()).unwrap();
+            let mut answer = String::new();
+            std::io::BufReader::new(sock).read_line(&mut answer).unwrap();
+            answer
+        };
+        assert!(
+            answer.contains("\"ok\":false") && answer.contains("one run at a time"),
+            "{answer}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished() && victim.exists(), "an unoffered answer let rm run");
+    assert_eq!(s.post("/approve", &format!("id={id}&choice=once")).await.status, 303);
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(!victim.exists());
+    fx.assert_canary();
+}

@@ -11,7 +11,7 @@
 
 use super::common::unique_sleep;
 use super::common::{Fixture, host_processes, text_of};
-use super::dashboard::{TOKEN, config, start};
+use super::dashboard::{TOKEN, config, grant_dir, start, widening_call};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -484,6 +484,56 @@ async fn a_page_on_another_port_of_the_host_cannot_see_or_answer_the_dashboard()
         .into_iter()
         .any(|r| r["decided_by"] == "person-via-dashboard" && r["decision"] == "allow");
     assert!(!always, "something was allowed on the dashboard");
+    b.close().await.unwrap();
+    fx.assert_canary();
+}
+
+/// In the browser, a parked one-run widening (`needs`) has no Always button (once, session,
+/// reject), while a plain parked call beside it has one; the widening, allowed once from its
+/// button, runs.
+#[tokio::test]
+async fn a_widening_has_no_always_button_in_a_real_browser() {
+    let fx = Fixture::new();
+    let (c, addr) = start(&fx, &config(&fx, "ask")).await;
+    let d = driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let b = browser(&d, profile.path()).await;
+    b.goto(&format!("http://{addr}/")).await.unwrap();
+    b.find(Locator::Id("token")).await.unwrap().send_keys(TOKEN).await.unwrap();
+    click(&b, "#login").await;
+    wait_for(&b, "#pending").await;
+    let dir = grant_dir(&fx);
+    let widening = widening_call(&c, &dir, "browser.txt");
+    let wid = pending_id(&b).await;
+    let plain = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("bash", json!({ "command": "echo plain" })).await })
+    };
+    // Read in one script run: the live refresh may replace the section between two reads.
+    const BUTTONS: &str = "return [...document.querySelectorAll('article.pending')].map(a => \
+        [a.id, [...a.querySelectorAll('button')].map(x => x.value)])";
+    let start = Instant::now();
+    let (pid, all) = loop {
+        let seen = b.execute(BUTTONS, vec![]).await.unwrap();
+        let all: Vec<(String, Vec<String>)> = serde_json::from_value(seen).unwrap();
+        if let Some((id, _)) = all.iter().find(|(id, _)| *id != wid) {
+            break (id.clone(), all.clone());
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the plain call did not show");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let buttons =
+        |id: &str| all.iter().find(|(i, _)| i == id).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert_eq!(buttons(&wid), ["once", "session", "reject"], "the widening");
+    assert_eq!(buttons(&pid), ["once", "session", "always", "reject"], "plain");
+    let shown = wait_for(&b, &format!("article[id='{wid}'] code[class='needs.write']")).await;
+    assert_eq!(shown.text().await.unwrap(), dir.display().to_string());
+    click(&b, &format!("article[id='{wid}'] button[value='once']")).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), widening).await.unwrap().unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(dir.join("browser.txt")).unwrap(), "w\n");
+    click(&b, &format!("article[id='{pid}'] button[value='reject']")).await;
+    assert_eq!(plain.await.unwrap().is_error, Some(true));
     b.close().await.unwrap();
     fx.assert_canary();
 }

@@ -1,8 +1,9 @@
 //! Denial feedback (SPEC §6): every refusal is a tool result whose text and
 //! `structuredContent.denied` say what was blocked, by which layer, and what a person can do —
 //! the roots, denied paths, secret files, protected paths, read-only roots, the allowlist, the
-//! brake and the gate (policy deny, an ask nobody approved) — and every tool's `outputSchema`
-//! documents `denied`. Each refusal is paired with its allowed neighbour, and the world is
+//! brake, the gate (policy deny, an ask nobody approved), `enforce` with a missing wall, and
+//! the network wall a running command met — and every tool's `outputSchema` documents
+//! `denied`. (`needs` refusals: `suite::needs`.) Each refusal is paired with its allowed neighbour, and the world is
 //! checked: nothing was written, the canary is unchanged.
 
 use super::common::{Client, Fixture, text_of};
@@ -119,4 +120,65 @@ async fn the_gate_says_which_rule_refused_and_how_to_allow_it() {
     assert!(!fx.root.join("late.txt").exists());
     fx.assert_canary();
     c.stop().await;
+}
+
+/// `enforce` with a wall missing (here the sandbox cannot be built at all: a bound of zero
+/// processes) refuses every command before anyone is asked, by the `sandbox` layer, naming
+/// `hands doctor`; nothing ran. Positive control: the same daemon's file tools work, and the
+/// same command runs under a daemon whose sandbox can be built.
+#[tokio::test]
+async fn enforce_with_a_missing_wall_says_so_and_runs_nothing() {
+    let fx = Fixture::new();
+    let shell = |extra: &str| {
+        fx.config(&format!(
+            "[daemon]\nstate_dir = \"{{state}}\"\n\n[sandbox]\nmode = \"enforce\"\n\n\
+             [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+             filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
+             [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+             config = {{ trust = {{ external = \"allow\" }}{extra} }}\n"
+        ))
+    };
+    fx.write("ok.txt", "fine\n");
+    let c = Client::start(&fx, &shell(", limits = { processes = 0 }")).await;
+    c.ok("read", json!({ "path": "ok.txt" })).await;
+    let r = c.call("bash", json!({ "command": "touch made" })).await;
+    let d = denied(&r, "sandbox", "bash");
+    assert!(d["why"].as_str().unwrap().contains("enforce"), "{d}");
+    assert!(d["remedy"].as_str().unwrap().contains("hands doctor"), "{d}");
+    assert!(!fx.root.join("made").exists());
+    c.stop().await;
+    let c = Client::start(&fx, &shell("")).await;
+    let out = c.ok("bash", json!({ "command": "touch made" })).await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert!(fx.root.join("made").exists());
+    fx.assert_canary();
+    c.stop().await;
+}
+
+/// A command that ran and met the network wall (the proxy refused a host) is not a refused
+/// call but its result lists the wall in `structuredContent.denied`: the host and port, the
+/// `network` layer, the rule that refused it and what a person can do. Inside the network test
+/// harness (`suite::network`); positive control: the allowed host in the same run is reached.
+#[tokio::test]
+async fn a_refused_connection_is_listed_with_its_layer_rule_and_remedy() {
+    use super::network::{PORT, TestNet, Who, config};
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(&fx, "{ allow = [\"allowed.test\"], deny = [\"denied.test\"] }", 5);
+    let c = net.daemon_as(&fx, &cfg, Who::Root).await;
+    let fetch = |h: &str| format!("curl -sS -m 10 http://{h}:{PORT}/file.txt; echo");
+    let command = format!("{}; {}", fetch("allowed.test"), fetch("denied.test"));
+    let out = c.ok("bash", json!({ "command": command, "timeout_secs": 60 })).await;
+    assert!(out["stdout"].as_str().unwrap().starts_with("from the test host\n"), "{out}");
+    assert_eq!(out["denied"].as_array().map(Vec::len), Some(1), "{out}");
+    let d = &out["denied"][0];
+    assert_eq!(d["what"], format!("denied.test:{PORT}"), "{d}");
+    assert_eq!(d["layer"], "network", "{d}");
+    assert!(d["why"].as_str().unwrap().contains("deny entry"), "{d}");
+    assert!(d["remedy"].as_str().unwrap().contains("network.allow"), "{d}");
+    assert_eq!(net.served(), 1, "only the allowed request reached the test host");
+    assert_eq!(net.canary_hits(), 0);
+    c.stop().await;
+    fx.assert_canary();
 }

@@ -300,3 +300,123 @@ async fn a_removed_mount_point_is_made_again_for_the_next_command() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// Issue 22's in-run gap: the binds are placed before a command starts, so what the command
+/// creates during its own run was unprotected until the next one. One `bash` call made a
+/// repository whose config names a program (`git init sub && git -C sub config
+/// core.fsmonitor …`), a git dir under another name, a `.git` file, link or renamed folder
+/// pointing at a git dir it made, and
+/// missing protected files (`.envrc`, `opencode.json`, a subfolder's `.gemini/`): the person's
+/// next `git status` there ran the program. Now each create is refused (EACCES, and the result
+/// lists it in `denied`). Positive controls: ordinary creates, renames and links in the root,
+/// and a repository made in the sandbox's own /tmp.
+#[tokio::test]
+async fn what_a_command_creates_during_its_run_cannot_be_a_git_dir_or_protected_path() {
+    let fx = Fixture::new();
+    let (script, marker) = monitor(&fx);
+    git(&fx, &fx.root, &["init", "-q", "-b", "main"]);
+    git(&fx, &fx.root, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let mon = script.display();
+    let cmd = format!(
+        "git init -q sub && git -C sub config core.fsmonitor {mon} || echo REFUSED-init; \
+         mkdir -p evil/objects evil/refs sub2 sub3 sub4 deep; \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {mon}\\n' > evil/config; \
+         echo 'ref: refs/heads/main' > evil/HEAD || echo REFUSED-head; \
+         echo 'gitdir: ../evil' > sub2/.git || echo REFUSED-file; \
+         ln -s ../evil sub3/.git || echo REFUSED-symlink; \
+         cp -r evil evil2 && mv evil2 sub4/.git || echo REFUSED-rename; \
+         echo 'touch {mon}.envrc' > .envrc || echo REFUSED-envrc; \
+         echo '{{}}' > opencode.json || echo REFUSED-opencode; \
+         mkdir deep/.gemini || echo REFUSED-gemini; \
+         mkdir -p src/a && echo ok > src/a/f && mv src/a/f src/a/g && ln -s g src/a/h && \
+         ln src/a/g src/a/i && cat src/a/h >/dev/null && echo POS-OK; \
+         git init -q /tmp/scratch && git -C /tmp/scratch -c user.name=a -c user.email=a@b \
+           commit -q --allow-empty -m t && echo TMP-GIT-OK"
+    );
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = shown(&r);
+    for word in [
+        "REFUSED-init",
+        "REFUSED-head",
+        "REFUSED-file",
+        "REFUSED-symlink",
+        "REFUSED-rename",
+        "REFUSED-envrc",
+        "REFUSED-opencode",
+        "REFUSED-gemini",
+    ] {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+    assert!(out.contains("POS-OK"), "positive control (creates in the root): {out}");
+    assert!(out.contains("TMP-GIT-OK"), "positive control (a repository in /tmp): {out}");
+    let denied = r["denied"].as_array().cloned().unwrap_or_default();
+    let sub_git = fx.root.join("sub/.git");
+    assert!(
+        denied.iter().any(|d| d["what"].as_str() == sub_git.to_str()),
+        "the refused .git is listed in denied: {denied:?}"
+    );
+    c.stop().await;
+    for p in ["sub/.git", "sub2/.git", "sub3/.git", "sub4/.git", ".envrc", "opencode.json"] {
+        assert!(std::fs::symlink_metadata(fx.root.join(p)).is_err(), "{p} was created");
+    }
+    assert!(std::fs::symlink_metadata(fx.root.join("deep/.gemini")).is_err());
+    for dir in ["", "sub", "sub2", "sub3", "sub4", "evil"] {
+        git(&fx, &fx.root.join(dir), &["status", "--short"]);
+    }
+    assert!(!marker.exists(), "the host's git status ran the command's program");
+    fx.assert_canary();
+}
+
+/// The path a notified call names lives in the command's memory, which another of its threads
+/// can rewrite between the init's check and the kernel's own read (why the kernel warns against
+/// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The init makes the entry itself from its one copy, so
+/// a thread flipping `race/xgit` and `race/.git` under a loop of `mkdir` never gets the second.
+/// Positive control: the allowed name is made, many times.
+#[tokio::test]
+async fn a_path_rewritten_by_another_thread_during_the_check_is_never_created() {
+    let fx = Fixture::new();
+    // python3: its threads and ctypes make the race in a few lines (CI installs it).
+    assert!(
+        std::process::Command::new("python3").arg("-c").arg("1").status().is_ok(),
+        "this test needs python3"
+    );
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let script = r#"
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("race", exist_ok=True)
+buf = ctypes.create_string_buffer(b"race/xgit", 16)
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, b"race/.git", 9)
+        ctypes.memmove(buf, b"race/xgit", 9)
+t = threading.Thread(target=flip); t.start()
+made = 0
+for i in range(3000):
+    if libc.mkdir(buf, 0o755) == 0:
+        made += 1
+        if os.path.isdir("race/.git"):
+            break
+        os.rmdir("race/xgit")
+stop = True; t.join()
+print("MADE", made, "GIT", os.path.lexists("race/.git"))
+"#;
+    let cmd = format!("python3 - <<'PY'\n{script}\nPY");
+    let r = c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await;
+    let out = shown(&r);
+    c.stop().await;
+    assert!(out.contains("GIT False"), "the flipped name got through: {out}");
+    let made: u32 = out
+        .split("MADE ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(made > 10, "positive control: the allowed name was made only {made} times: {out}");
+    assert!(std::fs::symlink_metadata(fx.root.join("race/.git")).is_err());
+    fx.assert_canary();
+}

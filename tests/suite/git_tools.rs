@@ -1600,22 +1600,21 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     assert!(e.contains("push.urls does not list"), "{e}");
     untouched("unlisted pushurl");
 
-    // A repository a command makes, with its own config pointing anywhere: refused; its
+    // A command cannot make a repository in a root at all (the sandbox's in-run walls refuse
+    // the `.git`); one made on the host with its own config pointing anywhere: refused; its
     // neighbour pointing at the listed remote: pushed.
-    let r = c
-        .ok(
-            "bash",
-            json!({"command": format!(
-                "set -e; for r in evil good; do git init -q -b main $r; cd $r; echo e > e.txt; \
-                 git add e.txt; git -c user.name=A -c user.email=a@example.com commit -qm e; \
-                 git branch task/$r; cd ..; done; \
-                 git -C evil remote add origin {}; git -C good remote add origin {}",
-                unlisted.display(),
-                listed.display()
-            )}),
-        )
-        .await;
-    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = c.ok("bash", json!({"command": "git init -q -b main evil"})).await;
+    assert_ne!(r["exit_code"], 0, "{r}");
+    assert_eq!(r["denied"][0]["layer"], "sandbox (in-run walls)", "{r}");
+    for (name, url) in [("evil", &unlisted), ("good", &listed)] {
+        let r = fx.root.join(name);
+        git(h, &fx.root, &["init", "-q", "-b", "main", name]);
+        write(&r.join("e.txt"), "e\n");
+        git(h, &r, &["add", "e.txt"]);
+        git(h, &r, &["-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qm", "e"]);
+        git(h, &r, &["branch", &format!("task/{name}")]);
+        git(h, &r, &["remote", "add", "origin", url.to_str().unwrap()]);
+    }
     let e = c.err("git_push", json!({"repo": "evil", "branch": "task/evil"})).await;
     assert!(e.contains("push.urls does not list"), "{e}");
     untouched("a command's own repository");

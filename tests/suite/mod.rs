@@ -9,6 +9,8 @@ mod bash;
 mod channels;
 mod config;
 #[cfg(target_os = "linux")]
+mod control_socket;
+#[cfg(target_os = "linux")]
 mod dashboard;
 #[cfg(target_os = "linux")]
 mod dashboard_browser;

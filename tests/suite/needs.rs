@@ -3,11 +3,18 @@
 //! declared no elicitation), runs with that folder writable only after a yes at `hands
 //! approvals`, and asks again the next time; without `needs` the write is refused by the walls.
 //! A `needs` naming a credential path, a secret file or a folder holding one is refused before
-//! anyone is asked, with `structuredContent.denied`. Canaries outside the roots stay unchanged.
+//! anyone is asked, with `structuredContent.denied`. `needs.network` runs inside the network
+//! test harness (`suite::network`): approved once, that run reaches that host and no other, the
+//! next asks again, and a denied host stays unreached. A form-elicitation client is never
+//! offered *always* for a widening. Canaries outside the roots stay unchanged.
 
 use super::channels::parked_id;
 use super::common::{Era, Fixture, Person, handshake, own, text_of};
 use super::gate::approvals;
+use super::network::{
+    PORT, TestNet, Who, approvals as net_approvals, assert_ran_as as net_ran_as,
+    config as net_config, denied_hosts as net_denied, pending as net_pending,
+};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -142,5 +149,193 @@ async fn needs_cannot_name_credential_or_secret_paths() {
     let (id, _) = parked_id(&fx, &config, "clean-marker").await;
     assert!(approvals(&fx, &config, &["deny", &id]).0);
     assert_eq!(pending.await.unwrap().is_error, Some(true));
+    fx.assert_canary();
+}
+
+/// `needs.network` end to end, inside the network test harness (`suite::network`: the daemon
+/// in a namespace of its own with a private `/etc/hosts`, the test host behind a veth). The
+/// module's rules deny every host (`unknown = "deny"`, and a deny entry for `denied.test`).
+/// Refused without `needs`; with `needs: { network: ["asked.test:8080"] }` the call is parked,
+/// a person approves it once at `hands approvals`, and that run reaches that host and no other;
+/// the next run without `needs` is refused again, and the same `needs` asks again. Canary: a
+/// `needs` naming the denied host, even approved, never reaches the test host (its request
+/// counter does not move), and nothing lands on the daemon's own host.
+#[tokio::test]
+async fn a_network_expansion_approved_once_reaches_that_host_once() {
+    network_once(Who::Root).await;
+}
+
+#[tokio::test]
+async fn as_an_ordinary_user_a_network_expansion_approved_once_reaches_that_host_once() {
+    network_once(Who::User).await;
+}
+
+async fn network_once(who: Who) {
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = net_config(&fx, "{ allow = [], deny = [\"denied.test\"], unknown = \"deny\" }", 30);
+    let c = Arc::new(net.daemon_as(&fx, &cfg, who).await);
+    let fetch = |host: &str| format!("curl -sS -m 10 http://{host}:{PORT}/file.txt; echo");
+    let call = |command: String, needs: Option<Value>| {
+        let c = c.clone();
+        let mut args = json!({ "command": command, "timeout_secs": 60 });
+        if let Some(n) = needs {
+            args["needs"] = n;
+        }
+        tokio::spawn(async move { c.call("bash", args).await })
+    };
+    let asked = format!("asked.test:{PORT}");
+    let structured = |r: &CallToolResult| {
+        assert_ne!(r.is_error, Some(true), "{}", text_of(r));
+        r.structured_content.clone().unwrap()
+    };
+
+    // Without `needs`: the proxy refuses the host, nothing reaches it.
+    let out = structured(&call(fetch("asked.test"), None).await.unwrap());
+    assert!(!out["stdout"].as_str().unwrap().contains("from the test host"), "{out}");
+    assert_eq!(net_denied(&out), std::slice::from_ref(&asked), "{out}");
+    assert_eq!(net.served(), 0);
+
+    // With `needs.network`: parked for a person (the policy allows bash; the widening asks),
+    // shown plainly; nothing runs before the yes.
+    let needs = json!({ "network": [asked] });
+    let command = format!("{}; {}", fetch("asked.test"), fetch("other.test"));
+    let once = call(command.clone(), Some(needs.clone()));
+    let (id, shown) = net_pending(&fx, &cfg, who).await.expect("the widening was put to a person");
+    assert!(shown.contains("needs") && shown.contains(&asked), "{shown}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!once.is_finished(), "the widened run must wait for the person");
+    assert_eq!(net.served(), 0);
+    let out = net_approvals(&fx, &cfg, who, &["approve", &id]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    // Positive control: the approved host is reached; exactly that one (other.test, on the
+    // same test host, stays refused in the same run).
+    let out = structured(&once.await.unwrap());
+    assert!(out["stdout"].as_str().unwrap().starts_with("from the test host\n"), "{out}");
+    assert_eq!(net_denied(&out), [format!("other.test:{PORT}")], "{out}");
+    assert_eq!(net.served(), 1, "one request reached the test host");
+
+    // The grant ended with its run: the next run without `needs` is refused.
+    let out = structured(&call(fetch("asked.test"), None).await.unwrap());
+    assert_eq!(net_denied(&out), std::slice::from_ref(&asked), "{out}");
+    assert_eq!(net.served(), 1);
+
+    // Once means once: the same `needs` asks again; a person's no refuses the call.
+    let again = call(command, Some(needs));
+    let (id, _) = net_pending(&fx, &cfg, who).await.expect("asked again after an allow-once");
+    assert!(net_approvals(&fx, &cfg, who, &["deny", &id]).await.status.success());
+    let r = again.await.unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(net.served(), 1);
+
+    // Canary: a `needs` naming a denied host, approved, still does not reach it (deny wins).
+    let denied = call(fetch("denied.test"), Some(json!({ "network": ["denied.test"] })));
+    let (id, _) = net_pending(&fx, &cfg, who).await.expect("asked for the denied host");
+    assert!(net_approvals(&fx, &cfg, who, &["approve", &id]).await.status.success());
+    let out = structured(&denied.await.unwrap());
+    assert!(out["stdout"].as_str().unwrap().contains("deny entry"), "{out}");
+    assert_eq!(net_denied(&out), [format!("denied.test:{PORT}")], "{out}");
+    assert_eq!(net.served(), 1, "a denied host was reached through `needs`");
+    assert_eq!(net.canary_hits(), 0, "a refused name reached the daemon's own host");
+    let records = fx.audit_records();
+    assert!(
+        records.iter().any(|r| r["tool"] == "network"
+            && r["arguments"]["host"] == "asked.test"
+            && r["outcome"] == "closed"),
+        "the approved connection is audited"
+    );
+    net_ran_as(&fx, who);
+    fx.assert_canary();
+}
+
+/// A client that declared form elicitation: it records each form's choices and answers
+/// `answer` (what a client may send whatever it was offered).
+#[derive(Clone)]
+struct FormReader {
+    answer: &'static str,
+    forms: Arc<std::sync::Mutex<Vec<Vec<String>>>>,
+}
+
+impl rmcp::ClientHandler for FormReader {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
+            panic!("hands asks this client with a form");
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        let choices = schema["properties"]["decision"]["enum"]
+            .as_array()
+            .map(|a| a.iter().map(|c| c.as_str().unwrap().to_string()).collect())
+            .unwrap_or_else(|| panic!("the form has no decision enum: {schema}"));
+        self.forms.lock().unwrap().push(choices);
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": self.answer })))
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+        let caps = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(caps, Implementation::new("hands-test-form-reader", "0"))
+    }
+}
+
+/// The form a client is sent for a widening offers once, session and reject — never
+/// *always* — and an `allow_always` the client sends anyway grants no standing permission:
+/// the same widening asks again. Positive control: a plain `bash` (external = ask) is offered
+/// *always*.
+#[tokio::test]
+async fn the_form_for_a_widening_offers_no_always() {
+    let fx = Fixture::new();
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\napproval_timeout_secs = 30\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"ask\" } }\n",
+    );
+    let reader =
+        FormReader { answer: "allow_always", forms: Arc::new(std::sync::Mutex::new(Vec::new())) };
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.stderr(std::process::Stdio::inherit());
+    let service =
+        handshake(reader.clone(), TokioChildProcess::new(cmd).unwrap(), Era::Legacy).await;
+    let dir = grant_dir(&fx);
+    let call = |command: String, needs: Option<Value>| {
+        let mut args = json!({ "command": command });
+        if let Some(n) = needs {
+            args["needs"] = n;
+        }
+        let Value::Object(args) = args else { unreachable!() };
+        let peer = service.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("bash").with_arguments(args)).await.unwrap()
+        }
+    };
+    let d = dir.display();
+    let r = call(format!("echo 1 > {d}/one.txt"), Some(json!({ "write": [dir] }))).await;
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(
+        reader.forms.lock().unwrap()[0],
+        ["allow_once", "allow_session", "reject"],
+        "a widening's form offers no always"
+    );
+    // The `allow_always` sent anyway counted once: no standing permission, the same widening
+    // asks again.
+    let r = call(format!("echo 2 > {d}/two.txt"), Some(json!({ "write": [dir] }))).await;
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(reader.forms.lock().unwrap().len(), 2, "the widening was asked again");
+    let standing = hands::approvals::read_always(&fx.state.join("approvals.json")).unwrap();
+    assert!(standing.is_empty(), "a widening left a standing permission: {standing:?}");
+    // Positive control: a plain call's form offers always.
+    let r = call("echo plain".into(), None).await;
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(
+        reader.forms.lock().unwrap()[2],
+        ["allow_once", "allow_session", "allow_always", "reject"]
+    );
+    let _ = service.cancel().await;
     fx.assert_canary();
 }

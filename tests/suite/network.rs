@@ -15,10 +15,10 @@ use std::time::Duration;
 
 const SERVER_IP: &str = "203.0.113.2";
 const CLIENT_IP: &str = "203.0.113.1";
-const PORT: u16 = 8080;
+pub(super) const PORT: u16 = 8080;
 
 /// Fails unless the daemon ran as `who`: the owner of the audit log it wrote says.
-fn assert_ran_as(fx: &Fixture, who: Who) {
+pub(super) fn assert_ran_as(fx: &Fixture, who: Who) {
     use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(fx.state.join("audit.jsonl")).unwrap().uid();
     assert_eq!(owner, if who == Who::User { COMMAND_UID } else { 0 }, "the daemon ran as {owner}");
@@ -27,13 +27,13 @@ fn assert_ran_as(fx: &Fixture, who: Who) {
 /// Who the daemon runs as: root, as the suite runs it, or an ordinary user (uid
 /// [`COMMAND_UID`]), as people run it — its sandbox is then made without privilege.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Who {
+pub(super) enum Who {
     Root,
     User,
 }
 
 /// Two namespaces, the veth between them, the test host and the canaries; removed on drop.
-struct TestNet {
+pub(super) struct TestNet {
     client: String,
     server: String,
     hosts: PathBuf,
@@ -49,7 +49,7 @@ fn run(argv: &[&str]) {
 
 impl TestNet {
     /// `None` (with a line saying so) where the test cannot make namespaces: not root.
-    fn new(fx: &Fixture) -> Option<TestNet> {
+    pub(super) fn new(fx: &Fixture) -> Option<TestNet> {
         if !needs_root("network", "making test hosts in network namespaces needs root") {
             return None;
         }
@@ -173,7 +173,7 @@ impl TestNet {
     }
 
     /// Requests the test host served (one log line each).
-    fn served(&self) -> usize {
+    pub(super) fn served(&self) -> usize {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -182,7 +182,7 @@ impl TestNet {
     }
 
     /// Connections the canaries accepted.
-    fn canary_hits(&self) -> usize {
+    pub(super) fn canary_hits(&self) -> usize {
         std::fs::read_to_string(&self.canary_log).unwrap_or_default().lines().count()
     }
 
@@ -191,7 +191,7 @@ impl TestNet {
     /// namespaces and the hosts file's mount, then `setpriv` drops to [`COMMAND_UID`] for the
     /// daemon: the fixture becomes that user's, and the daemon runs a copy (a hard link) of
     /// `hands` in it, since the checkout's folders may be closed to the user.
-    async fn daemon_as(&self, fx: &Fixture, config: &Path, who: Who) -> Client {
+    pub(super) async fn daemon_as(&self, fx: &Fixture, config: &Path, who: Who) -> Client {
         Client { service: self.serve(fx, config, who, ()).await }
     }
 
@@ -247,7 +247,7 @@ impl Drop for TestNet {
     }
 }
 
-fn config(fx: &Fixture, network: &str, timeout: u64) -> PathBuf {
+pub(super) fn config(fx: &Fixture, network: &str, timeout: u64) -> PathBuf {
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = {timeout}\n\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\", \"network\"]\n\
@@ -260,7 +260,7 @@ async fn bash(c: &Client, command: &str) -> Value {
     c.ok("bash", json!({ "command": command, "timeout_secs": 60 })).await
 }
 
-fn denied_hosts(out: &Value) -> Vec<String> {
+pub(super) fn denied_hosts(out: &Value) -> Vec<String> {
     out["denied"]
         .as_array()
         .map(|a| a.iter().map(|d| d["what"].as_str().unwrap().to_string()).collect())
@@ -359,7 +359,7 @@ async fn allowed_and_refused(who: Who) {
 }
 
 /// The pending network question, polled from the daemon's control socket.
-async fn pending(fx: &Fixture, cfg: &Path, who: Who) -> Option<(String, String)> {
+pub(super) async fn pending(fx: &Fixture, cfg: &Path, who: Who) -> Option<(String, String)> {
     for _ in 0..200 {
         let out = approvals(fx, cfg, who, &["list"]).await;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -378,7 +378,12 @@ async fn pending(fx: &Fixture, cfg: &Path, who: Who) -> Option<(String, String)>
 }
 
 /// `hands approvals ARGS`, run by the daemon's own user (the person at its terminal).
-async fn approvals(fx: &Fixture, cfg: &Path, who: Who, args: &[&str]) -> std::process::Output {
+pub(super) async fn approvals(
+    fx: &Fixture,
+    cfg: &Path,
+    who: Who,
+    args: &[&str],
+) -> std::process::Output {
     let mut all = vec!["approvals", "--config", cfg.to_str().unwrap()];
     all.extend_from_slice(args);
     let mut cmd = fx.command(&all);

@@ -373,3 +373,65 @@ async fn a_tmux_start_in_flight_when_the_brake_is_pulled_does_not_run_under_it()
     hands_stop(&fx, &config, true).await;
     fx.assert_canary();
 }
+
+/// Issue 23.2 for `bash`: a start that passed the brake check and is still preparing (a slow
+/// walk of the roots) when `hands stop` lands either finishes before the stop and is ended by
+/// it, or sees the brake and refuses — never runs on under it. Several starts are sent a
+/// little apart and the stop lands among them, so some are in their walk when it arrives.
+/// Positive control: a command with no stop runs.
+#[tokio::test]
+async fn bash_starts_in_flight_when_the_brake_is_pulled_do_not_run_under_it() {
+    let fx = Fixture::new();
+    for d in 0..300 {
+        let dir = fx.root.join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..250 {
+            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+        }
+    }
+    let config = fx.fs_shell_config();
+    let c = std::sync::Arc::new(Client::start(&fx, &config).await);
+    let r = c.ok("bash", json!({ "command": "echo control-ran" })).await;
+    assert!(r["stdout"].as_str().unwrap_or_default().contains("control-ran"), "{r}");
+    tokio::time::sleep(Duration::from_millis(2500)).await; // the walk is not reused
+    let secs = unique_sleep();
+    let starts: Vec<_> = (0..4u64)
+        .map(|i| {
+            let c = c.clone();
+            let command = format!("sleep {secs}");
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(120 * i)).await;
+                c.call("bash", json!({ "command": command, "timeout_secs": 600 })).await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let out = {
+        use std::io::{BufRead, Write};
+        let mut sock =
+            std::os::unix::net::UnixStream::connect(fx.state.join("control.sock")).unwrap();
+        sock.write_all(b"{\"op\":\"stop\"}\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(sock).read_line(&mut line).unwrap();
+        line
+    };
+    assert!(out.contains("\"stopped\":true"), "{out}");
+    for s in starts {
+        let r = tokio::time::timeout(Duration::from_secs(60), s)
+            .await
+            .expect("a bash start in flight when the brake was pulled ran on under it")
+            .unwrap();
+        if r.is_error == Some(true) {
+            assert!(text_of(&r).contains("hands stop"), "{}", text_of(&r));
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(5), || host_processes(&["sleep", &secs]).is_empty()).await,
+        "a command started in flight runs on under the brake (stop said: {out})"
+    );
+    let e = c.err("bash", json!({ "command": "echo after" })).await;
+    assert!(e.contains("hands stop"), "{e}");
+    hands_stop(&fx, &config, true).await;
+    c.ok("bash", json!({ "command": "true" })).await;
+    fx.assert_canary();
+}

@@ -49,8 +49,9 @@ pub struct BashOutput {
     pub invalid_utf8: bool,
     /// What contained the command: `full` (namespaces, read-only root, Landlock, seccomp).
     pub containment: String,
-    /// What a wall refused the command while it ran (connections the network proxy refused),
-    /// so a denial is not taken for a broken tool.
+    /// What a wall refused the command while it ran (connections the network proxy refused,
+    /// creates of a `.git` or protected path, masked, protected and read-only paths its errors
+    /// name), so a denial is not taken for a broken tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<Denied>,
 }
@@ -60,7 +61,9 @@ pub struct BashOutput {
 pub struct Denied {
     /// What was blocked: a `host:port`, a path.
     pub what: String,
-    /// The layer that blocked it: `network`, …
+    /// The layer that blocked it: `network`, `sandbox (filesystem)` (a masked, protected or
+    /// read-only path the command met), `sandbox (in-run walls)` (a `.git` or protected path it
+    /// tried to create).
     pub layer: String,
     pub why: String,
     /// What a person can do about it.

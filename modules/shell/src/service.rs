@@ -264,6 +264,7 @@ impl Shell {
         let base = launcher::Spec::builder(launcher::Confinement {
             roots,
             protected,
+            protected_rules: lists.protected.clone(),
             masked,
             system,
             home: home.clone(),
@@ -669,6 +670,15 @@ impl Shell {
         let mut out = self
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
+        // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
+            crate::bash::Denied {
+                what: h.what,
+                layer: h.layer.into(),
+                why: h.why,
+                remedy: h.remedy,
+            }
+        }));
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
                 crate::bash::Denied {

@@ -212,6 +212,21 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
             );
         };
         row("client", &a.client);
+        // A one-run widening (`needs`) is shown plainly, each list on its own row.
+        let widening = crate::needs::widens(&a.arguments);
+        if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
+            for (k, v) in needs {
+                let list = match v {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    other => other.to_string(),
+                };
+                row(&format!("needs.{k}"), &list);
+            }
+        }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = a.arguments.get(key) {
@@ -253,8 +268,22 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
             hidden("csrf", csrf),
             hidden("id", &p.id)
         );
+        if widening && !a.confirm {
+            s.push_str(
+                "<p class=\"warn\">a one-run widening (<code>needs</code>): a yes allows it \
+                 once or for this session, never always.</p>",
+            );
+        }
+        // What the gate would not honour is not offered: a confirm-listed program is allowed
+        // once only, a widening once or for the session (SPEC §6).
         let choices: &[(&str, &str, &str)] = if a.confirm {
             &[("once", "Allow once", "allow"), ("reject", "Reject", "reject")]
+        } else if widening {
+            &[
+                ("once", "Allow once", "allow"),
+                ("session", "Allow for this session", "allow"),
+                ("reject", "Reject", "reject"),
+            ]
         } else {
             &[
                 ("once", "Allow once", "allow"),

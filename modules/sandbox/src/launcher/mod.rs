@@ -22,6 +22,7 @@
 pub mod bounds;
 pub mod holder;
 mod mounts;
+pub mod notify;
 pub mod remask;
 mod spec;
 mod walls;
@@ -176,7 +177,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         let failed = if namespaces {
             init(&spec, &old_mask, &mut err_write)
         } else {
-            command(&spec, &old_mask, false)
+            command(&spec, &old_mask, None)
         };
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
             let _ = w.write_all(format!("{e:#}").as_bytes());
@@ -293,6 +294,10 @@ fn init(
     // The init becomes the command's user before the command exists: it can signal it (and
     // nothing else), and keeps no capability; the command inherits all of this.
     drop_privileges(spec)?;
+    // The init creates what the command asks to create (`notify`): under the same Landlock
+    // rules, it can create nothing the command could not.
+    walls::landlock(spec, false)?;
+    let handoff = notify::Handoff::new()?;
     // A change of uid clears the parent-death signal: set it again, then make sure the
     // launcher did not die in between (it still reads the error pipe).
     sys::die_with_parent()?;
@@ -302,10 +307,19 @@ fn init(
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
-        if let (Err(e), Some(w)) = (command(spec, old_mask, true), err_write.as_mut()) {
+        let failed = command(spec, old_mask, Some(&handoff));
+        if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
             let _ = w.write_all(format!("{e:#}").as_bytes());
         }
         sys::exit_now(SETUP_FAILED);
+    }
+    // The command's listener: what it creates while it runs is checked here (a failure is the
+    // command's own error to report; it does not start).
+    if let Ok(Some(listener)) = handoff.receive(child) {
+        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules);
+        let _ = std::thread::Builder::new()
+            .name("walls".into())
+            .spawn(move || notify::serve(listener, walls));
     }
     // The command's copy of the error pipe closes at its execve; the init's now.
     *err_write = None;
@@ -339,8 +353,14 @@ fn init(
     sys::exit_now(code)
 }
 
-/// The command's own process: confines itself, then execs. Returns only on failure.
-fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::Result<()> {
+/// The command's own process: confines itself, then execs. Returns only on failure. With
+/// namespaces there is an init, and `handoff` passes it the in-run walls' listener.
+fn command(
+    spec: &Spec,
+    old_mask: &libc::sigset_t,
+    handoff: Option<&notify::Handoff>,
+) -> anyhow::Result<()> {
+    let namespaces = handoff.is_some();
     sys::restore_signal_mask(old_mask)?;
     sys::default_action(libc::SIGPIPE);
     std::env::set_current_dir(&spec.cwd)
@@ -357,6 +377,11 @@ fn command(spec: &Spec, old_mask: &libc::sigset_t, namespaces: bool) -> anyhow::
     }
     walls::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
+    // Before the main filter, which refuses any later listener: the newest filter's listener
+    // would get the calls first.
+    if let Some(h) = handoff {
+        h.install()?;
+    }
     walls::seccomp()?;
     sys::exec(&program, &spec.argv, &spec.env)
 }

@@ -34,6 +34,11 @@ pub struct Spec {
     pub(crate) roots: Vec<Root>,
     /// Paths inside writable roots re-bound read-only (their parents pinned).
     pub(crate) protected: Vec<PathBuf>,
+    /// The protected rules (`sandbox-profiles/protected.txt` and `protected_extra`, relative,
+    /// `*` one component): names a command may not create under a writable root while it
+    /// runs (`notify`); `.git` is always one, so an empty list still refuses it.
+    #[serde(default)]
+    pub(crate) protected_rules: Vec<String>,
     /// Denied and credential paths: masked when they exist inside a bound folder.
     pub(crate) masked: Vec<PathBuf>,
     /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
@@ -115,6 +120,8 @@ pub struct Confinement {
     pub roots: Vec<Root>,
     /// Paths inside writable roots the command may read but not change.
     pub protected: Vec<PathBuf>,
+    /// The rules those paths were found by: names a command may not create while it runs.
+    pub protected_rules: Vec<String>,
     /// Denied and credential paths, hidden from the command.
     pub masked: Vec<PathBuf>,
     /// System folders bound read-only.
@@ -137,6 +144,7 @@ impl Spec {
             env: BTreeMap::new(),
             roots: c.roots,
             protected: c.protected,
+            protected_rules: c.protected_rules,
             masked: c.masked,
             system: c.system,
             network: false,
@@ -360,6 +368,7 @@ mod tests {
         Confinement {
             roots: vec![Root { path: "/w".into(), writable: true }],
             protected: vec!["/w/.git/hooks".into()],
+            protected_rules: vec![".git".into()],
             masked: vec!["/w/.env".into()],
             system: vec!["/usr".into()],
             home: "/h".into(),

@@ -235,6 +235,13 @@ pub fn seccomp() -> Result<()> {
         .map(|&f| cond(0, Dword, SeccompCmpOp::Ne, f as u64))
         .collect::<Result<_>>()?;
     deny.insert(libc::SYS_socket, vec![rule(family_conds)?]);
+    // A filter with a listener of the command's own would get the in-run walls' calls before
+    // the init (the newest filter's listener wins) and could let them continue unchecked.
+    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    deny.insert(
+        libc::SYS_seccomp,
+        vec![rule(vec![cond(1, Qword, SeccompCmpOp::MaskedEq(listener), listener)?])?],
+    );
     let main: BpfProgram = SeccompFilter::new(
         deny,
         SeccompAction::Allow,

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod ifaddrs;
+pub mod notify;
 pub use ifaddrs::own_addresses;
 
 use anyhow::{Context, Result, anyhow};
