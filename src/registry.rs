@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
-pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell::Caller) -> Reply + Send + Sync>;
+pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell_mcp::Caller) -> Reply + Send + Sync>;
 
 /// What a published tool runs.
 #[derive(Clone)]
@@ -179,7 +179,7 @@ pub fn parsing<S, P, F, Fut>(state: &Arc<S>, name: &'static str, go: F) -> CallF
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
-    F: Fn(Arc<S>, P, crate::shell::Caller) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<S>, P, crate::shell_mcp::Caller) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Answer> + Send + 'static,
 {
     let (state, go) = (state.clone(), Arc::new(go));

@@ -2,12 +2,12 @@
 //! `tools/list` shows them (bash, the tmux tools, run, os-*). tools-fs and tools-git export
 //! theirs from their crates (`catalogue.rs`); this one stays here until tools-shell moves into
 //! `modules/shell`, and is shaped to move with it: data, and handlers that only parse, call
-//! [`crate::shell::Shell`] and shape the result.
+//! [`crate::shell_mcp::Shell`] and shape the result.
 
 use crate::config::ModuleId;
 use crate::errors::{Answer, shell_refusal};
 use crate::registry::{Entry, Handler, parsing, published, structured};
-use crate::shell::{Caller, Refusal, Shell};
+use crate::shell_mcp::{Caller, Refusal, Shell};
 use hands_shell::bash::{BashOutput, BashParams};
 use hands_shell::run::{OsToolParams, RunParams};
 use hands_shell::tmux as t;

@@ -181,16 +181,17 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 // procfs (/proc/sys/kernel/...), not a path of a root.
 #[allow(clippy::disallowed_methods)]
 fn sandbox_section(
-    sh: &crate::shell::Shell,
+    sh: &crate::shell_mcp::Shell,
     daemon: &Daemon,
-    _probe: &crate::probe::Probe,
+    _probe: &hands_sandbox::probe::Probe,
     s: &mut String,
     warnings: &mut Vec<String>,
 ) {
     use std::os::unix::fs::MetadataExt;
     let choice = sh.bound();
     let where_ = match &choice.bound {
-        crate::sandbox::Bound::CgroupV2 { dir, .. } | crate::sandbox::Bound::CgroupV1 { dir } => {
+        hands_sandbox::launcher::Bound::CgroupV2 { dir, .. }
+        | hands_sandbox::launcher::Bound::CgroupV1 { dir } => {
             format!(" (leaves in {})", dir.display())
         }
         _ => String::new(),
@@ -199,7 +200,7 @@ fn sandbox_section(
     for why in &choice.passed_over {
         let _ = writeln!(s, "    passed over: {why}");
     }
-    if matches!(choice.bound, crate::sandbox::Bound::Rlimit) {
+    if matches!(choice.bound, hands_sandbox::launcher::Bound::Rlimit) {
         let _ = writeln!(
             s,
             "    (no memory bound for the whole command: RLIMIT_AS per process only; a cgroup v2 \
@@ -207,7 +208,7 @@ fn sandbox_section(
              Delegate=yes hands serve`)"
         );
     }
-    let abi = crate::sandbox::landlock_abi();
+    let abi = hands_sandbox::launcher::landlock_abi();
     let _ = writeln!(
         s,
         "  Landlock: {}",
@@ -295,7 +296,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
         );
     }
     let default_secrets: Vec<String> =
-        crate::profiles::secret_patterns().map(str::to_string).collect();
+        hands_sandbox::profiles::secret_patterns().map(str::to_string).collect();
     if c.secret_patterns != default_secrets {
         warnings.push("sandbox.secret_patterns differs from the default list".to_string());
     }

@@ -14,7 +14,7 @@
 //! Its parts: `action.rs` (what is asked and answered), `elicit.rs` (asking through the client,
 //! the sealed request state), `parked.rs` (the parked actions and the wait), `always.rs` (the
 //! standing *always* permissions). *Session* permissions are held by the connection
-//! (`ask.rs`). The old paths (`crate::approvals::Action` …) name the parts' items here.
+//! (`ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
 
 pub use super::action::{Action, Asked, CHOICES, Channel, Choice, Reach};
 pub use super::always::{Standing, module_version, read_always, update_always};
