@@ -34,10 +34,10 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Shipped files (or folders) that may spawn a process. SPEC §11: only the sandbox crate — its
-/// launcher (which forks through `sys`, no `Command`), what starts the launcher (`hands`
-/// itself, to go through its typed spec, issue 16), and `host.rs`, the one spawn on the host
-/// (doctor's version lines of tmux and git).
+/// Shipped files (or folders) that may spawn a process. SPEC §11: the sandbox's launcher (which
+/// forks through `sys`, no `Command`), what starts the launcher (`hands` itself, by its typed
+/// spec), and the sandbox crate's `host.rs`, the one spawn on the host (doctor's version lines
+/// of tmux and git).
 const SPAWN_ALLOWED: &[(&str, &str)] = &[
     ("modules/sandbox/src/host.rs", "doctor's `tmux -V` and `git --version` on the host"),
     ("modules/sandbox/src/listen.rs", "starts the launcher's listener in the module's namespace"),
