@@ -5,6 +5,9 @@
 //! Run: `cargo bench --bench bash`. The spec is taken from the daemon itself: while a
 //! `sleep` runs through the tool, the launcher's spec descriptor (`/proc/<launcher>/fd/3`, a
 //! sealed memfd the launcher keeps open) is read, and its `argv` swapped for `true`.
+//!
+//! `HANDS_BENCH_BIN=/path/to/hands` times that binary and builds nothing (so the bench binary
+//! can run as an ordinary user, or in a VM); `HANDS_BENCH_RUNS=N` changes the 200 runs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // Benchmarks spawn the binary and ripgrep, and make their trees by path.
 #![allow(clippy::disallowed_methods)]
@@ -22,11 +25,13 @@ use std::time::{Duration, Instant};
 
 type Client = RunningService<RoleClient, ()>;
 
-const RUNS: usize = 200;
 const SLEEP: &str = "sleep 2.71828";
 
 fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands")
+    std::env::var_os("HANDS_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands"),
+        PathBuf::from,
+    )
 }
 
 async fn start(root: &Path, state: &Path) -> (Client, u32) {
@@ -101,11 +106,16 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64) {
 
 #[tokio::main]
 async fn main() {
-    let build = std::process::Command::new("cargo")
-        .args(["build", "--release", "--bin", "hands"])
-        .status()
-        .unwrap();
-    assert!(build.success());
+    #[allow(non_snake_case)]
+    let RUNS: usize =
+        std::env::var("HANDS_BENCH_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    if std::env::var_os("HANDS_BENCH_BIN").is_none() {
+        let build = std::process::Command::new("cargo")
+            .args(["build", "--release", "--bin", "hands"])
+            .status()
+            .unwrap();
+        assert!(build.success());
+    }
     let root = tempfile::tempdir().unwrap();
     let root_path = std::fs::canonicalize(root.path()).unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -126,6 +136,8 @@ async fn main() {
     let mut spec = spec.expect("the launcher of the sleep was seen in /proc");
     sleeper.await.unwrap();
     spec["argv"] = json!(["bash", "--noprofile", "--norc", "-c", "true"]);
+    // The launcher dies with the daemon that started it (`parent`); the bench starts these.
+    spec.as_object_mut().unwrap().remove("parent");
     let spec_value = spec.clone();
     let spec = spec.to_string();
 
@@ -195,7 +207,15 @@ async fn main() {
     let (tool, tool90) = stats(tool);
     let (direct, direct90) = stats(direct);
     let (spawn, spawn90) = stats(spawn);
-    println!("{RUNS} runs each of `bash --noprofile --norc -c true`, interleaved:");
+    // The owner of /proc/self is this process's effective uid.
+    let euid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    println!(
+        "{RUNS} runs each of `bash --noprofile --norc -c true`, interleaved, as uid {euid}, \
+         kernel {}, bound {}:",
+        kernel.trim(),
+        variants[0].0
+    );
     println!("  bash tool over MCP         median {tool:.2} ms · p90 {tool90:.2} ms");
     println!("  hands __sandbox (direct)   median {direct:.2} ms · p90 {direct90:.2} ms");
     println!("  bare spawn                 median {spawn:.2} ms · p90 {spawn90:.2} ms");

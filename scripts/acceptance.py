@@ -12,14 +12,22 @@ the roots (world-writable, so only the sandbox keeps it unchanged), and prints o
 then `ACCEPTANCE: N ok, M FAIL`. Exit 0 only when every check is ok.
 
 Checks: probe (`hands doctor`), bash, write-outside, secret (.env masked), loopback (a listener
-on this machine's 127.0.0.1, outside the sandbox, gets no connection), forkbomb (bounded while
+on this machine's 127.0.0.1, outside the sandbox, gets no connection), seccomp (the denied system
+calls fail with EPERM inside; outside, the controls among them work), forkbomb (bounded while
 a second call answers), kill (`kill $$` ends with SIGTERM), tmux (start, send, read, kill),
 leftovers (no process, cgroup or mount left once the daemon is gone).
 --strict: every new process, cgroup and mount counts as left behind (a quiet VM); without it,
 only those naming this run's folder in their command line or working folder (a shared host).
---no-userns: user.max_user_namespaces is 0 (set here when run as root; vm-acceptance sets it
-before dropping to the user): checks instead that `bash` and `tmux_start` are refused, nothing
-runs, and the refusal and `hands doctor` name the remedy (user.max_user_namespaces).
+--no-userns: user.max_user_namespaces is 0 (never set here, as on a shared machine that would
+switch user namespaces off for everyone: vm-acceptance sets it in the VM before dropping to
+the user, and scripts/without-userns gives this process a user namespace of its own where it
+is 0): checks instead that `bash` and `tmux_start` are refused, nothing
+runs, and the refusal and `hands doctor` name the remedy (user.max_user_namespaces); then, with
+a second daemon in `sandbox.mode = "best-effort"`, that `bash` runs with Landlock and seccomp
+alone and its result and `hands doctor` state the same tier, naming what is missing (best-effort),
+and that the walls left hold as attacks: write-outside (a write inside works; writing or
+creating outside is refused; a chmod outside is allowed only because the tier names it missing)
+and seccomp.
 """
 import json
 import os
@@ -42,11 +50,14 @@ CALL_TIMEOUT = 240.0  # software-emulated VMs are slow; a hang still fails
 
 
 class Run:
-    def __init__(self, hands, strict):
+    def __init__(self, hands, strict, no_userns=False):
         self.hands = hands
         self.strict = strict
         self.mark = secrets.token_hex(4)
-        self.base = tempfile.mkdtemp(prefix="hands-acc.", dir=os.environ.get("HOME") or "/tmp")
+        # Root's commands run as another user; without namespaces nothing recreates a closed
+        # parent folder (root's home, mode 700) for them, so that row works under /tmp.
+        where = "/tmp" if no_userns and os.getuid() == 0 else os.environ.get("HOME") or "/tmp"
+        self.base = tempfile.mkdtemp(prefix="hands-acc.", dir=where)
         os.chmod(self.base, 0o755)
         self.proj = os.path.join(self.base, "proj")
         self.outside = os.path.join(self.base, "outside")
@@ -69,12 +80,20 @@ class Run:
             f.write(f"readme-visible-{self.mark}\n")
         os.chmod(os.path.join(self.proj, "README.txt"), 0o644)
         self.config = os.path.join(self.base, "daemon.toml")
+        self.write_config("enforce")
+        self.env = dict(os.environ, XDG_STATE_HOME=self.state, RUST_LOG="warn")
+        self.results = []
+        self.session = None
+        self.best_effort_tier = None  # set by check_best_effort
+        self.clock = time.time()
+
+    def write_config(self, mode):
         with open(self.config, "w") as f:
             f.write(f"""[daemon]
 state_dir = "{self.state}"
 
 [sandbox]
-mode = "enforce"
+mode = "{mode}"
 
 [trust]
 external = "allow"
@@ -86,10 +105,6 @@ filesystem = [{{ path = "{self.proj}", write = true }}]
 [builtins.config]
 limits = {{ processes = 128, memory_mb = 1024 }}
 """)
-        self.env = dict(os.environ, XDG_STATE_HOME=self.state, RUST_LOG="warn")
-        self.results = []
-        self.session = None
-        self.clock = time.time()
 
     # --- reporting -------------------------------------------------------------------------
 
@@ -274,6 +289,10 @@ def check_bash(run):
 
 
 def check_write_outside(run):
+    """After check_best_effort (`run.best_effort_tier`), without namespaces, where Landlock does
+    not restrict chmod: a chmod outside is then allowed only when the tier names "chmod outside
+    the roots" missing (and the canary's mode is put back for the checks after)."""
+    tier = run.best_effort_tier
     # Positive control: the canary is writable outside the sandbox (mode 666), so a refusal
     # can only come from the sandbox.
     if not os.access(run.canary, os.W_OK):
@@ -291,9 +310,17 @@ def check_write_outside(run):
     bad = [w for w in ("CANARY-WRITTEN", "OUTSIDE-CREATED", "CANARY-CHMOD") if w in out]
     if mode != 0o666:
         bad.append(f"canary mode now {mode:o}")
+    said = ""
+    if tier is not None and "chmod outside the roots" in tier and "missing" in tier:
+        chmod = [b for b in bad if b == "CANARY-CHMOD" or b.startswith("canary mode")]
+        bad = [b for b in bad if b not in chmod]
+        os.chmod(run.canary, 0o666)
+        said = (" (chmod outside went through, as the tier says: chmod outside the roots is "
+                "missing)" if chmod else " (chmod outside refused too)")
     ok = not r.is_error and "wrote-inside" in out and inside == f"inside-{run.mark}\n" and not bad
-    run.report("write-outside", ok, "write, create and chmod outside refused; the root took "
-               "its write" if ok else (f"escaped: {bad}" if bad else outcome(r)))
+    run.report("write-outside", ok, ("write and create outside refused; the root took its write"
+               + said if tier is not None else "write, create and chmod outside refused; the "
+               "root took its write") if ok else (f"escaped: {bad}" if bad else outcome(r)))
 
 
 def check_secret(run):
@@ -344,6 +371,97 @@ def check_loopback(run):
     run.report("loopback", ok, f"127.0.0.1:{port} unreachable; the sandbox's own loopback works"
                if ok else (f"the host listener got {len(accepted)} connection(s)" if accepted
                            else outcome(r)))
+
+
+# x86_64 numbers of calls the launcher's seccomp filter denies, with arguments harmless when
+# the call does go through; `control` marks those that work outside a sandbox (the positive
+# control: there they do not fail with EPERM).
+SECCOMP_PY = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+inside = sys.argv[1] == "inside"
+buf = ctypes.create_string_buffer(8)
+iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)
+calls = [  # name, number, args, control
+    ("process_vm_readv", 310, (os.getpid(), ctypes.addressof(iov), 1, ctypes.addressof(iov), 1, 0), True),
+    ("keyctl", 250, (0, -3, 0), True),  # KEYCTL_GET_KEYRING_ID of the session keyring
+    ("ptrace", 101, (0x4206, 0, 0, 0), False),  # PTRACE_SEIZE of pid 0: ESRCH when let through
+    ("io_uring_setup", 425, (0, 0), False), ("bpf", 321, (0, 0, 0), False),
+    ("perf_event_open", 298, (0, 0, -1, -1, 0), False), ("userfaultfd", 323, (0xffffffff,), False),
+    ("add_key", 248, (0, 0, 0, 0, 0), False), ("mount", 165, (0, 0, 0, 0, 0), False),
+    ("umount2", 166, (0, 0), False), ("pivot_root", 155, (0, 0), False),
+    ("setns", 308, (-1, 0), False), ("kexec_load", 246, (0, 0, 0, 0), False),
+    ("init_module", 175, (0, 0, 0), False), ("open_by_handle_at", 304, (-1, 0, 0), False),
+    ("chroot", 161, (0,), False), ("socket(AF_VSOCK)", 41, (40, 1, 0), False),
+    ("socket(AF_PACKET)", 41, (17, 3, 0), False),
+]
+if inside:
+    calls += [("unshare(CLONE_NEWUSER)", 272, (0x10000000,), False),
+              ("clone(CLONE_NEWNS)", 56, (0x20000 | 17, 0, 0, 0, 0), False)]
+seen = {}
+for name, nr, args, control in calls:
+    if not inside and not control:
+        continue
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    if r == 0 and name.startswith("clone"):
+        os._exit(0)  # a child the filter let through
+    if r > 0 and name.startswith("clone"):
+        os.waitpid(r, 0)
+    err = ctypes.get_errno() if r < 0 else 0
+    seen[name] = "EPERM" if r < 0 and err == 1 else ("ok" if r >= 0 else os.strerror(err))
+print("SECCOMP " + " ".join(f"{k}={v.replace(' ', '_')}" for k, v in seen.items()))
+"""
+
+
+def check_seccomp(run):
+    path = os.path.join(run.proj, "seccomp_calls.py")
+    with open(path, "w") as f:
+        f.write(SECCOMP_PY)
+    os.chmod(path, 0o644)
+
+    def parse(text):
+        line = next((x for x in text.splitlines() if x.startswith("SECCOMP ")), "")
+        return dict(kv.split("=", 1) for kv in line.split()[1:])
+    # Positive control, outside the sandbox as the same user: these calls work.
+    ctl = subprocess.run([sys.executable, path, "outside"], capture_output=True, text=True,
+                         cwd=run.proj, timeout=60)
+    control = parse(ctl.stdout)
+    if not control or any(v == "EPERM" for v in control.values()):
+        return run.report("seccomp", False, f"control: outside the sandbox {control or ctl.stderr[-200:]}"
+                          " (the control calls should not fail with EPERM there)")
+    r = run.bash("python3 seccomp_calls.py inside")
+    seen = parse(r.structured.get("stdout", ""))
+    let_through = {k: v for k, v in seen.items() if v != "EPERM"}
+    ok = not r.is_error and len(seen) >= 20 and not let_through
+    run.report("seccomp", ok, f"{len(seen)} denied calls failed with EPERM inside (outside: "
+               f"{', '.join(f'{k} {v}' for k, v in control.items())})" if ok else
+               (f"let through: {let_through}" if let_through else outcome(r)))
+
+
+def check_best_effort(run):
+    """The second daemon, in best-effort where no user namespace can be made: doctor and a
+    bash result state the same tier, which names the missing guarantees (kept for the checks
+    after it)."""
+    p = subprocess.run([run.hands, "doctor", "--config", run.config], cwd=run.proj,
+                       env=run.env, capture_output=True, text=True, timeout=600)
+    out = p.stdout + p.stderr
+    m = re.search(r"sandbox self-test: (.*)", out)
+    tier = m.group(1).strip() if m else ""
+    rows = [line.split()[0:6] for line in out.splitlines() if " MISSING " in line]
+    r = run.bash("echo hi; echo $TMPDIR")
+    s = r.structured
+    result_tier = str(s.get("containment", ""))
+    must = ("no namespaces", "read a masked path", "protected paths read-only",
+            "host unix sockets hidden")
+    ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "").startswith("hi\n")
+          and s.get("exit_code") == 0 and tier.startswith("partial (missing: ")
+          and result_tier == tier and all(w in tier for w in must) and rows)
+    run.best_effort_tier = tier
+    missing = re.search(r"missing: ([^;]*)", tier)
+    run.report("best-effort", ok, f"bash ran; result and doctor: missing {missing.group(1)}"
+               if ok and missing else f"doctor exit {p.returncode}, tier {tier!r}; bash: "
+               f"{outcome(r)}; result tier {result_tier[:80]!r}")
 
 
 def check_forkbomb(run):
@@ -472,18 +590,16 @@ def main():
         sys.exit(__doc__)
     hands = os.path.abspath(args[0])
     strict, no_userns = "--strict" in args, "--no-userns" in args
-    run = Run(hands, strict)
+    run = Run(hands, strict, no_userns)
     print(f"acceptance: {os.uname().release}, uid {os.getuid()}, cgroup "
           f"{open('/proc/self/cgroup').read().strip().splitlines()[-1]}, base {run.base}",
           flush=True)
     if no_userns:
         knob = "/proc/sys/user/max_user_namespaces"
-        if os.getuid() == 0:
-            with open(knob, "w") as f:
-                f.write("0")
         if open(knob).read().strip() != "0":
             # Positive control of the row: user namespaces really are off.
-            run.report("refusal", False, f"control: {knob} is not 0 (set it as root first)")
+            run.report("refusal", False, f"control: {knob} is not 0 (run this under "
+                       "scripts/without-userns, or set it in a VM)")
     snap = Snapshot(run)
     # The detector's own positive control: a process started now (in this run's folder, so it
     # counts on a shared host too) is seen as left behind.
@@ -497,11 +613,8 @@ def main():
         run.start()
     except (McpError, OSError) as e:
         run.report("start", False, f"hands serve did not answer initialize: {e}")
-    if run.session and not run.session.closed:
-        steps = ([check_refusals] if no_userns else
-                 [check_bash, check_write_outside, check_secret, check_loopback,
-                  check_forkbomb, check_kill, check_tmux])
-        for step in steps:
+    def steps(*checks):
+        for step in checks:
             try:
                 step(run)
             except McpError as e:
@@ -509,7 +622,23 @@ def main():
             except Exception as e:  # one broken check must not hide the others
                 run.report(step.__name__[6:].replace("_", "-"), False,
                            f"{type(e).__name__}: {e}")
+    if run.session and not run.session.closed:
+        if no_userns:
+            steps(check_refusals)
+        else:
+            steps(check_bash, check_write_outside, check_secret, check_loopback, check_seccomp,
+                  check_forkbomb, check_kill, check_tmux)
     code, tail = run.session.close() if run.session else (None, [])
+    if no_userns and code is not None:
+        # The same machine in best-effort: a second daemon, the walls that remain as attacks.
+        run.write_config("best-effort")
+        try:
+            run.start()
+        except (McpError, OSError) as e:
+            run.report("best-effort", False, f"hands serve did not answer initialize: {e}")
+        if run.session and not run.session.closed:
+            steps(check_best_effort, check_write_outside, check_seccomp)
+        code, tail = run.session.close() if run.session else (None, [])
     # The module's network-namespace holder (`hands __netns`) outlives the daemon by design, so
     # tmux sessions keep their loopback across a restart (ARCHITECTURE.md); it ends once its
     # pid file in the state folder is gone. So: nothing but the holder may outlive the daemon,

@@ -20,6 +20,8 @@ pub struct Daemon {
     /// `hands stop` is in effect: external-class calls are refused until `--release`.
     /// The brake; shared with tools-git, whose push reads it before it sends.
     stopped: Arc<std::sync::atomic::AtomicBool>,
+    /// tools-git's pushes in flight, which the brake waits for.
+    pushes: Vec<Arc<hands_git::InFlight>>,
     /// *Session* permissions of stateless (2026-07-28) HTTP clients, which have no connection
     /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
     stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
@@ -97,6 +99,7 @@ impl Daemon {
         let lists = policy_lists(&config);
         let mut shell = None;
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut pushes = Vec::new();
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
         for m in &config.modules {
@@ -112,6 +115,7 @@ impl Daemon {
                     let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     g.set_brake(stopped.clone());
+                    pushes.push(g.pushes());
                     let mut registrar = Registrar::new(m.id, Arc::new(g));
                     hands_git::catalogue::register(&mut registrar);
                     tools.extend(registrar.into_entries());
@@ -169,6 +173,7 @@ impl Daemon {
             tools,
             audit,
             stopped,
+            pushes,
             stateless_sessions: Default::default(),
             approvals,
             resolvers,
@@ -179,6 +184,12 @@ impl Daemon {
     /// command; returns how many were running.
     pub async fn stop(&self) -> usize {
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A push past its brake check finishes before the stop answers (none lands after it);
+        // one that sends for longer than a minute is not waited for.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.pushes.iter().all(|p| p.is_idle()) && std::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         match &self.shell {
             Some(sh) => sh.stop_all().await,
             None => 0,

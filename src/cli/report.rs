@@ -309,6 +309,14 @@ pub(super) fn shell_warnings(
     let mut w = Vec::new();
     let Ok(policy) = sh.policy() else { return w };
     w.extend(wrapper_warnings(sh));
+    if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
+        w.push(
+            "tools-shell: new_repositories = \"allow\" lets a command make a repository in a \
+             writable root whose config names a program: a git run there on the host before \
+             the next command (yours, an editor's) would run it"
+                .to_string(),
+        );
+    }
     if policy.allows_everything() {
         w.push(
             "tools-shell: commands.allow = [\"*\"] admits every program on the module's PATH \

@@ -369,6 +369,46 @@ async fn what_a_command_creates_during_its_run_cannot_be_a_git_dir_or_protected_
     fx.assert_canary();
 }
 
+/// A person who wants `git init`, `git clone` and `cargo new` inside the roots sets tools-shell's
+/// `new_repositories = "allow"`: the command's new repository is then its own (its config is
+/// the person's accepted risk), but an existing repository's walls stay, in the same run — an
+/// `mkdir .git` over the existing one does not open it. Positive control: the new repository
+/// works; canary: the existing repository's hooks and the file outside the roots.
+#[tokio::test]
+async fn new_repositories_allowed_leave_existing_repositories_walled() {
+    let fx = Fixture::new();
+    git(&fx, &fx.root, &["init", "-q", "-b", "main"]);
+    git(&fx, &fx.root, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    super::common::own_tree(&fx.root);
+    let text = std::fs::read_to_string(config(&fx, "")).unwrap().replace(
+        "config = { trust = { external = \"allow\" }, limits",
+        "config = { new_repositories = \"allow\", trust = { external = \"allow\" }, limits",
+    );
+    assert!(text.contains("new_repositories"), "{text}");
+    let c = Client::start_with_env(&fx, &fx.config(&text), Era::Legacy, &[]).await;
+    let cmd = "git init -q -b main sub && cd sub && echo a > a && git add a && \
+               git -c user.name=a -c user.email=a@b commit -qm a && echo NEW-REPO-OK; cd ..; \
+               mkdir .git 2>/dev/null; echo x > .git/hooks/pre-commit || echo REFUSED-hooks; \
+               echo x > .git/config || echo REFUSED-config; \
+               mkdir -p .git/modules/m && echo x > .git/modules/m/config || echo REFUSED-mod; \
+               mkdir -p deep && echo '{}' > deep/opencode.json || echo REFUSED-opencode";
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = shown(&r);
+    for word in
+        ["NEW-REPO-OK", "REFUSED-hooks", "REFUSED-config", "REFUSED-mod", "REFUSED-opencode"]
+    {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+    assert!(fx.root.join("sub/.git/HEAD").exists());
+    assert!(!fx.root.join(".git/hooks/pre-commit").exists(), "the existing repository got a hook");
+    assert!(!fx.root.join(".git/modules/m/config").exists(), "a submodule config was made");
+    let config = std::fs::read_to_string(fx.root.join(".git/config")).unwrap();
+    assert!(!config.starts_with("x"), "the existing repository's config was written");
+    assert!(!fx.root.join("deep/opencode.json").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
+
 /// The path a notified call names lives in the command's memory, which another of its threads
 /// can rewrite between the init's check and the kernel's own read (why the kernel warns against
 /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The init makes the entry itself from its one copy, so

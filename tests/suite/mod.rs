@@ -6,6 +6,8 @@ mod audit;
 #[cfg(target_os = "linux")]
 mod bash;
 #[cfg(target_os = "linux")]
+mod brake_race;
+#[cfg(target_os = "linux")]
 mod channels;
 mod config;
 #[cfg(target_os = "linux")]
@@ -39,6 +41,7 @@ mod quoting;
 mod run;
 #[cfg(target_os = "linux")]
 mod sandbox;
+mod special_files;
 #[cfg(target_os = "linux")]
 mod stop;
 #[cfg(target_os = "linux")]

@@ -1,7 +1,7 @@
 //! The catalogue of tools-fs as data: each tool's [`Spec`] beside the function that implements
 //! it, in the order `tools/list` shows them. The daemon's registry publishes it.
 
-use crate::{FsError, ToolText, edit, list, read, search, write};
+use crate::{FsError, ToolText, edit, list_dir, read, search, write};
 use hands_roots::Resolver;
 use hands_tool::{Class, Hints, Register, Spec};
 
@@ -71,8 +71,8 @@ pub fn register<R: Register<Resolver, FsError>>(r: &mut R) {
             class: Class::Read,
             hints: Hints::LOOKS,
         },
-        list::list_dir_within,
-        list::list_dir,
+        list_dir::list_dir_within,
+        list_dir::list_dir,
         ToolText::text,
     );
     r.tool(

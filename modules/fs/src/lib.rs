@@ -9,19 +9,20 @@
 pub mod catalogue;
 pub mod edit;
 mod error;
-pub mod list;
-mod listing;
+mod ignore_rules;
+pub mod list_dir;
 pub mod read;
 pub mod search;
 pub mod settings;
 pub mod text;
+mod walk_cache;
 pub mod write;
 
 #[cfg(test)]
 mod tests_rwe;
 
 #[cfg(test)]
-mod tests_listing;
+mod tests_walk_cache;
 
 #[cfg(test)]
 mod tests_walk;

@@ -2,7 +2,8 @@
 //! `globset`, `grep-regex`, `grep-searcher`), never following a link and never surfacing what
 //! the policy hides.
 
-use crate::{FsError, ToolText, listing};
+use crate::ignore_rules::Rules;
+use crate::{FsError, ToolText, walk_cache};
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
@@ -20,6 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 const DEFAULT_GLOB_LIMIT: u64 = 1000;
 const DEFAULT_GREP_LIMIT: u64 = 100;
@@ -40,6 +42,9 @@ const MAX_CONTEXT: u64 = 100;
 const HEAP_LIMIT: usize = 64 << 20;
 /// Longest regex or glob accepted; a longer one is refused before it is compiled or echoed.
 const MAX_PATTERN: usize = 64 << 10;
+/// The most time one `glob` or `grep` walks: past it the walk stops and says `timed_out`, so
+/// that no call runs unbounded (a tree of millions of files, a file system gone slow).
+const WALK_BUDGET: Duration = Duration::from_secs(30);
 
 /// Parameters of `glob`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -71,8 +76,16 @@ pub struct GlobOutput {
     pub count: u64,
     /// Matching files found (a lower bound when the walk stopped early).
     pub total: u64,
-    /// Whether `limit` cut the list.
+    /// Whether `limit` cut the list (or the time bound stopped the walk).
     pub truncated: bool,
+    /// Ignore files that were not read: not regular files (a FIFO, socket, device or symlink)
+    /// or over 4 MiB, each with what it was. Their rules did not apply. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Whether the walk stopped at its time bound (30 s) before covering everything; `truncated`
+    /// is then set too. Absent when it did not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 /// How `grep` reports what it found.
@@ -170,16 +183,33 @@ pub struct GrepOutput {
     pub total_matches: u64,
     /// Files searched.
     pub files_searched: u64,
-    /// Whether `limit` stopped the search before it covered everything.
+    /// Whether `limit` (or the time bound) stopped the search before it covered everything.
     pub truncated: bool,
+    /// Ignore files that were not read: not regular files (a FIFO, socket, device or symlink)
+    /// or over 4 MiB, each with what it was. Their rules did not apply. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Whether the walk stopped at its time bound (30 s) before covering everything; `truncated`
+    /// is then set too. Absent when it did not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
     /// Context lines were requested, so `--` separates groups in the text form.
     #[serde(skip)]
     pub(crate) grouped: bool,
 }
 
 /// Files under `p.path` whose path relative to it matches `p.pattern`, sorted. The walk of a
-/// settled tree is kept and answers later calls while proved unchanged (`listing`).
+/// settled tree is kept and answers later calls while proved unchanged (`walk_cache`).
 pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
+    glob_within(resolver, p, WALK_BUDGET)
+}
+
+/// `glob` with the walk bounded by `budget`.
+pub(crate) fn glob_within(
+    resolver: &Resolver,
+    p: GlobParams,
+    budget: Duration,
+) -> Result<GlobOutput, FsError> {
     let limit = p.limit.unwrap_or(DEFAULT_GLOB_LIMIT);
     let given = p.path.as_deref().unwrap_or("");
     let absolute = p.pattern.starts_with('/');
@@ -193,14 +223,15 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
     let hider = resolver.hider(&base);
     let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
     let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider };
-    let key = listing::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
+    let key =
+        walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
     let picker = || {
         let mine = pick.clone();
         move |rel: &Path| mine.cached(rel)
     };
-    let cached = listing::answer(&key, picker, cap);
-    let (mut files, overflow) = match cached {
-        Some(found) => found,
+    let cached = walk_cache::answer(&key, picker, cap);
+    let (mut files, overflow, skipped, timed_out) = match cached {
+        Some((files, overflow)) => (files, overflow, Vec::new(), false),
         None => {
             let walk = GlobWalk {
                 pick: &pick,
@@ -208,23 +239,35 @@ pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
                 found: AtomicU64::new(0),
                 overflow: AtomicBool::new(false),
                 hits: Mutex::new(Vec::new()),
-                recorder: listing::Recorder::new(key),
+                recorder: walk_cache::Recorder::new(key),
+                deadline: Instant::now() + budget,
+                timed_out: AtomicBool::new(false),
             };
-            let (walker, special) = walker(&hider, &base, hidden, ignored)?;
+            let (walker, rules) = walker(&hider, &base, hidden, ignored);
             walker.visit(&mut &walk);
-            special.check()?;
-            if let Some(recorder) = walk.recorder {
+            let skipped = skipped_of(rules.as_ref());
+            if let Some(recorder) = walk.recorder
+                && skipped.is_empty()
+            {
                 recorder.keep();
             }
             let hits = walk.hits.into_inner().unwrap_or_else(PoisonError::into_inner);
-            (hits, walk.overflow.into_inner())
+            (hits, walk.overflow.into_inner(), skipped, walk.timed_out.into_inner())
         }
     };
     files.sort_unstable();
     let total = files.len() as u64;
-    let truncated = total > limit || overflow;
+    let truncated = total > limit || overflow || timed_out;
     files.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(GlobOutput { base: display(&base), count: files.len() as u64, files, total, truncated })
+    Ok(GlobOutput {
+        base: display(&base),
+        count: files.len() as u64,
+        files,
+        total,
+        truncated,
+        skipped,
+        timed_out,
+    })
 }
 
 /// What `glob` keeps of a file: the pattern must match its path (relative to the base, or
@@ -275,8 +318,11 @@ struct GlobWalk<'a> {
     found: AtomicU64,
     overflow: AtomicBool,
     hits: Mutex<Vec<String>>,
-    /// Records the walk for the cache ([`listing`]), when its base allows.
-    recorder: Option<listing::Recorder>,
+    /// Records the walk for the cache ([`walk_cache`]), when its base allows.
+    recorder: Option<walk_cache::Recorder>,
+    /// When the walk stops ([`WALK_BUDGET`]), and whether it did.
+    deadline: Instant,
+    timed_out: AtomicBool,
 }
 
 impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
@@ -285,7 +331,7 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
             walk: self,
             pick: self.pick.clone(),
             hits: Vec::new(),
-            found: listing::Found::default(),
+            found: walk_cache::Found::default(),
         })
     }
 }
@@ -295,7 +341,7 @@ struct GlobVisitor<'a> {
     walk: &'a GlobWalk<'a>,
     pick: Pick<'a>,
     hits: Vec<String>,
-    found: listing::Found,
+    found: walk_cache::Found,
 }
 
 impl GlobVisitor<'_> {
@@ -316,6 +362,11 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
             self.spoil();
             return WalkState::Continue;
         };
+        if Instant::now() >= self.walk.deadline {
+            self.walk.timed_out.store(true, Ordering::Relaxed);
+            self.spoil();
+            return WalkState::Quit;
+        }
         let Some(ft) = entry.file_type() else {
             self.spoil();
             return WalkState::Continue;
@@ -340,7 +391,7 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
                 || self.walk.recorder.as_ref().is_some_and(|r| r.tally(1024));
             if !within {
                 self.spoil();
-                self.found = listing::Found::default();
+                self.found = walk_cache::Found::default();
             }
         }
         let Some(hit) = self.pick.pick(path, rel) else { return WalkState::Continue };
@@ -365,6 +416,15 @@ impl Drop for GlobVisitor<'_> {
 
 /// Lines matching `p.pattern` under `p.path` (a folder, walked in parallel, or one file).
 pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
+    grep_within(resolver, p, WALK_BUDGET)
+}
+
+/// `grep` with the walk (and each file's search) bounded by `budget`.
+pub(crate) fn grep_within(
+    resolver: &Resolver,
+    p: GrepParams,
+    budget: Duration,
+) -> Result<GrepOutput, FsError> {
     if p.pattern.is_empty() {
         return Err(FsError::Invalid("pattern is empty; give a regex or a string".into()));
     }
@@ -417,23 +477,27 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
         truncated: AtomicBool::new(false),
         files_searched: AtomicU64::new(0),
         hits: Mutex::new(Vec::new()),
+        deadline: Instant::now() + budget,
+        timed_out: AtomicBool::new(false),
     };
 
-    let base = match resolver.open_dir(given) {
+    let (base, skipped) = match resolver.open_dir(given) {
         Ok(dir) => {
             let base = dir.abs;
-            walk_grep(resolver, &shared, &builder, &base, &prefix, file_filter.as_ref(), &p)?;
-            base
+            let skipped =
+                walk_grep(resolver, &shared, &builder, &base, &prefix, file_filter.as_ref(), &p);
+            (base, skipped)
         }
         Err(PathError::NotADirectory { .. }) => {
             let opened = resolver.open_file(given)?;
             shared.search(&mut builder.build(), &opened.file, shown(&prefix, Path::new("")));
-            opened.abs
+            (opened.abs, Vec::new())
         }
         Err(e) => return Err(e.into()),
     };
 
-    let truncated = shared.truncated.load(Ordering::Relaxed);
+    let timed_out = shared.timed_out.load(Ordering::Relaxed);
+    let truncated = shared.truncated.load(Ordering::Relaxed) || timed_out;
     let files_searched = shared.files_searched.load(Ordering::Relaxed);
     let mut hits = shared.hits.into_inner().unwrap_or_else(PoisonError::into_inner);
     hits.sort_unstable_by(|a, b| a.path.cmp(&b.path));
@@ -457,6 +521,8 @@ pub fn grep(resolver: &Resolver, p: GrepParams) -> Result<GrepOutput, FsError> {
         total_matches,
         files_searched,
         truncated,
+        skipped,
+        timed_out,
         grouped: before > 0 || after > 0,
     })
 }
@@ -469,10 +535,10 @@ fn walk_grep(
     prefix: &Path,
     filter: Option<&GlobMatcher>,
     p: &GrepParams,
-) -> Result<(), FsError> {
+) -> Vec<String> {
     let hider = resolver.hider(base);
-    let (walker, special) =
-        walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false))?;
+    let (walker, rules) =
+        walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
     walker.run(|| {
         let mut searcher = builder.build();
         Box::new(move |entry| {
@@ -509,7 +575,7 @@ fn walk_grep(
             WalkState::Continue
         })
     });
-    special.check()
+    skipped_of(rules.as_ref())
 }
 
 /// State shared by the threads of one grep.
@@ -524,6 +590,9 @@ struct GrepShared {
     truncated: AtomicBool,
     files_searched: AtomicU64,
     hits: Mutex<Vec<FileHits>>,
+    /// When the search stops ([`WALK_BUDGET`]), and whether it did.
+    deadline: Instant,
+    timed_out: AtomicBool,
 }
 
 /// What one file contributed.
@@ -534,8 +603,17 @@ struct FileHits {
 }
 
 impl GrepShared {
+    /// Whether the search should stop: the limit or the content cap reached, or the time
+    /// bound passed (then `timed_out` says so).
     fn limit_reached(&self) -> bool {
-        self.counted.load(Ordering::Relaxed) >= self.limit || self.full()
+        if self.counted.load(Ordering::Relaxed) >= self.limit || self.full() {
+            return true;
+        }
+        if Instant::now() >= self.deadline {
+            self.timed_out.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
     }
 
     /// Whether the kept lines have reached [`CONTENT_CAP`].
@@ -649,143 +727,48 @@ fn cut_line(bytes: &[u8]) -> String {
 /// ignored files per the switches, `.gitignore` honoured outside git repositories too, and the
 /// policy's denied folders never descended into.
 ///
-/// The `ignore` crate opens ignore files by path itself, with a blocking `open`: a FIFO named
-/// `.gitignore` (or `.ignore`, `.git/info/exclude`, or a commondir a `.git` file points to)
-/// would hang the walk's thread forever. So, when ignore files are read, the base and its
-/// ancestors are checked first ([`special_ignore_file`]; refused, naming the file), and every
-/// folder before the walker enters it: one holding such a file is not entered, and `special`
-/// names it afterwards (the caller refuses the call rather than answer an incomplete walk).
+/// The `ignore` crate reads no file here: its own ignore-file reading opens by path with a
+/// blocking `open`, so a FIFO named `.gitignore` (or one swapped in between any check and that
+/// open) would hang a walker thread forever. Every one of its filters is off; the entry filter
+/// applies the rules [`Rules`] read itself (non-blocking, regular files only; a special file is
+/// skipped and named, `Rules::skipped`) and the hidden switch. The returned rules are `None`
+/// when ignore files are not read (`ignored`).
 pub(crate) fn walker(
     hider: &Hider<'_>,
     base: &Path,
     hidden: bool,
     ignored: bool,
-) -> Result<(WalkParallel, Special), FsError> {
-    let respect = !ignored;
-    let special = Special::default();
-    if respect && let Some(bad) = base.ancestors().find_map(special_ignore_file) {
-        return Err(special_error(&bad));
-    }
+) -> (WalkParallel, Option<Arc<Rules>>) {
+    let rules = (!ignored).then(|| Arc::new(Rules::new(base)));
     let mut b = WalkBuilder::new(base);
-    b.follow_links(false)
-        .hidden(!hidden)
-        .ignore(respect)
-        .git_ignore(respect)
-        .git_exclude(respect)
-        .parents(respect)
-        // The global gitignore lives outside the roots and varies by machine: not read.
-        .git_global(false)
-        .require_git(false);
+    b.standard_filters(false).follow_links(false);
     // Denied folders are pruned here, so that the walker does not even read their listings
     // (the visitors then check files: `glob` with the hider, `grep`'s open by identity too).
     // Only the denied paths near the base are compared (`Hider`): the credential list's dozens
     // of others cost half of a `glob`'s time over 20,000 files before.
     let denied = hider.near().to_vec();
-    let seen = special.clone();
-    if !denied.is_empty() || respect {
-        b.filter_entry(move |e| {
-            if denied.iter().any(|d| e.path().starts_with(d)) {
-                return false;
-            }
-            if respect
-                && e.file_type().is_some_and(|t| t.is_dir())
-                && let Some(bad) = special_ignore_file(e.path())
-            {
-                let mut slot = seen.0.lock().unwrap_or_else(PoisonError::into_inner);
-                slot.get_or_insert(bad);
-                return false;
-            }
-            true
-        });
-    }
-    Ok((b.build_parallel(), special))
-}
-
-/// The first ignore file a walk would have blocked on, when there was one (see [`walker`]).
-#[derive(Clone, Default)]
-pub(crate) struct Special(Arc<Mutex<Option<PathBuf>>>);
-
-impl Special {
-    /// The refusal for a walk that met a special ignore file.
-    pub(crate) fn check(&self) -> Result<(), FsError> {
-        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            Some(bad) => Err(special_error(bad)),
-            None => Ok(()),
+    let matcher = rules.clone();
+    b.filter_entry(move |e| {
+        if !denied.is_empty() && denied.iter().any(|d| e.path().starts_with(d)) {
+            return false;
         }
-    }
-}
-
-fn special_error(bad: &Path) -> FsError {
-    FsError::Invalid(format!(
-        "refused: `{}` is not a regular file (a FIFO, socket or device); the walk reads ignore \
-         files and would block on it, so nothing was listed. A person can remove it, or call \
-         again with `ignored: true` (no ignore files read)",
-        bad.display()
-    ))
-}
-
-/// Whether something the `ignore` crate would open in `dir` — `.gitignore`, `.ignore`,
-/// `.git/info/exclude`, and for a `.git` file the `commondir` it points to and that folder's
-/// `info/exclude` — exists and is neither a regular file nor a folder (opening a folder does
-/// not block; a FIFO, and some devices, do). Followed like the crate's `open` follows links.
-/// The `.git` file and `commondir` are read here with `O_NONBLOCK`, after the same check.
-pub(crate) fn special_ignore_file(dir: &Path) -> Option<PathBuf> {
-    let special = |p: &Path| match std::fs::metadata(p) {
-        Ok(m) => !m.is_file() && !m.is_dir(),
-        Err(_) => false,
-    };
-    for name in [".gitignore", ".ignore"] {
-        let p = dir.join(name);
-        if special(&p) {
-            return Some(p);
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        let verdict = match &matcher {
+            Some(rules) => rules.matched(e.path(), is_dir),
+            None => ignore::Match::None,
+        };
+        if verdict.is_ignore() {
+            return false;
         }
-    }
-    let git = dir.join(".git");
-    let exclude_of = |gitdir: &Path| {
-        let p = gitdir.join("info/exclude");
-        special(&p).then_some(p)
-    };
-    match std::fs::metadata(&git) {
-        Ok(m) if m.is_dir() => exclude_of(&git),
-        // A linked worktree's `.git` file: `gitdir: X`, X/commondir, its info/exclude.
-        Ok(m) if m.is_file() => {
-            let line = first_line(&git)?;
-            let real = PathBuf::from(line.strip_prefix("gitdir: ")?);
-            let commondir = real.join("commondir");
-            if special(&commondir) {
-                return Some(commondir);
-            }
-            let common = first_line(&commondir)?;
-            let common =
-                if common.starts_with('.') { real.join(common) } else { PathBuf::from(common) };
-            exclude_of(&common)
-        }
-        // Anything else: the crate's `.git/info/exclude` open fails (not a folder).
-        _ => None,
-    }
+        // As the crate has it: a `!pattern` that names a hidden entry shows it.
+        hidden || verdict.is_whitelist() || e.file_name().as_bytes().first() != Some(&b'.')
+    });
+    (b.build_parallel(), rules)
 }
 
-/// The first line of a small regular file, opened without blocking.
-// A `.git` link file the `ignore` walk would open by path itself; read here (non-blocking,
-// regular files only) to refuse a FIFO before it does.
-#[allow(clippy::disallowed_methods)]
-fn first_line(path: &Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f =
-        std::fs::OpenOptions::new().read(true).custom_flags(libc_nonblock()).open(path).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut buf = vec![0u8; 4096];
-    let n = f.read(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-    text.lines().next().map(str::to_string)
-}
-
-/// `O_NONBLOCK | O_NOCTTY`, as `rustix` spells them.
-fn libc_nonblock() -> i32 {
-    (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32
+/// The skipped ignore files of a walk's rules (none when no rules were read).
+fn skipped_of(rules: Option<&Arc<Rules>>) -> Vec<String> {
+    rules.map(|r| r.skipped()).unwrap_or_default()
 }
 
 /// `path` relative to `base`, which the walk started from: a byte slice, where
@@ -855,13 +838,16 @@ impl ToolText for GlobOutput {
         if self.files.is_empty() {
             let _ = writeln!(out, "no files match under {}", self.base);
         }
-        if self.truncated {
+        if self.timed_out {
+            let _ = writeln!(out, "{TIMED_OUT}");
+        } else if self.truncated {
             let _ = writeln!(
                 out,
                 "[truncated: {} of {} files found shown; narrow the pattern or raise limit]",
                 self.count, self.total
             );
         }
+        skipped_text(&mut out, &self.skipped);
         out
     }
 }
@@ -898,7 +884,9 @@ impl ToolText for GrepOutput {
         if self.total_matches == 0 {
             let _ = writeln!(out, "no matches ({} files searched)", self.files_searched);
         }
-        if self.truncated {
+        if self.timed_out {
+            let _ = writeln!(out, "{TIMED_OUT}");
+        } else if self.truncated {
             let what = if self.mode == GrepMode::Files { "files" } else { "matches" };
             let _ = writeln!(
                 out,
@@ -906,7 +894,22 @@ impl ToolText for GrepOutput {
                 self.total_matches
             );
         }
+        skipped_text(&mut out, &self.skipped);
         out
+    }
+}
+
+const TIMED_OUT: &str = "[truncated: the walk stopped at its 30 s bound; search a smaller folder \
+                         or narrow the pattern]";
+
+/// The text mirror's line for ignore files that were not read.
+fn skipped_text(out: &mut String, skipped: &[String]) {
+    if !skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "[ignore files not read (not regular files, or over 4 MiB), their rules not applied: {}]",
+            skipped.join(", ")
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 // A failed unwrap is a failed test, which is what these assertions want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::list::{ListDirParams, list_dir};
+use crate::list_dir::{ListDirParams, list_dir};
 use crate::search::{GlobParams, GrepMode, GrepParams, LineKind, glob, grep};
 use crate::{FsError, ToolText};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
@@ -36,7 +36,7 @@ fn put(dir: &Path, rel: &str, content: &[u8]) {
     std::fs::write(p, content).unwrap();
 }
 
-fn ls(r: &Resolver, path: Option<&str>, limit: Option<u64>) -> crate::list::ListDirOutput {
+fn ls(r: &Resolver, path: Option<&str>, limit: Option<u64>) -> crate::list_dir::ListDirOutput {
     list_dir(r, ListDirParams { path: path.map(String::from), limit }).unwrap()
 }
 
@@ -81,9 +81,9 @@ fn a_capped_list_dir_stops_when_the_folder_is_larger_than_the_cap() {
     let (tmp, r) = setup(&[("a.txt", "a"), ("b/c", "")]);
     let size = std::fs::metadata(tmp.path()).unwrap().len();
     let p = || ListDirParams { path: None, limit: None };
-    let capped = crate::list::list_dir_within(&r, p(), Some(size)).unwrap().unwrap();
+    let capped = crate::list_dir::list_dir_within(&r, p(), Some(size)).unwrap().unwrap();
     assert_eq!(capped, ls(&r, None, None));
-    assert!(crate::list::list_dir_within(&r, p(), Some(size - 1)).unwrap().is_none());
+    assert!(crate::list_dir::list_dir_within(&r, p(), Some(size - 1)).unwrap().is_none());
 }
 
 #[test]
@@ -415,4 +415,135 @@ fn grep_content_stops_at_256_kib_of_lines_with_their_context() {
     // Positive control: without context the same search keeps its 100 matches.
     let plain = grep(&r, GrepParams { ..grepp("hit") }).unwrap();
     assert_eq!(plain.matches.len(), 100);
+}
+
+// ---- the walk's own ignore rules ----
+
+/// What the `ignore` crate's own walk (which reads ignore files itself, by path) finds: the
+/// semantics the walk's rules (`ignore_rules`) must keep.
+fn crate_walk(base: &Path, hidden: bool) -> Vec<String> {
+    let mut out: Vec<String> = ignore::WalkBuilder::new(base)
+        .hidden(!hidden)
+        .git_global(false)
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(|e| e.path().strip_prefix(base).unwrap().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Nested `.gitignore`s, `.ignore`, `.git/info/exclude`, negations, folder-only patterns,
+/// anchored ones, a nested repository, and a base below the repository's top (its parents'
+/// rules apply): the walk's own rules find exactly what the `ignore` crate's walk finds.
+#[test]
+fn the_walks_own_ignore_rules_agree_with_the_ignore_crate() {
+    let (tmp, r) = setup(&[
+        ("repo/.git/info/exclude", "excluded.txt\n"),
+        ("repo/.gitignore", "\u{feff}*.log\n!keep.log\nbuild/\n/top.txt\nsub/deep/\r\n"),
+        ("repo/.ignore", "ig_*\n"),
+        ("repo/a.log", ""),
+        ("repo/keep.log", ""),
+        ("repo/top.txt", ""),
+        ("repo/excluded.txt", ""),
+        ("repo/ig_x.rs", ""),
+        ("repo/build/b.rs", ""),
+        ("repo/src/top.txt", ""),
+        ("repo/src/a.log", ""),
+        ("repo/src/.gitignore", "!a.log\n*.tmp\n"),
+        ("repo/src/x.tmp", ""),
+        ("repo/src/build", ""),
+        ("repo/sub/deep/d.rs", ""),
+        ("repo/sub/ok.rs", ""),
+        ("repo/sub/.ignore", "!ig_y.rs\n"),
+        ("repo/sub/ig_y.rs", ""),
+        ("repo/.hidden/h.rs", ""),
+        ("repo/.gitignore2", ""),
+        // A nested repository: the outer `.gitignore` does not reach into it, `.ignore` does.
+        ("repo/inner/.git/HEAD", ""),
+        ("repo/inner/z.log", ""),
+        ("repo/inner/ig_z.rs", ""),
+        ("repo/inner/excluded.txt", ""),
+    ]);
+    for base in ["repo", "repo/src", "repo/sub", "repo/inner"] {
+        let dir = tmp.path().join(base);
+        for hidden in [false, true] {
+            let ours = glob(
+                &r,
+                GlobParams { path: Some(base.into()), hidden: Some(hidden), ..globp("**/*") },
+            )
+            .unwrap();
+            let mut theirs = crate_walk(&dir, hidden);
+            // The crate lists `.git` contents when hidden files are shown; so do we.
+            theirs.retain(|f| !f.ends_with(".env"));
+            let ours: Vec<String> = ours
+                .files
+                .iter()
+                .map(|f| f.strip_prefix(&format!("{base}/")).unwrap_or(f).to_string())
+                .collect();
+            assert_eq!(ours, theirs, "base {base}, hidden {hidden}");
+        }
+    }
+    // Spot checks, so that agreeing on nothing cannot pass.
+    let all = glob(&r, GlobParams { path: Some("repo".into()), ..globp("**/*") }).unwrap().files;
+    for kept in ["repo/keep.log", "repo/src/a.log", "repo/src/top.txt", "repo/sub/ig_y.rs"] {
+        assert!(all.contains(&kept.to_string()), "{kept} missing: {all:?}");
+    }
+    for gone in ["repo/a.log", "repo/top.txt", "repo/excluded.txt", "repo/ig_x.rs"] {
+        assert!(!all.contains(&gone.to_string()), "{gone} listed: {all:?}");
+    }
+    assert!(all.contains(&"repo/inner/z.log".to_string()), "{all:?}");
+    assert!(!all.contains(&"repo/inner/ig_z.rs".to_string()), "{all:?}");
+}
+
+fn mkfifo(path: &Path) {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+}
+
+/// A FIFO (or a symlink) where an ignore file would be is skipped and named, never opened
+/// blocking: `glob` and `grep` answer with the other ignore files' rules still applied.
+#[test]
+fn a_special_ignore_file_is_skipped_and_named_and_the_walk_goes_on() {
+    let (tmp, r) = setup(&[
+        (".ignore", "*.log\n"),
+        ("a.rs", "needle\n"),
+        ("a.log", "needle\n"),
+        ("sub/b.rs", "needle\n"),
+        ("repo/.git/HEAD", ""),
+        ("repo/c.rs", "needle\n"),
+    ]);
+    mkfifo(&tmp.path().join(".gitignore"));
+    mkfifo(&tmp.path().join("repo/.git/info"));
+    symlink("/etc/passwd", tmp.path().join("sub/.gitignore")).unwrap();
+    let out = glob(&r, globp("**/*")).unwrap();
+    assert_eq!(out.files, ["a.rs", "repo/c.rs", "sub/b.rs"]);
+    let root = tmp.path().canonicalize().unwrap();
+    assert!(out.skipped.contains(&format!("{}/.gitignore (FIFO)", root.display())), "{out:?}");
+    assert!(out.skipped.contains(&format!("{}/sub/.gitignore (symlink)", root.display())));
+    assert!(out.text().contains("ignore files not read"), "{}", out.text());
+    let g = grep(&r, grepp("needle")).unwrap();
+    assert_eq!(hits(&g), [h("a.rs", 1), h("repo/c.rs", 1), h("sub/b.rs", 1)]);
+    assert_eq!(g.skipped, out.skipped);
+    // Without ignore files nothing is read, nothing skipped.
+    let all = glob(&r, GlobParams { ignored: Some(true), ..globp("**/*") }).unwrap();
+    assert!(all.files.contains(&"a.log".to_string()) && all.skipped.is_empty(), "{all:?}");
+}
+
+/// Every walk has a time bound: past it `glob` and `grep` stop and say so (here a bound of
+/// zero, which the first entry passes).
+#[test]
+fn a_walk_stops_at_its_time_bound_and_says_so() {
+    let (_tmp, r) = setup(&[("a.rs", "needle\n"), ("b/c.rs", "needle\n")]);
+    let zero = std::time::Duration::ZERO;
+    let g = crate::search::glob_within(&r, globp("**/*"), zero).unwrap();
+    assert!(g.timed_out && g.truncated, "{g:?}");
+    assert!(g.text().contains("30 s bound"), "{}", g.text());
+    let s = crate::search::grep_within(&r, grepp("needle"), zero).unwrap();
+    assert!(s.timed_out && s.truncated && s.matches.is_empty(), "{s:?}");
+    // Positive control: the same calls with the real bound see everything.
+    let g = glob(&r, globp("**/*")).unwrap();
+    assert!(!g.timed_out && g.files.len() == 2, "{g:?}");
+    let s = grep(&r, grepp("needle")).unwrap();
+    assert!(!s.timed_out && s.total_matches == 2, "{s:?}");
 }

@@ -66,6 +66,37 @@ pub struct Git {
     /// The embedding daemon's brake (`hands stop`), read by `push` at the last moment before
     /// it sends anything (see [`Git::set_brake`]).
     pub(crate) brake: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    /// The pushes sending now, which the brake waits for ([`Git::pushes`]).
+    pub(crate) in_flight: Arc<InFlight>,
+}
+
+/// The pushes that are sending: each one counted from before its brake check (at its
+/// negotiation) to its end. The brake sets its flag, then waits until none is counted: with
+/// both sides sequentially consistent, a push either sees the flag and refuses, or is counted
+/// and the brake waits for it to finish — none lands after the brake has answered.
+#[derive(Debug, Default)]
+pub struct InFlight(std::sync::atomic::AtomicUsize);
+
+impl InFlight {
+    /// Whether no push is sending now.
+    pub fn is_idle(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+
+    /// Counts one push until the pass is dropped.
+    pub(crate) fn enter(&self) -> Sending<'_> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Sending(self)
+    }
+}
+
+/// One push counted in [`InFlight`] while it lives.
+pub(crate) struct Sending<'a>(&'a InFlight);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 static ISOLATE: Once = Once::new();
@@ -137,6 +168,7 @@ impl Git {
             tofu_lock: Mutex::new(()),
             repos: Mutex::new(Vec::new()),
             brake: std::sync::OnceLock::new(),
+            in_flight: Arc::default(),
         })
     }
 
@@ -145,6 +177,12 @@ impl Git {
     /// push connects stops it. Set once; later calls change nothing.
     pub fn set_brake(&self, brake: Arc<std::sync::atomic::AtomicBool>) {
         let _ = self.brake.set(brake);
+    }
+
+    /// The pushes sending now: the brake, once set, waits until [`InFlight::is_idle`], so that
+    /// a push that passed its brake check finishes before `hands stop` answers.
+    pub fn pushes(&self) -> Arc<InFlight> {
+        self.in_flight.clone()
     }
 
     /// The resolver the tools confine paths with.

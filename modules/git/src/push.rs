@@ -364,6 +364,8 @@ impl Git {
                 why: "the repository's url.*.insteadOf or pushInsteadOf rewrites the remote's path; remove that rewrite from its config",
             });
         }
+        // Counted before the brake check, until the destination's refs are written.
+        let _sending = self.in_flight.enter();
         let brake = self.brake.get().map(|b| &**b);
         job.send(&mut anon, local_callbacks(), brake, |e| GitError::Git { op: "push", source: e })?;
         track(repo, named, &job);
@@ -423,6 +425,8 @@ impl Git {
         if job.fast_forward(repo, old)? {
             return Ok(job.output(old, None));
         }
+        // Counted before the brake check, until the remote answered.
+        let _sending = self.in_flight.enter();
         let brake = self.brake.get().map(|b| &**b);
         job.send(remote, session.callbacks(), brake, |e| session.map_error(e))?;
         Ok(job.output(old, None))

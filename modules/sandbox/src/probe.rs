@@ -122,6 +122,10 @@ pub fn run(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf]) -> Pr
 fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &Path) -> Probe {
     use std::os::unix::fs::PermissionsExt;
     let network = base.has_host_network();
+    // `best-effort` where no user namespace can be made: Landlock and seccomp are the walls,
+    // so the notes name them, and what only namespaces give is stated missing.
+    let bare = base.has_no_namespaces();
+    let by = |with_ns: &'static str, without: &'static str| if bare { without } else { with_ns };
     let (out, inside) = (dir.join("out"), dir.join("in"));
     let setup = (|| -> std::io::Result<()> {
         std::fs::create_dir_all(&out)?;
@@ -181,10 +185,15 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
     let said = |key: &str| -> Option<bool> {
         text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(": ")).map(|v| v == "holds")
     };
-    let canary_same = std::fs::read_to_string(out.join("canary")).is_ok_and(|c| c == "canary\n")
-        && !out.join("new").exists();
     let mode_same =
         std::fs::metadata(out.join("canary")).is_ok_and(|m| m.permissions().mode() & 0o777 != 0);
+    if !mode_same {
+        // A daemon that is not root could not read a canary the probe made mode 000: the
+        // write check below must see its content, not the chmod.
+        let _ = std::fs::set_permissions(out.join("canary"), PermissionsExt::from_mode(0o644));
+    }
+    let canary_same = std::fs::read_to_string(out.join("canary")).is_ok_and(|c| c == "canary\n")
+        && !out.join("new").exists();
     let mut udp_received = false;
     if let Some(u) = &udp {
         let _ = u.set_nonblocking(true);
@@ -204,7 +213,7 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
     add(
         "write outside the roots",
         if outside_tested {
-            tested(canary_same, "mount namespace with a read-only root, Landlock")
+            tested(canary_same, by("mount namespace with a read-only root, Landlock", "Landlock"))
         } else {
             untested("the temp folder lies inside a root")
         },
@@ -212,7 +221,13 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
     add(
         "chmod outside the roots",
         if outside_tested {
-            tested(mode_same, "read-only root, Landlock")
+            tested(
+                mode_same,
+                by(
+                    "read-only root, Landlock",
+                    "no mount namespace: Landlock does not restrict chmod",
+                ),
+            )
         } else {
             untested("the temp folder lies inside a root")
         },
@@ -220,7 +235,13 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
     add(
         "read a masked path",
         match said("masked") {
-            Some(h) => tested(h, "masks over denied and credential paths"),
+            Some(h) => tested(
+                h,
+                by(
+                    "masks over denied and credential paths",
+                    "no mount namespace to mask in: a secret inside a root is readable",
+                ),
+            ),
             None => untested("its positive control, a visible file, did not read"),
         },
     );
@@ -229,8 +250,10 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
         add("UDP to the host", untested("the module holds the network grant"));
     } else {
         let tcp_holds = said("tcp").unwrap_or(true) && !tcp_accepted;
-        add("host loopback TCP", tested(tcp_holds, "private network namespace"));
-        add("UDP to the host", tested(!udp_received, "private network namespace"));
+        let tcp_by = by("private network namespace", "Landlock TCP rules (ABI 4 and up)");
+        add("host loopback TCP", tested(tcp_holds, tcp_by));
+        let udp_by = by("private network namespace", "no network namespace: UDP is not walled");
+        add("UDP to the host", tested(!udp_received, udp_by));
     }
     add(
         "nested user namespace",
@@ -243,14 +266,19 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
     add(
         "signal the daemon",
         match said("signal") {
-            Some(h) if !small_pid => tested(h, "PID namespace, Landlock signal scope"),
+            Some(h) if !small_pid => tested(
+                h,
+                by("PID namespace, Landlock signal scope", "Landlock signal scope (ABI 6 and up)"),
+            ),
             _ => untested("the daemon's pid could exist inside the sandbox"),
         },
     );
     add(
         "read the daemon's environ",
         match said("environ") {
-            Some(h) if !small_pid => tested(h, "PID namespace, fresh /proc"),
+            Some(h) if !small_pid => {
+                tested(h, by("PID namespace, fresh /proc", "Landlock (no ptrace of the daemon)"))
+            }
             Some(_) => untested("the daemon's pid could exist inside the sandbox"),
             None => untested("its positive control, the probe's own environ, did not read"),
         },
@@ -263,6 +291,32 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
         },
     );
     add("vsock, packet sockets", (None, "seccomp socket families (not probed)".to_string()));
+    if bare {
+        // What only the namespaces give, missing by construction (not probed).
+        add(
+            "host unix sockets hidden",
+            (
+                Some(false),
+                "no mount namespace: the host's sockets (a session bus, tmux and ssh-agent \
+                 sockets) can be connected to; Landlock does not restrict connecting"
+                    .into(),
+            ),
+        );
+        add(
+            "protected paths read-only",
+            (
+                Some(false),
+                "no mount namespace: a protected path in a writable root (`.git/hooks`, \
+                 `.vscode`) is as writable as the root; Landlock cannot carve a read-only path \
+                 out of a writable one"
+                    .into(),
+            ),
+        );
+        add(
+            "host processes hidden",
+            (Some(false), "no PID namespace: /proc lists the host's processes".into()),
+        );
+    }
     Probe { checks, mechanisms: Vec::new() }
 }
 

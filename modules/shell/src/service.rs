@@ -273,6 +273,7 @@ impl Shell {
         .run_as(run_as)
         .env(env)
         .host_network(host_network)
+        .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
         .limits(limits);
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
@@ -481,11 +482,15 @@ impl Shell {
                 p = run();
             }
             p.mechanisms = self.mechanisms();
-            if self.bound.bound == launcher::Bound::None {
+            if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
+                let mut why = self.bound.passed_over.clone();
+                if self.rlimit_unbound() {
+                    why.push("RLIMIT_NPROC: binds only inside a user namespace".into());
+                }
                 p.checks.push(probe::Check {
                     name: "process bound",
                     holds: Some(false),
-                    note: self.bound.passed_over.join("; "),
+                    note: why.join("; "),
                 });
             }
             p
@@ -504,12 +509,23 @@ impl Shell {
             1 => "Landlock ABI 1 (not used: it forbids renames across folders)".to_string(),
             n => format!("Landlock ABI {n}"),
         };
-        let mut m =
-            vec![ns.to_string(), landlock, "seccomp".into(), self.bound.bound.name().into()];
+        let bound = if self.rlimit_unbound() {
+            "no process bound (RLIMIT_NPROC binds only in a user namespace)"
+        } else {
+            self.bound.bound.name()
+        };
+        let mut m = vec![ns.to_string(), landlock, "seccomp".into(), bound.into()];
         if let Some(ids) = self.run_as {
             m.push(format!("as uid {}", ids.uid));
         }
         m
+    }
+
+    /// Whether the chosen bound is `RLIMIT_NPROC` but commands run without namespaces: on the
+    /// host it would count every process of the uid, so the launcher does not set it.
+    fn rlimit_unbound(&self) -> bool {
+        self.bound.bound == launcher::Bound::Rlimit
+            && self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The process bound chosen at startup, and why better mechanisms were passed over.

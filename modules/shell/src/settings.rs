@@ -25,12 +25,29 @@ pub struct ShellConfig {
     pub tools: Vec<ShellTool>,
     /// The network by domain (SPEC §5.4), with the `network` grant.
     pub network: Option<ShellNetwork>,
+    /// Whether a command may make a repository (`git init`, `git clone`, `cargo new`) inside
+    /// a writable root; refused by default (`docs/decisions/0046-walls-in-run.md`).
+    #[serde(default)]
+    pub new_repositories: NewRepositories,
     /// The gate's override of this module's tool classes: the daemon's (the gate is not the
     /// module's), which reads it from the same table. Named here so the key is known and an
     /// unknown key's error lists it as before.
     #[serde(default)]
     #[allow(dead_code)] // Never read here: only named.
     trust: Option<serde::de::IgnoredAny>,
+}
+
+/// `config.new_repositories` of tools-shell.
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NewRepositories {
+    /// A `.git` (or a git dir under another name) made in a writable root is refused: its
+    /// config could name a program a git on the host runs.
+    #[default]
+    Refuse,
+    /// Commands may make repositories in writable roots; the person accepts that a new
+    /// repository's config and hooks are the command's until its next command.
+    Allow,
 }
 
 /// `config.network` of tools-shell: `allow`/`deny`/`unknown`, or `mode = "host"`.

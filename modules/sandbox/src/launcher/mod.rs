@@ -115,11 +115,18 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         std::fs::create_dir_all(&spec.home)
             .with_context(|| format!("cannot create the sandbox home {}", spec.home.display()))?;
     }
+    // Without a mount namespace there is no private /tmp: the command's TMPDIR is here.
+    let tmp = spec.home.join("tmp");
+    if spec.without_namespaces && !tmp.is_dir() {
+        std::fs::create_dir(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    }
     if spec.run_as.is_some() {
         use std::os::unix::fs::MetadataExt;
-        // The command's home belongs to the user it runs as.
-        if std::fs::metadata(&spec.home).is_ok_and(|m| m.uid() != uid) {
-            sys::chown(&spec.home, uid, gid)?;
+        // The command's home (and its TMPDIR) belongs to the user it runs as.
+        for dir in [&spec.home, &tmp] {
+            if std::fs::metadata(dir).is_ok_and(|m| m.uid() != uid) {
+                sys::chown(dir, uid, gid)?;
+            }
         }
         // Root's supplementary groups would reach the command: none do.
         sys::drop_groups()?;
@@ -316,7 +323,7 @@ fn init(
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
-        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules);
+        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules, spec.new_repositories);
         let _ = std::thread::Builder::new()
             .name("walls".into())
             .spawn(move || notify::serve(listener, walls));
@@ -369,27 +376,31 @@ fn command(
     // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
     sys::cloexec_from(3)?;
     sys::setsid()?;
+    let mut env = std::borrow::Cow::Borrowed(&spec.env);
     if !namespaces {
         drop_privileges(spec)?;
         // No init here: the command itself dies with the launcher (set after the change of
         // uid, which clears it).
         sys::die_with_parent()?;
+        // No private /tmp without a mount namespace, and the host's is out of Landlock's
+        // reach: temporary files go to the sandbox home's (made in `launch`).
+        env.to_mut().insert("TMPDIR".into(), spec.home.join("tmp").to_string_lossy().into_owned());
     }
     walls::landlock(spec, !namespaces)?;
-    let program = sys::find_program(&spec.argv[0], spec.env.get("PATH").map(String::as_str))?;
+    let program = sys::find_program(&spec.argv[0], env.get("PATH").map(String::as_str))?;
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
     if let Some(h) = handoff {
         h.install()?;
     }
     walls::seccomp()?;
-    sys::exec(&program, &spec.argv, &spec.env)
+    sys::exec(&program, &spec.argv, &env)
 }
 
 /// Locks the securebits, becomes `run_as` (a root daemon's commands), sets `no_new_privs` and
 /// drops every capability.
 fn drop_privileges(spec: &Spec) -> anyhow::Result<()> {
-    walls::lock_privileges()?;
+    walls::lock_privileges(spec.without_namespaces && sys::euid() != 0)?;
     if let Some(ids) = spec.run_as {
         sys::become_ids(ids.uid, ids.gid)?;
     }

@@ -55,10 +55,14 @@ pub struct Walls {
     roots: Vec<(PathBuf, bool)>,
     /// The protected rules, split into components (`*` is any one component).
     rules: Vec<Vec<Vec<u8>>>,
+    /// With `new_repositories = "allow"`: the `.git` folders this run made (a name that did
+    /// not exist when it was asked for), inside which everything is the new repository's own.
+    /// None: a new `.git` is refused.
+    made: Option<Arc<std::sync::Mutex<Vec<PathBuf>>>>,
 }
 
 impl Walls {
-    pub fn new(roots: &[super::Root], rules: &[String]) -> Walls {
+    pub fn new(roots: &[super::Root], rules: &[String], new_repositories: bool) -> Walls {
         let rules = rules
             .iter()
             .map(|r| {
@@ -71,7 +75,8 @@ impl Walls {
             .filter(|r| !r.is_empty())
             .collect();
         let roots = roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
-        Walls { roots, rules }
+        let made = new_repositories.then(Default::default);
+        Walls { roots, rules, made }
     }
 
     /// Why a new entry `name` in the folder `parent` is refused because with it the folder
@@ -86,6 +91,10 @@ impl Walls {
         present: impl Fn(&[u8]) -> bool,
     ) -> Option<String> {
         let name = trim_slashes(name);
+        if self.made.is_some() {
+            // New repositories are the person's choice; a bare one is one of them.
+            return None;
+        }
         let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
         if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
             return None;
@@ -106,7 +115,8 @@ impl Walls {
         let git_dir =
             present(b"HEAD") && present(b"refs") && (present(b"objects") || present(b"commondir"));
         git_dir.then(|| {
-            "it would make this folder a git dir (HEAD, refs, objects) inside a root: git run              there on the host would use its config"
+            "it would make this folder a git dir (HEAD, refs, objects) inside a root: git run \
+             there on the host would use its config"
                 .to_string()
         })
     }
@@ -136,6 +146,21 @@ impl Walls {
             .map(|c| c.as_os_str().as_bytes().to_ascii_lowercase())
             .collect();
         rel.push(name.to_ascii_lowercase());
+        if let Some(made) = &self.made {
+            let full = parent.join(OsStr::from_bytes(name));
+            let mut made = made.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if rel.last().is_some_and(|n| n == b".git") {
+                // Only a `.git` that is not there yet becomes the run's own: an existing
+                // repository's git dir keeps its walls.
+                if std::fs::symlink_metadata(&full).is_err() {
+                    made.push(full);
+                }
+                return None;
+            }
+            if made.iter().any(|m| full.starts_with(m)) {
+                return None;
+            }
+        }
         if rel.last().is_some_and(|n| n == b".git") {
             return Some(
                 "a `.git` folder or file inside a root: a git on the host (the person's, an \
@@ -887,7 +912,27 @@ mod tests {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-        Walls::new(&roots, &rules)
+        Walls::new(&roots, &rules, false)
+    }
+
+    #[test]
+    fn new_repositories_allowed_open_only_the_new_git_dir() {
+        let base = std::env::temp_dir().join(format!("hands-walls-{}", std::process::id()));
+        std::fs::create_dir_all(base.join(".git")).unwrap();
+        let roots = vec![super::super::Root { path: base.clone(), writable: true }];
+        let rules = vec![".git/modules/*/config".to_string(), ".envrc".to_string()];
+        let w = Walls::new(&roots, &rules, true);
+        // The existing repository's `.git` may be asked for (it fails with EEXIST) but stays
+        // walled; a new one is the run's own.
+        assert!(w.refusal(&base, b".git", false).is_none());
+        assert!(w.refusal(&base.join(".git/modules/m"), b"config", false).is_some());
+        assert!(w.refusal(&base.join("new"), b".git", false).is_none());
+        assert!(w.refusal(&base.join("new/.git/modules/m"), b"config", false).is_none());
+        assert!(w.refusal(&base.join("new"), b".envrc", false).is_some());
+        assert!(
+            Walls::new(&roots, &rules, false).refusal(&base.join("n2"), b".git", false).is_some()
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
@@ -979,7 +1024,8 @@ pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
                     layer: "sandbox (in-run walls)",
                     why: why.to_string(),
                     remedy: "a person can create it on the host; a command may make \
-                             repositories outside the roots (/tmp)"
+                             repositories outside the roots (/tmp), or in them when a person \
+                             sets tools-shell's config.new_repositories = \"allow\""
                         .into(),
                 });
             }

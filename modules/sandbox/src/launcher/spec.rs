@@ -39,6 +39,10 @@ pub struct Spec {
     /// runs (`notify`); `.git` is always one, so an empty list still refuses it.
     #[serde(default)]
     pub(crate) protected_rules: Vec<String>,
+    /// `new_repositories = "allow"`: a command may make a `.git` in a writable root, and what
+    /// is inside the new one is its own (an existing repository's walls stay).
+    #[serde(default)]
+    pub(crate) new_repositories: bool,
     /// Denied and credential paths: masked when they exist inside a bound folder.
     pub(crate) masked: Vec<PathBuf>,
     /// System folders bound read-only (`/usr`, `/etc`, ...); a symlink (merged `/usr`) is
@@ -145,6 +149,7 @@ impl Spec {
             roots: c.roots,
             protected: c.protected,
             protected_rules: c.protected_rules,
+            new_repositories: false,
             masked: c.masked,
             system: c.system,
             network: false,
@@ -285,6 +290,12 @@ impl Builder {
         self
     }
 
+    /// `new_repositories = "allow"`: commands may make repositories in writable roots.
+    pub fn new_repositories(mut self, allow: bool) -> Builder {
+        self.0.new_repositories = allow;
+        self
+    }
+
     /// The host's network instead of a private namespace.
     pub fn host_network(mut self, on: bool) -> Builder {
         self.0.network = on;
@@ -306,6 +317,11 @@ impl Builder {
     pub fn without_namespaces(mut self) -> Builder {
         self.0.without_namespaces = true;
         self
+    }
+
+    /// Whether the command runs without user namespaces.
+    pub fn has_no_namespaces(&self) -> bool {
+        self.0.without_namespaces
     }
 
     /// Hides these paths too (what the walk of the roots found now).

@@ -44,8 +44,18 @@ const SECUREBITS: u32 = 0b1110_1111;
 
 /// Locks the securebits and empties the bounding and ambient sets; the effective set stays
 /// (a later `setresuid` keeps it: no setuid fixup) until [`clear_capabilities`].
-pub fn lock_privileges() -> Result<()> {
+///
+/// `unprivileged`: an ordinary user's command outside any namespace of its own (`best-effort`
+/// where none can be made). It holds no capability, and may neither lock the securebits nor
+/// shrink the bounding set (both need CAP_SETPCAP, which failed every such command); only the
+/// ambient set is emptied, and `no_new_privs` keeps it from gaining any (set-uid and file
+/// capabilities are inert under it).
+pub fn lock_privileges(unprivileged: bool) -> Result<()> {
     use rustix::thread::{CapabilitiesSecureBits, CapabilitySet};
+    if unprivileged {
+        return rustix::thread::clear_ambient_capability_set()
+            .context("prctl(PR_CAP_AMBIENT_CLEAR_ALL)");
+    }
     rustix::thread::set_capabilities_secure_bits(CapabilitiesSecureBits::from_bits_retain(
         SECUREBITS,
     ))
@@ -118,14 +128,17 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     } else {
         Vec::new()
     };
-    let own_dev = (!without_namespaces).then_some(Path::new("/dev"));
+    // The sandbox's own /tmp and /dev are tmpfs; without namespaces they are the host's, so
+    // neither is opened up (the command's TMPDIR is then a folder of the sandbox home).
+    let own: &[&Path] =
+        if without_namespaces { &[] } else { &[Path::new("/tmp"), Path::new("/dev")] };
     let rw: Vec<&Path> = spec
         .roots
         .iter()
         .filter(|r| r.writable)
         .map(|r| r.path.as_path())
-        .chain([spec.home.as_path(), Path::new("/tmp")])
-        .chain(own_dev)
+        .chain([spec.home.as_path()])
+        .chain(own.iter().copied())
         .collect();
     ruleset
         .create()?

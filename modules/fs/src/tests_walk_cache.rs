@@ -1,4 +1,4 @@
-//! Unit tests of `glob`'s walk cache (`listing`): a settled tree is kept and answered from the
+//! Unit tests of `glob`'s walk cache (`walk_cache`): a settled tree is kept and answered from the
 //! cache exactly as a walk answers, and every kind of change since — a file added deep in the
 //! tree, one removed, an ignore file edited in place, an exclude file created inside `.git`, a
 //! `.gitignore` in an ancestor, a folder time put back by hand — is seen at once.
@@ -6,8 +6,8 @@
 // A failed unwrap is a failed test, which is what these assertions want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::listing::{self, Key};
 use crate::search::{GlobParams, glob};
+use crate::walk_cache::{self, Key};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::Write;
@@ -66,7 +66,7 @@ fn files(r: &Resolver, path: Option<&str>, hidden: bool) -> Vec<String> {
 /// Globs a settled tree twice: the first walk is kept, the second answers from it; both the same.
 fn kept_twice(r: &Resolver, base: &Path) -> Vec<String> {
     let first = files(r, None, false);
-    assert!(listing::is_kept(&key(base, false)), "a settled tree's walk is kept");
+    assert!(walk_cache::is_kept(&key(base, false)), "a settled tree's walk is kept");
     let second = files(r, None, false);
     assert_eq!(first, second, "the cached answer is the walk's");
     second
@@ -107,7 +107,7 @@ fn a_settled_tree_is_kept_and_answered_like_a_walk() {
 fn a_tree_changed_within_the_margin_is_not_kept() {
     let (_tmp, base, r) = start();
     let got = files(&r, None, false);
-    assert!(!listing::is_kept(&key(&base, false)), "a tree made just now is walked, not kept");
+    assert!(!walk_cache::is_kept(&key(&base, false)), "a tree made just now is walked, not kept");
     assert_eq!(got, ["a.rs", "src/b.rs", "src/deep/er/c.rs", "src/deep/er/notes.log"]);
     // Positive control: the same tree, settled, is kept.
     settle();
@@ -174,7 +174,7 @@ fn a_gitignore_created_in_an_ancestor_applies_at_once() {
     settle();
     let first = files(&r, Some("src"), false);
     let sub = key(&base.join("src"), false);
-    assert!(listing::is_kept(&sub));
+    assert!(walk_cache::is_kept(&sub));
     assert_eq!(first, ["src/b.rs", "src/deep/er/c.rs", "src/deep/er/notes.log"]);
     fs::write(base.join(".ignore"), "*.log\n").unwrap();
     assert_eq!(files(&r, Some("src"), false), ["src/b.rs", "src/deep/er/c.rs"]);
@@ -202,7 +202,7 @@ fn a_linked_ignore_file_is_not_trusted() {
     settle();
     files(&r, None, false);
     assert!(
-        !listing::is_kept(&key(&base, false)),
+        !walk_cache::is_kept(&key(&base, false)),
         "a linked .gitignore's target can change unseen"
     );
     // Positive control: without the link the same tree is kept.
@@ -225,10 +225,10 @@ fn a_walk_stopped_by_its_cap_is_not_kept() {
     // 10 × 100 = 1,000 < the 10,000 floor of the cap: the walk stops at 10,000 matches.
     let out = glob(&r, p(10)).unwrap();
     assert!(out.truncated);
-    assert!(!listing::is_kept(&key(&base, false)), "a walk that stopped early is incomplete");
+    assert!(!walk_cache::is_kept(&key(&base, false)), "a walk that stopped early is incomplete");
     let all = glob(&r, p(20_000)).unwrap();
     assert_eq!(all.total, 10_050);
-    assert!(listing::is_kept(&key(&base, false)));
+    assert!(walk_cache::is_kept(&key(&base, false)));
     // From the cache, the cap still applies.
     let capped = glob(&r, p(10)).unwrap();
     assert!(capped.truncated);
@@ -243,8 +243,8 @@ fn a_large_walk_is_kept_after_the_answer_and_then_used() {
     settle();
     let first = files(&r, None, false);
     assert_eq!(first.len(), 600);
-    listing::wait_for_keeper();
-    assert!(listing::is_kept(&key(&base, false)));
+    walk_cache::wait_for_keeper();
+    assert!(walk_cache::is_kept(&key(&base, false)));
     assert_eq!(files(&r, None, false), first);
     put(&base, "d7/new.rs", "");
     let got = files(&r, None, false);
@@ -257,7 +257,7 @@ fn a_large_walk_is_kept_after_the_answer_and_then_used() {
 fn walked(r: &Resolver, base: &Path) -> Vec<String> {
     let hider = r.hider(base);
     let found = std::sync::Mutex::new(Vec::new());
-    crate::search::walker(&hider, base, false, false).unwrap().0.run(|| {
+    crate::search::walker(&hider, base, false, false).0.run(|| {
         Box::new(|entry| {
             if let Ok(e) = entry
                 && e.file_type().is_some_and(|t| t.is_file())
@@ -309,7 +309,7 @@ fn after_random_changes_the_cached_answer_is_always_a_fresh_walk() {
         settle();
         let truth = walked(&r, &base);
         assert_eq!(files(&r, None, false), truth, "round {round}, before changes");
-        kept_rounds += usize::from(listing::is_kept(&key(&base, false)));
+        kept_rounds += usize::from(walk_cache::is_kept(&key(&base, false)));
         assert_eq!(files(&r, None, false), truth, "round {round}, from the cache");
         // One change a round, so that one that moves no folder's time is met alone.
         let all = dirs(&base);

@@ -1,0 +1,175 @@
+//! Special files in a root never hang the file tools (issue 23.4), through the real binary: a
+//! FIFO where an ignore file would be (`.gitignore`, `.ignore`, `.git/info/exclude`, a `.git`
+//! file's `commondir`), a FIFO among the walked files or as `.git` itself, and a `.gitignore`
+//! swapped for a FIFO over and over while `glob` and `grep` run. Every call answers at once with
+//! the right files (the FIFO skipped and named), and the daemon goes on serving.
+
+use super::common::{Client, Fixture, text_of};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn mkfifo(path: &Path) {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, rustix::fs::Mode::from_raw_mode(0o644))
+        .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
+}
+
+/// A call that must answer within a few seconds (a walk blocked on a FIFO never would).
+async fn soon(c: &Client, tool: &str, args: Value) -> CallToolResult {
+    tokio::time::timeout(Duration::from_secs(10), c.call(tool, args))
+        .await
+        .unwrap_or_else(|_| panic!("{tool} hung"))
+}
+
+/// `soon`, which must succeed; its structured content.
+async fn soon_ok(c: &Client, tool: &str, args: Value) -> Value {
+    let r = soon(c, tool, args.clone()).await;
+    assert_ne!(r.is_error, Some(true), "{tool} {args}: {}", text_of(&r));
+    r.structured_content.unwrap_or_default()
+}
+
+fn glob_files(v: &Value) -> Vec<String> {
+    v["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect()
+}
+
+fn grep_files(v: &Value) -> Vec<String> {
+    let mut f: Vec<String> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().into())
+        .collect();
+    f.dedup();
+    f
+}
+
+/// A FIFO where the walk reads an ignore file — `.gitignore` at the base, `.ignore` below it,
+/// `.git/info/exclude` of a repository in the tree, the `commondir` a linked worktree's `.git`
+/// file leads to — is skipped and named, and `glob` and `grep` answer at once with the right
+/// files: the other ignore files' rules still hold (positive control: `src/x.log`, ignored by
+/// a normal `src/.gitignore`, stays out; `src/a.txt` is found), and a FIFO among the walked
+/// files and one named `.git` are passed over. The daemon answers other calls throughout; the
+/// canary outside the roots is unchanged.
+#[tokio::test]
+async fn a_fifo_ignore_file_is_skipped_and_the_walk_answers() {
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_config()).await;
+    fx.write("src/a.txt", "needle\n");
+    fx.write("src/x.log", "needle\n");
+    fx.write("src/.gitignore", "*.log\n");
+    fx.write("sub/b.txt", "needle\n");
+    fx.write("repo/c.txt", "needle\n");
+    std::fs::create_dir_all(fx.root.join("repo/.git/info")).unwrap();
+    let wt = tempfile::tempdir().unwrap();
+    fx.write("wt/d.txt", "needle\n");
+    fx.write("wt/.git", &format!("gitdir: {}\n", wt.path().display()));
+    let want = ["repo/c.txt", "src/a.txt", "sub/b.txt", "wt/d.txt"];
+    // The control: no FIFO anywhere.
+    let g = soon_ok(&c, "glob", json!({ "pattern": "**/*.txt" })).await;
+    assert_eq!(glob_files(&g), want, "{g}");
+    let g = soon_ok(&c, "glob", json!({ "pattern": "**/*" })).await;
+    assert!(!glob_files(&g).contains(&"src/x.log".to_string()), "{g}");
+
+    // A FIFO among the walked files and one as `sub/.git`: passed over.
+    mkfifo(&fx.root.join("src/pipe.txt"));
+    mkfifo(&fx.root.join("sub/.git"));
+    let root = fx.root.canonicalize().unwrap();
+    for (fifo, shown) in [
+        (fx.root.join(".gitignore"), root.join(".gitignore")),
+        (fx.root.join("sub/.ignore"), root.join("sub/.ignore")),
+        (fx.root.join("repo/.git/info/exclude"), root.join("repo/.git/info/exclude")),
+        (wt.path().join("commondir"), wt.path().join("commondir")),
+    ] {
+        mkfifo(&fifo);
+        let started = Instant::now();
+        let named = format!("{} (FIFO)", shown.display());
+        let g = soon_ok(&c, "glob", json!({ "pattern": "**/*" })).await;
+        let files = glob_files(&g);
+        for f in want {
+            assert!(files.contains(&f.to_string()), "{f} missing past {}: {g}", fifo.display());
+        }
+        assert!(!files.contains(&"src/x.log".to_string()), "the control rule lost: {g}");
+        assert!(!files.contains(&"src/pipe.txt".to_string()), "a FIFO listed as a file: {g}");
+        let skipped = g["skipped"].as_array().map(|a| a.to_vec()).unwrap_or_default();
+        assert!(skipped.iter().any(|s| s == named.as_str()), "{named} not named: {g}");
+        let r = soon(&c, "grep", json!({ "pattern": "needle" })).await;
+        assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+        let said = text_of(&r);
+        assert!(said.contains("ignore files not read") && said.contains(&named), "{said}");
+        let v = r.structured_content.unwrap();
+        assert_eq!(grep_files(&v), want, "{v}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The server still answers everything else.
+        let r = soon_ok(&c, "read", json!({ "path": "src/a.txt" })).await;
+        assert!(r["content"].as_str().unwrap_or_default().contains("needle"), "{r}");
+        soon_ok(&c, "list_dir", json!({ "path": "src" })).await;
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let r = soon(&c, "read", json!({ "path": "src/pipe.txt" })).await;
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// A `.gitignore` swapped for a FIFO and back, as fast as a thread can, at the base and in a
+/// folder below it, while `glob` and `grep` run again and again: every call answers within its
+/// bound, none is an error, each finds the file no rule ignores (`src/a.txt`), and the daemon
+/// then answers a plain `read`. Before the walk read ignore files itself this hung: a check
+/// that found a regular file, then the `ignore` crate's blocking open of the FIFO swapped in.
+#[tokio::test]
+async fn a_gitignore_swapped_for_a_fifo_under_the_walk_never_hangs_it() {
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_config()).await;
+    fx.write("src/a.txt", "needle\n");
+    fx.write("src/x.log", "needle\n");
+    for d in 0..20 {
+        fx.write(&format!("d{d}/f.txt"), "hay\n");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicUsize::new(0));
+    let swapper = {
+        let (stop, swaps) = (stop.clone(), swaps.clone());
+        let dirs = [fx.root.clone(), fx.root.join("src")];
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for dir in &dirs {
+                    let (gi, tmp) = (dir.join(".gitignore"), dir.join(".gitignore.new"));
+                    // Errors are the test's end (the fixture gone), not the swapper's.
+                    let _ = std::fs::write(&tmp, "*.log\n");
+                    let _ = std::fs::rename(&tmp, &gi);
+                    let _ = std::fs::remove_file(&gi);
+                    let mode = rustix::fs::Mode::from_raw_mode(0o644);
+                    let _ = rustix::fs::mkfifoat(rustix::fs::CWD, &gi, mode);
+                    let _ = std::fs::remove_file(&gi);
+                }
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut fifo_seen = 0;
+    for i in 0..60 {
+        let (tool, args) = if i % 2 == 0 {
+            ("glob", json!({ "pattern": "**/*.txt" }))
+        } else {
+            ("grep", json!({ "pattern": "needle", "output": "files" }))
+        };
+        let r = soon(&c, tool, args).await;
+        let said = text_of(&r);
+        assert_ne!(r.is_error, Some(true), "{tool} call {i}: {said}");
+        assert!(said.contains("src/a.txt"), "{tool} call {i}: {said}");
+        if said.contains("(FIFO)") {
+            fifo_seen += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(swaps.load(Ordering::Relaxed) > 60, "the swaps did not race the calls");
+    assert!(fifo_seen > 0, "no call met the FIFO: the swaps did not race the walks");
+    let r = soon_ok(&c, "read", json!({ "path": "src/a.txt" })).await;
+    assert!(r["content"].as_str().unwrap_or_default().contains("needle"), "{r}");
+    c.stop().await;
+    fx.assert_canary();
+}
