@@ -142,7 +142,7 @@ async fn main() {
     let spec = spec.to_string();
 
     let launcher = || {
-        let mut cmd = hands::sandbox::launcher_command(&bin(), spec.as_bytes()).unwrap();
+        let mut cmd = hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
     };
@@ -190,7 +190,8 @@ async fn main() {
     let mut per_bound = Vec::new();
     for (name, spec) in &variants {
         let run = || {
-            let mut cmd = hands::sandbox::launcher_command(&bin(), spec.as_bytes()).unwrap();
+            let mut cmd =
+                hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
             tokio::process::Command::from(cmd)
         };

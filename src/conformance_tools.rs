@@ -9,14 +9,14 @@
 //! questions: a request only for a capability the client declared ([`Reach`] for elicitation,
 //! the declared `sampling`/`roots` otherwise, read per request as the gate reads them), and
 //! every `requestState` sealed with the gate's own codec, key, client binding and lifetime
-//! ([`crate::approvals::Approvals::seal_for`]). A state that does not open is a JSON-RPC error.
+//! ([`crate::gate::approvals::Approvals::seal_for`]). A state that does not open is a JSON-RPC error.
 //!
 //! `test_tool_with_logging` / `test_logging_tool` are not here: hands declares no logging.
 
 use super::HandsServer;
-use crate::approvals::Reach;
 use crate::config::{ActionClass, ModuleId};
 use crate::errors::{refused, tool_error};
+use crate::gate::approvals::Reach;
 use crate::gate::{Retry, Verdict};
 use crate::registry::{Entry, Handler};
 use rmcp::model::{

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 /// Everything a connection needs, built once at startup.
 pub struct Daemon {
     pub config: Config,
-    shell: Option<Arc<crate::shell::Shell>>,
+    shell: Option<Arc<crate::shell_mcp::Shell>>,
     /// The tool registry: every published tool with its handler, in `tools/list` order.
     tools: Vec<Entry>,
     pub(crate) audit: Arc<crate::audit::Audit>,
@@ -26,7 +26,7 @@ pub struct Daemon {
     /// to hold them: (client, module, tool, epoch), kept while the daemon runs.
     stateless_sessions: Mutex<HashSet<(String, String, String, u64)>>,
     /// Asking a person, and the standing permissions (`src/gate/approvals.rs`).
-    pub approvals: Arc<crate::approvals::Approvals>,
+    pub approvals: Arc<crate::gate::approvals::Approvals>,
     /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
     resolvers: Vec<(ModuleId, Arc<Resolver>)>,
 }
@@ -35,14 +35,16 @@ pub struct Daemon {
 pub fn policy_lists(config: &Config) -> PolicyLists {
     let home = crate::config::home_dir();
     PolicyLists {
-        credentials: crate::profiles::credentials()
+        credentials: hands_sandbox::profiles::credentials()
             .map(|c| crate::config::expand_tilde(c, home.as_deref()))
             .filter(|p| p.is_absolute())
             .collect(),
         deny: config.deny.clone(),
         secret_patterns: config.secret_patterns.clone(),
-        secret_exceptions: crate::profiles::secret_exceptions().map(str::to_string).collect(),
-        protected: (crate::profiles::protected().map(str::to_string))
+        secret_exceptions: hands_sandbox::profiles::secret_exceptions()
+            .map(str::to_string)
+            .collect(),
+        protected: (hands_sandbox::profiles::protected().map(str::to_string))
             .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
             .collect(),
     }
@@ -124,7 +126,7 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell::new(
+                        let sh = crate::shell_mcp::new(
                             m,
                             cfg,
                             config.run_as.as_deref(),
@@ -153,8 +155,10 @@ impl Daemon {
         tools.extend(crate::server::conformance_tools::tools());
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
-        let approvals =
-            Arc::new(crate::approvals::Approvals::new(&absolute(&config.state_dir), timeout)?);
+        let approvals = Arc::new(crate::gate::approvals::Approvals::new(
+            &absolute(&config.state_dir),
+            timeout,
+        )?);
         if let Some(sh) = &shell {
             let module = ModuleId::Shell.name();
             sh.connect_network(crate::netgate::NetGate::new(
@@ -235,12 +239,12 @@ impl Daemon {
     }
 
     /// Runs the sandbox self-test once, when a module runs commands.
-    pub fn self_test(&self) -> Option<&crate::probe::Probe> {
+    pub fn self_test(&self) -> Option<&hands_sandbox::probe::Probe> {
         self.shell.as_ref().map(|s| s.self_test())
     }
 
     /// tools-shell's commands, when the module runs.
-    pub fn shell(&self) -> Option<&Arc<crate::shell::Shell>> {
+    pub fn shell(&self) -> Option<&Arc<crate::shell_mcp::Shell>> {
         self.shell.as_ref()
     }
 

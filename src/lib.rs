@@ -22,15 +22,3 @@ pub mod shell_mcp;
 pub mod shown;
 pub mod tools;
 pub mod transport;
-
-// The sandbox crate's parts under the names `src/` used before they moved there (issue 19
-// moves the callers next; these shims keep that move from touching every file at once).
-#[cfg(target_os = "linux")]
-pub use hands_sandbox::launcher as sandbox;
-pub use hands_sandbox::{masks, netns, probe, profiles};
-// tools-shell lives in hands-shell; `crate::shell` names its daemon end (src/shell_mcp.rs), so
-// callers read as before.
-pub use shell_mcp as shell;
-
-/// The approvals store lives with the gate; the old path stays for its many callers.
-pub use gate::approvals;

@@ -7,8 +7,8 @@
 //! and *always* permissions are kept per client, module, host and port, and every decision and
 //! closed connection becomes an audit record.
 
-use crate::approvals::{Action, Approvals, Asked, Channel, Choice};
 use crate::audit::{Audit, DecidedBy, Decision, Entry};
+use crate::gate::approvals::{Action, Approvals, Asked, Channel, Choice};
 use hands_sandbox::proxy::{Answer, Asking, Gate, Question, Record};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
@@ -35,8 +35,8 @@ pub fn client_channel(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<Rol
     let modern = ctx
         .protocol_version()
         .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-    let reach = crate::approvals::Reach::of(ctx.client_capabilities().as_ref());
-    (!modern && reach == crate::approvals::Reach::Form).then(|| ctx.peer.clone())
+    let reach = crate::gate::approvals::Reach::of(ctx.client_capabilities().as_ref());
+    (!modern && reach == crate::gate::approvals::Reach::Form).then(|| ctx.peer.clone())
 }
 
 /// While it lives, the connections of the command holding `token` are asked about through the

@@ -17,6 +17,7 @@ use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
-pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell::Caller) -> Reply + Send + Sync>;
+pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell_mcp::Caller) -> Reply + Send + Sync>;
 
 /// What a published tool runs.
 #[derive(Clone)]
@@ -59,17 +60,33 @@ impl Entry {
         P: schemars::JsonSchema + 'static,
         O: schemars::JsonSchema + 'static,
     {
-        let tool =
-            Tool::new_with_raw(spec.name, Some(spec.description.into()), schema_for_type::<P>())
-                .with_title(spec.title)
-                .with_raw_output_schema(output_schema::<O>())
-                .with_annotations(annotations(spec.title, spec.hints));
+        let tool = published::<P, O>(spec.name, spec.title, spec.description, spec.hints);
         Entry { tool, module, class: class_of(spec.class), runs_commands, handler }
     }
 
     pub fn name(&self) -> &str {
         self.tool.name.as_ref()
     }
+}
+
+/// A tool as `tools/list` shows it: its name, title, description and annotations, the schema
+/// of its parameters `P`, and that of its output `O` with the `denied` list. The one place an
+/// rmcp [`Tool`] is made: for a catalogue's [`Spec`] ([`Entry::new`]) and for a tool made from
+/// the configuration (tools-shell's `os-*`, whose name and text are not `'static`).
+pub fn published<P, O>(
+    name: impl Into<Cow<'static, str>>,
+    title: &str,
+    description: impl Into<Cow<'static, str>>,
+    hints: Hints,
+) -> Tool
+where
+    P: schemars::JsonSchema + 'static,
+    O: schemars::JsonSchema + 'static,
+{
+    Tool::new_with_raw(name, Some(description.into()), schema_for_type::<P>())
+        .with_title(title)
+        .with_raw_output_schema(output_schema::<O>())
+        .with_annotations(annotations(title, hints))
 }
 
 /// The gate's class of a catalogue's class.
@@ -82,7 +99,7 @@ fn class_of(c: Class) -> ActionClass {
 }
 
 /// `O`'s output schema, with the optional `denied` list every refusal carries.
-pub fn output_schema<O: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
+fn output_schema<O: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
     let mut schema = (*schema_for_output::<O>()).clone();
     let denied = serde_json::json!({
         "description": "Only on a refusal (isError true): what was blocked, by which layer, \
@@ -97,7 +114,7 @@ pub fn output_schema<O: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
 }
 
 /// MCP's annotations for `hints`, titled.
-pub fn annotations(title: &str, hints: Hints) -> ToolAnnotations {
+fn annotations(title: &str, hints: Hints) -> ToolAnnotations {
     ToolAnnotations::with_title(title)
         .read_only(hints.read_only)
         .destructive(hints.destructive)
@@ -134,16 +151,9 @@ where
         run: Run<S, P, O, E>,
         text: fn(&O) -> String,
     ) {
-        let state = self.state.clone();
         let name = spec.name;
-        let call: CallFn = Arc::new(move |args, _caller| {
-            let state = state.clone();
-            Box::pin(async move {
-                match parse::<P>(args, name) {
-                    Ok(params) => on_pool(state, params, name, run, text).await,
-                    Err(e) => Answer::plain(e),
-                }
-            })
+        let call = parsing(&self.state, name, move |state, params: P, _| {
+            on_pool(state, params, name, run, text)
         });
         self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
     }
@@ -155,19 +165,35 @@ where
         whole: Run<S, P, O, E>,
         text: fn(&O) -> String,
     ) {
-        let state = self.state.clone();
         let name = spec.name;
-        let call: CallFn = Arc::new(move |args, _caller| {
-            let state = state.clone();
-            Box::pin(async move {
-                match parse::<P>(args, name) {
-                    Ok(params) => run_small(state, params, name, small, whole, text).await,
-                    Err(e) => Answer::plain(e),
-                }
-            })
+        let call = parsing(&self.state, name, move |state, params: P, _| {
+            run_small(state, params, name, small, whole, text)
         });
         self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
     }
+}
+
+/// A handler over a module's `state`: the arguments parsed as `P` (else the tool error that
+/// says what is wrong with them, and nothing runs), then `go` with them and the caller.
+pub fn parsing<S, P, F, Fut>(state: &Arc<S>, name: &'static str, go: F) -> CallFn
+where
+    S: Send + Sync + 'static,
+    P: DeserializeOwned + Send + 'static,
+    F: Fn(Arc<S>, P, crate::shell_mcp::Caller) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Answer> + Send + 'static,
+{
+    let (state, go) = (state.clone(), Arc::new(go));
+    Arc::new(move |args, caller| {
+        let (state, go) = (state.clone(), go.clone());
+        // Parsed and run when the reply is awaited, inside whatever scope awaits it (a
+        // one-run expansion's `needs`, src/server.rs).
+        Box::pin(async move {
+            match parse::<P>(args, name) {
+                Ok(params) => go(state, params, caller).await,
+                Err(e) => Answer::plain(e),
+            }
+        })
+    })
 }
 
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.

@@ -88,7 +88,7 @@ impl HandsServer {
         };
         let mut confirm = false;
         let before = match (&program, cannot_run) {
-            (_, Some(crate::shell::Refusal(msg))) => Some(Refusal::new(
+            (_, Some(crate::shell_mcp::Refusal(msg))) => Some(Refusal::new(
                 def.tool.name.as_ref(),
                 "sandbox",
                 msg,
@@ -132,7 +132,7 @@ impl HandsServer {
                             &run.checked,
                             run.cwd,
                             run.timeout_secs,
-                            crate::shell::caller(ctx, &self.gone, self.client()),
+                            crate::shell_mcp::caller(ctx, &self.gone, self.client()),
                             None,
                         )
                         .await,
@@ -143,7 +143,7 @@ impl HandsServer {
             }
             (Verdict::Allow { .. }, _) => match &def.handler {
                 Handler::Call(run) => {
-                    let run = run(args, crate::shell::caller(ctx, &self.gone, self.client()));
+                    let run = run(args, crate::shell_mcp::caller(ctx, &self.gone, self.client()));
                     match needs {
                         Some(n) => crate::needs::GRANTED.scope(n, run).await,
                         None => run.await,
@@ -257,7 +257,7 @@ impl HandsServer {
         };
         match sh.check(&argv) {
             Ok(checked) => Ok(Program { checked, cwd, timeout_secs }),
-            Err(crate::shell::Refusal(msg)) => Err((Some(argv), msg)),
+            Err(crate::shell_mcp::Refusal(msg)) => Err((Some(argv), msg)),
         }
     }
 
@@ -277,7 +277,7 @@ impl HandsServer {
 
 /// A `run`/`os-*` call that passed the policy.
 struct Program {
-    checked: crate::shell::Checked,
+    checked: crate::shell_mcp::Checked,
     cwd: Option<String>,
     timeout_secs: Option<u64>,
 }

@@ -2,18 +2,16 @@
 //! `tools/list` shows them (bash, the tmux tools, run, os-*). tools-fs and tools-git export
 //! theirs from their crates (`catalogue.rs`); this one stays here until tools-shell moves into
 //! `modules/shell`, and is shaped to move with it: data, and handlers that only parse, call
-//! [`crate::shell::Shell`] and shape the result.
+//! [`crate::shell_mcp::Shell`] and shape the result.
 
 use crate::config::ModuleId;
 use crate::errors::{Answer, shell_refusal};
-use crate::registry::{CallFn, Entry, Handler, annotations, output_schema, parse, structured};
-use crate::shell::{Caller, Refusal, Shell};
+use crate::registry::{Entry, Handler, parsing, published, structured};
+use crate::shell_mcp::{Caller, Refusal, Shell};
 use hands_shell::bash::{BashOutput, BashParams};
 use hands_shell::run::{OsToolParams, RunParams};
 use hands_shell::tmux as t;
 use hands_tool::{Class, Hints, Spec};
-use rmcp::handler::server::tool::schema_for_type;
-use rmcp::model::Tool;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -51,17 +49,10 @@ where
     F: Fn(Arc<Shell>, P, Caller) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<O, Refusal>> + Send + 'static,
 {
-    let sh = sh.clone();
     let name = spec.name;
-    let f = Arc::new(f);
-    let call: CallFn = Arc::new(move |args, caller| {
-        let (sh, f) = (sh.clone(), f.clone());
-        Box::pin(async move {
-            match parse::<P>(args, name) {
-                Ok(params) => Answer::plain(shaped(f(sh, params, caller).await, name)),
-                Err(e) => Answer::plain(e),
-            }
-        })
+    let call = parsing(sh, name, move |sh, params: P, caller| {
+        let run = f(sh, params, caller);
+        async move { Answer::plain(shaped(run.await, name)) }
     });
     Entry::new::<P, O>(ModuleId::Shell, spec, starts, Handler::Call(call))
 }
@@ -285,11 +276,7 @@ fn os_tool(index: usize, name: String, t: &crate::config::ShellTool, network: bo
          appended as given. Result as bash (output capped at 8 KB by default)."
     );
     let title = format!("Run {fixed}");
-    let tool =
-        Tool::new_with_raw(name, Some(description.into()), schema_for_type::<OsToolParams>())
-            .with_title(title.clone())
-            .with_raw_output_schema(output_schema::<BashOutput>())
-            .with_annotations(annotations(&title, runs(network)));
+    let tool = published::<OsToolParams, BashOutput>(name, &title, description, runs(network));
     Entry {
         tool,
         module: ModuleId::Shell,

@@ -2,9 +2,11 @@
 //! `cargo test` (issue 19 point 8). Every `.rs` file opens with a `//!` line; `unsafe` appears
 //! only in the files `UNSAFE_ALLOWED` lists; no process is spawned (`Command::new`) outside the
 //! files `SPAWN_ALLOWED` lists; no file in `src/` is longer than `MAX_LINES` unless `OVERSIZE`
-//! lists it. The lists are the one place to change when a file moves: an entry that matches
-//! nothing any more fails the test, so they only shrink. clippy's `disallowed-methods`
-//! (`clippy.toml`) is the other half, the same rules at the call site.
+//! lists it; the daemon's top-level modules use only their own layer and those below, with no
+//! cycle (`LAYERS`, `UPWARD`), and the module crates only the crates below them, never the
+//! daemon (`CRATE_LAYERS`). The lists are the one place to change when a file moves: an entry
+//! that matches nothing any more fails the test, so they only shrink. clippy's
+//! `disallowed-methods` (`clippy.toml`) is the other half, the same rules at the call site.
 //!
 //! A test of its own binary, not in `tests/suite`: it reads the source tree only and needs none
 //! of the suite's fixtures, so it builds and runs in seconds.
@@ -32,15 +34,16 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Shipped files (or folders) that may spawn a process. SPEC §11: only the sandbox's launcher
-/// (which forks through `sys`, no `Command`); the others start the launcher (`hands` itself) and are to go through its typed spec (issue
-/// 16), except `report.rs`, whose host spawns are to go (issue 19 point 8).
+/// Shipped files (or folders) that may spawn a process. SPEC §11: the sandbox's launcher (which
+/// forks through `sys`, no `Command`), what starts the launcher (`hands` itself, by its typed
+/// spec), and the sandbox crate's `host.rs`, the one spawn on the host (doctor's version lines
+/// of tmux and git).
 const SPAWN_ALLOWED: &[(&str, &str)] = &[
+    ("modules/sandbox/src/host.rs", "doctor's `tmux -V` and `git --version` on the host"),
     ("modules/sandbox/src/listen.rs", "starts the launcher's listener in the module's namespace"),
     ("modules/sandbox/src/netns.rs", "starts the netns holder, the launcher's own binary"),
     ("modules/sandbox/src/launcher/spec.rs", "`Spec::command`: the one way the launcher starts"),
     ("modules/shell/src/sessions.rs", "tmux sessions start through the launcher"),
-    ("src/cli/doctor.rs", "tmux -V and git --version on the host, to go (issue 19 point 8)"),
 ];
 
 /// The longest a file in `src/` may be (issue 19 point 7).
@@ -49,7 +52,7 @@ const MAX_LINES: usize = 600;
 /// Files in `src/` over `MAX_LINES` today. Other engineers are splitting them (issue 19): delete
 /// an entry when its file is under the limit or gone (the test says so); add none. (No growth
 /// ceiling while the session's splits and features land at once; one can come back after.)
-const OVERSIZE: &[&str] = &["src/gate/approvals.rs"];
+const OVERSIZE: &[&str] = &[];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -371,4 +374,295 @@ fn only_the_daemon_depends_on_rmcp() {
     }
     assert!(crates >= 5, "found only {crates} module crates: is the root right?");
     report("module crates that depend on rmcp", findings);
+}
+
+/// The daemon's top-level modules in layers, top (what a person or a client reaches first) to
+/// bottom, as ARCHITECTURE.md's picture draws them: a module may use (`crate::…`) the modules of
+/// its own layer and of the layers below, never one above (so, for one, the transport never uses
+/// the control socket or the dashboard), and no uses go round in a cycle. `main`,
+/// `conformance_main` and `lib` are the binaries and the library root.
+const LAYERS: &[&[&str]] = &[
+    &["main", "conformance_main", "lib", "cli"],
+    &["control", "dashboard"],
+    &["transport"],
+    &["server", "conformance_tools"],
+    &["daemon"],
+    &["tools", "registry", "netgate", "shell_mcp", "needs"],
+    &["gate"],
+    &["audit", "errors", "config", "shown", "lock"],
+];
+
+/// Uses that go up a layer today, each with why; like the other lists it only shrinks (an entry
+/// that no use needs any more fails the test). An upward use is what makes a cycle, so one
+/// listed here is also the only way a cycle may stand.
+const UPWARD: &[(&str, &str, &str)] = &[
+    (
+        "daemon",
+        "server",
+        "the test-only conformance tools live in server.rs's `conformance_tools` (a #[path] module)",
+    ),
+    ("gate", "daemon", "`Asker` hands the gate the whole `Daemon`; to go: the parts it reads"),
+    ("gate", "needs", "`needs::widens`; to go: the gate's `Call` says whether it widens"),
+    ("needs", "server", "`take` reads the policy lists off the `Daemon`; to go: hand them in"),
+    ("shell_mcp", "transport", "a call's `Hangup` (transport/hangups.rs) rides on its `Caller`"),
+];
+
+/// The module crates in layers, top to bottom (ARCHITECTURE.md's picture): a crate depends only
+/// on crates of the layers below its own, and none on the daemon (`hands`).
+const CRATE_LAYERS: &[&[&str]] = &[
+    &["hands-fs", "hands-git", "hands-shell"],
+    &["hands-sandbox"],
+    &["hands-roots", "hands-tool"],
+];
+
+/// The top-level module of the daemon a file of `src/` belongs to (`gate` for
+/// `src/gate/ask.rs`, `server` for `src/server.rs`).
+fn top_module(rel: &str) -> Option<&str> {
+    let rest = rel.strip_prefix("src/")?;
+    let first = rest.split('/').next()?;
+    Some(first.strip_suffix(".rs").unwrap_or(first))
+}
+
+/// The names `code` reaches through `crate::` (a path, or each path of a `crate::{…}` group).
+fn crate_uses(code: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("crate::") {
+        let at = from + k;
+        from = at + 7;
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| is_ident(c) || c == '$') {
+            continue;
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[at + 7..];
+        let mut names = Vec::new();
+        if let Some(group) = rest.strip_prefix('{') {
+            // The group's top-level items: split at commas outside inner braces.
+            let (mut depth, mut item) = (0, String::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => names.push(std::mem::take(&mut item)),
+                    _ => {}
+                }
+                item.push(c);
+            }
+            names.push(item);
+        } else {
+            names.push(rest.to_string());
+        }
+        for n in names {
+            let n = n.trim_start_matches([',', ' ', '\n', '\t']);
+            let ident: String = n.chars().take_while(|c| is_ident(*c)).collect();
+            if !ident.is_empty() && ident != "self" {
+                out.push((ident, line));
+            }
+        }
+    }
+    out
+}
+
+/// `src/lib.rs`'s re-exports of its own modules (`pub use shell_mcp as shell;`,
+/// `pub use gate::approvals;`): the name a use reaches, and the module that holds it.
+fn lib_aliases(lib: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in lib.lines() {
+        let Some(path) = line.trim().strip_prefix("pub use ").and_then(|l| l.strip_suffix(';'))
+        else {
+            continue;
+        };
+        let (path, name) = match path.split_once(" as ") {
+            Some((p, n)) => (p.trim(), n.trim()),
+            None => (path, path.rsplit("::").next().unwrap_or(path)),
+        };
+        let first = path.split("::").next().unwrap_or(path);
+        out.push((name.to_string(), first.to_string()));
+    }
+    out
+}
+
+/// Every use of one top-level module by another: (from, to, where).
+fn module_uses() -> Vec<(String, String, String)> {
+    let lib = read("src/lib.rs");
+    let aliases = lib_aliases(&code_only(&lib));
+    let modules: Vec<String> =
+        rust_files().iter().filter_map(|f| top_module(f).map(str::to_string)).collect();
+    let mut out = Vec::new();
+    for f in rust_files().iter().filter(|f| f.starts_with("src/") && !is_test_file(f)) {
+        let Some(from) = top_module(f) else { continue };
+        let text = code_only(&read(f));
+        for (name, line) in crate_uses(without_tests(&text)) {
+            let to = aliases.iter().find(|(a, _)| *a == name).map_or(name, |(_, m)| m.clone());
+            // A re-export of another crate (`pub use hands_sandbox::probe`) is no module here.
+            if to != from && modules.contains(&to) {
+                out.push((from.to_string(), to, format!("{f}:{line}")));
+            }
+        }
+    }
+    out
+}
+
+fn layer_of(layers: &[&[&str]], m: &str) -> Option<usize> {
+    layers.iter().position(|l| l.contains(&m))
+}
+
+/// A cycle in `edges`, as the modules along it, if there is one.
+fn find_cycle(edges: &[(String, String)]) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        edges: &[(String, String)],
+        path: &mut Vec<String>,
+        done: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.iter().any(|d| d == m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for (_, to) in edges.iter().filter(|(f, _)| f == m) {
+            if let Some(c) = visit(to, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.push(m.to_string());
+        None
+    }
+    let mut done = Vec::new();
+    for (from, _) in edges {
+        if let Some(c) = visit(from, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// The findings of the layering rules over `uses`: modules in no layer, upward uses not in
+/// `upward`, entries of `upward` nothing needs, and a cycle among the rest.
+fn layering(
+    layers: &[&[&str]],
+    upward: &[(&str, &str, &str)],
+    uses: &[(String, String, String)],
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    let mut edges: Vec<(String, String)> = Vec::new();
+    let mut used = Vec::new();
+    for (from, to, at) in uses {
+        let (Some(lf), Some(lt)) = (layer_of(layers, from), layer_of(layers, to)) else {
+            let m = if layer_of(layers, from).is_none() { from } else { to };
+            let f = format!("src/{m}: a module in no layer; add it to LAYERS in tests/tidy.rs");
+            if !findings.contains(&f) {
+                findings.push(f);
+            }
+            continue;
+        };
+        if lt < lf {
+            match upward.iter().find(|(f, t, _)| f == from && t == to) {
+                Some(entry) => used.push(entry),
+                None => findings.push(format!(
+                    "{at}: `{from}` uses `{to}`, a layer above it (ARCHITECTURE.md); move what it \
+                     needs down, or hand it in from above"
+                )),
+            }
+            continue;
+        }
+        if !edges.contains(&(from.clone(), to.clone())) {
+            edges.push((from.clone(), to.clone()));
+        }
+    }
+    findings.extend(upward.iter().filter(|e| !used.contains(e)).map(|(f, t, _)| {
+        format!("UPWARD `{f}` -> `{t}`: no use goes up there any more; delete it")
+    }));
+    if let Some(cycle) = find_cycle(&edges) {
+        findings.push(format!(
+            "the modules' uses go round in a cycle: {}; one of them must not use the next",
+            cycle.join(" -> ")
+        ));
+    }
+    findings
+}
+
+#[test]
+fn the_daemon_s_modules_use_only_their_own_layer_and_those_below() {
+    let uses = module_uses();
+    assert!(uses.len() > 30, "found only {} uses between modules: is the scan right?", uses.len());
+    let mut findings = layering(LAYERS, UPWARD, &uses);
+    let modules: Vec<String> = rust_files()
+        .iter()
+        .filter(|f| f.starts_with("src/"))
+        .filter_map(|f| top_module(f).map(str::to_string))
+        .collect();
+    findings.extend(
+        modules
+            .iter()
+            .filter(|m| layer_of(LAYERS, m).is_none())
+            .map(|m| format!("src/{m}: a module in no layer; add it to LAYERS in tests/tidy.rs")),
+    );
+    findings.sort();
+    findings.dedup();
+    report("the daemon's layers", findings);
+}
+
+#[test]
+fn the_layering_check_sees_upward_uses_and_cycles() {
+    let code = code_only(
+        "use crate::{gate::{Verdict, decide}, lock};\nfn f() { crate::audit::x(); }\n\
+         // crate::dashboard in a comment\nmacro_rules! m { () => { $crate::x } }\n",
+    );
+    let names: Vec<String> = crate_uses(&code).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["gate", "lock", "audit"]);
+    let layers: &[&[&str]] = &[&["a"], &["b", "c"], &["d"]];
+    let uses = |pairs: &[(&str, &str)]| -> Vec<(String, String, String)> {
+        pairs.iter().map(|(f, t)| (f.to_string(), t.to_string(), "x".to_string())).collect()
+    };
+    assert!(layering(layers, &[], &uses(&[("a", "b"), ("b", "c"), ("c", "d")])).is_empty());
+    let up = layering(layers, &[], &uses(&[("d", "a")]));
+    assert!(up.len() == 1 && up[0].contains("a layer above"), "{up:?}");
+    let cycle = layering(layers, &[], &uses(&[("b", "c"), ("c", "b")]));
+    assert!(cycle.len() == 1 && cycle[0].contains("cycle"), "{cycle:?}");
+    assert!(layering(layers, &[("d", "a", "why")], &uses(&[("d", "a")])).is_empty());
+    let stale = layering(layers, &[("d", "a", "why")], &[]);
+    assert!(stale.len() == 1 && stale[0].contains("delete it"), "{stale:?}");
+    assert!(!layering(layers, &[], &uses(&[("e", "a")])).is_empty());
+}
+
+#[test]
+fn module_crates_depend_only_on_the_layers_below_and_never_on_the_daemon() {
+    let mut findings = Vec::new();
+    let mut crates = 0;
+    for e in std::fs::read_dir(root().join("modules")).unwrap().flatten() {
+        let manifest = e.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        crates += 1;
+        let name = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("name = \"")?.strip_suffix('"'))
+            .unwrap_or("?")
+            .to_string();
+        let Some(own) = layer_of(CRATE_LAYERS, &name) else {
+            findings.push(format!("{name}: a crate in no layer; add it to CRATE_LAYERS"));
+            continue;
+        };
+        // `[dependencies]` and `[dev-dependencies]` alike: a test must not reach up either.
+        for dep in text.lines().filter_map(|l| l.split(['=', '.', ' ']).next()) {
+            if dep == "hands" {
+                findings.push(format!("{name} depends on the daemon (`hands`)"));
+            } else if dep.starts_with("hands-")
+                && layer_of(CRATE_LAYERS, dep).is_none_or(|l| l <= own)
+            {
+                findings.push(format!(
+                    "{name} depends on {dep}, which is not in a layer below it (CRATE_LAYERS)"
+                ));
+            }
+        }
+    }
+    assert!(crates >= 5, "found only {crates} module crates: is the root right?");
+    report("module crates' dependencies", findings);
 }

@@ -4,7 +4,8 @@
 
 use super::report::{self, state_dir};
 use crate::control::protocol::{Choice, Reply, Request, Standing, Via};
-use crate::{approvals, control, shown};
+use crate::gate::approvals;
+use crate::{control, shown};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;

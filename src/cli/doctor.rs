@@ -6,7 +6,6 @@ use super::report::shell_warnings;
 use crate::config::{Grant, ModuleId, ModuleSettings, SandboxMode};
 use crate::server::Daemon;
 use std::fmt::Write as _;
-use std::process::Command;
 
 /// The oldest tmux `hands` can use: 3.2 brought `-D` (the server stays in the foreground), which
 /// each session's launcher runs its own tmux server with (`hands_shell::tmux::server_argv`).
@@ -40,40 +39,6 @@ fn parse_version(line: &str) -> Option<(u32, u32)> {
         let major = number(parts.next())?;
         Some((major, number(parts.next()).unwrap_or(0)))
     })
-}
-
-/// The first line `program` prints for its version flag (`tmux -V`, `git --version`), run
-/// with an empty environment; `None` when it cannot be run or does not answer in time.
-// Host spawns of `tmux -V`/`git --version`, to go through the launcher (issue 19 point 8).
-#[allow(clippy::disallowed_methods)]
-fn version_of(program: &std::path::Path, flag: &str) -> Option<String> {
-    use std::io::Read as _;
-    use std::process::Stdio;
-    let mut child = Command::new(program)
-        .arg(flag)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let start = std::time::Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() < VERSION_TIMEOUT => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-    let mut text = String::new();
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
-    Some(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 /// A program doctor reports on: where it is looked for and what it is needed for.
@@ -123,7 +88,8 @@ fn tool_check(n: &Needed, daemon: &Daemon) -> (String, Option<String>) {
         let line = format!("{} (not run: in a writable root)", program.display());
         return (line, n.module.map(|_| warning));
     }
-    let line = version_of(&program, n.flag).unwrap_or_default();
+    let line =
+        hands_sandbox::host::version_line(&program, n.flag, VERSION_TIMEOUT).unwrap_or_default();
     let shown = if line.is_empty() { "no version".to_string() } else { line.clone() };
     let warning = match parse_version(&line) {
         None => Some(format!(
@@ -215,16 +181,17 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 // procfs (/proc/sys/kernel/...), not a path of a root.
 #[allow(clippy::disallowed_methods)]
 fn sandbox_section(
-    sh: &crate::shell::Shell,
+    sh: &crate::shell_mcp::Shell,
     daemon: &Daemon,
-    _probe: &crate::probe::Probe,
+    _probe: &hands_sandbox::probe::Probe,
     s: &mut String,
     warnings: &mut Vec<String>,
 ) {
     use std::os::unix::fs::MetadataExt;
     let choice = sh.bound();
     let where_ = match &choice.bound {
-        crate::sandbox::Bound::CgroupV2 { dir, .. } | crate::sandbox::Bound::CgroupV1 { dir } => {
+        hands_sandbox::launcher::Bound::CgroupV2 { dir, .. }
+        | hands_sandbox::launcher::Bound::CgroupV1 { dir } => {
             format!(" (leaves in {})", dir.display())
         }
         _ => String::new(),
@@ -233,7 +200,7 @@ fn sandbox_section(
     for why in &choice.passed_over {
         let _ = writeln!(s, "    passed over: {why}");
     }
-    if matches!(choice.bound, crate::sandbox::Bound::Rlimit) {
+    if matches!(choice.bound, hands_sandbox::launcher::Bound::Rlimit) {
         let _ = writeln!(
             s,
             "    (no memory bound for the whole command: RLIMIT_AS per process only; a cgroup v2 \
@@ -241,7 +208,7 @@ fn sandbox_section(
              Delegate=yes hands serve`)"
         );
     }
-    let abi = crate::sandbox::landlock_abi();
+    let abi = hands_sandbox::launcher::landlock_abi();
     let _ = writeln!(
         s,
         "  Landlock: {}",
@@ -329,7 +296,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
         );
     }
     let default_secrets: Vec<String> =
-        crate::profiles::secret_patterns().map(str::to_string).collect();
+        hands_sandbox::profiles::secret_patterns().map(str::to_string).collect();
     if c.secret_patterns != default_secrets {
         warnings.push("sandbox.secret_patterns differs from the default list".to_string());
     }

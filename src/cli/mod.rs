@@ -15,7 +15,7 @@ mod serve;
 mod stop;
 
 #[cfg(target_os = "linux")]
-use crate::sandbox;
+use hands_sandbox::launcher;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -137,11 +137,11 @@ pub fn run() -> ExitCode {
             exec::exec_cmd(config, cwd, timeout_secs, argv)
         }
         #[cfg(target_os = "linux")]
-        Command::Sandbox => sandbox::main(),
+        Command::Sandbox => launcher::main(),
         #[cfg(target_os = "linux")]
-        Command::Netns { pidfile } => sandbox::holder::holder_main(&pidfile),
+        Command::Netns { pidfile } => launcher::holder::holder_main(&pidfile),
         #[cfg(target_os = "linux")]
-        Command::Remask => sandbox::remask::main(),
+        Command::Remask => launcher::remask::main(),
         #[cfg(target_os = "linux")]
         Command::NetnsListen { pid, start } => hands_sandbox::listen::child_main(pid, start),
     }

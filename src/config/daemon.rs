@@ -135,7 +135,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
             }
             v.iter().map(|s| s.get_ref().clone()).collect()
         }
-        None => crate::profiles::secret_patterns().map(str::to_string).collect(),
+        None => hands_sandbox::profiles::secret_patterns().map(str::to_string).collect(),
     };
 
     // Protected rules match relative paths at any depth in every root, component by component.

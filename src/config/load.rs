@@ -69,7 +69,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         trust: trust.clone(),
         sandbox_mode: SandboxMode::Enforce,
         deny: Vec::new(),
-        secret_patterns: crate::profiles::secret_patterns().map(str::to_string).collect(),
+        secret_patterns: hands_sandbox::profiles::secret_patterns().map(str::to_string).collect(),
         protected_extra: Vec::new(),
         run_as: None,
         http: None,

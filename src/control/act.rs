@@ -73,12 +73,12 @@ impl Daemon {
                 let killed = sh.tmux_kill(params).await;
                 let outcome = match &killed {
                     Ok(_) => "ok".to_string(),
-                    Err(crate::shell::Refusal(m)) => format!("error: {m}"),
+                    Err(crate::shell_mcp::Refusal(m)) => format!("error: {m}"),
                 };
                 self.record_act(via, "tmux_kill", json!({ "session": session }), outcome).await;
                 match killed {
                     Ok(_) => Reply::Done { pid },
-                    Err(crate::shell::Refusal(m)) => Reply::failed(Failure::Conflict, m),
+                    Err(crate::shell_mcp::Refusal(m)) => Reply::failed(Failure::Conflict, m),
                 }
             }
             Request::Exec(_) => Reply::failed(
@@ -184,7 +184,7 @@ pub fn unknown(standing: &Standing) -> String {
 /// The daemon does this for a revoke; `hands approvals revoke` itself when no daemon runs.
 pub fn revoke_standing(file: &Path, standing: &Standing) -> anyhow::Result<bool> {
     let mut found = true;
-    let updated = crate::approvals::update_always(file, |list| {
+    let updated = crate::gate::approvals::update_always(file, |list| {
         let before = list.len();
         match standing {
             Standing::Id(id) => list.retain(|s| &s.id != id),

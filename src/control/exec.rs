@@ -76,7 +76,9 @@ where
     };
     let checked = match shell.check(&argv) {
         Ok(c) => c,
-        Err(crate::shell::Refusal(msg)) => return refuse(&arguments, DecidedBy::Policy, msg).await,
+        Err(crate::shell_mcp::Refusal(msg)) => {
+            return refuse(&arguments, DecidedBy::Policy, msg).await;
+        }
     };
     arguments["binary"] = json!(checked.program);
     if let Err(why) = daemon.audit_ready() {
@@ -128,7 +130,7 @@ where
         gone.cancel();
     });
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(bool, Vec<u8>)>(16);
-    let caller = crate::shell::Caller::terminal(ct);
+    let caller = crate::shell_mcp::Caller::terminal(ct);
     let running = shell.run_program(&checked, cwd, timeout_secs, caller, Some(tx));
     let forward = async {
         let mut open = true;
@@ -145,7 +147,7 @@ where
     watcher.abort();
     let out = match result {
         Ok(out) => out,
-        Err(crate::shell::Refusal(msg)) => {
+        Err(crate::shell_mcp::Refusal(msg)) => {
             let entry =
                 record(&arguments, Decision::Allow, decided_by, format!("error: {msg}"), None);
             return match daemon.append_audit(entry).await {

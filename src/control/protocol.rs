@@ -9,7 +9,7 @@
 //! several lines: [`Reply::Output`] as the command writes, then [`Reply::Exited`] (or
 //! [`Reply::Confirm`] / [`Reply::Failed`] before anything runs).
 
-use crate::approvals::ParkedView;
+use crate::gate::approvals::ParkedView;
 use serde::{Deserialize, Serialize};
 
 /// The primary socket's name in the state dir (a later daemon's is `control-<pid>.sock`).
@@ -251,9 +251,9 @@ impl Request {
     }
 }
 
-impl From<Choice> for Option<crate::approvals::Choice> {
+impl From<Choice> for Option<crate::gate::approvals::Choice> {
     fn from(c: Choice) -> Self {
-        use crate::approvals::Choice as Gate;
+        use crate::gate::approvals::Choice as Gate;
         match c {
             Choice::Once => Some(Gate::Once),
             Choice::Session => Some(Gate::Session),
@@ -263,30 +263,19 @@ impl From<Choice> for Option<crate::approvals::Choice> {
     }
 }
 
-impl From<ParkedView> for crate::approvals::Pending {
+impl From<ParkedView> for crate::gate::approvals::Pending {
     /// A parked action another daemon reported, with its parts.
     fn from(v: ParkedView) -> Self {
-        crate::approvals::Pending {
-            id: v.id,
-            expires: v.expires,
-            action: crate::approvals::Action {
-                client: v.client,
-                module: v.module,
-                tool: v.tool,
-                class: v.class,
-                arguments: v.arguments,
-                confirm: v.confirm,
-            },
-        }
+        crate::gate::approvals::Pending { id: v.id, expires: v.expires, action: v.detail }
     }
 }
 
 impl Via {
     /// The channel the gate records a parked action's answer under.
-    pub fn channel(self) -> crate::approvals::Channel {
+    pub fn channel(self) -> crate::gate::approvals::Channel {
         match self {
-            Via::Terminal => crate::approvals::Channel::Terminal,
-            Via::Dashboard => crate::approvals::Channel::Dashboard,
+            Via::Terminal => crate::gate::approvals::Channel::Terminal,
+            Via::Dashboard => crate::gate::approvals::Channel::Dashboard,
         }
     }
 
@@ -364,12 +353,14 @@ mod tests {
             id: "a-1".into(),
             action: "stdio wants to run `write`".into(),
             expires: 99,
-            client: "stdio".into(),
-            module: "tools-fs".into(),
-            tool: "write".into(),
-            class: "write".into(),
-            arguments: json!({ "path": "x" }),
-            confirm: false,
+            detail: crate::gate::approvals::Action {
+                client: "stdio".into(),
+                module: "tools-fs".into(),
+                tool: "write".into(),
+                class: "write".into(),
+                arguments: json!({ "path": "x" }),
+                confirm: false,
+            },
         };
         let all = [
             (Reply::Status { pid: 1, stopped: false }, true),

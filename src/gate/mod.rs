@@ -5,11 +5,17 @@
 //! its reason, and the audit record is derived from the verdict.
 //!
 //! `verdict.rs` holds the enum and the one function that returns it ([`decide`]), `ask.rs` how
-//! a person is asked, `approvals.rs` the approval store (parked actions, sealed request state,
-//! standing *always* permissions).
+//! a person is asked, `approvals.rs` the approval store, whose parts are `action.rs` (what is
+//! asked and answered), `elicit.rs` (asking through the client, the sealed request state),
+//! `parked.rs` (the parked actions and the wait) and `always.rs` (standing *always*
+//! permissions).
 
+mod action;
+mod always;
 pub mod approvals;
 mod ask;
+mod elicit;
+mod parked;
 mod verdict;
 
 pub use verdict::{Refusal, Verdict, decide};
@@ -39,7 +45,7 @@ pub struct Retry {
 
 /// Who is asking: one connection's identity and its *session* permissions.
 pub struct Asker<'a> {
-    pub daemon: &'a crate::server::Daemon,
+    pub daemon: &'a crate::daemon::Daemon,
     /// `stdio`, or the `name` of an HTTP client's token: what approvals and the audit record.
     pub client: &'a str,
     /// This connection's session permissions: (module, tool, epoch granted in).

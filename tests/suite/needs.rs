@@ -327,7 +327,7 @@ async fn the_form_for_a_widening_offers_no_always() {
     let r = call(format!("echo 2 > {d}/two.txt"), Some(json!({ "write": [dir] }))).await;
     assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
     assert_eq!(reader.forms.lock().unwrap().len(), 2, "the widening was asked again");
-    let standing = hands::approvals::read_always(&fx.state.join("approvals.json")).unwrap();
+    let standing = hands::gate::approvals::read_always(&fx.state.join("approvals.json")).unwrap();
     assert!(standing.is_empty(), "a widening left a standing permission: {standing:?}");
     // Positive control: a plain call's form offers always.
     let r = call("echo plain".into(), None).await;

@@ -14,6 +14,8 @@ pub mod listen;
 pub mod masks;
 pub mod netns;
 pub mod probe;
+// `hands doctor`'s version lines of the host's tmux and git (the one host spawn).
+pub mod host;
 pub mod profiles;
 #[cfg(target_os = "linux")]
 pub mod proxy;

@@ -327,7 +327,12 @@ pub fn failed(why: String) -> Probe {
     }
 }
 
-fn wait(mut child: std::process::Child, limit: Duration) -> Option<std::process::Output> {
+/// Waits for `child` at most `limit`, then reads what it printed; `None` (and the child
+/// killed) when it has not ended by then.
+pub(crate) fn wait(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> Option<std::process::Output> {
     use std::io::Read;
     let start = Instant::now();
     loop {

@@ -159,7 +159,7 @@ pub(crate) async fn live(daemon: &Daemon, cache: &Cache, csrf: &str, query: &str
 
 /// The parked actions of every daemon of the state dir: this one's, and those the others
 /// report over their control sockets (as `hands approvals list` sees them).
-async fn all_pending(daemon: &Daemon) -> Vec<crate::approvals::Pending> {
+async fn all_pending(daemon: &Daemon) -> Vec<crate::gate::approvals::Pending> {
     let mut all = daemon.approvals.pending();
     let dir = crate::server::absolute(&daemon.config.state_dir);
     let own = std::process::id();
@@ -167,7 +167,7 @@ async fn all_pending(daemon: &Daemon) -> Vec<crate::approvals::Pending> {
     for (_, answer) in others {
         let Ok(Reply::Pending { pid, pending }) = answer else { continue };
         if pid != own {
-            all.extend(pending.into_iter().map(crate::approvals::Pending::from));
+            all.extend(pending.into_iter().map(crate::gate::approvals::Pending::from));
         }
     }
     all
@@ -391,7 +391,7 @@ async fn running(daemon: &Daemon, csrf: &str) -> String {
 fn permissions(daemon: &Daemon, csrf: &str) -> String {
     let path = crate::server::absolute(&daemon.config.state_dir).join("approvals.json");
     let mut s = String::from("<section id=\"permissions\"><h2>Standing permissions</h2>");
-    match crate::approvals::read_always(&path) {
+    match crate::gate::approvals::read_always(&path) {
         Ok(all) if all.is_empty() => {
             s.push_str("<p class=\"muted\">No <em>always</em> permission is recorded.</p>");
         }

@@ -1,0 +1,134 @@
+//! What the gate asks a person about, and what comes back: the [`Action`] described exactly,
+//! how the client can reach its person ([`Reach`]), the person's [`Choice`] and the
+//! [`Channel`] it came through, and the gate's answer after asking ([`Asked`]).
+
+use rmcp::model::{ClientCapabilities, InputRequiredResult};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The choices a person is offered, as the form's enum values.
+pub const CHOICES: [&str; 4] = ["allow_once", "allow_session", "allow_always", "reject"];
+
+/// How a client can reach its person, by what it declared (SPEC §6): the gate never sends a
+/// request for a capability the client did not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Form elicitation (an `elicitation` capability with `form`, or with neither mode: the
+    /// 2025-06-18 spelling, which meant form).
+    Form,
+    /// Only URL elicitation: the client can open the action's dashboard entry for its person.
+    Url,
+    /// No elicitation: the person answers at `hands approvals` or on the dashboard.
+    Nobody,
+}
+
+impl Reach {
+    pub fn of(caps: Option<&ClientCapabilities>) -> Reach {
+        match caps.and_then(|c| c.elicitation.as_ref()) {
+            Some(e) if e.form.is_some() || e.url.is_none() => Reach::Form,
+            Some(_) => Reach::Url,
+            None => Reach::Nobody,
+        }
+    }
+}
+
+/// What a person chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Once,
+    Session,
+    Always,
+}
+
+/// How the person was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    Client,
+    Terminal,
+    /// The person's dashboard (`src/dashboard`), which answers parked actions with any choice.
+    Dashboard,
+}
+
+/// One action waiting at the gate, described exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    pub client: String,
+    pub module: String,
+    pub tool: String,
+    pub class: String,
+    pub arguments: Value,
+    /// A confirm-listed program (SPEC §4.4): the answer allows this one run only.
+    pub confirm: bool,
+}
+
+impl Action {
+    /// A digest of everything that identifies the action: changing any argument changes it.
+    pub fn digest(&self) -> String {
+        use sha2::Digest;
+        let text = json!([self.client, self.module, self.tool, self.class, self.arguments]);
+        hex::encode(sha2::Sha256::digest(text.to_string().as_bytes()))
+    }
+
+    /// The exact action in words a person can judge: tool, module, and the arguments that
+    /// matter (command, argv, cwd, repo, branch, path), then all of them.
+    ///
+    /// Every part is rendered by [`crate::shown::shown`] (control, escape and bidirectional
+    /// characters visibly escaped); a description that needed it says so on its second line.
+    pub fn describe(&self) -> String {
+        let mut escaped = false;
+        let mut show = |t: &str| {
+            let s = crate::shown::shown(t);
+            escaped |= s.escaped;
+            s.text
+        };
+        let head = format!(
+            "{} wants to run `{}` ({} class) of {}",
+            show(&self.client),
+            show(&self.tool),
+            show(&self.class),
+            show(&self.module)
+        );
+        let mut s = String::new();
+        if self.confirm {
+            s.push_str(
+                "\n  confirm-listed: a yes allows this one run only (no session or always \
+                 permission covers it)",
+            );
+        }
+        if let Some(n) =
+            self.arguments.get("needs").filter(|_| crate::needs::widens(&self.arguments))
+        {
+            s.push_str(&format!(
+                "\n  needs (a widening for this run only; never always): {}",
+                show(&n.to_string())
+            ));
+        }
+        for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
+        {
+            if let Some(v) = self.arguments.get(key) {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                s.push_str(&format!("\n  {key}: {}", show(&v)));
+            }
+        }
+        s.push_str(&format!("\n  arguments: {}", show(&self.arguments.to_string())));
+        let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
+        format!("{head}{note}{s}")
+    }
+}
+
+/// The gate's answer after asking.
+#[derive(Debug)]
+pub enum Asked {
+    Allowed(Choice, Channel),
+    /// Refused, and by whom: a person through a channel, or nobody (`None`: no answer in time,
+    /// a state that is invalid, expired or spent, a malformed answer) — the gate fails closed.
+    Refused(String, Option<Channel>),
+    /// Return this to the client; it retries with the answer.
+    InputRequired(InputRequiredResult),
+    /// A URL-only client's retry: wait for the person's answer to this parked action
+    /// (`Approvals::await_parked`, `parked.rs`).
+    Parked(String),
+}

@@ -1,0 +1,206 @@
+//! The parked-action store: an action waits under an id (`a-…`) until a person answers it at
+//! a terminal (`hands approvals approve|deny ID`) or on the dashboard, or the approval timeout
+//! passes; a URL-only 2026-07-28 client's action waits detached, for its retry.
+
+use super::action::{Action, Asked, Channel, Choice};
+use super::approvals::{Approvals, now, random_hex};
+use super::elicit::url_params;
+use crate::lock::lock;
+use rmcp::model::InputRequiredResult;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A person's answer to a parked action: the choice (`None`: denied) and where it was made.
+pub(super) type Answer = (Option<Choice>, Channel);
+
+/// An action parked for a person at a terminal (or on the dashboard).
+pub struct Parked {
+    pub id: String,
+    pub action: String,
+    pub expires: u64,
+    detail: Action,
+    /// The person's choice (`None`: denied) and where they made it.
+    answer: oneshot::Sender<Answer>,
+}
+
+/// A parked action with its parts, as the dashboard shows it.
+pub struct Pending {
+    pub id: String,
+    pub expires: u64,
+    pub action: Action,
+}
+
+/// A parked action as `hands approvals list` shows it (`action`), with its parts for the
+/// dashboard of another daemon of the state dir.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParkedView {
+    pub id: String,
+    pub action: String,
+    pub expires: u64,
+    /// Its parts, on the wire beside `id`, `action` and `expires` (`client`, `module`, …).
+    #[serde(flatten)]
+    pub detail: Action,
+}
+
+impl Approvals {
+    /// The first round of a 2026-07-28 client that declared only URL elicitation: the action
+    /// is parked (the dashboard and `hands approvals` show it), and the client is asked to open
+    /// its dashboard entry; the retry waits for the person's answer there. `None` when the
+    /// dashboard does not serve: the caller parks the call itself.
+    pub fn input_required_url(&self, a: &Action) -> Option<Result<InputRequiredResult, String>> {
+        self.dashboard.get()?;
+        Some(self.url_round(a))
+    }
+
+    pub(super) fn url_round(&self, a: &Action) -> Result<InputRequiredResult, String> {
+        let (id, rx) = self.enter(a)?;
+        let Some(url) = self.dashboard_entry(&id) else {
+            lock(&self.parked).remove(&id);
+            return Err("the dashboard does not serve".into());
+        };
+        // The client may never retry: `prune` drops the action once its time is up.
+        lock(&self.detached).insert(id.clone(), rx);
+        let params = url_params(a, url, &id);
+        self.sealed_request(a, params, Some(id))
+    }
+
+    /// (or on the dashboard), or the approval timeout passes.
+    pub async fn park(&self, a: &Action) -> Asked {
+        self.park_then(a, |_| {}).await
+    }
+
+    /// [`Approvals::park`], calling `parked` with the id once the action waits under it (to
+    /// point a URL-elicitation client at the dashboard's entry).
+    pub async fn park_then(&self, a: &Action, parked: impl FnOnce(&str)) -> Asked {
+        let (id, rx) = match self.enter(a) {
+            Ok(entered) => entered,
+            Err(e) => return Asked::Refused(e, None),
+        };
+        parked(&id);
+        self.wait(&id, rx, self.timeout).await
+    }
+
+    /// Parks the action under a new id (the daemon's stderr names it); the receiver gets the
+    /// person's answer.
+    fn enter(&self, a: &Action) -> Result<(String, oneshot::Receiver<Answer>), String> {
+        self.prune();
+        let id =
+            random_hex(4).map(|h| format!("a-{h}")).map_err(|e| format!("cannot park: {e}"))?;
+        let (tx, rx) = oneshot::channel();
+        let expires = now() + self.timeout.as_secs();
+        lock(&self.parked).insert(
+            id.clone(),
+            Parked { id: id.clone(), action: a.describe(), expires, detail: a.clone(), answer: tx },
+        );
+        let page = self
+            .dashboard_entry(&id)
+            .map(|u| format!(", or answer it on the dashboard at {u}"))
+            .unwrap_or_default();
+        tracing::warn!(
+            "approval needed ({id}): {}\n  a person can run `hands approvals approve {id}` or \
+             `hands approvals deny {id}` within {} s{page}",
+            a.describe(),
+            self.timeout.as_secs()
+        );
+        Ok((id, rx))
+    }
+
+    /// Drops actions parked for a URL-only client whose time is up and that nobody retried.
+    fn prune(&self) {
+        let now = now();
+        let mut detached = lock(&self.detached);
+        if detached.is_empty() {
+            return;
+        }
+        let mut parked = lock(&self.parked);
+        let over: Vec<String> = detached
+            .keys()
+            .filter(|id| parked.get(*id).is_none_or(|p| p.expires <= now))
+            .cloned()
+            .collect();
+        for id in over {
+            detached.remove(&id);
+            parked.remove(&id);
+        }
+    }
+
+    /// The retry of a URL-only 2026-07-28 client: waits (for what is left of the approval
+    /// timeout) for the person's answer to the action parked in its first round.
+    pub async fn await_parked(&self, id: &str) -> Asked {
+        let rx = lock(&self.detached).remove(id);
+        let left = lock(&self.parked).get(id).map(|p| p.expires.saturating_sub(now()));
+        match (rx, left) {
+            (Some(rx), Some(left)) => self.wait(id, rx, Duration::from_secs(left.max(1))).await,
+            (Some(rx), None) => self.wait(id, rx, Duration::from_secs(1)).await,
+            _ => Asked::Refused(
+                format!("approval {id} is no longer waiting (expired, or already answered)"),
+                None,
+            ),
+        }
+    }
+
+    /// Waits for a person's answer to the action parked under `id`, then unparks it.
+    async fn wait(&self, id: &str, rx: oneshot::Receiver<Answer>, timeout: Duration) -> Asked {
+        let answer = tokio::time::timeout(timeout, rx).await;
+        lock(&self.parked).remove(id);
+        match answer {
+            Ok(Ok((Some(choice), via))) => Asked::Allowed(choice, via),
+            Ok(Ok((None, via))) => {
+                let place =
+                    if via == Channel::Dashboard { "on the dashboard" } else { "at a terminal" };
+                Asked::Refused(format!("a person denied it {place} (approval {id})"), Some(via))
+            }
+            _ => Asked::Refused(
+                format!(
+                    "no person approved it within {} s (approval {id}); the client cannot ask \
+                     a person itself, so a person must run `hands approvals approve {id}` in a \
+                     terminal (or answer on the dashboard) while the call waits — retry the \
+                     call and approve it then",
+                    self.timeout.as_secs()
+                ),
+                None,
+            ),
+        }
+    }
+
+    /// Answers a parked action (`hands approvals approve|deny ID`, or the dashboard) with a
+    /// person's choice (`None` denies), made through `via`. A
+    /// parked action's client cannot ask its person, so the dashboard may answer it with any
+    /// of the four choices; a session or always choice binds that client, as if it had asked.
+    pub fn answer_as(&self, id: &str, choice: Option<Choice>, via: Channel) -> Result<(), String> {
+        let parked = lock(&self.parked).remove(id);
+        match parked {
+            Some(p) => p
+                .answer
+                .send((choice, via))
+                .map_err(|_| format!("approval {id} is no longer waiting")),
+            None => {
+                Err(format!("no action is waiting under {id}; `hands approvals list` shows them"))
+            }
+        }
+    }
+
+    /// The parked actions with their parts, oldest id order.
+    pub fn pending(&self) -> Vec<Pending> {
+        self.prune();
+        lock(&self.parked)
+            .values()
+            .map(|p| Pending { id: p.id.clone(), expires: p.expires, action: p.detail.clone() })
+            .collect()
+    }
+
+    /// The parked actions.
+    pub fn parked(&self) -> Vec<ParkedView> {
+        self.prune();
+        lock(&self.parked)
+            .values()
+            .map(|p| ParkedView {
+                id: p.id.clone(),
+                action: p.action.clone(),
+                expires: p.expires,
+                detail: p.detail.clone(),
+            })
+            .collect()
+    }
+}
