@@ -1,7 +1,8 @@
 //! Special files in a root never hang the file tools (issue 23.4), through the real binary: a
 //! FIFO where an ignore file would be (`.gitignore`, `.ignore`, `.git/info/exclude`, a `.git`
 //! file's `commondir`), a FIFO among the walked files or as `.git` itself, and a `.gitignore`
-//! swapped for a FIFO over and over while `glob` and `grep` run. Every call answers at once with
+//! swapped for a FIFO over and over while `glob` and `grep` run, and a folder swapped for a link
+//! out of the root under `glob`. Every call answers at once with
 //! the right files (the FIFO skipped and named), and the daemon goes on serving.
 
 use super::common::{Client, Fixture, text_of};
@@ -230,6 +231,63 @@ async fn a_fifo_in_a_git_dir_is_refused_at_once_never_read() {
         std::fs::write(&p, kept).unwrap();
         soon_ok(&c, "git_status", status.clone()).await;
     }
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// `glob`'s walk reads folders by path: a folder swapped for a symlink to a host folder between
+/// two of its reads led it out of the root, and the host folder's names came back as files of
+/// the root (issue 22.3, names only: `grep` reads contents through descriptors). Now a name is
+/// shown only when its folder is still a real folder beneath the root. A thread flips `sub`
+/// between a real folder and a link to a folder outside holding uniquely named files while
+/// `glob` runs again and again: no call shows an outside name; every call shows the root's own
+/// file (positive control); the outside folder (the canary) is unchanged.
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_never_shows_outside_names() {
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_config()).await;
+    fx.write("keep/a.txt", "a\n");
+    let outside = fx.root.parent().unwrap().join("outside-folder");
+    std::fs::create_dir_all(&outside).unwrap();
+    for i in 0..200 {
+        std::fs::write(outside.join(format!("host-secret-name-{i}.txt")), "x").unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicUsize::new(0));
+    let swapper = {
+        let (stop, swaps) = (stop.clone(), swaps.clone());
+        let (sub, real, link) =
+            (fx.root.join("sub"), fx.root.join("sub.real"), fx.root.join("sub.link"));
+        std::fs::create_dir_all(&real).unwrap();
+        for i in 0..200 {
+            std::fs::write(real.join(format!("own-{i}.txt")), "x").unwrap();
+        }
+        let target = outside.clone();
+        std::thread::spawn(move || {
+            let _ = std::os::unix::fs::symlink(&target, &link);
+            while !stop.load(Ordering::Relaxed) {
+                // Errors are the test's end (the fixture gone), not the swapper's.
+                let _ = std::fs::rename(&real, &sub);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&sub, &real);
+                let _ = std::fs::rename(&link, &sub);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&sub, &link);
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    for i in 0..80 {
+        let r = soon(&c, "glob", json!({ "pattern": "**/*.txt", "limit": 1000 })).await;
+        let said = text_of(&r);
+        assert_ne!(r.is_error, Some(true), "glob call {i}: {said}");
+        assert!(said.contains("keep/a.txt"), "glob call {i}: {said}");
+        assert!(!said.contains("host-secret-name"), "glob call {i} showed outside names: {said}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(swaps.load(Ordering::Relaxed) > 80, "the swaps did not race the calls");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 200);
     c.stop().await;
     fx.assert_canary();
 }

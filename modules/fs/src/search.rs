@@ -222,7 +222,7 @@ pub(crate) fn glob_within(
 
     let hider = resolver.hider(&base);
     let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
-    let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider };
+    let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider, resolver };
     let key =
         walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
     let picker = || {
@@ -280,34 +280,45 @@ struct Pick<'a> {
     base: &'a Path,
     prefix: &'a Path,
     hider: &'a Hider<'a>,
+    resolver: &'a Resolver,
 }
 
 impl Pick<'_> {
     /// The file as `glob` shows it, if kept; `path` is absolute, `rel` below the base.
-    fn pick(&self, path: &Path, rel: &Path) -> Option<String> {
+    /// `ino`: the inode the walk read, when it read one.
+    fn pick(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
         let subject = if self.absolute { path } else { rel };
         if !self.matcher.is_match(subject) {
             return None;
         }
-        self.unless_hidden(path, rel)
+        self.unless_hidden(path, rel, ino)
     }
 
     /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
     /// costs an allocation, made only when the pattern needs it or the file matched.
     fn cached(&self, rel: &Path) -> Option<String> {
         if self.absolute {
-            return self.pick(&self.base.join(rel), rel);
+            return self.pick(&self.base.join(rel), rel, None);
         }
         if !self.matcher.is_match(rel) {
             return None;
         }
-        self.unless_hidden(&self.base.join(rel), rel)
+        self.unless_hidden(&self.base.join(rel), rel, None)
     }
 
-    /// The matching file as `glob` shows it, unless the policy hides it.
-    fn unless_hidden(&self, path: &Path, rel: &Path) -> Option<String> {
+    /// The matching file as `glob` shows it, unless the policy hides it or it is not the
+    /// entry beneath the root the walk read (the walk reads by path: see
+    /// [`Resolver::entry_ino`]).
+    fn unless_hidden(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
         let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
-        (!self.hider.hides(dir, name, None, true)).then(|| shown(self.prefix, rel))
+        if self.hider.hides(dir, name, None, true) {
+            return None;
+        }
+        let now = self.resolver.entry_ino(path)?;
+        if ino.is_some_and(|read| read != now) {
+            return None;
+        }
+        Some(shown(self.prefix, rel))
     }
 }
 
@@ -394,7 +405,9 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
                 self.found = walk_cache::Found::default();
             }
         }
-        let Some(hit) = self.pick.pick(path, rel) else { return WalkState::Continue };
+        let Some(hit) = self.pick.pick(path, rel, entry.ino()) else {
+            return WalkState::Continue;
+        };
         self.hits.push(hit);
         if self.walk.found.fetch_add(1, Ordering::Relaxed) + 1 >= self.walk.cap {
             self.walk.overflow.store(true, Ordering::Relaxed);

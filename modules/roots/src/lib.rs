@@ -351,6 +351,20 @@ impl Resolver {
         Ok(OpenedFile { file: File::from(fd), abs: loc.abs, stat: st })
     }
 
+    /// The inode of the entry `abs` a walk found, when it is, now, beneath its root and
+    /// reached without any symlink (a symlink at the end is the entry itself). A walk that
+    /// reads folders by path (the `ignore` crate's) can be led out of the root by a folder
+    /// swapped for a symlink between two of its reads; comparing this inode with the one the
+    /// walk read drops what it found there (`glob` shows names only: one descriptor-based
+    /// resolve per name shown is the whole cost).
+    pub fn entry_ino(&self, abs: &Path) -> Option<u64> {
+        let loc = self.locate(abs.to_str()?).ok()?;
+        let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
+        let flags = OFlags::PATH | OFlags::NOFOLLOW;
+        let fd = openat2_plain(self.roots[loc.root].fd(), rel, flags).ok()?;
+        Some(fstat(&fd, &loc.abs).ok()?.st_ino)
+    }
+
     /// Opens a directory (for listing or walking).
     pub fn open_dir(&self, path: &str) -> Result<OpenedDir> {
         let loc = self.locate(path)?;
