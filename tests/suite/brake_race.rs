@@ -4,7 +4,7 @@
 //! on the remote); none started after the stop gets through, and nothing lands on the remote
 //! once the calls have answered. Positive control: a push before the brake lands.
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Fixture, host_git, text_of};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,30 +22,9 @@ const CONFIG: &str = "[daemon]\nstate_dir = \"{state}\"\n\n\
     trust = { external = \"allow\" }\n\n\
     [builtins.config.push]\nremote = \"origin\"\nbranches = [\"task/*\"]\n";
 
-/// Runs the `git` CLI in `dir` with a fixed identity and `HOME`, requiring success; its
-/// trimmed stdout.
-fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Fixture")
-        .env("GIT_AUTHOR_EMAIL", "fixture@example.com")
-        .env("GIT_COMMITTER_NAME", "Fixture")
-        .env("GIT_COMMITTER_EMAIL", "fixture@example.com")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim_end().to_string()
-}
-
 /// Every ref of the bare repository `remote`, by name.
 fn remote_refs(home: &Path, remote: &Path) -> BTreeMap<String, String> {
-    git(home, remote, &["for-each-ref", "--format=%(refname) %(objectname)"])
+    host_git(home, remote, &["for-each-ref", "--format=%(refname) %(objectname)"])
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(name, id)| (name.to_string(), id.to_string()))
@@ -58,24 +37,24 @@ async fn a_push_in_flight_when_the_brake_is_pulled_lands_before_it_or_not_at_all
     let h = &fx.home;
     let (repo, remote) = (fx.root.join("repo"), fx.root.join("remote.git"));
     std::fs::create_dir_all(&repo).unwrap();
-    git(h, &repo, &["init", "-q", "-b", "main"]);
+    host_git(h, &repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    git(h, &repo, &["add", "-A"]);
-    git(h, &repo, &["commit", "-q", "-m", "first"]);
-    git(h, &fx.root, &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
-    git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
-    git(h, &repo, &["push", "-q", "origin", "main"]);
+    host_git(h, &repo, &["add", "-A"]);
+    host_git(h, &repo, &["commit", "-q", "-m", "first"]);
+    host_git(h, &fx.root, &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["push", "-q", "origin", "main"]);
     // A branch of its own commit for every push, so that each one has something to send.
     let mut local = BTreeMap::new();
     for i in 0..=PUSHES {
         let name = format!("task/b{i}");
-        git(h, &repo, &["switch", "-q", "-c", &name, "main"]);
+        host_git(h, &repo, &["switch", "-q", "-c", &name, "main"]);
         std::fs::write(repo.join("b.txt"), format!("{i}\n")).unwrap();
-        git(h, &repo, &["add", "-A"]);
-        git(h, &repo, &["commit", "-q", "-m", &name]);
-        local.insert(format!("refs/heads/{name}"), git(h, &repo, &["rev-parse", "HEAD"]));
+        host_git(h, &repo, &["add", "-A"]);
+        host_git(h, &repo, &["commit", "-q", "-m", &name]);
+        local.insert(format!("refs/heads/{name}"), host_git(h, &repo, &["rev-parse", "HEAD"]));
     }
-    git(h, &repo, &["switch", "-q", "main"]);
+    host_git(h, &repo, &["switch", "-q", "main"]);
     let config = fx.config(CONFIG);
     let c = Arc::new(Client::start(&fx, &config).await);
 

@@ -57,6 +57,27 @@ pub fn own(path: &Path) {
     std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
 }
 
+/// Runs the host's `git` CLI in `dir` (as the person would) with a fixed identity and `HOME`, requiring success; its
+/// trimmed stdout.
+pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(args)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Fixture")
+        .env("GIT_AUTHOR_EMAIL", "fixture@example.com")
+        .env("GIT_COMMITTER_NAME", "Fixture")
+        .env("GIT_COMMITTER_EMAIL", "fixture@example.com")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim_end().to_string()
+}
+
 /// [`own`] for `path` and everything below it, when the suite runs as root (a tree the test
 /// made on the host that commands must write, such as a repository from `git init`).
 pub fn own_tree(path: &Path) {

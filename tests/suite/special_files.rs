@@ -5,7 +5,7 @@
 //! out of the root under `glob`. Every call answers at once with
 //! the right files (the FIFO skipped and named), and the daemon goes on serving.
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Fixture, host_git, text_of};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -175,19 +175,6 @@ async fn a_gitignore_swapped_for_a_fifo_under_the_walk_never_hangs_it() {
     fx.assert_canary();
 }
 
-/// git on the host, as the person runs it.
-fn host_git(fx: &Fixture, dir: &Path, args: &[&str]) {
-    let o = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "safe.directory=*"])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", &fx.home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// A FIFO where git keeps a regular file — `HEAD` (read while libgit2 opens the repository), a
 /// loose ref (read later) — would block the git tools for ever (libgit2 opens by path,
 /// blocking). Every git tool now answers at once, refusing the repository and naming the
@@ -198,11 +185,11 @@ async fn a_fifo_in_a_git_dir_is_refused_at_once_never_read() {
     let fx = Fixture::new();
     let repo = fx.root.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    host_git(&fx, &repo, &["init", "-q", "-b", "main"]);
+    host_git(&fx.home, &repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    host_git(&fx, &repo, &["add", "a.txt"]);
-    host_git(&fx, &repo, &["commit", "-q", "-m", "first"]);
-    host_git(&fx, &repo, &["branch", "side"]);
+    host_git(&fx.home, &repo, &["add", "a.txt"]);
+    host_git(&fx.home, &repo, &["commit", "-q", "-m", "first"]);
+    host_git(&fx.home, &repo, &["branch", "side"]);
     let c = Client::start(
         &fx,
         &fx.config(
