@@ -26,7 +26,7 @@
 //!   file lives elsewhere) is not kept either.
 //!
 //! Matching the pattern, the policy's hiding of secrets and the output are the same for a
-//! cached listing as for a fresh walk ([`crate::search::glob`]). A large walk is stamped on a
+//! cached listing as for a fresh walk ([`crate::glob::glob`]). A large walk is stamped on a
 //! thread of its own after the answer ([`Recorder::keep`]), so that keeping it does not slow
 //! the call that walked.
 
