@@ -15,6 +15,7 @@
 //! and only after rmcp accepted a call in them, so a client cannot touch another's session and
 //! made-up ids leave nothing behind.
 
+use crate::hangup::Hangup;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use std::collections::HashMap;
@@ -33,11 +34,6 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// ends a session after 5 idle minutes.
 const FORGET_AFTER: Duration = Duration::from_secs(30 * 60);
 const SWEEP_AT: usize = 1024;
-
-/// Fires when the call's client has gone. Travels in the HTTP request's extensions, which rmcp
-/// hands to the handler as `http::request::Parts`.
-#[derive(Clone, Debug)]
-pub struct Hangup(pub CancellationToken);
 
 /// (service index, session id): a session id means something only to the service that made it.
 type Key = (usize, String);

@@ -213,7 +213,7 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         };
         row("client", &a.client);
         // A one-run widening (`needs`) is shown plainly, each list on its own row.
-        let widening = crate::needs::widens(&a.arguments);
+        let widening = a.widens();
         if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
             for (k, v) in needs {
                 let list = match v {
