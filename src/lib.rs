@@ -16,7 +16,6 @@ pub mod dashboard;
 pub mod errors;
 pub mod gate;
 pub mod hangup;
-pub mod lock;
 pub mod needs;
 pub mod netgate;
 pub mod registry;

@@ -389,7 +389,7 @@ const LAYERS: &[&[&str]] = &[
     &["daemon"],
     &["tools", "conformance_tools", "registry", "netgate", "shell_mcp", "needs"],
     &["gate"],
-    &["audit", "errors", "config", "shown", "lock", "hangup"],
+    &["audit", "errors", "config", "shown", "hangup"],
 ];
 
 /// Uses that go up a layer, each with why: none since issue 19 (the last five went by handing

@@ -11,7 +11,7 @@
 
 use super::action::{Action, Asked, CHOICES, Channel, Choice};
 use super::approvals::{Approvals, now, random_hex};
-use crate::lock::lock;
+use hands_roots::lock;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequiredResult, InputResponses, SealOptions,

@@ -76,4 +76,4 @@ pub struct Asker<'a> {
     pub resolver: Option<&'a hands_roots::Resolver>,
 }
 
-use crate::lock::lock;
+use hands_roots::lock;

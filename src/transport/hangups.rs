@@ -21,7 +21,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,7 @@ pub struct Sessions {
 
 impl Sessions {
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Seen>> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+        hands_roots::lock(&self.seen)
     }
 
     /// A request of the session arrived: it is alive.

@@ -3,12 +3,12 @@
 //! the policy hides; the walk of a settled tree is kept and reused (`walk_cache`).
 
 use crate::walk::{
-    TIMED_OUT, WALK_BUDGET, below, compile_glob, display, display_prefix, lock, shown, skipped_of,
+    TIMED_OUT, WALK_BUDGET, below, compile_glob, display, display_prefix, shown, skipped_of,
     skipped_text, walker,
 };
 use crate::{FsError, ToolText, walk_cache};
 use globset::GlobMatcher;
-use hands_roots::{Hider, Resolver};
+use hands_roots::{Hider, Resolver, lock};
 use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! link and never searching what the policy hides.
 
 use crate::walk::{
-    TIMED_OUT, WALK_BUDGET, below, check_len, compile_glob, display, display_prefix, lock, shown,
+    TIMED_OUT, WALK_BUDGET, below, check_len, compile_glob, display, display_prefix, shown,
     skipped_of, skipped_text, walker,
 };
 use crate::{FsError, ToolText};
@@ -12,7 +12,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use hands_roots::{PathError, Resolver};
+use hands_roots::{PathError, Resolver, lock};
 use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -106,7 +106,7 @@ impl Rules {
     /// The files skipped because they were not regular files (each with what it was), at most
     /// [`MAX_SKIPPED`], sorted.
     pub(crate) fn skipped(&self) -> Vec<String> {
-        let mut s = self.skipped.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut s = hands_roots::lock(&self.skipped).clone();
         s.sort_unstable();
         s
     }
@@ -235,7 +235,7 @@ impl Rules {
     }
 
     fn skip(&self, path: &Path, kind: &str) {
-        let mut s = self.skipped.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = hands_roots::lock(&self.skipped);
         if s.len() < MAX_SKIPPED {
             s.push(format!("{} ({kind})", path.display()));
         }

@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest regex or glob accepted; a longer one is refused before it is compiled or echoed.
@@ -119,10 +119,6 @@ pub(crate) fn shown(prefix: &Path, rel: &Path) -> String {
 
 pub(crate) fn display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) const TIMED_OUT: &str = "[truncated: the walk stopped at its 30 s bound; search a smaller folder \

@@ -5,8 +5,8 @@
 mod trail;
 
 use crate::control::protocol::{Reply, Request};
-use crate::lock::lock;
 use crate::server::Daemon;
+use hands_roots::lock;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Arc;
