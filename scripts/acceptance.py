@@ -457,6 +457,13 @@ def check_best_effort(run):
     ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "").startswith("hi\n")
           and s.get("exit_code") == 0 and tier.startswith("partial (missing: ")
           and result_tier == tier and all(w in tier for w in must) and rows)
+    # Without namespaces RLIMIT_NPROC would count every process of the uid, so it is not set:
+    # doctor must not name it as the bound.
+    bound = re.search(r"process bound: (.*)", out)
+    bound = bound.group(1).strip() if bound else "(no process bound line)"
+    if "RLIMIT_NPROC in the user namespace" in bound or bound.startswith("(no"):
+        ok = False
+        tier = f"{tier}; doctor's process bound: {bound}"
     run.best_effort_tier = tier
     missing = re.search(r"missing: ([^;]*)", tier)
     run.report("best-effort", ok, f"bash ran; result and doctor: missing {missing.group(1)}"
