@@ -10,7 +10,7 @@ use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
 use crate::sessions;
 use crate::settings::{NetworkMode, ShellConfig, ShellTool};
-use hands_roots::{Resolver, RootSpec};
+use hands_roots::{Resolver, RootSpec, lock};
 use hands_sandbox::{launcher, masks, netns, probe};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -413,7 +413,7 @@ impl Shell {
         let Some(proxy) = n.proxy.get() else {
             return Err(Refusal("the network proxy is not ready (no gate)".into()));
         };
-        let mut listening = n.listening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut listening = lock(&n.listening);
         if let Some((h, http, socks)) = *listening
             && h == holder
         {
@@ -489,17 +489,14 @@ impl Shell {
         ticket: Option<hands_sandbox::proxy::Ticket>,
     ) {
         if let (Some(n), Some(t)) = (&self.network, ticket) {
-            n.sessions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(session.into(), t);
+            lock(&n.sessions).insert(session.into(), t);
         }
     }
 
     /// Ends a tmux session's ticket: its token names no command any more.
     pub(crate) fn end_session_ticket(&self, session: &str) {
         if let Some(n) = &self.network {
-            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+            lock(&n.sessions).remove(session);
         }
     }
 
@@ -950,10 +947,6 @@ impl Shell {
             &self.containment(),
         ))
     }
-}
-
-fn lock(t: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
-    t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn total(t: &Mutex<Tail>) -> u64 {
