@@ -136,13 +136,7 @@ impl Daemon {
                         )
                         .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
-                        let catalogue = crate::tools::ShellCatalogue {
-                            network: m.has(Grant::Network),
-                            bash: cfg.bash,
-                            run: sh.policy().admits_something(),
-                            os_tools: &cfg.tools,
-                        };
-                        tools.extend(crate::tools::shell_tools(&catalogue, &sh));
+                        tools.extend(crate::tools::shell_tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);
                     }
                 }
