@@ -132,23 +132,14 @@ impl Daemon {
                         let sh = crate::shell_mcp::new(
                             m,
                             cfg,
-                            config.run_as.as_deref(),
+                            &config,
                             resolver,
                             &lists,
-                            &config.state_dir,
-                            &config.protected_extra,
-                            config.sandbox_mode == crate::config::SandboxMode::Enforce,
                             make_placeholders,
                         )
                         .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
-                        let catalogue = crate::tools::ShellCatalogue {
-                            network: m.has(Grant::Network),
-                            bash: cfg.bash != Some(false),
-                            run: sh.policy().admits_something(),
-                            os_tools: &cfg.tools,
-                        };
-                        tools.extend(crate::tools::shell_tools(&catalogue, &sh));
+                        tools.extend(crate::tools::shell_tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);
                     }
                 }

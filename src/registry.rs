@@ -1,6 +1,7 @@
 //! The tool registry: every published tool as one [`Entry`] — what `tools/list` shows, its
 //! module and action class, and its handler — built from the modules' catalogues
-//! (`hands_fs::catalogue`, `hands_git::catalogue`, tools-shell's table in `src/tools.rs`).
+//! (`hands_fs::catalogue`, `hands_git::catalogue`, `hands_shell::catalogue` through
+//! `src/tools.rs`).
 //! A call is routed by looking its name up here; there is no dispatch to keep in step with
 //! the catalogue, so a tool cannot be sent to another tool's code.
 //!
@@ -90,7 +91,7 @@ where
 }
 
 /// The gate's class of a catalogue's class.
-fn class_of(c: Class) -> ActionClass {
+pub(crate) fn class_of(c: Class) -> ActionClass {
     match c {
         Class::Read => ActionClass::Read,
         Class::Write => ActionClass::Write,

@@ -3,7 +3,7 @@
 //! cancellation, its progress notifications, the client's name). The commands, sessions and
 //! their registry are `hands_shell`'s.
 
-use crate::config::{Grant, ModuleCfg, ShellConfig};
+use crate::config::{Config, Grant, ModuleCfg, ShellSettings};
 use hands_roots::Resolver;
 pub use hands_shell::registry::RunningCommand;
 pub use hands_shell::service::{Checked, SYSTEM, Tee};
@@ -12,41 +12,35 @@ use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use std::future::Future;
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// The module's [`Shell`], from its `[[builtins]]` entry and the daemon's sandbox settings.
-// Startup wiring: each argument is a separate piece of the daemon's config.
-#[allow(clippy::too_many_arguments)]
+/// The module's [`Shell`], from its `[[builtins]]` entry, its validated settings and the
+/// daemon's sandbox settings.
 pub fn new(
     m: &ModuleCfg,
-    cfg: &ShellConfig,
-    run_as: Option<&str>,
+    settings: &ShellSettings,
+    config: &Config,
     resolver: Arc<Resolver>,
     lists: &hands_roots::PolicyLists,
-    state_dir: &Path,
-    protected_extra: &[String],
-    enforce: bool,
     make_placeholders: bool,
 ) -> anyhow::Result<Shell> {
-    let module = hands_shell::service::Module {
-        name: m.id.name().to_string(),
-        roots: m.roots.clone(),
-        network: m.has(Grant::Network),
-    };
-    Shell::new(
-        &module,
-        cfg,
-        run_as,
+    Shell::new(hands_shell::service::Setup {
+        module: hands_shell::service::Module {
+            name: m.id.name().to_string(),
+            roots: m.roots.clone(),
+            network: m.has(Grant::Network),
+        },
+        settings,
+        run_as: config.run_as.as_deref(),
         resolver,
         lists,
-        state_dir,
-        protected_extra,
-        enforce,
+        state_dir: &config.state_dir,
+        protected_extra: &config.protected_extra,
+        enforce: config.sandbox_mode == crate::config::SandboxMode::Enforce,
         make_placeholders,
-    )
+    })
 }
 
 /// Progress notifications to the MCP client that sent a progress token.

@@ -117,7 +117,7 @@ fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
     let env_path = std::env::var("PATH").unwrap_or_default();
     let declared = |id| c.modules.iter().any(|m| m.id == id);
     let shell = c.modules.iter().find_map(|m| match &m.settings {
-        ModuleSettings::Shell(sh) => Some(sh.command_path()),
+        ModuleSettings::Shell(sh) => Some(sh.command_path.clone()),
         _ => None,
     });
     // tmux_start runs only where tools-shell publishes its tools.
@@ -314,7 +314,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings
             && m.has(Grant::Network)
-            && matches!(sh.network_mode(), Ok(crate::config::NetworkMode::Host))
+            && matches!(sh.network, crate::config::NetworkMode::Host)
         {
             warnings.push(format!(
                 "{}: network.mode = \"host\": commands reach the host's whole network \

@@ -157,12 +157,13 @@ pub fn policy(daemon: &Daemon) -> String {
                 let _ = writeln!(
                     s,
                     "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}",
-                    sh.path.as_deref().unwrap_or("(system folders)"),
-                    sh.output_chars.unwrap_or(30_000),
-                    sh.max_concurrent.unwrap_or(4),
-                    sh.bash.unwrap_or(true)
+                    if sh.path_written.is_empty() { "(system folders)" } else { &sh.path_written },
+                    sh.output_chars,
+                    sh.max_concurrent,
+                    sh.bash
                 );
-                if let Ok(p) = sh.policy() {
+                {
+                    let p = &sh.policy;
                     let list = |l: &[hands_shell::allow::Entry]| {
                         l.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
                     };
@@ -172,7 +173,7 @@ pub fn policy(daemon: &Daemon) -> String {
                         list(&p.allow),
                         list(&p.deny),
                         list(&p.confirm),
-                        sh.run_output_chars.unwrap_or(hands_shell::run::DEFAULT_OUTPUT_CHARS)
+                        sh.run_output_chars
                     );
                 }
                 let unmade = daemon.shell().map_or(&[][..], |s| s.unmade_placeholders());
@@ -266,11 +267,11 @@ pub fn check_findings(daemon: &Daemon) -> CheckFindings {
 /// `timeout`, `xargs`, …: what it runs is checked too, but the entry widens what a model can
 /// phrase) or an opaque one (a shell, `make`, an interpreter: what it runs cannot be checked,
 /// so deny and confirm do not reach inside it). `sandbox-profiles/wrappers.txt` lists both.
-fn wrapper_warnings(sh: &crate::config::ShellConfig) -> Vec<String> {
+fn wrapper_warnings(sh: &crate::config::ShellSettings) -> Vec<String> {
     use hands_shell::allow::Entry;
     let mut w = Vec::new();
-    let (Ok(policy), Ok(profile)) = (sh.policy(), hands_shell::wrappers::Profile::embedded())
-    else {
+    let policy = &sh.policy;
+    let Ok(profile) = hands_shell::wrappers::Profile::embedded() else {
         return w;
     };
     for e in &policy.allow {
@@ -302,12 +303,12 @@ fn wrapper_warnings(sh: &crate::config::ShellConfig) -> Vec<String> {
 /// description, two entries with one name; and a PATH folder inside a writable root, where a
 /// command could plant a program under an allowed name.
 pub(super) fn shell_warnings(
-    sh: &crate::config::ShellConfig,
+    sh: &crate::config::ShellSettings,
     m: &crate::config::ModuleCfg,
 ) -> Vec<String> {
     use hands_shell::allow::{Entry, tool_name};
     let mut w = Vec::new();
-    let Ok(policy) = sh.policy() else { return w };
+    let policy = &sh.policy;
     w.extend(wrapper_warnings(sh));
     if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
         w.push(
@@ -324,7 +325,7 @@ pub(super) fn shell_warnings(
                 .to_string(),
         );
     }
-    let path = sh.command_path();
+    let path = &sh.command_path;
     let mut seen: Vec<(String, usize)> = Vec::new();
     for (i, t) in sh.tools.iter().enumerate() {
         let Ok(name) = tool_name(&t.bin, &t.args) else { continue };
@@ -349,7 +350,7 @@ pub(super) fn shell_warnings(
                  every call is refused"
             ));
         }
-        if hands_shell::allow::resolve(&t.bin, &path).is_none() {
+        if hands_shell::allow::resolve(&t.bin, path).is_none() {
             w.push(format!(
                 "tools-shell: tools[{i}] publishes `{name}`, but `{}` is not on the module's \
                  PATH ({path})",
@@ -403,14 +404,14 @@ pub(super) fn shell_warnings(
 }
 
 /// The resolved network rules of tools-shell with the `network` grant (SPEC §5.4).
-fn network_rules(sh: &crate::config::ShellConfig) -> String {
-    match sh.network_mode() {
-        Ok(crate::config::NetworkMode::Host) => {
+fn network_rules(sh: &crate::config::ShellSettings) -> String {
+    match &sh.network {
+        crate::config::NetworkMode::Host => {
             "mode = host: commands get the host's whole network (loopback services, the LAN, \
              the cloud metadata address, any host)"
                 .to_string()
         }
-        Ok(crate::config::NetworkMode::Domains(r)) => {
+        crate::config::NetworkMode::Domains(r) => {
             let list = |l: &[hands_sandbox::proxy::Entry]| {
                 l.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
             };
@@ -425,6 +426,5 @@ fn network_rules(sh: &crate::config::ShellConfig) -> String {
                 list(r.deny())
             )
         }
-        Err((key, why, _)) => format!("invalid ({key}: {why})"),
     }
 }

@@ -4,7 +4,7 @@
 use super::daemon::{RawConfig, validate};
 use super::{
     Config, ConfigError, ConfigProblem, Grant, ModuleCfg, ModuleId, ModuleSettings, Problems,
-    RootCfg, SandboxMode, ShellConfig, Trust, default_state_dir, home_dir,
+    RootCfg, SandboxMode, ShellSettings, Trust, default_state_dir, home_dir,
 };
 use std::path::{Path, PathBuf};
 
@@ -79,7 +79,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
             module(
                 ModuleId::Shell,
                 &[Grant::Filesystem, Grant::Spawn],
-                ModuleSettings::Shell(ShellConfig::default()),
+                ModuleSettings::Shell(ShellSettings::default()),
             ),
             module(
                 ModuleId::Git,

@@ -9,16 +9,12 @@
 mod daemon;
 mod load;
 mod modules;
-mod shell;
 #[cfg(test)]
 mod tests;
 
 pub use load::{embedded_default, load, locate, parse};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
-pub use hands_shell::settings::{
-    DEFAULT_COMMAND_PATH, NetworkMode, ShellCommands, ShellConfig, ShellLimits, ShellNetwork,
-    ShellTool,
-};
+pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};
 // `~` and the daemon's home, shared with the modules' settings (hands-roots).
 pub use hands_roots::{expand_tilde, home_dir};
 
@@ -180,7 +176,7 @@ pub type RootCfg = hands_roots::RootSpec;
 #[allow(clippy::large_enum_variant)]
 pub enum ModuleSettings {
     Fs(hands_fs::settings::Settings),
-    Shell(ShellConfig),
+    Shell(ShellSettings),
     Git(hands_git::settings::Settings),
 }
 

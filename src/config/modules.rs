@@ -3,10 +3,7 @@
 //! at the block's line and the key.
 
 use super::daemon::RawTrust;
-use super::shell::check_shell;
-use super::{
-    Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RootCfg, ShellConfig, Trust, expand_tilde,
-};
+use super::{Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RootCfg, Trust, expand_tilde};
 use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
@@ -222,12 +219,15 @@ fn module_settings(
                 ),
             },
         },
-        ModuleId::Shell => match table.try_into::<ShellConfig>() {
-            Err(e) => (ModuleSettings::Shell(ShellConfig::default()), unparsed(e)),
-            Ok(c) => {
-                let findings = check_shell(&c);
-                (ModuleSettings::Shell(c), findings)
-            }
+        ModuleId::Shell => match table.try_into::<hands_shell::settings::RawSettings>() {
+            Err(e) => (ModuleSettings::Shell(Default::default()), unparsed(e)),
+            Ok(raw) => match raw.validate(&|s| expand_tilde(s, home)) {
+                Ok(s) => (ModuleSettings::Shell(s), Vec::new()),
+                Err(problems) => (
+                    ModuleSettings::Shell(Default::default()),
+                    problems.into_iter().map(|q| keyed(q.key, q.message, q.hint)).collect(),
+                ),
+            },
         },
         ModuleId::Git => match table.try_into::<hands_git::settings::RawSettings>() {
             Err(e) => (ModuleSettings::Git(Default::default()), unparsed(e)),

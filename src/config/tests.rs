@@ -77,6 +77,11 @@ fn shell_numbers_out_of_range_are_errors_naming_the_range() {
         ("output_chars = 1000001", "config.output_chars", "between 100 and 1000000"),
         ("run_output_chars = 0", "config.run_output_chars", "between 1 and 1000000; got 0"),
         ("run_output_chars = 2000000", "config.run_output_chars", "between 1 and 1000000"),
+        ("limits = { processes = 4194305 }", "config.limits.processes", "between 0 and 4194304"),
+        ("limits = { open_files = 0 }", "config.limits.open_files", "between 1 and 1048576"),
+        ("limits = { file_size_mb = 0 }", "config.limits.file_size_mb", "between 1 and 16777216"),
+        ("limits = { memory_mb = 0 }", "config.limits.memory_mb", "between 1 and 16777216"),
+        ("limits = { walk_entries = 0 }", "config.limits.walk_entries", "between 1 and 100000000"),
     ] {
         let e = err(&module(setting));
         assert!(e.contains("daemon.toml:5"), "{setting}: {e}");
@@ -88,6 +93,11 @@ fn shell_numbers_out_of_range_are_errors_naming_the_range() {
     let ok = module("max_concurrent = 1024, output_chars = 100, run_output_chars = 1");
     assert!(parse(&ok, "daemon.toml").is_ok());
     let ok = module("max_concurrent = 1, output_chars = 1000000, run_output_chars = 1000000");
+    assert!(parse(&ok, "daemon.toml").is_ok());
+    let ok = module(
+        "limits = { processes = 4194304, open_files = 1, file_size_mb = 16777216, \
+         memory_mb = 1, walk_entries = 100000000 }",
+    );
     assert!(parse(&ok, "daemon.toml").is_ok());
 }
 

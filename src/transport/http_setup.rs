@@ -152,11 +152,10 @@ pub fn loopback_reacher(config: &Config) -> Option<&ModuleCfg> {
             && m.has(Grant::Network)
             && match &m.settings {
                 // The network by domain reaches the host's loopback only where an allow entry
-                // names a loopback address; `mode = "host"` always does. An invalid table is a
-                // config error elsewhere; here it counts as reaching (fails closed).
-                crate::config::ModuleSettings::Shell(sh) => match sh.network_mode() {
-                    Ok(crate::config::NetworkMode::Domains(rules)) => rules.names_loopback(),
-                    _ => true,
+                // names a loopback address; `mode = "host"` always does.
+                crate::config::ModuleSettings::Shell(sh) => match &sh.network {
+                    crate::config::NetworkMode::Domains(rules) => rules.names_loopback(),
+                    crate::config::NetworkMode::Host => true,
                 },
                 _ => true,
             }
@@ -201,7 +200,7 @@ pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
         }
         let ModuleSettings::Shell(sh) = &m.settings else { continue };
         let home = crate::server::absolute(&config.state_dir).join("sandbox-home");
-        let path = sh.command_path();
+        let path = &sh.command_path;
         let seen = crate::shell_mcp::SYSTEM
             .iter()
             .map(PathBuf::from)

@@ -139,6 +139,45 @@ fn shell_numbers_out_of_range_are_refused_not_clamped() {
     assert!(text.contains("output_chars = 100, max_concurrent = 1024"), "{text}");
 }
 
+/// `limits` was taken as written: `walk_entries = 0` was raised to 1 at use, `memory_mb = 0` to
+/// a 1 MiB `/tmp`, and a process count past any kernel's `pid_max` passed. Each is now a config
+/// error naming its key and range.
+#[test]
+fn shell_limits_out_of_range_are_refused_with_their_range() {
+    let fx = Fixture::new();
+    let shell = |config: &str| {
+        fx.config(&format!(
+            "[[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{{root}}\" }}]\nconfig = {{ {config} }}\n"
+        ))
+    };
+    let (code, text) = check(
+        &fx,
+        &shell("limits = { processes = 9223372036854775807, memory_mb = 0, walk_entries = 0 }"),
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("daemon.toml:5: [[builtins]] id \"tools-shell\""), "{text}");
+    assert!(
+        text.contains(
+            "config.limits.processes: must be between 0 and 4194304; got 9223372036854775807"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("config.limits.memory_mb: must be between 1 and 16777216; got 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("config.limits.walk_entries: must be between 1 and 100000000; got 0"),
+        "{text}"
+    );
+    assert!(text.contains("hint: the default is 512 processes and threads"), "{text}");
+    // The positive control: the bounds load.
+    let (code, text) =
+        check(&fx, &shell("limits = { processes = 4194304, memory_mb = 1, walk_entries = 1 }"));
+    assert_eq!(code, 0, "{text}");
+}
+
 #[test]
 fn missing_root_is_refused_with_its_line() {
     let fx = Fixture::new();

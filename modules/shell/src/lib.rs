@@ -1,6 +1,7 @@
-//! tools-shell, without MCP: the [`Shell`] that runs `bash`, `run`/`os-*` and `hands exec`
-//! through the sandbox's launcher (`service`), its tmux sessions (`sessions`), the commands
-//! running now (`registry`), who waits for them (`caller`), and its settings (`settings`);
+//! tools-shell, without MCP: its tools as data with their handlers (`catalogue`), the [`Shell`]
+//! that runs `bash`, `run`/`os-*` and `hands exec` through the sandbox's launcher (`service`),
+//! its tmux sessions (`sessions`), the commands running now (`registry`), who waits for them
+//! (`caller`), and its settings (`settings`);
 //! beside them output capture and rendering, the `bash` tool's parameters and result, the
 //! allowlist and its parameters, the programs that run other programs (`wrappers`), the tmux
 //! tools' command lines and results, and a pane's output read as a person sees it (`pane`).
@@ -13,6 +14,7 @@ pub mod allow;
 pub mod bash;
 pub mod caller;
 pub mod capture;
+pub mod catalogue;
 pub mod needs;
 pub mod pane;
 pub mod registry;

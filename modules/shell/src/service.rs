@@ -9,7 +9,7 @@ use crate::bash::{self, BashOutput, BashParams, Ending};
 use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
 use crate::sessions;
-use crate::settings::{NetworkMode, ShellConfig, ShellTool};
+use crate::settings::{NetworkMode, ShellSettings, ShellTool};
 use hands_roots::{Resolver, RootSpec, lock};
 use hands_sandbox::{launcher, masks, netns, probe};
 use serde_json::{Value, json};
@@ -163,22 +163,38 @@ pub struct Checked {
     pub confirm: bool,
 }
 
+/// What the daemon gives the module at startup: its declaration, its validated settings, and
+/// the daemon's own sandbox settings.
+pub struct Setup<'a> {
+    pub module: Module,
+    pub settings: &'a ShellSettings,
+    /// Who commands run as when the daemon is root (`sandbox.run_as`).
+    pub run_as: Option<&'a str>,
+    pub resolver: Arc<Resolver>,
+    pub lists: &'a hands_roots::PolicyLists,
+    pub state_dir: &'a Path,
+    /// `sandbox.protected_extra`.
+    pub protected_extra: &'a [String],
+    /// `sandbox.mode = "enforce"`.
+    pub enforce: bool,
+    /// `serve` makes the placeholders in the roots; `check` and `doctor` only list them.
+    pub make_placeholders: bool,
+}
+
 impl Shell {
-    // Startup wiring: each argument is a separate piece of the daemon's config.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        m: &Module,
-        cfg: &ShellConfig,
-        run_as: Option<&str>,
-        resolver: Arc<Resolver>,
-        lists: &hands_roots::PolicyLists,
-        state_dir: &Path,
-        protected_extra: &[String],
-        enforce: bool,
-        make_placeholders: bool,
-    ) -> anyhow::Result<Shell> {
+    pub fn new(setup: Setup<'_>) -> anyhow::Result<Shell> {
         use anyhow::Context;
-        let daemon_home = hands_roots::home_dir();
+        let Setup {
+            module: m,
+            settings: cfg,
+            run_as,
+            resolver,
+            lists,
+            state_dir,
+            protected_extra,
+            enforce,
+            make_placeholders,
+        } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
@@ -189,8 +205,7 @@ impl Shell {
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
         let home = std::fs::canonicalize(&home)
             .with_context(|| format!("cannot resolve {}", home.display()))?;
-        let path = cfg.command_path();
-        let policy = cfg.policy().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let path = cfg.command_path.clone();
         let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
         for dir in path.split(':').map(PathBuf::from) {
             if clean_abs(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
@@ -259,38 +274,26 @@ impl Shell {
             env.insert(k.into(), v.into());
         }
         for (k, v) in &cfg.env {
-            let v = hands_roots::expand_tilde(v, daemon_home.as_deref());
-            env.insert(k.clone(), v.to_string_lossy().into_owned());
+            env.insert(k.clone(), v.clone());
         }
         // Always the sandbox's own, whatever `env` says.
         env.insert("PATH".into(), path.clone());
         env.insert("HOME".into(), home.to_string_lossy().into_owned());
         env.insert("TMPDIR".into(), "/tmp".into());
-        let l = cfg.limits.clone().unwrap_or_default();
-        let walk_limit = l
-            .walk_entries
-            .map_or(masks::WALK_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
-        let limits = launcher::Limits {
-            processes: l.processes.unwrap_or(512),
-            open_files: l.open_files.unwrap_or(1024),
-            file_size_mb: l.file_size_mb.unwrap_or(4096),
-            memory_mb: l.memory_mb.unwrap_or(8192),
-        };
         // The grant with `mode = "host"` is the host's network; the grant otherwise is the
         // network by domain, which keeps the private namespace and adds the proxy.
-        let (host_network, network) = match (m.network, cfg.network_mode()) {
+        let (host_network, network) = match (m.network, &cfg.network) {
             (false, _) => (false, None),
-            (true, Ok(NetworkMode::Host)) => (true, None),
-            (true, Ok(NetworkMode::Domains(rules))) => (
+            (true, NetworkMode::Host) => (true, None),
+            (true, NetworkMode::Domains(rules)) => (
                 false,
                 Some(Network {
-                    rules,
+                    rules: rules.clone(),
                     proxy: std::sync::OnceLock::new(),
                     listening: Mutex::new(None),
                     sessions: Mutex::default(),
                 }),
             ),
-            (true, Err((key, why, _))) => anyhow::bail!("{key}: {why}"),
         };
         let first_writable = m.roots.iter().find(|r| r.writable).map(|r| r.path.as_path());
         let run_as = launcher::run_as(run_as, first_writable)?;
@@ -309,7 +312,7 @@ impl Shell {
         .env(env)
         .host_network(host_network)
         .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
-        .limits(limits);
+        .limits(cfg.limits.clone());
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
         let netns = if host_network {
@@ -317,23 +320,23 @@ impl Shell {
         } else {
             Some(netns::Netns::new(&exe, &state.join("netns"), &m.name)?)
         };
-        // The config refused values out of range (`config/shell.rs`), so none is clamped here.
-        let max = cfg.max_concurrent.unwrap_or(4) as usize;
-        let output_chars = cfg.output_chars.unwrap_or(30_000) as usize;
-        let run_output_chars =
-            cfg.run_output_chars.unwrap_or(crate::run::DEFAULT_OUTPUT_CHARS) as usize;
         Ok(Shell {
             path,
-            policy,
+            policy: cfg.policy.clone(),
             os_tools: cfg.tools.clone(),
-            run_output_chars,
-            masks: Arc::new(masks::Masks::new(&m.roots, resolver.clone(), repair, walk_limit)),
+            run_output_chars: cfg.run_output_chars,
+            masks: Arc::new(masks::Masks::new(
+                &m.roots,
+                resolver.clone(),
+                repair,
+                cfg.walk_entries,
+            )),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
             base,
-            output_chars,
-            slots: Arc::new(Semaphore::new(max)),
+            output_chars: cfg.output_chars,
+            slots: Arc::new(Semaphore::new(cfg.max_concurrent)),
             exe,
             enforce,
             roots: m.roots.iter().map(|r| r.path.clone()).collect(),

@@ -4,11 +4,15 @@
 //! A module's catalogue is one function, `register`, that passes each tool's [`Spec`] together
 //! with the function implementing it to a [`Register`]. The tool's parameter and output types
 //! are those of that function, so the schema a client reads and the code that runs cannot
-//! drift apart, and the tool's name is written once.
+//! drift apart, and the tool's name is written once. A module whose tools wait for commands
+//! (tools-shell) passes async handlers to a [`RegisterTasks`] the same way.
 
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 /// What a call does to the world, as the trust gate classes it (SPEC §6): `[trust]` maps each
 /// class to allow, ask or deny.
@@ -89,4 +93,67 @@ pub trait Register<S, E> {
         whole: Run<S, P, O, E>,
         text: fn(&O) -> String,
     );
+}
+
+/// The pending result of a tool that waits ([`Task`]).
+pub type Reply<O, E> = Pin<Box<dyn Future<Output = Result<O, E>> + Send>>;
+
+/// A tool's implementation that waits (for a command, a tmux session) over the module's state
+/// `S`, given who waits for it: `C` carries the call's client, cancellation and progress.
+pub type Task<S, P, O, E, C> = fn(Arc<S>, P, C) -> Reply<O, E>;
+
+/// What the daemon does with a call of a tool that runs commands before it runs, besides the
+/// gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// The call starts a command: refused before the gate when the sandbox lacks a wall that
+    /// `enforce` requires, so nobody approves a command that would not run.
+    pub starts: bool,
+    /// The call may carry `needs`, a widening for this one run that a person approves: the
+    /// daemon adds it to the published parameters and checks it before the gate.
+    pub widens: bool,
+}
+
+/// A tool made from the configuration at startup (tools-shell's `os-*`): a [`Spec`] whose
+/// name and text are not `'static`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub class: Class,
+    pub hints: Hints,
+}
+
+impl From<Spec> for Made {
+    fn from(s: Spec) -> Made {
+        Made {
+            name: s.name.to_string(),
+            title: s.title.to_string(),
+            description: s.description.to_string(),
+            class: s.class,
+            hints: s.hints,
+        }
+    }
+}
+
+/// Where the catalogue of a module whose tools wait goes (tools-shell): each call publishes one
+/// tool, in the order of the calls.
+pub trait RegisterTasks<S, E, C> {
+    /// A tool whose call awaits `run`, given who waits for it; `text` renders its output for
+    /// clients that do not read structured content.
+    fn task<P: Params, O: Output>(
+        &mut self,
+        spec: Spec,
+        launch: Launch,
+        run: Task<S, P, O, E, C>,
+        text: fn(&O) -> String,
+    );
+
+    /// A tool whose call runs one program, checked against the module's policy before the
+    /// gate so that the person asked sees the exact argv and binary. `P` are its parameters
+    /// and `O` its output; `entry` is the configured program it runs (`Some(i)`: the module's
+    /// `tools[i]`, with the caller's arguments appended), or `None` when the call names the
+    /// program itself.
+    fn program<P: Params, O: Output>(&mut self, spec: Made, entry: Option<usize>);
 }
