@@ -15,8 +15,13 @@ use std::process::ExitCode;
 pub enum ApprovalsCmd {
     /// Actions waiting for a person, and the standing *always* permissions
     List,
-    /// Allow a waiting action once
-    Approve { id: String },
+    /// Allow a waiting action: once (the default), for the rest of the client's session, or
+    /// always (for that client, module, tool and module version; `revoke` ends it)
+    Approve {
+        id: String,
+        #[arg(long = "for", value_enum, default_value_t = For::Once)]
+        scope: For,
+    },
     /// Refuse a waiting action
     Deny { id: String },
     /// End a standing permission (its id from `list`), or all of them with --all (session
@@ -27,6 +32,17 @@ pub enum ApprovalsCmd {
         #[arg(long, conflicts_with = "id")]
         all: bool,
     },
+}
+
+/// How long `hands approvals approve` allows an action for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum For {
+    /// This action only
+    Once,
+    /// This action and the same tool for the rest of the client's connection
+    Session,
+    /// The same tool for this client and module version, across restarts
+    Always,
 }
 
 /// sockets); the *always* permissions in `<state_dir>/approvals.json`.
@@ -96,7 +112,14 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
             }
             if refused { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
-        ApprovalsCmd::Approve { id } => answer_parked(&live, &id, Choice::Once),
+        ApprovalsCmd::Approve { id, scope } => {
+            let choice = match scope {
+                For::Once => Choice::Once,
+                For::Session => Choice::Session,
+                For::Always => Choice::Always,
+            };
+            answer_parked(&live, &id, choice)
+        }
         ApprovalsCmd::Deny { id } => answer_parked(&live, &id, Choice::Reject),
         ApprovalsCmd::Revoke { id, all } => {
             let standing = match id {
@@ -142,7 +165,12 @@ fn revoke(dir: &std::path::Path, file: &std::path::Path, standing: Standing) -> 
 fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice) -> ExitCode {
     let answers = live(Request::Answer { id: id.into(), choice, via: Via::Terminal });
     if answers.iter().any(Reply::ok) {
-        let said = if choice == Choice::Reject { "denied" } else { "approved" };
+        let said = match choice {
+            Choice::Reject => "denied",
+            Choice::Once => "approved once:",
+            Choice::Session => "approved for the rest of the client's session:",
+            Choice::Always => "approved always (`hands approvals revoke` ends it):",
+        };
         report::out(&format!("{said} {id}"));
         return ExitCode::SUCCESS;
     }

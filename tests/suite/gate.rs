@@ -337,6 +337,56 @@ async fn a_client_that_cannot_be_asked_waits_for_a_person_at_a_terminal() {
     fx.assert_canary();
 }
 
+/// `hands approvals approve --for session|always`: a person at a terminal grants what the
+/// dashboard can. *session* covers the same tool on that connection only (a second daemon's
+/// client is asked again); *always* survives into a new connection until revoked.
+#[tokio::test]
+async fn a_terminal_can_approve_for_the_session_or_always() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let parked = fx.root.join("parked.txt");
+    let park = |c: &Arc<RunningService<RoleClient, Person>>, content: &'static str| {
+        let c = c.clone();
+        tokio::spawn(async move { write(&c, "parked.txt", content).await })
+    };
+    // A scope that does not exist is refused by the command line, and nothing is answered.
+    let c = Arc::new(connect(&fx, &config, Era::Legacy, Person::new(None, false)).await);
+    let call = park(&c, "S1");
+    let id = waiting_id(&fx, &config).await;
+    let (ok, out) = approvals(&fx, &config, &["approve", &id, "--for", "forever"]);
+    assert!(!ok, "{out}");
+    assert!(!parked.exists(), "a bad scope answered the action");
+    let (ok, out) = approvals(&fx, &config, &["approve", &id, "--for", "session"]);
+    assert!(ok && out.contains("for the rest of the client's session"), "{out}");
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    assert_eq!(std::fs::read_to_string(&parked).unwrap(), "S1");
+    // The same tool on the same connection runs without a person.
+    let r = tokio::time::timeout(Duration::from_secs(20), write(&c, "parked.txt", "S2"))
+        .await
+        .expect("the session permission did not cover the second write");
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(&parked).unwrap(), "S2");
+    // Another connection (its own daemon) is asked again: approved always there.
+    let c2 = Arc::new(connect(&fx, &config, Era::Legacy, Person::new(None, false)).await);
+    let call = park(&c2, "A1");
+    let id = waiting_id(&fx, &config).await;
+    assert_eq!(std::fs::read_to_string(&parked).unwrap(), "S2", "ran before the answer");
+    let (ok, out) = approvals(&fx, &config, &["approve", &id, "--for", "always"]);
+    assert!(ok && out.contains("approved always"), "{out}");
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    let (_, listed) = approvals(&fx, &config, &["list"]);
+    assert!(listed.contains("always ") && listed.contains("`write`"), "{listed}");
+    // A third connection runs it with no person: the permission is on file.
+    let c3 = connect(&fx, &config, Era::Legacy, Person::new(None, false)).await;
+    let r = tokio::time::timeout(Duration::from_secs(20), write(&c3, "parked.txt", "A2"))
+        .await
+        .expect("the always permission did not cover a new connection");
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(&parked).unwrap(), "A2");
+    assert!(approvals(&fx, &config, &["revoke", "--all"]).0);
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn a_parked_action_expires_into_a_refusal_that_says_what_to_run() {
     let fx = Fixture::new();

@@ -12,7 +12,6 @@ pub use commands::{Checked, Tee};
 
 use crate::allow;
 use crate::caller::Refusal;
-use crate::capture::Tail;
 use crate::sessions;
 use crate::settings::{NetworkMode, ShellSettings, ShellTool};
 use hands_roots::{Resolver, RootSpec};
@@ -74,6 +73,41 @@ pub struct Shell {
     pub(crate) run_as: Option<launcher::Ids>,
     /// Set when user namespaces cannot be made and `best-effort` runs commands without them.
     without_namespaces: std::sync::atomic::AtomicBool,
+    /// The commands' home then, when they run as `run_as` (see [`reachable_by_run_as`]).
+    bare_home: std::sync::OnceLock<PathBuf>,
+}
+
+/// A folder for a root daemon's commands run as `sandbox.run_as` without namespaces
+/// (`best-effort` in a container with no user namespaces): there they reach their home and
+/// tmux's sockets through the host's own folders, and a root daemon's state dir is usually
+/// under `/root` (0700). `/tmp/hands-<dev>-<inode of the module's session records>`, the same
+/// for a restarted daemon (its sessions are found again); root's and 0711, so others may pass
+/// through it, not list it (the launcher gives the home in it to the user, each session's
+/// socket folder is the user's and 0700). One that exists must be a folder of root's that no
+/// one else writes, or nothing moves and the error says why.
+pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
+    use anyhow::{Context, bail};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let of =
+        std::fs::metadata(records).with_context(|| format!("cannot read {}", records.display()))?;
+    let dir = PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()));
+    match std::fs::DirBuilder::new().mode(0o711).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        bail!(
+            "{} is not a folder of root's that only root writes (someone else made it): remove \
+             it and restart the daemon",
+            dir.display()
+        );
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+        .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -286,6 +320,7 @@ impl Shell {
             bound,
             run_as,
             without_namespaces: Default::default(),
+            bare_home: std::sync::OnceLock::new(),
         })
     }
 
@@ -332,8 +367,4 @@ impl Shell {
     pub(crate) fn refuse_when_braked(&self) -> Result<(), Refusal> {
         if *self.halt.borrow() { Err(Refusal(HALTED.into())) } else { Ok(()) }
     }
-}
-
-fn lock(t: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
-    t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

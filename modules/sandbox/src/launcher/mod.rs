@@ -345,11 +345,13 @@ fn init(
                     break code;
                 }
             }
-            // To the command's process group (it called setsid), and to the command itself in
-            // case it has left that group.
+            // To the command's process group (it called setsid, and a session leader cannot
+            // leave its group), once only: a trap would run again for a second TERM. Before
+            // its setsid there is no such group yet, so then to the command itself.
             Ok(sig) => {
-                sys::signal(-child, sig);
-                sys::signal(child, sig);
+                if !sys::signal_group(child, sig) {
+                    sys::signal(child, sig);
+                }
             }
             Err(_) => break SETUP_FAILED,
         }

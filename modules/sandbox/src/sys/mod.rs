@@ -456,6 +456,12 @@ pub fn signal(pid: libc::pid_t, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
+/// Sends `sig` to the process group `pgid`; false when there is no such group.
+pub fn signal_group(pgid: libc::pid_t, sig: i32) -> bool {
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
 /// Sets `sig`'s action to the default (SIGPIPE: the Rust runtime ignores it, and an ignored
 /// signal stays ignored across execve, so a command's `yes | head` would never end).
 pub fn default_action(sig: i32) {

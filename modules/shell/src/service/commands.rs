@@ -4,11 +4,12 @@
 //! a descriptor), captures the end of its output, and stops the whole tree on timeout,
 //! cancellation, the brake or client disconnect.
 
-use super::{DRAIN, GRACE, HALTED, Shell, halted, lock};
+use super::{DRAIN, GRACE, HALTED, Shell, halted};
 use crate::allow::{self, Verdict};
 use crate::bash::{self, BashOutput, BashParams, Ending};
 use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
+use hands_roots::lock;
 use hands_sandbox::{launcher, masks};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! mechanisms and the containment tier a result reports, and the refusal before the gate when
 //! `enforce` finds a guarantee missing (SPEC §5.2, §5.3).
 
-use super::{HALTED, Shell};
+use super::{HALTED, Shell, reachable_by_run_as};
 use crate::caller::Refusal;
 use hands_sandbox::{launcher, probe};
 
@@ -19,7 +19,23 @@ impl Shell {
             let mut p = run();
             if !self.enforce && p.userns_refused() {
                 self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
+                // Commands as `run_as` now reach their home and the tmux sockets through the
+                // host's folders, where a root daemon's state dir is usually closed to them.
+                let moved = match self.run_as {
+                    Some(_) => reachable_by_run_as(self.tmux.records()).map(|dir| {
+                        self.tmux.move_sockets(dir.join("tmux"));
+                        let _ = self.bare_home.set(dir.join("home"));
+                    }),
+                    None => Ok(()),
+                };
                 p = run();
+                if let Err(e) = moved {
+                    p.checks.push(probe::Check {
+                        name: "home and tmux sockets reachable",
+                        holds: Some(false),
+                        note: format!("{e:#}"),
+                    });
+                }
             }
             p.mechanisms = self.mechanisms();
             if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
@@ -82,7 +98,11 @@ impl Shell {
     /// there is none). Blocks briefly the first time.
     pub(super) fn with_netns(&self, spec: launcher::Builder) -> Result<launcher::Builder, Refusal> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(spec.without_namespaces());
+            let spec = spec.without_namespaces();
+            return Ok(match self.bare_home.get() {
+                Some(home) => spec.home(home.clone()),
+                None => spec,
+            });
         }
         match &self.netns {
             Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),

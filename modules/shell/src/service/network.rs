@@ -4,6 +4,7 @@
 
 use super::Shell;
 use crate::caller::Refusal;
+use hands_roots::lock;
 use hands_sandbox::{launcher, netns};
 use std::sync::{Arc, Mutex};
 
@@ -40,7 +41,7 @@ impl Shell {
         let Some(proxy) = n.proxy.get() else {
             return Err(Refusal("the network proxy is not ready (no gate)".into()));
         };
-        let mut listening = n.listening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut listening = lock(&n.listening);
         if let Some((h, http, socks)) = *listening
             && h == holder
         {
@@ -116,17 +117,14 @@ impl Shell {
         ticket: Option<hands_sandbox::proxy::Ticket>,
     ) {
         if let (Some(n), Some(t)) = (&self.network, ticket) {
-            n.sessions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(session.into(), t);
+            lock(&n.sessions).insert(session.into(), t);
         }
     }
 
     /// Ends a tmux session's ticket: its token names no command any more.
     pub(crate) fn end_session_ticket(&self, session: &str) {
         if let Some(n) = &self.network {
-            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+            lock(&n.sessions).remove(session);
         }
     }
 }
