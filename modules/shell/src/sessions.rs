@@ -11,17 +11,20 @@
 //! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
 //! stderr) and `s/<name>/tmux.sock`, beside the pane's output log `s/<name>/out.NNNNNN`
 //! (`wait.rs`). A restarted daemon reads the same files, so sessions survive it.
+//!
+//! Here: the session records, the masking of secret files that appear while a session runs,
+//! reading, listing and ending sessions; `tmux_start.rs` starts one, `tmux_send.rs` types into
+//! one, `wait.rs` waits on a pane's output.
 // tmux sessions: started through the launcher; their metadata and logs live in the state dir.
 #![allow(clippy::disallowed_methods)]
 
+mod tmux_send;
+mod tmux_start;
 mod wait;
 
-use crate::caller::{Caller, Refusal};
+use crate::caller::Refusal;
 use crate::service::Shell;
-use crate::tmux::{
-    self, Facts, KillOutput, ListOutput, ReadOutput, SendOutput, Session, Started, State,
-    check_name,
-};
+use crate::tmux::{self, Facts, KillOutput, ListOutput, ReadOutput, Session, State, check_name};
 use hands_sandbox::netns;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -230,227 +233,6 @@ impl Shell {
         if m.log { wait::Log::new(self.tmux.socket_dir(&m.name)).end() } else { 0 }
     }
 
-    /// `tmux_start`.
-    pub async fn tmux_start(
-        &self,
-        p: tmux::StartParams,
-        caller: Caller,
-    ) -> Result<Started, Refusal> {
-        // Checked before anything starts: a bad `ready` starts nothing.
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
-        let ready = match &p.ready {
-            Some(c) => Some(c.check("ready", timeout).map_err(Refusal)?),
-            None => None,
-        };
-        self.refuse_when_unsafe()?;
-        self.refuse_when_braked()?;
-        let t = &self.tmux;
-        let name = match p.name {
-            Some(n) => {
-                check_name(&n).map_err(Refusal)?;
-                n
-            }
-            None => tmux::default_name(&t.names()),
-        };
-        if let Some(m) = t.read_meta(&name) {
-            if m.launcher.alive() {
-                return Err(Refusal(format!(
-                    "tmux session {name:?} already exists; read it, tmux_kill it, or choose \
-                     another name"
-                )));
-            }
-            t.forget(&name);
-        }
-        let socket = t.socket(&name);
-        if socket.len() > MAX_SOCKET_PATH {
-            return Err(Refusal(format!(
-                "the tmux socket path {socket} is longer than {MAX_SOCKET_PATH} bytes, which unix \
-                 sockets cannot hold; a person can choose a shorter daemon.state_dir"
-            )));
-        }
-        let cwd = self.resolve_cwd(p.cwd).await?;
-        let cwd_s = cwd.to_string_lossy().into_owned();
-        let label = format!("tmux session {name}: {}", p.command);
-        let (launcher, masked, ticket) =
-            self.start_server(&name, &cwd, &label, &caller.client).await?;
-        let meta = Meta {
-            name: name.clone(),
-            command: p.command.clone(),
-            cwd: cwd_s.clone(),
-            started: now_secs(),
-            launcher,
-            client: Some(caller.client.clone()),
-            masked,
-            log: true,
-        };
-        let recorded = serde_json::to_string(&meta)
-            .map_err(|e| e.to_string())
-            .and_then(|text| write_atomic(&t.meta_path(&name), &text).map_err(|e| e.to_string()));
-        if let Err(e) = recorded {
-            end_launcher(launcher).await;
-            t.forget(&name);
-            return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
-        }
-        // The brake is atomic with the start: recorded first, then the brake read. A stop
-        // that came before this read is seen here and this start ends itself; one after it
-        // finds the record (`tmux_kill_all` lists the records after the brake is on).
-        if let Err(halted) = self.refuse_when_braked() {
-            end_launcher(launcher).await;
-            t.forget(&name);
-            return Err(halted);
-        }
-        let log_dir = t.socket_dir(&name).to_string_lossy().into_owned();
-        let argv = tmux::new_session_argv(&socket, &name, &cwd_s, &t.bash, &p.command, &log_dir);
-        // `waited_ms` counts from the command's start.
-        let begun = Instant::now();
-        if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
-            end_launcher(launcher).await;
-            t.forget(&name);
-            return Err(e);
-        }
-        // A command that cannot start (not found, not executable) ends at once with 127/126:
-        // report it rather than leave a dead pane.
-        let until = Instant::now() + START_CHECK;
-        let mut state = (false, None);
-        loop {
-            if let Ok(r) = self.read_settled(&name, &cwd_s, 50).await {
-                state = (r.ended, r.exit_status);
-                if r.ended && matches!(r.exit_status, Some(126 | 127)) {
-                    end_launcher(launcher).await;
-                    t.forget(&name);
-                    let status = r.exit_status.unwrap_or_default();
-                    let why = if status == 127 {
-                        "the shell found no such command"
-                    } else {
-                        "the command was found but could not be run"
-                    };
-                    // The shell's own complaint, when tmux caught it before the pane closed.
-                    let said = r.text.trim();
-                    return Err(Refusal(format!(
-                        "the command did not start in tmux session {name:?} (exit status \
-                         {status}: {why}){}{said}",
-                        if said.is_empty() { "" } else { ": " }
-                    )));
-                }
-                // Dead with no status yet: tmux saw the pane close before it reaped the
-                // process; the status follows.
-                if r.ended && r.exit_status.is_some() {
-                    break;
-                }
-            }
-            if Instant::now() >= until {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let waited = match &ready {
-            Some(u) if !state.0 => {
-                let w =
-                    self.wait_for(&meta, u, 0, None, Duration::from_secs(timeout), &caller).await?;
-                if w.ended {
-                    state = (true, w.exit_status);
-                }
-                Some(w)
-            }
-            _ => None,
-        };
-        self.keep_session_ticket(&name, ticket);
-        // The last lines as tmux shows them, and the state once more.
-        let (text, state) = match self.read_settled(&name, &cwd_s, START_LINES).await {
-            Ok(r) => (r.text, if r.ended { (true, r.exit_status) } else { state }),
-            Err(_) => (String::new(), state),
-        };
-        Ok(Started {
-            session: name,
-            facts: Facts {
-                command: meta.command.clone(),
-                cwd: meta.cwd.clone(),
-                started: meta.started,
-                state: if state.0 { State::Ended } else { State::Running },
-                exit_status: state.1,
-            },
-            containment: self.containment(),
-            ready: ready
-                .as_ref()
-                .map(|_| waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::Held)),
-            timed_out: waited.as_ref().is_some_and(|w| w.outcome == wait::Outcome::TimedOut),
-            ended: state.0,
-            waited_ms: if waited.is_some() { begun.elapsed().as_millis() as u64 } else { 0 },
-            text: wait::last_lines(&text, START_LINES as usize),
-            ports: wait::session_ports(meta.launcher),
-            cursor: self.cursor(&meta),
-        })
-    }
-
-    /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
-    /// for its socket. Returns the launcher, the secret files the sandbox masks (what the walk
-    /// found), and the session's ticket with the network proxy: the server's environment is
-    /// tmux's global one, so every pane gets the proxy variables `bash` gets.
-    async fn start_server(
-        &self,
-        name: &str,
-        cwd: &Path,
-        label: &str,
-        client: &str,
-    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal> {
-        use std::os::unix::process::CommandExt;
-        use std::process::Stdio;
-        let t = &self.tmux;
-        let socket_dir = t.socket_dir(name);
-        let _ = std::fs::remove_dir_all(&socket_dir);
-        let fail = |what: &str, e: std::io::Error| Refusal(format!("cannot {what}: {e}"));
-        std::fs::create_dir_all(&socket_dir)
-            .map_err(|e| fail("create the tmux socket folder", e))?;
-        // The server runs as `sandbox.run_as` under a root daemon: its socket folder is theirs.
-        if let Some(ids) = self.run_as {
-            std::os::unix::fs::chown(&socket_dir, Some(ids.uid), Some(ids.gid))
-                .map_err(|e| fail("give the tmux socket folder to sandbox.run_as", e))?;
-        }
-        let marker = t.marker(name);
-        std::fs::write(&marker, b"").map_err(|e| fail("create the session marker", e))?;
-        let log_path = t.dir.join(format!("{name}.log"));
-        let log =
-            std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
-        let argv = tmux::server_argv(&t.socket(name));
-        let (spec, found) =
-            self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker)).await?;
-        let (spec, ticket) = self.with_proxy(spec, label, client)?;
-        let mut child = spec
-            .command(&self.exe)
-            .map_err(|e| fail("pass the sandbox spec on", e))?
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            // Not in the daemon's process group: the session outlives the daemon.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| fail("start the sandbox launcher", e))?;
-        let pid = child.id() as i32;
-        let start = netns::start_time(pid);
-        // Reaped here while the daemon lives; by init after.
-        std::thread::spawn(move || child.wait());
-        let Some(start) = start else {
-            t.forget(name);
-            return Err(Refusal(format!("the tmux server of {name:?} ended at once")));
-        };
-        let launcher = netns::Process { pid, start };
-        let socket = PathBuf::from(t.socket(name));
-        let until = Instant::now() + SERVER_START;
-        while !socket.exists() {
-            if !launcher.alive() || Instant::now() >= until {
-                let why = std::fs::read_to_string(&log_path).unwrap_or_default();
-                end_launcher(launcher).await;
-                t.forget(name);
-                return Err(Refusal(format!(
-                    "the tmux server of session {name:?} did not start: {}",
-                    why.trim()
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        Ok((launcher, found.paths.clone(), ticket))
-    }
-
     /// Masks, in the session's running sandbox, the secret files the roots hold now that it has
     /// not masked yet (a `.env` created after it started), through `hands __remask`
     /// (`hands_sandbox::launcher::remask`), and records them. Refuses when that fails: what is typed next
@@ -571,76 +353,6 @@ impl Shell {
             more: page.more || c.more,
             lost_lines: c.lost_lines,
         })
-    }
-
-    /// `tmux_send`.
-    pub async fn tmux_send(
-        &self,
-        p: tmux::SendParams,
-        caller: Caller,
-    ) -> Result<SendOutput, Refusal> {
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
-        let until = match &p.wait {
-            Some(c) => Some(c.check("wait", timeout).map_err(Refusal)?),
-            None => None,
-        };
-        self.refuse_when_unsafe()?;
-        let chars = p.text.chars().count();
-        if chars > tmux::MAX_SEND_CHARS {
-            return Err(Refusal(format!(
-                "text is {chars} characters; tmux_send types at most {} per call — send it in \
-                 parts",
-                tmux::MAX_SEND_CHARS
-            )));
-        }
-        let mut m = self.live_session(&p.session)?;
-        // A secret file created since the session started is hidden from it before anything is
-        // typed that could read it.
-        self.remask(&mut m).await?;
-        if until.is_some() && !m.log {
-            return Err(Refusal(format!(
-                "tmux session {:?} was started by an older hands, which kept no output log, so \
-                 `wait` cannot be used; send without it and tmux_read, or start it again",
-                m.name
-            )));
-        }
-        // `hands stop` may have come during the walk: nothing is typed under the brake.
-        self.refuse_when_braked()?;
-        let enter = p.enter.unwrap_or(true);
-        let sent_at = self.cursor(&m);
-        // `waited_ms` counts from the typing.
-        let begun = Instant::now();
-        let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
-        self.tmux_client(&m.name, argv, &m.cwd).await?;
-        let mut out = SendOutput {
-            session: m.name.clone(),
-            sent_chars: chars,
-            enter,
-            containment: self.containment(),
-            text: String::new(),
-            truncated: false,
-            ready: None,
-            timed_out: false,
-            ended: false,
-            exit_status: None,
-            waited_ms: 0,
-            sent_at,
-            cursor: sent_at,
-        };
-        if let Some(u) = &until {
-            let w = self
-                .wait_for(&m, u, sent_at, Some(&p.text), Duration::from_secs(timeout), &caller)
-                .await?;
-            out.ready = Some(w.outcome == wait::Outcome::Held);
-            out.timed_out = w.outcome == wait::Outcome::TimedOut;
-            out.ended = w.ended;
-            out.exit_status = w.exit_status;
-            out.waited_ms = begun.elapsed().as_millis() as u64;
-            out.text = w.text;
-            out.truncated = w.truncated;
-            out.cursor = w.cursor;
-        }
-        Ok(out)
     }
 
     /// `tmux_list`.

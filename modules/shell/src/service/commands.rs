@@ -1,0 +1,394 @@
+//! Running one command to its end: `bash`, and `run`/`os-*`/`hands exec` (one allowlisted
+//! program, argv given exactly, no shell) checked by the policy first. Each re-runs the
+//! daemon's binary as `hands __sandbox` (see `hands_sandbox::launcher`, which takes the spec on
+//! a descriptor), captures the end of its output, and stops the whole tree on timeout,
+//! cancellation, the brake or client disconnect.
+
+use super::{DRAIN, GRACE, HALTED, Shell, halted};
+use crate::allow::{self, Verdict};
+use crate::bash::{self, BashOutput, BashParams, Ending};
+use crate::caller::{Caller, Refusal};
+use crate::capture::Tail;
+use hands_roots::lock;
+use hands_sandbox::{launcher, masks};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+
+/// The launcher's exit code when the sandbox could not be built (`hands_sandbox::launcher`).
+const SETUP_FAILED: i32 = 125;
+/// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
+/// what the terminal has not taken yet, and it must arrive whole.
+const STREAM_DRAIN: Duration = Duration::from_secs(30);
+
+/// Where a command's output goes as it arrives, besides its tail: `(is_stderr, bytes)`.
+pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
+
+/// One allowlisted command, checked by the policy and resolved on the configured PATH.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The binary's name, then the arguments, as asked.
+    pub argv: Vec<String>,
+    /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
+    pub program: PathBuf,
+    /// Only a person's yes for this one run lets it run.
+    pub confirm: bool,
+}
+
+impl Shell {
+    /// A command's working folder, resolved through the roots (default: the first root).
+    pub(crate) async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, Refusal> {
+        let resolver = self.resolver.clone();
+        let cwd_arg = cwd.unwrap_or_default();
+        tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
+            .await
+            .map_err(|e| Refusal(format!("cwd could not be checked: {e}")))?
+            .map_err(|e| Refusal(format!("bad cwd: {e}")))
+    }
+
+    /// Runs one `bash` call to its end.
+    pub async fn bash(&self, p: BashParams, caller: Caller) -> Result<BashOutput, Refusal> {
+        let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
+        self.launch(argv, p.cwd, p.timeout_secs, caller, self.output_chars, None).await
+    }
+
+    /// The policy of `run`, `os-*` and `hands exec`.
+    pub fn policy(&self) -> &allow::Policy {
+        &self.policy
+    }
+
+    /// The full argv of the `os-*` tool behind `tools[index]`: its binary, its fixed leading
+    /// arguments, then the caller's.
+    pub fn os_argv(&self, index: usize, args: &[String]) -> Option<Vec<String>> {
+        let t = self.os_tools.get(index)?;
+        Some(std::iter::once(&t.bin).chain(&t.args).chain(args).cloned().collect())
+    }
+
+    /// SPEC §4.4's policy for one argv (name, deny, allow, confirm), then the binary resolved
+    /// on the configured PATH.
+    pub fn check(&self, argv: &[String]) -> Result<Checked, Refusal> {
+        let verdict = self.policy.decide(argv).map_err(|e| Refusal(e.to_string()))?;
+        let bin = argv.first().map(String::as_str).unwrap_or_default();
+        let program = allow::resolve(bin, &self.path).ok_or_else(|| {
+            Refusal(format!(
+                "`{}` is not found in the module's PATH ({}); a person can install it there \
+                 or add its folder to tools-shell's `path`",
+                hands_roots::shown(bin),
+                self.path
+            ))
+        })?;
+        Ok(Checked { argv: argv.to_vec(), program, confirm: verdict == Verdict::Confirm })
+    }
+
+    /// Runs one checked program with exactly its arguments (no shell), output capped at
+    /// `run_output_chars`; `tee` also receives the output as it arrives (`hands exec`).
+    pub async fn run_program(
+        &self,
+        c: &Checked,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+        caller: Caller,
+        tee: Option<Tee>,
+    ) -> Result<BashOutput, Refusal> {
+        let mut argv: Vec<Value> = vec![json!(c.program)];
+        argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
+        let chars = self.run_output_chars;
+        self.launch(Value::Array(argv), cwd, timeout_secs, caller, chars, tee).await
+    }
+
+    /// The timeout checked, the brake and the self-test consulted, the cwd resolved, a slot
+    /// taken; then the command runs to its end.
+    async fn launch(
+        &self,
+        argv: Value,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+        caller: Caller,
+        output_chars: usize,
+        tee: Option<Tee>,
+    ) -> Result<BashOutput, Refusal> {
+        let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
+        if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
+            return Err(Refusal(format!(
+                "timeout_secs must be between 1 and {}; got {timeout}",
+                bash::MAX_TIMEOUT_SECS
+            )));
+        }
+        self.refuse_when_unsafe()?;
+        let cwd = self.resolve_cwd(cwd).await?;
+        let mut halt = self.halt.subscribe();
+        let _slot = tokio::select! {
+            s = self.slots.clone().acquire_owned() => {
+                s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
+            }
+            () = caller.cancelled() => return Err(Refusal("cancelled before it started".into())),
+            () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
+        };
+        drop(halt);
+        let label = crate::registry::label(&argv);
+        let argv: Vec<String> = serde_json::from_value(argv)
+            .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
+        let spec = self.spec(argv, &cwd, None, None).await?;
+        let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
+        // While the call waits, its client may be asked about the command's connections.
+        let _asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
+        let mut out = self
+            .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
+            .await?;
+        // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
+            crate::bash::Denied {
+                what: h.what,
+                layer: h.layer.into(),
+                why: h.why,
+                remedy: h.remedy,
+            }
+        }));
+        if let Some(t) = ticket {
+            out.denied.extend(t.denied().into_iter().map(|d| {
+                crate::bash::Denied {
+                    what: format!("{}:{}", d.host, d.port),
+                    layer: "network".into(),
+                    why: d.why,
+                    remedy: "a person can add the host to tools-shell's config.network.allow, or \
+                         approve it when asked (unknown = \"ask\")"
+                        .into(),
+                }
+            }));
+        }
+        Ok(out)
+    }
+
+    /// The launcher spec for one command: the base plus the names the walk of the roots finds
+    /// now (secret files, hard links to denied files), passed to `__sandbox` on a descriptor.
+    /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
+    pub(crate) async fn spec(
+        &self,
+        argv: Vec<String>,
+        cwd: &Path,
+        socket_dir: Option<&Path>,
+        watch: Option<&Path>,
+    ) -> Result<launcher::Spec, Refusal> {
+        self.spec_and_masks(argv, cwd, socket_dir, watch).await.map(|(spec, _)| spec)
+    }
+
+    /// The secret files and hard links to denied files in the roots now (the walk, cached for
+    /// a moment), refusing a name the sandbox cannot mask.
+    pub(crate) async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
+        let masks = self.masks.clone();
+        let found = tokio::task::spawn_blocking(move || masks.current())
+            .await
+            .map_err(|e| Refusal(format!("the roots could not be scanned for secret files: {e}")))?
+            .map_err(|why| Refusal(why.to_string()))?;
+        if let Some(p) = &found.unmaskable {
+            return Err(Refusal(format!(
+                "refused: {} must be hidden from commands or read-only to them (a secret file, \
+                 a hard link to a denied file, or a protected path) but its name is not UTF-8, \
+                 which the sandbox spec cannot carry; a person can rename or remove it",
+                p.display()
+            )));
+        }
+        Ok(found)
+    }
+
+    /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
+    pub(crate) async fn spec_and_masks(
+        &self,
+        argv: Vec<String>,
+        cwd: &Path,
+        socket_dir: Option<&Path>,
+        watch: Option<&Path>,
+    ) -> Result<(launcher::Spec, Arc<masks::Found>), Refusal> {
+        let found = self.found_masks().await?;
+        let mut spec = self
+            .with_netns(self.base.clone())?
+            .mask(found.paths.iter().cloned())
+            .protect(found.protected.iter().cloned());
+        if let Some(dir) = socket_dir {
+            spec = spec.root(dir.to_path_buf(), true);
+        }
+        // `needs.write` a person approved for this call: writable roots of this launch only.
+        if let Some(n) = crate::needs::granted() {
+            for p in &n.write {
+                spec = spec.root(p.clone(), true);
+            }
+        }
+        spec = match watch {
+            // A tmux server outlives the daemon; everything else dies with it.
+            Some(w) => spec.watch(w.to_path_buf()),
+            None => spec.parent(std::process::id() as i32),
+        };
+        Ok((spec.build(argv, cwd.to_path_buf()), found))
+    }
+
+    // Starts the launcher (`hands` re-executed), the one way a command runs.
+    #[allow(clippy::disallowed_methods)]
+    async fn run(
+        &self,
+        spec: &launcher::Spec,
+        label: String,
+        timeout: Duration,
+        caller: &Caller,
+        output_chars: usize,
+        tee: Option<Tee>,
+    ) -> Result<BashOutput, Refusal> {
+        use std::process::Stdio;
+        let started = Instant::now();
+        let mut halt = self.halt.subscribe();
+        if *halt.borrow() {
+            return Err(Refusal(HALTED.into()));
+        }
+        let launcher = spec
+            .command(&self.exe)
+            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        let mut child = tokio::process::Command::from(launcher)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+        let keep = output_chars.saturating_mul(4);
+        let out = Arc::new(Mutex::new(Tail::new(keep)));
+        let err = Arc::new(Mutex::new(Tail::new(keep)));
+        let registered = self.running.register(&caller.client, label, out.clone(), err.clone());
+        let drain_for = if tee.is_some() { STREAM_DRAIN } else { DRAIN };
+        let readers = [
+            child.stdout.take().map(|s| drain(s, out.clone(), tee.clone().map(|t| (t, false)))),
+            child.stderr.take().map(|s| drain(s, err.clone(), tee.map(|t| (t, true)))),
+        ];
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut timed_out = false;
+        let mut cancelled = false;
+        let mut stopped = false;
+        let mut by_person = false;
+        let status = loop {
+            tokio::select! {
+                s = child.wait() => break s,
+                () = &mut deadline, if !timed_out && !cancelled => {
+                    timed_out = true;
+                    break stop(&mut child).await;
+                }
+                () = caller.cancelled(), if !timed_out && !cancelled => {
+                    cancelled = true;
+                    break stop(&mut child).await;
+                }
+                () = registered.stop.cancelled(), if !timed_out && !cancelled => {
+                    (cancelled, by_person) = (true, true);
+                    break stop(&mut child).await;
+                }
+                () = halted(&mut halt), if !timed_out && !cancelled => {
+                    (cancelled, stopped) = (true, true);
+                    break stop(&mut child).await;
+                }
+                _ = tick.tick() => {
+                    let secs = started.elapsed().as_secs();
+                    caller
+                        .progress(secs as f64, || {
+                            let bytes = total(&out) + total(&err);
+                            format!("running {secs} s, {bytes} bytes of output")
+                        })
+                        .await;
+                }
+            }
+        };
+        // Every process of the sandbox is gone once the launcher is; the pipes close with them.
+        for r in readers.into_iter().flatten() {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(drain_for, r).await.is_err() {
+                abort.abort();
+            }
+        }
+        let duration_ms = started.elapsed().as_millis() as u64;
+        if stopped {
+            return Err(Refusal(HALTED.into()));
+        }
+        if by_person {
+            return Err(Refusal(
+                "stopped by a person on the dashboard: the command and its processes were ended"
+                    .into(),
+            ));
+        }
+        if cancelled {
+            return Err(Refusal("cancelled: the command and its processes were stopped".into()));
+        }
+        let status =
+            status.map_err(|e| Refusal(format!("waiting for the sandbox launcher failed: {e}")))?;
+        let (out, err) = (lock(&out), lock(&err));
+        let ending = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+            (Some(code), _) => Ending::from_code(code),
+            (None, Some(sig)) => Ending::Signal(sig),
+            (None, None) => Ending::Exit(-1),
+        };
+        if ending == Ending::Exit(SETUP_FAILED) {
+            let text = String::from_utf8_lossy(&err.bytes()).into_owned();
+            if let Some(line) = text.lines().find(|l| l.starts_with("hands sandbox:")) {
+                return Err(Refusal(format!(
+                    "the command did not run: the sandbox could not be built ({line})"
+                )));
+            }
+        }
+        Ok(bash::output(
+            ending,
+            timed_out,
+            duration_ms,
+            &out,
+            &err,
+            output_chars,
+            &self.containment(),
+        ))
+    }
+}
+
+fn total(t: &Mutex<Tail>) -> u64 {
+    lock(t).total()
+}
+
+/// Reads a pipe to its end into a tail, and into the tee while its receiver listens.
+fn drain<R>(
+    mut r: R,
+    tail: Arc<Mutex<Tail>>,
+    mut tee: Option<(Tee, bool)>,
+) -> tokio::task::JoinHandle<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    lock(&tail).push(&buf[..n]);
+                    if let Some((tx, is_err)) = &tee
+                        && tx.send((*is_err, buf[..n].to_vec())).await.is_err()
+                    {
+                        tee = None;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// SIGTERM to the launcher (it forwards it to every process of the sandbox), a grace period,
+/// then SIGKILL (which takes the whole PID namespace with it).
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    if let Some(pid) = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    match tokio::time::timeout(GRACE, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! How contained the module's commands are: the sandbox self-test run once, the walls'
+//! mechanisms and the containment tier a result reports, and the refusal before the gate when
+//! `enforce` finds a guarantee missing (SPEC §5.2, §5.3).
+
+use super::{HALTED, Shell, reachable_by_run_as};
+use crate::caller::Refusal;
+use hands_sandbox::{launcher, probe};
+
+impl Shell {
+    /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
+    /// where no user namespace can be made, it runs again without namespaces, and so do the
+    /// commands after it.
+    pub fn self_test(&self) -> &probe::Probe {
+        self.probe.get_or_init(|| {
+            let run = || match self.with_netns(self.base.clone()) {
+                Ok(base) => probe::run(&self.exe, &base, &self.roots),
+                Err(Refusal(why)) => probe::failed(why),
+            };
+            let mut p = run();
+            if !self.enforce && p.userns_refused() {
+                self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
+                // Commands as `run_as` now reach their home and the tmux sockets through the
+                // host's folders, where a root daemon's state dir is usually closed to them.
+                let moved = match self.run_as {
+                    Some(_) => reachable_by_run_as(self.tmux.records()).map(|dir| {
+                        self.tmux.move_sockets(dir.join("tmux"));
+                        let _ = self.bare_home.set(dir.join("home"));
+                    }),
+                    None => Ok(()),
+                };
+                p = run();
+                if let Err(e) = moved {
+                    p.checks.push(probe::Check {
+                        name: "home and tmux sockets reachable",
+                        holds: Some(false),
+                        note: format!("{e:#}"),
+                    });
+                }
+            }
+            p.mechanisms = self.mechanisms();
+            if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
+                let mut why = self.bound.passed_over.clone();
+                if self.rlimit_unbound() {
+                    why.push("RLIMIT_NPROC: binds only inside a user namespace".into());
+                }
+                p.checks.push(probe::Check {
+                    name: "process bound",
+                    holds: Some(false),
+                    note: why.join("; "),
+                });
+            }
+            p
+        })
+    }
+
+    /// The walls' mechanisms, as the tier names them.
+    fn mechanisms(&self) -> Vec<String> {
+        let ns = if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            "no namespaces (Landlock and seccomp alone)"
+        } else {
+            "namespaces"
+        };
+        let landlock = match launcher::landlock_abi() {
+            0 => "Landlock unavailable".to_string(),
+            1 => "Landlock ABI 1 (not used: it forbids renames across folders)".to_string(),
+            n => format!("Landlock ABI {n}"),
+        };
+        let bound = if self.rlimit_unbound() {
+            "no process bound (RLIMIT_NPROC binds only in a user namespace)"
+        } else {
+            self.bound.bound.name()
+        };
+        let mut m = vec![ns.to_string(), landlock, "seccomp".into(), bound.into()];
+        if let Some(ids) = self.run_as {
+            m.push(format!("as uid {}", ids.uid));
+        }
+        m
+    }
+
+    /// Whether the chosen bound is `RLIMIT_NPROC` but commands run without namespaces: on the
+    /// host it would count every process of the uid, so the launcher does not set it.
+    fn rlimit_unbound(&self) -> bool {
+        self.bound.bound == launcher::Bound::Rlimit
+            && self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The process bound chosen at startup, and why better mechanisms were passed over.
+    pub fn bound(&self) -> &launcher::bounds::Choice {
+        &self.bound
+    }
+
+    /// Who the commands run as, for a daemon run as root.
+    pub fn run_as(&self) -> Option<launcher::Ids> {
+        self.run_as
+    }
+
+    /// Adds the module's shared network namespace to a launcher spec (starting its holder when
+    /// there is none). Blocks briefly the first time.
+    pub(super) fn with_netns(&self, spec: launcher::Builder) -> Result<launcher::Builder, Refusal> {
+        if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+            let spec = spec.without_namespaces();
+            return Ok(match self.bare_home.get() {
+                Some(home) => spec.home(home.clone()),
+                None => spec,
+            });
+        }
+        match &self.netns {
+            Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),
+            None => Ok(spec),
+        }
+    }
+
+    /// The containment tier of a command run now.
+    pub(crate) fn containment(&self) -> String {
+        match self.probe.get() {
+            Some(p) => p.tier(),
+            None => "full (launcher refuses to run without every layer; not probed)".into(),
+        }
+    }
+
+    /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
+    /// guarantee missing.
+    pub(crate) fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+        if *self.halt.borrow() {
+            return Err(Refusal(HALTED.into()));
+        }
+        self.cannot_run().map_or(Ok(()), Err)
+    }
+
+    /// In `enforce` mode, when the self-test found a guarantee missing: why no command can run.
+    /// The server asks this before the trust gate, so nobody approves a command that would not
+    /// run (SPEC §5.2).
+    pub fn cannot_run(&self) -> Option<Refusal> {
+        let p = self.probe.get().filter(|p| self.enforce && !p.missing().is_empty())?;
+        let remedy = p
+            .checks
+            .iter()
+            .filter(|c| c.holds == Some(false))
+            .map(|c| format!("{}: {}", c.name, c.note))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Some(Refusal(format!(
+            "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox \
+             self-test found these guarantees missing: {} ({remedy}); `hands doctor` shows why \
+             and how to fix it. A person can fix the host or set sandbox.mode = \"best-effort\"",
+            p.missing().join(", ")
+        )))
+    }
+}
