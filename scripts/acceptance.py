@@ -61,9 +61,12 @@ class Run:
         os.chmod(self.base, 0o755)
         self.proj = os.path.join(self.base, "proj")
         self.outside = os.path.join(self.base, "outside")
-        self.state = os.path.join(self.base, "state")
-        for d in (self.proj, self.outside, self.state):
+        # The state folder sits in a closed one (mode 700, as a root daemon's under /root/.local
+        # does): commands as run_as must never need to reach it.
+        self.state = os.path.join(self.base, "closed", "state")
+        for d in (self.proj, self.outside, os.path.dirname(self.state), self.state):
             os.mkdir(d)
+        os.chmod(os.path.dirname(self.state), 0o700)
         # World-writable outside folder and canary: only the sandbox keeps them unchanged
         # (a root daemon's commands run as another user, whom file modes would stop too).
         os.chmod(self.outside, 0o777)
@@ -449,14 +452,22 @@ def check_best_effort(run):
     m = re.search(r"sandbox self-test: (.*)", out)
     tier = m.group(1).strip() if m else ""
     rows = [line.split()[0:6] for line in out.splitlines() if " MISSING " in line]
-    r = run.bash("echo hi; echo $TMPDIR")
+    # The home and TMPDIR are the command's to write (a root daemon's run_as user included).
+    r = run.bash('echo hi; cd ~ && touch ~/.acc "$TMPDIR/acc" && echo home-writable')
     s = r.structured
     result_tier = str(s.get("containment", ""))
     must = ("no namespaces", "read a masked path", "protected paths read-only",
             "host unix sockets hidden")
-    ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "").startswith("hi\n")
+    ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "") == "hi\nhome-writable\n"
           and s.get("exit_code") == 0 and tier.startswith("partial (missing: ")
           and result_tier == tier and all(w in tier for w in must) and rows)
+    # Without namespaces RLIMIT_NPROC would count every process of the uid, so it is not set:
+    # doctor must not name it as the bound.
+    bound = re.search(r"process bound: (.*)", out)
+    bound = bound.group(1).strip() if bound else "(no process bound line)"
+    if "RLIMIT_NPROC in the user namespace" in bound or bound.startswith("(no"):
+        ok = False
+        tier = f"{tier}; doctor's process bound: {bound}"
     run.best_effort_tier = tier
     missing = re.search(r"missing: ([^;]*)", tier)
     run.report("best-effort", ok, f"bash ran; result and doctor: missing {missing.group(1)}"
@@ -539,7 +550,9 @@ def check_kill(run):
                if ok else why)
 
 
-def check_tmux(run):
+def check_tmux(run, tier="full"):
+    """A session started, sent to, read and killed; its pane's write outside the roots refused;
+    its containment the tier given (`full`, or best-effort's exact partial one)."""
     s = run.session
     name = f"acc{run.mark}"
     st = s.call("tmux_start", {"name": name, "command": "bash --norc --noprofile"})
@@ -561,10 +574,16 @@ def check_tmux(run):
     ran = f"42-{run.mark}" in text
     ok = (not sent.is_error and ran and "WRITTEN-25" not in text and not k.is_error
           and k.structured.get("killed") is not False and not listed
-          and str(containment).startswith("full"))
+          and (str(containment).startswith("full") if tier == "full" else containment == tier))
     run.report("tmux", ok, f"started ({containment}), sent, read, killed; gone from the list"
                if ok else f"send error {sent.is_error}, output seen {ran}, kill "
                f"{first_line(k.text)}, still listed {listed}, containment {containment!r}")
+
+
+def check_best_effort_tmux(run):
+    """tmux in best-effort without namespaces: a pane needs the host's /dev/pts, and a root
+    daemon's commands (as run_as) their socket folder outside its closed state dir."""
+    check_tmux(run, tier=run.best_effort_tier)
 
 
 def check_refusals(run):
@@ -637,7 +656,7 @@ def main():
         except (McpError, OSError) as e:
             run.report("best-effort", False, f"hands serve did not answer initialize: {e}")
         if run.session and not run.session.closed:
-            steps(check_best_effort, check_write_outside, check_seccomp)
+            steps(check_best_effort, check_write_outside, check_seccomp, check_best_effort_tmux)
         code, tail = run.session.close() if run.session else (None, [])
     # The module's network-namespace holder (`hands __netns`) outlives the daemon by design, so
     # tmux sessions keep their loopback across a restart (ARCHITECTURE.md); it ends once its
@@ -645,6 +664,13 @@ def main():
     # and the holder must end after the state folder is removed.
     time.sleep(2)
     beside = [p for p in snap.left()[0] if "__netns" not in p]
+    # A root daemon's commands without namespaces had their home and tmux sockets in
+    # /tmp/hands-<dev>-<inode of the session records> (outside the closed state folder).
+    try:
+        st = os.stat(os.path.join(run.state, "tmux", "tools-shell"))
+        shutil.rmtree(f"/tmp/hands-{st.st_dev:x}-{st.st_ino:x}", ignore_errors=True)
+    except OSError:
+        pass
     shutil.rmtree(run.state, ignore_errors=True)
     left, deadline = "?", time.time() + 15
     while left and time.time() < deadline:

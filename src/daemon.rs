@@ -29,6 +29,9 @@ pub struct Daemon {
     pub approvals: Arc<crate::gate::approvals::Approvals>,
     /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
     resolvers: Vec<(ModuleId, Arc<Resolver>)>,
+    /// The policy lists every resolver was built from ([`policy_lists`]), for the check of a
+    /// one-run expansion (`src/needs.rs`).
+    lists: PolicyLists,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -152,7 +155,7 @@ impl Daemon {
             }
         }
         #[cfg(feature = "conformance-tools")]
-        tools.extend(crate::server::conformance_tools::tools());
+        tools.extend(crate::conformance_tools::tools());
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
         let approvals = Arc::new(crate::gate::approvals::Approvals::new(
@@ -177,6 +180,7 @@ impl Daemon {
             stateless_sessions: Default::default(),
             approvals,
             resolvers,
+            lists,
         })
     }
 
@@ -209,9 +213,19 @@ impl Daemon {
         self.resolvers.iter().find(|(id, _)| *id == module).map(|(_, r)| r)
     }
 
+    /// The policy lists every module's resolver was built from.
+    pub fn lists(&self) -> &PolicyLists {
+        &self.lists
+    }
+
     /// The *session* permissions of stateless (2026-07-28) HTTP clients.
     pub(crate) fn stateless_sessions(&self) -> &Mutex<HashSet<(String, String, String, u64)>> {
         &self.stateless_sessions
+    }
+
+    /// The brake itself, for the gate, which reads it before a call and after a person answered.
+    pub(crate) fn brake(&self) -> &std::sync::atomic::AtomicBool {
+        &self.stopped
     }
 
     pub fn is_stopped(&self) -> bool {

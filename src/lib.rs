@@ -8,12 +8,14 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "conformance-tools")]
+pub mod conformance_tools;
 pub mod control;
 pub mod daemon;
 pub mod dashboard;
 pub mod errors;
 pub mod gate;
-pub mod lock;
+pub mod hangup;
 pub mod needs;
 pub mod netgate;
 pub mod registry;

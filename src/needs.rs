@@ -44,17 +44,16 @@ pub fn publish(tool: &mut rmcp::model::Tool) {
     }
 }
 
-/// Whether a call's arguments (as the gate sees them) carry a one-run expansion. Only `bash`
-/// and `tmux_start` keep `needs` there; [`take`] refused any that does not parse.
-pub fn widens(arguments: &Value) -> bool {
-    arguments.get("needs").is_some_and(|n| !n.is_null())
-}
-
 /// Takes `needs` out of a `bash`/`tmux_start` call's arguments (the tool's own parameters do
 /// not know it): the checked request, or the refusal that stops the call before anyone is
-/// asked. The gate and the audit record still see it in the call's `arguments`.
+/// asked. The gate and the audit record still see it in the call's `arguments`. `lists` are
+/// the daemon's policy lists (what can never be requested), `state_dir` its state dir (absolute), and
+/// `proxied` whether tools-shell's commands reach the network through the proxy (without it a
+/// `network` entry cannot be granted).
 pub fn take(
-    daemon: &crate::server::Daemon,
+    lists: &hands_roots::PolicyLists,
+    state_dir: &Path,
+    proxied: bool,
     tool: &str,
     args: &mut rmcp::model::JsonObject,
 ) -> (Option<std::sync::Arc<Needs>>, Option<Refusal>) {
@@ -68,17 +67,17 @@ pub fn take(
             return (None, Some(Refusal::new(tool, "needs", msg, remedy)));
         }
     };
-    if !needs.network.is_empty() && !daemon.shell().is_some_and(|s| s.network_proxied()) {
+    if !needs.network.is_empty() && !proxied {
         return (None, Some(Refusal::new(tool, "needs", NO_PROXY.into(), NO_PROXY_REMEDY)));
     }
-    let policy = match Policy::new(&crate::server::policy_lists(&daemon.config)) {
+    let policy = match Policy::new(lists) {
         Ok(p) => p,
         Err(e) => {
             let msg = format!("`{tool}` is refused: the policy could not be compiled ({e})");
             return (None, Some(Refusal::new(tool, "needs", msg, "a person fixes daemon.toml")));
         }
     };
-    match refuse_forbidden(&needs, &policy, &daemon.config.state_dir) {
+    match refuse_forbidden(&needs, &policy, state_dir) {
         Ok(()) => (Some(std::sync::Arc::new(needs)), None),
         Err(f) => {
             let msg = format!("`{tool}` is refused before asking anyone: {}", f.why);
@@ -224,7 +223,8 @@ pub struct Forbidden {
 }
 
 /// Refuses a `write` path that is, lies beneath or holds a credential, denied, secret or
-/// protected path or the state dir, that is missing, or whose name passes through a link.
+/// protected path or the state dir (`state_dir`, absolute), that is missing, or whose name passes
+/// through a link.
 pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Result<(), Forbidden> {
     let never = "nobody can approve it: credential, denied, secret and protected paths are never \
                  writable through `needs`; name a path that holds none of them";
@@ -265,8 +265,7 @@ pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Res
                 never,
             );
         }
-        let state = crate::server::absolute(state_dir);
-        if state.starts_with(p) || p.starts_with(&state) {
+        if state_dir.starts_with(p) || p.starts_with(state_dir) {
             return forbid(
                 "protected paths",
                 format!("{what} is or holds the daemon's state dir (the audit log, approvals)"),

@@ -14,7 +14,7 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, LazyLock, Mutex, mpsc};
 
 tokio::task_local! {
     /// The client of the tool call running now, when a person can be asked through it in the
@@ -50,14 +50,14 @@ impl ClientAsks {
     /// client cannot be asked (or the command runs outside a call).
     pub fn register(token: &str) -> Option<ClientAsks> {
         let peer = CLIENT_ASKS.try_with(Clone::clone).ok().flatten()?;
-        ASKING.lock().unwrap_or_else(PoisonError::into_inner).insert(token.to_string(), peer);
+        hands_roots::lock(&ASKING).insert(token.to_string(), peer);
         Some(ClientAsks { token: token.to_string() })
     }
 }
 
 impl Drop for ClientAsks {
     fn drop(&mut self) {
-        ASKING.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.token);
+        hands_roots::lock(&ASKING).remove(&self.token);
     }
 }
 
@@ -121,16 +121,13 @@ impl Gate for NetGate {
     fn ask(&self, q: Question) -> Asking {
         let action = self.action(&q);
         let key = (action.client.clone(), q.host.clone(), q.port, self.approvals.epoch());
-        let known = self.session.lock().unwrap_or_else(PoisonError::into_inner).contains(&key);
+        let known = hands_roots::lock(&self.session).contains(&key);
         if known || self.approvals.always_allows(&action) {
             return Box::pin(async { Answer::Allow { by: BY_STANDING.into() } });
         }
         let approvals = Arc::clone(&self.approvals);
         let session = Arc::clone(&self.session);
-        let client = q
-            .token
-            .as_deref()
-            .and_then(|t| ASKING.lock().unwrap_or_else(PoisonError::into_inner).get(t).cloned());
+        let client = q.token.as_deref().and_then(|t| hands_roots::lock(&ASKING).get(t).cloned());
         Box::pin(async move {
             let asked = match client {
                 Some(peer) => approvals.elicit(&action, &peer).await,
@@ -141,7 +138,7 @@ impl Gate for NetGate {
                     match choice {
                         Choice::Once => {}
                         Choice::Session => {
-                            session.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
+                            hands_roots::lock(&session).insert(key);
                         }
                         Choice::Always => {
                             if let Err(e) = approvals.grant_always(&action) {
@@ -205,6 +202,6 @@ impl Gate for NetGate {
                 "duration_ms": r.duration_ms,
             })),
         };
-        let _ = self.records.lock().unwrap_or_else(PoisonError::into_inner).send(entry);
+        let _ = hands_roots::lock(&self.records).send(entry);
     }
 }

@@ -18,10 +18,9 @@ use std::sync::{Arc, Mutex};
 
 pub use crate::daemon::{Daemon, absolute, git_agent_socket, policy_lists};
 
-/// Test-only: the conformance suite's scenario tools, gated like every other tool.
+/// Test-only: what the conformance suite's scenario tools do, gated like every other tool.
 #[cfg(feature = "conformance-tools")]
-#[path = "conformance_tools.rs"]
-pub(crate) mod conformance_tools;
+mod conformance;
 
 /// The rmcp handler of one connection.
 #[derive(Clone)]
@@ -83,7 +82,11 @@ impl HandsServer {
         // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
         // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
         let (needs, needs_refused) = match def.tool.name.as_ref() {
-            "bash" | "tmux_start" => crate::needs::take(&self.daemon, &def.tool.name, &mut args),
+            "bash" | "tmux_start" => {
+                let proxied = self.daemon.shell().is_some_and(|s| s.network_proxied());
+                let (lists, state) = (self.daemon.lists(), absolute(&self.daemon.config.state_dir));
+                crate::needs::take(lists, &state, proxied, &def.tool.name, &mut args)
+            }
             _ => (None, None),
         };
         let mut confirm = false;
@@ -222,7 +225,17 @@ impl HandsServer {
             arguments,
             confirm,
         };
-        let asker = Asker { daemon: &self.daemon, client: self.client(), session: &self.session };
+        let d = &self.daemon;
+        let asker = Asker {
+            client: self.client(),
+            session: &self.session,
+            config: &d.config,
+            approvals: &d.approvals,
+            audit: &d.audit,
+            stopped: d.brake(),
+            stateless_sessions: d.stateless_sessions(),
+            resolver: d.resolver(def.module).map(|r| &**r),
+        };
         crate::gate::decide(&asker, &call, before, retry, ctx).await
     }
 

@@ -74,7 +74,7 @@ pub fn caller(ctx: &RequestContext<RoleServer>, gone: &CancellationToken, client
     let hangup = ctx
         .extensions
         .get::<http::request::Parts>()
-        .and_then(|p| p.extensions.get::<crate::transport::hangups::Hangup>())
+        .and_then(|p| p.extensions.get::<crate::hangup::Hangup>())
         .map(|h| h.0.clone());
     if let Some(h) = hangup {
         caller = caller.cancelled_by(h);

@@ -207,7 +207,7 @@ impl Audit {
     /// runtime's worker threads.
     pub fn append(&self, e: &Entry) -> std::io::Result<u64> {
         let r = self.append_record(e);
-        let mut failed = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut failed = hands_roots::lock(&self.failed);
         *failed = r.as_ref().err().map(|e| e.to_string());
         r
     }
@@ -217,7 +217,7 @@ impl Audit {
     /// tells a person what to do.
     pub fn ready(&self) -> Result<(), String> {
         let dir = self.path.parent().unwrap_or(Path::new("/"));
-        let failed = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let failed = hands_roots::lock(&self.failed).clone();
         let free = rustix::fs::statvfs(dir)
             .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
             .map_err(|e| format!("cannot check the free space of {}: {e}", dir.display()))?;
@@ -241,7 +241,7 @@ impl Audit {
     }
 
     fn append_record(&self, e: &Entry) -> std::io::Result<u64> {
-        let mut t = self.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut t = hands_roots::lock(&self.tail);
         let t = &mut *t;
         let _lock = Flock::exclusive(&t.file)?;
         let len = t.file.metadata()?.len();

@@ -183,7 +183,7 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 fn sandbox_section(
     sh: &crate::shell_mcp::Shell,
     daemon: &Daemon,
-    _probe: &hands_sandbox::probe::Probe,
+    probe: &hands_sandbox::probe::Probe,
     s: &mut String,
     warnings: &mut Vec<String>,
 ) {
@@ -196,7 +196,18 @@ fn sandbox_section(
         }
         _ => String::new(),
     };
-    let _ = writeln!(s, "  process bound: {}{where_}", choice.bound.name());
+    // The probe says when the bound chosen at startup does not hold: `RLIMIT_NPROC` where
+    // commands run without namespaces would count every process of the uid, so it is not set.
+    let unbound = probe.checks.iter().any(|c| c.name == "process bound" && c.holds == Some(false));
+    if unbound && choice.bound == hands_sandbox::launcher::Bound::Rlimit {
+        let _ = writeln!(
+            s,
+            "  process bound: none (RLIMIT_NPROC, the best this machine offers, binds only inside \
+             a user namespace, and commands run without one)"
+        );
+    } else {
+        let _ = writeln!(s, "  process bound: {}{where_}", choice.bound.name());
+    }
     for why in &choice.passed_over {
         let _ = writeln!(s, "    passed over: {why}");
     }

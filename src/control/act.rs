@@ -105,7 +105,7 @@ impl Daemon {
                 "approval {id} cannot be answered *{name}*: `{tool}` runs a confirm-listed \
                  program (commands.confirm), which a person allows one run at a time"
             )
-        } else if choice == Choice::Always && crate::needs::widens(&action.arguments) {
+        } else if choice == Choice::Always && action.widens() {
             format!(
                 "approval {id} cannot be answered *always*: `{tool}` asks for a one-run \
                  widening (`needs`), which a person grants once or for this session, never always"

@@ -4,9 +4,9 @@
 
 use super::form::{field, form_pairs};
 use super::{actions, views};
-use crate::lock::lock;
 use crate::server::Daemon;
 use bytes::Bytes;
+use hands_roots::lock;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};

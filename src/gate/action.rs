@@ -61,7 +61,19 @@ pub struct Action {
     pub confirm: bool,
 }
 
+/// Whether a call's arguments (as the gate sees them) carry a one-run expansion (`needs`,
+/// SPEC §6). Only `bash` and `tmux_start` keep `needs` there; the daemon refused any that does
+/// not parse before the gate was reached (`src/needs.rs`).
+pub fn widens(arguments: &Value) -> bool {
+    arguments.get("needs").is_some_and(|n| !n.is_null())
+}
+
 impl Action {
+    /// Whether the action carries a one-run expansion ([`widens`]): never answered *always*.
+    pub fn widens(&self) -> bool {
+        widens(&self.arguments)
+    }
+
     /// A digest of everything that identifies the action: changing any argument changes it.
     pub fn digest(&self) -> String {
         use sha2::Digest;
@@ -95,9 +107,7 @@ impl Action {
                  permission covers it)",
             );
         }
-        if let Some(n) =
-            self.arguments.get("needs").filter(|_| crate::needs::widens(&self.arguments))
-        {
+        if let Some(n) = self.arguments.get("needs").filter(|_| self.widens()) {
             s.push_str(&format!(
                 "\n  needs (a widening for this run only; never always): {}",
                 show(&n.to_string())

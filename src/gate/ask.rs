@@ -20,8 +20,7 @@ pub(super) async fn ask_person(
     retry: Retry,
     ctx: &RequestContext<RoleServer>,
 ) -> Verdict {
-    let daemon = asker.daemon;
-    let approvals = &daemon.approvals;
+    let approvals = asker.approvals;
     let confirm = call.confirm;
     let action = Action {
         client: asker.client.to_string(),
@@ -33,7 +32,7 @@ pub(super) async fn ask_person(
     };
     // A one-run expansion (`needs`, SPEC §6): never *always*; a *session* yes covers this
     // exact widening only (its own key), and no standing permission of the plain tool covers it.
-    let widening = crate::needs::widens(call.arguments);
+    let widening = call.widens();
     let session_tool = match call.arguments.get("needs").filter(|_| widening) {
         Some(n) => format!("{} needs {n}", action.tool),
         None => action.tool.clone(),
@@ -51,7 +50,7 @@ pub(super) async fn ask_person(
             .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
     let stateless_key = (asker.client.to_string(), key.0.clone(), key.1.clone(), key.2);
     let in_session = if stateless {
-        lock(daemon.stateless_sessions()).contains(&stateless_key)
+        lock(asker.stateless_sessions).contains(&stateless_key)
     } else {
         lock(asker.session).contains(&key)
     };
@@ -81,7 +80,7 @@ pub(super) async fn ask_person(
         (_, false, Reach::Url) => {
             let peer = ctx.peer.clone();
             let timeout =
-                std::time::Duration::from_secs(daemon.config.trust.approval_timeout_secs.max(1));
+                std::time::Duration::from_secs(asker.config.trust.approval_timeout_secs.max(1));
             approvals
                 .park_then(&action, |id| {
                     let Some(url) = approvals.dashboard_entry(id) else { return };
@@ -123,7 +122,7 @@ pub(super) async fn ask_person(
             match choice {
                 Choice::Once => {}
                 Choice::Session if stateless => {
-                    lock(daemon.stateless_sessions()).insert(stateless_key);
+                    lock(asker.stateless_sessions).insert(stateless_key);
                 }
                 Choice::Session => {
                     lock(asker.session).insert(key);

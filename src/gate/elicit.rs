@@ -11,7 +11,7 @@
 
 use super::action::{Action, Asked, CHOICES, Channel, Choice};
 use super::approvals::{Approvals, now, random_hex};
-use crate::lock::lock;
+use hands_roots::lock;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequiredResult, InputResponses, SealOptions,
@@ -56,7 +56,7 @@ impl Approvals {
         let mut names =
             vec!["Allow once", "Allow for this session", "Always for this client", "Reject"];
         // A one-run expansion is never offered *always* (SPEC §6).
-        if crate::needs::widens(&a.arguments) {
+        if a.widens() {
             choices.retain(|c| *c != "allow_always");
             names.retain(|n| !n.starts_with("Always"));
         }

@@ -20,9 +20,10 @@ mod verdict;
 
 pub use verdict::{Refusal, Verdict, decide};
 
-use crate::config::{ActionClass, ModuleId};
+use crate::config::{ActionClass, Config, ModuleId};
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 /// The call the gate judges: which tool of which module, its class, and the arguments a person
 /// would see (for `run` and `os-*`, with the full argv and the binary it resolved to).
@@ -36,6 +37,14 @@ pub struct Call<'a> {
     pub confirm: bool,
 }
 
+impl Call<'_> {
+    /// Whether the call carries a one-run expansion (`needs`): a person decides it, whatever
+    /// the policy allows, and never *always*.
+    pub fn widens(&self) -> bool {
+        action::widens(self.arguments)
+    }
+}
+
 /// What a retried call echoes back after an input-required result.
 #[derive(Default)]
 pub struct Retry {
@@ -43,13 +52,28 @@ pub struct Retry {
     pub responses: Option<rmcp::model::InputResponses>,
 }
 
-/// Who is asking: one connection's identity and its *session* permissions.
+/// Who is asking — one connection's identity and its *session* permissions — and the parts of
+/// the daemon the gate reads to answer (handed in by the server, so that the gate needs no
+/// daemon).
 pub struct Asker<'a> {
-    pub daemon: &'a crate::daemon::Daemon,
     /// `stdio`, or the `name` of an HTTP client's token: what approvals and the audit record.
     pub client: &'a str,
     /// This connection's session permissions: (module, tool, epoch granted in).
     pub session: &'a Mutex<HashSet<(String, String, u64)>>,
+    /// The daemon's configuration: each module's `[trust]` policy, the approval timeout.
+    pub config: &'a Config,
+    /// Asking a person, and the standing permissions.
+    pub approvals: &'a approvals::Approvals,
+    /// The audit log, whose health is checked before anything that must be recorded runs.
+    pub audit: &'a crate::audit::Audit,
+    /// The brake (`hands stop`): read before the call and again after a person answered.
+    pub stopped: &'a AtomicBool,
+    /// The *session* permissions of stateless (2026-07-28) HTTP clients, which have no
+    /// connection to hold them: (client, module, tool, epoch), kept by the daemon.
+    pub stateless_sessions: &'a Mutex<HashSet<(String, String, String, u64)>>,
+    /// The resolver of the call's module, for the check of denied paths before anyone is
+    /// asked (`None`: the module has none).
+    pub resolver: Option<&'a hands_roots::Resolver>,
 }
 
-use crate::lock::lock;
+use hands_roots::lock;

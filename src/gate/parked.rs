@@ -5,7 +5,7 @@
 use super::action::{Action, Asked, Channel, Choice};
 use super::approvals::{Approvals, now, random_hex};
 use super::elicit::url_params;
-use crate::lock::lock;
+use hands_roots::lock;
 use rmcp::model::InputRequiredResult;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

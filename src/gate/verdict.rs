@@ -9,6 +9,7 @@ use crate::errors::Denial;
 use rmcp::RoleServer;
 use rmcp::model::InputRequiredResult;
 use rmcp::service::RequestContext;
+use std::sync::atomic::Ordering;
 
 /// What the gate said about one call.
 #[derive(Debug)]
@@ -76,10 +77,12 @@ pub async fn decide(
     if let Some(why) = before {
         return policy(why);
     }
-    let daemon = asker.daemon;
     // `tmux_kill` only ends a session: it works under the brake (whose point is ending).
-    let braked =
-        || call.class == ActionClass::External && call.tool != "tmux_kill" && daemon.is_stopped();
+    let braked = || {
+        call.class == ActionClass::External
+            && call.tool != "tmux_kill"
+            && asker.stopped.load(Ordering::SeqCst)
+    };
     let brake = || Verdict::Deny {
         by: DecidedBy::Stop,
         why: Refusal::new(
@@ -98,7 +101,7 @@ pub async fn decide(
     }
     // Nothing that must be audited runs while the log cannot take its record.
     if call.class != ActionClass::Read
-        && let Err(why) = daemon.audit_ready()
+        && let Err(why) = asker.audit.ready()
     {
         return policy(Refusal::new(
             call.tool,
@@ -128,7 +131,7 @@ pub async fn decide(
             ));
         }
         // A one-run expansion (`needs`) widens what the policy allowed: a person decides it.
-        TrustAction::Allow if !call.confirm && !crate::needs::widens(call.arguments) => {
+        TrustAction::Allow if !call.confirm && !call.widens() => {
             return Verdict::Allow { by: DecidedBy::Policy };
         }
         // `ask`, or a confirm-listed run the policy would allow: a person decides.
@@ -145,7 +148,7 @@ pub async fn decide(
 
 /// The module's trust action for the call's class; a module that is not declared denies.
 fn trust_for(asker: &Asker<'_>, call: &Call<'_>) -> TrustAction {
-    (asker.daemon.config.modules.iter())
+    (asker.config.modules.iter())
         .find(|m| m.id == call.module)
         .map(|m| m.trust.for_class(call.class))
         .unwrap_or(TrustAction::Deny)
@@ -154,7 +157,7 @@ fn trust_for(asker: &Asker<'_>, call: &Call<'_>) -> TrustAction {
 /// A path argument that names a denied or credential path: refused before the policy and
 /// before any person is asked, at every trust level (SPEC §3).
 fn hidden_path(asker: &Asker<'_>, call: &Call<'_>) -> Option<Refusal> {
-    let resolver = asker.daemon.resolver(call.module)?;
+    let resolver = asker.resolver?;
     ["path", "cwd", "repo"].iter().find_map(|key| {
         let p = call.arguments.get(*key)?.as_str()?;
         resolver.refuse_denied(p).err().map(|e| {

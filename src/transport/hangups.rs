@@ -15,12 +15,13 @@
 //! and only after rmcp accepted a call in them, so a client cannot touch another's session and
 //! made-up ids leave nothing behind.
 
+use crate::hangup::Hangup;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -33,11 +34,6 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// ends a session after 5 idle minutes.
 const FORGET_AFTER: Duration = Duration::from_secs(30 * 60);
 const SWEEP_AT: usize = 1024;
-
-/// Fires when the call's client has gone. Travels in the HTTP request's extensions, which rmcp
-/// hands to the handler as `http::request::Parts`.
-#[derive(Clone, Debug)]
-pub struct Hangup(pub CancellationToken);
 
 /// (service index, session id): a session id means something only to the service that made it.
 type Key = (usize, String);
@@ -57,7 +53,7 @@ pub struct Sessions {
 
 impl Sessions {
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Seen>> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+        hands_roots::lock(&self.seen)
     }
 
     /// A request of the session arrived: it is alive.

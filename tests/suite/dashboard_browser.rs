@@ -99,8 +99,21 @@ async fn click(b: &Browser, css: &str) {
 }
 
 /// The id of the first pending approval on the page, once one shows.
+/// The id of the first pending approval, retrying while the live refresh replaces the
+/// element between the find and the read (a stale element reference).
 async fn pending_id(b: &Browser) -> String {
-    wait_for(b, "article.pending").await.attr("id").await.unwrap().unwrap()
+    let start = Instant::now();
+    loop {
+        let r = match wait_for(b, "article.pending").await.attr("id").await {
+            Ok(Some(id)) => return id,
+            Ok(None) => "no id attribute".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if start.elapsed() > Duration::from_secs(20) {
+            panic!("cannot read the pending approval's id: {r}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn gone(b: &Browser, css: &str) -> bool {

@@ -1,7 +1,7 @@
 //! The catalogue of tools-fs as data: each tool's [`Spec`] beside the function that implements
 //! it, in the order `tools/list` shows them. The daemon's registry publishes it.
 
-use crate::{FsError, ToolText, edit, list_dir, read, search, write};
+use crate::{FsError, ToolText, edit, glob, grep, list_dir, read, write};
 use hands_roots::Resolver;
 use hands_tool::{Class, Hints, Register, Spec};
 
@@ -86,7 +86,7 @@ pub fn register<R: Register<Resolver, FsError>>(r: &mut R) {
             class: Class::Read,
             hints: Hints::LOOKS,
         },
-        search::glob,
+        glob::glob,
         ToolText::text,
     );
     r.tool(
@@ -100,7 +100,7 @@ pub fn register<R: Register<Resolver, FsError>>(r: &mut R) {
             class: Class::Read,
             hints: Hints::LOOKS,
         },
-        search::grep,
+        grep::grep,
         ToolText::text,
     );
 }

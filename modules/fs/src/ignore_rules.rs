@@ -5,7 +5,7 @@
 //! Why not the `ignore` crate's own reading: it opens ignore files (and a `.git` file, and the
 //! `commondir` that names) by path with a blocking `open`, so a FIFO named `.gitignore` — or one
 //! swapped in between any check of ours and its open — hangs a walker thread forever. So the
-//! walker reads none (`search::walker` switches all of it off), and the rules are rebuilt here
+//! walker reads none (`walk::walker` switches all of it off), and the rules are rebuilt here
 //! with the crate's own [`Gitignore`] matcher over what was read this way. A FIFO, socket,
 //! device or symlink where an ignore file would be is skipped, treated as absent, and named in
 //! the tool's answer ([`Rules::skipped`]); the walk goes on.
@@ -106,7 +106,7 @@ impl Rules {
     /// The files skipped because they were not regular files (each with what it was), at most
     /// [`MAX_SKIPPED`], sorted.
     pub(crate) fn skipped(&self) -> Vec<String> {
-        let mut s = self.skipped.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut s = hands_roots::lock(&self.skipped).clone();
         s.sort_unstable();
         s
     }
@@ -235,7 +235,7 @@ impl Rules {
     }
 
     fn skip(&self, path: &Path, kind: &str) {
-        let mut s = self.skipped.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = hands_roots::lock(&self.skipped);
         if s.len() < MAX_SKIPPED {
             s.push(format!("{} ({kind})", path.display()));
         }

@@ -9,12 +9,14 @@
 pub mod catalogue;
 pub mod edit;
 mod error;
+pub mod glob;
+pub mod grep;
 mod ignore_rules;
 pub mod list_dir;
 pub mod read;
-pub mod search;
 pub mod settings;
 pub mod text;
+mod walk;
 mod walk_cache;
 pub mod write;
 

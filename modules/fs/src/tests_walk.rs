@@ -3,8 +3,9 @@
 // A failed unwrap is a failed test, which is what these assertions want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::glob::{GlobParams, glob};
+use crate::grep::{GrepMode, GrepParams, LineKind, grep};
 use crate::list_dir::{ListDirParams, list_dir};
-use crate::search::{GlobParams, GrepMode, GrepParams, LineKind, glob, grep};
 use crate::{FsError, ToolText};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
 use std::os::unix::fs::symlink;
@@ -62,7 +63,7 @@ fn grepp(pattern: &str) -> GrepParams {
 }
 
 /// (path, line) of every matching line.
-fn hits(out: &crate::search::GrepOutput) -> Vec<(String, u64)> {
+fn hits(out: &crate::grep::GrepOutput) -> Vec<(String, u64)> {
     out.matches
         .iter()
         .filter(|l| l.kind == LineKind::Match)
@@ -536,10 +537,10 @@ fn a_special_ignore_file_is_skipped_and_named_and_the_walk_goes_on() {
 fn a_walk_stops_at_its_time_bound_and_says_so() {
     let (_tmp, r) = setup(&[("a.rs", "needle\n"), ("b/c.rs", "needle\n")]);
     let zero = std::time::Duration::ZERO;
-    let g = crate::search::glob_within(&r, globp("**/*"), zero).unwrap();
+    let g = crate::glob::glob_within(&r, globp("**/*"), zero).unwrap();
     assert!(g.timed_out && g.truncated, "{g:?}");
     assert!(g.text().contains("30 s bound"), "{}", g.text());
-    let s = crate::search::grep_within(&r, grepp("needle"), zero).unwrap();
+    let s = crate::grep::grep_within(&r, grepp("needle"), zero).unwrap();
     assert!(s.timed_out && s.truncated && s.matches.is_empty(), "{s:?}");
     // Positive control: the same calls with the real bound see everything.
     let g = glob(&r, globp("**/*")).unwrap();

@@ -6,7 +6,7 @@
 // A failed unwrap is a failed test, which is what these assertions want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::search::{GlobParams, glob};
+use crate::glob::{GlobParams, glob};
 use crate::walk_cache::{self, Key};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -257,7 +257,7 @@ fn a_large_walk_is_kept_after_the_answer_and_then_used() {
 fn walked(r: &Resolver, base: &Path) -> Vec<String> {
     let hider = r.hider(base);
     let found = std::sync::Mutex::new(Vec::new());
-    crate::search::walker(&hider, base, false, false).0.run(|| {
+    crate::walk::walker(&hider, base, false, false).0.run(|| {
         Box::new(|entry| {
             if let Ok(e) = entry
                 && e.file_type().is_some_and(|t| t.is_file())

@@ -26,7 +26,7 @@
 //!   file lives elsewhere) is not kept either.
 //!
 //! Matching the pattern, the policy's hiding of secrets and the output are the same for a
-//! cached listing as for a fresh walk ([`crate::search::glob`]). A large walk is stamped on a
+//! cached listing as for a fresh walk ([`crate::glob::glob`]). A large walk is stamped on a
 //! thread of its own after the answer ([`Recorder::keep`]), so that keeping it does not slow
 //! the call that walked.
 
@@ -221,7 +221,7 @@ impl Listing {
 static CACHE: Mutex<Vec<(Key, Arc<Listing>)>> = Mutex::new(Vec::new());
 
 fn cache() -> std::sync::MutexGuard<'static, Vec<(Key, Arc<Listing>)>> {
-    CACHE.lock().unwrap_or_else(PoisonError::into_inner)
+    hands_roots::lock(&CACHE)
 }
 
 /// `glob`'s answer from the listing kept for `key`, when there is one and it still holds
@@ -355,7 +355,7 @@ impl Recorder {
 
     /// Adds one thread's findings.
     pub(crate) fn add(&self, found: Found) {
-        self.parts.lock().unwrap_or_else(PoisonError::into_inner).push(found);
+        hands_roots::lock(&self.parts).push(found);
     }
 
     /// Keeps the walk when it is complete, on one local device, and older than [`RACY`] in
@@ -398,7 +398,7 @@ static KEEPER: Mutex<bool> = Mutex::new(false);
 static KEEPER_DONE: Condvar = Condvar::new();
 
 fn keeper() -> std::sync::MutexGuard<'static, bool> {
-    KEEPER.lock().unwrap_or_else(PoisonError::into_inner)
+    hands_roots::lock(&KEEPER)
 }
 
 /// Waits until no thread is keeping a walk.

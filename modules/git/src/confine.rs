@@ -267,7 +267,7 @@ impl Git {
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Vec<CachedRepo>> {
-        self.repos.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        hands_roots::lock(&self.repos)
     }
 
     fn take_cached(&self, key: &Path) -> Option<CachedRepo> {

@@ -444,7 +444,7 @@ impl<'a> Session<'a> {
             .unwrap_or_else(|| "(no fingerprint)".to_string());
         let name = self.url.known_hosts_name();
         let _guard = match &self.keys {
-            KeySource::Tofu(_) => Some(self.tofu_lock.lock().unwrap_or_else(|p| p.into_inner())),
+            KeySource::Tofu(_) => Some(hands_roots::lock(self.tofu_lock)),
             KeySource::Configured(_) => None,
         };
         let entries = self.keys.entries(&name)?;

@@ -13,11 +13,13 @@
 
 mod error;
 mod home;
+mod lock;
 mod policy;
 mod walk;
 
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
 pub use home::{expand_tilde, home_dir};
+pub use lock::lock;
 pub use policy::{Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use walk::{

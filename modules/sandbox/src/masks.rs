@@ -128,7 +128,7 @@ impl Masks {
     /// do, when the walk could not check everything: the command must not start. Blocking;
     /// call it off the async runtime.
     pub fn current(&self) -> Result<Arc<Found>, Arc<str>> {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = hands_roots::lock(&self.cache);
         if let Some((at, ttl, found)) = cache.as_ref()
             && at.elapsed() < *ttl
         {

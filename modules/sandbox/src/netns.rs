@@ -55,7 +55,7 @@ impl Netns {
     /// The live holder, starting one when there is none. Several daemons sharing a state dir
     /// agree on one through a lock file.
     pub fn holder(&self) -> Result<Process> {
-        let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut current = hands_roots::lock(&self.current);
         if let Some(h) = *current
             && h.alive()
         {

@@ -303,6 +303,15 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
             ),
         );
         add(
+            "host terminals hidden",
+            (
+                Some(false),
+                "no mount namespace: /dev/pts is the host's (a tmux pane needs it), so a \
+                 command can open the terminals of its own uid"
+                    .into(),
+            ),
+        );
+        add(
             "protected paths read-only",
             (
                 Some(false),

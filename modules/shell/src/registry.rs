@@ -3,6 +3,7 @@
 //! timeout does). A command is registered while its launcher runs and removed when it ends.
 
 use crate::capture::Tail;
+use hands_roots::lock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,10 +36,6 @@ struct Entry {
 pub struct Registry {
     next: AtomicU64,
     live: Arc<Mutex<BTreeMap<u64, Entry>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Removes its command from the registry when the run ends, however it ends.

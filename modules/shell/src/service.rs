@@ -10,7 +10,7 @@ use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
 use crate::sessions;
 use crate::settings::{NetworkMode, ShellConfig, ShellTool};
-use hands_roots::{Resolver, RootSpec};
+use hands_roots::{Resolver, RootSpec, lock};
 use hands_sandbox::{launcher, masks, netns, probe};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -70,6 +70,41 @@ pub struct Shell {
     pub(crate) run_as: Option<launcher::Ids>,
     /// Set when user namespaces cannot be made and `best-effort` runs commands without them.
     without_namespaces: std::sync::atomic::AtomicBool,
+    /// The commands' home then, when they run as `run_as` (see [`reachable_by_run_as`]).
+    bare_home: std::sync::OnceLock<PathBuf>,
+}
+
+/// A folder for a root daemon's commands run as `sandbox.run_as` without namespaces
+/// (`best-effort` in a container with no user namespaces): there they reach their home and
+/// tmux's sockets through the host's own folders, and a root daemon's state dir is usually
+/// under `/root` (0700). `/tmp/hands-<dev>-<inode of the module's session records>`, the same
+/// for a restarted daemon (its sessions are found again); root's and 0711, so others may pass
+/// through it, not list it (the launcher gives the home in it to the user, each session's
+/// socket folder is the user's and 0700). One that exists must be a folder of root's that no
+/// one else writes, or nothing moves and the error says why.
+pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
+    use anyhow::{Context, bail};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let of =
+        std::fs::metadata(records).with_context(|| format!("cannot read {}", records.display()))?;
+    let dir = PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()));
+    match std::fs::DirBuilder::new().mode(0o711).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        bail!(
+            "{} is not a folder of root's that only root writes (someone else made it): remove \
+             it and restart the daemon",
+            dir.display()
+        );
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+        .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// The network by domain of one module: its rules, the proxy serving them (made once the
@@ -310,6 +345,7 @@ impl Shell {
             bound,
             run_as,
             without_namespaces: Default::default(),
+            bare_home: std::sync::OnceLock::new(),
         })
     }
 
@@ -377,7 +413,7 @@ impl Shell {
         let Some(proxy) = n.proxy.get() else {
             return Err(Refusal("the network proxy is not ready (no gate)".into()));
         };
-        let mut listening = n.listening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut listening = lock(&n.listening);
         if let Some((h, http, socks)) = *listening
             && h == holder
         {
@@ -453,17 +489,14 @@ impl Shell {
         ticket: Option<hands_sandbox::proxy::Ticket>,
     ) {
         if let (Some(n), Some(t)) = (&self.network, ticket) {
-            n.sessions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(session.into(), t);
+            lock(&n.sessions).insert(session.into(), t);
         }
     }
 
     /// Ends a tmux session's ticket: its token names no command any more.
     pub(crate) fn end_session_ticket(&self, session: &str) {
         if let Some(n) = &self.network {
-            n.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session);
+            lock(&n.sessions).remove(session);
         }
     }
 
@@ -479,7 +512,23 @@ impl Shell {
             let mut p = run();
             if !self.enforce && p.userns_refused() {
                 self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
+                // Commands as `run_as` now reach their home and the tmux sockets through the
+                // host's folders, where a root daemon's state dir is usually closed to them.
+                let moved = match self.run_as {
+                    Some(_) => reachable_by_run_as(self.tmux.records()).map(|dir| {
+                        self.tmux.move_sockets(dir.join("tmux"));
+                        let _ = self.bare_home.set(dir.join("home"));
+                    }),
+                    None => Ok(()),
+                };
                 p = run();
+                if let Err(e) = moved {
+                    p.checks.push(probe::Check {
+                        name: "home and tmux sockets reachable",
+                        holds: Some(false),
+                        note: format!("{e:#}"),
+                    });
+                }
             }
             p.mechanisms = self.mechanisms();
             if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
@@ -542,7 +591,11 @@ impl Shell {
     /// there is none). Blocks briefly the first time.
     fn with_netns(&self, spec: launcher::Builder) -> Result<launcher::Builder, Refusal> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(spec.without_namespaces());
+            let spec = spec.without_namespaces();
+            return Ok(match self.bare_home.get() {
+                Some(home) => spec.home(home.clone()),
+                None => spec,
+            });
         }
         match &self.netns {
             Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),
@@ -894,10 +947,6 @@ impl Shell {
             &self.containment(),
         ))
     }
-}
-
-fn lock(t: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
-    t.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn total(t: &Mutex<Tail>) -> u64 {

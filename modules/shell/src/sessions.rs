@@ -42,6 +42,9 @@ const START_LINES: u32 = 20;
 /// Where a module's sessions live.
 pub struct Sessions {
     dir: PathBuf,
+    /// Where the socket folders live when not in `dir/s`: set once, before any session
+    /// starts, where `sandbox.run_as`'s user must reach them on the host.
+    sockets: std::sync::OnceLock<PathBuf>,
     /// `bash` on the configured PATH: tmux's `default-shell`, which runs each command.
     bash: String,
 }
@@ -80,7 +83,18 @@ impl Sessions {
             .find(|p| p.is_file())
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_else(|| "/bin/bash".into());
-        Ok(Sessions { dir, bash })
+        Ok(Sessions { dir, sockets: std::sync::OnceLock::new(), bash })
+    }
+
+    /// Moves the socket folders to `dir` (once, before any session starts): see
+    /// [`crate::service::reachable_by_run_as`].
+    pub(crate) fn move_sockets(&self, dir: PathBuf) {
+        let _ = self.sockets.set(dir);
+    }
+
+    /// The folder of the module's session records, in the state dir.
+    pub(crate) fn records(&self) -> &Path {
+        &self.dir
     }
 
     fn meta_path(&self, name: &str) -> PathBuf {
@@ -92,7 +106,10 @@ impl Sessions {
     }
 
     fn socket_dir(&self, name: &str) -> PathBuf {
-        self.dir.join("s").join(name)
+        match self.sockets.get() {
+            Some(base) => base.join(name),
+            None => self.dir.join("s").join(name),
+        }
     }
 
     fn socket(&self, name: &str) -> String {

@@ -5,8 +5,8 @@
 mod trail;
 
 use crate::control::protocol::{Reply, Request};
-use crate::lock::lock;
 use crate::server::Daemon;
+use hands_roots::lock;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -213,7 +213,7 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         };
         row("client", &a.client);
         // A one-run widening (`needs`) is shown plainly, each list on its own row.
-        let widening = crate::needs::widens(&a.arguments);
+        let widening = a.widens();
         if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
             for (k, v) in needs {
                 let list = match v {

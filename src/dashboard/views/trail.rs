@@ -3,8 +3,8 @@
 
 use super::Cache;
 use super::esc;
-use crate::lock::lock;
 use crate::server::Daemon;
+use hands_roots::lock;
 use serde_json::Value;
 use std::fmt::Write as _;
 

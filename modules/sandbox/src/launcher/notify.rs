@@ -148,7 +148,7 @@ impl Walls {
         rel.push(name.to_ascii_lowercase());
         if let Some(made) = &self.made {
             let full = parent.join(OsStr::from_bytes(name));
-            let mut made = made.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut made = hands_roots::lock(made);
             if rel.last().is_some_and(|n| n == b".git") {
                 // Only a `.git` that is not there yet becomes the run's own: an existing
                 // repository's git dir keeps its walls.

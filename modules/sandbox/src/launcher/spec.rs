@@ -319,6 +319,13 @@ impl Builder {
         self
     }
 
+    /// The command's home (its `HOME`, and its TMPDIR's parent) is this folder instead.
+    pub fn home(mut self, path: PathBuf) -> Builder {
+        self.0.env.insert("HOME".into(), path.to_string_lossy().into_owned());
+        self.0.home = path;
+        self
+    }
+
     /// Whether the command runs without user namespaces.
     pub fn has_no_namespaces(&self) -> bool {
         self.0.without_namespaces

@@ -120,11 +120,27 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
         spec.roots.iter().filter(|r| !r.writable).map(|r| r.path.as_path()).collect();
     // The sandbox's own /dev is a tmpfs of a few devices (and /dev/shm); the host's is not.
     let dev: Vec<&Path> = if without_namespaces {
-        ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
-            .iter()
-            .map(Path::new)
-            .filter(exists)
-            .collect()
+        [
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/random",
+            "/dev/urandom",
+            "/dev/tty",
+            "/dev/ptmx",
+        ]
+        .iter()
+        .map(Path::new)
+        .filter(exists)
+        .collect()
+    } else {
+        Vec::new()
+    };
+    // A tmux pane needs a pseudo-terminal: /dev/ptmx makes one and the kernel opens its other
+    // end on the host's devpts (TIOCGPTPEER checks that path too). The uid's own terminals
+    // are then openable, which the probe names ("host terminals hidden").
+    let ptys: Vec<&Path> = if without_namespaces {
+        [Path::new("/dev/pts")].into_iter().filter(exists).collect()
     } else {
         Vec::new()
     };
@@ -146,6 +162,7 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
         .add_rules(path_beneath_rules(ro, read))?
         .add_rules(path_beneath_rules(rw, all))?
         .add_rules(path_beneath_rules(dev, AccessFs::from_file(abi)))?
+        .add_rules(path_beneath_rules(ptys, AccessFs::from_file(abi) | AccessFs::ReadDir))?
         // Read-only: the kernel lets a uid write some /proc files by mode alone.
         .add_rules(path_beneath_rules(["/proc"], read))?
         // Listing folders only, so `ls /` works; nothing outside the binds exists to list.

@@ -17,11 +17,12 @@ mod socks;
 
 pub use rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
 
+use hands_roots::lock;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -183,21 +184,21 @@ impl Ticket {
     /// Widens this one command's rules by `entries`, which a person approved as its `needs`:
     /// they allow as `allow` entries would, for this ticket only, and `deny` still wins.
     pub fn grant(&self, entries: Vec<Entry>) {
-        if let Some(k) = self.proxy.lock().by_token.get_mut(&self.token) {
+        if let Some(k) = lock(&self.proxy.table).by_token.get_mut(&self.token) {
             k.granted = entries;
         }
     }
 
     /// The connections refused so far, oldest first (one entry per host and port).
     pub fn denied(&self) -> Vec<Denial> {
-        let table = self.proxy.lock();
+        let table = lock(&self.proxy.table);
         table.by_token.get(&self.token).map(|k| k.denied.clone()).unwrap_or_default()
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.proxy.lock().by_token.remove(&self.token);
+        lock(&self.proxy.table).by_token.remove(&self.token);
     }
 }
 
@@ -213,16 +214,12 @@ impl Proxy {
         &self.rules
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Registers a command; its token is 128 random bits from the kernel.
     pub fn ticket(self: &Arc<Proxy>, asker: Asker) -> std::io::Result<Ticket> {
         let mut bytes = [0u8; 16];
         getrandom(&mut bytes)?;
         let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        self.lock().by_token.insert(token.clone(), Known { asker, ..Known::default() });
+        lock(&self.table).by_token.insert(token.clone(), Known { asker, ..Known::default() });
         Ok(Ticket { proxy: Arc::clone(self), token })
     }
 
@@ -268,7 +265,7 @@ impl Proxy {
         port: u16,
         protocol: &'static str,
     ) -> Result<Opened, Refused> {
-        let asker = token.and_then(|t| self.lock().by_token.get(t).map(|k| k.asker.clone()));
+        let asker = token.and_then(|t| lock(&self.table).by_token.get(t).map(|k| k.asker.clone()));
         let token = token.filter(|_| asker.is_some()).map(str::to_string);
         let refuse = |by: &str, why: String, address: Option<SocketAddr>| {
             self.refused(token.as_deref(), host, port, protocol, by, &why, address, &asker);
@@ -280,7 +277,7 @@ impl Proxy {
         };
         let shown = target.to_string();
         let granted = token.as_deref().and_then(|t| {
-            let table = self.lock();
+            let table = lock(&self.table);
             let known = table.by_token.get(t)?;
             known.granted.iter().find(|e| e.covers(&target, port)).map(|e| e.to_string())
         });
@@ -420,7 +417,7 @@ impl Proxy {
     ) {
         tracing::info!("network proxy refused {host}:{port}: {why}");
         if let Some(t) = token
-            && let Some(known) = self.lock().by_token.get_mut(t)
+            && let Some(known) = lock(&self.table).by_token.get_mut(t)
             && known.denied.len() < DENIALS_KEPT
             && !known.denied.iter().any(|d| d.host == host && d.port == port)
         {
@@ -442,7 +439,7 @@ impl Proxy {
     }
 
     fn take_slot(&self, token: Option<&str>) -> bool {
-        let mut table = self.lock();
+        let mut table = lock(&self.table);
         let limit = self.limits.per_command;
         let open = match token.and_then(|t| table.by_token.get_mut(t)) {
             Some(known) => &mut known.open,
@@ -486,7 +483,7 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut table = self.proxy.lock();
+        let mut table = lock(&self.proxy.table);
         let open = match self.token.as_deref().and_then(|t| table.by_token.get_mut(t)) {
             Some(known) => &mut known.open,
             None => &mut table.unidentified_open,

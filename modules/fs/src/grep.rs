@@ -1,34 +1,30 @@
-//! `glob` and `grep`: parallel walks of a folder with ripgrep's own crates (`ignore`,
-//! `globset`, `grep-regex`, `grep-searcher`), never following a link and never surfacing what
-//! the policy hides.
+//! `grep`: the lines matching a regex in a file or under a folder, by a parallel walk
+//! (`crate::walk`) with ripgrep's own crates (`grep-regex`, `grep-searcher`), never following a
+//! link and never searching what the policy hides.
 
-use crate::ignore_rules::Rules;
-use crate::{FsError, ToolText, walk_cache};
-use globset::{GlobBuilder, GlobMatcher};
+use crate::walk::{
+    TIMED_OUT, WALK_BUDGET, below, check_len, compile_glob, display, display_prefix, shown,
+    skipped_of, skipped_text, walker,
+};
+use crate::{FsError, ToolText};
+use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use hands_roots::{Hider, PathError, Resolver};
-use ignore::{WalkBuilder, WalkParallel, WalkState};
+use hands_roots::{PathError, Resolver, lock};
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-const DEFAULT_GLOB_LIMIT: u64 = 1000;
 const DEFAULT_GREP_LIMIT: u64 = 100;
-/// A glob walk stops collecting at this many times `limit` (and at least `GLOB_MIN_CAP`), so a
-/// pattern that matches a whole disk does not hold every path in memory to sort it.
-const GLOB_CAP_FACTOR: u64 = 100;
-const GLOB_MIN_CAP: u64 = 10_000;
 /// Lines are cut to this many characters in grep output.
 const LINE_CHARS: usize = 500;
 const CUT_MARKER: &str = "… [cut]";
@@ -40,53 +36,6 @@ const CONTENT_CAP: u64 = crate::read::OUTPUT_CAP as u64;
 const MAX_CONTEXT: u64 = 100;
 /// A line longer than this makes the searcher give up on the file instead of buffering it.
 const HEAP_LIMIT: usize = 64 << 20;
-/// Longest regex or glob accepted; a longer one is refused before it is compiled or echoed.
-const MAX_PATTERN: usize = 64 << 10;
-/// The most time one `glob` or `grep` walks: past it the walk stops and says `timed_out`, so
-/// that no call runs unbounded (a tree of millions of files, a file system gone slow).
-const WALK_BUDGET: Duration = Duration::from_secs(30);
-
-/// Parameters of `glob`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GlobParams {
-    /// Glob matched against paths relative to `path`, e.g. `**/*.rs` (any depth, including the
-    /// top), `src/*.ts`, `*.{md,txt}`; `*` does not cross `/`. A pattern starting with `/` is
-    /// matched against absolute paths.
-    pub pattern: String,
-    /// Folder to search: absolute, or relative to the first root. Default: the first root.
-    pub path: Option<String>,
-    /// Most paths to return (default 1000); `truncated` says when there were more.
-    pub limit: Option<u64>,
-    /// Include hidden (dot) files and folders. Default false.
-    pub hidden: Option<bool>,
-    /// Include files that .gitignore, .ignore or .git/info/exclude exclude. Default false.
-    pub ignored: Option<bool>,
-}
-
-/// What `glob` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct GlobOutput {
-    /// The real absolute path of the folder searched.
-    pub base: String,
-    /// Matching regular files, sorted; prefixed with `path` as given (like ripgrep), so each
-    /// can be passed to `read` as it is.
-    pub files: Vec<String>,
-    /// Number of paths in `files`.
-    pub count: u64,
-    /// Matching files found (a lower bound when the walk stopped early).
-    pub total: u64,
-    /// Whether `limit` cut the list (or the time bound stopped the walk).
-    pub truncated: bool,
-    /// Ignore files that were not read: not regular files (a FIFO, socket, device or symlink)
-    /// or over 4 MiB, each with what it was. Their rules did not apply. Absent when none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<String>,
-    /// Whether the walk stopped at its time bound (30 s) before covering everything; `truncated`
-    /// is then set too. Absent when it did not.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub timed_out: bool,
-}
 
 /// How `grep` reports what it found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -196,235 +145,6 @@ pub struct GrepOutput {
     /// Context lines were requested, so `--` separates groups in the text form.
     #[serde(skip)]
     pub(crate) grouped: bool,
-}
-
-/// Files under `p.path` whose path relative to it matches `p.pattern`, sorted. The walk of a
-/// settled tree is kept and answers later calls while proved unchanged (`walk_cache`).
-pub fn glob(resolver: &Resolver, p: GlobParams) -> Result<GlobOutput, FsError> {
-    glob_within(resolver, p, WALK_BUDGET)
-}
-
-/// `glob` with the walk bounded by `budget`.
-pub(crate) fn glob_within(
-    resolver: &Resolver,
-    p: GlobParams,
-    budget: Duration,
-) -> Result<GlobOutput, FsError> {
-    let limit = p.limit.unwrap_or(DEFAULT_GLOB_LIMIT);
-    let given = p.path.as_deref().unwrap_or("");
-    let absolute = p.pattern.starts_with('/');
-    let pattern = p.pattern.strip_prefix("./").unwrap_or(&p.pattern);
-    let matcher = compile_glob(pattern, "pattern")?;
-    let dir = resolver.open_dir(given)?;
-    let base = dir.abs;
-    let prefix = display_prefix(given);
-    let cap = limit.saturating_mul(GLOB_CAP_FACTOR).max(GLOB_MIN_CAP);
-
-    let hider = resolver.hider(&base);
-    let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
-    let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider, resolver };
-    let key =
-        walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
-    let picker = || {
-        let mine = pick.clone();
-        move |rel: &Path| mine.cached(rel)
-    };
-    let cached = walk_cache::answer(&key, picker, cap);
-    let (mut files, overflow, skipped, timed_out) = match cached {
-        Some((files, overflow)) => (files, overflow, Vec::new(), false),
-        None => {
-            let walk = GlobWalk {
-                pick: &pick,
-                cap,
-                found: AtomicU64::new(0),
-                overflow: AtomicBool::new(false),
-                hits: Mutex::new(Vec::new()),
-                recorder: walk_cache::Recorder::new(key),
-                deadline: Instant::now() + budget,
-                timed_out: AtomicBool::new(false),
-            };
-            let (walker, rules) = walker(&hider, &base, hidden, ignored);
-            walker.visit(&mut &walk);
-            let skipped = skipped_of(rules.as_ref());
-            if let Some(recorder) = walk.recorder
-                && skipped.is_empty()
-            {
-                recorder.keep();
-            }
-            let hits = walk.hits.into_inner().unwrap_or_else(PoisonError::into_inner);
-            (hits, walk.overflow.into_inner(), skipped, walk.timed_out.into_inner())
-        }
-    };
-    files.sort_unstable();
-    let total = files.len() as u64;
-    let truncated = total > limit || overflow || timed_out;
-    files.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok(GlobOutput {
-        base: display(&base),
-        count: files.len() as u64,
-        files,
-        total,
-        truncated,
-        skipped,
-        timed_out,
-    })
-}
-
-/// What `glob` keeps of a file: the pattern must match its path (relative to the base, or
-/// absolute for a pattern starting with `/`) and the policy must not hide it.
-#[derive(Clone)]
-struct Pick<'a> {
-    /// Each thread clones its own: threads sharing one regex contend for its scratch space.
-    matcher: GlobMatcher,
-    absolute: bool,
-    base: &'a Path,
-    prefix: &'a Path,
-    hider: &'a Hider<'a>,
-    resolver: &'a Resolver,
-}
-
-impl Pick<'_> {
-    /// The file as `glob` shows it, if kept; `path` is absolute, `rel` below the base.
-    /// `ino`: the inode the walk read, when it read one.
-    fn pick(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
-        let subject = if self.absolute { path } else { rel };
-        if !self.matcher.is_match(subject) {
-            return None;
-        }
-        self.unless_hidden(path, rel, ino)
-    }
-
-    /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
-    /// costs an allocation, made only when the pattern needs it or the file matched.
-    fn cached(&self, rel: &Path) -> Option<String> {
-        if self.absolute {
-            return self.pick(&self.base.join(rel), rel, None);
-        }
-        if !self.matcher.is_match(rel) {
-            return None;
-        }
-        self.unless_hidden(&self.base.join(rel), rel, None)
-    }
-
-    /// The matching file as `glob` shows it, unless the policy hides it or it is not the
-    /// entry beneath the root the walk read (the walk reads by path: see
-    /// [`Resolver::entry_ino`]).
-    fn unless_hidden(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
-        let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
-        if self.hider.hides(dir, name, None, true) {
-            return None;
-        }
-        let now = self.resolver.entry_ino(path)?;
-        if ino.is_some_and(|read| read != now) {
-            return None;
-        }
-        Some(shown(self.prefix, rel))
-    }
-}
-
-/// One `glob` walk: what its threads share.
-struct GlobWalk<'a> {
-    pick: &'a Pick<'a>,
-    cap: u64,
-    found: AtomicU64,
-    overflow: AtomicBool,
-    hits: Mutex<Vec<String>>,
-    /// Records the walk for the cache ([`walk_cache`]), when its base allows.
-    recorder: Option<walk_cache::Recorder>,
-    /// When the walk stops ([`WALK_BUDGET`]), and whether it did.
-    deadline: Instant,
-    timed_out: AtomicBool,
-}
-
-impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
-    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
-        Box::new(GlobVisitor {
-            walk: self,
-            pick: self.pick.clone(),
-            hits: Vec::new(),
-            found: walk_cache::Found::default(),
-        })
-    }
-}
-
-/// One walker thread's visitor; hands what it gathered to the walk when dropped.
-struct GlobVisitor<'a> {
-    walk: &'a GlobWalk<'a>,
-    pick: Pick<'a>,
-    hits: Vec<String>,
-    found: walk_cache::Found,
-}
-
-impl GlobVisitor<'_> {
-    fn spoil(&self) {
-        if let Some(r) = &self.walk.recorder {
-            r.spoil();
-        }
-    }
-
-    fn recording(&self) -> bool {
-        self.walk.recorder.as_ref().is_some_and(|r| !r.is_spoiled())
-    }
-}
-
-impl ignore::ParallelVisitor for GlobVisitor<'_> {
-    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
-        let Ok(entry) = entry else {
-            self.spoil();
-            return WalkState::Continue;
-        };
-        if Instant::now() >= self.walk.deadline {
-            self.walk.timed_out.store(true, Ordering::Relaxed);
-            self.spoil();
-            return WalkState::Quit;
-        }
-        let Some(ft) = entry.file_type() else {
-            self.spoil();
-            return WalkState::Continue;
-        };
-        let path = entry.path();
-        let rel = below(path, self.walk.pick.base);
-        // Denied folders are pruned by the walker's own filter (`walker`).
-        if ft.is_dir() {
-            if self.recording() {
-                self.found.dir(rel);
-            }
-            return WalkState::Continue;
-        }
-        if entry.depth() == 0 || !ft.is_file() {
-            return WalkState::Continue;
-        }
-        if self.recording() {
-            self.found.file(rel);
-            // The threads' files are counted together, a thousand at a time, so that the
-            // records stay bounded however many threads walk.
-            let within = !self.found.len().is_multiple_of(1024)
-                || self.walk.recorder.as_ref().is_some_and(|r| r.tally(1024));
-            if !within {
-                self.spoil();
-                self.found = walk_cache::Found::default();
-            }
-        }
-        let Some(hit) = self.pick.pick(path, rel, entry.ino()) else {
-            return WalkState::Continue;
-        };
-        self.hits.push(hit);
-        if self.walk.found.fetch_add(1, Ordering::Relaxed) + 1 >= self.walk.cap {
-            self.walk.overflow.store(true, Ordering::Relaxed);
-            self.spoil();
-            return WalkState::Quit;
-        }
-        WalkState::Continue
-    }
-}
-
-impl Drop for GlobVisitor<'_> {
-    fn drop(&mut self) {
-        lock(&self.walk.hits).append(&mut self.hits);
-        if let Some(r) = &self.walk.recorder {
-            r.add(std::mem::take(&mut self.found));
-        }
-    }
 }
 
 /// Lines matching `p.pattern` under `p.path` (a folder, walked in parallel, or one file).
@@ -736,135 +456,6 @@ fn cut_line(bytes: &[u8]) -> String {
     }
 }
 
-/// An `ignore` walk of `base` by the rules both tools share: links never followed, hidden and
-/// ignored files per the switches, `.gitignore` honoured outside git repositories too, and the
-/// policy's denied folders never descended into.
-///
-/// The `ignore` crate reads no file here: its own ignore-file reading opens by path with a
-/// blocking `open`, so a FIFO named `.gitignore` (or one swapped in between any check and that
-/// open) would hang a walker thread forever. Every one of its filters is off; the entry filter
-/// applies the rules [`Rules`] read itself (non-blocking, regular files only; a special file is
-/// skipped and named, `Rules::skipped`) and the hidden switch. The returned rules are `None`
-/// when ignore files are not read (`ignored`).
-pub(crate) fn walker(
-    hider: &Hider<'_>,
-    base: &Path,
-    hidden: bool,
-    ignored: bool,
-) -> (WalkParallel, Option<Arc<Rules>>) {
-    let rules = (!ignored).then(|| Arc::new(Rules::new(base)));
-    let mut b = WalkBuilder::new(base);
-    b.standard_filters(false).follow_links(false);
-    // Denied folders are pruned here, so that the walker does not even read their listings
-    // (the visitors then check files: `glob` with the hider, `grep`'s open by identity too).
-    // Only the denied paths near the base are compared (`Hider`): the credential list's dozens
-    // of others cost half of a `glob`'s time over 20,000 files before.
-    let denied = hider.near().to_vec();
-    let matcher = rules.clone();
-    b.filter_entry(move |e| {
-        if !denied.is_empty() && denied.iter().any(|d| e.path().starts_with(d)) {
-            return false;
-        }
-        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-        let verdict = match &matcher {
-            Some(rules) => rules.matched(e.path(), is_dir),
-            None => ignore::Match::None,
-        };
-        if verdict.is_ignore() {
-            return false;
-        }
-        // As the crate has it: a `!pattern` that names a hidden entry shows it.
-        hidden || verdict.is_whitelist() || e.file_name().as_bytes().first() != Some(&b'.')
-    });
-    (b.build_parallel(), rules)
-}
-
-/// The skipped ignore files of a walk's rules (none when no rules were read).
-fn skipped_of(rules: Option<&Arc<Rules>>) -> Vec<String> {
-    rules.map(|r| r.skipped()).unwrap_or_default()
-}
-
-/// `path` relative to `base`, which the walk started from: a byte slice, where
-/// `Path::strip_prefix` would parse both paths' components for every entry.
-fn below<'a>(path: &'a Path, base: &Path) -> &'a Path {
-    let (p, b) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
-    match p.strip_prefix(b) {
-        Some(rest) if b.ends_with(b"/") => Path::new(OsStr::from_bytes(rest)),
-        Some([b'/', rest @ ..]) => Path::new(OsStr::from_bytes(rest)),
-        _ => path.strip_prefix(base).unwrap_or(path),
-    }
-}
-
-fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher, FsError> {
-    if pattern.is_empty() {
-        return Err(FsError::Invalid(format!("{what} is empty; give a glob such as `**/*.rs`")));
-    }
-    check_len(pattern, what)?;
-    let glob = GlobBuilder::new(pattern).literal_separator(true).build().map_err(|e| {
-        FsError::Invalid(format!(
-            "invalid {what} `{}`: {}",
-            hands_roots::shown(pattern),
-            hands_roots::shown(&e.to_string())
-        ))
-    })?;
-    Ok(glob.compile_matcher())
-}
-
-fn check_len(pattern: &str, what: &str) -> Result<(), FsError> {
-    if pattern.len() > MAX_PATTERN {
-        return Err(FsError::Invalid(format!(
-            "{what} is {} bytes long; at most {MAX_PATTERN} are accepted",
-            pattern.len()
-        )));
-    }
-    Ok(())
-}
-
-/// The `path` parameter as a prefix for output paths: `.` components dropped, so results read
-/// like ripgrep's and can be passed back to the tools as they are.
-fn display_prefix(given: &str) -> PathBuf {
-    Path::new(given).components().filter(|c| !matches!(c, Component::CurDir)).collect()
-}
-
-fn shown(prefix: &Path, rel: &Path) -> String {
-    if rel.as_os_str().is_empty() {
-        return display(prefix);
-    }
-    display(&prefix.join(rel))
-}
-
-fn display(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl ToolText for GlobOutput {
-    fn text(&self) -> String {
-        let mut out = String::new();
-        for f in &self.files {
-            out.push_str(f);
-            out.push('\n');
-        }
-        if self.files.is_empty() {
-            let _ = writeln!(out, "no files match under {}", self.base);
-        }
-        if self.timed_out {
-            let _ = writeln!(out, "{TIMED_OUT}");
-        } else if self.truncated {
-            let _ = writeln!(
-                out,
-                "[truncated: {} of {} files found shown; narrow the pattern or raise limit]",
-                self.count, self.total
-            );
-        }
-        skipped_text(&mut out, &self.skipped);
-        out
-    }
-}
-
 impl ToolText for GrepOutput {
     fn text(&self) -> String {
         let mut out = String::new();
@@ -909,38 +500,5 @@ impl ToolText for GrepOutput {
         }
         skipped_text(&mut out, &self.skipped);
         out
-    }
-}
-
-const TIMED_OUT: &str = "[truncated: the walk stopped at its 30 s bound; search a smaller folder \
-                         or narrow the pattern]";
-
-/// The text mirror's line for ignore files that were not read.
-fn skipped_text(out: &mut String, skipped: &[String]) {
-    if !skipped.is_empty() {
-        let _ = writeln!(
-            out,
-            "[ignore files not read (not regular files, or over 4 MiB), their rules not applied: {}]",
-            skipped.join(", ")
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::below;
-    use std::path::Path;
-
-    #[test]
-    fn below_gives_strip_prefix_answer() {
-        let cases = [
-            ("/r/a/b.rs", "/r", "a/b.rs"),
-            ("/r/a/b.rs", "/r/", "a/b.rs"),
-            ("/a/b", "/", "a/b"),
-            ("/r/ab/c", "/r/a", "/r/ab/c"),
-        ];
-        for (path, base, want) in cases {
-            assert_eq!(below(Path::new(path), Path::new(base)), Path::new(want), "{path} {base}");
-        }
     }
 }
