@@ -439,8 +439,7 @@ fn writing_host_sysctls_through_proc_is_refused() {
 
 /// The command is under Landlock even where the mounts would let it write: the sandbox's /proc
 /// is mounted read-write, and a process may write its own `/proc/self/comm` by file mode, so
-/// only Landlock (read-only on /proc) refuses it. The command does not restrict itself again:
-/// it inherits the domain the init made before forking it, which this proves.
+/// only Landlock (read-only on /proc) refuses it.
 #[test]
 fn landlock_refuses_a_write_the_mounts_allow() {
     let sb = Sandbox::new();

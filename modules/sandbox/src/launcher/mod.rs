@@ -5,8 +5,8 @@
 //! (`clone3(CLONE_INTO_CGROUP)`), elsewhere moved into it while it builds the root — writes
 //! the child's uid and gid maps from outside, and waits. The child is PID 1 of its namespace:
 //! it builds the new root, becomes the command's user (`no_new_privs`, no capabilities) under
-//! Landlock, then forks the command, which inherits all of that, adds rlimits, `setsid` and
-//! seccomp, and execs. PID 1 stays as a small init:
+//! Landlock, then forks the command, which inherits all of that, adds rlimits, `setsid`, a
+//! nested Landlock layer and seccomp, and execs. PID 1 stays as a small init:
 //! it reaps, forwards SIGTERM, SIGINT and SIGHUP to the command's process group, and kills
 //! what is left once the command has ended, so the command is an ordinary process (`kill $$`
 //! ends it as anywhere) and nothing outlives it.
@@ -415,11 +415,12 @@ fn command(
         // reach: temporary files go to the sandbox home's (made in `launch`).
         env.to_mut().insert("TMPDIR".into(), spec.home.join("tmp").to_string_lossy().into_owned());
     }
-    // With namespaces the init restricted itself with the same rules before it forked this
-    // process, which inherits that domain: a second, identical layer would add nothing.
-    if !namespaces {
-        walls::landlock(spec, true)?;
-    }
+    // With namespaces the init is under the same rules already, but this second layer is not
+    // redundant: it nests the command's domain below the init's, and Landlock refuses ptrace
+    // access (`/proc/1/environ`, `/proc/1/mem`) from a domain to a less nested one. An ordinary
+    // user's init keeps its uid and stays dumpable, so nothing else keeps the command out of it
+    // (`suite::sandbox::proc_1_environ_shows_nothing_of_the_launcher`, run as that user).
+    walls::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], env.get("PATH").map(String::as_str))?;
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
