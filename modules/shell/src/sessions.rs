@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 const MAX_SOCKET_PATH: usize = 100;
 /// How long a tmux client command may take.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a new server gets to create its socket.
-const SERVER_START: Duration = Duration::from_secs(5);
+/// How long a new server gets to create its socket: a deadline, not a wait (the socket is
+/// polled every 10 ms). 5 s was too short once in a VM under software emulation at load 9.
+const SERVER_START: Duration = Duration::from_secs(20);
 /// How long after start a command that exits 126/127 counts as "could not start".
 const START_CHECK: Duration = Duration::from_millis(500);
 /// The lines of the pane `tmux_start` returns.
