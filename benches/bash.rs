@@ -210,20 +210,11 @@ async fn main() {
     // The owner of /proc/self is this process's effective uid.
     let euid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    // The daemon's spec joins the module's shared network namespace (its holder outlives the
-    // daemon while the state folder exists), so the launcher makes none per command here either.
-    let network = match spec_value["netns"]["pid"].as_i64() {
-        Some(pid) => format!("the module's shared network namespace (holder pid {pid})"),
-        None if spec_value["network"] == json!(true) => "the host's network".to_string(),
-        None => "a network namespace of its own per command".to_string(),
-    };
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "{RUNS} runs each of `bash --noprofile --norc -c true`, interleaved, as uid {euid}, \
-         kernel {}, bound {}, network {network}, load {}:",
+         kernel {}, bound {}:",
         kernel.trim(),
-        variants[0].0,
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        variants[0].0
     );
     println!("  bash tool over MCP         median {tool:.2} ms · p90 {tool90:.2} ms");
     println!("  hands __sandbox (direct)   median {direct:.2} ms · p90 {direct90:.2} ms");

@@ -193,8 +193,7 @@ pub struct Leaf {
     parent: File,
     name: String,
     procs: File,
-    /// The leaf's own folder, for `clone3(CLONE_INTO_CGROUP)`; cgroup v2 only.
-    v2: Option<File>,
+    v2: bool,
 }
 
 impl Leaf {
@@ -233,21 +232,10 @@ impl Leaf {
             .write(true)
             .open(leaf.join("cgroup.procs"))
             .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
-        let v2 = if v2 {
-            Some(File::open(&leaf).with_context(|| format!("cannot open {}", leaf.display()))?)
-        } else {
-            None
-        };
         Ok(Some(Leaf { parent, name, procs, v2 }))
     }
 
-    /// The leaf's folder when it is a cgroup v2 one: the sandbox's init can be cloned straight
-    /// into it (see `sys::clone_into_cgroup`).
-    pub fn v2_folder(&self) -> Option<&File> {
-        self.v2.as_ref()
-    }
-
-    /// Puts `pid` (the sandbox's init, before it forks the command) into the leaf.
+    /// Puts `pid` (the sandbox's init, before it runs anything) into the leaf.
     pub fn add(&mut self, pid: libc::pid_t) -> Result<()> {
         self.procs
             .write_all(pid.to_string().as_bytes())
@@ -256,7 +244,7 @@ impl Leaf {
 
     /// Kills every process of the leaf (the sandbox without namespaces has no init to do it).
     pub fn kill_all(&self) {
-        if self.v2.is_some() && self.write_at("cgroup.kill", b"1") {
+        if self.v2 && self.write_at("cgroup.kill", b"1") {
             return;
         }
         for pid in self.members() {
