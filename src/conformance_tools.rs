@@ -95,6 +95,7 @@ pub(crate) fn tools() -> Vec<Entry> {
                 module: ModuleId::Fs,
                 class: ActionClass::Read,
                 runs_commands: false,
+                widens: false,
                 handler: Handler::Conformance,
             }
         })

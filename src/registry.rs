@@ -51,6 +51,8 @@ pub struct Entry {
     pub class: ActionClass,
     /// It starts commands: refused before the gate when a wall is missing in `enforce`.
     pub runs_commands: bool,
+    /// It takes `needs`, the one-run widening (`src/needs.rs`), checked before the gate.
+    pub widens: bool,
     pub handler: Handler,
 }
 
@@ -62,7 +64,7 @@ impl Entry {
         O: schemars::JsonSchema + 'static,
     {
         let tool = published::<P, O>(spec.name, spec.title, spec.description, spec.hints);
-        Entry { tool, module, class: class_of(spec.class), runs_commands, handler }
+        Entry { tool, module, class: class_of(spec.class), runs_commands, widens: false, handler }
     }
 
     pub fn name(&self) -> &str {

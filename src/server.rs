@@ -81,13 +81,12 @@ impl HandsServer {
         };
         // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
         // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
-        let (needs, needs_refused) = match def.tool.name.as_ref() {
-            "bash" | "tmux_start" => {
-                let proxied = self.daemon.shell().is_some_and(|s| s.network_proxied());
-                let (lists, state) = (self.daemon.lists(), absolute(&self.daemon.config.state_dir));
-                crate::needs::take(lists, &state, proxied, &def.tool.name, &mut args)
-            }
-            _ => (None, None),
+        let (needs, needs_refused) = if def.widens {
+            let proxied = self.daemon.shell().is_some_and(|s| s.network_proxied());
+            let (lists, state) = (self.daemon.lists(), absolute(&self.daemon.config.state_dir));
+            crate::needs::take(lists, &state, proxied, &def.tool.name, &mut args)
+        } else {
+            (None, None)
         };
         let mut confirm = false;
         let before = match (&program, cannot_run) {

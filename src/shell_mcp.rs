@@ -5,7 +5,7 @@
 
 use crate::config::{Config, Grant, ModuleCfg, ShellSettings};
 use hands_roots::Resolver;
-pub use hands_shell::registry::RunningCommand;
+pub use hands_shell::running::RunningCommand;
 pub use hands_shell::service::{Checked, SYSTEM, Tee};
 pub use hands_shell::{Caller, Progress, Refusal, Shell};
 use rmcp::RoleServer;

@@ -41,6 +41,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         // `needs`, the one-run widening, lives outside the tools' own parameters (src/needs.rs).
         if launch.widens {
             crate::needs::publish(&mut entry.tool);
+            entry.widens = true;
         }
         self.entries.push(entry);
     }
@@ -52,6 +53,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
             module: ModuleId::Shell,
             class: class_of(spec.class),
             runs_commands: true,
+            widens: false,
             handler: Handler::Program(entry),
         });
     }

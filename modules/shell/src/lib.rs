@@ -1,6 +1,6 @@
 //! tools-shell, without MCP: its tools as data with their handlers (`catalogue`), the [`Shell`]
 //! that runs `bash`, `run`/`os-*` and `hands exec` through the sandbox's launcher (`service`),
-//! its tmux sessions (`sessions`), the commands running now (`registry`), who waits for them
+//! its tmux sessions (`sessions`), the commands running now (`running`), who waits for them
 //! (`caller`), and its settings (`settings`);
 //! beside them output capture and rendering, the `bash` tool's parameters and result, the
 //! allowlist and its parameters, the programs that run other programs (`wrappers`), the tmux
@@ -17,8 +17,8 @@ pub mod capture;
 pub mod catalogue;
 pub mod needs;
 pub mod pane;
-pub mod registry;
 pub mod run;
+pub mod running;
 pub mod service;
 pub mod sessions;
 pub mod settings;

@@ -64,7 +64,7 @@ pub struct Shell {
     /// registry `stop_all` waits on.
     pub(crate) halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard.
-    running: crate::registry::Registry,
+    running: crate::running::Registry,
     /// What `serve` would have made in the roots, when this instance made nothing.
     unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
@@ -325,7 +325,7 @@ impl Shell {
     }
 
     /// The commands running now, oldest first.
-    pub fn running(&self) -> Vec<crate::registry::RunningCommand> {
+    pub fn running(&self) -> Vec<crate::running::RunningCommand> {
         self.running.running()
     }
 

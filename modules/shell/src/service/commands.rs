@@ -127,7 +127,7 @@ impl Shell {
             () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
         };
         drop(halt);
-        let label = crate::registry::label(&argv);
+        let label = crate::running::label(&argv);
         let argv: Vec<String> = serde_json::from_value(argv)
             .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
         let spec = self.spec(argv, &cwd, None, None).await?;
