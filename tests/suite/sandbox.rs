@@ -437,6 +437,25 @@ fn writing_host_sysctls_through_proc_is_refused() {
     assert_eq!(std::fs::read_to_string("/proc/sys/kernel/panic").unwrap(), before);
 }
 
+/// The command is under Landlock even where the mounts would let it write: the sandbox's /proc
+/// is mounted read-write, and a process may write its own `/proc/self/comm` by file mode, so
+/// only Landlock (read-only on /proc) refuses it. The command does not restrict itself again:
+/// it inherits the domain the init made before forking it, which this proves.
+#[test]
+fn landlock_refuses_a_write_the_mounts_allow() {
+    let sb = Sandbox::new();
+    let outside = sb.fx.outside.display();
+    let o = sb.run(&format!(
+        "cat /proc/self/comm > /dev/null && echo read; echo ok > landlock.txt && echo wrote;          echo pwned > /proc/self/comm && echo renamed; echo pwned > {outside}/canary.txt;          echo done"
+    ));
+    let out = stdout(&o);
+    assert!(out.contains("read") && out.contains("wrote") && out.contains("done"), "{}", all(&o));
+    assert!(!out.contains("renamed"), "a write to /proc/self/comm went through: {}", all(&o));
+    assert!(all(&o).contains("Permission denied"), "{}", all(&o));
+    assert_eq!(std::fs::read_to_string(sb.fx.root.join("landlock.txt")).unwrap(), "ok\n");
+    sb.fx.assert_canary();
+}
+
 #[test]
 fn dev_stdout_works_through_the_output_pipe() {
     let sb = Sandbox::new();

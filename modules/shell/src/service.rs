@@ -75,6 +75,8 @@ pub struct Shell {
     without_namespaces: std::sync::atomic::AtomicBool,
     /// The commands' home then, when they run as `run_as` (see [`reachable_by_run_as`]).
     bare_home: std::sync::OnceLock<PathBuf>,
+    /// Removes the cgroup leaves of killed launchers when the daemon exits.
+    _sweeper: launcher::bounds::Sweeper,
 }
 
 /// A folder for a root daemon's commands run as `sandbox.run_as` without namespaces
@@ -317,6 +319,7 @@ impl Shell {
             network,
             tmux: sessions,
             unmade,
+            _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,
             run_as,
             without_namespaces: Default::default(),

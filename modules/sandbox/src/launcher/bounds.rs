@@ -193,7 +193,8 @@ pub struct Leaf {
     parent: File,
     name: String,
     procs: File,
-    v2: bool,
+    /// The leaf's own folder, for `clone3(CLONE_INTO_CGROUP)`; cgroup v2 only.
+    v2: Option<File>,
 }
 
 impl Leaf {
@@ -232,10 +233,21 @@ impl Leaf {
             .write(true)
             .open(leaf.join("cgroup.procs"))
             .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
+        let v2 = if v2 {
+            Some(File::open(&leaf).with_context(|| format!("cannot open {}", leaf.display()))?)
+        } else {
+            None
+        };
         Ok(Some(Leaf { parent, name, procs, v2 }))
     }
 
-    /// Puts `pid` (the sandbox's init, before it runs anything) into the leaf.
+    /// The leaf's folder when it is a cgroup v2 one: the sandbox's init can be cloned straight
+    /// into it (see `sys::clone_into_cgroup`).
+    pub fn v2_folder(&self) -> Option<&File> {
+        self.v2.as_ref()
+    }
+
+    /// Puts `pid` (the sandbox's init, before it forks the command) into the leaf.
     pub fn add(&mut self, pid: libc::pid_t) -> Result<()> {
         self.procs
             .write_all(pid.to_string().as_bytes())
@@ -244,7 +256,7 @@ impl Leaf {
 
     /// Kills every process of the leaf (the sandbox without namespaces has no init to do it).
     pub fn kill_all(&self) {
-        if self.v2 && self.write_at("cgroup.kill", b"1") {
+        if self.v2.is_some() && self.write_at("cgroup.kill", b"1") {
             return;
         }
         for pid in self.members() {
@@ -287,17 +299,44 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
-        // The last tasks leave the cgroup a moment after they are reaped.
-        for _ in 0..50 {
+        // The last tasks leave the cgroup a moment after they are reaped: after a fork bomb
+        // (hundreds of processes killed at once) on a slow machine, well over 100 ms. Waits up
+        // to 3 s, checking often at first; what is still busy then is swept by the next
+        // launcher or the daemon's exit ([`Sweeper`]).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
             match rustix::fs::unlinkat(
                 &self.parent,
                 self.name.as_str(),
                 rustix::fs::AtFlags::REMOVEDIR,
             ) {
-                Err(rustix::io::Errno::BUSY) => {}
+                Err(rustix::io::Errno::BUSY) if std::time::Instant::now() < deadline => {}
                 _ => return,
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// Held by the daemon for as long as it starts commands: when it is dropped (the daemon
+/// exits), the leaves of launchers that are gone are removed, so a launcher killed before it
+/// could remove its own leaf (a `SIGKILL` after the grace) leaves nothing behind.
+pub struct Sweeper(Bound);
+
+impl Sweeper {
+    pub fn new(bound: Bound) -> Sweeper {
+        Sweeper(bound)
+    }
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        match &self.0 {
+            Bound::CgroupV2 { dir, .. } => sweep(dir, LEAF_PREFIX),
+            Bound::CgroupV1 { dir } => sweep(dir, ""),
+            Bound::Rlimit | Bound::None => {}
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The sandbox launcher behind the hidden `hands __sandbox` subcommand: it reads a JSON
 //! [`Spec`] on descriptor [`SPEC_FD`] (see `spec`), makes the command's cgroup (see
 //! `bounds`), clones a child into new user, mount, PID, IPC and UTS namespaces (and network,
-//! without the module's shared one), writes the child's uid and gid maps from outside, and
-//! waits. The child is PID 1 of its namespace: it
-//! builds the new root, then forks the command, which confines itself (rlimits, `setsid`,
-//! `no_new_privs`, no capabilities, Landlock, seccomp) and execs. PID 1 stays as a small init:
+//! without the module's shared one) — on cgroup v2 straight into that cgroup
+//! (`clone3(CLONE_INTO_CGROUP)`), elsewhere moved into it while it builds the root — writes
+//! the child's uid and gid maps from outside, and waits. The child is PID 1 of its namespace:
+//! it builds the new root, becomes the command's user (`no_new_privs`, no capabilities) under
+//! Landlock, then forks the command, which inherits all of that, adds rlimits, `setsid` and
+//! seccomp, and execs. PID 1 stays as a small init:
 //! it reaps, forwards SIGTERM, SIGINT and SIGHUP to the command's process group, and kills
 //! what is left once the command has ended, so the command is an ordinary process (`kill $$`
 //! ends it as anywhere) and nothing outlives it.
@@ -49,7 +51,9 @@ pub fn landlock_abi() -> u32 {
 /// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
 pub fn main() -> ExitCode {
     match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {
-        Ok(code) => ExitCode::from(code),
+        // Nothing is left to flush (stderr is unbuffered) or to clean up (the leaf is gone): the
+        // allocator's and libraries' exit handlers would only delay the daemon's answer.
+        Ok(code) => sys::exit_now(code),
         Err(e) => {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "hands sandbox: {e:#}");
@@ -155,7 +159,17 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
             None => flags |= libc::CLONE_NEWNET,
         }
     }
-    let pid = match sys::clone_into(if spec.without_namespaces { 0 } else { flags }) {
+    let flags = if spec.without_namespaces { 0 } else { flags };
+    // On cgroup v2 the init starts in its leaf (no migration); elsewhere, or where `clone3` is
+    // refused, it is cloned as before and moved in below.
+    let into_leaf = leaf.as_ref().and_then(bounds::Leaf::v2_folder);
+    let cloned = into_leaf.map(|dir| sys::clone_into_cgroup(flags, dir));
+    let placed = matches!(cloned, Some(Ok(_)));
+    let pid = match cloned {
+        Some(Ok(pid)) => Ok(pid),
+        _ => sys::clone_into(flags),
+    };
+    let pid = match pid {
         Ok(pid) => pid,
         Err(_) if spec.without_namespaces => return Err(sys::os_err("fork")),
         Err(e) => {
@@ -180,9 +194,12 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         if sys::die_with_parent().is_err() || !sys::read_byte(&go_read) {
             sys::exit_now(SETUP_FAILED);
         }
-        drop(go_read);
+        // Without namespaces the child is the command: it waits until it is in its cgroup.
+        if !namespaces && !sys::read_byte(&go_read) {
+            sys::exit_now(SETUP_FAILED);
+        }
         let failed = if namespaces {
-            init(&spec, &old_mask, &mut err_write)
+            init(&spec, &old_mask, &mut err_write, &go_read)
         } else {
             command(&spec, &old_mask, None)
         };
@@ -194,12 +211,18 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
     drop(err_write);
     drop(go_read);
     let pidfd = sys::pidfd_open(pid);
+    // Two bytes on the go pipe: the first once the maps are written (the init may build the
+    // root), the second once the init is in its cgroup (it may fork the command). On cgroup v1
+    // the move waits for an RCU grace period (milliseconds under load), which so overlaps
+    // the building of the root instead of adding to it.
+    let mut go = std::fs::File::from(go_write);
     let started = (|| -> anyhow::Result<()> {
-        if let Some(l) = leaf.as_mut() {
-            l.add(pid)?;
-        }
         if namespaces {
             mounts::write_maps(pid, spec.run_as)?;
+        }
+        let _ = go.write_all(b"1");
+        if let (Some(l), false) = (leaf.as_mut(), placed) {
+            l.add(pid)?;
         }
         Ok(())
     })();
@@ -208,7 +231,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         let _ = sys::wait(pid);
         return Err(e);
     }
-    let _ = std::fs::File::from(go_write).write_all(b"1");
+    let _ = go.write_all(b"1");
+    drop(go);
     if namespaces && spec.watch.is_some() {
         // A tmux session's launcher holds the sandbox's user and mount namespaces for
         // `hands __remask`, which joins them through the launcher's pid.
@@ -269,8 +293,8 @@ fn init(
     spec: &Spec,
     old_mask: &libc::sigset_t,
     err_write: &mut Option<std::fs::File>,
+    placed: &std::os::fd::OwnedFd,
 ) -> anyhow::Result<()> {
-    // A cgroup namespace rooted at the command's leaf, now that the launcher has put us there.
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
     let no_caps = |e: anyhow::Error| {
@@ -286,12 +310,17 @@ fn init(
             e
         }
     };
-    sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
     mounts::build_root(spec).map_err(no_caps)?;
     if !spec.network && spec.netns.is_none() {
         sys::loopback_up()?;
     }
     let _ = sys::set_hostname("sandbox");
+    // The launcher has put us in the command's cgroup by now (or has died): a cgroup namespace
+    // rooted at that leaf, and nothing is forked before.
+    if !sys::read_byte(placed) {
+        sys::exit_now(SETUP_FAILED);
+    }
+    sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
     // The launcher's stop signals stay blocked here and come through a signalfd; each gets a
     // handler too, so the kernel does not drop one sent from outside the namespace.
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -388,7 +417,11 @@ fn command(
         // reach: temporary files go to the sandbox home's (made in `launch`).
         env.to_mut().insert("TMPDIR".into(), spec.home.join("tmp").to_string_lossy().into_owned());
     }
-    walls::landlock(spec, !namespaces)?;
+    // With namespaces the init restricted itself with the same rules before it forked this
+    // process, which inherits that domain: a second, identical layer would add nothing.
+    if !namespaces {
+        walls::landlock(spec, true)?;
+    }
     let program = sys::find_program(&spec.argv[0], env.get("PATH").map(String::as_str))?;
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.

@@ -239,9 +239,11 @@ fn cond(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, val: u64) -> Result<Se
     Ok(SeccompCondition::new(arg, len, op, val)?)
 }
 
-/// Installs the seccomp filters, last before execve: foreign architectures kill the process,
+/// Installs the seccomp filter, last before execve: foreign architectures kill the process,
 /// x32 numbers and `clone3` get ENOSYS (so libc falls back to `clone`, whose flags a filter can
-/// see), the deny list and namespace-making `clone` get EPERM.
+/// see), the deny list and namespace-making `clone` get EPERM. One program (a short prefix,
+/// then seccompiler's deny list): each filter installed is one more BPF program for the kernel
+/// to check and compile at every launch, and one more to run at every system call.
 pub fn seccomp() -> Result<()> {
     use SeccompCmpArgLen::{Dword, Qword};
     let arch = TargetArch::try_from(std::env::consts::ARCH)?;
@@ -279,38 +281,40 @@ pub fn seccomp() -> Result<()> {
         arch,
     )?
     .try_into()?;
-    let clone3: BpfProgram = SeccompFilter::new(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )?
-    .try_into()?;
-    #[cfg(target_arch = "x86_64")]
-    seccompiler::apply_filter(&x32_filter()).context("seccomp (x32)")?;
-    seccompiler::apply_filter(&clone3).context("seccomp (clone3)")?;
-    seccompiler::apply_filter(&main).context("seccomp")?;
+    let mut program = prefix();
+    program.extend(main);
+    seccompiler::apply_filter(&program).context("seccomp")?;
     Ok(())
 }
 
-/// x32 system calls share the x86_64 audit arch with bit 30 set in the number; a deny list
-/// keyed by x86_64 numbers would not see them, so they are refused here as a whole.
+/// `AUDIT_ARCH_*` of the architectures the filter is built for.
 #[cfg(target_arch = "x86_64")]
-fn x32_filter() -> BpfProgram {
+const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+
+/// The start of the filter, which falls through to the deny list: a foreign architecture is
+/// killed; x32 system calls (the x86_64 audit arch, bit 30 set in the number: a deny list keyed
+/// by x86_64 numbers would not see them) and `clone3` (its flags live in memory a filter cannot
+/// read) get ENOSYS.
+fn prefix() -> BpfProgram {
     use seccompiler::sock_filter;
     const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
     const RET: u16 = 0x06; // BPF_RET | BPF_K
-    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    vec![
+    let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    let mut p = vec![
         ins(LD_ABS, 0, 0, 4),
-        ins(JEQ, 1, 0, AUDIT_ARCH_X86_64),
+        ins(JEQ, 1, 0, AUDIT_ARCH),
         ins(RET, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
         ins(LD_ABS, 0, 0, 0),
-        ins(JGE, 0, 1, 0x4000_0000),
-        ins(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        ins(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ]
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+        p.extend([ins(JGE, 0, 1, 0x4000_0000), ins(RET, 0, 0, enosys)]);
+    }
+    p.extend([ins(JEQ, 0, 1, libc::SYS_clone3 as u32), ins(RET, 0, 0, enosys)]);
+    p
 }

@@ -408,6 +408,35 @@ pub fn clone_into(flags: libc::c_int) -> Result<libc::pid_t> {
     Ok(pid as libc::pid_t)
 }
 
+/// `clone3`'s `CLONE_INTO_CGROUP` (Linux 5.7), which the libc crate declares with too narrow
+/// a type.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// [`clone_into`] that starts the child in the cgroup v2 folder behind `cgroup`: `clone3` with
+/// `CLONE_INTO_CGROUP`, so the child never runs outside it and nothing is migrated (a write of
+/// its pid to `cgroup.procs` waits for the cgroup rwsem, whose writers wait for an RCU grace
+/// period). The errno when the kernel or a seccomp filter refuses: ENOSYS (no `clone3`, or a
+/// container's filter), E2BIG or EINVAL (a kernel without `CLONE_INTO_CGROUP`), EPERM, EACCES,
+/// EBUSY... — the caller falls back to [`clone_into`] and a write of the pid.
+pub fn clone_into_cgroup(flags: libc::c_int, cgroup: &impl AsRawFd) -> Result<libc::pid_t, i32> {
+    // SAFETY: clone_args is plain data; all-zero is a valid start (no pidfd, tid or stack).
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    // Namespace flags are positive `c_int`s.
+    args.flags = u64::from(flags as u32) | CLONE_INTO_CGROUP;
+    args.exit_signal = libc::SIGCHLD as u64;
+    args.cgroup = cgroup.as_raw_fd() as u64;
+    // SAFETY: a valid clone_args of the size passed; without CLONE_VM or a stack the child goes
+    // on as after fork, on a copy of this stack, and the launcher has one thread here.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    if pid < 0 { Err(errno()) } else { Ok(pid as libc::pid_t) }
+}
+
 /// The errno of the last failed call.
 pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)

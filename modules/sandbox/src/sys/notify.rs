@@ -55,6 +55,15 @@ pub fn receive(listener: &OwnedFd) -> Result<libc::seccomp_notif, i32> {
     if ret < 0 { Err(errno()) } else { Ok(req) }
 }
 
+/// Whether no process uses the listener's filter any more (the command and all it started
+/// have exited): then `receive` fails at once with ENOENT, and would forever.
+pub fn orphaned(listener: &OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    poll(&mut fds, Some(&zero)).is_ok_and(|_| fds[0].revents().contains(PollFlags::HUP))
+}
+
 /// Whether request `id` is still waiting (its process has not died or been interrupted):
 /// checked after reading the target's memory, which it might have changed otherwise.
 pub fn still_valid(listener: &OwnedFd, id: u64) -> bool {

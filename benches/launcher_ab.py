@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""launcher_ab.py — the sandbox launcher of two (or more) builds, interleaved call by call.
+
+    python3 benches/launcher_ab.py capture HANDS SPEC.json   # the daemon's own spec
+    python3 benches/launcher_ab.py run N SPEC.json HANDS_A HANDS_B ...
+
+`capture` starts `HANDS serve` with tools-shell on a fresh writable root (mode 0777, so a root
+daemon's `nobody` can enter it), runs `bash` `sleep` through it, reads the launcher's spec off
+`/proc/<launcher>/fd/3`, swaps its argv for `bash --noprofile --norc -c true`, drops `parent`
+and writes it to SPEC.json (the daemon exits; its network namespace holder stays while the
+state folder does, so the spec keeps joining it, as the daemon's commands do). `run` times N
+rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
+bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
+compare. Edit the spec's `bound` (`{"kind": "rlimit"}`) to time another process bound.
+Standard library only; as an ordinary user, put the binaries and SPEC.json where it can read.
+"""
+import fcntl, json, os, subprocess, sys, tempfile, time
+
+SLEEP = "sleep 2.71828"
+
+
+def capture(hands, out):
+    root = tempfile.mkdtemp(prefix="hands-ab-root-")
+    os.chmod(root, 0o777)
+    state = tempfile.mkdtemp(prefix="hands-ab-state-")
+    cfg = os.path.join(state, "daemon.toml")
+    with open(cfg, "w") as f:
+        f.write(f'[daemon]\nstate_dir = "{state}"\n[[builtins]]\nid = "tools-shell"\n'
+                f'grants = ["filesystem", "spawn"]\n'
+                f'filesystem = [{{ path = "{root}", write = true }}]\n'
+                f'config = {{ trust = {{ external = "allow" }} }}\n')
+    p = subprocess.Popen([hands, "serve", "--config", cfg], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+
+    def send(m):
+        p.stdin.write((json.dumps(m) + "\n").encode())
+        p.stdin.flush()
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "launcher_ab", "version": "0"}}})
+    p.stdout.readline()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+          "params": {"name": "bash", "arguments": {"command": SLEEP}}})
+    spec, t = None, time.time()
+    while spec is None and time.time() - t < 30:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                ppid = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
+                args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                if int(ppid) != p.pid or args[1:2] != [b"__sandbox"]:
+                    continue
+                s = json.loads(open(f"/proc/{pid}/fd/3", "rb").read())
+                if s["argv"][-1] == SLEEP:
+                    spec = s
+            except (OSError, ValueError, IndexError):
+                pass
+        time.sleep(0.02)
+    p.stdout.readline()
+    p.stdin.close()
+    p.wait()
+    if spec is None:
+        sys.exit("no launcher running the sleep was seen in /proc")
+    spec["argv"] = ["bash", "--noprofile", "--norc", "-c", "true"]
+    spec.pop("parent", None)
+    with open(out, "w") as f:
+        json.dump(spec, f)
+    print(f"bound {spec.get('bound')}, netns {spec.get('netns')}, run_as {spec.get('run_as')}")
+
+
+def launch(hands, spec):
+    fd = os.memfd_create("hands-spec", os.MFD_ALLOW_SEALING)
+    os.write(fd, spec)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 0xF)
+    t = time.perf_counter()
+    r = subprocess.run([hands, "__sandbox"], env={}, stdin=subprocess.DEVNULL,
+                       capture_output=True, close_fds=False,
+                       preexec_fn=lambda: os.dup2(fd, 3))
+    d = time.perf_counter() - t
+    os.close(fd)
+    if r.returncode != 0:
+        sys.exit(f"{hands}: exit {r.returncode}: {r.stderr.decode()[-500:]}")
+    return d
+
+
+def bare():
+    t = time.perf_counter()
+    subprocess.run(["bash", "--noprofile", "--norc", "-c", "true"],
+                   env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, capture_output=True)
+    return time.perf_counter() - t
+
+
+def run(n, spec_path, builds):
+    spec = open(spec_path, "rb").read()
+    times = {b: [] for b in builds}
+    times["bare spawn"] = []
+    for b in builds:
+        launch(b, spec)
+    for _ in range(n):
+        for b in builds:
+            times[b].append(launch(b, spec))
+        times["bare spawn"].append(bare())
+
+    def stats(v):
+        v = sorted(v)
+        return v[len(v) // 2] * 1000, v[len(v) * 9 // 10] * 1000
+
+    base = stats(times["bare spawn"])[0]
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    print(f"{n} rounds, uid {os.getuid()}, bound {json.loads(spec)['bound']}, load {load}")
+    for k, v in times.items():
+        m, p90 = stats(v)
+        print(f"  {k:40s} median {m:6.2f} ms · p90 {p90:6.2f} ms · over the bare spawn {m - base:6.2f} ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "capture":
+        capture(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "run":
+        run(int(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    else:
+        sys.exit(__doc__)
