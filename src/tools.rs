@@ -41,7 +41,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         let name = spec.name;
         let call = parsing(&self.sh, name, move |sh, params: P, caller| {
             let reply = run(sh, params, caller);
-            async move { Answer::plain(shaped_by(reply.await, name, text)) }
+            async move { Answer::plain(shaped(reply.await, name, text)) }
         });
         let handler = match launch.starts {
             true => Handler::Checked(starting(&self.sh, name, call)),
@@ -60,7 +60,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         let tool = published::<P, O>(spec.name.clone(), &spec.title, spec.description, spec.hints);
         let (sh, name) = (self.sh.clone(), Arc::<str>::from(spec.name));
         let check: CheckFn = Arc::new(move |args| {
-            cannot_run(&sh, &name).unwrap_or_else(|| program(&sh, &name, entry, args))
+            cannot_run(&sh, &name).unwrap_or_else(|| check_program(&sh, &name, entry, args))
         });
         self.entries.push(Entry {
             tool,
@@ -96,7 +96,12 @@ fn cannot_run(sh: &Shell, name: &str) -> Option<Checked> {
 /// parameters parsed, its full argv checked by SPEC §4.4's policy and its binary resolved on
 /// PATH, so that the person asked and the audit record see both; or why it is refused (with
 /// the argv, when there is one).
-fn program(sh: &Arc<Shell>, name: &Arc<str>, entry: Option<usize>, args: JsonObject) -> Checked {
+fn check_program(
+    sh: &Arc<Shell>,
+    name: &Arc<str>,
+    entry: Option<usize>,
+    args: JsonObject,
+) -> Checked {
     let refused = |what: &str, msg: String, argv: Option<&[String]>| {
         let mut shown = JsonObject::new();
         if let Some(argv) = argv {
@@ -133,23 +138,15 @@ fn program(sh: &Arc<Shell>, name: &Arc<str>, entry: Option<usize>, args: JsonObj
         run: Box::new(move |caller| {
             Box::pin(async move {
                 let out = sh.run_program(&checked, cwd, timeout_secs, caller, None).await;
-                Answer::plain(shaped(out, &name))
+                Answer::plain(shaped(out, &name, ToString::to_string))
             })
         }),
     })
 }
 
-/// A tools-shell result: structured content plus its text mirror, or the refusal as a tool
-/// error (with denial feedback when a wall or the brake refused it).
-fn shaped<O: serde::Serialize + std::fmt::Display>(
-    r: Result<O, Refusal>,
-    name: &str,
-) -> rmcp::model::CallToolResult {
-    shaped_by(r, name, |out| out.to_string())
-}
-
-/// [`shaped`], the text mirror rendered by `text`.
-fn shaped_by<O: serde::Serialize>(
+/// A tools-shell result: structured content plus its text mirror rendered by `text`, or the
+/// refusal as a tool error (with denial feedback when a wall or the brake refused it).
+fn shaped<O: serde::Serialize>(
     r: Result<O, Refusal>,
     name: &str,
     text: impl Fn(&O) -> String,
