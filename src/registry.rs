@@ -13,6 +13,7 @@ use crate::config::{ActionClass, ModuleId};
 use crate::errors::{
     Answer, Denial, ToolFailure, internal_failure, invalid_arguments, module_error,
 };
+use crate::gate::Refusal;
 use hands_tool::{Capped, Class, Hints, Output, Params, Register, Run, Spec};
 use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
@@ -29,17 +30,74 @@ pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
 pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell_mcp::Caller) -> Reply + Send + Sync>;
 
+/// A tool's phase before the gate: the arguments as sent, refused or prepared ([`Checked`]).
+pub type CheckFn = Arc<dyn Fn(JsonObject) -> Checked + Send + Sync>;
+
 /// What a published tool runs.
 #[derive(Clone)]
 pub enum Handler {
     /// Parses the arguments and runs the tool.
     Call(CallFn),
-    /// `run` (`None`) or the `os-*` tool of tools-shell's `tools[i]` (`Some(i)`): the argv is
-    /// checked against the allowlist before the gate, which shows it to a person.
-    Program(Option<usize>),
+    /// Looks at the call before the gate (`run` and `os-*` check their argv against the
+    /// allowlist, commands are refused when a wall is missing in `enforce`), and prepares what
+    /// runs once the gate allows.
+    Checked(CheckFn),
     /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
     #[cfg(feature = "conformance-tools")]
     Conformance,
+}
+
+impl Handler {
+    /// The phase before the gate of one call with `args`; a plain [`Handler::Call`] is
+    /// prepared as it is.
+    pub fn check(&self, args: JsonObject) -> Checked {
+        match self {
+            Handler::Call(call) => Checked::call(call, args),
+            Handler::Checked(check) => check(args),
+            // `src/server.rs` serves these by their scenario, never through here.
+            #[cfg(feature = "conformance-tools")]
+            Handler::Conformance => Checked::Ready(Ready {
+                shown: JsonObject::new(),
+                confirm: false,
+                run: Box::new(|_| {
+                    let e = "a conformance tool is served by its scenario".to_string();
+                    Box::pin(async move { Answer::plain(crate::errors::tool_error(e)) })
+                }),
+            }),
+        }
+    }
+}
+
+/// A call after its tool's phase before the gate.
+pub enum Checked {
+    /// Refused before anyone is asked; `shown` is added to the arguments the audit record
+    /// carries (`run`'s and `os-*`'s full argv).
+    Refused { why: Refusal, shown: JsonObject },
+    /// For the gate to judge, and to run if it allows.
+    Ready(Ready),
+}
+
+impl Checked {
+    /// `call` with `args` as sent: nothing to add, nothing to confirm.
+    pub fn call(call: &CallFn, args: JsonObject) -> Checked {
+        let call = call.clone();
+        Checked::Ready(Ready {
+            shown: JsonObject::new(),
+            confirm: false,
+            run: Box::new(move |caller| call(args, caller)),
+        })
+    }
+}
+
+/// A call prepared before the gate.
+pub struct Ready {
+    /// Added to the arguments the person asked sees and the audit record keeps (`run`'s and
+    /// `os-*`'s full argv and the binary it resolved to).
+    pub shown: JsonObject,
+    /// Only a person's yes for this one run lets it run, whatever `[trust]` says.
+    pub confirm: bool,
+    /// Runs it, given who waits for it.
+    pub run: Box<dyn FnOnce(crate::shell_mcp::Caller) -> Reply + Send>,
 }
 
 /// One published tool.
@@ -49,8 +107,6 @@ pub struct Entry {
     pub tool: Tool,
     pub module: ModuleId,
     pub class: ActionClass,
-    /// It starts commands: refused before the gate when a wall is missing in `enforce`.
-    pub runs_commands: bool,
     /// It takes `needs`, the one-run widening (`src/needs.rs`), checked before the gate.
     pub widens: bool,
     pub handler: Handler,
@@ -58,13 +114,13 @@ pub struct Entry {
 
 impl Entry {
     /// An entry for `spec` whose parameters are `P` and whose output is `O`.
-    pub fn new<P, O>(module: ModuleId, spec: &Spec, runs_commands: bool, handler: Handler) -> Entry
+    pub fn new<P, O>(module: ModuleId, spec: &Spec, handler: Handler) -> Entry
     where
         P: schemars::JsonSchema + 'static,
         O: schemars::JsonSchema + 'static,
     {
         let tool = published::<P, O>(spec.name, spec.title, spec.description, spec.hints);
-        Entry { tool, module, class: class_of(spec.class), runs_commands, widens: false, handler }
+        Entry { tool, module, class: class_of(spec.class), widens: false, handler }
     }
 
     pub fn name(&self) -> &str {
@@ -158,7 +214,7 @@ where
         let call = parsing(&self.state, name, move |state, params: P, _| {
             on_pool(state, params, name, run, text)
         });
-        self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
+        self.entries.push(Entry::new::<P, O>(self.module, &spec, Handler::Call(call)));
     }
 
     fn capped<P: Params + Clone, O: Output>(
@@ -172,7 +228,7 @@ where
         let call = parsing(&self.state, name, move |state, params: P, _| {
             run_small(state, params, name, small, whole, text)
         });
-        self.entries.push(Entry::new::<P, O>(self.module, &spec, false, Handler::Call(call)));
+        self.entries.push(Entry::new::<P, O>(self.module, &spec, Handler::Call(call)));
     }
 }
 
@@ -202,6 +258,16 @@ where
 /// Parses a tool's arguments, or the tool error that says what is wrong with them.
 pub fn parse<P: DeserializeOwned>(args: JsonObject, name: &str) -> Result<P, CallToolResult> {
     serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| invalid_arguments(name, &e))
+}
+
+/// A result's text, its text blocks joined by newlines.
+pub fn text_of(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A successful result: structured content plus its text mirror.

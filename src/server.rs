@@ -4,9 +4,9 @@
 //! `src/daemon.rs`.
 
 use crate::config::ActionClass;
-use crate::errors::{ALLOW_REMEDY, Answer, refused, tool_error, unknown_tool};
+use crate::errors::{Answer, refused, tool_error, unknown_tool};
 use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
-use crate::registry::{Entry, Handler, parse};
+use crate::registry::{Checked, Entry, text_of};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -66,19 +66,7 @@ impl HandsServer {
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
-        let mut arguments = serde_json::Value::Object(args.clone());
-        // `run` and `os-*`: SPEC §4.4's policy before the trust gate; the record and the
-        // person's question carry the full argv and the binary it resolved to.
-        let program = match def.handler {
-            Handler::Program(os) => Some(self.program(def, os, args.clone())),
-            _ => None,
-        };
-        // A command that cannot run (a wall missing in `enforce`) is refused before anyone is
-        // asked to approve it (SPEC §5.2).
-        let cannot_run = match def.runs_commands {
-            true => self.daemon.shell().and_then(|sh| sh.cannot_run()),
-            false => None,
-        };
+        let mut arguments = args.clone();
         // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
         // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
         let (needs, needs_refused) = if def.widens {
@@ -88,79 +76,44 @@ impl HandsServer {
         } else {
             (None, None)
         };
-        let mut confirm = false;
-        let before = match (&program, cannot_run) {
-            (_, Some(crate::shell_mcp::Refusal(msg))) => Some(Refusal::new(
-                def.tool.name.as_ref(),
-                "sandbox",
-                msg,
-                "a person fixes the missing wall as `hands doctor` says, or sets \
-                 sandbox.mode = \"best-effort\"",
-            )),
-            (Some(Err((argv, msg))), None) => {
-                if let (Some(argv), Some(a)) = (argv, arguments.as_object_mut()) {
-                    a.insert("argv".into(), serde_json::json!(argv));
-                }
-                let what = argv.as_ref().map(|a| hands_shell::allow::show(a));
-                let what = what.as_deref().unwrap_or(def.tool.name.as_ref());
-                Some(Refusal::new(what, "allowlist", msg.clone(), ALLOW_REMEDY))
+        // The tool's own phase before the gate (`src/registry.rs`): what it refuses before
+        // anyone is asked, and what the person's question and the record carry besides the
+        // arguments as sent (`run`'s full argv and the binary it resolved to).
+        let (ready, before) = match def.handler.check(args) {
+            Checked::Ready(mut ready) => {
+                arguments.extend(std::mem::take(&mut ready.shown));
+                (Some(ready), None)
             }
-            (Some(Ok(run)), None) => {
-                if let Some(a) = arguments.as_object_mut() {
-                    a.insert("argv".into(), serde_json::json!(run.checked.argv));
-                    a.insert("binary".into(), serde_json::json!(run.checked.program));
-                }
-                confirm = run.checked.confirm;
-                None
+            Checked::Refused { why, shown } => {
+                arguments.extend(shown);
+                (None, Some(why))
             }
-            (None, None) => None,
         };
+        let arguments = serde_json::Value::Object(arguments);
+        let confirm = ready.as_ref().is_some_and(|r| r.confirm);
         let before = before.or(needs_refused);
         let verdict = match self.verdict(def, &arguments, before, confirm, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
             Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
             decided => decided,
         };
-        let answer = match (&verdict, program) {
+        let answer = match (&verdict, ready) {
             (Verdict::Ask(_), _) => return tool_error("the gate has not decided".into()).into(),
             (Verdict::Deny { why, .. }, _) => Answer {
                 result: refused(why.message.clone(), vec![why.denial.clone()]),
                 refused: true,
             },
-            (Verdict::Allow { .. }, Some(Ok(run))) => {
-                Answer::plain(match self.daemon.shell().cloned() {
-                    Some(sh) => crate::tools::shaped(
-                        sh.run_program(
-                            &run.checked,
-                            run.cwd,
-                            run.timeout_secs,
-                            crate::shell_mcp::caller(ctx, &self.gone, self.client()),
-                            None,
-                        )
-                        .await,
-                        &def.tool.name,
-                    ),
-                    None => tool_error(format!("`{}` is not available", def.tool.name)),
-                })
-            }
-            (Verdict::Allow { .. }, _) => match &def.handler {
-                Handler::Call(run) => {
-                    let run = run(args, crate::shell_mcp::caller(ctx, &self.gone, self.client()));
-                    match needs {
-                        Some(n) => crate::needs::GRANTED.scope(n, run).await,
-                        None => run.await,
-                    }
+            (Verdict::Allow { .. }, Some(ready)) => {
+                let run = (ready.run)(crate::shell_mcp::caller(ctx, &self.gone, self.client()));
+                match needs {
+                    Some(n) => crate::needs::GRANTED.scope(n, run).await,
+                    None => run.await,
                 }
-                Handler::Program(_) => Answer::plain(tool_error(format!(
-                    "`{}` runs through the allowlist, and its argv was not checked",
-                    def.tool.name
-                ))),
-                #[cfg(feature = "conformance-tools")]
-                Handler::Conformance => Answer::plain(tool_error(format!(
-                    "`{}` is served by its scenario",
-                    def.tool.name
-                ))),
-            },
+            }
+            (Verdict::Allow { .. }, None) => Answer::plain(tool_error(format!(
+                "`{}` was refused before the gate, which allowed it",
+                def.tool.name
+            ))),
         };
         let Answer { result, refused } = answer;
         let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
@@ -168,16 +121,7 @@ impl HandsServer {
         if def.class == ActionClass::Read && !failed {
             return result.into();
         }
-        let first_line = |r: &CallToolResult| {
-            let text: String = r
-                .content
-                .iter()
-                .filter_map(|c| c.as_text())
-                .map(|t| t.text.as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            text.lines().next().unwrap_or("").to_string()
-        };
+        let first_line = |r: &CallToolResult| text_of(r).lines().next().unwrap_or("").to_string();
         // The gate's refusal in full; a module's refusal (its error's own `is_refusal`) and a
         // plain failure by their first line.
         let outcome = match (&verdict, refused, failed) {
@@ -238,41 +182,6 @@ impl HandsServer {
         crate::gate::decide(&asker, &call, before, retry, ctx).await
     }
 
-    /// The parsed call of `run` or an `os-*` tool, checked by the policy and resolved on PATH;
-    /// or why it is refused (with the argv, when there is one).
-    fn program(
-        &self,
-        def: &Entry,
-        os: Option<usize>,
-        args: JsonObject,
-    ) -> Result<Program, (Option<Vec<String>>, String)> {
-        let name = def.tool.name.as_ref();
-        let Some(sh) = self.daemon.shell() else {
-            return Err((
-                None,
-                format!("`{name}` is not available: tools-shell does not run here"),
-            ));
-        };
-        let bad = |e: CallToolResult| (None, text_of(&e));
-        let (argv, cwd, timeout_secs) = match os {
-            Some(i) => {
-                let p: hands_shell::run::OsToolParams = parse(args, name).map_err(bad)?;
-                let argv = sh
-                    .os_argv(i, &p.args)
-                    .ok_or_else(|| (None, format!("`{name}` has no entry")))?;
-                (argv, p.cwd, p.timeout_secs)
-            }
-            None => {
-                let p: hands_shell::run::RunParams = parse(args, name).map_err(bad)?;
-                (p.argv, p.cwd, p.timeout_secs)
-            }
-        };
-        match sh.check(&argv) {
-            Ok(checked) => Ok(Program { checked, cwd, timeout_secs }),
-            Err(crate::shell_mcp::Refusal(msg)) => Err((Some(argv), msg)),
-        }
-    }
-
     /// The call happened (or was refused) but its record could not be written: the client
     /// learns both, and the daemon's log says so.
     fn unaudited(&self, def: &Entry, result: &CallToolResult, why: &str) -> CallToolResult {
@@ -285,22 +194,6 @@ impl HandsServer {
         )));
         CallToolResult::error(content)
     }
-}
-
-/// A `run`/`os-*` call that passed the policy.
-struct Program {
-    checked: crate::shell_mcp::Checked,
-    cwd: Option<String>,
-    timeout_secs: Option<u64>,
-}
-
-fn text_of(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text())
-        .map(|t| t.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 impl ServerHandler for HandsServer {
@@ -335,7 +228,7 @@ impl ServerHandler for HandsServer {
             return Err(unknown_tool(request.name.as_ref()));
         };
         #[cfg(feature = "conformance-tools")]
-        if matches!(def.handler, Handler::Conformance) {
+        if matches!(def.handler, crate::registry::Handler::Conformance) {
             let def = def.clone();
             return self.conformance(&def, request, &context).await;
         }
