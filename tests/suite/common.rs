@@ -57,10 +57,11 @@ pub fn own(path: &Path) {
     std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
 }
 
-/// Runs the host's `git` CLI in `dir` (as the person would) with a fixed identity and `HOME`, requiring success; its
-/// trimmed stdout.
-pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
+/// Runs the host's `git` CLI in `dir` (as the person would) with a fixed identity and `HOME`, so
+/// no machine config and no `GIT_DIR`, `GIT_WORK_TREE` or `GIT_INDEX_FILE` of the test's own
+/// environment counts; its output, whatever the exit status.
+pub fn host_git_output(home: &Path, dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
         .args(["-c", "safe.directory=*", "-C"])
         .arg(dir)
         .args(args)
@@ -72,9 +73,20 @@ pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "fixture@example.com")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
         .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        .unwrap()
+}
+
+/// [`host_git_output`], requiring success; its trimmed stdout.
+pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = host_git_output(home, dir, args);
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim_end().to_string()
 }
 

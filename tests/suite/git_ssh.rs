@@ -10,7 +10,7 @@
 //! fast-forward check and an agent without the key; with `push.urls`, only a listed SSH URL
 //! is pushed to. Skipped, saying so, only when `sshd` is not installed.
 
-use super::common::{Client, Fixture};
+use super::common::{Client, Fixture, host_git};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -42,22 +42,6 @@ fn run(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// The `git` CLI with a fixed identity and no machine config.
-fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = run(Command::new("git")
-        .args(["-c", "safe.directory=*"])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Fixture")
-        .env("GIT_AUTHOR_EMAIL", "fixture@example.com")
-        .env("GIT_COMMITTER_NAME", "Fixture")
-        .env("GIT_COMMITTER_EMAIL", "fixture@example.com"));
-    String::from_utf8(out.stdout).unwrap().trim_end().to_string()
 }
 
 /// What `refname` points at in the bare repository `gitdir`, read with `git --git-dir`.
@@ -229,8 +213,12 @@ impl SshServer {
     /// A bare repository on the SSH side with `main` at `main_commit` of `local`.
     fn bare_repo(&self, home: &Path, local: &Path) -> PathBuf {
         let bare = self.base().join("remote.git");
-        git(home, &self.base(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
-        git(home, local, &["push", "-q", bare.to_str().unwrap(), "main"]);
+        host_git(
+            home,
+            &self.base(),
+            &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+        );
+        host_git(home, local, &["push", "-q", bare.to_str().unwrap(), "main"]);
         bare
     }
 
@@ -272,22 +260,22 @@ fn repos(fx: &Fixture, ssh: &SshServer) -> (PathBuf, PathBuf, String) {
     let h = &fx.home;
     let repo = fx.root.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    git(h, &repo, &["init", "-q", "-b", "main"]);
+    host_git(h, &repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    git(h, &repo, &["add", "-A"]);
-    git(h, &repo, &["commit", "-q", "-m", "first"]);
+    host_git(h, &repo, &["add", "-A"]);
+    host_git(h, &repo, &["commit", "-q", "-m", "first"]);
     let bare = ssh.bare_repo(h, &repo);
-    git(h, &repo, &["remote", "add", "origin", &ssh.url(&bare)]);
-    git(h, &repo, &["switch", "-q", "-c", "task/x"]);
+    host_git(h, &repo, &["remote", "add", "origin", &ssh.url(&bare)]);
+    host_git(h, &repo, &["switch", "-q", "-c", "task/x"]);
     let x = commit(fx, &repo, "x.txt", "x\n");
     (repo, bare, x)
 }
 
 fn commit(fx: &Fixture, repo: &Path, file: &str, content: &str) -> String {
     std::fs::write(repo.join(file), content).unwrap();
-    git(&fx.home, repo, &["add", "-A"]);
-    git(&fx.home, repo, &["commit", "-q", "-m", file]);
-    git(&fx.home, repo, &["rev-parse", "HEAD"])
+    host_git(&fx.home, repo, &["add", "-A"]);
+    host_git(&fx.home, repo, &["commit", "-q", "-m", file]);
+    host_git(&fx.home, repo, &["rev-parse", "HEAD"])
 }
 
 fn task_x() -> Value {
@@ -337,7 +325,7 @@ async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
     assert_eq!(p["up_to_date"], false, "{p}");
     assert_eq!(
         ref_of(&bare, "refs/heads/task/x").unwrap(),
-        git(&fx.home, &repo, &["rev-parse", "task/x"])
+        host_git(&fx.home, &repo, &["rev-parse", "task/x"])
     );
     assert_eq!(ssh.logins(), 2, "one login to read the tip, one to send: {}", ssh.log());
 
@@ -354,7 +342,7 @@ async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
     assert_eq!(p["up_to_date"], true, "{p}");
 
     // `main` is outside the patterns over SSH too, even when ahead.
-    git(&fx.home, &repo, &["branch", "-f", "main", "task/x"]);
+    host_git(&fx.home, &repo, &["branch", "-f", "main", "task/x"]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "main"})).await;
     assert!(e.contains("does not match the push patterns task/*"), "{e}");
     assert_eq!(ref_of(&bare, "refs/heads/main").unwrap(), remote_main, "remote main unchanged");
@@ -368,20 +356,20 @@ async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
     // Someone else moves the remote branch: a diverging local commit is a non-fast-forward.
     let base = fx.root.parent().unwrap();
     let other = base.join("other");
-    git(
+    host_git(
         &fx.home,
         base,
         &["clone", "-q", "-b", "task/x", bare.to_str().unwrap(), other.to_str().unwrap()],
     );
     let theirs = commit(&fx, &other, "theirs.txt", "theirs\n");
-    git(&fx.home, &other, &["push", "-q", "origin", "task/x"]);
+    host_git(&fx.home, &other, &["push", "-q", "origin", "task/x"]);
     commit(&fx, &repo, "mine.txt", "mine\n");
     let e = c.err("git_push", task_x()).await;
     assert!(e.contains("non-fast-forward") && e.contains("never force-pushes"), "{e}");
     assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), theirs, "remote unchanged");
 
     // An agent that holds no accepted key: an authentication error naming the agent's socket.
-    git(&fx.home, &repo, &["switch", "-q", "-c", "task/y"]);
+    host_git(&fx.home, &repo, &["switch", "-q", "-c", "task/y"]);
     ssh.remove_client_keys();
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/y"})).await;
     assert!(e.contains("could not authenticate"), "{e}");
@@ -402,7 +390,7 @@ async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
     )
     .unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    git(&fx.home, &repo, &["switch", "-q", "-c", "task/deny"]);
+    host_git(&fx.home, &repo, &["switch", "-q", "-c", "task/deny"]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/deny"})).await;
     assert!(e.contains("the remote rejected refs/heads/task/deny"), "{e}");
     assert_eq!(ref_of(&bare, "refs/heads/task/deny"), None);
@@ -482,13 +470,17 @@ async fn push_over_ssh_goes_only_to_a_listed_url() {
 
     // The same server, another repository (or user, or port): refused without connecting.
     let other = ssh.base().join("other.git");
-    git(&fx.home, &ssh.base(), &["init", "-q", "--bare", "-b", "main", other.to_str().unwrap()]);
+    host_git(
+        &fx.home,
+        &ssh.base(),
+        &["init", "-q", "--bare", "-b", "main", other.to_str().unwrap()],
+    );
     let x2 = commit(&fx, &repo, "x2.txt", "x2\n");
     let before = ssh.connections();
     let other_user = listed.replacen("ssh://", "ssh://nobody-else-", 1);
     let other_port = format!("ssh://127.0.0.1:{}{}", ssh.port + 1, bare.display());
     for url in [ssh.url(&other), other_user, other_port] {
-        git(&fx.home, &repo, &["remote", "set-url", "origin", &url]);
+        host_git(&fx.home, &repo, &["remote", "set-url", "origin", &url]);
         let e = c.err("git_push", task_x()).await;
         assert!(e.contains("push.urls does not list") && e.contains(&url), "{url}: {e}");
     }
@@ -497,7 +489,7 @@ async fn push_over_ssh_goes_only_to_a_listed_url() {
     assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x1);
 
     // The listed URL written with a trailing `/` is the same remote.
-    git(&fx.home, &repo, &["remote", "set-url", "origin", &format!("{listed}/")]);
+    host_git(&fx.home, &repo, &["remote", "set-url", "origin", &format!("{listed}/")]);
     c.ok("git_push", task_x()).await;
     assert_eq!(ref_of(&bare, "refs/heads/task/x").unwrap(), x2);
 

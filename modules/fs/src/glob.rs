@@ -3,8 +3,8 @@
 //! the policy hides; the walk of a settled tree is kept and reused (`walk_cache`).
 
 use crate::walk::{
-    TIMED_OUT, WALK_BUDGET, below, compile_glob, display, display_prefix, shown, skipped_of,
-    skipped_text, walker,
+    TIMED_OUT, WALK_BUDGET, Walked, compile_glob, display, display_prefix, shown, skipped_of,
+    skipped_text, walked, walker,
 };
 use crate::{FsError, ToolText, walk_cache};
 use globset::GlobMatcher;
@@ -246,22 +246,21 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
             self.spoil();
             return WalkState::Quit;
         }
-        let Some(ft) = entry.file_type() else {
-            self.spoil();
-            return WalkState::Continue;
+        let rel = match walked(&entry, self.walk.pick.base) {
+            Walked::File(rel) => rel,
+            Walked::Dir(rel) => {
+                if self.recording() {
+                    self.found.dir(rel);
+                }
+                return WalkState::Continue;
+            }
+            Walked::Other => return WalkState::Continue,
+            Walked::Unknown => {
+                self.spoil();
+                return WalkState::Continue;
+            }
         };
         let path = entry.path();
-        let rel = below(path, self.walk.pick.base);
-        // Denied folders are pruned by the walker's own filter (`walker`).
-        if ft.is_dir() {
-            if self.recording() {
-                self.found.dir(rel);
-            }
-            return WalkState::Continue;
-        }
-        if entry.depth() == 0 || !ft.is_file() {
-            return WalkState::Continue;
-        }
         if self.recording() {
             self.found.file(rel);
             // The threads' files are counted together, a thousand at a time, so that the

@@ -3,8 +3,8 @@
 //! link and never searching what the policy hides.
 
 use crate::walk::{
-    TIMED_OUT, WALK_BUDGET, below, check_len, compile_glob, display, display_prefix, shown,
-    skipped_of, skipped_text, walker,
+    TIMED_OUT, WALK_BUDGET, Walked, check_len, compile_glob, display, display_prefix, shown,
+    skipped_of, skipped_text, walked, walker,
 };
 use crate::{FsError, ToolText};
 use globset::GlobMatcher;
@@ -281,20 +281,9 @@ fn walk_grep(
                 return WalkState::Quit;
             }
             let Ok(entry) = entry else { return WalkState::Continue };
-            if entry.depth() == 0 {
-                return WalkState::Continue;
-            }
-            let Some(ft) = entry.file_type() else { return WalkState::Continue };
+            // Only regular files below the base are searched: never a link (`walked`).
+            let Walked::File(rel) = walked(&entry, base) else { return WalkState::Continue };
             let path = entry.path();
-            // Denied folders are pruned by the walker's own filter (`walker`).
-            if ft.is_dir() {
-                return WalkState::Continue;
-            }
-            // Symlinks are not searched (ripgrep without -L): a link is never followed.
-            if !ft.is_file() {
-                return WalkState::Continue;
-            }
-            let rel = below(path, base);
             if let Some(f) = filter
                 && !f.is_match(rel)
                 && !f.is_match(entry.file_name())

@@ -4,27 +4,14 @@
 //! module's table first (`trust`); any other key is an error naming it.
 
 use serde::Deserialize;
-use std::fmt;
 
 /// The `config` table of tools-fs, exactly as the file may write it.
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawSettings {}
 
-/// One problem in the table: the key under `config`, what is wrong and, when there is
-/// something to do, a hint. The daemon places it at its file, line and section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub key: String,
-    pub message: String,
-    pub hint: Option<&'static str>,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key, self.message)
-    }
-}
+/// One problem in the table; the daemon places it at its file, line and section.
+pub use hands_tool::Problem;
 
 /// The validated table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -63,6 +63,32 @@ pub(crate) fn walker(
     (b.build_parallel(), rules)
 }
 
+/// What a walked entry is to `glob` and `grep` ([`walked`]), with its path below the base.
+pub(crate) enum Walked<'a> {
+    /// A regular file below the base: the only entry either tool matches or searches.
+    File(&'a Path),
+    /// A folder (the base itself at depth 0); denied ones were pruned by [`walker`]'s filter.
+    Dir(&'a Path),
+    /// Anything else, never looked into: the base when it is not a folder, and a link (never
+    /// followed: ripgrep without `-L`), a FIFO, socket or device.
+    Other,
+    /// The walk could not tell what the entry is.
+    Unknown,
+}
+
+/// The rule both tools walk by: only regular files below the base are theirs.
+pub(crate) fn walked<'a>(entry: &'a ignore::DirEntry, base: &Path) -> Walked<'a> {
+    let Some(ft) = entry.file_type() else { return Walked::Unknown };
+    let rel = below(entry.path(), base);
+    if ft.is_dir() {
+        Walked::Dir(rel)
+    } else if entry.depth() == 0 || !ft.is_file() {
+        Walked::Other
+    } else {
+        Walked::File(rel)
+    }
+}
+
 /// The skipped ignore files of a walk's rules (none when no rules were read).
 pub(crate) fn skipped_of(rules: Option<&Arc<Rules>>) -> Vec<String> {
     rules.map(|r| r.skipped()).unwrap_or_default()

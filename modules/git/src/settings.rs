@@ -3,7 +3,6 @@
 //! startup that names its key, not a surprise at the first push.
 
 use serde::Deserialize;
-use std::fmt;
 use std::path::PathBuf;
 
 /// The `config` table of tools-git, exactly as the file may write it.
@@ -30,30 +29,8 @@ pub struct RawPush {
     pub urls: Option<Vec<String>>,
 }
 
-/// One problem in the table: the key under `config` (`push.remote`), what is wrong and, when
-/// there is something to do, a hint. The daemon places it at its file, line and section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub key: String,
-    pub message: String,
-    pub hint: Option<&'static str>,
-}
-
-impl Problem {
-    pub(crate) fn new(
-        key: impl Into<String>,
-        message: impl Into<String>,
-        hint: Option<&'static str>,
-    ) -> Problem {
-        Problem { key: key.into(), message: message.into(), hint }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key, self.message)
-    }
-}
+/// One problem in the table; the daemon places it at its file, line and section.
+pub use hands_tool::Problem;
 
 /// The validated table: every default filled in, every path `~`-expanded and absolute, the
 /// branch patterns and URLs known to compile.

@@ -7,7 +7,6 @@
 use hands_sandbox::launcher::Limits;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
@@ -110,26 +109,8 @@ pub enum NetworkMode {
     Domains(hands_sandbox::proxy::Rules),
 }
 
-/// One problem in the table: the key under `config` (`limits.processes`), what is wrong and,
-/// when there is something to do, a hint. The daemon places it at its file, line and section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub key: String,
-    pub message: String,
-    pub hint: Option<&'static str>,
-}
-
-impl Problem {
-    fn new(key: impl Into<String>, message: impl Into<String>, hint: Option<&'static str>) -> Self {
-        Problem { key: key.into(), message: message.into(), hint }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key, self.message)
-    }
-}
+/// One problem in the table; the daemon places it at its file, line and section.
+pub use hands_tool::Problem;
 
 /// The validated table: every default filled in, every range checked, the policy compiled.
 #[derive(Debug, Clone)]
@@ -254,16 +235,7 @@ impl RawSettings {
         };
         // Every range fits a `usize` on any target (the largest is 100,000,000).
         let mut number = |key: &str, value: Option<u64>, range: RangeInclusive<u64>, hint| {
-            let v = value?;
-            if range.contains(&v) {
-                return Some(v);
-            }
-            problems.push(Problem::new(
-                key,
-                format!("must be between {} and {}; got {v}", range.start(), range.end()),
-                Some(hint),
-            ));
-            None
+            Problem::check_range(key, value?, &range, hint).map_err(|p| problems.push(p)).ok()
         };
         let max_concurrent = number(
             "max_concurrent",

@@ -14,6 +14,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+mod problem;
+pub use problem::Problem;
+
 /// What a call does to the world, as the trust gate classes it (SPEC §6): `[trust]` maps each
 /// class to allow, ask or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
