@@ -107,12 +107,12 @@ enum Command {
     #[cfg(target_os = "linux")]
     #[command(name = "__sandbox", hide = true)]
     Sandbox,
-    /// Internal: hold a module's private network namespace (see src/sandbox/netns.rs)
+    /// Internal: hold a module's private network namespace (see modules/sandbox/src/launcher/holder.rs)
     #[cfg(target_os = "linux")]
     #[command(name = "__netns", hide = true)]
     Netns { pidfile: PathBuf },
     /// Internal: mask new secret files in a running tmux session's sandbox (see
-    /// src/sandbox/remask.rs)
+    /// modules/sandbox/src/launcher/remask.rs)
     #[cfg(target_os = "linux")]
     #[command(name = "__remask", hide = true)]
     Remask,

@@ -1,5 +1,5 @@
 //! The daemon's side of a module's shared private network namespace (the holder process itself
-//! is `src/sandbox/netns.rs`): find the module's live holder from its pid file in the state dir,
+//! is `launcher/holder.rs`): find the module's live holder from its pid file in the state dir,
 //! or start one, and hand its pid and start time to every launcher of the module.
 // The netns holder: starts the launcher's binary; procfs and its state-dir pid file.
 #![allow(clippy::disallowed_methods)]
