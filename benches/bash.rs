@@ -111,7 +111,7 @@ async fn main() {
         std::env::var("HANDS_BENCH_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     if std::env::var_os("HANDS_BENCH_BIN").is_none() {
         let build = std::process::Command::new("cargo")
-            .args(["build", "--release", "--bin", "hands"])
+            .args(["build", "--release", "--bin", "hands", "--bin", "hands-sandbox"])
             .status()
             .unwrap();
         assert!(build.success());
@@ -143,7 +143,8 @@ async fn main() {
 
     let launcher = || {
         let mut cmd = hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Its stdin is the spec.
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
     };
     let bare = || {
@@ -192,7 +193,7 @@ async fn main() {
         let run = || {
             let mut cmd =
                 hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
-            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             tokio::process::Command::from(cmd)
         };
         let mut times = Vec::with_capacity(RUNS);

@@ -673,7 +673,7 @@ fn main() {
     let single = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let multi = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let build = std::process::Command::new("cargo")
-        .args(["build", "--release", "--bin", "hands"])
+        .args(["build", "--release", "--bin", "hands", "--bin", "hands-sandbox"])
         .status()
         .unwrap();
     assert!(build.success());

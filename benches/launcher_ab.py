@@ -6,7 +6,7 @@
 
 `capture` starts `HANDS serve` with tools-shell on a fresh writable root (mode 0777, so a root
 daemon's `nobody` can enter it), runs `bash` `sleep` through it, reads the launcher's spec off
-`/proc/<launcher>/fd/3`, swaps its argv for `bash --noprofile --norc -c true`, drops `parent`
+`/proc/<launcher>/fd/3` (where the launcher keeps the spec it read on stdin), swaps its argv for `bash --noprofile --norc -c true`, drops `parent`
 and writes it to SPEC.json (the daemon exits; its network namespace holder stays while the
 state folder does, so the spec keeps joining it, as the daemon's commands do). `run` times N
 rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
@@ -73,10 +73,11 @@ def launch(hands, spec):
     fd = os.memfd_create("hands-spec", os.MFD_ALLOW_SEALING)
     os.write(fd, spec)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 0xF)
+    os.lseek(fd, 0, os.SEEK_SET)
+    # The spec is the launcher's stdin, as the daemon passes it: no preexec_fn, so Python
+    # spawns it as it spawns the bare command (vfork/posix_spawn, not a fork of itself).
     t = time.perf_counter()
-    r = subprocess.run([hands, "__sandbox"], env={}, stdin=subprocess.DEVNULL,
-                       capture_output=True, close_fds=False,
-                       preexec_fn=lambda: os.dup2(fd, 3))
+    r = subprocess.run([hands, "__sandbox"], env={}, stdin=fd, capture_output=True)
     d = time.perf_counter() - t
     os.close(fd)
     if r.returncode != 0:

@@ -153,14 +153,20 @@ fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
     (lines, warnings)
 }
 
-/// The AppArmor profile that lets `exe` make user namespaces (SPEC §5.2), as shipped in
-/// `sandbox-profiles/apparmor/hands` with the binary's real path put in, comments dropped.
+/// The AppArmor profile that lets `exe` and the launcher beside it make user namespaces (SPEC
+/// §5.2), as shipped in `sandbox-profiles/apparmor/hands` with the binaries' real folder and
+/// `exe`'s name put in, comments dropped.
 pub fn apparmor_profile(exe: &std::path::Path) -> String {
     const PROFILE: &str = include_str!("../../sandbox-profiles/apparmor/hands");
+    const SHIPPED: &str = "/usr/local/bin/{hands,hands-sandbox}";
+    let dir = exe.parent().unwrap_or(std::path::Path::new("/")).display().to_string();
+    let name = exe.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let here =
+        format!("{}/{{{name},{}}}", dir.trim_end_matches('/'), hands_sandbox::launcher::LAUNCHER);
     PROFILE
         .lines()
         .filter(|l| !l.starts_with('#'))
-        .map(|l| l.replace("/usr/local/bin/hands", &exe.display().to_string()))
+        .map(|l| l.replace(SHIPPED, &here))
         .collect::<Vec<_>>()
         .join("\n")
         .trim()
@@ -470,5 +476,17 @@ mod tests {
         for line in ["tmux master", "", "tmux", "git version", "3.3"] {
             assert_eq!(parse_version(line), None, "{line:?}");
         }
+    }
+
+    #[test]
+    fn the_apparmor_profile_names_both_binaries_where_they_are() {
+        let p = super::apparmor_profile(std::path::Path::new("/opt/tools/hands"));
+        assert!(
+            p.contains("profile hands /opt/tools/{hands,hands-sandbox} flags=(unconfined) {"),
+            "{p}"
+        );
+        assert!(p.contains("  userns,"), "{p}");
+        assert!(!p.contains("/usr/local/bin"), "{p}");
+        assert!(!p.lines().any(|l| l.starts_with('#')), "{p}");
     }
 }

@@ -33,6 +33,44 @@ fn out(v: &Value) -> &str {
     v["stdout"].as_str().unwrap()
 }
 
+/// The daemon starts its commands through `hands-sandbox` when it lies beside `hands` (as
+/// cargo builds and installs them), and through `hands __sandbox` when `hands` is alone; both
+/// are the same launcher, and the command is contained either way (the secret in the daemon's
+/// environment stays out, the write outside the roots is refused).
+#[tokio::test]
+async fn commands_start_through_the_launcher_binary_beside_hands_or_hands_alone() {
+    let fx = Fixture::new();
+    let config = shell_config(&fx, "");
+    let script = "tr '\\0' ' ' < /proc/1/cmdline; echo; echo \"[$HANDS_TEST_SECRET]\"; \
+                  echo x > /hands-outside-the-roots || echo refused";
+    let alone = fx.state.join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    let copy = alone.join("hands");
+    std::fs::copy(super::common::hands_bin(), &copy).unwrap();
+    let beside = super::common::hands_bin().with_file_name("hands-sandbox");
+    assert!(beside.is_file(), "cargo builds hands-sandbox beside hands: {}", beside.display());
+    for (bin, launcher) in
+        [(super::common::hands_bin(), "hands-sandbox __sandbox"), (copy, "hands __sandbox")]
+    {
+        let env = [("HANDS_TEST_SECRET", SECRET)];
+        let c = Client::start_bin(&fx, &bin, &config, Era::Legacy, &env).await;
+        let r = bash(&c, script).await;
+        let text = out(&r);
+        let init = text.lines().next().unwrap_or_default().trim_end();
+        assert!(
+            init.ends_with(launcher),
+            "{} runs its commands through {init:?}: {r}",
+            bin.display()
+        );
+        assert!(!init.contains("hands-sandbox") || launcher.starts_with("hands-sandbox"), "{r}");
+        assert!(text.contains("[]\n") && !text.contains(SECRET), "{r}");
+        assert!(text.contains("refused"), "{r}");
+        c.stop().await;
+    }
+    assert!(!std::path::Path::new("/hands-outside-the-roots").exists());
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn bash_is_listed_as_external_and_destructive_and_refused_while_trust_asks() {
     let fx = Fixture::new();

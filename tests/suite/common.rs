@@ -193,7 +193,12 @@ impl Fixture {
 
     /// A command that runs the real binary with this fixture's environment.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(hands_bin());
+        self.command_of(&hands_bin(), args)
+    }
+
+    /// [`Fixture::command`] of the `hands` binary at `bin` (a copy elsewhere).
+    pub fn command_of(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(bin);
         c.args(args)
             .current_dir(&self.root)
             .env_clear()
@@ -272,7 +277,18 @@ impl Client {
         era: Era,
         env: &[(&str, &str)],
     ) -> Client {
-        let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+        Client::start_bin(fx, &hands_bin(), config, era, env).await
+    }
+
+    /// [`Client::start_with_env`] of the `hands` binary at `bin`.
+    pub async fn start_bin(
+        fx: &Fixture,
+        bin: &Path,
+        config: &Path,
+        era: Era,
+        env: &[(&str, &str)],
+    ) -> Client {
+        let mut cmd = fx.command_of(bin, &["serve", "--config", config.to_str().unwrap()]);
         cmd.envs(env.iter().copied());
         cmd.stderr(std::process::Stdio::inherit());
         let transport = TokioChildProcess::new(cmd).unwrap();

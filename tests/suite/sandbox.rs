@@ -58,7 +58,7 @@ impl Sandbox {
     fn command(&self, spec: &Value) -> std::process::Command {
         let mut c = self.fx.std_command(&["__sandbox"]);
         hands_sandbox::launcher::attach_spec(&mut c, spec.to_string().as_bytes()).unwrap();
-        c.env("HANDS_TEST_SECRET", SECRET).stdin(Stdio::null());
+        c.env("HANDS_TEST_SECRET", SECRET);
         c
     }
 

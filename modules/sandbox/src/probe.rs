@@ -166,9 +166,8 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
         ["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"].map(String::from).into();
     argv.extend(args);
     let spec = base.build(argv, inside.clone());
-    let child = spec.command(exe).and_then(|mut c| {
-        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
-    });
+    let child =
+        spec.command(exe).and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
     let output = match child {
         Ok(c) => wait(c, Duration::from_secs(60)),
         Err(e) => return failed(format!("the launcher could not start: {e}")),

@@ -214,10 +214,7 @@ impl Shell {
         let launcher = spec
             .command(&self.exe)
             .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
-        let child = tokio::process::Command::from(launcher)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
+        let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
         let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
             .await
             .map_err(|_| Refusal(format!("tmux did not answer within {CLIENT_TIMEOUT:?}")))?

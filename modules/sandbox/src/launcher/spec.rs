@@ -1,6 +1,9 @@
 //! The launcher's [`Spec`]: one type the daemon builds (through [`Builder`]) and the launcher
-//! reads, serialized as JSON on descriptor [`SPEC_FD`] of `hands __sandbox` — never in argv,
-//! where its size would be capped at one argument (128 KiB) and `ps` would show it. The
+//! reads, serialized as JSON in a sealed memfd that is the standard input of `hands __sandbox`
+//! — never in argv, where its size would be capped at one argument (128 KiB) and `ps` would
+//! show it. Stdin, not a descriptor of its own: a child given only its standard streams is
+//! started with `posix_spawn` (a `vfork`), where a descriptor moved into place by a `pre_exec`
+//! hook makes the daemon `fork`, copying its page tables for every command. The
 //! fields are private to this crate: the daemon cannot leave out a part by misspelling a key,
 //! and the launcher refuses a key it does not know (`deny_unknown_fields`).
 
@@ -10,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-/// The descriptor `hands __sandbox` reads its spec from (a sealed memfd the daemon fills;
-/// 0–2 are the command's own stdin, stdout and stderr).
+/// Where the launcher keeps the spec it read on its stdin (close-on-exec), so that
+/// `/proc/<launcher>/fd/3` shows the daemon's user what a running sandbox was built from; the
+/// command's stdin is `/dev/null`.
 pub const SPEC_FD: i32 = 3;
 
 /// The longest spec the launcher reads: far above any real one (thousands of masks are a few
@@ -218,16 +222,17 @@ impl Spec {
         self.run_as.map_or_else(sys::ids, |i| (i.uid, i.gid))
     }
 
-    /// Reads the spec `hands __sandbox` was given on [`SPEC_FD`]. The descriptor is returned:
-    /// the launcher keeps it open (outside the sandbox, close-on-exec, closed in its child), so
+    /// Reads the spec `hands __sandbox` was given on its stdin and puts `/dev/null` there for
+    /// the command. The spec's descriptor is returned, moved to [`SPEC_FD`] or above: the
+    /// launcher keeps it open (outside the sandbox, close-on-exec, closed in its child), so
     /// `/proc/<launcher>/fd/3` shows the daemon's user what a running sandbox was built from.
     pub(crate) fn receive() -> anyhow::Result<(Spec, std::fs::File)> {
         use anyhow::Context;
         use std::io::{Read, Seek};
-        let fd = sys::take_fd(SPEC_FD).ok_or_else(|| {
+        let fd = sys::take_stdin_file(SPEC_FD).ok_or_else(|| {
             anyhow::anyhow!(
-                "no spec on descriptor {SPEC_FD}: `hands __sandbox` is started by the daemon, \
-                 which passes the spec there"
+                "no spec on stdin (a file): `hands __sandbox` is started by the daemon, which \
+                 passes the spec there"
             )
         })?;
         let mut file = std::fs::File::from(fd);
@@ -242,27 +247,48 @@ impl Spec {
             bytes.len() as u64 <= SPEC_MAX,
             "the spec on descriptor {SPEC_FD} is longer than {SPEC_MAX} bytes"
         );
-        let spec = serde_json::from_slice(&bytes).context("the spec is not valid")?;
-        sys::set_cloexec(&file)?;
+        let spec = serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "the spec is not valid (a launcher from another build of hands than the \
+                 daemon's? `{LAUNCHER}` and `hands` are installed together: install both \
+                 again, e.g. `cargo install --path .`)"
+            )
+        })?;
         Ok((spec, file))
     }
 }
 
-/// `hands __sandbox` (at `exe`) with `spec` (JSON) on its descriptor [`SPEC_FD`] (see
-/// [`attach_spec`]). The environment is empty; the caller sets the standard streams.
+/// The name of the launcher's own small binary, installed beside `hands`.
+pub const LAUNCHER: &str = "hands-sandbox";
+
+/// The binary that launches for the daemon at `exe`: [`LAUNCHER`] in the same folder when it
+/// is there (a small program: its start and its forks cost a fraction of the daemon's, which
+/// links libgit2, OpenSSL and an allocator that sets up its arenas at every exec), else `exe`
+/// itself, whose `__sandbox` runs the same code.
+pub fn launcher_binary(exe: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let small = exe.with_file_name(LAUNCHER);
+    match std::fs::metadata(&small) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => small,
+        _ => exe.to_path_buf(),
+    }
+}
+
+/// `hands __sandbox` (the [`launcher_binary`] of `exe`) with `spec` (JSON) on its stdin (see
+/// [`attach_spec`]). The environment is empty; the caller sets stdout and stderr, never stdin.
 pub fn launcher_command(exe: &Path, spec: &[u8]) -> std::io::Result<std::process::Command> {
-    let mut cmd = std::process::Command::new(exe);
+    let mut cmd = std::process::Command::new(launcher_binary(exe));
     cmd.arg("__sandbox").env_clear();
     attach_spec(&mut cmd, spec)?;
     Ok(cmd)
 }
 
-/// Gives `cmd` (a `hands __sandbox`) the spec `spec` (JSON) on its descriptor [`SPEC_FD`]: a
-/// sealed memfd, so any size fits, nothing blocks on a pipe, and nothing shows on the command
-/// line.
+/// Gives `cmd` (a `hands __sandbox`) the spec `spec` (JSON) as its stdin: a sealed memfd, so
+/// any size fits, nothing blocks on a pipe, and nothing shows on the command line. The command
+/// itself gets `/dev/null` there.
 pub fn attach_spec(cmd: &mut std::process::Command, spec: &[u8]) -> std::io::Result<()> {
     let fd = sys::sealed_memfd("hands-spec", spec)?;
-    sys::pass_fd(cmd, fd, SPEC_FD);
+    cmd.stdin(std::process::Stdio::from(fd));
     Ok(())
 }
 

@@ -671,13 +671,30 @@ pub fn give_stdio(uid: libc::uid_t, gid: libc::gid_t) {
     }
 }
 
-/// Descriptor `fd` of this process, when it is open (one the parent passed on purpose).
-pub fn take_fd(fd: i32) -> Option<OwnedFd> {
-    // SAFETY: F_GETFD only reads the descriptor's flags; -1 means it is not open.
-    let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
-    // SAFETY: the descriptor is open, and the launcher takes it at startup before anything
-    // else could own it.
-    open.then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+/// The launcher's stdin when it is a file (the daemon's sealed memfd; never a terminal or a
+/// pipe, which a read would wait on), moved to a close-on-exec descriptor `>= at`; `/dev/null`
+/// takes its place as fd 0, the command's stdin.
+pub fn take_stdin_file(at: i32) -> Option<OwnedFd> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let file = rustix::fs::fstat(stdin.as_fd())
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
+    if !file {
+        return None;
+    }
+    let moved = rustix::io::fcntl_dupfd_cloexec(stdin.as_fd(), at).ok()?;
+    let null = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    // SAFETY: dup2 with two open descriptors: fd 0 becomes /dev/null (without close-on-exec,
+    // as a stdin must be); the spec stays open at `moved`.
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
+        return None;
+    }
+    Some(moved)
 }
 
 /// A close-on-exec memfd holding `bytes`, sealed against any change.
@@ -690,30 +707,4 @@ pub fn sealed_memfd(name: &str, bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
     rustix::fs::fcntl_add_seals(&file, seals)?;
     Ok(file.into())
-}
-
-/// Makes `fd` the child's descriptor `target` (without close-on-exec) when `cmd` spawns. The
-/// parent's copy closes when `cmd` is dropped.
-pub fn pass_fd(cmd: &mut std::process::Command, fd: OwnedFd, target: i32) {
-    use std::os::unix::process::CommandExt;
-    let hook = move || {
-        let raw = fd.as_raw_fd();
-        // dup2 onto itself would keep close-on-exec: clear the flag instead.
-        // SAFETY: dup2 and fcntl are async-signal-safe and take integers only; this runs in
-        // the forked child before its execve.
-        let ret = unsafe {
-            if raw == target { libc::fcntl(raw, libc::F_SETFD, 0) } else { libc::dup2(raw, target) }
-        };
-        if ret < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
-    };
-    // SAFETY: the hook only calls dup2/fcntl (async-signal-safe), allocates nothing and
-    // touches no lock.
-    unsafe { cmd.pre_exec(hook) };
-}
-
-/// Marks `fd` close-on-exec.
-pub fn set_cloexec(fd: &impl AsRawFd) -> Result<()> {
-    // SAFETY: F_SETFD with an integer flag on a descriptor the caller owns.
-    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-    check(ret.into(), "fcntl(F_SETFD, FD_CLOEXEC)").map(drop)
 }

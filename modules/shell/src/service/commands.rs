@@ -243,8 +243,8 @@ impl Shell {
         let launcher = spec
             .command(&self.exe)
             .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        // Its stdin is the spec (the command's is /dev/null).
         let mut child = tokio::process::Command::from(launcher)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)

@@ -203,7 +203,6 @@ impl Shell {
         let mut child = spec
             .command(&self.exe)
             .map_err(|e| fail("pass the sandbox spec on", e))?
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             // Not in the daemon's process group: the session outlives the daemon.
