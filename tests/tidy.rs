@@ -43,7 +43,7 @@ const SPAWN_ALLOWED: &[(&str, &str)] = &[
     ("modules/sandbox/src/listen.rs", "starts the launcher's listener in the module's namespace"),
     ("modules/sandbox/src/netns.rs", "starts the netns holder, the launcher's own binary"),
     ("modules/sandbox/src/launcher/spec.rs", "`Spec::command`: the one way the launcher starts"),
-    ("modules/shell/src/sessions.rs", "tmux sessions start through the launcher"),
+    ("modules/sandbox/src/launcher/remask.rs", "`remask::request` starts `hands __remask`"),
 ];
 
 /// The longest a file in `src/` may be (issue 19 point 7).

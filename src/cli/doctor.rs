@@ -225,6 +225,20 @@ fn sandbox_section(
              Delegate=yes hands serve`)"
         );
     }
+    if let Ok(exe) = std::env::current_exe() {
+        let launcher = hands_sandbox::launcher::launcher_binary(&exe);
+        if launcher == exe {
+            let _ = writeln!(
+                s,
+                "  launcher: {} __sandbox ({} is not beside it: each command starts a few ms \
+                 slower; `cargo install --path .` installs both)",
+                exe.display(),
+                hands_sandbox::launcher::LAUNCHER
+            );
+        } else {
+            let _ = writeln!(s, "  launcher: {}", launcher.display());
+        }
+    }
     let abi = hands_sandbox::launcher::landlock_abi();
     let _ = writeln!(
         s,

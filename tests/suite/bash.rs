@@ -66,6 +66,12 @@ async fn commands_start_through_the_launcher_binary_beside_hands_or_hands_alone(
         assert!(text.contains("[]\n") && !text.contains(SECRET), "{r}");
         assert!(text.contains("refused"), "{r}");
         c.stop().await;
+        // `hands doctor` names the launcher it runs.
+        let mut doctor = fx.command_of(&bin, &["doctor", "--config", config.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&doctor.output().await.unwrap().stdout).into_owned();
+        let line = said.lines().find(|l| l.trim_start().starts_with("launcher: ")).unwrap_or("");
+        assert!(line.contains(launcher.split(' ').next().unwrap()), "{said}");
+        assert_eq!(line.contains("is not beside it"), launcher == "hands __sandbox", "{said}");
     }
     assert!(!std::path::Path::new("/hands-outside-the-roots").exists());
     fx.assert_canary();

@@ -27,7 +27,6 @@ use crate::service::Shell;
 use crate::tmux::{self, Facts, KillOutput, ListOutput, ReadOutput, Session, State, check_name};
 use hands_sandbox::netns;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -242,7 +241,6 @@ impl Shell {
         if new.is_empty() {
             return Ok(());
         }
-        let request = json!({ "launcher": m.launcher, "paths": new }).to_string();
         let name = &m.name;
         let refuse = |why: String| {
             let list: Vec<String> = new.iter().map(|p| p.display().to_string()).collect();
@@ -253,32 +251,15 @@ impl Shell {
                 list.join(", ")
             ))
         };
-        let run = async {
-            use std::process::Stdio;
-            use tokio::io::AsyncWriteExt;
-            let mut child = tokio::process::Command::new(&self.exe)
-                .arg("__remask")
-                .env_clear()
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()?;
-            if let Some(mut stdin) = child.stdin.take() {
-                stdin.write_all(request.as_bytes()).await?;
-            }
-            child.wait_with_output().await
-        };
-        let out = tokio::time::timeout(CLIENT_TIMEOUT, run)
-            .await
-            .map_err(|_| refuse(format!("the helper did not finish within {CLIENT_TIMEOUT:?}")))?
-            .map_err(|e| refuse(format!("the helper could not run: {e}")))?;
-        if !out.status.success() {
-            return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_string()));
-        }
-        let answer: hands_sandbox::launcher::remask::Answer =
-            serde_json::from_slice(&out.stdout)
-                .map_err(|e| refuse(format!("the helper's answer is unreadable: {e}")))?;
+        let paths: Vec<&std::path::Path> = new.iter().map(|p| p.as_path()).collect();
+        let answer = hands_sandbox::launcher::remask::request(
+            &self.exe,
+            &m.launcher,
+            &paths,
+            CLIENT_TIMEOUT,
+        )
+        .await
+        .map_err(refuse)?;
         tracing::info!(
             session = %name,
             masked = ?answer.masked,

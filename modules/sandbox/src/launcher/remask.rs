@@ -56,6 +56,43 @@ pub struct Answer {
     pub absent: Vec<PathBuf>,
 }
 
+/// Asks `hands __remask` (the binary at `exe`) to mask `paths` in the running sandbox of the
+/// launcher `launcher`, waiting at most `limit`: what it masked and what was absent, or why it
+/// could not. The one place the daemon starts `__remask`.
+pub async fn request(
+    exe: &Path,
+    launcher: &Process,
+    paths: &[&Path],
+    limit: std::time::Duration,
+) -> std::result::Result<Answer, String> {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let request = serde_json::json!({ "launcher": launcher, "paths": paths }).to_string();
+    let run = async {
+        let mut child = tokio::process::Command::new(exe)
+            .arg("__remask")
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(request.as_bytes()).await?;
+        }
+        child.wait_with_output().await
+    };
+    let out = tokio::time::timeout(limit, run)
+        .await
+        .map_err(|_| format!("the helper did not finish within {limit:?}"))?
+        .map_err(|e| format!("the helper could not run: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("the helper's answer is unreadable: {e}"))
+}
+
 /// Runs `hands __remask`: the request comes on stdin (it may name more paths than one argument
 /// can hold).
 pub fn main() -> ExitCode {
