@@ -418,11 +418,12 @@ fn command(
         // reach: temporary files go to the sandbox home's (made in `launch`).
         env.to_mut().insert("TMPDIR".into(), spec.home.join("tmp").to_string_lossy().into_owned());
     }
-    // With namespaces the init restricted itself with the same rules before it forked this
-    // process, which inherits that domain: a second, identical layer would add nothing.
-    if !namespaces {
-        walls::landlock(spec, true)?;
-    }
+    // A layer of its own, though the init restricted itself with the same rules before it
+    // forked this process: Landlock lets a process ptrace (and read the `/proc/<pid>/environ`
+    // and memory of) only processes in its own domain or below, so the command's nested domain
+    // keeps it off the init, which shares its uid when the daemon is an ordinary user (found by
+    // scripts/test-as-user: without this layer /proc/1/environ showed the launcher's).
+    walls::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], env.get("PATH").map(String::as_str))?;
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
