@@ -142,7 +142,11 @@ async fn main() {
     let spec = spec.to_string();
 
     let launcher = || {
-        let mut cmd = hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
+        let mut cmd = hands_sandbox::launcher::launcher_command(
+            &hands_sandbox::launcher::launcher_binary(&bin()),
+            spec.as_bytes(),
+        )
+        .unwrap();
         // Its stdin is the spec.
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
@@ -191,8 +195,11 @@ async fn main() {
     let mut per_bound = Vec::new();
     for (name, spec) in &variants {
         let run = || {
-            let mut cmd =
-                hands_sandbox::launcher::launcher_command(&bin(), spec.as_bytes()).unwrap();
+            let mut cmd = hands_sandbox::launcher::launcher_command(
+                &hands_sandbox::launcher::launcher_binary(&bin()),
+                spec.as_bytes(),
+            )
+            .unwrap();
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             tokio::process::Command::from(cmd)
         };

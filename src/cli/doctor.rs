@@ -226,7 +226,7 @@ fn sandbox_section(
         );
     }
     if let Ok(exe) = std::env::current_exe() {
-        let launcher = hands_sandbox::launcher::launcher_binary(&exe);
+        let launcher = sh.launcher();
         if launcher == exe {
             let _ = writeln!(
                 s,

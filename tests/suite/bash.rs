@@ -41,39 +41,48 @@ fn out(v: &Value) -> &str {
 async fn commands_start_through_the_launcher_binary_beside_hands_or_hands_alone() {
     let fx = Fixture::new();
     let config = shell_config(&fx, "");
-    let script = "tr '\\0' ' ' < /proc/1/cmdline; echo; echo \"[$HANDS_TEST_SECRET]\"; \
-                  echo x > /hands-outside-the-roots || echo refused";
+    // The init's command line; the daemon's secret (absent); a write inside the roots (the
+    // positive control) and one outside them, beside the fixture's canary (refused).
+    let outside = fx.outside.join("launched.txt");
+    let script = format!(
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; echo \"[$HANDS_TEST_SECRET]\"; \
+         echo in > inside.txt && echo wrote; echo x > {} || echo refused",
+        outside.display()
+    );
     let alone = fx.state.join("alone");
     std::fs::create_dir_all(&alone).unwrap();
     let copy = alone.join("hands");
     std::fs::copy(super::common::hands_bin(), &copy).unwrap();
     let beside = super::common::hands_bin().with_file_name("hands-sandbox");
     assert!(beside.is_file(), "cargo builds hands-sandbox beside hands: {}", beside.display());
-    for (bin, launcher) in
-        [(super::common::hands_bin(), "hands-sandbox __sandbox"), (copy, "hands __sandbox")]
-    {
+    let cases = [
+        (super::common::hands_bin(), beside.display().to_string()),
+        (copy.clone(), format!("{} __sandbox", copy.display())),
+    ];
+    for (bin, launcher) in cases {
         let env = [("HANDS_TEST_SECRET", SECRET)];
         let c = Client::start_bin(&fx, &bin, &config, Era::Legacy, &env).await;
-        let r = bash(&c, script).await;
+        let r = bash(&c, &script).await;
         let text = out(&r);
         let init = text.lines().next().unwrap_or_default().trim_end();
-        assert!(
-            init.ends_with(launcher),
-            "{} runs its commands through {init:?}: {r}",
-            bin.display()
-        );
-        assert!(!init.contains("hands-sandbox") || launcher.starts_with("hands-sandbox"), "{r}");
+        let expected = match launcher.ends_with("__sandbox") {
+            true => launcher.clone(),
+            false => format!("{launcher} __sandbox"),
+        };
+        assert_eq!(init, expected, "{} runs its commands through {init:?}: {r}", bin.display());
         assert!(text.contains("[]\n") && !text.contains(SECRET), "{r}");
-        assert!(text.contains("refused"), "{r}");
+        assert!(text.contains("wrote") && text.contains("refused"), "{r}");
+        assert_eq!(std::fs::read_to_string(fx.root.join("inside.txt")).unwrap(), "in\n");
+        assert!(!outside.exists(), "a write outside the roots landed: {r}");
+        std::fs::remove_file(fx.root.join("inside.txt")).unwrap();
         c.stop().await;
-        // `hands doctor` names the launcher it runs.
+        // `hands doctor` names the launcher it runs, with the remedy when it is `hands` alone.
         let mut doctor = fx.command_of(&bin, &["doctor", "--config", config.to_str().unwrap()]);
         let said = String::from_utf8_lossy(&doctor.output().await.unwrap().stdout).into_owned();
         let line = said.lines().find(|l| l.trim_start().starts_with("launcher: ")).unwrap_or("");
-        assert!(line.contains(launcher.split(' ').next().unwrap()), "{said}");
-        assert_eq!(line.contains("is not beside it"), launcher == "hands __sandbox", "{said}");
+        assert!(line.trim_start().starts_with(&format!("launcher: {launcher}")), "{said}");
+        assert_eq!(line.contains("is not beside it"), bin == copy, "{said}");
     }
-    assert!(!std::path::Path::new("/hands-outside-the-roots").exists());
     fx.assert_canary();
 }
 

@@ -111,15 +111,20 @@ fn unique_dir() -> PathBuf {
 
 /// Runs the probe with `base` (the module's launcher spec without argv and cwd).
 #[cfg(target_os = "linux")]
-pub fn run(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf]) -> Probe {
+pub fn run(launcher: &Path, base: &crate::launcher::Builder, roots: &[PathBuf]) -> Probe {
     let dir = unique_dir();
-    let probe = run_in(exe, base, roots, &dir);
+    let probe = run_in(launcher, base, roots, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     probe
 }
 
 #[cfg(target_os = "linux")]
-fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &Path) -> Probe {
+fn run_in(
+    launcher: &Path,
+    base: &crate::launcher::Builder,
+    roots: &[PathBuf],
+    dir: &Path,
+) -> Probe {
     use std::os::unix::fs::PermissionsExt;
     let network = base.has_host_network();
     // `best-effort` where no user namespace can be made: Landlock and seccomp are the walls,
@@ -166,8 +171,9 @@ fn run_in(exe: &Path, base: &crate::launcher::Builder, roots: &[PathBuf], dir: &
         ["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"].map(String::from).into();
     argv.extend(args);
     let spec = base.build(argv, inside.clone());
-    let child =
-        spec.command(exe).and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
+    let child = spec
+        .command(launcher)
+        .and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
     let output = match child {
         Ok(c) => wait(c, Duration::from_secs(60)),
         Err(e) => return failed(format!("the launcher could not start: {e}")),

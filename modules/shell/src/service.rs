@@ -39,7 +39,10 @@ pub struct Shell {
     base: launcher::Builder,
     pub(crate) output_chars: usize,
     slots: Arc<Semaphore>,
+    /// The `hands` binary (the netns holder, `__remask`, the proxy's listeners).
     pub(crate) exe: PathBuf,
+    /// What starts every command: `hands-sandbox` beside `exe`, else `exe` (found once).
+    pub(crate) launcher: PathBuf,
     enforce: bool,
     roots: Vec<PathBuf>,
     probe: std::sync::OnceLock<probe::Probe>,
@@ -311,6 +314,7 @@ impl Shell {
             base,
             output_chars: cfg.output_chars,
             slots: Arc::new(Semaphore::new(cfg.max_concurrent)),
+            launcher: launcher::launcher_binary(&exe),
             exe,
             enforce,
             roots: m.roots.iter().map(|r| r.path.clone()).collect(),
@@ -325,6 +329,11 @@ impl Shell {
             without_namespaces: Default::default(),
             bare_home: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The binary every command starts through (`hands-sandbox`, or `hands __sandbox`).
+    pub fn launcher(&self) -> &std::path::Path {
+        &self.launcher
     }
 
     /// The commands running now, oldest first.

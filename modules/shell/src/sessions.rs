@@ -211,7 +211,7 @@ impl Shell {
         let socket_dir = self.tmux.socket_dir(name);
         let spec = self.spec(argv, Path::new(cwd), Some(&socket_dir), None).await?;
         let launcher = spec
-            .command(&self.exe)
+            .command(&self.launcher)
             .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
         let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
         let out = tokio::time::timeout(CLIENT_TIMEOUT, child)

@@ -188,10 +188,10 @@ impl Spec {
         })
     }
 
-    /// `hands __sandbox` (at `exe`) with this spec on its descriptor [`SPEC_FD`], and an empty
+    /// The launcher at `launcher` (`hands-sandbox`, or `hands` itself) with this spec on its descriptor [`SPEC_FD`], and an empty
     /// environment; the caller sets the standard streams and spawns it.
-    pub fn command(&self, exe: &Path) -> std::io::Result<std::process::Command> {
-        launcher_command(exe, &self.to_json()?)
+    pub fn command(&self, launcher: &Path) -> std::io::Result<std::process::Command> {
+        launcher_command(launcher, &self.to_json()?)
     }
 
     pub(crate) fn validate(&self) -> anyhow::Result<()> {
@@ -274,10 +274,11 @@ pub fn launcher_binary(exe: &Path) -> std::path::PathBuf {
     }
 }
 
-/// `hands __sandbox` (the [`launcher_binary`] of `exe`) with `spec` (JSON) on its stdin (see
-/// [`attach_spec`]). The environment is empty; the caller sets stdout and stderr, never stdin.
-pub fn launcher_command(exe: &Path, spec: &[u8]) -> std::io::Result<std::process::Command> {
-    let mut cmd = std::process::Command::new(launcher_binary(exe));
+/// `LAUNCHER __sandbox` (a [`launcher_binary`], found once by the caller) with `spec` (JSON)
+/// on its stdin (see [`attach_spec`]). The environment is empty; the caller sets stdout and
+/// stderr, never stdin.
+pub fn launcher_command(launcher: &Path, spec: &[u8]) -> std::io::Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(launcher);
     cmd.arg("__sandbox").env_clear();
     attach_spec(&mut cmd, spec)?;
     Ok(cmd)

@@ -241,7 +241,7 @@ impl Shell {
             return Err(Refusal(HALTED.into()));
         }
         let launcher = spec
-            .command(&self.exe)
+            .command(&self.launcher)
             .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
         // Its stdin is the spec (the command's is /dev/null).
         let mut child = tokio::process::Command::from(launcher)

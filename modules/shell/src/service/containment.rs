@@ -13,7 +13,7 @@ impl Shell {
     pub fn self_test(&self) -> &probe::Probe {
         self.probe.get_or_init(|| {
             let run = || match self.with_netns(self.base.clone()) {
-                Ok(base) => probe::run(&self.exe, &base, &self.roots),
+                Ok(base) => probe::run(&self.launcher, &base, &self.roots),
                 Err(Refusal(why)) => probe::failed(why),
             };
             let mut p = run();

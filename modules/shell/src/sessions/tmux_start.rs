@@ -201,7 +201,7 @@ impl Shell {
             self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker)).await?;
         let (spec, ticket) = self.with_proxy(spec, label, client)?;
         let mut child = spec
-            .command(&self.exe)
+            .command(&self.launcher)
             .map_err(|e| fail("pass the sandbox spec on", e))?
             .stdout(Stdio::null())
             .stderr(log)
