@@ -11,7 +11,8 @@ the roots (world-writable, so only the sandbox keeps it unchanged), and prints o
     CHECK <name> FAIL <one-line reason>
 then `ACCEPTANCE: N ok, M FAIL`. Exit 0 only when every check is ok.
 
-Checks: probe (`hands doctor`), bash, write-outside, secret (.env masked), loopback (a listener
+Checks: probe (`hands doctor`: its self-test, and tmux's and git's versions read in a sandbox),
+bash, write-outside, secret (.env masked), loopback (a listener
 on this machine's 127.0.0.1, outside the sandbox, gets no connection), seccomp (the denied system
 calls fail with EPERM inside; outside, the controls among them work), forkbomb (bounded while
 a second call answers), kill (`kill $$` ends with SIGTERM), tmux (start, send, read, kill),
@@ -252,6 +253,17 @@ def describe(procs, cg, mnt):
 
 # --- the checks ---------------------------------------------------------------------------
 
+def versions_read(out):
+    """Whether doctor read tmux's version (and git's, when git is on its PATH): the version
+    flags run through the launcher, in a sandbox of their own, without namespaces where none
+    can be made (decision 0052). (ok, what to report)."""
+    lines = dict(re.findall(r"^  (tmux|git): (.*)$", out, re.M))
+    tmux, git = lines.get("tmux", ""), lines.get("git", "")
+    ok = tmux.startswith("tmux ") and not git.startswith("version not read")
+    return ok, (f"versions read: {tmux.split(' (')[0]}, {git.split(' (')[0] or 'no git line'}"
+                if ok else f"versions not read: tmux: {tmux or '-'}; git: {git or '-'}")
+
+
 def check_probe(run, refusing):
     try:
         p = subprocess.run([run.hands, "doctor", "--config", run.config], cwd=run.proj,
@@ -265,9 +277,10 @@ def check_probe(run, refusing):
                if re.search(r"\bMISSING\b|\bmissing\b", line) and "warnings" not in line]
     if refusing:
         # The missing wall is named, with this machine's remedy.
-        ok = p.returncode != 0 and "max_user_namespaces" in out
+        read, said = versions_read(out)
+        ok = p.returncode != 0 and "max_user_namespaces" in out and read
         why = (f"doctor exit {p.returncode}, tier {tier!r}: "
-               + (missing[0] if missing else first_line(out)))
+               + (missing[0] if missing else first_line(out)) + f"; {said}")
         return run.report("probe", ok, why if ok else
                           f"no refusal naming user.max_user_namespaces: {why}")
     if tier is None:
@@ -275,10 +288,12 @@ def check_probe(run, refusing):
                           f"{p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}")
     rows = [line for line in missing if "MISSING" in line]
     table = "write outside the roots" in out
-    ok = p.returncode == 0 and tier.startswith("full") and not missing and table
-    run.report("probe", ok, f"self-test: {tier}" if ok else
+    read, said = versions_read(out)
+    ok = p.returncode == 0 and tier.startswith("full") and not missing and table and read
+    run.report("probe", ok, f"self-test: {tier}; {said}" if ok else
                f"exit {p.returncode}, self-test {tier!r}"
-               + (f": {rows[0]}" if rows else "" if table else "; no table of walls"))
+               + (f": {rows[0]}" if rows else "" if table else "; no table of walls")
+               + f"; {said}")
 
 
 def check_bash(run):

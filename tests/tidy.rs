@@ -36,10 +36,9 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
 
 /// Shipped files (or folders) that may spawn a process. SPEC §11: the sandbox's launcher (which
 /// forks through `sys`, no `Command`), what starts the launcher (`hands` itself, by its typed
-/// spec), and the sandbox crate's `host.rs`, the one spawn on the host (doctor's version lines
-/// of tmux and git).
+/// spec). Nothing runs on the host: even doctor's version lines of tmux and git go through the
+/// launcher (`modules/sandbox/src/host.rs`, decision 0052).
 const SPAWN_ALLOWED: &[(&str, &str)] = &[
-    ("modules/sandbox/src/host.rs", "doctor's `tmux -V` and `git --version` on the host"),
     ("modules/sandbox/src/listen.rs", "starts the launcher's listener in the module's namespace"),
     ("modules/sandbox/src/netns.rs", "starts the netns holder, the launcher's own binary"),
     ("modules/sandbox/src/launcher/spec.rs", "`Spec::command`: the one way the launcher starts"),

@@ -5,6 +5,7 @@
 use super::report::shell_warnings;
 use crate::config::{Grant, ModuleId, ModuleSettings, SandboxMode};
 use crate::server::Daemon;
+use hands_sandbox::host::Versions;
 use std::fmt::Write as _;
 
 /// The oldest tmux `hands` can use: 3.2 brought `-D` (the server stays in the foreground), which
@@ -18,7 +19,7 @@ const TMUX_MIN: (u32, u32) = (3, 2);
 /// could make git run programs), so an older git is one to upgrade anyway.
 const GIT_MIN: (u32, u32) = (2, 30);
 
-/// How long a version flag may take to answer.
+/// How long a version flag may take to answer, its sandbox's start included.
 const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The `(major, minor)` of a version line (`tmux 3.3a`, `tmux next-3.4`, `git version 2.47.3`):
@@ -57,9 +58,14 @@ struct Needed<'a> {
 }
 
 /// A program's doctor line (`tmux 3.3a (/usr/bin/tmux)`) and, when a module needs it and it is
-/// missing, too old or of a version doctor cannot read, a warning saying what to do. A program
-/// found inside a writable root is not run: a command could have put it there.
-fn tool_check(n: &Needed, daemon: &Daemon) -> (String, Option<String>) {
+/// missing, too old or of a version doctor cannot read, a warning saying what to do. The
+/// version flag runs in a sandbox of its own (`versions`); a program found inside a writable
+/// root is not run at all: a command could have put it there.
+fn tool_check(
+    n: &Needed,
+    daemon: &Daemon,
+    versions: &Result<Versions, String>,
+) -> (String, Option<String>) {
     let (bin, min) = (n.bin, format!("{}.{}", n.min.0, n.min.1));
     let prefix = n.module.map(|m| format!("{}: ", m.name())).unwrap_or_default();
     let Some(program) = hands_shell::allow::resolve(bin, n.path) else {
@@ -88,25 +94,61 @@ fn tool_check(n: &Needed, daemon: &Daemon) -> (String, Option<String>) {
         let line = format!("{} (not run: in a writable root)", program.display());
         return (line, n.module.map(|_| warning));
     }
-    let line =
-        hands_sandbox::host::version_line(&program, n.flag, VERSION_TIMEOUT).unwrap_or_default();
-    let shown = if line.is_empty() { "no version".to_string() } else { line.clone() };
-    let warning = match parse_version(&line) {
-        None => Some(format!(
-            "{prefix}cannot tell the version of {} (`{bin} {}` printed {line:?}); {min} or \
-             newer is needed: install or upgrade the `{bin}` package",
-            program.display(),
-            n.flag
-        )),
-        Some(v) if v < n.min => Some(format!(
-            "{prefix}{} is {line:?}, older than {min}: upgrade the `{bin}` package (or put a \
-             newer {bin} first on {})",
-            program.display(),
-            n.path_name
-        )),
-        Some(_) => None,
+    let answer = versions
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|v| v.line(&program, n.flag, VERSION_TIMEOUT));
+    let (shown, warning) = match &answer {
+        Err(why) => (
+            format!("version not read: `{bin} {}` {why}", n.flag),
+            Some(format!(
+                "{prefix}cannot tell the version of {} (`{bin} {}` {why}); {min} or newer is \
+                 needed: install or upgrade the `{bin}` package",
+                program.display(),
+                n.flag
+            )),
+        ),
+        Ok(line) => {
+            let shown = if line.is_empty() { "no version".to_string() } else { line.clone() };
+            let warning = match parse_version(line) {
+                None => Some(format!(
+                    "{prefix}cannot tell the version of {} (`{bin} {}` printed {line:?}); {min} \
+                     or newer is needed: install or upgrade the `{bin}` package",
+                    program.display(),
+                    n.flag
+                )),
+                Some(v) if v < n.min => Some(format!(
+                    "{prefix}{} is {line:?}, older than {min}: upgrade the `{bin}` package (or \
+                     put a newer {bin} first on {})",
+                    program.display(),
+                    n.path_name
+                )),
+                Some(_) => None,
+            };
+            (shown, warning)
+        }
     };
     (format!("{shown} ({})", program.display()), warning.filter(|_| n.module.is_some()))
+}
+
+/// How doctor runs version flags: through the launcher tools-shell runs (or the one beside
+/// this binary), hiding the denied and credential paths, as the user commands run as.
+fn versions(daemon: &Daemon) -> Result<Versions, String> {
+    let c = &daemon.config;
+    let lists = crate::server::policy_lists(c);
+    let masked = lists.credentials.iter().chain(&lists.deny).cloned().collect();
+    let (launcher, run_as) = match daemon.shell() {
+        Some(sh) => (sh.launcher().to_path_buf(), sh.run_as()),
+        None => {
+            let exe = std::env::current_exe().map_err(|e| {
+                format!("cannot find the launcher: the hands binary is not found ({e})")
+            })?;
+            let run_as = hands_sandbox::launcher::run_as(c.run_as.as_deref(), None)
+                .map_err(|e| format!("cannot choose who it runs as: {e:#}"))?;
+            (hands_sandbox::launcher::launcher_binary(&exe), run_as)
+        }
+    };
+    Ok(Versions { launcher, masked, run_as })
 }
 
 /// The tmux and git lines of the doctor's report, and their warnings (SPEC §9). tmux is looked
@@ -114,6 +156,7 @@ fn tool_check(n: &Needed, daemon: &Daemon) -> (String, Option<String>) {
 /// the person's, since no module runs it.
 fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
     let c = &daemon.config;
+    let versions = versions(daemon);
     let env_path = std::env::var("PATH").unwrap_or_default();
     let declared = |id| c.modules.iter().any(|m| m.id == id);
     let shell = c.modules.iter().find_map(|m| match &m.settings {
@@ -146,7 +189,7 @@ fn tool_checks(daemon: &Daemon) -> (String, Vec<String>) {
     let mut lines = String::new();
     let mut warnings = Vec::new();
     for n in &checks {
-        let (line, warning) = tool_check(n, daemon);
+        let (line, warning) = tool_check(n, daemon, &versions);
         let _ = writeln!(lines, "  {}: {line}", n.bin);
         warnings.extend(warning);
     }

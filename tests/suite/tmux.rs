@@ -483,8 +483,9 @@ async fn a_secret_file_created_after_a_session_started_is_masked_before_the_next
 
 /// `hands doctor` looks for tmux where tools-shell's sandbox does (the module's `path`) and for
 /// git on its own PATH, and warns, saying which package to install or upgrade, when either is
-/// missing, older than hands can use (tmux 3.2, git 2.30) or of a version it cannot read. A
-/// tmux inside a writable root is not run at all.
+/// missing, older than hands can use (tmux 3.2, git 2.30), of a version it cannot read, or
+/// does not answer. The version flag runs in a sandbox: a stand-in that tries to write outside
+/// it is read but leaves no mark. A tmux inside a writable root is not run at all.
 #[test]
 fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     use std::os::unix::fs::PermissionsExt;
@@ -492,13 +493,20 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     let bin = fx.root.parent().unwrap().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let system = "/usr/local/bin:/usr/bin:/bin";
-    // A stand-in in `dir` that prints `line` for any flag, and leaves a mark when it runs.
+    // A stand-in in `dir` that tries to leave a mark beside the roots (outside the sandbox
+    // its version flag runs in) and prints `line` for any flag.
+    let marks = |name: &str| fx.root.parent().unwrap().join(format!("{name}-ran"));
     let fake = |dir: &std::path::Path, name: &str, line: &str| {
         let p = dir.join(name);
-        let mark = fx.root.parent().unwrap().join(format!("{name}-ran"));
-        std::fs::write(&p, format!("#!/bin/sh\n: > '{}'\necho '{line}'\n", mark.display()))
-            .unwrap();
+        let script =
+            format!("#!/bin/sh\ntouch '{}' 2>/dev/null\necho '{line}'\n", marks(name).display());
+        std::fs::write(&p, script).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let no_marks = || {
+        for name in ["tmux", "git"] {
+            assert!(!marks(name).exists(), "a version flag wrote outside its sandbox: {name}");
+        }
     };
     // tools-shell with `path`, tools-git; doctor run with `env_path` as its PATH.
     let doctor = |path: &str, env_path: &str| {
@@ -535,6 +543,8 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     let w = warning(&text, "\"git version 2.20.1\"");
     assert!(w.starts_with("warning: tools-git: "), "{w}");
     assert!(w.contains("older than 2.30: upgrade the `git` package"), "{w}");
+    // Both ran (their lines were read) and neither could write beside the roots.
+    no_marks();
 
     // Versions it cannot read are warnings too.
     fake(&bin, "tmux", "tmux master");
@@ -548,6 +558,21 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
             && l.contains("the `git` package")),
         "{text}"
     );
+
+    // A program that does not answer is killed, and said so.
+    std::fs::write(bin.join("git"), "#!/bin/sh\nexec sleep 37\n").unwrap();
+    let text = doctor(&with_fakes, &with_fakes);
+    let w = warning(&text, "`git --version` did not answer within 5 s and was killed");
+    assert!(w.starts_with("warning: tools-git: cannot tell the version of "), "{w}");
+    assert!(text.contains("  git: version not read: `git --version` did not answer"), "{text}");
+    // Its sandbox dies with the killed launcher (the init's parent-death signal), soon after.
+    let gone = (0..40).any(|_| {
+        let left = std::process::Command::new("pgrep").args(["-f", "^sleep 37$"]).output();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left.unwrap().stdout.is_empty()
+    });
+    assert!(gone, "the hung version flag outlived doctor");
+    no_marks();
 
     // Missing: a PATH holding only what the sandbox self-test runs.
     for name in ["tmux", "git"] {
@@ -569,14 +594,13 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     // A tmux in a writable root (where a command could have put it) is not run.
     let planted = fx.root.join("bin");
     std::fs::create_dir(&planted).unwrap();
-    let ran = fx.root.parent().unwrap().join("tmux-ran");
-    std::fs::remove_file(&ran).unwrap();
     fake(&planted, "tmux", "tmux 3.9");
     let text = doctor(&format!("{}:{system}", planted.display()), system);
     let w = warning(&text, "doctor does not run it");
     assert!(w.starts_with("warning: tools-shell: cannot tell the version of "), "{w}");
     assert!(w.contains("`tmux` package"), "{w}");
-    assert!(!ran.exists(), "doctor ran a tmux from a writable root");
+    assert!(!text.contains("tmux 3.9"), "doctor ran a tmux from a writable root:\n{text}");
+    assert!(text.contains("(not run: in a writable root)"), "{text}");
 
     // The paired control: the machine's own tmux and git draw no such warning, and their
     // versions are shown.

@@ -1,58 +1,174 @@
-//! The host's own programs, run outside any sandbox: only the version line `hands doctor`
-//! reports for tmux and git (`tmux -V`, `git --version`). This is the one spawn on the host
-//! besides the launcher's, kept here so that every process `hands` starts is started by this
-//! crate (SPEC §11); it runs one program with one flag, no shell, no input and an empty
-//! environment, and waits a bounded time.
+//! The host's own programs asked for their version — the lines `hands doctor` reports for
+//! tmux and git (`tmux -V`, `git --version`) — run through the launcher like every command
+//! (SPEC §11: nothing `hands` starts runs outside a sandbox). The sandbox is a small one of its
+//! own, not a module's: the system folders and the program's folder read-only, no root, no
+//! network, a home of its own that is removed afterwards, a handful of processes, and the
+//! daemon's `run_as` when it is root. Where no user namespace can be made it runs again with
+//! Landlock and seccomp alone, as `best-effort` commands do: a fixed flag of a program the
+//! person has on a PATH needs no more, and doctor is where a person looks to learn why the
+//! namespaces are missing.
 
-use std::path::Path;
+use crate::launcher::{self, Bound, Confinement, Ids, Spec};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// The first line `program` prints on stdout for `flag` (`-V`, `--version`), trimmed; `None`
-/// when it cannot be started or has not ended within `limit` (it is then killed). The caller
-/// decides whether the program may be run at all (doctor runs none that lies in a writable
-/// root, where a command could have put it).
-// The host spawn of a version flag (issue 19 point 8): a fixed flag of a program doctor found
-// on a PATH, outside any sandbox because it is the host's version that is asked.
-#[allow(clippy::disallowed_methods)]
-pub fn version_line(program: &Path, flag: &str, limit: Duration) -> Option<String> {
-    let child = std::process::Command::new(program)
-        .arg(flag)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let out = crate::probe::wait(child, limit)?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(text.lines().next().unwrap_or("").trim().to_string())
+/// How many processes a version flag may have at once: it needs one; a program that forks
+/// past this is not answering a version flag.
+const PROCESSES: u64 = 16;
+
+/// The longest part of a program's or the launcher's complaint a reason quotes.
+const QUOTED_CHARS: usize = 200;
+
+/// How version flags are run: through which launcher, hiding what, as whom.
+#[derive(Debug, Clone)]
+pub struct Versions {
+    /// `hands-sandbox`, or `hands` itself ([`launcher::launcher_binary`]).
+    pub launcher: PathBuf,
+    /// Denied and credential paths, hidden where they lie inside a folder the program sees.
+    pub masked: Vec<PathBuf>,
+    /// Who the program runs as for a daemon that is root ([`launcher::run_as`]).
+    pub run_as: Option<Ids>,
+}
+
+impl Versions {
+    /// The first line `program` prints on stdout for `flag`, trimmed (empty when it prints
+    /// nothing there and exits 0). An error says why there is none: the sandbox could not be
+    /// built, the program failed (with the first line of its stderr), or it did not answer
+    /// within `limit` and was killed. The caller decides whether the program may be run at
+    /// all (doctor runs none that lies in a writable root, where a command could have put it).
+    pub fn line(&self, program: &Path, flag: &str, limit: Duration) -> Result<String, String> {
+        let home = crate::probe::unique_dir("hands-version");
+        std::fs::create_dir(&home)
+            .map_err(|e| format!("cannot make its sandbox's home {}: {e}", home.display()))?;
+        let mut answer = self.run(program, flag, limit, &home, false);
+        if matches!(&answer, Err(Failure::NoUserNamespace(_))) {
+            answer = self.run(program, flag, limit, &home, true);
+        }
+        let _ = std::fs::remove_dir_all(&home);
+        answer.map_err(|f| f.to_string())
+    }
+
+    fn run(
+        &self,
+        program: &Path,
+        flag: &str,
+        limit: Duration,
+        home: &Path,
+        bare: bool,
+    ) -> Result<String, Failure> {
+        let spec = self.spec(program, flag, home, bare);
+        let child = spec
+            .command(&self.launcher)
+            .and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn())
+            .map_err(|e| {
+                Failure::Sandbox(format!(
+                    "the launcher {} cannot start: {e}",
+                    self.launcher.display()
+                ))
+            })?;
+        let out = crate::probe::wait(child, limit).ok_or(Failure::Hung(limit))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = |prefix: &str| {
+            let line = stderr.lines().find(|l| l.starts_with(prefix)).unwrap_or("").trim();
+            line.chars().take(QUOTED_CHARS).collect::<String>()
+        };
+        let sandbox = said("hands sandbox:");
+        if out.status.code() == Some(i32::from(launcher::SETUP_FAILED)) && !sandbox.is_empty() {
+            return Err(if sandbox.contains("user namespace") && !bare {
+                Failure::NoUserNamespace(sandbox)
+            } else {
+                Failure::Sandbox(sandbox)
+            });
+        }
+        let line =
+            String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
+        if line.is_empty() && !out.status.success() {
+            return Err(Failure::Program(out.status.to_string(), said("")));
+        }
+        Ok(line)
+    }
+
+    /// The version flag's sandbox: the system folders and the folder `program` lies in (and
+    /// the one it links to) read-only; nothing else of the host.
+    fn spec(&self, program: &Path, flag: &str, home: &Path, bare: bool) -> Spec {
+        let mut system: Vec<PathBuf> =
+            launcher::SYSTEM.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
+        let real = std::fs::canonicalize(program).ok();
+        for dir in [Some(program), real.as_deref()].into_iter().flatten().filter_map(Path::parent) {
+            if !system.iter().any(|s| dir.starts_with(s)) {
+                system.push(dir.to_path_buf());
+            }
+        }
+        let base = Spec::builder(Confinement {
+            roots: Vec::new(),
+            protected: Vec::new(),
+            protected_rules: Vec::new(),
+            masked: self.masked.clone(),
+            system,
+            home: home.to_path_buf(),
+        })
+        .bound(Bound::Rlimit)
+        .cap_processes(PROCESSES)
+        .run_as(self.run_as)
+        .parent(std::process::id() as i32);
+        let base = if bare { base.without_namespaces() } else { base };
+        base.build(vec![program.display().to_string(), flag.to_string()], home.to_path_buf())
+    }
+}
+
+/// Why a version flag gave no line.
+enum Failure {
+    /// The launcher could not make a user namespace: worth a second try without one.
+    NoUserNamespace(String),
+    /// The sandbox could not be built (the launcher's own line).
+    Sandbox(String),
+    /// The program ended with this status, printing nothing on stdout (its stderr's first line).
+    Program(String, String),
+    /// It had not ended within this long.
+    Hung(Duration),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoUserNamespace(why) | Failure::Sandbox(why) => {
+                write!(f, "could not run in its sandbox ({why})")
+            }
+            Failure::Program(status, err) if err.is_empty() => {
+                write!(f, "printed nothing and ended with {status}")
+            }
+            Failure::Program(status, err) => {
+                write!(f, "printed nothing and ended with {status}, saying {err:?}")
+            }
+            Failure::Hung(limit) => {
+                write!(f, "did not answer within {} s and was killed", limit.as_secs())
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::version_line;
-    use std::path::Path;
-    use std::time::{Duration, Instant};
+    use super::Versions;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
 
+    // What runs is tested through the real launcher in the suite (`suite::tmux`, doctor's
+    // test); here, only that no launcher means no version and a reason, and no home left.
     #[test]
-    fn the_first_line_of_a_version_flag_and_none_when_it_cannot_run_or_hangs() {
-        let sh = Path::new("/bin/sh");
-        let line = version_line(sh, "-c", Duration::from_secs(5));
-        // `sh -c` with no command string fails, printing nothing on stdout: an empty line.
-        assert!(line.is_some_and(|l| l.is_empty()));
-        assert_eq!(
-            version_line(Path::new("/nonexistent/tmux"), "-V", Duration::from_secs(1)),
-            None
-        );
-        let git = Path::new("/usr/bin/git");
-        if git.exists() {
-            let line = version_line(git, "--version", Duration::from_secs(5)).unwrap();
-            assert!(line.starts_with("git version "), "{line:?}");
-        }
-        // A program that does not answer in time is killed and reads as none.
-        let start = Instant::now();
-        assert_eq!(version_line(Path::new("/bin/sleep"), "30", Duration::from_millis(300)), None);
-        assert!(start.elapsed() < Duration::from_secs(10));
+    fn without_its_launcher_a_version_flag_is_not_run_and_says_why() {
+        let v = Versions {
+            launcher: PathBuf::from("/nonexistent/hands-sandbox"),
+            masked: Vec::new(),
+            run_as: None,
+        };
+        let why = v.line(Path::new("/bin/sh"), "--version", Duration::from_secs(5)).unwrap_err();
+        assert!(why.starts_with("could not run in its sandbox (the launcher "), "{why}");
+        assert!(why.contains("/nonexistent/hands-sandbox cannot start"), "{why}");
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let mine = format!("hands-version-{}-", std::process::id());
+        let left = std::fs::read_dir(tmp).unwrap().flatten();
+        assert!(!left.into_iter().any(|e| e.file_name().to_string_lossy().starts_with(&mine)));
     }
 }

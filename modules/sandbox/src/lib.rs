@@ -14,7 +14,8 @@ pub mod listen;
 pub mod masks;
 pub mod netns;
 pub mod probe;
-// `hands doctor`'s version lines of the host's tmux and git (the one host spawn).
+// `hands doctor`'s version lines of the host's tmux and git, read in a sandbox of their own.
+#[cfg(target_os = "linux")]
 pub mod host;
 pub mod profiles;
 #[cfg(target_os = "linux")]

@@ -100,19 +100,20 @@ echo "done: yes"
 /// The process limit of the probe's own sandbox: small, so that forking past it is quick.
 const PROBE_PROCESSES: u64 = 16;
 
-fn unique_dir() -> PathBuf {
+/// A folder in the temp dir no other process uses: `<name>-<pid>-<nanos>`, not made yet.
+pub(crate) fn unique_dir(name: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| "/tmp".into());
-    tmp.join(format!("hands-probe-{}-{nanos}", std::process::id()))
+    tmp.join(format!("{name}-{}-{nanos}", std::process::id()))
 }
 
 /// Runs the probe with `base` (the module's launcher spec without argv and cwd).
 #[cfg(target_os = "linux")]
 pub fn run(launcher: &Path, base: &crate::launcher::Builder, roots: &[PathBuf]) -> Probe {
-    let dir = unique_dir();
+    let dir = unique_dir("hands-probe");
     let probe = run_in(launcher, base, roots, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     probe

@@ -127,8 +127,7 @@ pub(crate) async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
     }
 }
 
-/// Folders every command sees read-only, when they exist.
-pub const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
+pub use hands_sandbox::launcher::SYSTEM;
 /// How long a stopped command gets between SIGTERM and SIGKILL.
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.

@@ -40,8 +40,8 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
-/// Computes the doctor's warnings once, off the request path (it runs `tmux -V`, `git
-/// --version`).
+/// Computes the doctor's warnings once, off the request path (it runs `tmux -V` and `git
+/// --version`, each in a sandbox).
 pub(crate) async fn warm(daemon: Arc<Daemon>, cache: &Cache, doctor: fn(&Daemon) -> String) {
     let text = tokio::task::spawn_blocking(move || doctor(&daemon))
         .await

@@ -32,8 +32,8 @@ use crate::sys;
 
 pub use bounds::Bound;
 pub use spec::{
-    Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, Spec, attach_spec, launcher_binary,
-    launcher_command,
+    Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, SYSTEM, Spec, attach_spec,
+    launcher_binary, launcher_command,
 };
 use std::io::{Read, Write};
 use std::process::ExitCode;

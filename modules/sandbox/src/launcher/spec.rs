@@ -22,6 +22,9 @@ pub const SPEC_FD: i32 = 3;
 /// hundred KiB), so that a wrong descriptor cannot make it read without end.
 const SPEC_MAX: u64 = 64 << 20;
 
+/// Folders every command sees read-only, when they exist.
+pub const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"];
+
 /// What to run and what it may see. Every path is absolute and canonical (the daemon's roots
 /// are); `..` is refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
