@@ -2,6 +2,7 @@
 """launcher_ab.py — the sandbox launcher of two (or more) builds, interleaved call by call.
 
     python3 benches/launcher_ab.py capture HANDS SPEC.json   # the daemon's own spec
+    python3 benches/launcher_ab.py capture-v2 HANDS SPEC.json
     python3 benches/launcher_ab.py run N SPEC.json HANDS_A HANDS_B ...
 
 `capture` starts `HANDS serve` with tools-shell on a fresh writable root (mode 0777, so a root
@@ -12,14 +13,47 @@ state folder does, so the spec keeps joining it, as the daemon's commands do). `
 rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
 bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
 compare. Edit the spec's `bound` (`{"kind": "rlimit"}`) to time another process bound.
-Standard library only; as an ordinary user, put the binaries and SPEC.json where it can read.
+`capture-v2` first gives the daemon a cgroup v2 of its own, as `systemd-run --user --scope`
+would: this script moves itself into `ab-bench/` of its (delegated) cgroup and starts the daemon
+in `ab-daemon/`, so the daemon chooses cgroup v2 leaves instead of passing over a cgroup that
+other processes share (it then picks RLIMIT_NPROC); `run` then times the launcher making its
+leaf there. Standard library only; as an ordinary user, put the binaries and SPEC.json where it can read.
 """
 import fcntl, json, os, subprocess, sys, tempfile, time
 
 SLEEP = "sleep 2.71828"
 
 
-def capture(hands, out):
+def own_v2_cgroup():
+    """This process's cgroup v2 folder: it must be delegated (writable) to this user."""
+    line = open("/proc/self/cgroup").read().strip().splitlines()[-1]
+    if not line.startswith("0::"):
+        sys.exit(f"no cgroup v2 here (/proc/self/cgroup: {line})")
+    own = os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
+    if not os.access(os.path.join(own, "cgroup.subtree_control"), os.W_OK):
+        sys.exit(f"{own} is not delegated to uid {os.getuid()}: run in a delegated scope")
+    return own
+
+
+def split_cgroup():
+    """Moves this script into `ab-bench/` of its cgroup and enables pids and memory for the
+    children; returns `ab-daemon/`, an empty cgroup for the daemon."""
+    own = own_v2_cgroup()
+    bench, daemon = os.path.join(own, "ab-bench"), os.path.join(own, "ab-daemon")
+    for d in (bench, daemon):
+        os.makedirs(d, exist_ok=True)
+    for pid in open(os.path.join(own, "cgroup.procs")).read().split():
+        try:
+            with open(os.path.join(bench, "cgroup.procs"), "w") as f:
+                f.write(pid)
+        except OSError:
+            pass
+    with open(os.path.join(own, "cgroup.subtree_control"), "w") as f:
+        f.write("+pids +memory")
+    return daemon
+
+
+def capture(hands, out, cgroup=None):
     root = tempfile.mkdtemp(prefix="hands-ab-root-")
     os.chmod(root, 0o777)
     state = tempfile.mkdtemp(prefix="hands-ab-state-")
@@ -29,8 +63,12 @@ def capture(hands, out):
                 f'grants = ["filesystem", "spawn"]\n'
                 f'filesystem = [{{ path = "{root}", write = true }}]\n'
                 f'config = {{ trust = {{ external = "allow" }} }}\n')
+    def into_cgroup():
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write("0")
+
     p = subprocess.Popen([hands, "serve", "--config", cfg], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE)
+                         stdout=subprocess.PIPE, preexec_fn=into_cgroup if cgroup else None)
 
     def send(m):
         p.stdin.write((json.dumps(m) + "\n").encode())
@@ -118,6 +156,8 @@ def run(n, spec_path, builds):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "capture":
         capture(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "capture-v2":
+        capture(sys.argv[2], sys.argv[3], split_cgroup())
     elif len(sys.argv) >= 5 and sys.argv[1] == "run":
         run(int(sys.argv[2]), sys.argv[3], sys.argv[4:])
     else:

@@ -137,7 +137,7 @@ limits = {{ processes = 128, memory_mb = 1024 }}
 
     def start(self):
         self.session = Session([self.hands, "serve", "--config", self.config], env=self.env,
-                               cwd=self.proj, timeout=CALL_TIMEOUT)
+                               cwd=self.proj, timeout=CALL_TIMEOUT, preexec_fn=scoped())
         self.session.initialize()
 
     def bash(self, command, timeout_secs=None):
@@ -217,6 +217,82 @@ def daemon_placement(path):
         return False
 
 
+class Scopes:
+    """In a delegated cgroup v2 (a `systemd-run --user --scope -p Delegate=yes` or a user
+    service's), each `hands` process starts in a cgroup of its own, as `systemd-run --user
+    --scope hands serve` would give it: cgroup v2's no-internal-processes rule lets a daemon
+    make its commands' leaves only where no other process (this script) shares its cgroup, and
+    otherwise it passes over cgroup v2 for RLIMIT_NPROC. This script moves into `acc-runner/`
+    of its cgroup; the scopes are `acc-hands-N/`, removed when their process has ended (with
+    the daemon's own `hands-daemon` leaf, which may stay by design): a command's leaf left
+    inside keeps one, and the leftovers check sees it. Elsewhere (the root cgroup, a
+    root-owned session scope, cgroup v1) nothing changes."""
+
+    def __init__(self):
+        self.own, self.made = None, []
+        line = open("/proc/self/cgroup").read().strip().splitlines()[-1]
+        if not line.startswith("0::") or line[3:].strip("/") == "":
+            return
+        own = os.path.join("/sys/fs/cgroup", line[3:].strip("/"))
+        if not os.access(os.path.join(own, "cgroup.subtree_control"), os.W_OK):
+            return
+        runner = os.path.join(own, "acc-runner")
+        try:
+            os.makedirs(runner, exist_ok=True)
+            for pid in open(os.path.join(own, "cgroup.procs")).read().split():
+                try:
+                    with open(os.path.join(runner, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+                except OSError:
+                    pass  # a process that ended meanwhile
+            have = open(os.path.join(own, "cgroup.controllers")).read().split()
+            with open(os.path.join(own, "cgroup.subtree_control"), "w") as f:
+                f.write(" ".join(f"+{c}" for c in ("pids", "memory") if c in have))
+        except OSError as e:
+            print(f"acceptance: no scopes of their own in {own}: {e}", flush=True)
+            return
+        self.own = own
+
+    def describe(self):
+        return f"each hands process in a cgroup of its own under {self.own}" if self.own else None
+
+    def preexec(self):
+        """A preexec_fn that puts the child into a new scope, or None."""
+        if not self.own:
+            return None
+        scope = os.path.join(self.own, f"acc-hands-{len(self.made)}")
+        os.mkdir(scope)
+        self.made.append(scope)
+        procs = os.path.join(scope, "cgroup.procs")
+
+        def into():
+            with open(procs, "w") as f:
+                f.write("0")
+        return into
+
+    def remove(self):
+        """Removes the scopes whose processes have ended; what cannot be removed stays (and
+        the leftovers check names it)."""
+        for scope in list(self.made):
+            leaf = os.path.join(scope, "hands-daemon")
+            for d in (leaf, scope):
+                try:
+                    os.rmdir(d)
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    break
+            if not os.path.exists(scope):
+                self.made.remove(scope)
+
+
+SCOPES = None  # the run's Scopes, made first in main()
+
+
+def scoped():
+    return SCOPES.preexec() if SCOPES else None
+
+
 def mounts():
     with open("/proc/self/mountinfo") as f:
         return {" ".join(line.split()[3:5]) for line in f}
@@ -267,7 +343,8 @@ def versions_read(out):
 def check_probe(run, refusing):
     try:
         p = subprocess.run([run.hands, "doctor", "--config", run.config], cwd=run.proj,
-                           env=run.env, capture_output=True, text=True, timeout=600)
+                           env=run.env, capture_output=True, text=True, timeout=600,
+                       preexec_fn=scoped())
     except subprocess.TimeoutExpired:
         return run.report("probe", False, "hands doctor did not finish in 600 s")
     out = p.stdout + p.stderr
@@ -290,6 +367,9 @@ def check_probe(run, refusing):
     table = "write outside the roots" in out
     read, said = versions_read(out)
     ok = p.returncode == 0 and tier.startswith("full") and not missing and table and read
+    if SCOPES and SCOPES.own and "cgroup v2" not in tier:
+        # A daemon alone in a delegated cgroup bounds its commands with cgroup v2 leaves.
+        ok, said = False, f"{said}; alone in a delegated cgroup, yet no cgroup v2 bound"
     run.report("probe", ok, f"self-test: {tier}; {said}" if ok else
                f"exit {p.returncode}, self-test {tier!r}"
                + (f": {rows[0]}" if rows else "" if table else "; no table of walls")
@@ -462,7 +542,8 @@ def check_best_effort(run):
     bash result state the same tier, which names the missing guarantees (kept for the checks
     after it)."""
     p = subprocess.run([run.hands, "doctor", "--config", run.config], cwd=run.proj,
-                       env=run.env, capture_output=True, text=True, timeout=600)
+                       env=run.env, capture_output=True, text=True, timeout=600,
+                       preexec_fn=scoped())
     out = p.stdout + p.stderr
     m = re.search(r"sandbox self-test: (.*)", out)
     tier = m.group(1).strip() if m else ""
@@ -624,10 +705,12 @@ def main():
         sys.exit(__doc__)
     hands = os.path.abspath(args[0])
     strict, no_userns = "--strict" in args, "--no-userns" in args
+    global SCOPES
+    SCOPES = Scopes()
     run = Run(hands, strict, no_userns)
     print(f"acceptance: {os.uname().release}, uid {os.getuid()}, cgroup "
-          f"{open('/proc/self/cgroup').read().strip().splitlines()[-1]}, base {run.base}",
-          flush=True)
+          f"{open('/proc/self/cgroup').read().strip().splitlines()[-1]}, base {run.base}"
+          + (f"; {SCOPES.describe()}" if SCOPES.describe() else ""), flush=True)
     if no_userns:
         knob = "/proc/sys/user/max_user_namespaces"
         if open(knob).read().strip() != "0":
@@ -689,6 +772,7 @@ def main():
     shutil.rmtree(run.state, ignore_errors=True)
     left, deadline = "?", time.time() + 15
     while left and time.time() < deadline:
+        SCOPES.remove()
         left = describe(*snap.left())
         if left:
             time.sleep(0.5)

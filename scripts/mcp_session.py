@@ -28,11 +28,12 @@ class Session:
     """One `hands serve` (or any stdio MCP server) and its JSON-RPC traffic. Calls may overlap:
     `send` returns the request id, `wait` blocks for that id's answer."""
 
-    def __init__(self, cmd, env=None, cwd=None, timeout=60.0):
+    def __init__(self, cmd, env=None, cwd=None, timeout=60.0, preexec_fn=None):
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=env, cwd=cwd)
+                                     stderr=self.stderr, env=env, cwd=cwd,
+                                     preexec_fn=preexec_fn)
         self.answers = {}
         self.closed = None  # why the reader stopped
         self.next_id = 0
