@@ -104,7 +104,8 @@ impl Versions {
             roots: Vec::new(),
             protected: Vec::new(),
             protected_rules: Vec::new(),
-            masked: self.masked.clone(),
+            // A path the launcher would refuse is not one a folder here can hold.
+            masked: self.masked.iter().filter(|p| launcher::is_clean(p)).cloned().collect(),
             system,
             home: home.to_path_buf(),
         })

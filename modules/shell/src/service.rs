@@ -18,7 +18,7 @@ use hands_roots::{Resolver, RootSpec};
 use hands_sandbox::{launcher, masks, netns, probe};
 use network::Network;
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -133,12 +133,6 @@ pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.
 const DRAIN: Duration = Duration::from_secs(2);
 
-fn clean_abs(p: &Path) -> bool {
-    p.is_absolute()
-        && p.components().count() > 1
-        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-}
-
 /// What the daemon gives the module at startup: its declaration, its validated settings, and
 /// the daemon's own sandbox settings.
 pub struct Setup<'a> {
@@ -184,7 +178,7 @@ impl Shell {
         let path = cfg.command_path.clone();
         let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
         for dir in path.split(':').map(PathBuf::from) {
-            if clean_abs(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
+            if launcher::is_clean(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
                 system.push(dir);
             }
         }
@@ -210,16 +204,21 @@ impl Shell {
             .iter()
             .filter(|r| r.writable)
             .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
-            .filter(|p| clean_abs(p) && std::fs::symlink_metadata(p).is_ok())
+            .filter(|p| launcher::is_clean(p) && std::fs::symlink_metadata(p).is_ok())
             .collect();
-        let mut masked: Vec<PathBuf> =
-            lists.credentials.iter().chain(&lists.deny).filter(|p| clean_abs(p)).cloned().collect();
+        let mut masked: Vec<PathBuf> = lists
+            .credentials
+            .iter()
+            .chain(&lists.deny)
+            .filter(|p| launcher::is_clean(p))
+            .cloned()
+            .collect();
         // A missing denied path in a writable root gets an empty placeholder, so a command
         // meets a mask there instead of creating it; what the walk finds is added per call.
         let denied: Vec<masks::DeniedPath> =
             (lists.credentials.iter().map(|p| (p, true)))
                 .chain(lists.deny.iter().map(|p| (p, false)))
-                .filter(|(p, _)| clean_abs(p))
+                .filter(|(p, _)| launcher::is_clean(p))
                 .map(|(p, cred)| {
                     if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
                 })

@@ -33,7 +33,7 @@ use crate::sys;
 pub use bounds::Bound;
 pub use spec::{
     Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, SYSTEM, Spec, attach_spec,
-    launcher_binary, launcher_command,
+    is_clean, launcher_binary, launcher_command,
 };
 use std::io::{Read, Write};
 use std::process::ExitCode;

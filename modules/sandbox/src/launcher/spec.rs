@@ -202,10 +202,7 @@ impl Spec {
         let roots = self.roots.iter().map(|r| &r.path);
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
         for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
-            let clean = p.is_absolute()
-                && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-                && p.components().count() > 1;
-            anyhow::ensure!(clean, "{} is not a clean absolute path below /", p.display());
+            anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
         }
         match self.run_as {
             Some(ids) => {
@@ -259,6 +256,14 @@ impl Spec {
         })?;
         Ok((spec, file))
     }
+}
+
+/// Whether `p` is a path a spec may name: absolute, below `/`, with no `.` or `..` (the
+/// launcher refuses a spec with any other).
+pub fn is_clean(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components().count() > 1
+        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
 /// The name of the launcher's own small binary, installed beside `hands`.
