@@ -14,46 +14,30 @@ rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare s
 bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
 compare. Edit the spec's `bound` (`{"kind": "rlimit"}`) to time another process bound.
 `capture-v2` first gives the daemon a cgroup v2 of its own, as `systemd-run --user --scope`
-would: this script moves itself into `ab-bench/` of its (delegated) cgroup and starts the daemon
-in `ab-daemon/`, so the daemon chooses cgroup v2 leaves instead of passing over a cgroup that
+would: this script moves itself into `acc-runner/` of its (delegated) cgroup and starts the
+daemon in `acc-hands-0/` (scripts/acceptance.py's `Scopes`), so the daemon chooses cgroup v2 leaves instead of passing over a cgroup that
 other processes share (it then picks RLIMIT_NPROC); `run` then times the launcher making its
-leaf there. Standard library only; as an ordinary user, put the binaries and SPEC.json where it can read.
+leaf there. Standard library (and scripts/ for capture-v2) only; as an ordinary user, put the binaries and SPEC.json where it can read.
 """
 import fcntl, json, os, subprocess, sys, tempfile, time
 
 SLEEP = "sleep 2.71828"
 
 
-def own_v2_cgroup():
-    """This process's cgroup v2 folder: it must be delegated (writable) to this user."""
-    line = open("/proc/self/cgroup").read().strip().splitlines()[-1]
-    if not line.startswith("0::"):
-        sys.exit(f"no cgroup v2 here (/proc/self/cgroup: {line})")
-    own = os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
-    if not os.access(os.path.join(own, "cgroup.subtree_control"), os.W_OK):
-        sys.exit(f"{own} is not delegated to uid {os.getuid()}: run in a delegated scope")
-    return own
+def own_scope():
+    """A preexec_fn that starts the daemon in a delegated cgroup of its own, this script moved
+    out of the way: scripts/acceptance.py's `Scopes`, which its delegated VM cells use too."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from acceptance import Scopes
+    scopes = Scopes()
+    if not scopes.own:
+        line = open("/proc/self/cgroup").read().strip().splitlines()[-1]
+        sys.exit(f"no delegated cgroup v2 here (/proc/self/cgroup: {line}): run in a "
+                 "delegated scope")
+    return scopes.preexec()
 
 
-def split_cgroup():
-    """Moves this script into `ab-bench/` of its cgroup and enables pids and memory for the
-    children; returns `ab-daemon/`, an empty cgroup for the daemon."""
-    own = own_v2_cgroup()
-    bench, daemon = os.path.join(own, "ab-bench"), os.path.join(own, "ab-daemon")
-    for d in (bench, daemon):
-        os.makedirs(d, exist_ok=True)
-    for pid in open(os.path.join(own, "cgroup.procs")).read().split():
-        try:
-            with open(os.path.join(bench, "cgroup.procs"), "w") as f:
-                f.write(pid)
-        except OSError:
-            pass
-    with open(os.path.join(own, "cgroup.subtree_control"), "w") as f:
-        f.write("+pids +memory")
-    return daemon
-
-
-def capture(hands, out, cgroup=None):
+def capture(hands, out, preexec=None):
     root = tempfile.mkdtemp(prefix="hands-ab-root-")
     os.chmod(root, 0o777)
     state = tempfile.mkdtemp(prefix="hands-ab-state-")
@@ -63,12 +47,8 @@ def capture(hands, out, cgroup=None):
                 f'grants = ["filesystem", "spawn"]\n'
                 f'filesystem = [{{ path = "{root}", write = true }}]\n'
                 f'config = {{ trust = {{ external = "allow" }} }}\n')
-    def into_cgroup():
-        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-            f.write("0")
-
     p = subprocess.Popen([hands, "serve", "--config", cfg], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, preexec_fn=into_cgroup if cgroup else None)
+                         stdout=subprocess.PIPE, preexec_fn=preexec)
 
     def send(m):
         p.stdin.write((json.dumps(m) + "\n").encode())
@@ -157,7 +137,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "capture":
         capture(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "capture-v2":
-        capture(sys.argv[2], sys.argv[3], split_cgroup())
+        capture(sys.argv[2], sys.argv[3], own_scope())
     elif len(sys.argv) >= 5 and sys.argv[1] == "run":
         run(int(sys.argv[2]), sys.argv[3], sys.argv[4:])
     else:
