@@ -141,12 +141,11 @@ async fn main() {
     let spec_value = spec.clone();
     let spec = spec.to_string();
 
+    // What the daemon starts its commands through: `hands-sandbox` beside the binary.
+    let launcher_bin = hands_sandbox::launcher::launcher_binary(&bin());
     let launcher = || {
-        let mut cmd = hands_sandbox::launcher::launcher_command(
-            &hands_sandbox::launcher::launcher_binary(&bin()),
-            spec.as_bytes(),
-        )
-        .unwrap();
+        let mut cmd =
+            hands_sandbox::launcher::launcher_command(&launcher_bin, spec.as_bytes()).unwrap();
         // Its stdin is the spec.
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
@@ -195,11 +194,8 @@ async fn main() {
     let mut per_bound = Vec::new();
     for (name, spec) in &variants {
         let run = || {
-            let mut cmd = hands_sandbox::launcher::launcher_command(
-                &hands_sandbox::launcher::launcher_binary(&bin()),
-                spec.as_bytes(),
-            )
-            .unwrap();
+            let mut cmd =
+                hands_sandbox::launcher::launcher_command(&launcher_bin, spec.as_bytes()).unwrap();
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             tokio::process::Command::from(cmd)
         };
@@ -225,14 +221,14 @@ async fn main() {
         variants[0].0
     );
     println!("  bash tool over MCP         median {tool:.2} ms · p90 {tool90:.2} ms");
-    println!("  hands __sandbox (direct)   median {direct:.2} ms · p90 {direct90:.2} ms");
+    println!("  launcher (direct)          median {direct:.2} ms · p90 {direct90:.2} ms");
     println!("  bare spawn                 median {spawn:.2} ms · p90 {spawn90:.2} ms");
     println!("  overhead (tool − bare)     {:.2} ms (goal ≤ 15 ms)", tool - spawn);
     println!("  launcher only (direct − bare) {:.2} ms", direct - spawn);
     println!("  MCP + daemon (tool − direct)  {:.2} ms", tool - direct);
     for (name, (median, p90), (bare, _)) in per_bound {
         println!(
-            "  hands __sandbox, bound {name}: median {median:.2} ms · p90 {p90:.2} ms · \
+            "  launcher, bound {name}: median {median:.2} ms · p90 {p90:.2} ms · \
              launcher only {:.2} ms",
             median - bare
         );

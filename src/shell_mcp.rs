@@ -6,7 +6,7 @@
 use crate::config::{Config, Grant, ModuleCfg, ShellSettings};
 use hands_roots::Resolver;
 pub use hands_shell::running::RunningCommand;
-pub use hands_shell::service::{Checked, SYSTEM, Tee};
+pub use hands_shell::service::{Checked, Tee};
 pub use hands_shell::{Caller, Progress, Refusal, Shell};
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};

@@ -388,7 +388,7 @@ pub(super) fn shell_warnings(
     let path_dirs: Vec<&str> = path.split(':').collect();
     for (k, v) in &sh.env {
         let p = crate::config::expand_tilde(v, home.as_deref());
-        let seen = crate::shell_mcp::SYSTEM.iter().any(|s| p.starts_with(s))
+        let seen = hands_sandbox::launcher::SYSTEM.iter().any(|s| p.starts_with(s))
             || path_dirs.iter().any(|d| !d.is_empty() && p.starts_with(d))
             || m.roots.iter().any(|r| p.starts_with(&r.path));
         if p.is_absolute() && p.is_dir() && !seen {

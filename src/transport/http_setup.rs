@@ -201,7 +201,7 @@ pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
         let ModuleSettings::Shell(sh) = &m.settings else { continue };
         let home = crate::server::absolute(&config.state_dir).join("sandbox-home");
         let path = &sh.command_path;
-        let seen = crate::shell_mcp::SYSTEM
+        let seen = hands_sandbox::launcher::SYSTEM
             .iter()
             .map(PathBuf::from)
             .chain(path.split(':').filter(|d| Path::new(d).is_absolute()).map(PathBuf::from))

@@ -75,7 +75,7 @@ impl Versions {
         };
         let sandbox = said("hands sandbox:");
         if out.status.code() == Some(i32::from(launcher::SETUP_FAILED)) && !sandbox.is_empty() {
-            return Err(if sandbox.contains("user namespace") && !bare {
+            return Err(if launcher::is_userns_refusal(&sandbox) && !bare {
                 Failure::NoUserNamespace(sandbox)
             } else {
                 Failure::Sandbox(sandbox)

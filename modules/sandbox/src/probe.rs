@@ -32,7 +32,7 @@ impl Probe {
         self.checks.iter().any(|c| {
             c.name == "sandbox can be built"
                 && c.holds == Some(false)
-                && c.note.contains("user namespace")
+                && crate::launcher::is_userns_refusal(&c.note)
         })
     }
 

@@ -127,7 +127,6 @@ pub(crate) async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
     }
 }
 
-pub use hands_sandbox::launcher::SYSTEM;
 /// How long a stopped command gets between SIGTERM and SIGKILL.
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the launcher ended.
@@ -176,7 +175,7 @@ impl Shell {
         let home = std::fs::canonicalize(&home)
             .with_context(|| format!("cannot resolve {}", home.display()))?;
         let path = cfg.command_path.clone();
-        let mut system: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        let mut system: Vec<PathBuf> = launcher::SYSTEM.iter().map(PathBuf::from).collect();
         for dir in path.split(':').map(PathBuf::from) {
             if launcher::is_clean(&dir) && !system.iter().any(|s| dir.starts_with(s)) {
                 system.push(dir);

@@ -63,6 +63,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Whether a launcher's report says [`userns_refused`]: each of its reasons names a "user
+/// namespace", which no other failure of the launcher does. The daemon then may run
+/// without namespaces (`best-effort`, doctor's version flags).
+pub fn is_userns_refusal(report: &str) -> bool {
+    report.contains("user namespace")
+}
+
 /// Why user namespaces could not be made, with the remedy for this machine.
 pub fn userns_refused(errno: i32) -> String {
     let apparmor =
