@@ -29,9 +29,11 @@ pub struct Daemon {
     pub approvals: Arc<crate::gate::approvals::Approvals>,
     /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
     resolvers: Vec<(ModuleId, Arc<Resolver>)>,
-    /// The policy lists every resolver was built from ([`policy_lists`]), for the check of a
-    /// one-run expansion (`src/needs.rs`).
+    /// The policy lists every resolver was built from ([`policy_lists`]).
     lists: PolicyLists,
+    /// tools-shell's network gate, when its commands reach the network through the proxy: a
+    /// call's `Caller` registers its client there while a command of the call waits.
+    netgate: Option<Arc<crate::netgate::NetGate>>,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -139,7 +141,7 @@ impl Daemon {
                         )
                         .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
-                        tools.extend(crate::tools::shell_tools(&sh, cfg, m.has(Grant::Network)));
+                        tools.extend(crate::shell_mcp::tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);
                     }
                 }
@@ -153,14 +155,12 @@ impl Daemon {
             &absolute(&config.state_dir),
             timeout,
         )?);
-        if let Some(sh) = &shell {
+        let netgate = shell.as_ref().map(|sh| {
             let module = ModuleId::Shell.name();
-            sh.connect_network(crate::netgate::NetGate::new(
-                module,
-                approvals.clone(),
-                audit.clone(),
-            ));
-        }
+            let gate = crate::netgate::NetGate::new(module, approvals.clone(), audit.clone());
+            sh.connect_network(gate.clone());
+            gate
+        });
         Ok(Daemon {
             config,
             shell,
@@ -172,7 +172,13 @@ impl Daemon {
             approvals,
             resolvers,
             lists,
+            netgate,
         })
+    }
+
+    /// tools-shell's network gate, when the module runs.
+    pub fn netgate(&self) -> Option<&Arc<crate::netgate::NetGate>> {
+        self.netgate.as_ref()
     }
 
     /// The brake (`hands stop`): refuse external-class calls from now on and end every running
@@ -296,6 +302,40 @@ fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the host trusts that tools-shell knows of (SPEC §3): never granted by a widening
+/// (`needs.write` may not name, hold or lie in any of it). The daemon's configuration file (or,
+/// without one, the `./daemon.toml` the next `hands serve` here would load), the token files of
+/// the HTTP clients and the dashboard, the state dir, and the `hands` binary with its launcher
+/// (their folder too: a file there could replace them).
+pub fn host_trusted(config: &Config) -> hands_shell::needs::HostTrusted {
+    use hands_shell::needs::Trusted;
+    let mut set = Vec::new();
+    let file = match config.source.as_str() {
+        "embedded default" => PathBuf::from("daemon.toml"),
+        source => PathBuf::from(source),
+    };
+    set.push(Trusted::new(&absolute(&file), "the daemon's configuration", false));
+    let tokens = (config.http.iter().flat_map(|h| &h.clients))
+        .filter_map(|c| c.token_file.as_ref().map(|f| (f, "an HTTP client's token file")))
+        .chain(
+            config
+                .dashboard
+                .iter()
+                .filter_map(|d| d.token_file.as_ref().map(|f| (f, "the dashboard's token file"))),
+        );
+    for (f, what) in tokens {
+        set.push(Trusted::new(&absolute(f), what, false));
+    }
+    let state = absolute(&config.state_dir);
+    set.push(Trusted::new(&state, "the daemon's state dir (audit log, approvals)", true));
+    if let Ok(exe) = std::env::current_exe() {
+        let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
+        set.push(Trusted::new(&exe, "the hands binary", false));
+        set.push(Trusted::new(&launcher, "the hands binary's launcher (hands-sandbox)", false));
+    }
+    hands_shell::needs::HostTrusted(set)
 }
 
 /// The canonical form of the deepest existing ancestor, with the missing rest appended.

@@ -126,7 +126,7 @@ async fn a_needs_path_swapped_while_the_person_reads_is_never_bound() {
                 "needs": { "write": [cache] } }),
     );
     let shown = approve(&fx, &config, "ok.txt").await;
-    let _ = &shown;
+    assert!(shown.contains("inode"), "the person is shown the folder's identity: {shown}");
     let ok = ok.await.unwrap();
     assert_eq!(exit_code(&ok), Some(0), "{}", text_of(&ok));
     assert_eq!(std::fs::read_to_string(cache.join("ok.txt")).unwrap(), "ok\n");
@@ -215,8 +215,10 @@ async fn a_read_only_root_moved_aside_is_not_bound_by_its_old_name() {
 }
 
 /// A protected path that appeared after a tmux session started: the daemon's walk finds it;
-/// the session moves its folder aside before the next command starts (within the walk's
-/// reuse window); that command is refused rather than started without the protection.
+/// the session moves its folder aside before the next command starts (within the 2 s the
+/// walk's result is reused). That command's launcher finds the path gone, the daemon walks
+/// again, and the command gets the protection at the path's new name — never a sandbox built
+/// from the stale walk with the file writable.
 #[tokio::test]
 async fn a_protected_path_moved_after_the_walk_is_not_left_writable() {
     let fx = Fixture::new();
@@ -226,20 +228,22 @@ async fn a_protected_path_moved_after_the_walk_is_not_left_writable() {
     fx.write("swap.sh", "while [ ! -e go ]; do sleep 0.02; done\nmv sub sub.moved && mkdir sub && touch swapped\nsleep 600\n");
     let r = call(&c, "tmux_start", json!({ "command": "bash swap.sh" })).await.unwrap();
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
-    // Made after the session started: the session's own sandbox did not pin it.
+    // Made after the session started: the session's own sandbox did not pin it. The next walk
+    // (past the 2 s its result is reused) finds it: read-only to the command after it.
     fx.write("sub/.vscode/tasks.json", "{}\n");
-    let r = call(&c, "bash", json!({ "command": "echo x > sub/.vscode/tasks.json" }));
-    let r = r.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let write =
+        |at: &str| format!("python3 -c \"open('{at}/.vscode/tasks.json', 'r+').write('pwned')\"");
+    let r = call(&c, "bash", json!({ "command": write("sub") })).await.unwrap();
     assert_ne!(exit_code(&r), Some(0), "protected: {}", text_of(&r));
     std::fs::write(fx.root.join("go"), "").unwrap();
     let swapped = fx.root.join("swapped");
     assert!(super::common::wait_until(Duration::from_secs(10), || swapped.exists()).await);
-    // Opened for writing without O_CREAT: the in-run walls judge creations only.
-    let write = "python3 -c \"open('sub.moved/.vscode/tasks.json', 'r+').write('pwned')\"";
-    let r = call(&c, "bash", json!({ "command": write }));
+    // Opened for writing without O_CREAT (the in-run walls judge creations only), while the
+    // walk's result that saw it under its old name is still reused.
+    let r = call(&c, "bash", json!({ "command": write("sub.moved") }));
     let r = r.await.unwrap();
     let tasks = std::fs::read_to_string(fx.root.join("sub.moved/.vscode/tasks.json")).unwrap();
-    eprintln!("PROTECTED: {tasks:?} {}", text_of(&r));
     assert_eq!(tasks, "{}\n", "a protected file was written: {}", text_of(&r));
     fx.assert_canary();
 }

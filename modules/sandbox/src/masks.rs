@@ -11,6 +11,7 @@
 //! it from the next command too. Everything the daemon creates in a root goes through the
 //! resolver's descriptors, never following a symlink (`Resolver::create_file_nofollow`).
 
+use crate::resolve::Identity;
 use hands_roots::{Folder, Policy, Resolver, WalkError};
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -91,6 +92,9 @@ pub struct Found {
     pub pointed: Vec<PathBuf>,
     /// Entries the walk visited.
     pub seen: usize,
+    /// The identity each of `paths` and `protected` had when the walk found it (what it could
+    /// `lstat` through its folder's descriptor): the launcher checks it (SPEC §3).
+    pub ids: HashMap<PathBuf, Identity>,
 }
 
 /// A git dir the walk found.
@@ -151,6 +155,12 @@ impl Masks {
         let ttl = TTL.max(started.elapsed().saturating_mul(10));
         *cache = Some((Instant::now(), ttl, walked.clone()));
         walked
+    }
+
+    /// Drops the last walk's result: the next command walks again (the launcher found an entry
+    /// the walk saw moved aside since; decision 0055).
+    pub fn forget(&self) {
+        *hands_roots::lock(&self.cache) = None;
     }
 
     fn walk_now(&self) -> Walked {
@@ -322,6 +332,7 @@ pub fn walk(
             return Ok(());
         };
         let root = tops.iter().find(|r| folder.path.starts_with(r));
+        let before = (found.paths.len(), found.protected.len());
         let kind_of =
             |name: &str, k: rustix::fs::FileType| l.get(name).is_some_and(|i| i.kind == k);
         use rustix::fs::FileType as T;
@@ -386,6 +397,18 @@ pub fn walk(
                     }
                 }
                 _ => {}
+            }
+        }
+        // The identity of each entry kept from this folder, taken through its descriptor now:
+        // the launcher refuses to start when the entry there is another (SPEC §3).
+        let kept = found.paths[before.0..].iter().chain(&found.protected[before.1..]);
+        let here: Vec<PathBuf> =
+            kept.filter(|p| p.parent() == Some(folder.path)).cloned().collect();
+        for p in here {
+            if let Some(name) = p.file_name()
+                && let Ok(st) = folder.stat(name)
+            {
+                found.ids.insert(p, Identity { dev: st.st_dev, ino: st.st_ino });
             }
         }
         Ok(())

@@ -7,8 +7,10 @@
 mod commands;
 mod containment;
 mod network;
+mod prepare;
 
 pub use commands::{Checked, Tee};
+pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
 
 use crate::allow;
 use crate::caller::Refusal;
@@ -35,6 +37,8 @@ pub struct Module {
 /// What every command of the module runs with; built once at startup.
 pub struct Shell {
     resolver: Arc<Resolver>,
+    /// What the host trusts: never granted by a widening (`needs`).
+    trusted: crate::needs::HostTrusted,
     /// The launcher spec without `argv` and `cwd`.
     base: launcher::Builder,
     pub(crate) output_chars: usize,
@@ -148,6 +152,8 @@ pub struct Setup<'a> {
     pub enforce: bool,
     /// `serve` makes the placeholders in the roots; `check` and `doctor` only list them.
     pub make_placeholders: bool,
+    /// What the host trusts (SPEC §3): never granted by a widening (`needs`).
+    pub trusted: crate::needs::HostTrusted,
 }
 
 impl Shell {
@@ -163,12 +169,19 @@ impl Shell {
             protected_extra,
             enforce,
             make_placeholders,
+            trusted,
         } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
             std::env::current_dir().context("current folder")?.join(state_dir)
         };
+        // Canonical: the launcher opens what the spec names without following a link (the
+        // sandbox home, a tmux session's socket folder), so no link may lie on their way.
+        std::fs::create_dir_all(&state)
+            .with_context(|| format!("cannot create the state dir {}", state.display()))?;
+        let state = std::fs::canonicalize(&state)
+            .with_context(|| format!("cannot resolve {}", state.display()))?;
         let home = state.join("sandbox-home/tools-shell");
         std::fs::create_dir_all(&home)
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
@@ -182,10 +195,19 @@ impl Shell {
             }
         }
         system.retain(|p| p.exists());
-        let roots: Vec<launcher::Root> = m
-            .roots
+        // The roots as the resolver pinned them at startup, each with the identity of its
+        // pinned descriptor: the launcher binds the folder the daemon pinned, or refuses to start
+        // (SPEC §3, one resolution).
+        let mut pinned = Vec::new();
+        for r in resolver.roots() {
+            let id = launcher::Identity::of(r.fd())
+                .with_context(|| format!("cannot stat the root {}", r.path().display()))?;
+            pinned.push((r.path().to_path_buf(), id));
+        }
+        let roots: Vec<launcher::Root> = resolver
+            .roots()
             .iter()
-            .map(|r| launcher::Root { path: r.path.clone(), writable: r.writable })
+            .map(|r| launcher::Root { path: r.path().to_path_buf(), writable: r.writable() })
             .collect();
         // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
         let mut unmade = Vec::new();
@@ -287,6 +309,7 @@ impl Shell {
         .host_network(host_network)
         .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
         .limits(cfg.limits.clone());
+        let base = pinned.into_iter().fold(base, |b, (path, id)| b.seen(path, id));
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
         let netns = if host_network {
@@ -308,6 +331,7 @@ impl Shell {
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
+            trusted,
             base,
             output_chars: cfg.output_chars,
             slots: Arc::new(Semaphore::new(cfg.max_concurrent)),

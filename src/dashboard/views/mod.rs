@@ -214,17 +214,9 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         row("client", &a.client);
         // A one-run widening (`needs`) is shown plainly, each list on its own row.
         let widening = a.widens();
-        if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
-            for (k, v) in needs {
-                let list = match v {
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    other => other.to_string(),
-                };
-                row(&format!("needs.{k}"), &list);
+        if let Some(needs) = a.arguments.get("needs").filter(|_| widening) {
+            for (k, v) in crate::gate::approvals::widening_rows(needs) {
+                row(&format!("needs.{k}"), &v);
             }
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]

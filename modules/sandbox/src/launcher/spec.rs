@@ -9,6 +9,7 @@
 
 use super::Bound;
 use super::sys;
+use crate::resolve::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -78,6 +79,13 @@ pub struct Spec {
     /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
     #[serde(default)]
     pub(crate) without_namespaces: bool,
+    /// What the daemon's checks saw (SPEC §3, one resolution): the identity each of these paths
+    /// had when a check admitted it — a configured root when it was pinned at startup, a
+    /// `needs.write` path before a person was asked, a protected or masked path when the walk
+    /// of the roots found it. The launcher opens each without following a link and refuses to
+    /// start when the entry there now is another (or, for a protected or masked path, gone).
+    #[serde(default)]
+    pub(crate) seen: BTreeMap<PathBuf, Identity>,
     /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
     /// their marker in the state dir does, so nothing outlives a removed state dir.
     #[serde(default)]
@@ -166,6 +174,7 @@ impl Spec {
             bound: Bound::None,
             run_as: None,
             without_namespaces: false,
+            seen: BTreeMap::new(),
             watch: None,
             parent: None,
         })
@@ -179,6 +188,11 @@ impl Spec {
     /// The paths the command has hidden from it.
     pub fn masked(&self) -> &[PathBuf] {
         &self.masked
+    }
+
+    /// The identity a check saw at `path`, if one did.
+    pub(crate) fn seen_at(&self, path: &Path) -> Option<Identity> {
+        self.seen.get(path).copied()
     }
 
     /// The spec as the launcher reads it. Fails only for a path that is not UTF-8.
@@ -201,7 +215,8 @@ impl Spec {
         anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
         let roots = self.roots.iter().map(|r| &r.path);
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
-        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
+        let seen = self.seen.keys();
+        for p in roots.chain(lists).chain(seen).chain([&self.cwd, &self.home]).chain(&self.watch) {
             anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
         }
         match self.run_as {
@@ -385,6 +400,13 @@ impl Builder {
     /// One more folder at its real path.
     pub fn root(mut self, path: PathBuf, writable: bool) -> Builder {
         self.0.roots.push(Root { path, writable });
+        self
+    }
+
+    /// The identity a check saw at `path` (a root, a protected or masked path, a `needs.write`
+    /// path): the launcher refuses to start when the entry there is another.
+    pub fn seen(mut self, path: PathBuf, id: Identity) -> Builder {
+        self.0.seen.insert(path, id);
         self
     }
 
