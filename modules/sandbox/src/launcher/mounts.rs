@@ -226,10 +226,18 @@ pub fn build_root(spec: &Spec) -> Result<()> {
         sys::make_fd_read_only(&tree)?;
         Ok(tree)
     };
+    // A path listed twice (a credential the walk also met by its real name, a placeholder) or
+    // lying in a folder masked already is covered: the entry there now is the blank, which is
+    // not what the walk saw.
+    let mut covered: Vec<&Path> = Vec::new();
     for p in &spec.masked {
+        if covered.iter().any(|c| p.starts_with(c)) {
+            continue;
+        }
         let Some((fd, is_dir)) = target(spec, &scratch, p)? else { continue };
         let cover = if is_dir { remask::blank_folder()? } else { blank_file()? };
         remask::attach(&cover, &fd).with_context(|| format!("cannot mask {}", p.display()))?;
+        covered.push(p);
     }
 
     // Enter the new root and drop the old one (and the scratch root) from this namespace.

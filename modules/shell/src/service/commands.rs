@@ -224,6 +224,11 @@ impl Shell {
     pub(crate) fn walk_was_stale(&self, why: &str) -> bool {
         let stale = why.contains(launcher::CHANGED);
         if stale {
+            // Worth a person's eye: git replacing a file, or a command moving a protected or
+            // secret path aside between the walk and the start.
+            tracing::warn!(
+                "a path the walk of the roots saw changed before a command started; walking again: {why}"
+            );
             self.masks.forget();
         }
         stale
