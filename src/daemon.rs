@@ -2,6 +2,7 @@
 //! config, each module's pinned roots, the tool registry, the audit log, the approvals, the
 //! brake.
 
+pub use crate::config::absolute;
 use crate::config::{Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::registry::{Entry, Registrar};
 use hands_git::{Git, GitSettings};
@@ -304,40 +305,6 @@ fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the host trusts that tools-shell knows of (SPEC §3): never granted by a widening
-/// (`needs.write` may not name, hold or lie in any of it). The daemon's configuration file (or,
-/// without one, the `./daemon.toml` the next `hands serve` here would load), the token files of
-/// the HTTP clients and the dashboard, the state dir, and the `hands` binary with its launcher
-/// (their folder too: a file there could replace them).
-pub fn host_trusted(config: &Config) -> hands_shell::needs::HostTrusted {
-    use hands_shell::needs::Trusted;
-    let mut set = Vec::new();
-    let file = match config.source.as_str() {
-        "embedded default" => PathBuf::from("daemon.toml"),
-        source => PathBuf::from(source),
-    };
-    set.push(Trusted::new(&absolute(&file), "the daemon's configuration", false));
-    let tokens = (config.http.iter().flat_map(|h| &h.clients))
-        .filter_map(|c| c.token_file.as_ref().map(|f| (f, "an HTTP client's token file")))
-        .chain(
-            config
-                .dashboard
-                .iter()
-                .filter_map(|d| d.token_file.as_ref().map(|f| (f, "the dashboard's token file"))),
-        );
-    for (f, what) in tokens {
-        set.push(Trusted::new(&absolute(f), what, false));
-    }
-    let state = absolute(&config.state_dir);
-    set.push(Trusted::new(&state, "the daemon's state dir (audit log, approvals)", true));
-    if let Ok(exe) = std::env::current_exe() {
-        let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
-        set.push(Trusted::new(&exe, "the hands binary", false));
-        set.push(Trusted::new(&launcher, "the hands binary's launcher (hands-sandbox)", false));
-    }
-    hands_shell::needs::HostTrusted(set)
-}
-
 /// The canonical form of the deepest existing ancestor, with the missing rest appended.
 fn lenient_canonical(p: &Path) -> PathBuf {
     let mut missing = Vec::new();
@@ -354,12 +321,4 @@ fn lenient_canonical(p: &Path) -> PathBuf {
             _ => return p.to_path_buf(),
         }
     }
-}
-
-/// A relative state dir is taken from the current folder, as tools-shell does.
-pub fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        return p.to_path_buf();
-    }
-    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }

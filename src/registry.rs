@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
-pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell_mcp::Caller) -> Reply + Send + Sync>;
+pub type CallFn = Arc<dyn Fn(JsonObject, hands_shell::Caller) -> Reply + Send + Sync>;
 
 /// A tool's phase before the gate: the arguments as sent, refused or prepared ([`Checked`]).
 pub type CheckFn = Arc<dyn Fn(JsonObject) -> Pending + Send + Sync>;
@@ -101,7 +101,7 @@ pub struct Ready {
     /// Only a person's yes for this one run lets it run, whatever `[trust]` says.
     pub confirm: bool,
     /// Runs it, given who waits for it.
-    pub run: Box<dyn FnOnce(crate::shell_mcp::Caller) -> Reply + Send>,
+    pub run: Box<dyn FnOnce(hands_shell::Caller) -> Reply + Send>,
 }
 
 /// One published tool.
@@ -240,7 +240,7 @@ pub fn parsing<S, P, F, Fut>(state: &Arc<S>, name: &'static str, go: F) -> CallF
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
-    F: Fn(Arc<S>, P, crate::shell_mcp::Caller) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<S>, P, hands_shell::Caller) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Answer> + Send + 'static,
 {
     let (state, go) = (state.clone(), Arc::new(go));

@@ -325,3 +325,12 @@ fn default_state_dir(home: Option<&Path>) -> PathBuf {
         None => PathBuf::from("/tmp/hands-state"),
     }
 }
+
+/// A path of the configuration taken as it is when absolute, else from the current folder (a
+/// relative state dir is, as tools-shell takes it).
+pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
+}
