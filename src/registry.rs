@@ -1,7 +1,7 @@
 //! The tool registry: every published tool as one [`Entry`] — what `tools/list` shows, its
 //! module and action class, and its handler — built from the modules' catalogues
 //! (`hands_fs::catalogue`, `hands_git::catalogue`, `hands_shell::catalogue` through
-//! `src/tools.rs`).
+//! `src/shell_mcp.rs`).
 //! A call is routed by looking its name up here; there is no dispatch to keep in step with
 //! the catalogue, so a tool cannot be sent to another tool's code.
 //!

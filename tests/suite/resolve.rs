@@ -249,18 +249,19 @@ async fn a_protected_path_moved_after_the_walk_is_not_left_writable() {
 }
 
 /// `needs.write` can never name, hold or lie in what the host trusts: the daemon's config
-/// file and its folder, its state dir, its binary's folder. Each is refused before anyone is
-/// asked, with the reason; the config is unchanged. Positive control: a plain folder beside
-/// the config is put to a person.
+/// file and its folder, its state dir, its binary's folder. A run that would set `external =
+/// "allow"` in the config (outside the roots) is refused before anyone is asked, with the
+/// reason, whichever of them it names; the config is unchanged. Positive control: a plain
+/// folder beside the config is put to a person.
 #[tokio::test]
 async fn needs_never_reaches_what_the_host_trusts() {
     let fx = Fixture::new();
-    let config = config(&fx, "", "allow");
+    let config = config(&fx, "", "ask");
     let c = connect(&fx, &config).await;
     let before = std::fs::read_to_string(&config).unwrap();
     let base = config.parent().unwrap().to_path_buf();
     let binary = super::common::hands_bin().canonicalize().unwrap();
-    let set = format!("sed -i s/allow/allow/ {}", config.display());
+    let set = format!("sed -i 's/\"ask\"/\"allow\"/' {}", config.display());
     let cases = [
         (json!([config]), "the daemon's configuration"),
         (json!([base]), "the daemon's configuration"),

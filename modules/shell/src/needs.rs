@@ -72,6 +72,11 @@ impl Granted {
     }
 }
 
+/// Where the kernel's interfaces are mounted: never granted.
+const KERNEL: &[&str] = &["/proc", "/sys", "/dev"];
+/// `sysfs`'s magic number (`linux/magic.h`), which rustix does not name.
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
 /// What a widening of one `bash` run lasts.
 pub const ONE_RUN: &str = "this run only";
 /// What a widening of a tmux session lasts: the person is told so when asked (SPEC §6).
@@ -277,6 +282,19 @@ fn write_path(
         }
         Err(e) => return Err(forbid("needs", format!("{what} cannot be used: {e}"), FIX)),
     };
+    // The kernel's interfaces are no project folder: the host's processes, devices and
+    // settings, whatever they are mounted as.
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs between architectures and libcs.
+    let kernel = KERNEL.iter().any(|k| p.starts_with(k))
+        || rustix::fs::fstatfs(&fd).is_ok_and(|s| {
+            let t = s.f_type as i64;
+            t == rustix::fs::PROC_SUPER_MAGIC as i64 || t == SYSFS_MAGIC
+        });
+    if kernel {
+        let why =
+            format!("{what} is a kernel interface (/proc, /sys or /dev), not a folder to write");
+        return Err(forbid("needs", why, "name a folder of files"));
+    }
     let id = Identity::of(&fd).map_err(|e| forbid("needs", format!("{what}: {e}"), FIX))?;
     if let Some(t) = rules.trusted.reached_by(p, Some(id)) {
         return Err(host(t));
@@ -448,6 +466,7 @@ mod tests {
         )]);
         rules_with(trusted, |r| {
             let p = |rel: &str| base.join(rel).display().to_string();
+            // An absolute `rel` (`/proc/self`) is taken as it is: `join` replaces the base.
             let w = check(&needs(&[], &[&p("ok")]), r, ONE_RUN).unwrap();
             use std::os::unix::fs::MetadataExt;
             let meta = std::fs::metadata(base.join("ok")).unwrap();
@@ -462,6 +481,8 @@ mod tests {
                 ("conf", "what the host trusts"),
                 ("conf/daemon.toml", "what the host trusts"),
                 ("", "what the host trusts"),
+                ("/proc/self", "needs"),
+                ("/dev/shm", "needs"),
             ] {
                 let e = check(&needs(&[], &[p(rel).trim_end_matches('/')]), r, ONE_RUN);
                 assert_eq!(e.unwrap_err().layer, layer, "{rel}");
