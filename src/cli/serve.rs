@@ -17,12 +17,33 @@ fn init_logging(level: Option<&str>) {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
 }
 
+/// Raises the descriptor soft limit to the hard one. A desktop's soft limit is often 1,024
+/// (kept low for programs that still use `select`), which a few hundred HTTP connections, their
+/// commands' pipes and the audit log could exhaust, and then the control socket and the
+/// dashboard could not accept the person's brake. Nothing the daemon starts inherits the raise
+/// as its own: the launcher sets every command's limit from its module's `limits.open_files`.
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    // An unlimited hard limit is not one the kernel lets a soft limit take: leave it.
+    let Some(hard) = now.maximum else { return };
+    if now.current.is_some_and(|soft| soft >= hard) {
+        return;
+    }
+    let soft = now.current.map_or_else(|| "unlimited".to_string(), |s| s.to_string());
+    match setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }) {
+        Ok(()) => tracing::debug!("descriptor limit raised from {soft} to the hard limit, {hard}"),
+        Err(e) => tracing::debug!("cannot raise the descriptor limit from {soft} to {hard}: {e}"),
+    }
+}
+
 pub(super) fn serve(
     config: Option<PathBuf>,
     http: Option<String>,
     log_level: Option<String>,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
+    raise_open_files();
     let cfg = match config::load(config.as_deref()) {
         Ok(c) => c,
         Err(e) => {

@@ -195,6 +195,11 @@ pub async fn login(addr: SocketAddr) -> Session {
 }
 
 impl Session {
+    /// The dashboard's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The session's URL path for `path` (`/approve` → `/s/PREFIX/approve`).
     fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path.trim_start_matches('/'))
@@ -206,14 +211,14 @@ impl Session {
         get(self.addr, &self.url("/live"), &[self.cookie.clone(), csrf]).await
     }
 
-    async fn live(&self) -> String {
+    pub async fn live(&self) -> String {
         let r = self.get_live().await;
         assert_eq!(r.status, 200, "{}{}", r.head, r.body);
         r.body
     }
 
     /// A form POST from the page itself (Origin and CSRF as a browser sends them).
-    async fn post(&self, path: &str, fields: &str) -> Raw {
+    pub async fn post(&self, path: &str, fields: &str) -> Raw {
         let body = format!("csrf={}&{fields}", self.csrf);
         post(self.addr, &self.url(path), &[origin(self.addr), self.cookie.clone()], &body).await
     }
