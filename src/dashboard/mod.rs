@@ -158,7 +158,7 @@ pub async fn start(
     setup: Setup,
     doctor: fn(&Daemon) -> String,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(setup.addr).await.with_context(|| {
+    let listener = conns::bind(setup.addr).with_context(|| {
         format!(
             "cannot listen on {} for the dashboard (another hands serve may hold it)",
             setup.addr

@@ -67,9 +67,8 @@ pub async fn serve(
     setup: Setup,
     bound: impl FnOnce(&str),
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(setup.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", setup.addr))?;
+    let listener =
+        conns::bind(setup.addr).with_context(|| format!("cannot listen on {}", setup.addr))?;
     let addr = listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
     bound(&setup.describe(addr));
 
