@@ -38,6 +38,8 @@ mod masking;
 mod needs;
 #[cfg(target_os = "linux")]
 mod network;
+#[cfg(target_os = "linux")]
+mod parked_tell;
 mod path_attacks;
 mod protocol;
 mod quoting;
