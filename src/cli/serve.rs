@@ -110,10 +110,13 @@ pub(super) fn serve(
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
-        let server = server::HandsServer::new(daemon, "stdio");
+        let server = server::HandsServer::new(daemon.clone(), "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
         let service = server.serve(transport).await?;
-        service.waiting().await?;
+        let served = service.waiting().await;
+        // A stdio daemon ends with its client, and nothing it started runs on unsupervised.
+        daemon.shutdown().await;
+        served?;
         anyhow::Ok(())
     });
     // A pending stdin read cannot be cancelled; do not wait for it on the way out.
