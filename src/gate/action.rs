@@ -84,21 +84,22 @@ impl Action {
     /// The exact action in words a person can judge: tool, module, and the arguments that
     /// matter (command, argv, cwd, repo, branch, path), then all of them.
     ///
-    /// Every part is rendered by [`crate::shown::shown`] (control, escape and bidirectional
-    /// characters visibly escaped); a description that needed it says so on its second line.
+    /// Every part is rendered by [`crate::shown::shown`] (control, invisible and bidirectional
+    /// characters visibly escaped), an argv by [`crate::shown::argv`] (its argument boundaries
+    /// kept); a description that needed it says so on its second line.
     pub fn describe(&self) -> String {
         let mut escaped = false;
-        let mut show = |t: &str| {
-            let s = crate::shown::shown(t);
+        let mut take = |s: crate::shown::Shown| {
             escaped |= s.escaped;
             s.text
         };
+        let show = crate::shown::shown;
         let head = format!(
             "{} wants to run `{}` ({} class) of {}",
-            show(&self.client),
-            show(&self.tool),
-            show(&self.class),
-            show(&self.module)
+            take(show(&self.client)),
+            take(show(&self.tool)),
+            take(show(&self.class)),
+            take(show(&self.module))
         );
         let mut s = String::new();
         if self.confirm {
@@ -110,20 +111,22 @@ impl Action {
         if let Some(n) = self.arguments.get("needs").filter(|_| self.widens()) {
             s.push_str(&format!(
                 "\n  needs (a widening for this run only; never always): {}",
-                show(&n.to_string())
+                take(show(&n.to_string()))
             ));
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = self.arguments.get(key) {
                 let v = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                    Value::String(s) => show(s),
+                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
+                    list @ Value::Array(_) => crate::shown::argv(list),
+                    other => show(&other.to_string()),
                 };
-                s.push_str(&format!("\n  {key}: {}", show(&v)));
+                s.push_str(&format!("\n  {key}: {}", take(v)));
             }
         }
-        s.push_str(&format!("\n  arguments: {}", show(&self.arguments.to_string())));
+        s.push_str(&format!("\n  arguments: {}", take(show(&self.arguments.to_string()))));
         let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
         format!("{head}{note}{s}")
     }

@@ -200,8 +200,7 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         // Agent-supplied text: control, escape and bidirectional characters shown escaped
         // (`src/shown.rs`), then HTML-escaped; an action that needed it says so.
         let mut escaped = false;
-        let mut row = |k: &str, v: &str| {
-            let v = crate::shown::shown(v);
+        let mut row = |k: &str, v: crate::shown::Shown| {
             escaped |= v.escaped;
             let _ = write!(
                 s,
@@ -211,38 +210,29 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
                 esc(&v.text)
             );
         };
-        row("client", &a.client);
-        // A one-run widening (`needs`) is shown plainly, each list on its own row.
+        let shown = crate::shown::shown;
+        row("client", shown(&a.client));
+        // A one-run widening (`needs`) is shown plainly, each list on its own row, its items
+        // with their boundaries as an argv's.
         let widening = a.widens();
         if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
             for (k, v) in needs {
-                let list = match v {
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    other => other.to_string(),
-                };
-                row(&format!("needs.{k}"), &list);
+                row(&format!("needs.{k}"), crate::shown::argv(v));
             }
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = a.arguments.get(key) {
                 let v = match v {
-                    Value::String(t) => t.clone(),
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    other => other.to_string(),
+                    Value::String(t) => shown(t),
+                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
+                    list @ Value::Array(_) => crate::shown::argv(list),
+                    other => shown(&other.to_string()),
                 };
-                row(key, &v);
+                row(key, v);
             }
         }
-        row("arguments", &a.arguments.to_string());
+        row("arguments", shown(&a.arguments.to_string()));
         if escaped {
             let _ = write!(
                 s,
