@@ -59,7 +59,17 @@ pub struct Action {
     pub arguments: Value,
     /// A confirm-listed program (SPEC §4.4): the answer allows this one run only.
     pub confirm: bool,
+    /// A *session* answer lasts for this client until the daemon restarts, not for a
+    /// connection: a 2026-07-28 client has no session, and the network proxy's questions come
+    /// from commands, not a connection (SPEC §6). The person is offered it in those words.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_restart: bool,
 }
+
+/// The *session* choice as a 2025-era client's person reads it.
+pub const SESSION_CHOICE: &str = "Allow for this session";
+/// The *session* choice where it lasts until the daemon restarts ([`Action::until_restart`]).
+pub const UNTIL_RESTART_CHOICE: &str = "Allow for this client until the daemon restarts";
 
 /// Whether a call's arguments (as the gate sees them) carry a one-run expansion (`needs`,
 /// SPEC §6). Only `bash` and `tmux_start` keep `needs` there; the daemon refused any that does
@@ -72,6 +82,11 @@ impl Action {
     /// Whether the action carries a one-run expansion ([`widens`]): never answered *always*.
     pub fn widens(&self) -> bool {
         widens(&self.arguments)
+    }
+
+    /// What the *session* choice is called for this action: see [`Action::until_restart`].
+    pub fn session_choice(&self) -> &'static str {
+        if self.until_restart { UNTIL_RESTART_CHOICE } else { SESSION_CHOICE }
     }
 
     /// A digest of everything that identifies the action: changing any argument changes it.
@@ -102,6 +117,13 @@ impl Action {
             take(show(&self.module))
         );
         let mut s = String::new();
+        if self.until_restart && !self.confirm {
+            s.push_str(&format!(
+                "\n  for this session: means for client `{}` until the daemon restarts (it has \
+                 no session of its own)",
+                take(show(&self.client))
+            ));
+        }
         if self.confirm {
             s.push_str(
                 "\n  confirm-listed: a yes allows this one run only (no session or always \

@@ -1221,3 +1221,35 @@ async fn a_confirm_listed_program_is_answered_once_or_not_at_all() {
     assert!(!victim.exists());
     fx.assert_canary();
 }
+
+/// The dashboard offers *for this session* in the words of what it means (SPEC §6): a parked
+/// action of a 2026-07-28 client (which has no session) offers "Allow for this client until the
+/// daemon restarts"; a 2025-era client's keeps "Allow for this session".
+#[tokio::test]
+async fn the_session_button_says_what_it_means_for_each_era() {
+    use super::common::{Era, handshake};
+    for (era, label, other) in [
+        (Era::Modern, "Allow for this client until the daemon restarts", "Allow for this session"),
+        (Era::Legacy, "Allow for this session", "until the daemon restarts"),
+    ] {
+        let fx = Fixture::new();
+        let cfg = config(&fx, "ask");
+        let mut cmd = fx.command(&["serve", "--config", cfg.to_str().unwrap()]);
+        cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN);
+        let (transport, stderr) =
+            TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().unwrap();
+        let addr = dashboard_addr(stderr.unwrap()).await;
+        let c = Arc::new(Client { service: handshake((), transport, era).await });
+        let s = login(addr).await;
+        let call = write_call(&c, "asked.txt");
+        let id = s.pending_id().await;
+        let page = s.live().await;
+        let at = page.find(&format!("class=\"pending\" id=\"{id}\"")).unwrap();
+        let ours = &page[at..at + page[at..].find("</article>").unwrap()];
+        assert!(ours.contains(&format!("value=\"session\" class=\"allow\">{label}<")), "{ours}");
+        assert!(!ours.contains(other), "{era:?}: {ours}");
+        assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+        assert_eq!(call.await.unwrap().is_error, Some(true));
+        assert!(!fx.root.join("asked.txt").exists());
+    }
+}

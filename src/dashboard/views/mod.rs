@@ -258,10 +258,18 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
             hidden("csrf", csrf),
             hidden("id", &p.id)
         );
+        // A 2026-07-28 client has no session: the choice says what it means (SPEC §6).
+        let session = a.session_choice();
         if widening && !a.confirm {
-            s.push_str(
+            let _ = write!(
+                s,
                 "<p class=\"warn\">a one-run widening (<code>needs</code>): a yes allows it \
-                 once or for this session, never always.</p>",
+                 once or {}, never always.</p>",
+                if a.until_restart {
+                    "for this client until the daemon restarts"
+                } else {
+                    "for this session"
+                }
             );
         }
         // What the gate would not honour is not offered: a confirm-listed program is allowed
@@ -271,13 +279,13 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         } else if widening {
             &[
                 ("once", "Allow once", "allow"),
-                ("session", "Allow for this session", "allow"),
+                ("session", session, "allow"),
                 ("reject", "Reject", "reject"),
             ]
         } else {
             &[
                 ("once", "Allow once", "allow"),
-                ("session", "Allow for this session", "allow"),
+                ("session", session, "allow"),
                 ("always", "Always for this client", "allow"),
                 ("reject", "Reject", "reject"),
             ]
