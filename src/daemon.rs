@@ -195,6 +195,15 @@ impl Daemon {
         }
     }
 
+    /// The daemon is ending (a stdio client has gone): the tmux sessions it holds end with it,
+    /// unless tools-shell keeps them (`keep_sessions`); returns how many ended.
+    pub async fn shutdown(&self) -> usize {
+        match &self.shell {
+            Some(sh) => sh.shutdown().await,
+            None => 0,
+        }
+    }
+
     /// `hands stop --release`: external-class calls run again.
     pub fn release(&self) {
         self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);

@@ -145,7 +145,7 @@ pub(super) fn serve(
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
-        let server = server::HandsServer::new(daemon, "stdio");
+        let server = server::HandsServer::new(daemon.clone(), "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
         let service = match server.serve(transport).await {
             Ok(s) => s,
@@ -156,7 +156,10 @@ pub(super) fn serve(
             }
             Err(e) => return Err(e.into()),
         };
-        service.waiting().await?;
+        let served = service.waiting().await;
+        // A stdio daemon ends with its client, and nothing it started runs on unsupervised.
+        daemon.shutdown().await;
+        served?;
         anyhow::Ok(())
     });
     // A pending stdin read cannot be cancelled; do not wait for it on the way out.

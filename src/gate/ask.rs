@@ -2,7 +2,7 @@
 //! elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation), else on the
 //! dashboard (a URL-only client is pointed at the entry) or at a terminal. Anything but an
 //! explicit allow refuses. *Session* permissions are held here: by the connection, or for a
-//! stateless 2026-07-28 HTTP client (no connection to hold them) by the daemon.
+//! 2026-07-28 client (which has no session) by the daemon, for that client until it restarts.
 
 use super::approvals::{Action, Asked, Channel, Choice, Reach};
 use super::verdict::{ASK_REMEDY, Refusal, Verdict};
@@ -22,6 +22,9 @@ pub(super) async fn ask_person(
 ) -> Verdict {
     let approvals = asker.approvals;
     let confirm = call.confirm;
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
     let action = Action {
         client: asker.client.to_string(),
         module: call.module.name().to_string(),
@@ -29,6 +32,9 @@ pub(super) async fn ask_person(
         class: call.class.to_string(),
         arguments: call.arguments.clone(),
         confirm,
+        // A 2026-07-28 client has no session: *for this session* means this client until the
+        // daemon restarts, and the person is offered it in those words (SPEC §6).
+        until_restart: modern,
     };
     // A one-run expansion (`needs`, SPEC §6): never *always*; a *session* yes covers this
     // exact widening only (its own key), and no standing permission of the plain tool covers it.
@@ -38,18 +44,12 @@ pub(super) async fn ask_person(
         None => action.tool.clone(),
     };
     let key = (action.module.clone(), session_tool, approvals.epoch());
-    let modern = ctx
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-    // A stateless HTTP call builds a fresh handler each time, so its client's session
-    // permissions live on the daemon, for as long as it runs.
-    let stateless = modern
-        && ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
+    // A 2026-07-28 client's *session* permissions live on the daemon, by client, for as long as
+    // it runs: what the person was offered (a stateless HTTP call builds a fresh handler each
+    // time, and no connection of that era is a session).
+    let until_restart = action.until_restart;
     let stateless_key = (asker.client.to_string(), key.0.clone(), key.1.clone(), key.2);
-    let in_session = if stateless {
+    let in_session = if until_restart {
         lock(asker.stateless_sessions).contains(&stateless_key)
     } else {
         lock(asker.session).contains(&key)
@@ -121,7 +121,7 @@ pub(super) async fn ask_person(
             };
             match choice {
                 Choice::Once => {}
-                Choice::Session if stateless => {
+                Choice::Session if until_restart => {
                     lock(asker.stateless_sessions).insert(stateless_key);
                 }
                 Choice::Session => {

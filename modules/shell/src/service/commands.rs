@@ -221,11 +221,15 @@ impl Shell {
                 spec = spec.root(p.clone(), true);
             }
         }
-        spec = match watch {
-            // A tmux server outlives the daemon; everything else dies with it.
-            Some(w) => spec.watch(w.to_path_buf()),
-            None => spec.parent(std::process::id() as i32),
-        };
+        // Everything dies with the daemon (its parent-death signal), but a tmux server of
+        // `keep_sessions`, which a later daemon adopts; a session's server also ends when its
+        // marker in the state dir is removed.
+        if let Some(w) = watch {
+            spec = spec.watch(w.to_path_buf());
+        }
+        if watch.is_none() || !self.keep_sessions {
+            spec = spec.parent(std::process::id() as i32);
+        }
         Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 
