@@ -409,3 +409,102 @@ pub fn absolute(p: &Path) -> PathBuf {
     }
     std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hands_roots::{PathError, Policy, PolicyLists, Resolver, RootSpec};
+
+    /// tools-fs on `root` (writable), the state dir at `state`, `extra` before the module.
+    fn config(root: &Path, state: &Path, extra: &str) -> Config {
+        let text = format!(
+            "[daemon]\nstate_dir = \"{}\"\n{extra}\n[[builtins]]\nid = \"tools-fs\"\n\
+             grants = [\"filesystem\"]\nfilesystem = [{{ path = \"{}\", write = true }}]\n",
+            state.display(),
+            root.display()
+        );
+        match super::super::parse(&text, "daemon.toml") {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// ARCHITECTURE.md's invariant "nothing the daemon loads is writable by what it confines":
+    /// a config whose file, state dir and token file lie in a writable root is refused; one
+    /// whose writable root holds the running binary makes the binary and its launcher trusted
+    /// paths, which the resolver every file tool goes through refuses to write.
+    #[test]
+    fn nothing_the_daemon_loads_is_writable_by_what_it_confines() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, state) = (base.join("root"), base.join("state"));
+        std::fs::create_dir_all(&root).unwrap();
+        // The config file.
+        let mut cfg = config(&root, &state, "");
+        cfg.file = Some(root.join("daemon.toml"));
+        let e = placement(&cfg).map(drop).unwrap_err().to_string();
+        assert!(e.contains("inside the root") && e.contains("hint:"), "{e}");
+        assert!(refuse(&cfg).is_err());
+        cfg.file = Some(base.join("daemon.toml"));
+        assert!(refuse(&cfg).is_ok(), "beside the root it is the person's");
+        // The state dir.
+        let cfg = config(&root, &root.join("state"), "");
+        let e = refuse(&cfg).map(drop).unwrap_err().to_string();
+        assert!(e.contains("state dir") && e.contains("[daemon] state_dir"), "{e}");
+        // A token file.
+        let token = format!(
+            "[server.dashboard]\ntoken_file = \"{}\"\n",
+            root.join("dashboard.token").display()
+        );
+        let e = refuse(&config(&root, &state, &token)).map(drop).unwrap_err().to_string();
+        assert!(e.contains("token_file") && e.contains("inside the root"), "{e}");
+        // The daemon's binary and its launcher, in a writable root (`cargo run` from a
+        // checkout): trusted, and refused to the file tools; nothing is written here.
+        let exe = std::env::current_exe().unwrap();
+        let folder = exe.parent().unwrap().to_path_buf();
+        let cfg = config(&folder, &state, "");
+        let trusted = paths(&cfg);
+        let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
+        for p in [&exe, &launcher] {
+            assert!(trusted.iter().any(|t| &t.path == p), "{} is not trusted", p.display());
+        }
+        let lists = PolicyLists { trusted, ..PolicyLists::default() };
+        let spec = RootSpec { path: folder.clone(), writable: true };
+        let resolver = Resolver::new(&[spec], Policy::new(&lists).unwrap()).unwrap();
+        for p in [&exe, &launcher] {
+            match resolver.prepare_write(p.to_str().unwrap(), false) {
+                Err(PathError::Trusted { what, .. }) => assert!(what.contains("daemon's")),
+                other => panic!("{}: {:?}", p.display(), other.map(|_| ())),
+            }
+        }
+        // Positive control: a new file beside them is not refused as trusted.
+        let beside = folder.join("hands-trusted-test-not-made");
+        assert!(!matches!(
+            resolver.prepare_write(beside.to_str().unwrap(), false),
+            Err(PathError::Trusted { .. })
+        ));
+        assert!(warnings(&cfg).iter().any(|w| w.contains("the daemon's own binary")));
+    }
+
+    /// The one rule finds a path through a link into a root, and tells writable places from
+    /// read-only ones.
+    #[test]
+    fn reach_follows_links_and_tells_writable_from_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, state) = (base.join("root"), base.join("state"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(&root, base.join("alias")).unwrap();
+        let cfg = config(&root, &state, "");
+        let r = reach(&cfg, &base.join("alias/missing/daemon.toml"));
+        assert!(r.first().is_some_and(|r| r.write && r.module == ModuleId::Fs), "{r:?}");
+        assert!(reach(&cfg, &base.join("daemon.toml")).is_empty());
+        let ro = config(&root, &state, "").modules.into_iter().map(|mut m| {
+            m.roots.iter_mut().for_each(|r| r.writable = false);
+            m
+        });
+        let cfg = Config { modules: ro.collect(), ..cfg };
+        let r = reach(&cfg, &root.join("x"));
+        assert!(r.first().is_some_and(|r| !r.write), "{r:?}");
+    }
+}

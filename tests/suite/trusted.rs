@@ -97,6 +97,9 @@ async fn a_daemon_toml_the_agent_writes_in_the_project_is_never_loaded() {
     fx.assert_canary();
 }
 
+/// Variables of one run of a subcommand.
+type Env<'a> = [(&'a str, &'a Path)];
+
 /// Every subcommand finds the file as `--config F`, else `$HANDS_CONFIG`, else
 /// `$XDG_CONFIG_HOME/hands/daemon.toml` (or `~/.config/hands/daemon.toml`), else the embedded
 /// default — whatever `./daemon.toml` says.
@@ -126,7 +129,7 @@ fn the_config_is_found_by_flag_then_variable_then_user_file_never_the_current_fo
     let flagged = ["--config", flag.to_str().unwrap()];
     let var = [("HANDS_CONFIG", variable.as_path())];
     let xdg_var = [("XDG_CONFIG_HOME", xdg_home.as_path())];
-    let cases: [(&[(&str, &Path)], &[&str], &Path); 4] =
+    let cases: [(&Env, &[&str], &Path); 4] =
         [(&var, &flagged, &flag), (&var, &[], &variable), (&[], &[], &user), (&xdg_var, &[], &xdg)];
     for (env, args, expected) in cases {
         let (code, text) = check(env, args);
