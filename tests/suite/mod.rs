@@ -29,6 +29,8 @@ mod git_tools;
 mod http;
 mod in_process;
 #[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]
 mod needs;
