@@ -51,7 +51,7 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
         protected: (hands_sandbox::profiles::protected().map(str::to_string))
             .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
             .collect(),
-        trusted: crate::config::trusted::paths(config),
+        host_paths: crate::config::trusted::paths(config),
     }
 }
 

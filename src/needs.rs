@@ -271,11 +271,8 @@ pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Res
             use std::os::unix::fs::MetadataExt;
             (m.dev(), m.ino())
         });
-        let trusted = policy.trusted(p, id).map(|t| (t, p.clone())).or_else(|| {
-            policy
-                .trusted_paths()
-                .find(|(t, _)| t.starts_with(p))
-                .map(|(n, t)| (t, n.to_path_buf()))
+        let trusted = policy.host_path(p, id).map(|t| (t, p.clone())).or_else(|| {
+            policy.host_paths().find(|(t, _)| t.starts_with(p)).map(|(n, t)| (t, n.to_path_buf()))
         });
         if let Some((t, at)) = trusted {
             return forbid(
@@ -342,7 +339,7 @@ fn scan(dir: &Path, policy: &Policy) -> Result<(), (PathBuf, String)> {
             if policy.denied_ids(&path, Some((meta.dev(), meta.ino()))).is_some() {
                 return Err((path, "a denied or credential file".into()));
             }
-            if let Some(t) = policy.trusted(&path, Some((meta.dev(), meta.ino()))) {
+            if let Some(t) = policy.host_path(&path, Some((meta.dev(), meta.ino()))) {
                 return Err((path, format!("{} (the host trusts it)", t.what)));
             }
             if meta.is_file() && policy.is_secret(&path) {

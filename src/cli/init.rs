@@ -100,8 +100,8 @@ pub(super) fn init(force: bool, print: bool) -> ExitCode {
         return ExitCode::from(1);
     }
     // Where every subcommand looks for it (`config::locate`).
-    let target = crate::config::user_config_file()
-        .unwrap_or_else(|| home.join(".config/hands/daemon.toml"));
+    let target =
+        crate::config::user_config_file().unwrap_or_else(|| home.join(".config/hands/daemon.toml"));
     let text = render(&project, &detect(&project, &home));
     if print {
         out(&text);

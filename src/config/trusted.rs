@@ -7,11 +7,11 @@
 //! inside a root and a token file one could read; a writable root that is or holds the daemon
 //! user's home needs `allow_home = true`. What follows while serving ([`paths`]): the daemon's
 //! binary and launcher, its config files and tokens, and with `allow_home` the home's start-up
-//! surface are [`Trusted`] paths, read-only to every tool and command wherever they lie.
+//! surface are [`HostPath`]s, read-only to every tool and command wherever they lie.
 //! `docs/decisions/0053-what-the-host-trusts.md` has the reasoning.
 
 use super::{Config, ConfigError, ConfigProblem, ModuleId, ModuleSettings};
-use hands_roots::Trusted;
+use hands_roots::HostPath;
 pub use hands_roots::lenient_canonical;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -365,11 +365,11 @@ pub fn warnings(config: &Config) -> Vec<String> {
 /// command's sandbox: the daemon's binary and its launcher (beside it, whether there or not),
 /// the config file, the folder hands takes its configuration from, `$HANDS_CONFIG`'s file,
 /// the token files, and the home's start-up surface where a writable root holds the home.
-pub fn paths(config: &Config) -> Vec<Trusted> {
+pub fn paths(config: &Config) -> Vec<HostPath> {
     let mut out = Vec::new();
     let mut add = |path: PathBuf, what: &str, remedy: &str| {
-        if path.is_absolute() && !out.iter().any(|t: &Trusted| t.path == path) {
-            out.push(Trusted { path, what: what.to_string(), remedy: remedy.to_string() });
+        if path.is_absolute() && !out.iter().any(|t: &HostPath| t.path == path) {
+            out.push(HostPath { path, what: what.to_string(), remedy: remedy.to_string() });
         }
     };
     let rebuild = "a person rebuilds or reinstalls hands outside hands; to let the agent build \
@@ -468,7 +468,7 @@ mod tests {
         for p in [&exe, &launcher] {
             assert!(trusted.iter().any(|t| &t.path == p), "{} is not trusted", p.display());
         }
-        let lists = PolicyLists { trusted, ..PolicyLists::default() };
+        let lists = PolicyLists { host_paths: trusted, ..PolicyLists::default() };
         let spec = RootSpec { path: folder.clone(), writable: true };
         let resolver = Resolver::new(&[spec], Policy::new(&lists).unwrap()).unwrap();
         for p in [&exe, &launcher] {

@@ -65,8 +65,9 @@ pub struct Setup {
 impl Setup {
     /// The dashboard's setup, or `None` when `[server.dashboard]` is absent. Reads the token
     /// now, so a missing or weak one stops `hands serve` before it serves anything; refuses a
-    /// token that is also an MCP client's (a token file commands could read is refused with
-    /// what the host trusts, `config::trusted::refuse`) (the person's login must be separate from every client's).
+    /// token that is also an MCP client's (the person's login must be separate from every
+    /// client's). A token file commands could read is refused earlier, with what the host
+    /// trusts (`config::trusted::refuse`).
     pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
         let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
         let addr: SocketAddr = cfg.listen.parse().map_err(|_| {

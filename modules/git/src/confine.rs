@@ -498,7 +498,7 @@ impl Git {
         if let Some(rule) = self.resolver.policy().protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule }.into());
         }
-        if let Some(t) = self.resolver.policy().trusted(abs, None) {
+        if let Some(t) = self.resolver.policy().host_path(abs, None) {
             let (what, remedy) = (t.what.clone(), t.remedy.clone());
             return Err(PathError::Trusted { path: abs.to_path_buf(), what, remedy }.into());
         }
@@ -574,7 +574,7 @@ impl Git {
         self.resolver
             .policy()
             .protected(in_root)
-            .or_else(|| self.resolver.policy().trusted(&abs, id).map(|t| t.what.clone()))
+            .or_else(|| self.resolver.policy().host_path(&abs, id).map(|t| t.what.clone()))
     }
 }
 

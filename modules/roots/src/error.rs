@@ -96,7 +96,7 @@ pub enum PathError {
         shown(path)
     )]
     Protected { path: PathBuf, rule: String },
-    /// A write to a path the host trusts ([`crate::Trusted`]): the daemon's binary or config,
+    /// A write to a path the host trusts ([`crate::HostPath`]): the daemon's binary or config,
     /// a start-up file of the home. Never approvable; `remedy` says what a person can do.
     #[error(
         "`{}` is {what}: the host trusts it, so it is read-only to every tool and command",

@@ -28,7 +28,7 @@ pub struct PolicyLists {
     pub protected: Vec<String>,
     /// Absolute paths the host trusts (the daemon's binary and config, a start-up file of the
     /// home): read-only to every tool, by name and by file identity, existing or not.
-    pub trusted: Vec<Trusted>,
+    pub host_paths: Vec<HostPath>,
 }
 
 /// A path the host trusts (SPEC §3, "What the host trusts is out of reach"): something a
@@ -36,7 +36,7 @@ pub struct PolicyLists {
 /// lies in a root it is read-only to every tool and command, under its own name, its real
 /// name (a link's target) and any other name of the same file (a hard link).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Trusted {
+pub struct HostPath {
     /// Absolute, as the daemon found it (`~` expanded).
     pub path: PathBuf,
     /// What it is, for a person: "the daemon's own binary".
@@ -46,10 +46,10 @@ pub struct Trusted {
 }
 
 #[derive(Debug)]
-struct TrustedPath {
+struct HostEntry {
     /// As given, and canonical when it exists and differs (a dotfile linked elsewhere).
     clean: Vec<PathBuf>,
-    entry: Trusted,
+    entry: HostPath,
 }
 
 #[derive(Debug)]
@@ -71,10 +71,10 @@ pub struct Policy {
     secrets: GlobSet,
     secret_exceptions: GlobSet,
     protected: Vec<Vec<String>>,
-    trusted: Vec<TrustedPath>,
+    host: Vec<HostEntry>,
     /// (device, inode) of every trusted path and what lies beneath a trusted folder, with the
-    /// index of its entry in `trusted`.
-    trusted_ids: std::collections::HashMap<(u64, u64), usize>,
+    /// index of its entry in `host`.
+    host_ids: std::collections::HashMap<(u64, u64), usize>,
 }
 
 impl Policy {
@@ -98,9 +98,9 @@ impl Policy {
             let clean = names.iter().map(|n| n.components().collect()).collect();
             denied.push(DeniedPath { names, clean, why });
         }
-        let mut trusted = Vec::new();
-        let mut trusted_ids = std::collections::HashMap::new();
-        for t in &lists.trusted {
+        let mut host = Vec::new();
+        let mut host_ids = std::collections::HashMap::new();
+        for t in &lists.host_paths {
             // As given; through the real path of its folder (a home or `~/.config` that is a
             // link); and as the file itself resolves (a dotfile linked into a dotfiles folder).
             let real_parent = match (t.path.parent(), t.path.file_name()) {
@@ -119,9 +119,9 @@ impl Policy {
             let mut ids = HashSet::new();
             index_identities(&t.path, &mut ids);
             for id in ids {
-                trusted_ids.entry(id).or_insert(trusted.len());
+                host_ids.entry(id).or_insert(host.len());
             }
-            trusted.push(TrustedPath { clean, entry: t.clone() });
+            host.push(HostEntry { clean, entry: t.clone() });
         }
         Ok(Policy {
             denied,
@@ -134,31 +134,30 @@ impl Policy {
                 .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
                 .filter(|v: &Vec<String>| !v.is_empty())
                 .collect(),
-            trusted,
-            trusted_ids,
+            host,
+            host_ids,
         })
     }
 
     /// The trusted path `abs` is or lies beneath (by name: as given or its real name), or whose
     /// file `dev_ino` is (a hard link, another name of it): a write there is refused.
-    pub fn trusted(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<&Trusted> {
+    pub fn host_path(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<&HostPath> {
         let clean = is_clean(abs);
-        if let Some(t) = self.trusted.iter().find(|t| t.clean.iter().any(|n| under(abs, n, clean)))
-        {
+        if let Some(t) = self.host.iter().find(|t| t.clean.iter().any(|n| under(abs, n, clean))) {
             return Some(&t.entry);
         }
-        let i = dev_ino.and_then(|id| self.trusted_ids.get(&id))?;
-        self.trusted.get(*i).map(|t| &t.entry)
+        let i = dev_ino.and_then(|id| self.host_ids.get(&id))?;
+        self.host.get(*i).map(|t| &t.entry)
     }
 
     /// Whether (device, inode) is a trusted file or folder (or lies beneath one).
-    pub fn is_trusted_identity(&self, dev: u64, ino: u64) -> bool {
-        self.trusted_ids.contains_key(&(dev, ino))
+    pub fn is_host_identity(&self, dev: u64, ino: u64) -> bool {
+        self.host_ids.contains_key(&(dev, ino))
     }
 
     /// Every name of every trusted path (as given, and its real name where that differs).
-    pub fn trusted_paths(&self) -> impl Iterator<Item = (&Path, &Trusted)> {
-        self.trusted.iter().flat_map(|t| t.clean.iter().map(move |n| (n.as_path(), &t.entry)))
+    pub fn host_paths(&self) -> impl Iterator<Item = (&Path, &HostPath)> {
+        self.host.iter().flat_map(|t| t.clean.iter().map(move |n| (n.as_path(), &t.entry)))
     }
 
     /// Why `abs` is denied, if it is: by name (it or an ancestor is a denied path) or by the

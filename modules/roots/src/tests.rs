@@ -124,9 +124,9 @@ fn trusted_paths_are_refused_by_name_real_name_and_identity() {
     symlink("dotfiles/rc", proj.join(".rc")).unwrap();
     std::fs::write(proj.join("bin/hands"), "binary").unwrap();
     std::fs::hard_link(proj.join("bin/hands"), proj.join("bin/hands-HASH")).unwrap();
-    let t = |p: &str| Trusted { path: proj.join(p), what: format!("`{p}`"), remedy: "r".into() };
+    let t = |p: &str| HostPath { path: proj.join(p), what: format!("`{p}`"), remedy: "r".into() };
     let lists = PolicyLists {
-        trusted: vec![t(".rc"), t("bin/hands"), t("bin/launcher"), t(".config/unit")],
+        host_paths: vec![t(".rc"), t("bin/hands"), t("bin/launcher"), t(".config/unit")],
         ..Default::default()
     };
     let r = resolver(&[(&proj, true)], lists);

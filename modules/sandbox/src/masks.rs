@@ -389,7 +389,7 @@ pub fn walk(
                     let id = linked.map(|st| (st.st_dev, st.st_ino));
                     if named || id.is_some_and(|(d, i)| policy.is_denied_identity(d, i)) {
                         keep(&mut found.paths, &mut found.unmaskable, path);
-                    } else if id.is_some_and(|(d, i)| policy.is_trusted_identity(d, i)) {
+                    } else if id.is_some_and(|(d, i)| policy.is_host_identity(d, i)) {
                         keep(&mut found.protected, &mut found.unmaskable, path);
                     }
                 }

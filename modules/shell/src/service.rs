@@ -215,7 +215,7 @@ impl Shell {
         let in_writable = |p: &Path| m.roots.iter().any(|r| r.writable && p.starts_with(&r.path));
         let real_way =
             |p: &Path| p.parent().is_some_and(|d| hands_roots::lenient_canonical(d) == d);
-        for (p, _) in resolver.policy().trusted_paths() {
+        for (p, _) in resolver.policy().host_paths() {
             let fits = launcher::is_clean(p) && in_writable(p) && real_way(p);
             if fits && !protected.iter().any(|q| q == p) {
                 protected.push(p.to_path_buf());

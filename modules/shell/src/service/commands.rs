@@ -141,7 +141,7 @@ impl Shell {
         // A wall at a path the host trusts says what that path is and what a person can do.
         let policy = self.resolver.policy();
         out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
-            match policy.trusted(Path::new(&h.what), None) {
+            match policy.host_path(Path::new(&h.what), None) {
                 Some(t) => crate::bash::Denied {
                     why: format!("{}: the host trusts it, so it is read-only here", t.what),
                     remedy: t.remedy.clone(),
