@@ -478,7 +478,14 @@ async fn with_allow_home_the_start_up_surface_is_read_only() {
     ] {
         let at = fx.home.join(p);
         let r = c.call("write", json!({ "path": at.to_str().unwrap(), "content": "evil" })).await;
-        refused(&r, "host-trusted paths", p.rsplit('/').next().unwrap());
+        // `~/.gitconfig` and `~/.config/git` are also what the host's git reads (protected
+        // paths, once git's config is followed as git resolves it): either layer may speak.
+        let layer = r.structured_content.clone().unwrap_or(Value::Null)["denied"][0]["layer"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_default();
+        let layer = if layer == "protected paths" { "protected paths" } else { "host-trusted paths" };
+        refused(&r, layer, p.rsplit('/').next().unwrap());
     }
     assert_eq!(surface_now(&fx), before);
     assert!(!fx.home.join(".config/systemd").exists() && !fx.home.join(".profile").exists());
