@@ -280,6 +280,13 @@ async fn the_daemons_binary_and_launcher_in_a_writable_root_are_read_only() {
         assert!(d["why"].as_str().unwrap().contains("the daemon's"), "{d}");
     }
     c.ok("write", json!({ "path": "bin/sibling3", "content": "x" })).await;
+    // Each refusal is in the audit log, saying what the file is.
+    let audit = fx.audit_records();
+    let refusals = audit.iter().filter(|r| {
+        let o = r["outcome"].as_str().unwrap_or("");
+        r["tool"] == "write" && o.starts_with("refused: ") && o.contains("the host trusts it")
+    });
+    assert_eq!(refusals.count(), 3, "{audit:?}");
     assert_eq!(before("hands"), h0);
     assert_eq!(before("hands-sandbox"), l0);
     c.stop().await;
