@@ -192,21 +192,22 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
         }
     }
     refuse_state_dir(config)?;
-    for (key, file, whose) in token_files(config) {
-        if let Some(r) = readable(config, &file) {
+    for t in token_files(config) {
+        if let Some(r) = readable(config, &t.file) {
             return Err(problem(
                 config,
-                &key,
+                &t.key,
                 format!(
                     "token_file {} lies {}, where a command or file tool could read the token \
-                     and call the tools as {whose}",
-                    file.display(),
-                    r.place
+                     and call the tools as {}",
+                    t.file.display(),
+                    r.place,
+                    t.whose
                 ),
                 &format!(
                     "keep it outside every root and every folder commands see, e.g. \
                      ~/.config/hands/{}.token (chmod 600)",
-                    if whose.starts_with('`') { whose.trim_matches('`') } else { "dashboard" }
+                    t.name
                 ),
             ));
         }
@@ -244,15 +245,32 @@ fn refuse_state_dir(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Every token file of the configuration: its key, the file, and whose login it is.
-fn token_files(config: &Config) -> Vec<(String, PathBuf, String)> {
+/// A token file of the configuration: its key, the file, whose login it is, and a file name
+/// for it in the remedy.
+struct TokenFile {
+    key: String,
+    file: PathBuf,
+    whose: String,
+    name: String,
+}
+
+/// Every token file of the configuration (HTTP clients', the dashboard's).
+fn token_files(config: &Config) -> Vec<TokenFile> {
     let http = config.http.iter().flat_map(|h| &h.clients).filter_map(|c| {
-        let f = c.token_file.clone()?;
-        Some((format!("[[server.http.clients]] `{}`", c.name), f, format!("`{}`", c.name)))
+        Some(TokenFile {
+            key: format!("[[server.http.clients]] `{}`", c.name),
+            file: c.token_file.clone()?,
+            whose: format!("`{}`", c.name),
+            name: c.name.clone(),
+        })
     });
     let dashboard = config.dashboard.iter().filter_map(|d| {
-        let f = d.token_file.clone()?;
-        Some(("[server.dashboard]".to_string(), f, "the person (the dashboard)".to_string()))
+        Some(TokenFile {
+            key: "[server.dashboard]".to_string(),
+            file: d.token_file.clone()?,
+            whose: "the person (the dashboard)".to_string(),
+            name: "dashboard".to_string(),
+        })
     });
     http.chain(dashboard).collect()
 }
@@ -333,14 +351,13 @@ fn path_in_roots(writable: &[&Path]) -> Vec<PathBuf> {
 /// person's PATH there while the home's surface is not protected.
 pub fn warnings(config: &Config) -> Vec<String> {
     let mut w = Vec::new();
-    for t in paths(config).iter().filter(|t| t.what.starts_with("the daemon's")) {
-        if let Some(r) = reach(config, &t.path).into_iter().find(|r| r.write) {
+    for (path, what) in own_binaries() {
+        if let Some(r) = reach(config, &path).into_iter().find(|r| r.write) {
             w.push(format!(
-                "{} {} lies {}: it is read-only to commands and file tools (a command's build \
-                 cannot replace it); install hands outside the roots (`cargo install --path .`) \
-                 to let the agent rebuild it",
-                t.what,
-                t.path.display(),
+                "{what} {} lies {}: it is read-only to commands and file tools (a command's \
+                 build cannot replace it); install hands outside the roots (`cargo install \
+                 --path .`) to let the agent rebuild it",
+                path.display(),
                 r.place
             ));
         }
@@ -374,10 +391,8 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     };
     let rebuild = "a person rebuilds or reinstalls hands outside hands; to let the agent build \
                    it, install hands outside the writable roots (`cargo install --path .`)";
-    if let Ok(exe) = std::env::current_exe() {
-        let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
-        add(exe, "the daemon's own binary", rebuild);
-        add(launcher, "the daemon's launcher (hands-sandbox), which builds every sandbox", rebuild);
+    for (path, what) in own_binaries() {
+        add(path, what, rebuild);
     }
     let edit = "a person edits it outside hands";
     if let Some(f) = &config.file {
@@ -389,8 +404,8 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     if let Some(p) = std::env::var_os("HANDS_CONFIG").filter(|p| !p.is_empty()) {
         add(absolute(Path::new(&p)), "the configuration $HANDS_CONFIG names", edit);
     }
-    for (_, file, _) in token_files(config) {
-        add(file, "a token file of the daemon's", edit);
+    for t in token_files(config) {
+        add(t.file, "a token file of the daemon's", edit);
     }
     let surface = "a start-up file of your home (sandbox-profiles/home-surface.txt) or a folder \
                    of your PATH, which your next login, terminal or git runs";
@@ -400,6 +415,17 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
         add(p, surface, kept);
     }
     out
+}
+
+/// The running binary (its real path) and the launcher beside it, whether it is there or not:
+/// what the next daemon runs.
+fn own_binaries() -> Vec<(PathBuf, &'static str)> {
+    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
+    vec![
+        (exe, "the daemon's own binary"),
+        (launcher, "the daemon's launcher (hands-sandbox), which builds every sandbox"),
+    ]
 }
 
 /// A relative path taken from the current folder, as tools-shell does.

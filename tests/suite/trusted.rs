@@ -491,7 +491,8 @@ async fn with_allow_home_the_start_up_surface_is_read_only() {
             .as_str()
             .map(str::to_string)
             .unwrap_or_default();
-        let layer = if layer == "protected paths" { "protected paths" } else { "host-trusted paths" };
+        let layer =
+            if layer == "protected paths" { "protected paths" } else { "host-trusted paths" };
         refused(&r, layer, p.rsplit('/').next().unwrap());
     }
     assert_eq!(surface_now(&fx), before);
