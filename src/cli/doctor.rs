@@ -370,6 +370,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
                 .to_string(),
         );
     }
+    warnings.extend(crate::config::trusted::warnings(c));
     let default_secrets: Vec<String> =
         hands_sandbox::profiles::secret_patterns().map(str::to_string).collect();
     if c.secret_patterns != default_secrets {

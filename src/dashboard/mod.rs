@@ -66,20 +66,11 @@ pub struct Setup {
 impl Setup {
     /// The dashboard's setup, or `None` when `[server.dashboard]` is absent. Reads the token
     /// now, so a missing or weak one stops `hands serve` before it serves anything; refuses a
-    /// token file inside a root (a command or a file tool could read it) and a token that is
-    /// also an MCP client's (the person's login must be separate from every client's).
+    /// token that is also an MCP client's (the person's login must be separate from every
+    /// client's). A token file commands could read is refused earlier, with what the host
+    /// trusts (`config::trusted::refuse`).
     pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
         let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
-        if let Some(file) = &cfg.token_file
-            && let Some(seen) = crate::transport::http_setup::readable_by_modules(config, file)
-        {
-            bail!(
-                "[server.dashboard]: token_file {} lies {seen}, where commands and file tools \
-                 could read the person's login\nhint: keep it outside every root and every \
-                 folder commands see, e.g. ~/.config/hands/dashboard.token (chmod 600)",
-                file.display()
-            );
-        }
         let addr: SocketAddr = cfg.listen.parse().map_err(|_| {
             anyhow!(
                 "[server.dashboard].listen `{}` is not an address:port\nhint: for example {}",

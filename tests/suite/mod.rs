@@ -52,3 +52,5 @@ mod special_files;
 mod stop;
 #[cfg(target_os = "linux")]
 mod tmux;
+#[cfg(target_os = "linux")]
+mod trusted;

@@ -216,13 +216,29 @@ impl Shell {
             make_placeholders,
             &mut unmade,
         )?;
-        let protected: Vec<PathBuf> = m
+        let mut protected: Vec<PathBuf> = m
             .roots
             .iter()
             .filter(|r| r.writable)
             .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
             .filter(|p| launcher::is_clean(p) && std::fs::symlink_metadata(p).is_ok())
             .collect();
+        // What the host trusts (the daemon's binary and launcher, its config, the home's
+        // start-up surface under `allow_home`), under each of its names, where it lies in a
+        // writable root: bound read-only where it exists, its folders pinned so that no rename
+        // carries it aside; one that does not exist yet is for the in-run walls to keep from
+        // being made. Other names of the same file (hard links) are found by the walk. Only
+        // the names whose folders are real (the policy lists each path also through its real
+        // folder): the launcher refuses to start at a link on the way to a protected path.
+        let in_writable = |p: &Path| m.roots.iter().any(|r| r.writable && p.starts_with(&r.path));
+        let real_way =
+            |p: &Path| p.parent().is_some_and(|d| hands_roots::lenient_canonical(d) == d);
+        for (p, _) in resolver.policy().host_paths() {
+            let fits = launcher::is_clean(p) && in_writable(p) && real_way(p);
+            if fits && !protected.iter().any(|q| q == p) {
+                protected.push(p.to_path_buf());
+            }
+        }
         let mut masked: Vec<PathBuf> = lists
             .credentials
             .iter()

@@ -49,6 +49,12 @@ pub fn landlock_abi() -> u32 {
     sys::landlock_abi()
 }
 
+/// The home the passwd database gives the daemon's own user (its effective uid), whatever
+/// `HOME` says: the home a login of that user starts in.
+pub fn own_passwd_home() -> Option<std::path::PathBuf> {
+    sys::passwd_home(sys::euid())
+}
+
 /// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
 pub fn main() -> ExitCode {
     match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {

@@ -1051,7 +1051,10 @@ pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
             }
             continue;
         }
-        let denied = line.contains("Permission denied") || line.contains("Operation not permitted");
+        // A rename over or a removal of a read-only bind (a protected file) fails busy.
+        let denied = line.contains("Permission denied")
+            || line.contains("Operation not permitted")
+            || line.contains("Device or resource busy");
         let read_only = line.contains("Read-only file system");
         if !denied && !read_only {
             continue;

@@ -138,12 +138,22 @@ impl Shell {
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        // A wall at a path the host trusts says what that path is and what a person can do.
+        let policy = self.resolver.policy();
         out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
-            crate::bash::Denied {
-                what: h.what,
-                layer: h.layer.into(),
-                why: h.why,
-                remedy: h.remedy,
+            match policy.host_path(Path::new(&h.what), None) {
+                Some(t) => crate::bash::Denied {
+                    why: format!("{}: the host trusts it, so it is read-only here", t.what),
+                    remedy: t.remedy.clone(),
+                    what: h.what,
+                    layer: h.layer.into(),
+                },
+                None => crate::bash::Denied {
+                    what: h.what,
+                    layer: h.layer.into(),
+                    why: h.why,
+                    remedy: h.remedy,
+                },
             }
         }));
         // A program the person has that the commands' PATH lacks (the daemon's own PATH is
