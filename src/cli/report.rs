@@ -176,16 +176,6 @@ pub fn policy(daemon: &Daemon) -> String {
                         sh.run_output_chars
                     );
                 }
-                let unmade = daemon.shell().map_or(&[][..], |s| s.unmade_placeholders());
-                if !unmade.is_empty() {
-                    let list: Vec<_> = unmade.iter().map(|p| p.display().to_string()).collect();
-                    let _ = writeln!(
-                        s,
-                        "  placeholders: `hands serve` creates these empty, so that commands \
-                         cannot create the protected or denied paths there: {}",
-                        list.join(", ")
-                    );
-                }
             }
             ModuleSettings::Git(g) => {
                 let author = match &g.author {

@@ -498,7 +498,7 @@ impl Git {
         if let Some(rule) = self.resolver.policy().protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule }.into());
         }
-        Ok(())
+        Ok(self.resolver.host_trusted(abs)?)
     }
 
     /// Places a path filter given as git prints it — relative to the work tree — or absolute
@@ -564,7 +564,11 @@ impl Git {
         let abs = workdir.join(rel);
         let root = self.resolver.root_of(&abs)?;
         let in_root = abs.strip_prefix(self.resolver.roots()[root].path()).ok()?;
-        self.resolver.policy().protected(in_root)
+        // A hooks folder `core.hooksPath` names, an included config: the host's git reads it.
+        self.resolver
+            .policy()
+            .protected(in_root)
+            .or_else(|| self.resolver.host_trusted(&abs).err().map(|e| e.to_string()))
     }
 }
 

@@ -31,6 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod rules;
+pub use rules::{Kind, Verdict, Walls};
+
 /// The start of the line the init writes for each refused create; the daemon parses it.
 pub const REFUSED: &str = "hands sandbox: refused creating ";
 
@@ -48,161 +51,7 @@ const PATH_MAX: usize = 4096;
 /// Symbolic links followed at the end of an `O_CREAT` path, as the kernel's own limit.
 const MAX_LINKS: usize = 40;
 
-/// What may not be created, from the spec.
-#[derive(Debug, Clone)]
-pub struct Walls {
-    /// Every root: (path, writable). A read-only root's own binds already refuse creates.
-    roots: Vec<(PathBuf, bool)>,
-    /// The protected rules, split into components (`*` is any one component).
-    rules: Vec<Vec<Vec<u8>>>,
-    /// With `new_repositories = "allow"`: the `.git` folders this run made (a name that did
-    /// not exist when it was asked for), inside which everything is the new repository's own.
-    /// None: a new `.git` is refused.
-    made: Option<Arc<std::sync::Mutex<Vec<PathBuf>>>>,
-}
-
-impl Walls {
-    pub fn new(roots: &[super::Root], rules: &[String], new_repositories: bool) -> Walls {
-        let rules = rules
-            .iter()
-            .map(|r| {
-                r.trim_matches('/')
-                    .split('/')
-                    .filter(|c| !c.is_empty())
-                    .map(|c| c.as_bytes().to_ascii_lowercase())
-                    .collect::<Vec<_>>()
-            })
-            .filter(|r| !r.is_empty())
-            .collect();
-        let roots = roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
-        let made = new_repositories.then(Default::default);
-        Walls { roots, rules, made }
-    }
-
-    /// Why a new entry `name` in the folder `parent` is refused because with it the folder
-    /// would be a git dir under another name (`HEAD`, `refs`, and `objects` or `commondir`, as
-    /// git's discovery checks; `config` arms one): git run in that folder on the host would use
-    /// its config. Folders inside a `.git` (which cannot be made in a root) are git's own.
-    /// `present` says whether an entry exists there (the new one counts).
-    pub fn makes_git_dir(
-        &self,
-        parent: &Path,
-        name: &[u8],
-        present: impl Fn(&[u8]) -> bool,
-    ) -> Option<String> {
-        let name = trim_slashes(name);
-        if self.made.is_some() {
-            // New repositories are the person's choice; a bare one is one of them.
-            return None;
-        }
-        let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
-        if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
-            return None;
-        }
-        let (root, writable) = self
-            .roots
-            .iter()
-            .filter(|(r, _)| parent.starts_with(r))
-            .max_by_key(|(r, _)| r.components().count())?;
-        let inside_git = parent
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"));
-        if !writable || inside_git {
-            return None;
-        }
-        let git_dir =
-            present(b"HEAD") && present(b"refs") && (present(b"objects") || present(b"commondir"));
-        git_dir.then(|| {
-            "it would make this folder a git dir (HEAD, refs, objects) inside a root: git run \
-             there on the host would use its config"
-                .to_string()
-        })
-    }
-
-    /// Why a new entry `name` in the folder whose real path is `parent` is refused; `carries`
-    /// is set for an entry that brings content or a target along (a rename, a hard link, a
-    /// symbolic link), which is refused also at a name that leads to a protected path.
-    pub fn refusal(&self, parent: &Path, name: &[u8], carries: bool) -> Option<String> {
-        let name = trim_slashes(name);
-        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
-            return None;
-        }
-        // The innermost root holding the folder decides; none, or a read-only one: no check
-        // (outside the roots are the sandbox's own /tmp and home, and read-only binds).
-        let (root, writable) = self
-            .roots
-            .iter()
-            .filter(|(r, _)| parent.starts_with(r))
-            .max_by_key(|(r, _)| r.components().count())?;
-        if !writable {
-            return None;
-        }
-        let mut rel: Vec<Vec<u8>> = parent
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .map(|c| c.as_os_str().as_bytes().to_ascii_lowercase())
-            .collect();
-        rel.push(name.to_ascii_lowercase());
-        if let Some(made) = &self.made {
-            let full = parent.join(OsStr::from_bytes(name));
-            let mut made = hands_roots::lock(made);
-            if rel.last().is_some_and(|n| n == b".git") {
-                // Only a `.git` that is not there yet becomes the run's own: an existing
-                // repository's git dir keeps its walls.
-                if std::fs::symlink_metadata(&full).is_err() {
-                    made.push(full);
-                }
-                return None;
-            }
-            if made.iter().any(|m| full.starts_with(m)) {
-                return None;
-            }
-        }
-        if rel.last().is_some_and(|n| n == b".git") {
-            return Some(
-                "a `.git` folder or file inside a root: a git on the host (the person's, an \
-                 editor's) would run what its config names"
-                    .into(),
-            );
-        }
-        let matches = |rule: &[Vec<u8>], comps: &[Vec<u8>]| {
-            rule.len() == comps.len() && rule.iter().zip(comps).all(|(r, c)| r == b"*" || r == c)
-        };
-        for rule in &self.rules {
-            // The rule anywhere in the path: a protected folder covers what is inside it.
-            if rel.windows(rule.len()).any(|w| matches(rule, w)) {
-                return Some(format!(
-                    "a protected path (rule `{}` of sandbox-profiles/protected.txt): programs \
-                     on the host read it",
-                    shown_rule(rule)
-                ));
-            }
-            // A folder renamed or linked to a name on the way to a protected path would bring
-            // that path along.
-            if carries {
-                for k in 1..rule.len() {
-                    if rel.len() >= k && matches(&rule[..k], &rel[rel.len() - k..]) {
-                        return Some(format!(
-                            "a name on the way to a protected path (rule `{}`): what it \
-                             brings along would be read by programs on the host",
-                            shown_rule(rule)
-                        ));
-                    }
-                }
-            }
-        }
-        None
-    }
-}
-
-fn shown_rule(rule: &[Vec<u8>]) -> String {
-    rule.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join("/")
-}
-
-fn trim_slashes(name: &[u8]) -> &[u8] {
+pub(crate) fn trim_slashes(name: &[u8]) -> &[u8] {
     let mut n = name;
     while let Some(rest) = n.strip_suffix(b"/") {
         n = rest;
@@ -225,11 +74,11 @@ impl Handoff {
     /// In the command, after its other filters: installs the notifying filter, tells the init
     /// the listener's number and waits until the init holds it (the command's own copy is
     /// close-on-exec, so it never reaches the program).
-    pub fn install(&self) -> Result<()> {
+    pub fn install(&self, writes: bool) -> Result<()> {
         // A change of uid (`run_as`) made this process undumpable, which would keep the init
         // (same uid, no capabilities) from taking the descriptor; execve sets it again anyway.
         super::sys::notify::set_dumpable()?;
-        let listener = install_filter()?;
+        let listener = install_filter(writes)?;
         let n = listener.as_raw_fd().to_ne_bytes();
         std::fs::File::from(dup(&self.to_init.1)?)
             .write_all(&n)
@@ -319,8 +168,10 @@ fn notified_when_creating() -> Vec<(libc::c_long, u32)> {
     v
 }
 
-/// The filter, as classic BPF: foreign architectures pass (the main filter kills them).
-fn program() -> Vec<libc::sock_filter> {
+/// The filter, as classic BPF: foreign architectures pass (the main filter kills them). With
+/// `writes`, an open for writing is sent too, not only one that creates (`new_repositories =
+/// "allow"`: a config the init wrote for a new repository is never opened for writing).
+fn program(writes: bool) -> Vec<libc::sock_filter> {
     const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
@@ -341,7 +192,7 @@ fn program() -> Vec<libc::sock_filter> {
         // The low word of the argument (little-endian), tested for O_CREAT; both ends return.
         p.push(ins(JEQ, 0, 4, nr as u32));
         p.push(ins(LD_ABS, 0, 0, 16 + 8 * arg));
-        p.push(ins(JSET, 0, 1, libc::O_CREAT as u32));
+        p.push(ins(JSET, 0, 1, open_mask(writes)));
         p.push(ins(RET, 0, 0, notify));
         p.push(ins(RET, 0, 0, allow));
     }
@@ -349,11 +200,17 @@ fn program() -> Vec<libc::sock_filter> {
     p
 }
 
+/// The open flags that send an open to the init.
+fn open_mask(writes: bool) -> u32 {
+    let w = libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC;
+    (libc::O_CREAT | if writes { w } else { 0 }) as u32
+}
+
 /// Installs the filter with a new listener (close-on-exec). With the kernel's
 /// `WAIT_KILLABLE_RECV` (5.19+), a signal to the command while the init works on its call
 /// does not restart the call behind the init's back.
-fn install_filter() -> Result<OwnedFd> {
-    let prog = program();
+fn install_filter(writes: bool) -> Result<OwnedFd> {
+    let prog = program(writes);
     let mut flags =
         libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     loop {
@@ -572,9 +429,28 @@ impl Job {
                     Ok(v) => v,
                     Err(e) => return Answer::Errno(e),
                 };
-                if let Some(a) = self.check(&dir, &name, false) {
-                    return a;
+                // Without O_CREAT the open makes nothing: only a write to a sealed config
+                // (below) is refused.
+                if flags & libc::O_CREAT != 0 {
+                    match self.check(&dir, &name, Kind::File) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &name, "a config is not created in place");
+                        }
+                    }
                 }
+                let writes = flags & open_mask(true) as i32 != 0;
+                let watch = writes && self.walls.watches_writes();
+                let sealed = |st: Option<rustix::fs::Stat>| {
+                    st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
+                };
+                let at = if follow { AtFlags::empty() } else { AtFlags::SYMLINK_NOFOLLOW };
+                if watch && sealed(rustix::fs::statat(&dir, OsStr::from_bytes(&name), at).ok()) {
+                    let shown = real_path(&dir).unwrap_or_default();
+                    return self.refuse(&shown, &name, SEALED);
+                }
+                let walls = self.walls.clone();
                 let cloexec = flags & libc::O_CLOEXEC != 0;
                 let fifo = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::empty())
                     .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
@@ -586,6 +462,15 @@ impl Job {
                     oflags,
                     Mode::from_raw_mode(mode),
                 ) {
+                    // The file opened is the one checked (a name swapped meanwhile, or a
+                    // descriptor's /proc link, is caught here).
+                    Ok(fd)
+                        if watch
+                            && rustix::fs::fstat(&fd)
+                                .is_ok_and(|st| walls.sealed((st.st_dev, st.st_ino))) =>
+                    {
+                        Answer::Errno(libc::EACCES)
+                    }
                     Ok(fd) => Answer::Fd(fd, cloexec),
                     Err(e) => errno_of(e),
                 };
@@ -615,17 +500,17 @@ impl Job {
                     }
                 }
             }
-            Call::Mkdir { mode, .. } => self.at_name(tid, &last, false, |dir, name| {
+            Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
                 rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
             }),
-            Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, false, |dir, name| {
+            Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, Kind::File, |dir, name| {
                 let kind = FileType::from_raw_mode(mode);
                 let kind = if mode & libc::S_IFMT == 0 { FileType::RegularFile } else { kind };
                 rustix::fs::mknodat(dir, name, kind, Mode::from_raw_mode(mode & 0o7777), dev)
             }),
             Call::Symlink { .. } => {
                 let Some(target) = args.pop() else { return Answer::Errno(libc::EINVAL) };
-                self.at_name(tid, &last, true, |dir, name| {
+                self.at_name(tid, &last, Kind::Symlink, |dir, name| {
                     rustix::fs::symlinkat(OsStr::from_bytes(&target.path), dir, name)
                 })
             }
@@ -637,13 +522,35 @@ impl Job {
                 };
                 // An exchange (or a whiteout) gives the old name a new entry too.
                 let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
-                if swaps && let Some(a) = self.check(&odir, &oname, true) {
-                    return a;
+                if swaps {
+                    match self.check(&odir, &oname, Kind::Rename) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &oname, "a config is not exchanged");
+                        }
+                    }
+                }
+                let (dir, name) = match locate(tid, &last, false) {
+                    Ok(v) => v,
+                    Err(e) => return Answer::Errno(e),
+                };
+                match self.check(&dir, &name, Kind::Rename) {
+                    Checked::Go => {}
+                    Checked::Stop(a) => return a,
+                    Checked::Config(real) if flags == 0 => {
+                        return self.checked_config(&odir, &oname, &dir, &name, &real);
+                    }
+                    Checked::Config(real) => {
+                        return self.refuse(&real, &name, "a config is renamed in plainly");
+                    }
                 }
                 let flags = RenameFlags::from_bits_retain(flags);
-                self.at_name(tid, &last, true, |dir, name| {
-                    rustix::fs::renameat_with(&odir, OsStr::from_bytes(&oname), dir, name, flags)
-                })
+                let (oname, name) = (OsStr::from_bytes(&oname), OsStr::from_bytes(&name));
+                match rustix::fs::renameat_with(&odir, oname, &dir, name, flags) {
+                    Ok(()) => Answer::Value(0),
+                    Err(e) => errno_of(e),
+                }
             }
             Call::Link { flags, .. } => {
                 let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
@@ -668,7 +575,19 @@ impl Job {
                         Err(e) => return Answer::Errno(e),
                     }
                 };
-                self.at_name(tid, &last, true, |dir, name| {
+                // A sealed config gets no second name that could be opened for writing.
+                if self.walls.watches_writes() {
+                    let st = if old.path.is_empty() {
+                        rustix::fs::fstat(&old.base)
+                    } else {
+                        rustix::fs::statat(&odir, OsStr::from_bytes(&oname), oflags)
+                    };
+                    if st.is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
+                        let shown = real_path(&odir).unwrap_or_default();
+                        return self.refuse(&shown, &oname, SEALED);
+                    }
+                }
+                self.at_name(tid, &last, Kind::Link, |dir, name| {
                     rustix::fs::linkat(&odir, OsStr::from_bytes(&oname), dir, name, oflags)
                 })
             }
@@ -680,15 +599,19 @@ impl Job {
         &self,
         tid: u32,
         arg: &Arg,
-        carries: bool,
+        kind: Kind,
         op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
     ) -> Answer {
         let (dir, name) = match locate(tid, arg, false) {
             Ok(v) => v,
             Err(e) => return Answer::Errno(e),
         };
-        if let Some(a) = self.check(&dir, &name, carries) {
-            return a;
+        match self.check(&dir, &name, kind) {
+            Checked::Go => {}
+            Checked::Stop(a) => return a,
+            Checked::Config(real) => {
+                return self.refuse(&real, &name, "a config is made by rename");
+            }
         }
         match op(dir.as_fd(), OsStr::from_bytes(&name)) {
             Ok(()) => Answer::Value(0),
@@ -696,18 +619,29 @@ impl Job {
         }
     }
 
-    /// The walls for a new entry `name` in `dir`: None when it may be made; else the EACCES
-    /// answer, after the line on stderr.
-    fn check(&self, dir: &OwnedFd, name: &[u8], carries: bool) -> Option<Answer> {
-        let real = real_path(dir)?;
-        let why = self.walls.refusal(&real, name, carries).or_else(|| {
-            let present = |n: &[u8]| {
-                trim_slashes(name).eq_ignore_ascii_case(n)
-                    || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
-                        .is_ok()
-            };
-            self.walls.makes_git_dir(&real, name, present)
-        })?;
+    /// The walls for a new entry `name` in `dir` made as `kind`.
+    fn check(&self, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
+        let Some(real) = real_path(dir) else { return Checked::Go };
+        let why = match self.walls.verdict(&real, name, kind) {
+            Verdict::Refuse(why) => why,
+            Verdict::CheckConfig => return Checked::Config(real),
+            Verdict::Allow => {
+                let present = |n: &[u8]| {
+                    trim_slashes(name).eq_ignore_ascii_case(n)
+                        || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
+                            .is_ok()
+                };
+                match self.walls.makes_git_dir(&real, name, present) {
+                    Some(why) => why,
+                    None => return Checked::Go,
+                }
+            }
+        };
+        Checked::Stop(self.refuse(&real, name, &why))
+    }
+
+    /// EACCES for a new entry `name` in `real`, after the line on stderr that says why.
+    fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
         let n = self.lines.fetch_add(1, Ordering::AcqRel);
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = if n < MAX_LINES {
@@ -720,9 +654,85 @@ impl Job {
         if !line.is_empty() {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
-        Some(Answer::Errno(libc::EACCES))
+        Answer::Errno(libc::EACCES)
+    }
+
+    /// A rename onto the `config` of a repository the run made (git committing its lock
+    /// file): the source is read once, checked, and a copy the init writes itself takes the
+    /// name — so no descriptor the command kept of the source reaches the config — and is
+    /// sealed: never opened for writing again in this run. The next command binds it
+    /// read-only like every repository's.
+    fn checked_config(
+        &self,
+        odir: &OwnedFd,
+        oname: &[u8],
+        dir: &OwnedFd,
+        name: &[u8],
+        real: &Path,
+    ) -> Answer {
+        let read = || -> Result<(Vec<u8>, u32), rustix::io::Errno> {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let src = rustix::fs::openat(odir, OsStr::from_bytes(oname), flags, Mode::empty())?;
+            let st = rustix::fs::fstat(&src)?;
+            let max = hands_roots::gitcfg::MAX_BYTES;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+                || st.st_size as u64 > max
+            {
+                return Err(rustix::io::Errno::INVAL);
+            }
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::from(src), max),
+                &mut text,
+            )
+            .map_err(|_| rustix::io::Errno::IO)?;
+            Ok((text, st.st_mode & 0o777))
+        };
+        let (text, mode) = match read() {
+            Ok(v) => v,
+            Err(e) => return errno_of(e),
+        };
+        if let Some(why) = hands_roots::gitcfg::refusal_for_new_repository(&text) {
+            return self.refuse(real, name, &format!("a repository a command made: {why}"));
+        }
+        let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let written = rustix::fs::openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(mode))
+            .and_then(|fd| {
+                let st = rustix::fs::fstat(&fd)?;
+                std::io::Write::write_all(&mut std::fs::File::from(fd), &text)
+                    .map_err(|_| rustix::io::Errno::IO)?;
+                Ok(st)
+            });
+        let st = match written {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+                return errno_of(e);
+            }
+        };
+        self.walls.seal((st.st_dev, st.st_ino));
+        if let Err(e) = rustix::fs::renameat(dir, tmp.as_str(), dir, OsStr::from_bytes(name)) {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
+        Answer::Value(0)
     }
 }
+
+/// What the walls say about a new entry.
+enum Checked {
+    Go,
+    Stop(Answer),
+    /// A rename onto a new repository's config: check its content ([`Job::checked_config`]).
+    Config(PathBuf),
+}
+
+/// Why an open for writing (or a new name) of a config the init wrote is refused.
+const SEALED: &str = "the config of a repository a command made, which the sandbox checked: \
+                      git changes it only through its lock file";
 
 /// Answers a call: a value, an errno, or a new descriptor of the target's.
 fn send(listener: &OwnedFd, id: u64, answer: Answer) {
@@ -904,82 +914,6 @@ fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<u8>), i32> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn walls() -> Walls {
-        let roots = vec![
-            super::super::Root { path: "/w".into(), writable: true },
-            super::super::Root { path: "/w/ro".into(), writable: false },
-        ];
-        let rules: Vec<String> =
-            [".git/hooks", ".git/modules/*/config", ".envrc", ".gemini", ".kiro/settings/mcp.json"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        Walls::new(&roots, &rules, false)
-    }
-
-    #[test]
-    fn new_repositories_allowed_open_only_the_new_git_dir() {
-        let base = std::env::temp_dir().join(format!("hands-walls-{}", std::process::id()));
-        std::fs::create_dir_all(base.join(".git")).unwrap();
-        let roots = vec![super::super::Root { path: base.clone(), writable: true }];
-        let rules = vec![".git/modules/*/config".to_string(), ".envrc".to_string()];
-        let w = Walls::new(&roots, &rules, true);
-        // The existing repository's `.git` may be asked for (it fails with EEXIST) but stays
-        // walled; a new one is the run's own.
-        assert!(w.refusal(&base, b".git", false).is_none());
-        assert!(w.refusal(&base.join(".git/modules/m"), b"config", false).is_some());
-        assert!(w.refusal(&base.join("new"), b".git", false).is_none());
-        assert!(w.refusal(&base.join("new/.git/modules/m"), b"config", false).is_none());
-        assert!(w.refusal(&base.join("new"), b".envrc", false).is_some());
-        assert!(
-            Walls::new(&roots, &rules, false).refusal(&base.join("n2"), b".git", false).is_some()
-        );
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn names_refused_under_writable_roots_only() {
-        let w = walls();
-        assert!(w.refusal(Path::new("/w/sub"), b".git", false).is_some());
-        assert!(w.refusal(Path::new("/w"), b".GIT/", false).is_some());
-        assert!(w.refusal(Path::new("/w/a"), b".envrc", false).is_some());
-        assert!(w.refusal(Path::new("/w/.git/modules/x"), b"config", false).is_some());
-        assert!(w.refusal(Path::new("/w/.gemini"), b"settings.json", false).is_some());
-        assert!(w.refusal(Path::new("/w/.git"), b"index.lock", false).is_none());
-        assert!(w.refusal(Path::new("/w/ro"), b".git", false).is_none());
-        assert!(w.refusal(Path::new("/tmp"), b".git", false).is_none());
-        assert!(w.refusal(Path::new("/w/src"), b"main.rs", false).is_none());
-        assert!(w.refusal(Path::new("/wx"), b".git", false).is_none());
-    }
-
-    #[test]
-    fn the_last_piece_of_a_git_dir_is_refused_outside_dot_git() {
-        let w = walls();
-        let has = |names: &'static [&'static str]| {
-            move |n: &[u8]| names.iter().any(|x| x.as_bytes() == n)
-        };
-        let all = has(&["HEAD", "refs", "objects"]);
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", all).is_some());
-        assert!(
-            w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs", "objects"]))
-                .is_some()
-        );
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs"])).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/.git"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/.git/modules/m"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/tmp/x"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"notes", all).is_none());
-    }
-
-    #[test]
-    fn carried_names_refused_on_the_way_to_a_rule() {
-        let w = walls();
-        assert!(w.refusal(Path::new("/w"), b".kiro", true).is_some());
-        assert!(w.refusal(Path::new("/w/.kiro"), b"settings", true).is_some());
-        assert!(w.refusal(Path::new("/w"), b".kiro", false).is_none());
-        assert!(w.refusal(Path::new("/w"), b"kiro", true).is_none());
-    }
 
     #[test]
     fn proc_self_names_the_target() {
