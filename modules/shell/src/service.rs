@@ -185,8 +185,9 @@ impl Shell {
             .credentials
             .iter()
             .chain(&lists.deny)
+            // `sandbox.deny` marks a folder with a trailing `/`; the path is the folder's.
+            .map(|p| p.components().collect::<PathBuf>())
             .filter(|p| launcher::is_clean(p))
-            .cloned()
             .collect();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [

@@ -538,8 +538,10 @@ impl Job {
                 match self.check(&dir, &name, Kind::Rename) {
                     Checked::Go => {}
                     Checked::Stop(a) => return a,
-                    Checked::Config(real) if flags == 0 => {
-                        return self.checked_config(&odir, &oname, &dir, &name, &real);
+                    // `mv` asks not to replace first, then renames plainly.
+                    Checked::Config(real) if flags & !libc::RENAME_NOREPLACE == 0 => {
+                        let flags = RenameFlags::from_bits_retain(flags);
+                        return self.checked_config(&odir, &oname, (&dir, &name), flags, &real);
                     }
                     Checked::Config(real) => {
                         return self.refuse(&real, &name, "a config is renamed in plainly");
@@ -666,8 +668,8 @@ impl Job {
         &self,
         odir: &OwnedFd,
         oname: &[u8],
-        dir: &OwnedFd,
-        name: &[u8],
+        (dir, name): (&OwnedFd, &[u8]),
+        flags: RenameFlags,
         real: &Path,
     ) -> Answer {
         let read = || -> Result<(Vec<u8>, u32), rustix::io::Errno> {
@@ -696,27 +698,23 @@ impl Job {
             return self.refuse(real, name, &format!("a repository a command made: {why}"));
         }
         let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
-        let flags =
+        let create =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let written = rustix::fs::openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(mode))
+        let written = rustix::fs::openat(dir, tmp.as_str(), create, Mode::from_raw_mode(mode))
             .and_then(|fd| {
-                let st = rustix::fs::fstat(&fd)?;
                 std::io::Write::write_all(&mut std::fs::File::from(fd), &text)
-                    .map_err(|_| rustix::io::Errno::IO)?;
-                Ok(st)
+                    .map_err(|_| rustix::io::Errno::IO)
             });
-        let st = match written {
-            Ok(st) => st,
-            Err(e) => {
-                let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
-                return errno_of(e);
-            }
-        };
-        self.walls.seal((st.st_dev, st.st_ino));
-        if let Err(e) = rustix::fs::renameat(dir, tmp.as_str(), dir, OsStr::from_bytes(name)) {
+        if let Err(e) = written {
             let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
             return errno_of(e);
         }
+        let to = OsStr::from_bytes(name);
+        if let Err(e) = rustix::fs::renameat_with(dir, tmp.as_str(), dir, to, flags) {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        self.walls.seal(real.join(to));
         let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
         Answer::Value(0)
     }

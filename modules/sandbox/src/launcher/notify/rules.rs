@@ -70,9 +70,11 @@ pub struct Walls {
 struct Made {
     /// `.git` folders made by this run (a name that did not exist when it was asked for).
     dirs: Vec<PathBuf>,
-    /// (device, inode) of each config the init wrote: no descriptor for writing is given to
-    /// the command for them, whatever name they have by then.
-    sealed: HashSet<(u64, u64)>,
+    /// Where the init put a checked config: the file at each of these names is never opened
+    /// for writing, nor given a second name. Compared by the identity found there now, not
+    /// one remembered (an inode number is reused once its file is gone); a config moved away
+    /// and back is checked again on its way back.
+    configs: Vec<PathBuf>,
 }
 
 fn lower(p: &Path) -> Vec<u8> {
@@ -103,11 +105,13 @@ impl Walls {
             roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
         let (mut exact, mut above) = (HashSet::new(), HashSet::new());
         for p in absolute.iter().flat_map(|l| l.iter()) {
+            // A denied folder written with a trailing `/` names the folder itself.
+            let p: PathBuf = p.components().collect();
             // Only what lies below a writable root can be made by a command at all.
-            let Some(root) = roots.iter().find(|(r, w)| *w && p.starts_with(r) && p != r) else {
+            let Some(root) = roots.iter().find(|(r, w)| *w && p.starts_with(r) && p != *r) else {
                 continue;
             };
-            exact.insert(lower(p));
+            exact.insert(lower(&p));
             for a in p.ancestors().skip(1).take_while(|a| a.starts_with(&root.0) && *a != root.0) {
                 above.insert(lower(a));
             }
@@ -122,14 +126,25 @@ impl Walls {
         self.made.is_some()
     }
 
-    /// Whether (device, inode) is a config the init wrote for a repository the run made.
+    /// Whether (device, inode) is the file now at a name where the init put a checked config
+    /// for a repository the run made.
     pub fn sealed(&self, id: (u64, u64)) -> bool {
-        self.made.as_ref().is_some_and(|m| hands_roots::lock(m).sealed.contains(&id))
+        use std::os::unix::fs::MetadataExt;
+        let Some(m) = &self.made else { return false };
+        hands_roots::lock(m)
+            .configs
+            .iter()
+            .filter_map(|p| std::fs::symlink_metadata(p).ok())
+            .any(|st| (st.dev(), st.ino()) == id)
     }
 
-    pub fn seal(&self, id: (u64, u64)) {
+    /// Records that the init put a checked config at `path`.
+    pub fn seal(&self, path: PathBuf) {
         if let Some(m) = &self.made {
-            hands_roots::lock(m).sealed.insert(id);
+            let mut m = hands_roots::lock(m);
+            if !m.configs.contains(&path) {
+                m.configs.push(path);
+            }
         }
     }
 
