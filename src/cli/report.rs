@@ -303,8 +303,9 @@ pub(super) fn shell_warnings(
     if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
         w.push(
             "tools-shell: new_repositories = \"allow\" lets a command make a repository in a \
-             writable root whose config names a program: a git run there on the host before \
-             the next command (yours, an editor's) would run it"
+             writable root: its config holds only keys git itself writes (checked by the \
+             sandbox), but its files, attributes and branches are the command's, and `git add` \
+             can make it a submodule of yours"
                 .to_string(),
         );
     }

@@ -132,15 +132,15 @@ impl Trust {
     }
 
     fn walk(&self) -> Result<Trusted, String> {
-        let mut found = Found::default();
         let start = self
             .tops
             .iter()
             .map(|p| crate::open_start(p).map(|fd| (p.clone(), fd)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("a root cannot be opened ({})", std::io::Error::from(e)))?;
+        let mut v = Visitor { trust: self, found: Found::default(), steer: true };
         let seen = crate::walk_beneath::<std::convert::Infallible>(start, self.limit, |l| {
-            self.visit(l, &mut found);
+            v.visit(l);
             Ok(())
         })
         .map_err(|e| match e {
@@ -150,6 +150,32 @@ impl Trust {
             ),
             other => format!("{other}; a person can fix or remove that folder"),
         })?;
+        self.finish(v.found, seen)
+    }
+
+    /// A visitor for another complete walk of exactly this walk's roots (`tops`), when this
+    /// one's result is due: the sandbox's mask walk then finds both in one pass, and hands the
+    /// visitor back with [`Trust::accept`]. None when the result is fresh or the roots differ.
+    pub fn visitor_for(&self, tops: &[PathBuf]) -> Option<Visitor<'_>> {
+        let due = crate::lock(&self.cache).as_ref().is_none_or(|(at, ttl, _)| at.elapsed() >= *ttl);
+        (due && tops == self.tops).then(|| Visitor {
+            trust: self,
+            found: Found::default(),
+            steer: false,
+        })
+    }
+
+    /// The result of a walk that carried `v` over every folder of the roots (`seen` entries),
+    /// cached as this walk's own.
+    pub fn accept(&self, v: Visitor<'_>, seen: usize, took: Duration) {
+        let known = self.finish(v.found, seen).map(Arc::new).map_err(Arc::<str>::from);
+        let ttl = TTL.max(took.saturating_mul(10));
+        *crate::lock(&self.cache) = Some((Instant::now(), ttl, known));
+    }
+
+    /// What the folders of a complete walk showed, resolved: each git dir's config as git reads
+    /// it, the global configs, the links.
+    fn finish(&self, mut found: Found, seen: usize) -> Result<Trusted, String> {
         for top in &self.tops {
             self.enclosing(top, &mut found);
         }
@@ -177,67 +203,6 @@ impl Trust {
             ));
         }
         Ok(out)
-    }
-
-    /// One folder of the walk: git dirs by what they hold or their name, `.git` files and
-    /// links, and protected names that are symbolic links.
-    fn visit(&self, l: &mut crate::Listing<'_>, found: &mut Found) {
-        let folder = l.folder;
-        let Some(_) = folder.fd else { return };
-        let kind_of = |name: &str, k: FileType| l.get(name).is_some_and(|i| i.kind == k);
-        let named_git = folder.path.file_name() == Some(OsStr::new(".git"));
-        let in_modules = folder.path.parent().is_some_and(|p| {
-            p.file_name() == Some(OsStr::new("modules"))
-                && p.parent().and_then(Path::file_name) == Some(OsStr::new(".git"))
-        });
-        let holds = kind_of("HEAD", FileType::RegularFile)
-            && (kind_of("commondir", FileType::RegularFile)
-                || (kind_of("objects", FileType::Directory)
-                    && kind_of("refs", FileType::Directory)));
-        if named_git || in_modules || holds {
-            let worktrees = match (named_git, folder.path.parent()) {
-                (true, Some(p)) => vec![p.to_path_buf()],
-                _ => Vec::new(),
-            };
-            found.gitdirs.push(GitDir { path: folder.path.to_path_buf(), worktrees });
-        }
-        let root = self.tops.iter().find(|r| folder.path.starts_with(r));
-        for item in l.entries.iter_mut() {
-            let path = folder.path.join(&item.name);
-            match item.kind {
-                FileType::Directory => {
-                    item.descend = !self.skip.iter().any(|d| path.starts_with(d));
-                }
-                FileType::RegularFile if item.name == ".git" => {
-                    found.links.push((path.clone(), "a `.git` file: it names the git dir".into()));
-                    if let Some(head) = folder.read_head(&item.name, 4096)
-                        && let Some(target) = gitdir_line(&head)
-                    {
-                        let gd = crate::lexical(&folder.path.join(target));
-                        found
-                            .gitdirs
-                            .push(GitDir { path: gd, worktrees: vec![folder.path.to_path_buf()] });
-                    }
-                }
-                FileType::Symlink if item.name == ".git" => {
-                    found.links.push((path.clone(), "a `.git` link: it names the git dir".into()));
-                    found.gitdirs.push(GitDir { path, worktrees: vec![folder.path.to_path_buf()] });
-                }
-                FileType::Symlink => {
-                    // A protected name (or a name below one) that is a link: what it points
-                    // at is what the host's program reads.
-                    if let Some(root) = root
-                        && let Ok(rel) = path.strip_prefix(root)
-                        && let Some(rule) = self.rules.protected(rel)
-                    {
-                        found
-                            .links
-                            .push((path, format!("a protected name (rule `{rule}`) links here")));
-                    }
-                }
-                _ => {}
-            }
-        }
     }
 
     /// The repository that holds a root (`~/proj/.git` for the root `~/proj/src`): its config
@@ -360,6 +325,81 @@ impl Trust {
                 out.paths.entry(p.clone()).or_insert_with(|| why.to_string());
             } else if p == &real && !out.outside.iter().any(|(_, o)| o == p) {
                 out.outside.push((path.to_path_buf(), p.clone()));
+            }
+        }
+    }
+}
+
+/// What a walk of the roots gathers for [`Trust`], folder by folder.
+pub struct Visitor<'a> {
+    trust: &'a Trust,
+    found: Found,
+    /// Decides which folders the walk enters (its own walk); else the other walk does.
+    steer: bool,
+}
+
+impl Visitor<'_> {
+    /// One folder of a complete walk: git dirs by what they hold or their name, `.git` files and
+    /// links, and protected names that are symbolic links.
+    pub fn visit(&mut self, l: &mut crate::Listing<'_>) {
+        let (trust, found) = (self.trust, &mut self.found);
+        let folder = l.folder;
+        let Some(_) = folder.fd else { return };
+        let kind_of = |name: &str, k: FileType| l.get(name).is_some_and(|i| i.kind == k);
+        let named_git = folder.path.file_name() == Some(OsStr::new(".git"));
+        let in_modules = folder.path.parent().is_some_and(|p| {
+            p.file_name() == Some(OsStr::new("modules"))
+                && p.parent().and_then(Path::file_name) == Some(OsStr::new(".git"))
+        });
+        let holds = kind_of("HEAD", FileType::RegularFile)
+            && (kind_of("commondir", FileType::RegularFile)
+                || (kind_of("objects", FileType::Directory)
+                    && kind_of("refs", FileType::Directory)));
+        if named_git || in_modules || holds {
+            let worktrees = match (named_git, folder.path.parent()) {
+                (true, Some(p)) => vec![p.to_path_buf()],
+                _ => Vec::new(),
+            };
+            found.gitdirs.push(GitDir { path: folder.path.to_path_buf(), worktrees });
+        }
+        let root = trust.tops.iter().find(|r| folder.path.starts_with(r));
+        // Most entries are plain files and folders: no path is built for them.
+        for item in l.entries.iter_mut() {
+            match item.kind {
+                FileType::Directory if self.steer => {
+                    item.descend = trust.skip.is_empty()
+                        || !trust.skip.iter().any(|d| folder.path.join(&item.name).starts_with(d));
+                }
+                FileType::RegularFile if item.name == ".git" => {
+                    let path = folder.path.join(&item.name);
+                    found.links.push((path, "a `.git` file: it names the git dir".into()));
+                    if let Some(head) = folder.read_head(&item.name, 4096)
+                        && let Some(target) = gitdir_line(&head)
+                    {
+                        let gd = crate::lexical(&folder.path.join(target));
+                        let worktrees = vec![folder.path.to_path_buf()];
+                        found.gitdirs.push(GitDir { path: gd, worktrees });
+                    }
+                }
+                FileType::Symlink if item.name == ".git" => {
+                    let path = folder.path.join(&item.name);
+                    found.links.push((path.clone(), "a `.git` link: it names the git dir".into()));
+                    let worktrees = vec![folder.path.to_path_buf()];
+                    found.gitdirs.push(GitDir { path, worktrees });
+                }
+                FileType::Symlink => {
+                    // A protected name (or a name below one) that is a link: what it points
+                    // at is what the host's program reads.
+                    let path = folder.path.join(&item.name);
+                    if let Some(root) = root
+                        && let Ok(rel) = path.strip_prefix(root)
+                        && let Some(rule) = trust.rules.protected(rel)
+                    {
+                        let why = format!("a protected name (rule `{rule}`) links here");
+                        found.links.push((path, why));
+                    }
+                }
+                _ => {}
             }
         }
     }

@@ -155,3 +155,19 @@ fn follow_records_each_link_and_keeps_a_missing_tail() {
     assert_eq!(links, [r.join("a/l2"), r.join("l1")]);
     assert_eq!(real, r.join("a/b/q"));
 }
+
+/// The walk's cost on a real tree (`HANDS_TRUST_ROOT=DIR cargo test -p hands-roots --
+/// --ignored trust_walk_cost --nocapture`).
+#[test]
+#[ignore]
+#[allow(clippy::print_stderr)] // the figures, for the record
+fn trust_walk_cost() {
+    let Some(dir) = std::env::var_os("HANDS_TRUST_ROOT") else { return };
+    let root = std::fs::canonicalize(dir).unwrap();
+    for _ in 0..3 {
+        let t = Trust::new(std::slice::from_ref(&root), &PolicyLists::default(), None, 5_000_000);
+        let started = std::time::Instant::now();
+        let k = t.current().unwrap();
+        eprintln!("{} entries, {} paths, {:?}", k.seen, k.paths().count(), started.elapsed());
+    }
+}

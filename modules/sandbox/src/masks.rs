@@ -127,7 +127,16 @@ impl Masks {
                 })
             })
             .collect::<Result<Vec<(PathBuf, OwnedFd)>, _>>()?;
-        let mut found = walk(start, self.resolver.policy(), self.limit).map_err(|e| {
+        // What the host trusts is found in the same pass when its walk is due and covers the
+        // same roots (every module on one set of roots, the usual case): one walk, not two.
+        let trust = self.resolver.trust();
+        let mut visitor = trust.and_then(|t| t.visitor_for(&self.roots));
+        let started = Instant::now();
+        let walked = walk_with(start, self.resolver.policy(), self.limit, visitor.as_mut());
+        if let (Some(t), Some(v), Ok(found)) = (trust, visitor, &walked) {
+            t.accept(v, found.seen, started.elapsed());
+        }
+        let mut found = walked.map_err(|e| {
             let what = match &e {
                 WalkError::Limit { limit } => format!(
                     "the roots hold more than {limit} files and folders (a command may have \
@@ -161,8 +170,13 @@ impl Masks {
                  config, includes and hooks), so the command did not start: {why}"
             ))
         })?;
+        // Only below this module's writable roots does a command need them (a read-only root
+        // refuses every write already).
+        let writable: Vec<&Path> =
+            self.resolver.roots().iter().filter(|r| r.writable()).map(|r| r.path()).collect();
+        let walked: std::collections::HashSet<PathBuf> = found.protected.iter().cloned().collect();
         for (p, _) in known.paths() {
-            if self.roots.iter().any(|r| p.starts_with(r)) {
+            if writable.iter().any(|r| p.starts_with(r) && p != *r) && !walked.contains(p) {
                 keep(&mut found.protected, &mut found.unmaskable, p.to_path_buf());
             }
         }
@@ -222,12 +236,26 @@ pub fn walk(
     policy: &Policy,
     limit: usize,
 ) -> Result<Found, WalkError<Infallible>> {
+    walk_with(roots, policy, limit, None)
+}
+
+/// [`walk`], handing every folder to `also` too (what the host trusts, gathered in the same
+/// pass).
+fn walk_with(
+    roots: Vec<(PathBuf, OwnedFd)>,
+    policy: &Policy,
+    limit: usize,
+    mut also: Option<&mut hands_roots::trust::Visitor<'_>>,
+) -> Result<Found, WalkError<Infallible>> {
     let mut found = Found::default();
     let tops: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
     // A file is compared with the denied names only when one lies inside a root (a credential
     // linked into a project): usually none does, and the walk visits every file.
     let denied_inside = tops.iter().any(|r| !policy.denied_near(r).is_empty());
     let seen = hands_roots::walk_beneath::<Infallible>(roots, limit, |l| {
+        if let Some(v) = also.as_deref_mut() {
+            v.visit(l);
+        }
         let folder = l.folder;
         let Some(_) = folder.fd else {
             // A folder the daemon may not list could hold anything: it is masked whole (a
@@ -387,7 +415,8 @@ mod tests {
         std::fs::write(root.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
         let roots = [RootCfg { path: root.clone(), writable: true }];
         let lists = PolicyLists { protected: vec![".vscode".into()], ..PolicyLists::default() };
-        let trust = Arc::new(hands_roots::Trust::new(&[root.clone()], &lists, None, 1000));
+        let trust =
+            Arc::new(hands_roots::Trust::new(std::slice::from_ref(&root), &lists, None, 1000));
         let r = Arc::new(resolver(&roots).with_trust(trust.clone()));
         let before: Vec<_> = std::fs::read_dir(&root).unwrap().collect();
         let found = Masks::new(&roots, r.clone(), home.clone(), 1000).current().unwrap();
@@ -406,5 +435,34 @@ mod tests {
         trust.expire();
         let why = Masks::new(&roots, r, home, 1000).current().unwrap_err();
         assert!(why.contains("sandbox's home"), "{why}");
+    }
+}
+
+#[cfg(test)]
+mod cost {
+    /// The masks walk's cost beside the trust walk's (`HANDS_TRUST_ROOT=DIR cargo test -p
+    /// hands-sandbox -- --ignored masks_walk_cost --nocapture`).
+    #[test]
+    #[ignore]
+    #[allow(clippy::print_stderr)] // the figures, for the record
+    fn masks_walk_cost() {
+        let Some(dir) = std::env::var_os("HANDS_TRUST_ROOT") else { return };
+        let root = std::fs::canonicalize(dir).unwrap();
+        let policy = hands_roots::Policy::new(&hands_roots::PolicyLists::default()).unwrap();
+        for _ in 0..3 {
+            let start = vec![(root.clone(), hands_roots::open_start(&root).unwrap())];
+            let t = std::time::Instant::now();
+            let f = super::walk(start, &policy, 5_000_000).unwrap();
+            eprintln!("masks: {} entries {:?}", f.seen, t.elapsed());
+            let trust = hands_roots::Trust::new(
+                std::slice::from_ref(&root),
+                &hands_roots::PolicyLists::default(),
+                None,
+                5_000_000,
+            );
+            let t = std::time::Instant::now();
+            let k = trust.current().unwrap();
+            eprintln!("trust: {} entries {:?}", k.seen, t.elapsed());
+        }
     }
 }
