@@ -2,7 +2,7 @@
 //! config, each module's pinned roots, the tool registry, the audit log, the approvals, the
 //! brake.
 
-use crate::config::{Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
+use crate::config::{ActionClass, Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::registry::{Entry, Registrar};
 use hands_git::{Git, GitSettings};
 use hands_roots::{Policy, PolicyLists, Resolver, RootSpec, Trust};
@@ -147,8 +147,9 @@ impl Daemon {
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     g.set_brake(stopped.clone());
                     pushes.push(g.pushes());
+                    let push = g.push_configured();
                     let mut registrar = Registrar::new(m.id, Arc::new(g));
-                    hands_git::catalogue::register(&mut registrar);
+                    hands_git::catalogue::register(&mut registrar, push);
                     tools.extend(registrar.into_entries());
                 }
                 ModuleSettings::Shell(cfg) => {
@@ -181,6 +182,9 @@ impl Daemon {
                 approvals.clone(),
                 audit.clone(),
             ));
+        }
+        if config.read_only {
+            tools.retain(|t| t.class == ActionClass::Read);
         }
         Ok(Daemon {
             config,

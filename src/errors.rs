@@ -139,6 +139,11 @@ impl ToolFailure for hands_roots::PathError {
             P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
             P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
             P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
+            P::Tilde { path } => (
+                path.clone(),
+                "roots",
+                "write the absolute path (tool paths expand nothing, `~` included)",
+            ),
             P::LinkLoop { path } | P::DanglingLink { path } => {
                 (path.display().to_string(), "roots", "use the link's target path directly")
             }

@@ -341,10 +341,10 @@ mod tests {
 
     #[test]
     fn parses_strictly() {
-        let n = parse(&json!({ "network": ["Example.COM:443", "crates.io"],
+        let n = parse(&json!({ "network": ["Example.COM:443", "pkg.example.org"],
             "write": ["/tmp/x"] }))
         .unwrap();
-        assert_eq!(n.network, ["example.com:443", "crates.io"]);
+        assert_eq!(n.network, ["example.com:443", "pkg.example.org"]);
         assert_eq!(n.write, [PathBuf::from("/tmp/x")]);
         for bad in [
             json!({ "read": ["/x"] }),

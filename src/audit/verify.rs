@@ -114,8 +114,11 @@ pub fn render(line: &[u8]) -> String {
         args = args.chars().take(MAX).collect::<String>() + "…";
     }
     let result = v.get("result").map(|r| format!(" {r}")).unwrap_or_default();
+    // The gate's decision and the call's outcome are two facts, kept apart in the text: a call
+    // the policy allowed can still be refused later (by the sandbox, the roots), and "allow
+    // by policy: refused" read as if the policy had refused it.
     format!(
-        "#{seq} {} {} {}/{} {} {} by {}: {}{result} {args}",
+        "#{seq} {} {} {}/{} ({}) gate: {} ({}); outcome: {}{result} {args}",
         s("time"),
         s("client"),
         s("module"),

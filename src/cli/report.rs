@@ -247,10 +247,28 @@ pub fn check_findings(daemon: &Daemon) -> CheckFindings {
     }
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
-            f.warnings.extend(wrapper_warnings(sh));
+            f.warnings.extend(file_warnings(sh, m));
         }
     }
     f
+}
+
+/// What `check` warns about tools-shell from the file alone (`doctor` too): allow entries
+/// admitting programs that run programs, and `network.allow = ["*"]`.
+fn file_warnings(sh: &crate::config::ShellSettings, m: &crate::config::ModuleCfg) -> Vec<String> {
+    let mut w = wrapper_warnings(sh);
+    if m.has(crate::config::Grant::Network)
+        && let crate::config::NetworkMode::Domains(r) = &sh.network
+        && r.admits_every_host()
+    {
+        w.push(
+            "tools-shell: network.allow = [\"*\"] lets commands reach every host name through \
+             the proxy (addresses are still checked, every connection is audited); list the \
+             hosts the toolchain needs instead"
+                .to_string(),
+        );
+    }
+    w
 }
 
 /// `commands.allow` entries that admit a program which runs other programs: a wrapper (`env`,
@@ -299,7 +317,7 @@ pub(super) fn shell_warnings(
     use hands_shell::allow::{Entry, tool_name};
     let mut w = Vec::new();
     let policy = &sh.policy;
-    w.extend(wrapper_warnings(sh));
+    w.extend(file_warnings(sh, m));
     if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
         w.push(
             "tools-shell: new_repositories = \"allow\" lets a command make a repository in a \

@@ -14,16 +14,25 @@ fn init_logging(level: Option<&str>) {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+    // Colour only for a person's terminal: a client's log file of the daemon's stderr would
+    // otherwise fill with escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_env_filter(filter)
+        .init();
 }
 
 pub(super) fn serve(
     config: Option<PathBuf>,
     http: Option<String>,
     log_level: Option<String>,
+    read_only: bool,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
     let cfg = match config::load(config.as_deref()) {
+        Ok(c) if read_only => c.read_only(),
         Ok(c) => c,
         Err(e) => {
             eprint_line(&e.to_string());
@@ -64,6 +73,11 @@ pub(super) fn serve(
             return ExitCode::from(1);
         }
     };
+    // What `hands check` warns about from the file alone, on every start too (a person who
+    // never runs check still reads it where the daemon's stderr goes).
+    for w in report::check_findings(&daemon).warnings {
+        eprint_line(&format!("hands: warning: {w}"));
+    }
     // The sandbox self-test runs before serving, so every result states what held.
     let _ = daemon.self_test();
     if http.is_none() {
@@ -112,7 +126,15 @@ pub(super) fn serve(
         let (input, output) = rmcp::transport::io::stdio_pipes();
         let server = server::HandsServer::new(daemon, "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
-        let service = server.serve(transport).await?;
+        let service = match server.serve(transport).await {
+            Ok(s) => s,
+            // stdin ended before a client said anything (`hands serve < /dev/null`, a client
+            // that connected and left): nothing was asked, so nothing failed.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                return anyhow::Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
         service.waiting().await?;
         anyhow::Ok(())
     });

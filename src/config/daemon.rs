@@ -278,5 +278,6 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         http,
         dashboard,
         modules,
+        read_only: false,
     })
 }

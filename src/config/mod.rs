@@ -233,6 +233,28 @@ pub struct Config {
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
     pub modules: Vec<ModuleCfg>,
+    /// `hands serve --read-only`: only the read class is published (see [`Config::read_only`]).
+    pub read_only: bool,
+}
+
+impl Config {
+    /// `hands serve --read-only` (SPEC §1): the same folders, read-only — tools-shell goes
+    /// (a command could write through anything it runs), every root becomes read-only, and
+    /// only read-class tools are published (`read_only`), so nobody is asked about a write.
+    pub fn read_only(mut self) -> Config {
+        self.modules.retain(|m| m.id != ModuleId::Shell);
+        for m in &mut self.modules {
+            for r in &mut m.roots {
+                r.writable = false;
+            }
+            m.trust.write = TrustAction::Deny;
+            m.trust.external = TrustAction::Deny;
+        }
+        self.trust.write = TrustAction::Deny;
+        self.trust.external = TrustAction::Deny;
+        self.read_only = true;
+        self
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

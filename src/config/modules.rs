@@ -152,6 +152,20 @@ pub(super) fn validate(
                 None
             }
         };
+        // Network rules without the grant would read as if they applied (SPEC §5.4).
+        if id == ModuleId::Shell
+            && table.contains_key("network")
+            && !grants.contains(&Grant::Network)
+        {
+            p.add(
+                settings_span.clone(),
+                &section,
+                "config.network",
+                "a `network` table without the `network` grant: its commands have no network \
+                 at all, so its rules would apply to nothing",
+                Some("add \"network\" to this module's grants, or drop config.network"),
+            );
+        }
         let (settings, problems) = module_settings(id, toml::Value::Table(table), home);
         for (key, message, hint) in problems {
             p.add(settings_span.clone(), &section, &key, message, hint);

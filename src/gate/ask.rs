@@ -72,7 +72,7 @@ pub(super) async fn ask_person(
         (None, true, Reach::Url) => match approvals.input_required_url(&action) {
             Some(Ok(r)) => Asked::InputRequired(r),
             Some(Err(e)) => Asked::Refused(e, None),
-            None => approvals.park(&action).await,
+            None => park_telling(approvals, &action, ctx).await,
         },
         (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
         // A 2025-era client that can only open a URL is sent the action's entry on the
@@ -93,7 +93,7 @@ pub(super) async fn ask_person(
         }
         // Nobody to ask through the client, in either era: a person at `hands approvals` or on
         // the dashboard.
-        (_, _, Reach::Nobody) => approvals.park(&action).await,
+        (_, _, Reach::Nobody) => park_telling(approvals, &action, ctx).await,
     };
     if let Asked::Parked(id) = &asked {
         asked = approvals.await_parked(id).await;
@@ -160,4 +160,47 @@ pub(super) async fn ask_person(
             }
         }
     }
+}
+
+/// How often a parked call tells its client it still waits.
+const PARKED_PROGRESS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Parks the action for a person at a terminal or the dashboard; while it waits, a client that
+/// sent a progress token gets a progress notification every [`PARKED_PROGRESS`] naming the
+/// action's id and how a person answers it — a client that cannot ask still shows something,
+/// where before it showed nothing and only the daemon's stderr said why the call hung.
+async fn park_telling(
+    approvals: &super::approvals::Approvals,
+    action: &Action,
+    ctx: &RequestContext<RoleServer>,
+) -> Asked {
+    let Some(token) = ctx.meta.get_progress_token() else {
+        return approvals.park(action).await;
+    };
+    let done = tokio_util::sync::CancellationToken::new();
+    let _stop = done.clone().drop_guard();
+    let peer = ctx.peer.clone();
+    let timeout = approvals.timeout().as_secs();
+    approvals
+        .park_then(action, |id| {
+            let how = approvals.how_to_answer(id);
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                loop {
+                    let waited = started.elapsed().as_secs();
+                    let message = format!("waiting for a person ({waited} of {timeout} s): {how}",);
+                    let note =
+                        rmcp::model::ProgressNotificationParam::new(token.clone(), waited as f64)
+                            .with_total(timeout as f64)
+                            .with_message(message);
+                    // A client that cannot take a notification still gets its answer.
+                    let _ = peer.notify_progress(note).await;
+                    tokio::select! {
+                        () = done.cancelled() => return,
+                        () = tokio::time::sleep(PARKED_PROGRESS) => {}
+                    }
+                }
+            });
+        })
+        .await
 }

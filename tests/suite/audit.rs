@@ -110,7 +110,7 @@ async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 4, "{out}");
     assert!(lines[0].starts_with("#1 ") && lines[0].contains("stdio tools-fs/write"), "{out}");
-    assert!(lines[3].contains("deny by policy"), "{out}");
+    assert!(lines[3].contains("gate: deny (policy); outcome: refused"), "{out}");
 
     // Intact: --verify passes and counts.
     let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;

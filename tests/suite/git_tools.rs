@@ -5,6 +5,7 @@
 //! paired with a positive control, and the canary folder outside the roots is checked throughout.
 
 use super::common::{Client, Fixture, host_git, host_git_output, text_of};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -551,8 +552,18 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     let ask =
         Client::start(&fx, &config_named(&fx, "ask.toml", &git_config(true, true, "ask"))).await;
     let args = json!({"repo": "repo", "branch": "task/x"});
-    let e = nopush.err("git_push", args.clone()).await;
-    assert!(e.contains("pushing is off"), "{e}");
+    // Push off: the tool is not published at all (nobody is asked to approve a push that could
+    // only answer "pushing is off"); a call to it is an unknown tool.
+    let listed = nopush.service.peer().list_all_tools().await.unwrap();
+    assert!(listed.iter().all(|t| t.name != "git_push"), "git_push published while push is off");
+    assert!(listed.iter().any(|t| t.name == "git_commit"), "the other git tools are published");
+    let Value::Object(map) = args.clone() else { unreachable!() };
+    let unknown = nopush
+        .service
+        .peer()
+        .call_tool(CallToolRequestParams::new("git_push").with_arguments(map))
+        .await;
+    assert!(unknown.is_err(), "an unpublished git_push ran: {unknown:?}");
     let e = nonet.err("git_push", args.clone()).await;
     assert!(e.contains("`network` grant"), "{e}");
     let e = deny.err("git_push", args.clone()).await;

@@ -31,11 +31,15 @@ mod host_trust;
 mod http;
 mod in_process;
 #[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]
 mod needs;
 #[cfg(target_os = "linux")]
 mod network;
+#[cfg(target_os = "linux")]
+mod parked_tell;
 mod path_attacks;
 mod protocol;
 mod quoting;

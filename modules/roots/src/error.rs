@@ -53,6 +53,14 @@ pub enum PathError {
     TooLong { len: usize },
     #[error("path `{}` contains a `..` component; give the path without `..`", shown(path))]
     DotDot { path: String },
+    /// A relative path whose first component is `~`: tools expand nothing, so it would name a
+    /// folder called `~` under the first root (and `write` would make one).
+    #[error(
+        "path `{}` starts with `~`, which tool paths do not expand (it would name a folder \
+         called `~` in the first root); write the absolute path, or one relative to the first root",
+        shown(path)
+    )]
+    Tilde { path: String },
     #[error("path `{}` is outside every root ({roots}); use a path under one of them", shown(path))]
     Outside { path: PathBuf, roots: String },
     #[error(
@@ -122,6 +130,7 @@ impl PathError {
             PathError::Nul
                 | PathError::TooLong { .. }
                 | PathError::DotDot { .. }
+                | PathError::Tilde { .. }
                 | PathError::Outside { .. }
                 | PathError::Escapes { .. }
                 | PathError::LinkLoop { .. }

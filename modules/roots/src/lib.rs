@@ -228,6 +228,9 @@ impl Resolver {
             return Err(PathError::Nul);
         }
         let p = Path::new(path);
+        if p.components().next() == Some(Component::Normal("~".as_ref())) {
+            return Err(PathError::Tilde { path: path.to_string() });
+        }
         let mut clean = PathBuf::new();
         for c in p.components() {
             match c {

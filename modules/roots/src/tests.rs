@@ -24,6 +24,11 @@ fn locate_refuses_dotdot_nul_and_sibling_prefixes() {
     let r = resolver(&[(&base.join("proj"), true)], PolicyLists::default());
     assert!(matches!(r.locate("../x"), Err(PathError::DotDot { .. })));
     assert!(matches!(r.locate("a/../../x"), Err(PathError::DotDot { .. })));
+    // `~` is not expanded: refused with a hint, never a folder named `~` under the root.
+    assert!(matches!(r.locate("~/notes.txt"), Err(PathError::Tilde { .. })));
+    assert!(matches!(r.locate("~"), Err(PathError::Tilde { .. })));
+    assert!(r.locate("a/~/b").is_ok(), "a `~` further down is an ordinary name");
+    assert!(r.locate("~x").is_ok(), "only `~` itself is refused");
     assert!(matches!(r.locate("a\0b"), Err(PathError::Nul)));
     let sibling = base.join("proj-secrets/k");
     assert!(matches!(r.locate(sibling.to_str().unwrap()), Err(PathError::Outside { .. })));

@@ -372,7 +372,7 @@ fn network_mode(n: RawNetwork) -> Result<NetworkMode, Problem> {
                     format!("network.{key}[{i}]"),
                     format!("`{}`: {}", err.entry, err.why),
                     Some(
-                        "entries are host names (`crates.io`), `*.` wildcards for subdomains, IP addresses or CIDR ranges, each optionally with `:port`",
+                        "entries are host names (`pkg.example.org`), `*.` wildcards for subdomains, IP addresses or CIDR ranges, each optionally with `:port`",
                     ),
                 ));
             }

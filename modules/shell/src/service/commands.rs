@@ -146,6 +146,12 @@ impl Shell {
                 remedy: h.remedy,
             }
         }));
+        // A program the person has that the commands' PATH lacks (the daemon's own PATH is
+        // the person's, from where they started it).
+        if out.exit_code.is_some_and(|c| c != 0) {
+            let person = std::env::var("PATH").unwrap_or_default();
+            out.denied.extend(crate::hints::missing_programs(&out.stderr, &person, &self.path));
+        }
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
                 crate::bash::Denied {
