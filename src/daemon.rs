@@ -3,10 +3,10 @@
 //! brake.
 
 pub use crate::config::absolute;
-use crate::config::{Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
+use crate::config::{ActionClass, Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::registry::{Entry, Registrar};
 use hands_git::{Git, GitSettings};
-use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
+use hands_roots::{Policy, PolicyLists, Resolver, RootSpec, Trust};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -53,17 +53,45 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
         protected: (hands_sandbox::profiles::protected().map(str::to_string))
             .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
             .collect(),
+        host_paths: crate::config::trusted::paths(config),
     }
 }
 
-/// Pins a module's roots under the shared policy lists.
-fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolver>> {
+/// Pins a module's roots under the shared policy lists and the shared walk of what the host
+/// trusts.
+fn resolver_for(
+    m: &ModuleCfg,
+    lists: &PolicyLists,
+    trust: &Arc<Trust>,
+) -> anyhow::Result<Arc<Resolver>> {
     let specs: Vec<RootSpec> =
         m.roots.iter().map(|r| RootSpec { path: r.path.clone(), writable: r.writable }).collect();
     let policy = Policy::new(lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
     let resolver =
         Resolver::new(&specs, policy).map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
-    Ok(Arc::new(resolver))
+    Ok(Arc::new(resolver.with_trust(trust.clone())))
+}
+
+/// One walk of every module's roots for what the host trusts there (git's config as git
+/// resolves it, protected names' link targets), shared by every resolver: a repository in one
+/// module's root can name a hooks folder or an included config in another's.
+fn trust_for(config: &Config, lists: &PolicyLists) -> Arc<Trust> {
+    let roots: Vec<PathBuf> = config
+        .modules
+        .iter()
+        .flat_map(|m| &m.roots)
+        .filter_map(|r| std::fs::canonicalize(&r.path).ok())
+        .collect();
+    // A person who raised tools-shell's walk limit has roots that large.
+    let limit = config
+        .modules
+        .iter()
+        .filter_map(|m| match &m.settings {
+            ModuleSettings::Shell(s) => Some(s.walk_entries),
+            _ => None,
+        })
+        .fold(hands_roots::trust::WALK_LIMIT, usize::max);
+    Arc::new(Trust::new(&roots, lists, crate::config::home_dir(), limit))
 }
 
 fn git_settings(
@@ -88,28 +116,29 @@ pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
 }
 
 impl Daemon {
-    /// Pins every declared module's roots and assembles the tool catalogue, for serving: the
-    /// sandbox's placeholders are made in the roots.
+    /// Pins every declared module's roots and assembles the tool catalogue. Nothing is made in
+    /// the roots (SPEC §3): protected names that do not exist are kept from being created by
+    /// the walls themselves.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config, true)
+        Daemon::build(config)
     }
 
-    /// The same daemon for `hands check` and `doctor`: nothing is made in the roots (the report
-    /// lists the placeholders `serve` would make).
+    /// The same daemon for `hands check` and `doctor`.
     pub fn inspect(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config, false)
+        Daemon::build(config)
     }
 
-    fn build(config: Config, make_placeholders: bool) -> anyhow::Result<Daemon> {
-        refuse_state_dir_in_roots(&config)?;
+    fn build(config: Config) -> anyhow::Result<Daemon> {
+        crate::config::trusted::refuse(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let lists = policy_lists(&config);
+        let trust = trust_for(&config, &lists);
         let mut shell = None;
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut pushes = Vec::new();
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
         for m in &config.modules {
-            let resolver = resolver_for(m, &lists)?;
+            let resolver = resolver_for(m, &lists, &trust)?;
             resolvers.push((m.id, resolver.clone()));
             match &m.settings {
                 ModuleSettings::Fs(_) => {
@@ -122,8 +151,9 @@ impl Daemon {
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     g.set_brake(stopped.clone());
                     pushes.push(g.pushes());
+                    let push = g.push_configured();
                     let mut registrar = Registrar::new(m.id, Arc::new(g));
-                    hands_git::catalogue::register(&mut registrar);
+                    hands_git::catalogue::register(&mut registrar, push);
                     tools.extend(registrar.into_entries());
                 }
                 ModuleSettings::Shell(cfg) => {
@@ -132,15 +162,8 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell_mcp::new(
-                            m,
-                            cfg,
-                            &config,
-                            resolver,
-                            &lists,
-                            make_placeholders,
-                        )
-                        .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        let sh = crate::shell_mcp::new(m, cfg, &config, resolver, &lists)
+                            .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
                         tools.extend(crate::shell_mcp::tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);
@@ -162,6 +185,9 @@ impl Daemon {
             sh.connect_network(gate.clone());
             gate
         });
+        if config.read_only {
+            tools.retain(|t| t.class == ActionClass::Read);
+        }
         Ok(Daemon {
             config,
             shell,
@@ -194,6 +220,15 @@ impl Daemon {
         }
         match &self.shell {
             Some(sh) => sh.stop_all().await,
+            None => 0,
+        }
+    }
+
+    /// The daemon is ending (a stdio client has gone): the tmux sessions it holds end with it,
+    /// unless tools-shell keeps them (`keep_sessions`); returns how many ended.
+    pub async fn shutdown(&self) -> usize {
+        match &self.shell {
+            Some(sh) => sh.shutdown().await,
             None => 0,
         }
     }
@@ -276,49 +311,6 @@ impl Daemon {
             Err(e) => {
                 Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
             }
-        }
-    }
-}
-
-/// The state dir holds what the daemon trusts and commands must not touch — the audit log,
-/// the standing permissions, the control sockets, tmux session records — so it may not lie
-/// inside a root (where the file tools and commands could rewrite it), nor contain one.
-fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
-    let state = lenient_canonical(&absolute(&config.state_dir));
-    for m in &config.modules {
-        for r in &m.roots {
-            let root = lenient_canonical(&r.path);
-            if state.starts_with(&root) || root.starts_with(&state) {
-                anyhow::bail!(
-                    "the state dir {} lies inside the root {} of {} (or holds it): commands and \
-                     file tools could rewrite the audit log and grant themselves approvals. Set \
-                     [daemon] state_dir to a folder outside every root, or declare a narrower \
-                     root (with no config, run hands from a project folder rather than from \
-                     your home)",
-                    state.display(),
-                    root.display(),
-                    m.id.name()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The canonical form of the deepest existing ancestor, with the missing rest appended.
-fn lenient_canonical(p: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
-            return missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part));
-        }
-        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
-            (Some(name), Some(parent)) => {
-                missing.push(name);
-                cur = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
         }
     }
 }

@@ -142,6 +142,11 @@ impl ToolFailure for hands_roots::PathError {
             P::Outside { path, .. } => (path.display().to_string(), "roots", roots),
             P::Escapes { path, .. } => (path.display().to_string(), "roots", roots),
             P::DotDot { path } => (path.clone(), "roots", "give the path without `..`"),
+            P::Tilde { path } => (
+                path.clone(),
+                "roots",
+                "write the absolute path (tool paths expand nothing, `~` included)",
+            ),
             P::LinkLoop { path } | P::DanglingLink { path } => {
                 (path.display().to_string(), "roots", "use the link's target path directly")
             }
@@ -161,6 +166,10 @@ impl ToolFailure for hands_roots::PathError {
                 "protected paths",
                 "a person makes this change outside hands",
             ),
+            P::Trusted { path, remedy, .. } => {
+                let what = path.display().to_string();
+                return Some(Denial::new(&what, "host-trusted paths", &self.to_string(), remedy));
+            }
             P::ReadOnlyRoot { path, .. } => (
                 path.display().to_string(),
                 "read-only root",

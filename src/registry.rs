@@ -9,6 +9,8 @@
 //! each tool's spec with the function implementing it, and the parameter and output types of
 //! that function become the published schemas (rmcp's `schema_for_type`/`schema_for_output`).
 
+mod portable;
+
 use crate::config::{ActionClass, ModuleId};
 use crate::errors::{
     Answer, Denial, ToolFailure, internal_failure, invalid_arguments, module_error,
@@ -144,7 +146,9 @@ where
     P: schemars::JsonSchema + 'static,
     O: schemars::JsonSchema + 'static,
 {
-    Tool::new_with_raw(name, Some(description.into()), schema_for_type::<P>())
+    let mut input = (*schema_for_type::<P>()).clone();
+    portable::rewrite(&mut input, portable::Side::Input);
+    Tool::new_with_raw(name, Some(description.into()), Arc::new(input))
         .with_title(title)
         .with_raw_output_schema(output_schema::<O>())
         .with_annotations(annotations(title, hints))
@@ -171,6 +175,7 @@ fn output_schema<O: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
     if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
         props.insert("denied".into(), denied);
     }
+    portable::rewrite(&mut schema, portable::Side::Output);
     Arc::new(schema)
 }
 

@@ -21,20 +21,18 @@ use rmcp::RoleServer;
 use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// The module's [`Shell`], from its `[[builtins]]` entry, its validated settings, the daemon's
-/// sandbox settings, and what the host trusts (never granted by a widening).
+/// The module's [`Shell`], from its `[[builtins]]` entry, its validated settings and the
+/// daemon's sandbox settings (what the host trusts comes in the resolver's policy).
 pub fn new(
     m: &ModuleCfg,
     settings: &ShellSettings,
     config: &Config,
     resolver: Arc<Resolver>,
     lists: &hands_roots::PolicyLists,
-    make_placeholders: bool,
 ) -> anyhow::Result<Shell> {
     Shell::new(hands_shell::service::Setup {
         module: hands_shell::service::Module {
@@ -47,45 +45,8 @@ pub fn new(
         resolver,
         lists,
         state_dir: &config.state_dir,
-        protected_extra: &config.protected_extra,
         enforce: config.sandbox_mode == crate::config::SandboxMode::Enforce,
-        make_placeholders,
-        trusted: host_trusted(config),
     })
-}
-
-/// What the host trusts that tools-shell knows of (SPEC §3): never granted by a widening
-/// (`needs.write` may not name, hold or lie in any of it). The daemon's configuration file (or,
-/// without one, the `./daemon.toml` the next `hands serve` here would load), the token files of
-/// the HTTP clients and the dashboard, the state dir, and the `hands` binary with its launcher
-/// (their folder too: a file there could replace them).
-pub fn host_trusted(config: &Config) -> hands_shell::needs::HostTrusted {
-    use hands_shell::needs::Trusted;
-    let mut set = Vec::new();
-    let file = match config.source.as_str() {
-        "embedded default" => PathBuf::from("daemon.toml"),
-        source => PathBuf::from(source),
-    };
-    set.push(Trusted::new(&crate::config::absolute(&file), "the daemon's configuration", false));
-    let tokens = (config.http.iter().flat_map(|h| &h.clients))
-        .filter_map(|c| c.token_file.as_ref().map(|f| (f, "an HTTP client's token file")))
-        .chain(
-            config
-                .dashboard
-                .iter()
-                .filter_map(|d| d.token_file.as_ref().map(|f| (f, "the dashboard's token file"))),
-        );
-    for (f, what) in tokens {
-        set.push(Trusted::new(&crate::config::absolute(f), what, false));
-    }
-    let state = crate::config::absolute(&config.state_dir);
-    set.push(Trusted::new(&state, "the daemon's state dir (audit log, approvals)", true));
-    if let Ok(exe) = std::env::current_exe() {
-        let launcher = exe.with_file_name(hands_sandbox::launcher::LAUNCHER);
-        set.push(Trusted::new(&exe, "the hands binary", false));
-        set.push(Trusted::new(&launcher, "the hands binary's launcher (hands-sandbox)", false));
-    }
-    hands_shell::needs::HostTrusted(set)
 }
 
 /// The tools of tools-shell, in their published order, with handlers over `sh`. `network`: the

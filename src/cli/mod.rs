@@ -10,6 +10,7 @@ mod audit;
 mod check;
 pub mod doctor;
 mod exec;
+mod init;
 pub mod report;
 mod serve;
 mod stop;
@@ -36,7 +37,8 @@ struct Cli {
 enum Command {
     /// Serve MCP on stdio, or over streamable HTTP with --http or [server.http]
     Serve {
-        /// The configuration file (default: ./daemon.toml, else the embedded default)
+        /// The configuration file (default: $HANDS_CONFIG, else
+        /// ~/.config/hands/daemon.toml, else the embedded default; never the current folder's)
         #[arg(long)]
         config: Option<PathBuf>,
         /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (overrides
@@ -46,6 +48,19 @@ enum Command {
         /// Log filter (also RUST_LOG), e.g. info, debug, hands=trace
         #[arg(long)]
         log_level: Option<String>,
+        /// Serve the same folders read-only: the file and git read tools, no shell, no writes
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Write ~/.config/hands/daemon.toml for the project in the current folder, with the
+    /// toolchains found here (rustup, a Python venv, nvm's Node, Go, …) visible read-only
+    Init {
+        /// Replace an existing file
+        #[arg(long)]
+        force: bool,
+        /// Print what would be written; write nothing
+        #[arg(long)]
+        print: bool,
     },
     /// Validate the configuration and print the resolved policy
     Check {
@@ -127,7 +142,10 @@ enum Command {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config, http, log_level } => serve::serve(config, http, log_level),
+        Command::Serve { config, http, log_level, read_only } => {
+            serve::serve(config, http, log_level, read_only)
+        }
+        Command::Init { force, print } => init::init(force, print),
         Command::Check { config } => check::check(config, false),
         Command::Doctor { config } => check::check(config, true),
         Command::Audit { config, follow, verify } => audit::audit_cmd(config, follow, verify),

@@ -156,11 +156,13 @@ pub fn policy(daemon: &Daemon) -> String {
                 }
                 let _ = writeln!(
                     s,
-                    "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}",
+                    "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}, \
+                     keep_sessions = {}",
                     if sh.path_written.is_empty() { "(system folders)" } else { &sh.path_written },
                     sh.output_chars,
                     sh.max_concurrent,
-                    sh.bash
+                    sh.bash,
+                    sh.keep_sessions
                 );
                 {
                     let p = &sh.policy;
@@ -174,16 +176,6 @@ pub fn policy(daemon: &Daemon) -> String {
                         list(&p.deny),
                         list(&p.confirm),
                         sh.run_output_chars
-                    );
-                }
-                let unmade = daemon.shell().map_or(&[][..], |s| s.unmade_placeholders());
-                if !unmade.is_empty() {
-                    let list: Vec<_> = unmade.iter().map(|p| p.display().to_string()).collect();
-                    let _ = writeln!(
-                        s,
-                        "  placeholders: `hands serve` creates these empty, so that commands \
-                         cannot create the protected or denied paths there: {}",
-                        list.join(", ")
                     );
                 }
             }
@@ -257,10 +249,28 @@ pub fn check_findings(daemon: &Daemon) -> CheckFindings {
     }
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
-            f.warnings.extend(wrapper_warnings(sh));
+            f.warnings.extend(file_warnings(sh, m));
         }
     }
     f
+}
+
+/// What `check` warns about tools-shell from the file alone (`doctor` too): allow entries
+/// admitting programs that run programs, and `network.allow = ["*"]`.
+fn file_warnings(sh: &crate::config::ShellSettings, m: &crate::config::ModuleCfg) -> Vec<String> {
+    let mut w = wrapper_warnings(sh);
+    if m.has(crate::config::Grant::Network)
+        && let crate::config::NetworkMode::Domains(r) = &sh.network
+        && r.admits_every_host()
+    {
+        w.push(
+            "tools-shell: network.allow = [\"*\"] lets commands reach every host name through \
+             the proxy (addresses are still checked, every connection is audited); list the \
+             hosts the toolchain needs instead"
+                .to_string(),
+        );
+    }
+    w
 }
 
 /// `commands.allow` entries that admit a program which runs other programs: a wrapper (`env`,
@@ -309,12 +319,13 @@ pub(super) fn shell_warnings(
     use hands_shell::allow::{Entry, tool_name};
     let mut w = Vec::new();
     let policy = &sh.policy;
-    w.extend(wrapper_warnings(sh));
+    w.extend(file_warnings(sh, m));
     if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
         w.push(
             "tools-shell: new_repositories = \"allow\" lets a command make a repository in a \
-             writable root whose config names a program: a git run there on the host before \
-             the next command (yours, an editor's) would run it"
+             writable root: its config holds only keys git itself writes (checked by the \
+             sandbox), but its files, attributes and branches are the command's, and `git add` \
+             can make it a submodule of yours"
                 .to_string(),
         );
     }

@@ -14,16 +14,46 @@ fn init_logging(level: Option<&str>) {
         Some(l) => EnvFilter::new(l),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+    // Colour only for a person's terminal: a client's log file of the daemon's stderr would
+    // otherwise fill with escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_env_filter(filter)
+        .init();
+}
+
+/// Raises the descriptor soft limit to the hard one. A desktop's soft limit is often 1,024
+/// (kept low for programs that still use `select`), which a few hundred HTTP connections, their
+/// commands' pipes and the audit log could exhaust, and then the control socket and the
+/// dashboard could not accept the person's brake. Nothing the daemon starts inherits the raise
+/// as its own: the launcher sets every command's limit from its module's `limits.open_files`.
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    // An unlimited hard limit is not one the kernel lets a soft limit take: leave it.
+    let Some(hard) = now.maximum else { return };
+    if now.current.is_some_and(|soft| soft >= hard) {
+        return;
+    }
+    let soft = now.current.map_or_else(|| "unlimited".to_string(), |s| s.to_string());
+    match setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }) {
+        Ok(()) => tracing::debug!("descriptor limit raised from {soft} to the hard limit, {hard}"),
+        Err(e) => tracing::debug!("cannot raise the descriptor limit from {soft} to {hard}: {e}"),
+    }
 }
 
 pub(super) fn serve(
     config: Option<PathBuf>,
     http: Option<String>,
     log_level: Option<String>,
+    read_only: bool,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
+    raise_open_files();
     let cfg = match config::load(config.as_deref()) {
+        Ok(c) if read_only => c.read_only(),
         Ok(c) => c,
         Err(e) => {
             eprint_line(&e.to_string());
@@ -64,6 +94,11 @@ pub(super) fn serve(
             return ExitCode::from(1);
         }
     };
+    // What `hands check` warns about from the file alone, on every start too (a person who
+    // never runs check still reads it where the daemon's stderr goes).
+    for w in report::check_findings(&daemon).warnings {
+        eprint_line(&format!("hands: warning: {w}"));
+    }
     // The sandbox self-test runs before serving, so every result states what held.
     let _ = daemon.self_test();
     if http.is_none() {
@@ -110,10 +145,21 @@ pub(super) fn serve(
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
-        let server = server::HandsServer::new(daemon, "stdio");
+        let server = server::HandsServer::new(daemon.clone(), "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
-        let service = server.serve(transport).await?;
-        service.waiting().await?;
+        let service = match server.serve(transport).await {
+            Ok(s) => s,
+            // stdin ended before a client said anything (`hands serve < /dev/null`, a client
+            // that connected and left): nothing was asked, so nothing failed.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                return anyhow::Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let served = service.waiting().await;
+        // A stdio daemon ends with its client, and nothing it started runs on unsupervised.
+        daemon.shutdown().await;
+        served?;
         anyhow::Ok(())
     });
     // A pending stdin read cannot be cancelled; do not wait for it on the way out.

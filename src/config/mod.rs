@@ -3,16 +3,18 @@
 //! module's own schema (`hands_fs::settings`, `hands_git::settings`, `hands_shell::settings`);
 //! this module reads the file, dispatches the tables and places every problem at the
 //! file, the line, the `[[builtins]]` id and the key, with a `hint:` when there is something to
-//! do. `load` reads and dispatches, `daemon` holds the daemon's own sections, `modules` the
-//! `[[builtins]]` blocks.
+//! do. `load` finds and reads the file, `daemon` holds the daemon's own sections, `modules`
+//! the `[[builtins]]` blocks, `trusted` what the host trusts and who could reach it.
 
 mod daemon;
 mod load;
 mod modules;
 #[cfg(test)]
 mod tests;
+pub mod trusted;
 
-pub use load::{embedded_default, load, locate, parse};
+pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
+pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
 pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};
 // `~` and the daemon's home, shared with the modules' settings (hands-roots).
@@ -220,19 +222,43 @@ pub struct DashboardCfg {
 pub struct Config {
     /// Where it came from: a file path, or the embedded default.
     pub source: String,
+    /// The file, absolute, when it came from one ([`load`]); the daemon protects it.
+    pub file: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub trust: Trust,
     pub sandbox_mode: SandboxMode,
     pub deny: Vec<PathBuf>,
     pub secret_patterns: Vec<String>,
     /// `[sandbox].protected_extra`: protected rules added to `sandbox-profiles/protected.txt`,
-    /// as written (a trailing `/` marks a folder made empty where missing).
+    /// as written (a trailing `/` marks a folder).
     pub protected_extra: Vec<String>,
     /// `sandbox.run_as`: who commands run as when the daemon is root (SPEC §5.2 item 6).
     pub run_as: Option<String>,
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
     pub modules: Vec<ModuleCfg>,
+    /// `hands serve --read-only`: only the read class is published (see [`Config::read_only`]).
+    pub read_only: bool,
+}
+
+impl Config {
+    /// `hands serve --read-only` (SPEC §1): the same folders, read-only — tools-shell goes
+    /// (a command could write through anything it runs), every root becomes read-only, and
+    /// only read-class tools are published (`read_only`), so nobody is asked about a write.
+    pub fn read_only(mut self) -> Config {
+        self.modules.retain(|m| m.id != ModuleId::Shell);
+        for m in &mut self.modules {
+            for r in &mut m.roots {
+                r.writable = false;
+            }
+            m.trust.write = TrustAction::Deny;
+            m.trust.external = TrustAction::Deny;
+        }
+        self.trust.write = TrustAction::Deny;
+        self.trust.external = TrustAction::Deny;
+        self.read_only = true;
+        self
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,13 +350,4 @@ fn default_state_dir(home: Option<&Path>) -> PathBuf {
         Some(h) => h.join(".local/state/hands"),
         None => PathBuf::from("/tmp/hands-state"),
     }
-}
-
-/// A path of the configuration taken as it is when absolute, else from the current folder (a
-/// relative state dir is, as tools-shell takes it).
-pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
-    if p.is_absolute() {
-        return p.to_path_buf();
-    }
-    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }

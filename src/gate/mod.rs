@@ -14,6 +14,7 @@ mod action;
 mod always;
 pub mod approvals;
 mod ask;
+mod desktop;
 mod elicit;
 mod parked;
 mod verdict;

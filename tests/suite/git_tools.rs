@@ -5,6 +5,7 @@
 //! paired with a positive control, and the canary folder outside the roots is checked throughout.
 
 use super::common::{Client, Fixture, host_git, host_git_output, text_of};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -551,8 +552,18 @@ async fn push_to_a_local_bare_repository_follows_the_policy() {
     let ask =
         Client::start(&fx, &config_named(&fx, "ask.toml", &git_config(true, true, "ask"))).await;
     let args = json!({"repo": "repo", "branch": "task/x"});
-    let e = nopush.err("git_push", args.clone()).await;
-    assert!(e.contains("pushing is off"), "{e}");
+    // Push off: the tool is not published at all (nobody is asked to approve a push that could
+    // only answer "pushing is off"); a call to it is an unknown tool.
+    let listed = nopush.service.peer().list_all_tools().await.unwrap();
+    assert!(listed.iter().all(|t| t.name != "git_push"), "git_push published while push is off");
+    assert!(listed.iter().any(|t| t.name == "git_commit"), "the other git tools are published");
+    let Value::Object(map) = args.clone() else { unreachable!() };
+    let unknown = nopush
+        .service
+        .peer()
+        .call_tool(CallToolRequestParams::new("git_push").with_arguments(map))
+        .await;
+    assert!(unknown.is_err(), "an unpublished git_push ran: {unknown:?}");
     let e = nonet.err("git_push", args.clone()).await;
     assert!(e.contains("`network` grant"), "{e}");
     let e = deny.err("git_push", args.clone()).await;
@@ -1298,11 +1309,11 @@ async fn a_hard_link_to_a_credential_is_never_committed_or_shown() {
     fx.assert_canary();
 }
 
-/// tools-shell makes a missing `.git/commondir` (holding `./`, the repository itself) in the
-/// repositories of its writable roots; tools-git (libgit2) and the git CLI keep working with it:
-/// status, commit, log, a new branch and a worktree. (libgit2 refused a bare `.`.)
+/// tools-shell makes nothing in the repositories of its writable roots (no `.git/commondir`:
+/// the in-run walls refuse creating one); tools-git (libgit2) and the git CLI work beside it:
+/// status, commit, log, a new branch and a worktree.
 #[tokio::test]
-async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
+async fn the_git_tools_work_beside_the_sandbox_which_makes_no_commondir() {
     let fx = Fixture::new();
     std::fs::create_dir_all(fx.root.join("ro")).unwrap();
     let h = &fx.home;
@@ -1317,8 +1328,13 @@ async fn the_commondir_made_for_the_sandbox_leaves_the_git_tools_working() {
          config = { trust = { external = \"allow\" } }\n",
     );
     let c = Client::start(&fx, &config_named(&fx, "both.toml", &text)).await;
-    let r = c.ok("bash", json!({"command": "cat repo/.git/commondir; echo n > repo/n.txt"})).await;
-    assert_eq!(r["stdout"], "./\n", "{r}");
+    let r = c
+        .ok(
+            "bash",
+            json!({"command": "test -e repo/.git/commondir || echo NONE; echo n > repo/n.txt"}),
+        )
+        .await;
+    assert_eq!(r["stdout"], "NONE\n", "{r}");
     let s = c.ok("git_status", json!({"repo": "repo"})).await;
     assert_eq!(s["branch"], "main", "{s}");
     let out = c.ok("git_commit", json!({"repo": "repo", "message": "with commondir"})).await;

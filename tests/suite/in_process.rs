@@ -45,7 +45,8 @@ const EVERY_TOOL: &str = "[daemon]\nstate_dir = \"{state}\"\n\n\
     [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
     filesystem = [{ path = \"{root}\", write = true }]\n\n\
     [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-    filesystem = [{ path = \"{root}\", write = true }]\n\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\
+    config = { push = { branches = [\"task/*\"] } }\n\n\
     [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
     filesystem = [{ path = \"{root}\", write = true }]\n\
     config = { commands = { allow = [\"kubectl get\"] }, tools = [{ bin = \"kubectl\", \

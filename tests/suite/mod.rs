@@ -26,14 +26,22 @@ mod fs_tools;
 mod gate;
 mod git_ssh;
 mod git_tools;
+#[cfg(target_os = "linux")]
+mod host_trust;
 mod http;
 mod in_process;
+#[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
+mod load;
 #[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]
 mod needs;
 #[cfg(target_os = "linux")]
 mod network;
+#[cfg(target_os = "linux")]
+mod parked_tell;
 mod path_attacks;
 mod protocol;
 mod quoting;
@@ -48,3 +56,5 @@ mod special_files;
 mod stop;
 #[cfg(target_os = "linux")]
 mod tmux;
+#[cfg(target_os = "linux")]
+mod trusted;

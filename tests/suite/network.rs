@@ -6,6 +6,8 @@
 //! touched). Canary listeners on the client namespace's loopback and its own interface address
 //! must see no connection: a refused name never reaches the host.
 
+mod reached;
+
 use super::common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -484,11 +486,10 @@ async fn asked(who: Who) {
 async fn network_entries_are_checked_strictly() {
     let fx = Fixture::new();
     for (network, key) in [
-        ("{ allow = [\"http://crates.io\"] }", "config.network.allow[0]"),
-        ("{ allow = [\"*\"] }", "config.network.allow[0]"),
+        ("{ allow = [\"http://pkg.example.org\"] }", "config.network.allow[0]"),
         ("{ deny = [\"10.0.0.0/40\"] }", "config.network.deny[0]"),
         ("{ unknown = \"maybe\" }", "config.network.unknown"),
-        ("{ mode = \"host\", allow = [\"crates.io\"] }", "config.network.mode"),
+        ("{ mode = \"host\", allow = [\"pkg.example.org\"] }", "config.network.mode"),
     ] {
         let cfg = config(&fx, network, 5);
         let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
@@ -500,9 +501,30 @@ async fn network_entries_are_checked_strictly() {
         assert!(!out.status.success(), "{network} was accepted");
         assert!(err.contains(key) && err.contains("hint:"), "{network}: {err}");
     }
-    let cfg = config(&fx, "{ allow = [\"crates.io\", \"*.crates.io\", \"github.com:443\"] }", 5);
+    let cfg = config(
+        &fx,
+        "{ allow = [\"pkg.example.org\", \"*.pkg.example.org\", \"git.example.net:443\"] }",
+        5,
+    );
     let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // `allow = ["*"]` is accepted (SPEC §5.4), and both check and doctor warn about it.
+    let cfg = config(&fx, "{ allow = [\"*\"] }", 5);
+    for sub in ["check", "doctor"] {
+        let out = fx.command(&[sub, "--config", cfg.to_str().unwrap()]).output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("network.allow = [\"*\"]"), "{sub} did not warn: {text}");
+    }
+    // A `network` table without the grant is a config error naming the grant.
+    let cfg = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { network = { allow = [\"pkg.example.org\"] } }\n",
+    );
+    let out = fx.command(&["check", "--config", cfg.to_str().unwrap()]).output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a network table without the grant was accepted: {err}");
+    assert!(err.contains("config.network") && err.contains("`network` grant"), "{err}");
 }
 
 /// Reads a tmux session until its text holds `marker` (or 30 s pass); returns the text.

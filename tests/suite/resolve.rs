@@ -275,7 +275,7 @@ async fn needs_never_reaches_what_the_host_trusts() {
         let r = r.expect("refused at once, without asking anyone").unwrap();
         assert_eq!(r.is_error, Some(true), "{write}: {}", text_of(&r));
         let denied = &r.structured_content.as_ref().unwrap()["denied"][0];
-        assert_eq!(denied["layer"], "what the host trusts", "{write}: {denied}");
+        assert_eq!(denied["layer"], "host-trusted paths", "{write}: {denied}");
         assert!(text_of(&r).contains(why), "{write}: {}", text_of(&r));
         let (_, listing) = approvals(&fx, &config, &["list"]);
         assert!(!listing.lines().any(|l| l.starts_with("waiting ")), "asked: {listing}");

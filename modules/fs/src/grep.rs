@@ -475,7 +475,8 @@ impl ToolText for GrepOutput {
             }
         }
         if self.total_matches == 0 {
-            let _ = writeln!(out, "no matches ({} files searched)", self.files_searched);
+            let searched = hands_tool::counted(self.files_searched, "file", "files");
+            let _ = writeln!(out, "no matches ({searched} searched)");
         }
         if self.timed_out {
             let _ = writeln!(out, "{TIMED_OUT}");

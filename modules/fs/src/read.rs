@@ -72,8 +72,10 @@ impl ToolText for ReadOutput {
         }
         if self.lines_returned == 0 {
             return format!(
-                "no lines: offset {} is past the end of `{}`, which has {} lines",
-                self.offset, self.path, self.total_lines
+                "no lines: offset {} is past the end of `{}`, which has {}",
+                self.offset,
+                self.path,
+                hands_tool::counted(self.total_lines, "line", "lines")
             );
         }
         let mut out = self.content.clone();
@@ -94,7 +96,8 @@ impl ToolText for ReadOutput {
         }
         // The facts the structured answer has and the lines do not, for clients that show the
         // model only the text: the hash is what `expected_sha256` of write and edit takes.
-        let mut facts = format!("[{} lines, {}", self.total_lines, self.line_ending);
+        let lines = hands_tool::counted(self.total_lines, "line", "lines");
+        let mut facts = format!("[{lines}, {}", self.line_ending);
         if let Some(sha) = &self.sha256 {
             facts.push_str(&format!(", sha256 {sha}"));
         }

@@ -14,8 +14,10 @@ fn text<O: std::fmt::Display>(o: &O) -> String {
     o.to_string()
 }
 
-/// Publishes the tools of tools-git, in order.
-pub fn register<R: Register<Git, GitError>>(r: &mut R) {
+/// Publishes the tools of tools-git, in order; `git_push` only when `push` is configured
+/// (`Git::push_configured`): a tool that can only answer "pushing is off" would still be asked
+/// about, and a person asked to approve it.
+pub fn register<R: Register<Git, GitError>>(r: &mut R, push: bool) {
     r.tool(
         Spec {
             name: "git_status",
@@ -131,6 +133,9 @@ pub fn register<R: Register<Git, GitError>>(r: &mut R) {
         Git::worktree_add,
         text,
     );
+    if !push {
+        return;
+    }
     r.tool(
         Spec {
             name: "git_push",
@@ -138,7 +143,7 @@ pub fn register<R: Register<Git, GitError>>(r: &mut R) {
             description: "Push one branch to the configured remote, never forced (a \
             non-fast-forward is refused), only when it matches the configured patterns \
             (default task/*) and the module holds the network grant; with push.urls set, \
-            only to a remote URL listed there. Off until push is configured.",
+            only to a remote URL listed there.",
             class: Class::External,
             hints: Hints { idempotent: true, open_world: true, ..MAKES },
         },

@@ -185,6 +185,11 @@ impl Git {
         self.in_flight.clone()
     }
 
+    /// Whether `push` is configured (without it `git_push` is not published).
+    pub fn push_configured(&self) -> bool {
+        self.push.is_some()
+    }
+
     /// The resolver the tools confine paths with.
     pub fn resolver(&self) -> &Resolver {
         &self.resolver

@@ -326,8 +326,8 @@ impl fmt::Display for DiffOutput {
         if self.truncated {
             writeln!(
                 f,
-                "(patch cut at 256 KiB; {} files changed; pass `path` to see one)",
-                self.files_changed
+                "(patch cut at 256 KiB; {} changed; pass `path` to see one)",
+                hands_tool::counted(self.files_changed as u64, "file", "files")
             )?;
         }
         Ok(())
@@ -683,7 +683,8 @@ impl fmt::Display for BranchCommitsOutput {
         if self.commits.is_empty() {
             return writeln!(f, "{} has no commits that {} lacks", self.branch, self.base);
         }
-        writeln!(f, "{} commits on {} that {} lacks:", self.commits.len(), self.branch, self.base)?;
+        let n = hands_tool::counted(self.commits.len() as u64, "commit", "commits");
+        writeln!(f, "{n} on {} that {} lacks:", self.branch, self.base)?;
         write_commits(f, &self.commits)?;
         if self.truncated {
             writeln!(f, "(more not shown)")?;

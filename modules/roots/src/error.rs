@@ -53,6 +53,14 @@ pub enum PathError {
     TooLong { len: usize },
     #[error("path `{}` contains a `..` component; give the path without `..`", shown(path))]
     DotDot { path: String },
+    /// A relative path whose first component is `~`: tools expand nothing, so it would name a
+    /// folder called `~` under the first root (and `write` would make one).
+    #[error(
+        "path `{}` starts with `~`, which tool paths do not expand (it would name a folder \
+         called `~` in the first root); write the absolute path, or one relative to the first root",
+        shown(path)
+    )]
+    Tilde { path: String },
     #[error("path `{}` is outside every root ({roots}); use a path under one of them", shown(path))]
     Outside { path: PathBuf, roots: String },
     #[error(
@@ -88,6 +96,18 @@ pub enum PathError {
         shown(path)
     )]
     Protected { path: PathBuf, rule: String },
+    /// A write to a path the host trusts ([`crate::HostPath`]): the daemon's binary or config,
+    /// a start-up file of the home. Never approvable; `remedy` says what a person can do.
+    #[error(
+        "`{}` is {what}: the host trusts it, so it is read-only to every tool and command",
+        shown(path)
+    )]
+    Trusted { path: PathBuf, what: String, remedy: String },
+    /// The walk for what the host's git reads in the roots did not finish (too many entries,
+    /// a folder it cannot list): nothing is written until it can, since the write could land
+    /// in a hooks folder or an included config it did not see.
+    #[error("`{}` is not written: {why}", shown(path))]
+    Unchecked { path: PathBuf, why: String },
     #[error("`{}` is under read-only root {}; writes are refused there", shown(path), shown(root))]
     ReadOnlyRoot { path: PathBuf, root: PathBuf },
     #[error(
@@ -117,6 +137,7 @@ impl PathError {
             PathError::Nul
                 | PathError::TooLong { .. }
                 | PathError::DotDot { .. }
+                | PathError::Tilde { .. }
                 | PathError::Outside { .. }
                 | PathError::Escapes { .. }
                 | PathError::LinkLoop { .. }
@@ -124,6 +145,8 @@ impl PathError {
                 | PathError::Denied { .. }
                 | PathError::Secret { .. }
                 | PathError::Protected { .. }
+                | PathError::Trusted { .. }
+                | PathError::Unchecked { .. }
                 | PathError::ReadOnlyRoot { .. }
                 | PathError::HardLinked { .. }
         )

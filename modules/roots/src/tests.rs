@@ -24,6 +24,11 @@ fn locate_refuses_dotdot_nul_and_sibling_prefixes() {
     let r = resolver(&[(&base.join("proj"), true)], PolicyLists::default());
     assert!(matches!(r.locate("../x"), Err(PathError::DotDot { .. })));
     assert!(matches!(r.locate("a/../../x"), Err(PathError::DotDot { .. })));
+    // `~` is not expanded: refused with a hint, never a folder named `~` under the root.
+    assert!(matches!(r.locate("~/notes.txt"), Err(PathError::Tilde { .. })));
+    assert!(matches!(r.locate("~"), Err(PathError::Tilde { .. })));
+    assert!(r.locate("a/~/b").is_ok(), "a `~` further down is an ordinary name");
+    assert!(r.locate("~x").is_ok(), "only `~` itself is refused");
     assert!(matches!(r.locate("a\0b"), Err(PathError::Nul)));
     let sibling = base.join("proj-secrets/k");
     assert!(matches!(r.locate(sibling.to_str().unwrap()), Err(PathError::Outside { .. })));
@@ -104,6 +109,39 @@ fn denied_by_name_and_by_identity() {
     assert!(matches!(r.open_walked(&base.join("proj/copy")), Err(PathError::Denied { .. })));
     assert!(r.policy().denied(&base.join("home/.ssh/config"), None).is_some());
     assert!(r.open_file("a.txt").is_ok());
+}
+
+/// A trusted path is read-only to every write: under its own name, missing or not (and what
+/// would be made beneath a trusted folder), under its real name when it is a link, and under
+/// another name of the same file (a hard link, found by identity).
+#[test]
+fn trusted_paths_are_refused_by_name_real_name_and_identity() {
+    let (_t, base) = tree();
+    let proj = base.join("proj");
+    std::fs::create_dir_all(proj.join("dotfiles")).unwrap();
+    std::fs::create_dir_all(proj.join("bin")).unwrap();
+    std::fs::write(proj.join("dotfiles/rc"), "rc").unwrap();
+    symlink("dotfiles/rc", proj.join(".rc")).unwrap();
+    std::fs::write(proj.join("bin/hands"), "binary").unwrap();
+    std::fs::hard_link(proj.join("bin/hands"), proj.join("bin/hands-HASH")).unwrap();
+    let t = |p: &str| HostPath { path: proj.join(p), what: format!("`{p}`"), remedy: "r".into() };
+    let lists = PolicyLists {
+        host_paths: vec![t(".rc"), t("bin/hands"), t("bin/launcher"), t(".config/unit")],
+        ..Default::default()
+    };
+    let r = resolver(&[(&proj, true)], lists);
+    for p in [".rc", "dotfiles/rc", "bin/hands", "bin/hands-HASH", "bin/launcher", ".config/unit/x"]
+    {
+        match r.prepare_write(p, true) {
+            Err(PathError::Trusted { .. }) => {}
+            other => panic!("{p}: {:?}", other.map(|_| ())),
+        }
+    }
+    assert!(!proj.join(".config").exists(), "a refused write made its folders");
+    // Positive controls: a neighbour of each is written.
+    for p in ["dotfiles/other", "bin/other", ".config/other"] {
+        assert!(r.prepare_write(p, true).is_ok(), "{p}");
+    }
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod bash;
 pub mod caller;
 pub mod capture;
 pub mod catalogue;
+pub mod hints;
 pub mod needs;
 pub mod pane;
 pub mod run;

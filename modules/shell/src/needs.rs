@@ -7,11 +7,12 @@
 //! `network` entry an allow rule of that one command's proxy ticket.
 //!
 //! Refused before anyone is asked: an unknown key, a relative or unclean path, a bad host; a
-//! path that is, holds or lies in what the host trusts ([`HostTrusted`]: the daemon's config,
-//! state dir, token files, binary and launcher); a credential, denied, secret or protected path
-//! or a folder holding one; a path missing or reached through a link.
+//! credential, denied, secret or protected path or a folder holding one; a path that is, holds
+//! or lies in what the host trusts (the daemon's state dir, and the policy's host paths: its
+//! config, token files, binary and launcher, the home's start-up surface) or what the host's
+//! git reads or runs; a kernel interface; a path missing or reached through a link.
 
-use hands_roots::Policy;
+use hands_roots::{Policy, Trust};
 use hands_sandbox::resolve::{self, Identity, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -92,73 +93,12 @@ impl std::fmt::Display for Widening {
     }
 }
 
-/// Something the host trusts (SPEC §3): a file the daemon or the host loads, or a folder whose
-/// whole content is the daemon's.
-#[derive(Debug, Clone)]
-pub struct Trusted {
-    pub path: PathBuf,
-    /// What it is, for the refusal: "the daemon's configuration", "the daemon's state dir".
-    pub what: String,
-    /// A folder: nothing in it may be granted either. A file: its folder and every folder
-    /// holding it may not be (the file could be replaced there).
-    pub folder: bool,
-    id: Option<Identity>,
-}
-
-impl Trusted {
-    /// `path` as its canonical form (of its deepest existing part: it may not exist yet, as
-    /// `hands-sandbox` beside `hands`), with its identity when it exists.
-    pub fn new(path: &Path, what: impl Into<String>, folder: bool) -> Trusted {
-        let path = lenient_canonical(path);
-        let id = std::fs::metadata(&path).ok().map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            Identity { dev: m.dev(), ino: m.ino() }
-        });
-        Trusted { path, what: what.into(), folder, id }
-    }
-}
-
-/// What a widening may never name, hold or lie in: the set the daemon gives the module
-/// (its config file, token files, state dir, binary and launcher; the home's start-up surface).
-#[derive(Debug, Clone, Default)]
-pub struct HostTrusted(pub Vec<Trusted>);
-
-impl HostTrusted {
-    /// What `p` (absolute, no link on the way) is, holds or lies in, of this set; `id` its
-    /// identity, when it exists.
-    pub fn reached_by(&self, p: &Path, id: Option<Identity>) -> Option<&Trusted> {
-        self.0.iter().find(|t| {
-            t.path.starts_with(p)
-                || (t.folder && p.starts_with(&t.path))
-                || (id.is_some() && t.id == id)
-        })
-    }
-}
-
-/// The canonical form of the deepest existing ancestor of `p`, with the missing rest appended.
-fn lenient_canonical(p: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
-            return missing.iter().rev().fold(c, |acc, n: &std::ffi::OsString| acc.join(n));
-        }
-        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
-            (Some(n), Some(parent)) => {
-                missing.push(n);
-                cur = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
-        }
-    }
-}
-
 /// Why a widening is refused before anyone is asked.
 #[derive(Debug)]
 pub struct Forbidden {
     /// The entry refused (cut for display).
     pub what: String,
-    /// The layer that refuses it: `needs`, `what the host trusts`, `denied paths`, `protected
+    /// The layer that refuses it: `needs`, `host-trusted paths`, `denied paths`, `protected
     /// paths`, `secret files`.
     pub layer: &'static str,
     pub why: String,
@@ -168,8 +108,10 @@ pub struct Forbidden {
 const NEVER: &str = "nobody can approve it: credential, denied, secret and protected paths are \
                      never writable through `needs`; name a path that holds none of them";
 const HOST: &str = "nobody can approve it: what the daemon and the host trust (its \
-                    configuration, state dir, token files, binary and launcher) is never writable \
-                    by a command; name another folder";
+                    configuration, state dir, token files, binary and launcher, the home's \
+                    start-up files) is never writable by a command; name another folder";
+/// The layer of a refusal for what the host trusts, as the file tools name it.
+const HOST_LAYER: &str = "host-trusted paths";
 const FIX: &str = "fix the `needs` entry as the message says (the tool's inputSchema describes it)";
 /// Why a `needs.network` cannot be granted by a module without the proxy.
 pub const NO_PROXY: &str = "`needs.network` is refused: tools-shell's commands do not reach the \
@@ -187,12 +129,34 @@ fn bad(why: String) -> Forbidden {
 }
 
 /// The checks a widening passes, with what they need: the module's policy (the same the walk of
-/// the roots uses for every launch), what the host trusts, and whether commands reach the
-/// network through the proxy (without it a `network` entry cannot be carried).
+/// the roots uses for every launch, holding what the host trusts), the walk of what the host's
+/// git reads in the roots (its rules walk a folder named here), the daemon's state dir, and
+/// whether commands reach the network through the proxy (without it a `network` entry cannot
+/// be carried).
 pub struct Rules<'a> {
     pub policy: &'a Policy,
-    pub trusted: &'a HostTrusted,
+    pub trust: Option<&'a Trust>,
+    /// Canonical, with its identity: never named, held or entered.
+    pub state_dir: &'a Path,
+    pub state_id: Option<Identity>,
     pub proxied: bool,
+}
+
+impl Rules<'_> {
+    /// What the host trusts that `p` (absolute, clean) is, holds or lies in, by name — and by
+    /// identity when `id` is given (a bind mount of it, another name of a trusted file).
+    fn host_trusted(&self, p: &Path, id: Option<Identity>) -> Option<String> {
+        let state = self.state_dir;
+        if p.starts_with(state) || state.starts_with(p) || (id.is_some() && id == self.state_id) {
+            let at = cut(&state.display().to_string());
+            return Some(format!("the daemon's state dir {at} (audit log, approvals)"));
+        }
+        if let Some(t) = self.policy.host_path(p, id.map(|i| (i.dev, i.ino))) {
+            return Some(t.what.clone());
+        }
+        let (n, t) = self.policy.host_paths().find(|(n, _)| n.starts_with(p))?;
+        Some(format!("{} ({})", t.what, cut(&n.display().to_string())))
+    }
 }
 
 /// Checks `needs` into the [`Widening`] a person is asked about (`lasts` says for how long),
@@ -244,13 +208,8 @@ fn write_path(
 ) -> Result<Granted, Forbidden> {
     let what = cut(&p.display().to_string());
     let forbid = |layer, why: String, remedy| Forbidden { what: what.clone(), layer, why, remedy };
-    let host = |t: &Trusted| {
-        forbid("what the host trusts", format!("{what} is, holds or lies in {}", t.what), HOST)
-    };
+    let host = |t: String| forbid(HOST_LAYER, format!("{what} is, holds or lies in {t}"), HOST);
     let policy = rules.policy;
-    if let Some(t) = rules.trusted.reached_by(p, None) {
-        return Err(host(t));
-    }
     if let Some(why) = policy.denied(p, None) {
         return Err(forbid("denied paths", format!("{what} is denied ({why})"), NEVER));
     }
@@ -268,6 +227,9 @@ fn write_path(
     }
     if policy.is_secret(p) {
         return Err(forbid("secret files", format!("{what} is a secret file"), NEVER));
+    }
+    if let Some(t) = rules.host_trusted(p, None) {
+        return Err(host(t));
     }
     let (fd, is_dir) = match resolve::open_nofollow(root, p) {
         Ok(Target::Found(fd, is_dir)) => (fd, is_dir),
@@ -296,7 +258,7 @@ fn write_path(
         return Err(forbid("needs", why, "name a folder of files"));
     }
     let id = Identity::of(&fd).map_err(|e| forbid("needs", format!("{what}: {e}"), FIX))?;
-    if let Some(t) = rules.trusted.reached_by(p, Some(id)) {
+    if let Some(t) = rules.host_trusted(p, Some(id)) {
         return Err(host(t));
     }
     if policy.is_denied_identity(id.dev, id.ino) {
@@ -304,7 +266,7 @@ fn write_path(
         return Err(forbid("denied paths", why, NEVER));
     }
     if is_dir {
-        walk(p, &fd, policy).map_err(|(found, why)| {
+        walk(p, &fd, rules).map_err(|(found, why)| {
             let found = cut(&found.display().to_string());
             forbid("needs", format!("{what} cannot be granted: {found}: {why}"), NEVER)
         })?;
@@ -313,15 +275,25 @@ fn write_path(
 }
 
 /// Walks a folder named in `write` from its descriptor with the walk of the roots
-/// (`hands_sandbox::masks::walk`, the launch's own policy): anything it would mask or protect —
-/// a secret file, a hard link to a denied file, a denied folder, a folder the daemon cannot
-/// read, a protected path, a git dir — refuses the folder.
-fn walk(p: &Path, fd: &std::os::fd::OwnedFd, policy: &Policy) -> Result<(), (PathBuf, String)> {
+/// (`hands_sandbox::masks::walk_with`, the launch's own policy): anything it would mask or
+/// protect — a secret file, a hard link to a denied or a trusted file, a denied folder, a
+/// folder the daemon cannot read, a protected path — refuses the folder; so does, found in the
+/// same pass as in the roots, anything the host's git would read or run there (a repository's
+/// config or hooks, a bare one found by what it holds, a hooks folder a config names).
+fn walk(p: &Path, fd: &std::os::fd::OwnedFd, rules: &Rules<'_>) -> Result<(), (PathBuf, String)> {
     use std::os::fd::AsFd;
+    let here = || p.to_path_buf();
     let start = hands_roots::open_start_at(fd.as_fd())
-        .map_err(|e| (p.to_path_buf(), format!("cannot list it ({})", std::io::Error::from(e))))?;
-    let found = hands_sandbox::masks::walk(vec![(p.to_path_buf(), start)], policy, MAX_SCAN)
-        .map_err(|e| (p.to_path_buf(), e.to_string()))?;
+        .map_err(|e| (here(), format!("cannot list it ({})", std::io::Error::from(e))))?;
+    let trust = rules.trust.map(|t| t.elsewhere(&[here()], MAX_SCAN));
+    let mut visitor = trust.as_ref().and_then(|t| t.visitor_for(&[here()]));
+    let found = hands_sandbox::masks::walk_with(
+        vec![(here(), start)],
+        rules.policy,
+        MAX_SCAN,
+        visitor.as_mut(),
+    )
+    .map_err(|e| (here(), e.to_string()))?;
     if let Some(f) = found.paths.first() {
         return Err((
             f.clone(),
@@ -331,8 +303,12 @@ fn walk(p: &Path, fd: &std::os::fd::OwnedFd, policy: &Policy) -> Result<(), (Pat
     if let Some(f) = found.protected.first().or(found.unmaskable.as_ref()) {
         return Err((f.clone(), "a protected path".into()));
     }
-    if let Some(g) = found.gitdirs.first() {
-        return Err((g.path.clone(), "a git dir (what git runs from is protected)".into()));
+    if let (Some(t), Some(v)) = (&trust, visitor) {
+        t.accept(v, found.seen, std::time::Duration::ZERO);
+        let known = t.current().map_err(|why| (here(), why.to_string()))?;
+        if let Some((at, why)) = known.paths().next() {
+            return Err((at.to_path_buf(), format!("what the host's git reads or runs ({why})")));
+        }
     }
     Ok(())
 }
@@ -398,14 +374,34 @@ fn write_entry(e: &str) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    fn rules_with<R>(trusted: HostTrusted, f: impl FnOnce(&Rules<'_>) -> R) -> R {
-        let policy = Policy::new(&hands_roots::PolicyLists {
+    /// The rules with `trusted` as the host's paths and `state` as the state dir.
+    fn rules_with<R>(trusted: &[PathBuf], state: &Path, f: impl FnOnce(&Rules<'_>) -> R) -> R {
+        let lists = hands_roots::PolicyLists {
             secret_patterns: vec![".env".into()],
             protected: vec![".git/hooks".into(), ".vscode".into()],
+            host_paths: (trusted.iter())
+                .map(|p| hands_roots::HostPath {
+                    path: p.clone(),
+                    what: "the daemon's configuration file".into(),
+                    remedy: String::new(),
+                })
+                .collect(),
             ..Default::default()
-        })
-        .unwrap();
-        f(&Rules { policy: &policy, trusted: &trusted, proxied: true })
+        };
+        let policy = Policy::new(&lists).unwrap();
+        let trust = Trust::new(&[], &lists, None, MAX_SCAN);
+        let state_id = std::fs::metadata(state).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            Identity { dev: m.dev(), ino: m.ino() }
+        });
+        let rules = Rules {
+            policy: &policy,
+            trust: Some(&trust),
+            state_dir: state,
+            state_id,
+            proxied: true,
+        };
+        f(&rules)
     }
 
     fn needs(network: &[&str], write: &[&str]) -> Needs {
@@ -420,7 +416,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let b = base.display().to_string();
-        rules_with(HostTrusted::default(), |r| {
+        rules_with(&[], Path::new("/nonexistent/state"), |r| {
             let w = check(&needs(&["Example.COM:443", "example.org"], &[&b]), r, ONE_RUN).unwrap();
             assert_eq!(w.network, ["example.com:443", "example.org"]);
             assert_eq!(w.write[0].path, base);
@@ -453,18 +449,15 @@ mod tests {
     fn a_link_a_secret_a_repository_or_what_the_host_trusts_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
-        for d in ["ok/sub", "app", "repo/.git/hooks", "conf"] {
+        for d in ["ok/sub", "app", "repo/.git/hooks", "conf", "state", "bare/objects", "bare/refs"]
+        {
             std::fs::create_dir_all(base.join(d)).unwrap();
         }
         std::fs::write(base.join("app/.env"), "T=1\n").unwrap();
         std::fs::write(base.join("conf/daemon.toml"), "").unwrap();
+        std::fs::write(base.join("bare/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::os::unix::fs::symlink("ok", base.join("link")).unwrap();
-        let trusted = HostTrusted(vec![Trusted::new(
-            &base.join("conf/daemon.toml"),
-            "the daemon's configuration",
-            false,
-        )]);
-        rules_with(trusted, |r| {
+        rules_with(&[base.join("conf/daemon.toml")], &base.join("state"), |r| {
             let p = |rel: &str| base.join(rel).display().to_string();
             // An absolute `rel` (`/proc/self`) is taken as it is: `join` replaces the base.
             let w = check(&needs(&[], &[&p("ok")]), r, ONE_RUN).unwrap();
@@ -478,9 +471,11 @@ mod tests {
                 ("app", "needs"),
                 ("app/.env", "secret files"),
                 ("repo", "needs"),
-                ("conf", "what the host trusts"),
-                ("conf/daemon.toml", "what the host trusts"),
-                ("", "what the host trusts"),
+                ("bare", "needs"),
+                ("conf", "host-trusted paths"),
+                ("conf/daemon.toml", "host-trusted paths"),
+                ("state", "host-trusted paths"),
+                ("", "host-trusted paths"),
                 ("/proc/self", "needs"),
                 ("/dev/shm", "needs"),
             ] {

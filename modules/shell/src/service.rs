@@ -37,8 +37,10 @@ pub struct Module {
 /// What every command of the module runs with; built once at startup.
 pub struct Shell {
     resolver: Arc<Resolver>,
-    /// What the host trusts: never granted by a widening (`needs`).
-    trusted: crate::needs::HostTrusted,
+    /// The daemon's state dir (canonical) and its identity: never granted by a widening
+    /// (`needs`), as nothing else the host trusts is (the resolver's policy holds the rest).
+    state_dir: PathBuf,
+    state_id: Option<launcher::Identity>,
     /// The launcher spec without `argv` and `cwd`.
     base: launcher::Builder,
     pub(crate) output_chars: usize,
@@ -56,6 +58,8 @@ pub struct Shell {
     network: Option<Network>,
     /// The module's tmux sessions (`sessions.rs`).
     pub(crate) tmux: sessions::Sessions,
+    /// `keep_sessions`: tmux sessions outlive this daemon (else they end with it).
+    pub(crate) keep_sessions: bool,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
     masks: Arc<masks::Masks>,
     /// The `PATH` of commands; `run` resolves binaries against it on the host.
@@ -72,8 +76,6 @@ pub struct Shell {
     pub(crate) halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard.
     running: crate::running::Registry,
-    /// What `serve` would have made in the roots, when this instance made nothing.
-    unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
     bound: launcher::bounds::Choice,
     /// Who commands run as when the daemon is root (`sandbox.run_as`).
@@ -99,7 +101,7 @@ pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let of =
         std::fs::metadata(records).with_context(|| format!("cannot read {}", records.display()))?;
-    let dir = PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()));
+    let dir = run_as_folder(&of);
     match std::fs::DirBuilder::new().mode(0o711).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -117,6 +119,22 @@ pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
         .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
     Ok(dir)
+}
+
+/// The folder [`reachable_by_run_as`] names for the records folder whose metadata is `of`.
+fn run_as_folder(of: &std::fs::Metadata) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()))
+}
+
+/// Where the tmux sockets of the session records in `records` were moved, when they were (a
+/// root daemon without namespaces, [`reachable_by_run_as`]): that folder's `tmux/`, if it is
+/// root's and no one else writes it.
+pub(crate) fn moved_sockets(records: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = run_as_folder(&std::fs::metadata(records).ok()?);
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == 0 && meta.mode() & 0o022 == 0).then(|| dir.join("tmux"))
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -146,31 +164,14 @@ pub struct Setup<'a> {
     pub resolver: Arc<Resolver>,
     pub lists: &'a hands_roots::PolicyLists,
     pub state_dir: &'a Path,
-    /// `sandbox.protected_extra`.
-    pub protected_extra: &'a [String],
     /// `sandbox.mode = "enforce"`.
     pub enforce: bool,
-    /// `serve` makes the placeholders in the roots; `check` and `doctor` only list them.
-    pub make_placeholders: bool,
-    /// What the host trusts (SPEC §3): never granted by a widening (`needs`).
-    pub trusted: crate::needs::HostTrusted,
 }
 
 impl Shell {
     pub fn new(setup: Setup<'_>) -> anyhow::Result<Shell> {
         use anyhow::Context;
-        let Setup {
-            module: m,
-            settings: cfg,
-            run_as,
-            resolver,
-            lists,
-            state_dir,
-            protected_extra,
-            enforce,
-            make_placeholders,
-            trusted,
-        } = setup;
+        let Setup { module: m, settings: cfg, run_as, resolver, lists, state_dir, enforce } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
@@ -182,6 +183,10 @@ impl Shell {
             .with_context(|| format!("cannot create the state dir {}", state.display()))?;
         let state = std::fs::canonicalize(&state)
             .with_context(|| format!("cannot resolve {}", state.display()))?;
+        let state_id = std::fs::metadata(&state).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            launcher::Identity { dev: m.dev(), ino: m.ino() }
+        });
         let home = state.join("sandbox-home/tools-shell");
         std::fs::create_dir_all(&home)
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
@@ -209,55 +214,40 @@ impl Shell {
             .iter()
             .map(|r| launcher::Root { path: r.path().to_path_buf(), writable: r.writable() })
             .collect();
-        // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
-        let mut unmade = Vec::new();
-        let folders: Vec<&str> =
-            protected_extra.iter().filter_map(|e| e.strip_suffix('/')).collect();
-        masks::protected_placeholders(
-            &m.roots,
-            &folders,
-            &resolver,
-            make_placeholders,
-            &mut unmade,
-        )?;
-        let protected: Vec<PathBuf> = m
+        let mut protected: Vec<PathBuf> = m
             .roots
             .iter()
             .filter(|r| r.writable)
             .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
             .filter(|p| launcher::is_clean(p) && std::fs::symlink_metadata(p).is_ok())
             .collect();
-        let mut masked: Vec<PathBuf> = lists
+        // What the host trusts (the daemon's binary and launcher, its config, the home's
+        // start-up surface under `allow_home`), under each of its names, where it lies in a
+        // writable root: bound read-only where it exists, its folders pinned so that no rename
+        // carries it aside; one that does not exist yet is for the in-run walls to keep from
+        // being made. Other names of the same file (hard links) are found by the walk. Only
+        // the names whose folders are real (the policy lists each path also through its real
+        // folder): the launcher refuses to start at a link on the way to a protected path.
+        let in_writable = |p: &Path| m.roots.iter().any(|r| r.writable && p.starts_with(&r.path));
+        let real_way =
+            |p: &Path| p.parent().is_some_and(|d| hands_roots::lenient_canonical(d) == d);
+        for (p, _) in resolver.policy().host_paths() {
+            let fits = launcher::is_clean(p) && in_writable(p) && real_way(p);
+            if fits && !protected.iter().any(|q| q == p) {
+                protected.push(p.to_path_buf());
+            }
+        }
+        // Denied and credential paths: masked where they exist; where they do not, a command
+        // is refused creating them in a writable root while it runs (the in-run walls take
+        // the spec's masked paths as names it may not make). Nothing is made in the roots.
+        let masked: Vec<PathBuf> = lists
             .credentials
             .iter()
             .chain(&lists.deny)
+            // `sandbox.deny` marks a folder with a trailing `/`; the path is the folder's.
+            .map(|p| p.components().collect::<PathBuf>())
             .filter(|p| launcher::is_clean(p))
-            .cloned()
             .collect();
-        // A missing denied path in a writable root gets an empty placeholder, so a command
-        // meets a mask there instead of creating it; what the walk finds is added per call.
-        let denied: Vec<masks::DeniedPath> =
-            (lists.credentials.iter().map(|p| (p, true)))
-                .chain(lists.deny.iter().map(|p| (p, false)))
-                .filter(|(p, _)| launcher::is_clean(p))
-                .map(|(p, cred)| {
-                    if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
-                })
-                .collect();
-        masked.extend(masks::placeholders(
-            &denied,
-            &m.roots,
-            &resolver,
-            make_placeholders,
-            &mut unmade,
-        )?);
-        // `serve` makes them again whenever it walks the roots: a removed one comes back.
-        let repair = make_placeholders.then(|| masks::Repair {
-            denied,
-            roots: m.roots.clone(),
-            dirs: vec![home.clone()],
-            extra_folders: folders.iter().map(|f| f.to_string()).collect(),
-        });
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -325,13 +315,14 @@ impl Shell {
             masks: Arc::new(masks::Masks::new(
                 &m.roots,
                 resolver.clone(),
-                repair,
+                home.clone(),
                 cfg.walk_entries,
             )),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
-            trusted,
+            state_dir: state.clone(),
+            state_id,
             base,
             output_chars: cfg.output_chars,
             slots: Arc::new(Semaphore::new(cfg.max_concurrent)),
@@ -343,7 +334,7 @@ impl Shell {
             netns,
             network,
             tmux: sessions,
-            unmade,
+            keep_sessions: cfg.keep_sessions,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,
             run_as,
@@ -368,12 +359,6 @@ impl Shell {
         self.running.stop(id, GRACE + DRAIN + Duration::from_secs(1)).await
     }
 
-    /// The placeholders `hands serve` makes in the roots and this (`check`/`doctor`) instance
-    /// did not: missing protected folders and the first missing component of denied paths.
-    pub fn unmade_placeholders(&self) -> &[PathBuf] {
-        &self.unmade
-    }
-
     /// The brake: ends every running command and tmux session of the module now (TERM, grace,
     /// KILL, as a timeout does), refuses new ones until [`Shell::release`], and returns how many
     /// commands were running or queued plus how many sessions ended. Waits, bounded, until they
@@ -387,6 +372,25 @@ impl Shell {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         running + sessions
+    }
+
+    /// The daemon is ending (its client has gone): unless `keep_sessions`, the tmux sessions
+    /// it holds end now, gracefully (TERM, grace, KILL) — those it started, and kept ones it
+    /// adopted; a session another live daemon started is that daemon's. Each session's launcher
+    /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
+    /// outright leaves none either. Returns how many ended.
+    pub async fn shutdown(&self) -> usize {
+        if self.keep_sessions { 0 } else { self.tmux_end_own().await }
+    }
+
+    /// Keeps the module's network namespace holder while a kept session lives, so a later
+    /// daemon's commands share the session's loopback.
+    pub(crate) fn keep_loopback_for(&self, session: netns::Process) {
+        if let Some(n) = &self.netns
+            && let Err(e) = n.keep_for(session)
+        {
+            tracing::warn!("a kept tmux session may lose its loopback with the daemon: {e:#}");
+        }
     }
 
     /// Lifts the brake: commands run again.

@@ -17,6 +17,13 @@ use std::sync::Arc;
 mod problem;
 pub use problem::Problem;
 
+/// `n` and the noun in the number it takes: "1 commit", "2 commits", "0 entries". Every count
+/// a tool's text shows goes through it, so no answer reads "1 commits".
+pub fn counted(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// What a call does to the world, as the trust gate classes it (SPEC §6): `[trust]` maps each
 /// class to allow, ask or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

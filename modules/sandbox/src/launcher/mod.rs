@@ -54,6 +54,12 @@ pub fn landlock_abi() -> u32 {
     sys::landlock_abi()
 }
 
+/// The home the passwd database gives the daemon's own user (its effective uid), whatever
+/// `HOME` says: the home a login of that user starts in.
+pub fn own_passwd_home() -> Option<std::path::PathBuf> {
+    sys::passwd_home(sys::euid())
+}
+
 /// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
 pub fn main() -> ExitCode {
     match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {
@@ -292,8 +298,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(
             err,
-            "hands sandbox: the command's processes ran out of memory ({} MiB, \
-             tools-shell limits.memory_mb) and were killed",
+            "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
+            notify::OUT_OF_MEMORY,
             spec.limits.memory_mb
         );
     }
@@ -365,7 +371,13 @@ fn init(
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
-        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules, spec.new_repositories);
+        let absolute = [&spec.protected[..], &spec.masked[..]];
+        let walls = notify::Walls::new(
+            &spec.roots,
+            &spec.protected_rules,
+            &absolute,
+            spec.new_repositories,
+        );
         let _ = std::thread::Builder::new()
             .name("walls".into())
             .spawn(move || notify::serve(listener, walls));
@@ -416,7 +428,11 @@ fn command(
     sys::default_action(libc::SIGPIPE);
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
-    walls::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
+    walls::rlimits(
+        &spec.limits,
+        namespaces && spec.bound == Bound::Rlimit,
+        !spec.bound.bounds_memory(),
+    )?;
     // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
     sys::cloexec_from(3)?;
     sys::setsid()?;
@@ -440,7 +456,7 @@ fn command(
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
     if let Some(h) = handoff {
-        h.install()?;
+        h.install(spec.new_repositories)?;
     }
     walls::seccomp()?;
     sys::exec(&program, &spec.argv, &env)

@@ -68,8 +68,8 @@ fn mkdirs(p: &Path) -> Result<()> {
 /// Binds `src` on `dst` (creating the mount point), read-only when asked.
 fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<()> {
     // A source that vanished (removed since the daemon made or listed it) gets a message that
-    // says so: the daemon makes the sandbox home and the placeholders again before the next
-    // command, so the next one can start.
+    // says so: the daemon makes the sandbox home again before the next command, so the next
+    // one can start.
     anyhow::ensure!(
         std::fs::symlink_metadata(src).is_ok(),
         "cannot mount on {}: {} no longer exists (it was removed after the daemon made or \
@@ -226,7 +226,7 @@ pub fn build_root(spec: &Spec) -> Result<()> {
         sys::make_fd_read_only(&tree)?;
         Ok(tree)
     };
-    // A path listed twice (a credential the walk also met by its real name, a placeholder) or
+    // A path listed twice (a credential the walk also met by its real name) or
     // lying in a folder masked already is covered: the entry there now is the blank, which is
     // not what the walk saw.
     let mut covered: Vec<&Path> = Vec::new();

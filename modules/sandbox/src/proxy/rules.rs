@@ -1,6 +1,6 @@
 //! The network rules of SPEC §5.4: which host and port a command may reach through the proxy.
 //!
-//! An entry is a host name (`crates.io`), a wildcard (`*.crates.io`: subdomains only, never the
+//! An entry is a host name (`pkg.example.org`), a wildcard (`*.example.org`: subdomains only, never the
 //! bare name), an IP address or a CIDR range, each optionally with `:port` (`[v6]:port` for an
 //! IPv6 address). `deny` wins over `allow`; a host no rule covers is `Unknown`, which the caller
 //! turns into a question for a person or a refusal. After resolution, every address is checked
@@ -25,6 +25,9 @@ pub struct RuleError {
 /// The host part of an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Host {
+    /// `*`: every host name (never an IP literal, and every resolved address is still
+    /// checked, so `*` does not reach loopback, the LAN or the cloud metadata address).
+    Any,
     /// A host name, lowercase, without a trailing dot.
     Name(String),
     /// `*.suffix`: any name ending in `.suffix`, not `suffix` itself.
@@ -47,8 +50,8 @@ impl fmt::Display for Entry {
     }
 }
 
-const HINT: &str = "write a host name (`crates.io`), a wildcard for its subdomains \
-                    (`*.crates.io`), an IP address or a CIDR range (`10.1.0.0/16`), each \
+const HINT: &str = "write a host name (`pkg.example.org`), a wildcard for its subdomains \
+                    (`*.example.org`), an IP address or a CIDR range (`10.1.0.0/16`), each \
                     optionally with `:port` (`[::1]:8080` for IPv6)";
 
 impl FromStr for Entry {
@@ -63,15 +66,6 @@ impl FromStr for Entry {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return Err(fail("it is empty"));
-        }
-        if trimmed == "*" {
-            return Err(RuleError {
-                entry: text.to_string(),
-                why: "`*` would admit every host".to_string(),
-                hint: "list the hosts the toolchain needs, or write `mode = \"host\"` for the \
-                       host's whole network"
-                    .to_string(),
-            });
         }
         if trimmed.contains("://") {
             return Err(fail("it is a URL; an entry names the host only"));
@@ -113,6 +107,9 @@ fn parse_port(text: &str) -> Result<u16, String> {
 }
 
 fn parse_host(text: &str) -> Result<Host, String> {
+    if text == "*" {
+        return Ok(Host::Any);
+    }
     if let Ok(ip) = text.parse::<IpAddr>() {
         return Ok(Host::Net(IpNet::from(canonical(ip))));
     }
@@ -245,6 +242,12 @@ impl Rules {
         &self.deny
     }
 
+    /// Whether an allow entry is `*` (any port or one): every host name passes the name
+    /// check, so only deny entries and the address check still refuse (doctor warns).
+    pub fn admits_every_host(&self) -> bool {
+        self.allow.iter().any(|e| e.host == Host::Any)
+    }
+
     /// Whether an allow entry names a loopback address or range (then commands can reach the
     /// host's loopback services through the proxy).
     pub fn names_loopback(&self) -> bool {
@@ -304,6 +307,7 @@ impl Entry {
             return false;
         }
         match (&self.host, target) {
+            (Host::Any, Target::Name(_)) => true,
             (Host::Name(n), Target::Name(t)) => n == t,
             (Host::Below(s), Target::Name(t)) => {
                 t.len() > s.len() + 1
@@ -391,31 +395,32 @@ mod tests {
     #[test]
     fn entries_parse_or_name_the_problem() {
         for ok in [
-            "crates.io",
-            "*.crates.io",
-            "github.com:443",
+            "pkg.example.org",
+            "*.pkg.example.org",
+            "git.example.net:443",
             "10.0.0.0/8",
             "127.0.0.1",
             "[::1]:8080",
             "::1",
             "fd00::/8",
-            "Static.Rust-Lang.org.",
+            "Static.Example.ORG.",
+            "*",
+            "*:443",
         ] {
             assert!(ok.parse::<Entry>().is_ok(), "{ok}");
         }
         for bad in [
             "",
-            "*",
-            "crates.io:0",
-            "crates.io:http",
+            "pkg.example.org:0",
+            "pkg.example.org:http",
             "a..b",
             "-a.com",
             "*.",
             "10.0.0.0/40",
             "[::1",
             "[::1]x",
-            "http://crates.io",
-            "crates.io/path",
+            "http://pkg.example.org",
+            "pkg.example.org/path",
             "127.1",
             "a b",
         ] {
@@ -429,7 +434,10 @@ mod tests {
 
     #[test]
     fn deny_wins_and_wildcards_cover_subdomains_only() {
-        let r = rules(&["*.example.com", "crates.io", "github.com:443"], &["bad.example.com"]);
+        let r = rules(
+            &["*.example.com", "pkg.example.org", "git.example.net:443"],
+            &["bad.example.com"],
+        );
         assert_eq!(
             r.decide(&t("a.example.com"), 443),
             Verdict::Allow("allow entry `*.example.com`".into())
@@ -441,14 +449,28 @@ mod tests {
         assert_eq!(r.decide(&t("example.com"), 443), Verdict::Unknown);
         assert_eq!(r.decide(&t("notexample.com"), 443), Verdict::Unknown);
         assert!(matches!(r.decide(&t("bad.example.com"), 443), Verdict::Deny(_)));
-        assert!(matches!(r.decide(&t("CRATES.IO."), 443), Verdict::Allow(_)));
-        assert!(matches!(r.decide(&t("github.com"), 443), Verdict::Allow(_)));
-        assert_eq!(r.decide(&t("github.com"), 22), Verdict::Unknown);
+        assert!(matches!(r.decide(&t("PKG.EXAMPLE.ORG."), 443), Verdict::Allow(_)));
+        assert!(matches!(r.decide(&t("git.example.net"), 443), Verdict::Allow(_)));
+        assert_eq!(r.decide(&t("git.example.net"), 22), Verdict::Unknown);
+    }
+
+    #[test]
+    fn a_star_admits_every_name_but_no_literal_and_no_special_address() {
+        let r = rules(&["*:443"], &["bad.example.com"]);
+        assert!(r.admits_every_host());
+        assert!(matches!(r.decide(&t("any.example.net"), 443), Verdict::Allow(_)));
+        assert_eq!(r.decide(&t("any.example.net"), 80), Verdict::Unknown);
+        assert!(matches!(r.decide(&t("bad.example.com"), 443), Verdict::Deny(_)));
+        assert!(matches!(r.decide(&t("10.1.2.3"), 443), Verdict::Deny(_)));
+        assert!(r.address("127.0.0.1".parse().unwrap(), 443, &[]).is_err());
+        assert!(r.address("169.254.169.254".parse().unwrap(), 443, &[]).is_err());
+        assert!(r.address("93.184.216.34".parse().unwrap(), 443, &[]).is_ok());
+        assert!(!rules(&["pkg.example.org"], &[]).admits_every_host());
     }
 
     #[test]
     fn ip_literals_need_an_entry() {
-        let r = rules(&["crates.io", "10.1.0.0/16"], &[]);
+        let r = rules(&["pkg.example.org", "10.1.0.0/16"], &[]);
         assert!(matches!(r.decide(&t("93.184.216.34"), 80), Verdict::Deny(_)));
         assert!(matches!(r.decide(&t("10.1.2.3"), 80), Verdict::Allow(_)));
         assert!(matches!(r.decide(&t("[::ffff:10.1.2.3]"), 80), Verdict::Allow(_)));
@@ -456,7 +478,7 @@ mod tests {
 
     #[test]
     fn special_addresses_are_refused_unless_named() {
-        let r = rules(&["crates.io", "192.168.5.0/24", "[::1]:9000"], &["203.0.113.9"]);
+        let r = rules(&["pkg.example.org", "192.168.5.0/24", "[::1]:9000"], &["203.0.113.9"]);
         let own = ["203.0.113.7".parse().unwrap()];
         for bad in [
             "127.0.0.1",

@@ -178,14 +178,30 @@ impl Shell {
             }
         };
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        // A wall at a path the host trusts says what that path is and what a person can do.
+        let policy = self.resolver.policy();
         out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
-            crate::bash::Denied {
-                what: h.what,
-                layer: h.layer.into(),
-                why: h.why,
-                remedy: h.remedy,
+            match policy.host_path(Path::new(&h.what), None) {
+                Some(t) => crate::bash::Denied {
+                    why: format!("{}: the host trusts it, so it is read-only here", t.what),
+                    remedy: t.remedy.clone(),
+                    what: h.what,
+                    layer: h.layer.into(),
+                },
+                None => crate::bash::Denied {
+                    what: h.what,
+                    layer: h.layer.into(),
+                    why: h.why,
+                    remedy: h.remedy,
+                },
             }
         }));
+        // A program the person has that the commands' PATH lacks (the daemon's own PATH is
+        // the person's, from where they started it).
+        if out.exit_code.is_some_and(|c| c != 0) {
+            let person = std::env::var("PATH").unwrap_or_default();
+            out.denied.extend(crate::hints::missing_programs(&out.stderr, &person, &self.path));
+        }
         if let Some(t) = ticket {
             out.denied.extend(t.denied().into_iter().map(|d| {
                 crate::bash::Denied {
@@ -279,11 +295,15 @@ impl Shell {
         for g in widening.map(|w| w.write.as_slice()).unwrap_or_default() {
             spec = spec.root(g.path.clone(), true).seen(g.path.clone(), g.id());
         }
-        spec = match watch {
-            // A tmux server outlives the daemon; everything else dies with it.
-            Some(w) => spec.watch(w.to_path_buf()),
-            None => spec.parent(std::process::id() as i32),
-        };
+        // Everything dies with the daemon (its parent-death signal), but a tmux server of
+        // `keep_sessions`, which a later daemon adopts; a session's server also ends when its
+        // marker in the state dir is removed.
+        if let Some(w) = watch {
+            spec = spec.watch(w.to_path_buf());
+        }
+        if watch.is_none() || !self.keep_sessions {
+            spec = spec.parent(std::process::id() as i32);
+        }
         Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 

@@ -57,7 +57,9 @@ impl Shell {
                 let lasts = if session { needs::SESSION_LIFE } else { needs::ONE_RUN };
                 let rules = needs::Rules {
                     policy: self.resolver.policy(),
-                    trusted: &self.trusted,
+                    trust: self.resolver.trust().map(|t| t.as_ref()),
+                    state_dir: &self.state_dir,
+                    state_id: self.state_id,
                     proxied: self.network_proxied(),
                 };
                 match needs::check(n, &rules, lasts) {
