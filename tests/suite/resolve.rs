@@ -22,11 +22,16 @@ type Client = Arc<RunningService<RoleClient, Person>>;
 
 /// tools-shell on the fixture's root (and `extra` roots), external calls as `external` says.
 fn config(fx: &Fixture, extra: &str, external: &str) -> PathBuf {
+    config_with(fx, extra, external, "")
+}
+
+/// [`config`], with `more` added to tools-shell's `config` table (`, keep_sessions = true`).
+fn config_with(fx: &Fixture, extra: &str, external: &str, more: &str) -> PathBuf {
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = 60\n\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}{extra}]\n\
-         config = {{ trust = {{ external = \"{external}\" }} }}\n"
+         config = {{ trust = {{ external = \"{external}\" }}{more} }}\n"
     ))
 }
 
@@ -256,10 +261,15 @@ async fn a_protected_path_moved_after_the_walk_is_not_left_writable() {
 #[tokio::test]
 async fn needs_never_reaches_what_the_host_trusts() {
     let fx = Fixture::new();
-    let config = config(&fx, "", "ask");
+    // In a folder of its own: the fixture's folder holds the home (with credentials), which
+    // the denied paths refuse first.
+    let written = config(&fx, "", "ask");
+    let base = written.parent().unwrap().join("conf");
+    std::fs::create_dir_all(&base).unwrap();
+    let config = base.join("daemon.toml");
+    std::fs::rename(&written, &config).unwrap();
     let c = connect(&fx, &config).await;
     let before = std::fs::read_to_string(&config).unwrap();
-    let base = config.parent().unwrap().to_path_buf();
     let binary = super::common::hands_bin().canonicalize().unwrap();
     let set = format!("sed -i 's/\"ask\"/\"allow\"/' {}", config.display());
     let cases = [
@@ -300,7 +310,8 @@ async fn needs_never_reaches_what_the_host_trusts() {
 #[tokio::test]
 async fn a_widened_tmux_session_asks_before_every_send() {
     let fx = Fixture::new();
-    let config = config(&fx, "", "allow");
+    // Kept past its daemon, so that a restarted daemon adopts it.
+    let config = config_with(&fx, "", "allow", ", keep_sessions = true");
     let c = connect(&fx, &config).await;
     let grant = fx.dir.path().canonicalize().unwrap().join("grant");
     std::fs::create_dir_all(&grant).unwrap();
