@@ -44,10 +44,11 @@ pub(super) async fn ask_person(
     // A stateless HTTP call builds a fresh handler each time, so its client's session
     // permissions live on the daemon, for as long as it runs.
     let stateless = modern
-        && ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
+        && (asker.per_call
+            || ctx
+                .extensions
+                .get::<http::request::Parts>()
+                .is_some_and(|p| !p.headers.contains_key("mcp-session-id")));
     let stateless_key = (asker.client.to_string(), key.0.clone(), key.1.clone(), key.2);
     let in_session = if stateless {
         lock(asker.stateless_sessions).contains(&stateless_key)
@@ -60,7 +61,12 @@ pub(super) async fn ask_person(
     // The channel follows what the client declared (SPEC §6), read per request: a 2026-07-28
     // client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing is sent for a
     // capability it did not declare.
-    let reach = Reach::of(ctx.client_capabilities().as_ref());
+    // A runner's agent under `approvals = "local"` (SPEC §13): parked, whatever it declared.
+    let reach = if asker.asks_client {
+        Reach::of(ctx.client_capabilities().as_ref())
+    } else {
+        Reach::Nobody
+    };
     let mut asked = match (&retry.state, modern, reach) {
         (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
         (None, true, Reach::Form) => match approvals.input_required(&action) {

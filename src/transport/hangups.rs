@@ -92,10 +92,10 @@ impl Sessions {
 
     /// Prepares a session's POST: the hangup goes into its extensions before rmcp sees it, and
     /// [`Sessions::watch`] ties it to the answer. `None` for a request outside a session.
-    pub fn prepare(
+    pub fn prepare<B>(
         self: &Arc<Self>,
         service: usize,
-        req: &mut http::Request<hyper::body::Incoming>,
+        req: &mut http::Request<B>,
     ) -> Option<Pending> {
         let id = req.headers().get("mcp-session-id")?.to_str().ok()?.to_string();
         let key = (service, id);
