@@ -40,7 +40,7 @@ pub fn rmcp_config(shutdown: &CancellationToken) -> StreamableHttpServerConfig {
 
 /// The hosts a request may name, and what a person can do about a refused one.
 pub struct Hosts {
-    pub rules: Vec<HostRule>,
+    pub(crate) rules: Vec<HostRule>,
     /// Where a person adds a host (`[server.http].allowed_hosts in daemon.toml`).
     pub remedy: &'static str,
 }

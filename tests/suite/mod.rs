@@ -40,6 +40,8 @@ mod path_attacks;
 mod protocol;
 mod quoting;
 #[cfg(target_os = "linux")]
+mod runner;
+#[cfg(target_os = "linux")]
 mod run;
 #[cfg(target_os = "linux")]
 mod sandbox;

@@ -1,0 +1,1 @@
+//! A hostile relay stand-in (filled in below).
