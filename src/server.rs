@@ -59,7 +59,12 @@ impl HandsServer {
     /// The handler of one agent session over a runner's link (`src/runner`): identity
     /// `runner:<agent>`, asked through its client only when `asks_client`, and `per_call` when
     /// the session carries one 2026-07-28 call.
-    pub fn for_runner(daemon: Arc<Daemon>, client: &str, asks_client: bool, per_call: bool) -> Self {
+    pub fn for_runner(
+        daemon: Arc<Daemon>,
+        client: &str,
+        asks_client: bool,
+        per_call: bool,
+    ) -> Self {
         HandsServer { asks_client, per_call, ..HandsServer::new(daemon, client) }
     }
 

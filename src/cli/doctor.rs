@@ -462,7 +462,8 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
                 ));
             }
         }
-        if let Some(status) = crate::runner::last_status(c).filter(|s| !s.starts_with("connected")) {
+        if let Some(status) = crate::runner::last_status(c).filter(|s| !s.starts_with("connected"))
+        {
             warnings.push(format!("[runner]: the running daemon's link to the relay: {status}"));
         }
     }

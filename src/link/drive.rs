@@ -267,8 +267,8 @@ mod tests {
     use super::*;
     use tokio_tungstenite::tungstenite::protocol::Role;
 
-    async fn pair() -> (WebSocketStream<tokio::io::DuplexStream>, WebSocketStream<tokio::io::DuplexStream>)
-    {
+    async fn pair()
+    -> (WebSocketStream<tokio::io::DuplexStream>, WebSocketStream<tokio::io::DuplexStream>) {
         let (a, b) = tokio::io::duplex(1 << 20);
         let a = WebSocketStream::from_raw_socket(a, Role::Client, Some(ws_config())).await;
         let b = WebSocketStream::from_raw_socket(b, Role::Server, Some(ws_config())).await;
@@ -294,15 +294,24 @@ mod tests {
             let o = Outbox::default();
             let stop = CancellationToken::new();
             let s2 = stop.clone();
-            drive(b, &o, move |t| {
-                hands_roots::lock(&seen).push(t.to_string());
-                s2.cancel();
-            }, &stop)
+            drive(
+                b,
+                &o,
+                move |t| {
+                    hands_roots::lock(&seen).push(t.to_string());
+                    s2.cancel();
+                },
+                &stop,
+            )
             .await
         });
         let mine = tokio::spawn(async move {
             let stop = CancellationToken::new();
-            let r = tokio::time::timeout(std::time::Duration::from_secs(2), drive(a, &out, |_| {}, &stop)).await;
+            let r = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                drive(a, &out, |_| {}, &stop),
+            )
+            .await;
             (r.is_ok(), out.len())
         });
         other.await.unwrap();

@@ -33,9 +33,11 @@ pub const MAX_SESSIONS: usize = 64;
 /// Messages queued for one session, on either end, before the session is ended.
 pub const MAX_QUEUED: usize = 256;
 
-/// Bytes of messages received and not yet taken by their sessions, on one end: past it, the
-/// session that overflowed is ended (a flood cannot grow memory, SPEC §13: under 200 MB).
-pub const MAX_INBOUND_BYTES: usize = 32 * 1024 * 1024;
+/// Bytes of the requests a runner holds (queued, or in flight until answered): past it, a
+/// request is answered "busy" (a flood cannot grow memory, SPEC §13: under 200 MB). The gate
+/// keeps a parked call's arguments in several forms (its question, its record, the log), about
+/// six times their size: three parked 4 MiB writes fit and the runner stays near 120 MB.
+pub const MAX_INBOUND_BYTES: usize = 16 * 1024 * 1024;
 
 /// Bytes of messages sent and not yet confirmed, on one end: past it, the session whose message
 /// overflowed is ended.
@@ -108,13 +110,13 @@ impl Envelope {
     }
 
     pub fn parse(text: &str) -> Result<Envelope, BadFrame> {
-        let w: Wire<'_> = serde_json::from_str(text).map_err(|e| {
-            BadFrame::Json(hands_roots::shown(&e.to_string()).to_string())
-        })?;
+        let w: Wire<'_> = serde_json::from_str(text)
+            .map_err(|e| BadFrame::Json(hands_roots::shown(&e.to_string()).to_string()))?;
         if w.v != 1 {
             return Err(BadFrame::Version(w.v));
         }
-        let ok = (1..=128).contains(&w.session.len()) && w.session.bytes().all(|b| b.is_ascii_graphic());
+        let ok =
+            (1..=128).contains(&w.session.len()) && w.session.bytes().all(|b| b.is_ascii_graphic());
         if !ok {
             return Err(BadFrame::Session);
         }

@@ -158,7 +158,10 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
     for s in &r.runners {
         let (span, e) = (s.span(), s.get_ref());
         if !is_link_name(&e.name) {
-            let m = format!("`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`", hands_roots::shown(&e.name));
+            let m = format!(
+                "`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
+                hands_roots::shown(&e.name)
+            );
             p.add(Some(span.clone()), "[[relay.runners]]", "name", m, None);
         } else if runners.iter().any(|o| o.name == e.name) {
             let m = format!("runner `{}` appears twice", e.name);
@@ -185,7 +188,10 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
     for s in &r.agents {
         let (span, e) = (s.span(), s.get_ref());
         if !is_link_name(&e.name) {
-            let m = format!("`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`", hands_roots::shown(&e.name));
+            let m = format!(
+                "`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
+                hands_roots::shown(&e.name)
+            );
             p.add(Some(span.clone()), "[[relay.agents]]", "name", m, None);
         } else if agents.iter().any(|o| o.name == e.name) {
             let m = format!("agent `{}` appears twice", e.name);
@@ -206,7 +212,9 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
                 Ok(g) => {
                     set.add(g);
                 }
-                Err(err) => p.add(Some(pat.span()), "[[relay.agents]]", "runners", err.to_string(), None),
+                Err(err) => {
+                    p.add(Some(pat.span()), "[[relay.agents]]", "runners", err.to_string(), None)
+                }
             }
         }
         agents.push(AgentEntry {

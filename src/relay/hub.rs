@@ -198,17 +198,17 @@ impl Runner {
         let stop = CancellationToken::new();
         let mut s = hands_roots::lock(&self.state);
         if let Some(old) = s.live.take() {
-            tracing::info!("relay: runner `{}` connected again; the older link is closed", self.name);
+            tracing::info!(
+                "relay: runner `{}` connected again; the older link is closed",
+                self.name
+            );
             old.stop.cancel();
         }
         let restarted = s.instance.as_deref().is_some_and(|i| i != instance);
         s.instance = Some(instance.to_string());
         s.live = Some(Live { id, since: SystemTime::now(), stop: stop.clone() });
-        let ended: Vec<Arc<LinkSession>> = if restarted {
-            s.sessions.drain().map(|(_, v)| v).collect()
-        } else {
-            Vec::new()
-        };
+        let ended: Vec<Arc<LinkSession>> =
+            if restarted { s.sessions.drain().map(|(_, v)| v).collect() } else { Vec::new() };
         drop(s);
         if restarted {
             self.outbox.clear();
@@ -254,7 +254,11 @@ impl Runner {
     }
 
     /// Opens an agent session: `Err` says why not (not connected, too many sessions).
-    pub fn open(&self, agent: &str, loose: mpsc::Sender<Value>) -> Result<Arc<LinkSession>, String> {
+    pub fn open(
+        &self,
+        agent: &str,
+        loose: mpsc::Sender<Value>,
+    ) -> Result<Arc<LinkSession>, String> {
         let mut s = hands_roots::lock(&self.state);
         if s.live.is_none() {
             return Err(format!("runner {} is not connected", self.name));
@@ -301,7 +305,10 @@ impl Runner {
         let envelope = match Envelope::parse(text) {
             Ok(e) => e,
             Err(e) => {
-                tracing::warn!("relay: runner `{}` sent a frame that is no envelope: {e}", self.name);
+                tracing::warn!(
+                    "relay: runner `{}` sent a frame that is no envelope: {e}",
+                    self.name
+                );
                 return;
             }
         };
@@ -321,11 +328,17 @@ impl Runner {
                 let Some(s) = s else { return };
                 match serde_json::from_str::<Value>(message.get()) {
                     Ok(m) if m.is_object() => s.route(m, call.as_ref()),
-                    _ => tracing::warn!("relay: runner `{}` sent a message that is no JSON-RPC", self.name),
+                    _ => tracing::warn!(
+                        "relay: runner `{}` sent a message that is no JSON-RPC",
+                        self.name
+                    ),
                 }
             }
             Envelope::Open { .. } => {
-                tracing::warn!("relay: runner `{}` tried to open a session; only agents do", self.name);
+                tracing::warn!(
+                    "relay: runner `{}` tried to open a session; only agents do",
+                    self.name
+                );
             }
         }
     }

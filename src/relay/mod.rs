@@ -78,12 +78,16 @@ impl Setup {
             )?;
             let tag = tag_of(token.as_bytes());
             if agent_tags.contains(&tag) {
-                anyhow::bail!("{what} has the same token as another agent\nhint: give each agent its own token");
+                anyhow::bail!(
+                    "{what} has the same token as another agent\nhint: give each agent its own token"
+                );
             }
             agent_tags.push(tag);
         }
         let tls = match &cfg.tls {
-            Some((cert, key)) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(server_tls(cert, key)?))),
+            Some((cert, key)) => {
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(server_tls(cert, key)?)))
+            }
             None => None,
         };
         Ok(Setup { cfg, agent_tags, tls })
@@ -91,7 +95,10 @@ impl Setup {
 }
 
 /// The relay's TLS: the chain of `cert` and the key of `key` (PEM; PKCS#8, SEC1 or RSA).
-fn server_tls(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<rustls::ServerConfig> {
+fn server_tls(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -100,8 +107,12 @@ fn server_tls(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<r
     if chain.is_empty() {
         anyhow::bail!("[relay] cert_file {} holds no PEM certificate", cert.display());
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| anyhow::anyhow!("[relay] key_file {}: {e}\nhint: a PEM key: PKCS#8, SEC1 (EC) or RSA", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        anyhow::anyhow!(
+            "[relay] key_file {}: {e}\nhint: a PEM key: PKCS#8, SEC1 (EC) or RSA",
+            key.display()
+        )
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -224,7 +235,8 @@ where
 fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     r
 }
 
@@ -241,7 +253,10 @@ impl Relay {
             return upgrade::runner(self, req);
         }
         if path != "/runners" && !path.starts_with("/runners/") {
-            return plain(StatusCode::NOT_FOUND, "hands relay serves /runners, /runners/NAME/mcp and /runner");
+            return plain(
+                StatusCode::NOT_FOUND,
+                "hands relay serves /runners, /runners/NAME/mcp and /runner",
+            );
         }
         let agent = match self.agent(req.headers()) {
             Ok(a) => a,

@@ -52,7 +52,11 @@ impl Proxy {
             return Ok(s.clone());
         }
         let (tx, rx) = mpsc::channel(crate::link::MAX_QUEUED);
-        let s = self.inner.runner.open(&self.inner.agent, tx).map_err(|why| McpError::internal_error(why, None))?;
+        let s = self
+            .inner
+            .runner
+            .open(&self.inner.agent, tx)
+            .map_err(|why| McpError::internal_error(why, None))?;
         tokio::spawn(loose(s.clone(), rx, ctx.peer.clone()));
         *slot = Some(s.clone());
         Ok(s)
@@ -114,7 +118,11 @@ fn cancel(session: &LinkSession, id: &RequestId) -> McpError {
 fn lost(session: &LinkSession) -> McpError {
     let why = session.why();
     McpError::internal_error(
-        if why.is_empty() { "the runner's session ended; the call's result was lost".to_string() } else { why },
+        if why.is_empty() {
+            "the runner's session ended; the call's result was lost".to_string()
+        } else {
+            why
+        },
         None,
     )
 }
@@ -130,14 +138,18 @@ fn answer(v: Value) -> Result<Value, McpError> {
 
 fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| {
-        McpError::internal_error(format!("the runner's answer does not parse: {}", hands_roots::shown(&e.to_string())), None)
+        McpError::internal_error(
+            format!("the runner's answer does not parse: {}", hands_roots::shown(&e.to_string())),
+            None,
+        )
     })
 }
 
 /// A question of the runner (a person asked through the client): put to the agent's client,
 /// its answer sent back.
 async fn ask(session: &LinkSession, v: Value, peer: &rmcp::Peer<RoleServer>) {
-    let Ok(ServerJsonRpcMessage::Request(req)) = serde_json::from_value::<ServerJsonRpcMessage>(v) else {
+    let Ok(ServerJsonRpcMessage::Request(req)) = serde_json::from_value::<ServerJsonRpcMessage>(v)
+    else {
         return;
     };
     let reply = match peer.send_request(req.request).await {
@@ -151,13 +163,19 @@ async fn ask(session: &LinkSession, v: Value, peer: &rmcp::Peer<RoleServer>) {
 }
 
 async fn notify(v: Value, peer: &rmcp::Peer<RoleServer>) {
-    if let Ok(ServerJsonRpcMessage::Notification(n)) = serde_json::from_value::<ServerJsonRpcMessage>(v) {
+    if let Ok(ServerJsonRpcMessage::Notification(n)) =
+        serde_json::from_value::<ServerJsonRpcMessage>(v)
+    {
         let _ = peer.send_notification(n.notification).await;
     }
 }
 
 /// The runner's questions and notifications that belong to no call, for the session's life.
-async fn loose(session: Arc<LinkSession>, mut rx: mpsc::Receiver<Value>, peer: rmcp::Peer<RoleServer>) {
+async fn loose(
+    session: Arc<LinkSession>,
+    mut rx: mpsc::Receiver<Value>,
+    peer: rmcp::Peer<RoleServer>,
+) {
     loop {
         tokio::select! {
             m = rx.recv() => match m {
@@ -181,7 +199,9 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         ctx.peer.set_peer_info(request.clone());
-        let v = self.forward(ClientRequest::InitializeRequest(InitializeRequest::new(request)), &ctx).await?;
+        let v = self
+            .forward(ClientRequest::InitializeRequest(InitializeRequest::new(request)), &ctx)
+            .await?;
         typed(v)
     }
 
@@ -207,7 +227,9 @@ impl ServerHandler for Proxy {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let v = self.forward(ClientRequest::CallToolRequest(CallToolRequest::new(request)), &ctx).await?;
+        let v = self
+            .forward(ClientRequest::CallToolRequest(CallToolRequest::new(request)), &ctx)
+            .await?;
         if let Ok(r) = serde_json::from_value::<InputRequiredResult>(v.clone()) {
             return Ok(CallToolResponse::InputRequired(r));
         }

@@ -45,19 +45,23 @@ pub(super) fn runner(relay: &Arc<Relay>, req: Request<Incoming>) -> Response<Bod
     m.update(&Sha256::digest(presented.as_bytes()));
     let runner = relay.runner_named(name);
     let expected = tag_of(&runner.map_or([0xff; 32], |r| r.token_sha256));
-    let Some(runner) = runner.filter(|_| m.verify_slice(&expected).is_ok() && !presented.is_empty())
+    let Some(runner) =
+        runner.filter(|_| m.verify_slice(&expected).is_ok() && !presented.is_empty())
     else {
         tracing::warn!(
             "relay: refused a runner connection as `{}`: unknown name or wrong token",
             hands_roots::shown(name)
         );
         let mut r = refuse(StatusCode::UNAUTHORIZED, "unknown runner name or wrong token");
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"hands-runner\""));
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"hands-runner\""),
+        );
         return r;
     };
     let accept = derive_accept_key(key.as_bytes());
-    let instance = h.get(INSTANCE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let instance =
+        h.get(INSTANCE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let runner = runner.clone();
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(req).await {
@@ -67,7 +71,12 @@ pub(super) fn runner(relay: &Arc<Relay>, req: Request<Incoming>) -> Response<Bod
                 return;
             }
         };
-        let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(ws_config())).await;
+        let ws = WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            Some(ws_config()),
+        )
+        .await;
         let (id, stop) = runner.connected(&instance);
         tracing::info!("relay: runner `{}` connected", runner.name);
         let ended = drive(ws, &runner.outbox, |t| runner.on_frame(t), &stop).await;

@@ -22,11 +22,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub enum DialError {
     #[error("cannot connect to {0}: {1}")]
     Connect(String, String),
-    #[error("TLS with {0} failed: {1}\nhint: the relay's certificate must chain to the system's roots or to [runner].ca_file")]
+    #[error(
+        "TLS with {0} failed: {1}\nhint: the relay's certificate must chain to the system's roots or to [runner].ca_file"
+    )]
     Tls(String, String),
-    #[error("the relay refused this runner (HTTP {0}): a wrong token, or a name it does not know\nhint: the relay's [[relay.runners]] entry for this name holds the sha256 of this runner's token")]
+    #[error(
+        "the relay refused this runner (HTTP {0}): a wrong token, or a name it does not know\nhint: the relay's [[relay.runners]] entry for this name holds the sha256 of this runner's token"
+    )]
     Refused(u16),
-    #[error("the relay answered a redirect (HTTP {0}) to {1}; a runner follows none\nhint: set [runner].url to the relay's real address")]
+    #[error(
+        "the relay answered a redirect (HTTP {0}) to {1}; a runner follows none\nhint: set [runner].url to the relay's real address"
+    )]
     Redirect(u16, String),
     #[error("the relay answered HTTP {0} to the upgrade")]
     Status(u16),
@@ -107,10 +113,13 @@ impl Dialer {
     pub(super) async fn dial(&self) -> Result<Linked, DialError> {
         let (host, port) = (self.host(), self.port());
         let at = format!("{host}:{port}");
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect((host.as_str(), port)))
-            .await
-            .map_err(|_| DialError::Timeout(at.clone(), CONNECT_TIMEOUT.as_secs()))?
-            .map_err(|e| DialError::Connect(at.clone(), e.to_string()))?;
+        let tcp = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        .map_err(|_| DialError::Timeout(at.clone(), CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| DialError::Connect(at.clone(), e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         match &self.tls {
             None => {
@@ -174,7 +183,9 @@ fn refusal(e: tokio_tungstenite::tungstenite::Error) -> DialError {
                 let to = answer
                     .headers()
                     .get(header::LOCATION)
-                    .map(|l| hands_roots::shown(&*String::from_utf8_lossy(l.as_bytes())).to_string())
+                    .map(|l| {
+                        hands_roots::shown(&*String::from_utf8_lossy(l.as_bytes())).to_string()
+                    })
                     .unwrap_or_else(|| "nowhere".into());
                 DialError::Redirect(status, to)
             } else if status == 401 || status == 403 {

@@ -79,10 +79,7 @@ impl Setup {
 
     /// What the banner says.
     pub fn describe(&self) -> String {
-        format!(
-            "runner `{}` of {} (approvals: {})",
-            self.dialer.name, self.url, self.approvals
-        )
+        format!("runner `{}` of {} (approvals: {})", self.dialer.name, self.url, self.approvals)
     }
 }
 
@@ -176,9 +173,8 @@ fn linger(sessions: &Arc<Sessions>, generation: &Arc<AtomicU64>) {
 pub fn backoff(attempt: u32) -> Duration {
     let ceiling = FIRST_WAIT.saturating_mul(1 << attempt.min(6)).min(LONGEST_WAIT);
     let half = ceiling / 2;
-    let jitter = u64::from_le_bytes(
-        crate::link::random_id().as_bytes()[..8].try_into().unwrap_or_default(),
-    );
+    let jitter =
+        u64::from_le_bytes(crate::link::random_id().as_bytes()[..8].try_into().unwrap_or_default());
     let extra = half.as_millis() as u64;
     half + Duration::from_millis(if extra == 0 { 0 } else { jitter % (extra + 1) })
 }
@@ -196,7 +192,8 @@ fn write_status(setup: &Setup, state: &str, why: Option<&str>) {
     let tmp = setup.status.with_extension("json.tmp");
     // The state dir is the daemon's own.
     #[allow(clippy::disallowed_methods)]
-    let written = std::fs::write(&tmp, body.to_string()).and_then(|()| std::fs::rename(&tmp, &setup.status));
+    let written =
+        std::fs::write(&tmp, body.to_string()).and_then(|()| std::fs::rename(&tmp, &setup.status));
     if let Err(e) = written {
         tracing::debug!("runner: cannot write {}: {e}", setup.status.display());
     }

@@ -3,7 +3,8 @@
 //! the link and answering into the [`Outbox`]. Nothing in an envelope reaches anything but
 //! these sessions: no policy, no address, no other client's session. The relay can open at
 //! most [`MAX_SESSIONS`], queue at most [`MAX_QUEUED`] messages in each and
-//! [`MAX_INBOUND_BYTES`] in all; past a bound the session it overflowed ends.
+//! [`MAX_INBOUND_BYTES`] of requests in all; past a bound a request is answered "busy", and a
+//! session whose answers overflow ends.
 
 use crate::link::drive::{Full, Outbox};
 use crate::link::{Envelope, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, msg};
@@ -27,7 +28,9 @@ pub const PREFIX: &str = "runner:";
 
 enum Slot {
     /// Opened; its service starts with its first message.
-    Opened { agent: String },
+    Opened {
+        agent: String,
+    },
     Serving(Serving),
 }
 
@@ -113,7 +116,10 @@ impl Sessions {
                 // so once, then every thousandth time.
                 let n = self.garbage.fetch_add(1, Ordering::Relaxed);
                 if n % 1000 == 0 {
-                    tracing::warn!("runner: ignored a frame from the relay ({e}); {} so far", n + 1);
+                    tracing::warn!(
+                        "runner: ignored a frame from the relay ({e}); {} so far",
+                        n + 1
+                    );
                 }
             }
         }
@@ -184,16 +190,39 @@ impl Sessions {
             return;
         }
         let bytes = raw.len();
+        let id = match &message {
+            ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
         if self.inbound.fetch_add(bytes, Ordering::SeqCst) + bytes > MAX_INBOUND_BYTES {
             self.inbound.fetch_sub(bytes, Ordering::SeqCst);
             drop(table);
-            return self.end_and_tell(&session, "the relay sent more than the runner holds");
+            let why = format!("the runner holds {MAX_INBOUND_BYTES} bytes of requests already");
+            return self.busy(&session, id, &why);
         }
         if s.tx.try_send((message, bytes)).is_err() {
             self.inbound.fetch_sub(bytes, Ordering::SeqCst);
             drop(table);
-            let why = format!("the relay queued more than {MAX_QUEUED} messages");
-            self.end_and_tell(&session, &why);
+            let why = format!("{MAX_QUEUED} messages of this session wait already");
+            self.busy(&session, id, &why);
+        }
+    }
+
+    /// A message past a bound: a request is answered with an error saying so (the session goes
+    /// on), anything else is dropped.
+    fn busy(&self, session: &str, id: Option<RequestId>, why: &str) {
+        let n = self.garbage.fetch_add(1, Ordering::Relaxed);
+        if n % 1000 == 0 {
+            tracing::warn!(session = %session, "runner: refused a message of the relay: {why}");
+        }
+        let Some(id) = id else { return };
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": -32000, "message": format!("the runner is busy: {why}; try again")},
+        });
+        if self.outbox.push(session, msg(session, &answer, None)).is_err() {
+            self.end_and_tell(session, "its answers overflowed");
         }
     }
 
@@ -221,13 +250,15 @@ impl Sessions {
     fn serve(&self, session: &str, agent: &str, per_call: bool) -> Serving {
         let (tx, rx) = mpsc::channel(MAX_QUEUED);
         let client = format!("{PREFIX}{agent}");
-        let server = HandsServer::for_runner(self.daemon.clone(), &client, self.asks_client, per_call);
+        let server =
+            HandsServer::for_runner(self.daemon.clone(), &client, self.asks_client, per_call);
         let gone = server.gone();
         let transport = LinkTransport {
             rx,
             session: session.to_string(),
             outbox: self.outbox.clone(),
             inbound: self.inbound.clone(),
+            held: HashMap::new(),
         };
         let me = self.me.clone();
         let id = session.to_string();
@@ -277,12 +308,22 @@ impl Sessions {
     }
 }
 
-/// rmcp's transport of one session: messages from the link in, answers to the outbox.
+/// rmcp's transport of one session: messages from the link in, answers to the outbox. A
+/// request's bytes count against [`MAX_INBOUND_BYTES`] until it is answered (rmcp runs each in
+/// a task of its own, so what is held is what is in flight, not only what is queued).
 struct LinkTransport {
     rx: mpsc::Receiver<(ClientJsonRpcMessage, usize)>,
     session: String,
     outbox: Arc<Outbox>,
     inbound: Arc<AtomicUsize>,
+    held: HashMap<RequestId, usize>,
+}
+
+impl Drop for LinkTransport {
+    fn drop(&mut self) {
+        let held: usize = self.held.values().sum();
+        self.inbound.fetch_sub(held, Ordering::SeqCst);
+    }
 }
 
 impl rmcp::transport::Transport<RoleServer> for LinkTransport {
@@ -294,6 +335,14 @@ impl rmcp::transport::Transport<RoleServer> for LinkTransport {
     ) -> impl Future<Output = Result<(), Full>> + Send + 'static {
         // A question asked in the middle of a call names the call, so that the relay puts it on
         // that call's own answer stream.
+        let answered = match &item {
+            ServerJsonRpcMessage::Response(r) => Some(&r.id),
+            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+            _ => None,
+        };
+        if let Some(bytes) = answered.and_then(|id| self.held.remove(id)) {
+            self.inbound.fetch_sub(bytes, Ordering::SeqCst);
+        }
         let call = match &item {
             ServerJsonRpcMessage::Request(r) => {
                 use rmcp::model::GetExtensions;
@@ -317,7 +366,16 @@ impl rmcp::transport::Transport<RoleServer> for LinkTransport {
     fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
         async {
             let (m, bytes) = self.rx.recv().await?;
-            self.inbound.fetch_sub(bytes, Ordering::SeqCst);
+            match &m {
+                ClientJsonRpcMessage::Request(r) => {
+                    if let Some(old) = self.held.insert(r.id.clone(), bytes) {
+                        self.inbound.fetch_sub(old, Ordering::SeqCst);
+                    }
+                }
+                _ => {
+                    self.inbound.fetch_sub(bytes, Ordering::SeqCst);
+                }
+            }
             Some(m)
         }
     }

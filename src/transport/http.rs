@@ -99,10 +99,7 @@ pub async fn serve(
             })
             .collect()
     };
-    let hosts = Hosts {
-        rules: setup.hosts,
-        remedy: "[server.http].allowed_hosts in daemon.toml",
-    };
+    let hosts = Hosts { rules: setup.hosts, remedy: "[server.http].allowed_hosts in daemon.toml" };
     let door = Arc::new(Door { hosts, services, sessions: Arc::default() });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -40,9 +40,9 @@ mod path_attacks;
 mod protocol;
 mod quoting;
 #[cfg(target_os = "linux")]
-mod runner;
-#[cfg(target_os = "linux")]
 mod run;
+#[cfg(target_os = "linux")]
+mod runner;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod special_files;

@@ -1,9 +1,10 @@
 //! Runner mode (SPEC §13) with real parts: the real `hands relay` on loopback with TLS from a
 //! CA each test makes (rcgen), the real `hands serve` with `[runner]` dialling it, driven
-//! through the relay by rmcp's streamable HTTP client and the official Python SDK. `hostile.rs`
-//! puts a test-written relay stand-in in the relay's place.
+//! through the relay by rmcp's streamable HTTP client (`through.rs`) and the official Python
+//! SDK (`python.rs`). `hostile.rs` puts a test-written relay stand-in in the relay's place.
 
 mod hostile;
+mod python;
 mod through;
 
 use super::common::{Fixture, wait_until};
@@ -11,7 +12,6 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -137,8 +137,12 @@ impl Org {
         let mut cmd = fx.command(&["relay", "--config", file.to_str().unwrap()]);
         cmd.env("RELAY_TOKEN_ALICE", ALICE).env("RUST_LOG", "info");
         let relay = Proc::spawn(cmd, "relay");
-        assert!(relay.wait_for("listening on https://", Duration::from_secs(20)).await, "no relay banner");
-        let line = relay.lines.lock().unwrap().iter().find(|l| l.contains("https://")).cloned().unwrap();
+        assert!(
+            relay.wait_for("listening on https://", Duration::from_secs(20)).await,
+            "no relay banner"
+        );
+        let line =
+            relay.lines.lock().unwrap().iter().find(|l| l.contains("https://")).cloned().unwrap();
         let addr = line.split("https://").nth(1).unwrap().split_whitespace().next().unwrap();
         self.addr = addr.parse().unwrap();
         self.relay = Some(relay);
@@ -200,7 +204,13 @@ pub fn tls_connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
 }
 
 /// One HTTP/1.1 request over TLS; (status, body).
-pub async fn https(addr: SocketAddr, ca_pem: &str, method: &str, path: &str, token: &str) -> (u16, String) {
+pub async fn https(
+    addr: SocketAddr,
+    ca_pem: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
@@ -224,7 +234,6 @@ pub async fn https(addr: SocketAddr, ca_pem: &str, method: &str, path: &str, tok
 pub struct Forwarder {
     pub addr: SocketAddr,
     cut: Arc<tokio::sync::Notify>,
-    pub dropping: Arc<AtomicBool>,
 }
 
 impl Forwarder {
@@ -232,14 +241,10 @@ impl Forwarder {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(tokio::sync::Notify::new());
-        let dropping = Arc::new(AtomicBool::new(false));
-        let (c, d) = (cut.clone(), dropping.clone());
+        let c = cut.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((mut inbound, _)) = listener.accept().await else { return };
-                if d.load(Ordering::SeqCst) {
-                    continue;
-                }
                 let (ca, cut) = (ca_pem.clone(), c.clone());
                 tokio::spawn(async move {
                     let tcp = tokio::net::TcpStream::connect(to).await.unwrap();
@@ -247,8 +252,11 @@ impl Forwarder {
                     let _ = inbound.set_nodelay(true);
                     match ca {
                         Some(ca) => {
-                            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-                            let Ok(mut tls) = tls_connector(&ca).connect(name, tcp).await else { return };
+                            let name =
+                                rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                            let Ok(mut tls) = tls_connector(&ca).connect(name, tcp).await else {
+                                return;
+                            };
                             tokio::select! {
                                 _ = tokio::io::copy_bidirectional(&mut inbound, &mut tls) => {}
                                 () = cut.notified() => {}
@@ -265,7 +273,7 @@ impl Forwarder {
                 });
             }
         });
-        Forwarder { addr, cut, dropping }
+        Forwarder { addr, cut }
     }
 
     /// Drops every connection carried now.
@@ -276,7 +284,13 @@ impl Forwarder {
 
 /// `daemon.toml` of a runner: tools-fs and tools-shell on the root (external allowed), write
 /// class `ask`, `[runner]` with `url`, the token in a file, `ca_file` and `approvals`.
-pub fn runner_config(fx: &Fixture, url: &str, ca: Option<&Path>, token: &str, approvals: &str) -> PathBuf {
+pub fn runner_config(
+    fx: &Fixture,
+    url: &str,
+    ca: Option<&Path>,
+    token: &str,
+    approvals: &str,
+) -> PathBuf {
     let token_file = fx.home.join("runner.token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let ca = ca.map(|c| format!("ca_file = \"{}\"\n", c.display())).unwrap_or_default();

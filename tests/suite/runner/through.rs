@@ -15,13 +15,22 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// An rmcp client as `token`'s agent at runner `box-1`, through `fwd` (TLS to the relay).
-async fn agent<H: rmcp::ClientHandler>(fwd: &Forwarder, token: &str, era: Era, handler: H) -> RunningService<RoleClient, H> {
+async fn agent<H: rmcp::ClientHandler>(
+    fwd: &Forwarder,
+    token: &str,
+    era: Era,
+    handler: H,
+) -> RunningService<RoleClient, H> {
     let url = format!("http://{}/runners/box-1/mcp", fwd.addr);
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_string());
     handshake(handler, StreamableHttpClientTransport::from_config(config), era).await
 }
 
-async fn call<H: rmcp::ClientHandler>(c: &RunningService<RoleClient, H>, tool: &str, args: Value) -> CallToolResult {
+async fn call<H: rmcp::ClientHandler>(
+    c: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
     let Value::Object(args) = args else { panic!("arguments must be an object") };
     c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args)).await.unwrap()
 }
@@ -55,7 +64,9 @@ async fn agents_reach_a_runner_through_the_relay_with_every_tool_class_in_both_e
         let c = std::sync::Arc::new(c);
         let pending = {
             let (c, path) = (c.clone(), path.clone());
-            tokio::spawn(async move { call(&c, "write", json!({"path": path, "content": "via relay"})).await })
+            tokio::spawn(async move {
+                call(&c, "write", json!({"path": path, "content": "via relay"})).await
+            })
         };
         let id = parked(&fx, &config, &path).await;
         assert!(!fx.root.join(&path).exists(), "{era:?}: it ran before the yes");
@@ -103,7 +114,8 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
     let org = Org::start(&fx).await;
     let fwd = Forwarder::start(org.addr, Some(org.pki.ca_pem.clone())).await;
     for approvals_mode in ["local", "client"] {
-        let config = runner_config(&fx, &org.url(), Some(&org.ca_file()), RUNNER_TOKEN, approvals_mode);
+        let config =
+            runner_config(&fx, &org.url(), Some(&org.ca_file()), RUNNER_TOKEN, approvals_mode);
         let mut runner = start_runner(&fx, &config);
         assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
         for era in [Era::Legacy, Era::Modern] {
@@ -112,7 +124,9 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
             let path = format!("{approvals_mode}-{era:?}.txt");
             let pending = {
                 let (c, path) = (c.clone(), path.clone());
-                tokio::spawn(async move { call(&c, "write", json!({"path": path, "content": "x"})).await })
+                tokio::spawn(async move {
+                    call(&c, "write", json!({"path": path, "content": "x"})).await
+                })
             };
             if approvals_mode == "local" {
                 let id = parked(&fx, &config, &path).await;
@@ -124,7 +138,11 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
             let last = fx.audit_records().last().cloned().unwrap();
             if approvals_mode == "local" {
                 // The agent's client declared form elicitation, and was never asked.
-                assert_eq!(person.times_asked(), 0, "{era:?}: a local runner asked through the relay");
+                assert_eq!(
+                    person.times_asked(),
+                    0,
+                    "{era:?}: a local runner asked through the relay"
+                );
                 assert_eq!(last["decided_by"], "person-via-terminal");
             } else {
                 assert_eq!(person.times_asked(), 1, "{era:?}");
@@ -177,10 +195,26 @@ async fn a_wrong_token_or_an_untrusted_ca_is_refused_and_never_disturbs_the_live
     let since = org.box1().await["since"].clone();
     // A second daemon claiming box-1 with a wrong token: 401 before the upgrade.
     let fx2 = Fixture::new();
-    let wrong = runner_config(&fx2, &org.url(), Some(&org.ca_file()), "wrong-token-0123456789abcdef", "local");
+    let wrong = runner_config(
+        &fx2,
+        &org.url(),
+        Some(&org.ca_file()),
+        "wrong-token-0123456789abcdef",
+        "local",
+    );
     let bad = start_runner(&fx2, &wrong);
-    assert!(bad.wait_for("refused this runner (HTTP 401)", Duration::from_secs(20)).await, "{}", bad.text());
-    assert!(org.relay.as_ref().unwrap().wait_for("refused a runner connection as `box-1`", Duration::from_secs(5)).await);
+    assert!(
+        bad.wait_for("refused this runner (HTTP 401)", Duration::from_secs(20)).await,
+        "{}",
+        bad.text()
+    );
+    assert!(
+        org.relay
+            .as_ref()
+            .unwrap()
+            .wait_for("refused a runner connection as `box-1`", Duration::from_secs(5))
+            .await
+    );
     // A daemon whose ca_file is another CA: the TLS handshake fails, it says so and retries.
     let fx3 = Fixture::new();
     let other_ca = fx3.home.join("other-ca.pem");
@@ -190,8 +224,11 @@ async fn a_wrong_token_or_an_untrusted_ca_is_refused_and_never_disturbs_the_live
     assert!(lost.wait_for("TLS with localhost", Duration::from_secs(20)).await, "{}", lost.text());
     assert!(lost.wait_for("retrying in", Duration::from_secs(5)).await);
     // `hands doctor` of that daemon's config says why.
-    assert!(wait_until(Duration::from_secs(10), || fx3.state.join("runner-status.json").exists()).await);
-    let doctor = fx3.std_command(&["doctor", "--config", untrusting.to_str().unwrap()]).output().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || fx3.state.join("runner-status.json").exists()).await
+    );
+    let doctor =
+        fx3.std_command(&["doctor", "--config", untrusting.to_str().unwrap()]).output().unwrap();
     let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
     assert!(doctor.contains("retrying") && doctor.contains("TLS"), "{doctor}");
     // The live runner kept its link throughout.
@@ -217,7 +254,8 @@ async fn a_link_cut_mid_call_delivers_the_result_once_it_is_back_and_runs_it_onc
     let pending = {
         let c = c.clone();
         tokio::spawn(async move {
-            call(&c, "bash", json!({"command": "sleep 2; echo ran >> once.txt; echo finished"})).await
+            call(&c, "bash", json!({"command": "sleep 2; echo ran >> once.txt; echo finished"}))
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -225,5 +263,9 @@ async fn a_link_cut_mid_call_delivers_the_result_once_it_is_back_and_runs_it_onc
     assert!(runner.wait_for("reconnecting", Duration::from_secs(10)).await, "{}", runner.text());
     let r = tokio::time::timeout(Duration::from_secs(30), pending).await.unwrap().unwrap();
     assert!(text_of(&r).contains("finished"), "{}", text_of(&r));
-    assert_eq!(std::fs::read_to_string(fx.root.join("once.txt")).unwrap(), "ran\n", "ran twice or never");
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("once.txt")).unwrap(),
+        "ran\n",
+        "ran twice or never"
+    );
 }
