@@ -262,6 +262,13 @@ runners = ["build-box-*"]
 "#;
 
     #[test]
+    fn the_example_file_parses() {
+        let c = parse(include_str!("../../relay.toml.example"), "relay.toml.example").unwrap();
+        assert_eq!((c.runners.len(), c.agents.len()), (2, 1));
+        assert!(c.tls.is_some() && c.agents[0].runners.is_match("build-box-2"));
+    }
+
+    #[test]
     fn a_good_file_parses_and_each_problem_is_placed() {
         let c = parse(GOOD, "relay.toml").unwrap();
         assert_eq!(c.public_host, "relay.example.com");
