@@ -2,6 +2,7 @@
 //! config, each module's pinned roots, the tool registry, the audit log, the approvals, the
 //! brake.
 
+pub use crate::config::absolute;
 use crate::config::{ActionClass, Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::registry::{Entry, Registrar};
 use hands_git::{Git, GitSettings};
@@ -50,6 +51,7 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
         protected: (hands_sandbox::profiles::protected().map(str::to_string))
             .chain(config.protected_extra.iter().map(|e| e.trim_end_matches('/').to_string()))
             .collect(),
+        host_paths: crate::config::trusted::paths(config),
     }
 }
 
@@ -98,7 +100,7 @@ impl Daemon {
     }
 
     fn build(config: Config, make_placeholders: bool) -> anyhow::Result<Daemon> {
-        refuse_state_dir_in_roots(&config)?;
+        crate::config::trusted::refuse(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let lists = policy_lists(&config);
         let mut shell = None;
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -195,6 +197,15 @@ impl Daemon {
         }
     }
 
+    /// The daemon is ending (a stdio client has gone): the tmux sessions it holds end with it,
+    /// unless tools-shell keeps them (`keep_sessions`); returns how many ended.
+    pub async fn shutdown(&self) -> usize {
+        match &self.shell {
+            Some(sh) => sh.shutdown().await,
+            None => 0,
+        }
+    }
+
     /// `hands stop --release`: external-class calls run again.
     pub fn release(&self) {
         self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -275,55 +286,4 @@ impl Daemon {
             }
         }
     }
-}
-
-/// The state dir holds what the daemon trusts and commands must not touch — the audit log,
-/// the standing permissions, the control sockets, tmux session records — so it may not lie
-/// inside a root (where the file tools and commands could rewrite it), nor contain one.
-fn refuse_state_dir_in_roots(config: &Config) -> anyhow::Result<()> {
-    let state = lenient_canonical(&absolute(&config.state_dir));
-    for m in &config.modules {
-        for r in &m.roots {
-            let root = lenient_canonical(&r.path);
-            if state.starts_with(&root) || root.starts_with(&state) {
-                anyhow::bail!(
-                    "the state dir {} lies inside the root {} of {} (or holds it): commands and \
-                     file tools could rewrite the audit log and grant themselves approvals. Set \
-                     [daemon] state_dir to a folder outside every root, or declare a narrower \
-                     root (with no config, run hands from a project folder rather than from \
-                     your home)",
-                    state.display(),
-                    root.display(),
-                    m.id.name()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The canonical form of the deepest existing ancestor, with the missing rest appended.
-fn lenient_canonical(p: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
-            return missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part));
-        }
-        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
-            (Some(name), Some(parent)) => {
-                missing.push(name);
-                cur = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
-        }
-    }
-}
-
-/// A relative state dir is taken from the current folder, as tools-shell does.
-pub fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        return p.to_path_buf();
-    }
-    std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
 }

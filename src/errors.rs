@@ -163,6 +163,10 @@ impl ToolFailure for hands_roots::PathError {
                 "protected paths",
                 "a person makes this change outside hands",
             ),
+            P::Trusted { path, remedy, .. } => {
+                let what = path.display().to_string();
+                return Some(Denial::new(&what, "host-trusted paths", &self.to_string(), remedy));
+            }
             P::ReadOnlyRoot { path, .. } => (
                 path.display().to_string(),
                 "read-only root",

@@ -265,6 +265,26 @@ pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Res
                 never,
             );
         }
+        // What the host trusts (the daemon's config, binary, launcher, tokens, the home's
+        // start-up files): the path is one, lies beneath one, or holds one.
+        let id = std::fs::metadata(p).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        let trusted = policy.host_path(p, id).map(|t| (t, p.clone())).or_else(|| {
+            policy.host_paths().find(|(t, _)| t.starts_with(p)).map(|(n, t)| (t, n.to_path_buf()))
+        });
+        if let Some((t, at)) = trusted {
+            return forbid(
+                "host-trusted paths",
+                format!(
+                    "{what} is or holds {} ({}): the host trusts it",
+                    cut(&at.display().to_string()),
+                    t.what
+                ),
+                never,
+            );
+        }
         if state_dir.starts_with(p) || p.starts_with(state_dir) {
             return forbid(
                 "protected paths",
@@ -318,6 +338,9 @@ fn scan(dir: &Path, policy: &Policy) -> Result<(), (PathBuf, String)> {
                 .map_err(|e| (path.clone(), format!("cannot inspect it ({e})")))?;
             if policy.denied_ids(&path, Some((meta.dev(), meta.ino()))).is_some() {
                 return Err((path, "a denied or credential file".into()));
+            }
+            if let Some(t) = policy.host_path(&path, Some((meta.dev(), meta.ino()))) {
+                return Err((path, format!("{} (the host trusts it)", t.what)));
             }
             if meta.is_file() && policy.is_secret(&path) {
                 return Err((path, "a secret file".into()));

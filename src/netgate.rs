@@ -113,6 +113,8 @@ impl NetGate {
             class: "external".into(),
             arguments: json!({ "host": q.host, "port": q.port, "command": command }),
             confirm: false,
+            // The proxy's *session* answers are the daemon's, by client (`session` above).
+            until_restart: true,
         }
     }
 }

@@ -34,9 +34,6 @@ pub struct HandsServer {
     /// a runner's agents under `approvals = "local"`: their questions are parked for the person
     /// at this machine, whatever their client declared.
     asks_client: bool,
-    /// This handler serves one call and is gone (a runner's link session of a 2026-07-28 call):
-    /// its *session* permissions live on the daemon, as a stateless HTTP client's do.
-    per_call: bool,
     /// Standing *session* permissions of this connection: (module, tool, epoch granted in).
     session: Arc<Mutex<HashSet<(String, String, u64)>>>,
     /// Cancelled when this connection's client has gone (the stdio transport tells): its
@@ -50,22 +47,15 @@ impl HandsServer {
             daemon,
             client: Arc::from(client),
             asks_client: true,
-            per_call: false,
             session: Default::default(),
             gone: Default::default(),
         }
     }
 
     /// The handler of one agent session over a runner's link (`src/runner`): identity
-    /// `runner:<agent>`, asked through its client only when `asks_client`, and `per_call` when
-    /// the session carries one 2026-07-28 call.
-    pub fn for_runner(
-        daemon: Arc<Daemon>,
-        client: &str,
-        asks_client: bool,
-        per_call: bool,
-    ) -> Self {
-        HandsServer { asks_client, per_call, ..HandsServer::new(daemon, client) }
+    /// `runner:<agent>`, asked through its client only when `asks_client`.
+    pub fn for_runner(daemon: Arc<Daemon>, client: &str, asks_client: bool) -> Self {
+        HandsServer { asks_client, ..HandsServer::new(daemon, client) }
     }
 
     /// The token that ends this connection's commands when cancelled.
@@ -194,7 +184,6 @@ impl HandsServer {
         let asker = Asker {
             client: self.client(),
             asks_client: self.asks_client,
-            per_call: self.per_call,
             session: &self.session,
             config: &d.config,
             approvals: &d.approvals,

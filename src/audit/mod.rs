@@ -12,6 +12,9 @@
 //! each append takes an exclusive `flock` on the file and, when the file grew since this
 //! daemon's last append, re-reads the last record, so the chain stays one chain.
 //!
+//! The daemon keeps the count and head hash of its last record apart from the log
+//! (`audit.head`, `head.rs`), so a log cut short is found too.
+//!
 //! A crash can tear the last line (a partial write). The daemon still starts: the next append
 //! first ends the torn line with a newline, then continues the chain from the last complete
 //! record. `--verify` accepts such a line only when the record after it links across it (its
@@ -191,8 +194,14 @@ impl Audit {
             let _lock = Flock::exclusive(&file)
                 .with_context(|| format!("cannot lock the audit log {}", path.display()))?;
             let end = file.metadata()?.len();
-            let (seq, prev) = last_link(&file, end)
+            let (seq, prev) = head::end_of_chain(&file, end, &path)
                 .with_context(|| format!("cannot read the audit log {}", path.display()))?;
+            // A log from before the head was kept: its head is where it ends now.
+            if matches!(head::read(&path), Ok(None)) {
+                head::write(&path, &head::Head { seq, hash: prev.clone() }).with_context(|| {
+                    format!("cannot write the audit log's head beside {}", path.display())
+                })?;
+            }
             (end, seq, prev)
         };
         let tail = Tail { file, end, seq, prev };
@@ -247,8 +256,9 @@ impl Audit {
         let len = t.file.metadata()?.len();
         let mut line = Vec::new();
         if len != t.end {
-            // Another daemon appended (or a torn line is there): continue from the file's end.
-            let (seq, prev) = last_link(&t.file, len)?;
+            // Another daemon appended (or a torn line is there, or the log was cut short):
+            // continue from the file's end, numbered after the head's record.
+            let (seq, prev) = head::end_of_chain(&t.file, len, &self.path)?;
             t.seq = seq;
             t.prev = prev;
         }
@@ -282,6 +292,7 @@ impl Audit {
         t.file.sync_data()?;
         t.end = len + line.len() as u64;
         t.seq = seq;
+        head::write(&self.path, &head::Head { seq, hash: hash.clone() })?;
         t.prev = hash;
         Ok(seq)
     }
@@ -437,6 +448,7 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     )
 }
 
+pub mod head;
 mod verify;
 
 pub use verify::{Verified, render, verify};

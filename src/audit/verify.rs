@@ -1,5 +1,6 @@
 //! Reading the audit log: `hands audit --verify` (every record's hash, `seq` and `prev`
-//! link, torn lines the chain links across) and `hands audit`'s one line per record.
+//! link, torn lines the chain links across, and the head kept apart from the log: a log cut
+//! short) and `hands audit`'s one line per record.
 
 use super::{GENESIS, hash_of};
 use serde_json::Value;
@@ -18,7 +19,8 @@ pub struct Verified {
     pub broken: Option<String>,
 }
 
-/// Checks every record's hash, `seq` and `prev` link, from the first line.
+/// Checks every record's hash, `seq` and `prev` link, from the first line, then that the log
+/// holds the record its head (`audit.head`) names.
 // The state dir's audit log, read to verify its chain.
 #[allow(clippy::disallowed_methods)]
 pub fn verify(path: &Path) -> std::io::Result<Verified> {
@@ -30,6 +32,10 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
     let mut seq = 0u64;
     // An unreadable line waiting to learn whether the next record links across it.
     let mut pending: Option<(usize, String)> = None;
+    let head = super::head::read(path);
+    let head_seq = head.as_ref().ok().and_then(|h| h.as_ref()).map(|h| h.seq);
+    // Whether the record the head names has the hash the head records, once it is read.
+    let mut head_matches = None;
     let mut buf = Vec::new();
     let mut n = 0usize;
     loop {
@@ -64,6 +70,13 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
                 None if link != prev => {
                     format!("{at}: its prev does not match the hash of {prev_at}")
                 }
+                None if this_seq > seq + 1 => format!(
+                    "{at}: expected seq {} after {prev_at}: records {} to {} are missing (the \
+                     log was cut short before this record)",
+                    seq + 1,
+                    seq + 1,
+                    this_seq - 1
+                ),
                 None => format!("{at}: expected seq {} after {prev_at}", seq + 1),
             });
             return Ok(out);
@@ -78,6 +91,9 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
                  across it"
             ));
         }
+        if head_seq == Some(this_seq) {
+            head_matches = head.as_ref().ok().and_then(|h| h.as_ref()).map(|h| h.hash == stored);
+        }
         out.records += 1;
         seq = this_seq;
         prev = stored.to_string();
@@ -91,8 +107,42 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
             ));
         } else {
             out.broken = Some(broken_line(line, &why));
+            return Ok(out);
         }
     }
+    out.broken = match head {
+        Err(why) => Some(format!("the log's head: {why}")),
+        Ok(None) if out.records == 0 => None,
+        Ok(None) => Some(format!(
+            "the end of the log: there is no head ({}) beside it, so whether its newest records \
+             were deleted cannot be told (a daemon of this version writes one when it starts)",
+            super::head::FILE_NAME
+        )),
+        Ok(Some(h)) if h.seq > seq => Some(format!(
+            "the end of the log: it was cut short — its head ({}) names record {}, but the log \
+             ends at {prev_at}: the newest {} records were deleted",
+            super::head::FILE_NAME,
+            h.seq,
+            h.seq - seq
+        )),
+        Ok(Some(h)) if head_matches == Some(false) => Some(format!(
+            "record {}: it is not the record the head ({}) names: the log was rewritten from \
+             there",
+            h.seq,
+            super::head::FILE_NAME
+        )),
+        Ok(Some(h)) => {
+            if h.seq < seq {
+                out.warnings.push(format!(
+                    "the head ({}) names record {}, and the log goes on to {prev_at}: the head's \
+                     last write was lost in a crash, or an older version wrote the rest",
+                    super::head::FILE_NAME,
+                    h.seq
+                ));
+            }
+            None
+        }
+    };
     Ok(out)
 }
 

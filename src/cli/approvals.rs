@@ -15,8 +15,9 @@ use std::process::ExitCode;
 pub enum ApprovalsCmd {
     /// Actions waiting for a person, and the standing *always* permissions
     List,
-    /// Allow a waiting action: once (the default), for the rest of the client's session, or
-    /// always (for that client, module, tool and module version; `revoke` ends it)
+    /// Allow a waiting action: once (the default), for the rest of the client's session (for a
+    /// 2026-07-28 client, which has none: that client until the daemon restarts), or always
+    /// (for that client, module, tool and module version; `revoke` ends it)
     Approve {
         id: String,
         #[arg(long = "for", value_enum, default_value_t = For::Once)]
@@ -168,7 +169,10 @@ fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice)
         let said = match choice {
             Choice::Reject => "denied",
             Choice::Once => "approved once:",
-            Choice::Session => "approved for the rest of the client's session:",
+            Choice::Session => {
+                "approved for the rest of the client's session (a 2026-07-28 client's: until the \
+                 daemon restarts):"
+            }
             Choice::Always => "approved always (`hands approvals revoke` ends it):",
         };
         report::out(&format!("{said} {id}"));

@@ -240,7 +240,7 @@ fn sandbox_section(
     let choice = sh.bound();
     let where_ = match &choice.bound {
         hands_sandbox::launcher::Bound::CgroupV2 { dir, .. }
-        | hands_sandbox::launcher::Bound::CgroupV1 { dir } => {
+        | hands_sandbox::launcher::Bound::CgroupV1 { dir, .. } => {
             format!(" (leaves in {})", dir.display())
         }
         _ => String::new(),
@@ -260,12 +260,13 @@ fn sandbox_section(
     for why in &choice.passed_over {
         let _ = writeln!(s, "    passed over: {why}");
     }
-    if matches!(choice.bound, hands_sandbox::launcher::Bound::Rlimit) {
+    if !choice.bound.bounds_memory() {
         let _ = writeln!(
             s,
-            "    (no memory bound for the whole command: RLIMIT_AS per process only; a cgroup v2 \
-             delegated to the daemon gives one, e.g. `systemd-run --user --scope -p \
-             Delegate=yes hands serve`)"
+            "    (no memory bound for the whole command: RLIMIT_AS per process only, so a \
+             program that reserves more address space than limits.memory_mb — a wasm runtime, \
+             a JIT, a sanitizer — fails; a cgroup v2 delegated to the daemon gives a resident \
+             bound instead, e.g. `systemd-run --user --scope -p Delegate=yes hands serve`)"
         );
     }
     if let Ok(exe) = std::env::current_exe() {
@@ -369,6 +370,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
                 .to_string(),
         );
     }
+    warnings.extend(crate::config::trusted::warnings(c));
     let default_secrets: Vec<String> =
         hands_sandbox::profiles::secret_patterns().map(str::to_string).collect();
     if c.secret_patterns != default_secrets {

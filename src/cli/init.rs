@@ -99,7 +99,9 @@ pub(super) fn init(force: bool, print: bool) -> ExitCode {
         ));
         return ExitCode::from(1);
     }
-    let target = config_path(&home);
+    // Where every subcommand looks for it (`config::locate`).
+    let target =
+        crate::config::user_config_file().unwrap_or_else(|| home.join(".config/hands/daemon.toml"));
     let text = render(&project, &detect(&project, &home));
     if print {
         out(&text);
@@ -127,15 +129,6 @@ pub(super) fn init(force: bool, print: bool) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// `$XDG_CONFIG_HOME/hands/daemon.toml`, else `~/.config/hands/daemon.toml`.
-fn config_path(home: &Path) -> PathBuf {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| home.join(".config"));
-    base.join("hands").join("daemon.toml")
 }
 
 /// The file, atomically (a temp file beside it, renamed), folder 0700 and file 0600.

@@ -38,7 +38,8 @@ struct Cli {
 enum Command {
     /// Serve MCP on stdio, or over streamable HTTP with --http or [server.http]
     Serve {
-        /// The configuration file (default: ./daemon.toml, else the embedded default)
+        /// The configuration file (default: $HANDS_CONFIG, else
+        /// ~/.config/hands/daemon.toml, else the embedded default; never the current folder's)
         #[arg(long)]
         config: Option<PathBuf>,
         /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (overrides

@@ -167,11 +167,13 @@ pub fn policy(daemon: &Daemon) -> String {
                 }
                 let _ = writeln!(
                     s,
-                    "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}",
+                    "  settings: path = {}, output_chars = {}, max_concurrent = {}, bash = {}, \
+                     keep_sessions = {}",
                     if sh.path_written.is_empty() { "(system folders)" } else { &sh.path_written },
                     sh.output_chars,
                     sh.max_concurrent,
-                    sh.bash
+                    sh.bash,
+                    sh.keep_sessions
                 );
                 {
                     let p = &sh.policy;

@@ -24,6 +24,26 @@ pub(super) fn init_logging(level: Option<&str>) {
         .init();
 }
 
+/// Raises the descriptor soft limit to the hard one. A desktop's soft limit is often 1,024
+/// (kept low for programs that still use `select`), which a few hundred HTTP connections, their
+/// commands' pipes and the audit log could exhaust, and then the control socket and the
+/// dashboard could not accept the person's brake. Nothing the daemon starts inherits the raise
+/// as its own: the launcher sets every command's limit from its module's `limits.open_files`.
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    // An unlimited hard limit is not one the kernel lets a soft limit take: leave it.
+    let Some(hard) = now.maximum else { return };
+    if now.current.is_some_and(|soft| soft >= hard) {
+        return;
+    }
+    let soft = now.current.map_or_else(|| "unlimited".to_string(), |s| s.to_string());
+    match setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }) {
+        Ok(()) => tracing::debug!("descriptor limit raised from {soft} to the hard limit, {hard}"),
+        Err(e) => tracing::debug!("cannot raise the descriptor limit from {soft} to {hard}: {e}"),
+    }
+}
+
 pub(super) fn serve(
     config: Option<PathBuf>,
     http: Option<String>,
@@ -31,6 +51,7 @@ pub(super) fn serve(
     read_only: bool,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
+    raise_open_files();
     let cfg = match config::load(config.as_deref()) {
         Ok(c) if read_only => c.read_only(),
         Ok(c) => c,
@@ -138,7 +159,7 @@ pub(super) fn serve(
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
-        let server = server::HandsServer::new(daemon, "stdio");
+        let server = server::HandsServer::new(daemon.clone(), "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
         let service = match server.serve(transport).await {
             Ok(s) => Some(s),
@@ -147,9 +168,10 @@ pub(super) fn serve(
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        if let Some(service) = service {
-            service.waiting().await?;
-        }
+        let served = match service {
+            Some(service) => Some(service.waiting().await),
+            None => None,
+        };
         if runner_on {
             // A runner (a service with no stdio client, stdin at /dev/null) serves its relay
             // until it is stopped.
@@ -159,6 +181,12 @@ pub(super) fn serve(
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
+        }
+        // A stdio daemon ends with its client (a runner when it is stopped), and nothing it
+        // started runs on unsupervised.
+        daemon.shutdown().await;
+        if let Some(served) = served {
+            served?;
         }
         anyhow::Ok(())
     });

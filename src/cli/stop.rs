@@ -19,6 +19,22 @@ pub(super) fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
         ("stop", Request::Stop { via: Via::Terminal, except: None })
     };
     let answers = control::client::request_all(&dir, &req);
+    if answers.is_empty() && !release {
+        // No daemon runs, but kept tmux sessions (`keep_sessions`) may: they belong to the
+        // state dir, and the brake ends them all the same.
+        let ended = hands_shell::sessions::end_sessions_in(&dir);
+        if !ended.is_empty() {
+            let names: Vec<String> = ended.iter().map(|(m, n)| format!("{m}/{n}")).collect();
+            report::out(&format!(
+                "hands: no running daemon in {}; ended {} kept tmux session{}: {}",
+                dir.display(),
+                ended.len(),
+                if ended.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ));
+            return ExitCode::SUCCESS;
+        }
+    }
     if answers.is_empty() {
         report::out(&format!(
             "hands: no running daemon found in {} (no live control socket); nothing to {op}. \

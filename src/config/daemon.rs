@@ -282,6 +282,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
     let modules = super::modules::validate(&raw.builtins, &trust, home.as_deref(), p);
     Some(Config {
         source: String::new(),
+        file: None,
         state_dir,
         trust,
         sandbox_mode: raw.sandbox.mode.unwrap_or_default(),

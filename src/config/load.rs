@@ -8,21 +8,56 @@ use super::{
 };
 use std::path::{Path, PathBuf};
 
-/// Which file a subcommand uses: `--config F`, else `./daemon.toml`, else the embedded default.
-pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return Some(p.to_path_buf());
-    }
-    let local = PathBuf::from("daemon.toml");
-    local.is_file().then_some(local)
+/// The name of the embedded default, where a file's name would be.
+pub const EMBEDDED: &str = "embedded default";
+
+/// Where a configuration comes from: a file (and why that one), or the embedded default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// `--config F`, `$HANDS_CONFIG` or the per-user file, absolute.
+    File { path: PathBuf, from: &'static str },
+    /// No file: the embedded default.
+    Default,
 }
 
-/// Loads the configuration a subcommand should use.
-// The config file the person names (or ./daemon.toml).
+/// The per-user configuration file: `$XDG_CONFIG_HOME/hands/daemon.toml` when that variable
+/// names an absolute folder, else `~/.config/hands/daemon.toml`; none without a home.
+pub fn user_config_file() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x,
+        _ => home_dir()?.join(".config"),
+    };
+    Some(base.join("hands").join("daemon.toml"))
+}
+
+/// Which file a subcommand uses: `--config F`, else `$HANDS_CONFIG`, else the per-user file
+/// ([`user_config_file`]) when it exists, else the embedded default. The current folder is
+/// never looked in: it is where the agent writes, and a policy the agent can write is none.
+pub fn locate(explicit: Option<&Path>) -> Located {
+    let absolute = |p: &Path| super::trusted::absolute(p);
+    if let Some(p) = explicit {
+        return Located::File { path: absolute(p), from: "--config" };
+    }
+    if let Some(p) = std::env::var_os("HANDS_CONFIG").filter(|p| !p.is_empty()) {
+        return Located::File { path: absolute(Path::new(&p)), from: "$HANDS_CONFIG" };
+    }
+    match user_config_file() {
+        // A name that exists in any form is used (and then read or refused): a dangling link
+        // or a folder there is a mistake to report, not a reason to fall back silently.
+        Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
+            Located::File { path: p, from: "the per-user config file" }
+        }
+        _ => Located::Default,
+    }
+}
+
+/// Loads the configuration a subcommand should use ([`locate`]), and refuses a file that a
+/// command or file tool of that configuration could write ([`super::trusted::placement`]).
+// The config file the person names (or the per-user one).
 #[allow(clippy::disallowed_methods)]
 pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
     match locate(explicit) {
-        Some(path) => {
+        Located::File { path, from } => {
             let shown = path.display().to_string();
             let src = std::fs::read_to_string(&path).map_err(|e| ConfigError {
                 file: shown.clone(),
@@ -30,13 +65,16 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
                     line: None,
                     section: String::new(),
                     key: String::new(),
-                    message: format!("cannot read the file: {e}"),
+                    message: format!("cannot read the file (named by {from}): {e}"),
                     hint: Some("pass an existing file with --config".into()),
                 }],
             })?;
-            parse(&src, &shown)
+            let cfg = parse(&src, &shown)?;
+            let cfg = Config { file: Some(path), ..cfg };
+            super::trusted::placement(&cfg)?;
+            Ok(cfg)
         }
-        None => embedded_default(),
+        Located::Default => embedded_default(),
     }
 }
 
@@ -44,7 +82,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
 /// trust asks a person before external actions, commands get no network.
 pub fn embedded_default() -> Result<Config, ConfigError> {
     let cwd = std::env::current_dir().and_then(std::fs::canonicalize).map_err(|e| ConfigError {
-        file: "embedded default".into(),
+        file: EMBEDDED.into(),
         problems: vec![ConfigProblem {
             line: None,
             section: String::new(),
@@ -64,7 +102,8 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         settings,
     };
     Ok(Config {
-        source: "embedded default".into(),
+        source: EMBEDDED.into(),
+        file: None,
         state_dir: default_state_dir(home.as_deref()),
         trust: trust.clone(),
         sandbox_mode: SandboxMode::Enforce,

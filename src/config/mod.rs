@@ -3,8 +3,8 @@
 //! module's own schema (`hands_fs::settings`, `hands_git::settings`, `hands_shell::settings`);
 //! this module reads the file, dispatches the tables and places every problem at the
 //! file, the line, the `[[builtins]]` id and the key, with a `hint:` when there is something to
-//! do. `load` reads and dispatches, `daemon` holds the daemon's own sections, `modules` the
-//! `[[builtins]]` blocks.
+//! do. `load` finds and reads the file, `daemon` holds the daemon's own sections, `modules`
+//! the `[[builtins]]` blocks, `trusted` what the host trusts and who could reach it.
 
 mod daemon;
 mod load;
@@ -12,9 +12,11 @@ mod modules;
 mod runner;
 #[cfg(test)]
 mod tests;
+pub mod trusted;
 
-pub use load::{embedded_default, load, locate, parse};
+pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
 pub use runner::{RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
+pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
 pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};
 // `~` and the daemon's home, shared with the modules' settings (hands-roots).
@@ -222,6 +224,8 @@ pub struct DashboardCfg {
 pub struct Config {
     /// Where it came from: a file path, or the embedded default.
     pub source: String,
+    /// The file, absolute, when it came from one ([`load`]); the daemon protects it.
+    pub file: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub trust: Trust,
     pub sandbox_mode: SandboxMode,

@@ -25,6 +25,10 @@ struct RawRoot {
     path: Spanned<String>,
     #[serde(default)]
     write: bool,
+    /// A writable root that is or holds the daemon user's home is refused without it; with
+    /// it, the home's start-up surface is protected (`trusted.rs`).
+    #[serde(default)]
+    allow_home: bool,
 }
 
 /// Checks every `[[builtins]]` block; the modules come back in a fixed order (fs, shell, git).
@@ -129,7 +133,31 @@ pub(super) fn validate(
                     Some("roots are folders; name the folder that contains the file"),
                 ),
                 Ok(_) => match std::fs::canonicalize(&expanded) {
-                    Ok(c) => roots.push(RootCfg { path: c, writable: r.write }),
+                    Ok(c) => {
+                        if let Some(home) = r.write.then(|| super::trusted::holds_home(&c)).flatten()
+                            && !r.allow_home
+                        {
+                            p.add(
+                                Some(r.path.span()),
+                                &section,
+                                &key,
+                                format!(
+                                    "`{raw_path}` is (or holds) your home {}: commands and file \
+                                     tools could write what your next login, terminal or git \
+                                     runs (~/.bashrc, ~/.gitconfig, ~/.local/bin)",
+                                    home.display()
+                                ),
+                                Some(
+                                    "declare the project folders instead (filesystem = [{ path \
+                                     = \"~/project\", write = true }]), or accept the home \
+                                     with allow_home = true on this entry: its start-up files \
+                                     (sandbox-profiles/home-surface.txt) are then read-only to \
+                                     every tool and command",
+                                ),
+                            );
+                        }
+                        roots.push(RootCfg { path: c, writable: r.write })
+                    }
                     Err(e) => p.add(Some(r.path.span()), &section, &key, e.to_string(), None),
                 },
             }

@@ -360,6 +360,7 @@ mod tests {
                 class: "write".into(),
                 arguments: json!({ "path": "x" }),
                 confirm: false,
+                until_restart: false,
             },
         };
         let all = [

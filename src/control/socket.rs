@@ -17,6 +17,7 @@
 
 use crate::control::protocol::{Failure, MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
 use crate::server::Daemon;
+use crate::transport::conns::{Cut, Tally};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,6 +76,8 @@ pub fn start(daemon: Arc<Daemon>) -> anyhow::Result<Control> {
     };
     let listener = tokio::net::UnixListener::from_std(std_listener)
         .context("cannot serve the control socket")?;
+    // Failed accepts (out of descriptors?) are counted into one warning a second at most.
+    let tally = Tally::new("control socket");
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
@@ -82,7 +85,7 @@ pub fn start(daemon: Arc<Daemon>) -> anyhow::Result<Control> {
                     tokio::spawn(connection(stream, daemon.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!("control socket: accept failed: {e}");
+                    tally.note(Cut::Accept, Some(e.to_string()));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }

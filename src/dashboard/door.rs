@@ -5,6 +5,7 @@
 use super::form::{field, form_pairs};
 use super::{actions, views};
 use crate::server::Daemon;
+use crate::transport::conns::{self, Timed};
 use bytes::Bytes;
 use hands_roots::lock;
 use hmac::digest::KeyInit;
@@ -12,7 +13,6 @@ use hmac::{Hmac, Mac};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use sha2::Sha256;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -194,7 +194,7 @@ fn is_loopback_name(host: &str) -> bool {
 
 impl Door {
     /// The request's `Host`, when it is one this page answers to.
-    fn host(&self, req: &Request<Incoming>) -> Result<String, Box<Response<Body>>> {
+    fn host<B>(&self, req: &Request<B>) -> Result<String, Box<Response<Body>>> {
         let mut values = req.headers().get_all(header::HOST).iter();
         let (Some(v), None) = (values.next(), values.next()) else {
             return Err(Box::new(plain(StatusCode::BAD_REQUEST, "one Host header is required")));
@@ -277,7 +277,7 @@ impl Door {
         Ok((prefix, sid))
     }
 
-    pub(super) async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    pub(super) async fn handle(&self, mut req: Request<Timed>) -> Response<Body> {
         let host = match self.host(&req) {
             Ok(h) => h,
             Err(r) => return *r,
@@ -325,6 +325,9 @@ impl Door {
                 ),
             };
         };
+        // The person's own session: this connection is not closed to make room for another
+        // while the request is served.
+        conns::vouch(&mut req);
         match method {
             Method::GET => match rest.as_str() {
                 "/" => html(
@@ -398,7 +401,7 @@ impl Door {
         r
     }
 
-    async fn login(&self, req: Request<Incoming>) -> Response<Body> {
+    async fn login(&self, req: Request<Timed>) -> Response<Body> {
         let bound = cookie(req.headers(), LOGIN_COOKIE);
         let pairs = match read_form(req).await {
             Ok(p) => p,
@@ -445,7 +448,7 @@ impl Door {
     }
 }
 
-async fn read_form(req: Request<Incoming>) -> Result<Vec<(String, String)>, Box<Response<Body>>> {
+async fn read_form(req: Request<Timed>) -> Result<Vec<(String, String)>, Box<Response<Body>>> {
     let body = Limited::new(req.into_body(), MAX_FORM).collect().await.map_err(|_| {
         Box::new(plain(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -28,6 +28,9 @@
 //!    and `Cross-Origin-Opener-Policy`/`-Resource-Policy: same-origin` (no other origin keeps a
 //!    handle on the window or embeds a response).
 //! 6. Everything shown is escaped (`views::esc`): a command line holding `<script>` is text.
+//! 7. Connections are held to `transport/conns.rs`: at most 64, heads and bodies read within
+//!    bounds; a request of a live session vouches for its connection, so a flood from anyone who
+//!    can merely connect to the port cannot keep a logged-in person out.
 //!
 //! No MCP client can reach these endpoints: they live on another listener, and none of the
 //! tools reads or answers approvals. Decisions made here are audited as `person-via-dashboard`.
@@ -41,19 +44,17 @@ use door::{Door, secured, tag_of};
 
 use crate::config::{Config, DashboardCfg};
 use crate::server::Daemon;
+use crate::transport::conns;
 use anyhow::{Context as _, anyhow, bail};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The default listen address (SPEC §12).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8766";
 /// Tokens shorter than this are refused at startup.
 const MIN_TOKEN_LEN: usize = 16;
-/// A slow client gets this long to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Everything `start` needs, checked before the runtime starts.
 pub struct Setup {
     addr: SocketAddr,
@@ -65,20 +66,11 @@ pub struct Setup {
 impl Setup {
     /// The dashboard's setup, or `None` when `[server.dashboard]` is absent. Reads the token
     /// now, so a missing or weak one stops `hands serve` before it serves anything; refuses a
-    /// token file inside a root (a command or a file tool could read it) and a token that is
-    /// also an MCP client's (the person's login must be separate from every client's).
+    /// token that is also an MCP client's (the person's login must be separate from every
+    /// client's). A token file commands could read is refused earlier, with what the host
+    /// trusts (`config::trusted::refuse`).
     pub fn new(config: &Config) -> anyhow::Result<Option<Setup>> {
         let Some(cfg) = config.dashboard.as_ref() else { return Ok(None) };
-        if let Some(file) = &cfg.token_file
-            && let Some(seen) = crate::transport::http_setup::readable_by_modules(config, file)
-        {
-            bail!(
-                "[server.dashboard]: token_file {} lies {seen}, where commands and file tools \
-                 could read the person's login\nhint: keep it outside every root and every \
-                 folder commands see, e.g. ~/.config/hands/dashboard.token (chmod 600)",
-                file.display()
-            );
-        }
         let addr: SocketAddr = cfg.listen.parse().map_err(|_| {
             anyhow!(
                 "[server.dashboard].listen `{}` is not an address:port\nhint: for example {}",
@@ -157,7 +149,7 @@ pub async fn start(
     setup: Setup,
     doctor: fn(&Daemon) -> String,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(setup.addr).await.with_context(|| {
+    let listener = conns::bind(setup.addr).with_context(|| {
         format!(
             "cannot listen on {} for the dashboard (another hands serve may hold it)",
             setup.addr
@@ -177,32 +169,11 @@ pub async fn start(
         let door = door.clone();
         tokio::spawn(async move { views::warm(door.daemon.clone(), &door.cache, doctor).await });
     }
-    tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!("dashboard: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            crate::transport::http::no_nagle(&stream, "dashboard");
-            let door = door.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let door = door.clone();
-                    async move { Ok::<_, std::convert::Infallible>(secured(door.handle(req).await)) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), svc);
-                if let Err(e) = conn.await {
-                    tracing::debug!("dashboard: connection ended: {e}");
-                }
-            });
-        }
+    // Never stopped: the dashboard lives as long as the daemon's runtime.
+    let serving = conns::serve(listener, conns::DASHBOARD, CancellationToken::new(), move |req| {
+        let door = door.clone();
+        async move { secured(door.handle(req).await) }
     });
+    tokio::spawn(serving);
     Ok(bound)
 }

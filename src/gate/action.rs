@@ -59,7 +59,17 @@ pub struct Action {
     pub arguments: Value,
     /// A confirm-listed program (SPEC §4.4): the answer allows this one run only.
     pub confirm: bool,
+    /// A *session* answer lasts for this client until the daemon restarts, not for a
+    /// connection: a 2026-07-28 client has no session, and the network proxy's questions come
+    /// from commands, not a connection (SPEC §6). The person is offered it in those words.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_restart: bool,
 }
+
+/// The *session* choice as a 2025-era client's person reads it.
+pub const SESSION_CHOICE: &str = "Allow for this session";
+/// The *session* choice where it lasts until the daemon restarts ([`Action::until_restart`]).
+pub const UNTIL_RESTART_CHOICE: &str = "Allow for this client until the daemon restarts";
 
 /// Whether a call's arguments (as the gate sees them) carry a one-run expansion (`needs`,
 /// SPEC §6). Only `bash` and `tmux_start` keep `needs` there; the daemon refused any that does
@@ -74,6 +84,11 @@ impl Action {
         widens(&self.arguments)
     }
 
+    /// What the *session* choice is called for this action: see [`Action::until_restart`].
+    pub fn session_choice(&self) -> &'static str {
+        if self.until_restart { UNTIL_RESTART_CHOICE } else { SESSION_CHOICE }
+    }
+
     /// A digest of everything that identifies the action: changing any argument changes it.
     pub fn digest(&self) -> String {
         use sha2::Digest;
@@ -84,23 +99,31 @@ impl Action {
     /// The exact action in words a person can judge: tool, module, and the arguments that
     /// matter (command, argv, cwd, repo, branch, path), then all of them.
     ///
-    /// Every part is rendered by [`crate::shown::shown`] (control, escape and bidirectional
-    /// characters visibly escaped); a description that needed it says so on its second line.
+    /// Every part is rendered by [`crate::shown::shown`] (control, invisible and bidirectional
+    /// characters visibly escaped), an argv by [`crate::shown::argv`] (its argument boundaries
+    /// kept); a description that needed it says so on its second line.
     pub fn describe(&self) -> String {
         let mut escaped = false;
-        let mut show = |t: &str| {
-            let s = crate::shown::shown(t);
+        let mut take = |s: crate::shown::Shown| {
             escaped |= s.escaped;
             s.text
         };
+        let show = crate::shown::shown;
         let head = format!(
             "{} wants to run `{}` ({} class) of {}",
-            show(&self.client),
-            show(&self.tool),
-            show(&self.class),
-            show(&self.module)
+            take(show(&self.client)),
+            take(show(&self.tool)),
+            take(show(&self.class)),
+            take(show(&self.module))
         );
         let mut s = String::new();
+        if self.until_restart && !self.confirm {
+            s.push_str(&format!(
+                "\n  for this session: means for client `{}` until the daemon restarts (it has \
+                 no session of its own)",
+                take(show(&self.client))
+            ));
+        }
         if self.confirm {
             s.push_str(
                 "\n  confirm-listed: a yes allows this one run only (no session or always \
@@ -110,20 +133,22 @@ impl Action {
         if let Some(n) = self.arguments.get("needs").filter(|_| self.widens()) {
             s.push_str(&format!(
                 "\n  needs (a widening for this run only; never always): {}",
-                show(&n.to_string())
+                take(show(&n.to_string()))
             ));
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = self.arguments.get(key) {
                 let v = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                    Value::String(s) => show(s),
+                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
+                    list @ Value::Array(_) => crate::shown::argv(list),
+                    other => show(&other.to_string()),
                 };
-                s.push_str(&format!("\n  {key}: {}", show(&v)));
+                s.push_str(&format!("\n  {key}: {}", take(v)));
             }
         }
-        s.push_str(&format!("\n  arguments: {}", show(&self.arguments.to_string())));
+        s.push_str(&format!("\n  arguments: {}", take(show(&self.arguments.to_string()))));
         let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
         format!("{head}{note}{s}")
     }

@@ -111,6 +111,7 @@ mod tests {
             class: "external".into(),
             arguments: serde_json::json!({ "command": "ls" }),
             confirm: false,
+            until_restart: false,
         };
         assert!(!ap.always_allows(&a));
         ap.grant_always(&a).unwrap();

@@ -94,6 +94,23 @@ impl Approvals {
         self.dashboard.get().map(|base| format!("{base}#{id}"))
     }
 
+    /// How long a person has to answer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How a person answers parked action `id`: the two terminal commands, and the dashboard
+    /// entry when the dashboard serves.
+    pub fn how_to_answer(&self, id: &str) -> String {
+        let page = self
+            .dashboard_entry(id)
+            .map(|u| format!(", or answer it on the dashboard at {u}"))
+            .unwrap_or_default();
+        format!(
+            "a person can run `hands approvals approve {id}` or `hands approvals deny {id}`{page}"
+        )
+    }
+
     /// The current session epoch: a session permission holds only while it is unchanged.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(std::sync::atomic::Ordering::SeqCst)

@@ -2,7 +2,7 @@
 //! elicitation (a 2026-07-28 input-required round trip, or a 2025-era elicitation), else on the
 //! dashboard (a URL-only client is pointed at the entry) or at a terminal. Anything but an
 //! explicit allow refuses. *Session* permissions are held here: by the connection, or for a
-//! stateless 2026-07-28 HTTP client (no connection to hold them) by the daemon.
+//! 2026-07-28 client (which has no session) by the daemon, for that client until it restarts.
 
 use super::approvals::{Action, Asked, Channel, Choice, Reach};
 use super::verdict::{ASK_REMEDY, Refusal, Verdict};
@@ -22,6 +22,9 @@ pub(super) async fn ask_person(
 ) -> Verdict {
     let approvals = asker.approvals;
     let confirm = call.confirm;
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
     let action = Action {
         client: asker.client.to_string(),
         module: call.module.name().to_string(),
@@ -29,6 +32,9 @@ pub(super) async fn ask_person(
         class: call.class.to_string(),
         arguments: call.arguments.clone(),
         confirm,
+        // A 2026-07-28 client has no session: *for this session* means this client until the
+        // daemon restarts, and the person is offered it in those words (SPEC §6).
+        until_restart: modern,
     };
     // A one-run expansion (`needs`, SPEC §6): never *always*; a *session* yes covers this
     // exact widening only (its own key), and no standing permission of the plain tool covers it.
@@ -38,19 +44,12 @@ pub(super) async fn ask_person(
         None => action.tool.clone(),
     };
     let key = (action.module.clone(), session_tool, approvals.epoch());
-    let modern = ctx
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-    // A stateless HTTP call builds a fresh handler each time, so its client's session
-    // permissions live on the daemon, for as long as it runs.
-    let stateless = modern
-        && (asker.per_call
-            || ctx
-                .extensions
-                .get::<http::request::Parts>()
-                .is_some_and(|p| !p.headers.contains_key("mcp-session-id")));
+    // A 2026-07-28 client's *session* permissions live on the daemon, by client, for as long as
+    // it runs: what the person was offered (a stateless HTTP call builds a fresh handler each
+    // time, and no connection of that era is a session).
+    let until_restart = action.until_restart;
     let stateless_key = (asker.client.to_string(), key.0.clone(), key.1.clone(), key.2);
-    let in_session = if stateless {
+    let in_session = if until_restart {
         lock(asker.stateless_sessions).contains(&stateless_key)
     } else {
         lock(asker.session).contains(&key)
@@ -78,7 +77,7 @@ pub(super) async fn ask_person(
         (None, true, Reach::Url) => match approvals.input_required_url(&action) {
             Some(Ok(r)) => Asked::InputRequired(r),
             Some(Err(e)) => Asked::Refused(e, None),
-            None => approvals.park(&action).await,
+            None => park_telling(approvals, &action, ctx).await,
         },
         (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
         // A 2025-era client that can only open a URL is sent the action's entry on the
@@ -99,7 +98,7 @@ pub(super) async fn ask_person(
         }
         // Nobody to ask through the client, in either era: a person at `hands approvals` or on
         // the dashboard.
-        (_, _, Reach::Nobody) => approvals.park(&action).await,
+        (_, _, Reach::Nobody) => park_telling(approvals, &action, ctx).await,
     };
     if let Asked::Parked(id) = &asked {
         asked = approvals.await_parked(id).await;
@@ -127,7 +126,7 @@ pub(super) async fn ask_person(
             };
             match choice {
                 Choice::Once => {}
-                Choice::Session if stateless => {
+                Choice::Session if until_restart => {
                     lock(asker.stateless_sessions).insert(stateless_key);
                 }
                 Choice::Session => {
@@ -166,4 +165,47 @@ pub(super) async fn ask_person(
             }
         }
     }
+}
+
+/// How often a parked call tells its client it still waits.
+const PARKED_PROGRESS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Parks the action for a person at a terminal or the dashboard; while it waits, a client that
+/// sent a progress token gets a progress notification every [`PARKED_PROGRESS`] naming the
+/// action's id and how a person answers it — a client that cannot ask still shows something,
+/// where before it showed nothing and only the daemon's stderr said why the call hung.
+async fn park_telling(
+    approvals: &super::approvals::Approvals,
+    action: &Action,
+    ctx: &RequestContext<RoleServer>,
+) -> Asked {
+    let Some(token) = ctx.meta.get_progress_token() else {
+        return approvals.park(action).await;
+    };
+    let done = tokio_util::sync::CancellationToken::new();
+    let _stop = done.clone().drop_guard();
+    let peer = ctx.peer.clone();
+    let timeout = approvals.timeout().as_secs();
+    approvals
+        .park_then(action, |id| {
+            let how = approvals.how_to_answer(id);
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                loop {
+                    let waited = started.elapsed().as_secs();
+                    let message = format!("waiting for a person ({waited} of {timeout} s): {how}",);
+                    let note =
+                        rmcp::model::ProgressNotificationParam::new(token.clone(), waited as f64)
+                            .with_total(timeout as f64)
+                            .with_message(message);
+                    // A client that cannot take a notification still gets its answer.
+                    let _ = peer.notify_progress(note).await;
+                    tokio::select! {
+                        () = done.cancelled() => return,
+                        () = tokio::time::sleep(PARKED_PROGRESS) => {}
+                    }
+                }
+            });
+        })
+        .await
 }

@@ -53,8 +53,7 @@ impl Approvals {
     /// The form a person answers: one choice among [`CHOICES`].
     pub(super) fn request(&self, a: &Action) -> Result<ElicitRequestParams, String> {
         let mut choices: Vec<&str> = CHOICES.to_vec();
-        let mut names =
-            vec!["Allow once", "Allow for this session", "Always for this client", "Reject"];
+        let mut names = vec!["Allow once", a.session_choice(), "Always for this client", "Reject"];
         // A one-run expansion is never offered *always* (SPEC §6).
         if a.widens() {
             choices.retain(|c| *c != "allow_always");
@@ -230,6 +229,7 @@ mod tests {
             class: "external".into(),
             arguments: json!({ "command": cmd }),
             confirm: false,
+            until_restart: false,
         }
     }
 

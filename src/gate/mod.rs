@@ -14,6 +14,7 @@ mod action;
 mod always;
 pub mod approvals;
 mod ask;
+mod desktop;
 mod elicit;
 mod parked;
 mod verdict;
@@ -61,9 +62,6 @@ pub struct Asker<'a> {
     /// Whether the client may be asked (what it declared then chooses how); `false`: every
     /// question is parked for a person at this machine (a runner's `approvals = "local"`).
     pub asks_client: bool,
-    /// The handler serves one call only (a runner's 2026-07-28 session): *session* permissions
-    /// are kept by the daemon, as for a stateless HTTP client.
-    pub per_call: bool,
     /// This connection's session permissions: (module, tool, epoch granted in).
     pub session: &'a Mutex<HashSet<(String, String, u64)>>,
     /// The daemon's configuration: each module's `[trust]` policy, the approval timeout.

@@ -93,16 +93,13 @@ impl Approvals {
             id.clone(),
             Parked { id: id.clone(), action: a.describe(), expires, detail: a.clone(), answer: tx },
         );
-        let page = self
-            .dashboard_entry(&id)
-            .map(|u| format!(", or answer it on the dashboard at {u}"))
-            .unwrap_or_default();
+        let how = self.how_to_answer(&id);
         tracing::warn!(
-            "approval needed ({id}): {}\n  a person can run `hands approvals approve {id}` or \
-             `hands approvals deny {id}` within {} s{page}",
+            "approval needed ({id}): {}\n  {how}, within {} s",
             a.describe(),
             self.timeout.as_secs()
         );
+        super::desktop::tell(&id, &a.describe(), &how);
         Ok((id, rx))
     }
 

@@ -12,6 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use tokio_tungstenite::WebSocketStream;
@@ -159,8 +160,8 @@ impl Outbox {
 pub enum Ended {
     /// The other end closed it, or this end was told to stop (`stop`).
     Closed,
-    /// Nothing was heard for [`DEAD_AFTER`].
-    Dead,
+    /// Nothing was heard for this long ([`DEAD_AFTER`]).
+    Dead(Duration),
     /// The connection failed (a frame over the size cap, a reset, a protocol error).
     Failed(String),
 }
@@ -169,19 +170,43 @@ impl std::fmt::Display for Ended {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Ended::Closed => f.write_str("closed"),
-            Ended::Dead => write!(f, "silent for {} s: taken as dead", DEAD_AFTER.as_secs()),
+            Ended::Dead(after) => write!(f, "silent for {} s: taken as dead", after.as_secs()),
             Ended::Failed(e) => write!(f, "failed: {e}"),
         }
     }
 }
+
+/// How often a connection pings, and how long a silence means it is dead.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub ping_every: Duration,
+    pub dead_after: Duration,
+}
+
+/// SPEC §13's numbers: [`PING_EVERY`] and [`DEAD_AFTER`].
+pub const TIMING: Timing = Timing { ping_every: PING_EVERY, dead_after: DEAD_AFTER };
 
 /// Runs one connection until it ends: every text frame goes to `on_text` (which must not wait),
 /// the outbox's messages go out, pings go out every [`PING_EVERY`].
 pub async fn drive<S>(
     ws: WebSocketStream<S>,
     outbox: &Outbox,
+    on_text: impl FnMut(&str),
+    stop: &CancellationToken,
+) -> Ended
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    drive_timed(ws, outbox, on_text, stop, TIMING).await
+}
+
+/// [`drive`] with its pings and dead-link bound given (tests use short ones).
+async fn drive_timed<S>(
+    ws: WebSocketStream<S>,
+    outbox: &Outbox,
     mut on_text: impl FnMut(&str),
     stop: &CancellationToken,
+    timing: Timing,
 ) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -213,7 +238,7 @@ where
         }
     };
     let writer = async {
-        let mut ticker = tokio::time::interval(PING_EVERY);
+        let mut ticker = tokio::time::interval(timing.ping_every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let batch = outbox.unwritten(64);
@@ -233,8 +258,8 @@ where
                 () = outbox.wake.notified() => {}
                 _ = ticker.tick() => {
                     let silent = now().saturating_sub(heard.load(Ordering::Relaxed));
-                    if silent >= DEAD_AFTER.as_millis() as u64 {
-                        return Ended::Dead;
+                    if silent >= timing.dead_after.as_millis() as u64 {
+                        return Ended::Dead(timing.dead_after);
                     }
                     let ping = Message::Ping(Bytes::from(outbox.written().to_string()));
                     if let Err(e) = sink.send(ping).await {
@@ -284,7 +309,7 @@ mod tests {
         drop(b);
         let stop = CancellationToken::new();
         let ended = drive(a, &out, |_| {}, &stop).await;
-        assert!(!matches!(ended, Ended::Dead), "{ended}");
+        assert!(!matches!(ended, Ended::Dead(_)), "{ended}");
         assert_eq!(out.len(), 1, "nothing confirmed the message: it is kept");
         // The next connection delivers it, and the pong confirms it.
         let (a, b) = pair().await;
@@ -334,16 +359,29 @@ mod tests {
         assert!(out.push("flood", "again".into()).is_ok());
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_silent_link_is_dead_within_a_minute() {
+    #[tokio::test]
+    async fn a_silent_link_is_dead_within_its_ping_and_silence_bounds() {
         let (a, b) = pair().await;
         // The other end's socket stays open but nothing reads or answers it.
         let out = Outbox::default();
         let stop = CancellationToken::new();
+        let timing = Timing {
+            ping_every: Duration::from_millis(50),
+            dead_after: Duration::from_millis(150),
+        };
         let t0 = tokio::time::Instant::now();
-        let ended = drive(a, &out, |_| {}, &stop).await;
-        assert!(matches!(ended, Ended::Dead), "{ended}");
-        assert!(t0.elapsed() <= std::time::Duration::from_secs(60), "{:?}", t0.elapsed());
+        let ended = drive_timed(a, &out, |_| {}, &stop, timing).await;
+        assert!(matches!(ended, Ended::Dead(_)), "{ended}");
+        // Noticed at the first tick past the silence: within `dead_after + ping_every` (SPEC
+        // §13's 45 s + 15 s = 60 s), with room for a loaded machine.
+        let took = t0.elapsed();
+        assert!(took >= timing.dead_after, "{took:?}");
+        assert!(took < timing.dead_after + timing.ping_every * 4, "{took:?}");
         drop(b);
+    }
+
+    #[test]
+    fn the_numbers_notice_a_dead_link_within_a_minute() {
+        assert!(TIMING.dead_after + TIMING.ping_every <= Duration::from_secs(60));
     }
 }

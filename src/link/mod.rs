@@ -193,7 +193,9 @@ mod tests {
 
     #[test]
     fn envelopes_round_trip_and_garbage_is_refused() {
-        let m = msg("s1", &serde_json::json!({"jsonrpc":"2.0","id":1,"method":"ping"}), None);
+        // The message travels as it came (a `RawValue`: never re-encoded, keys in their order).
+        let ping = RawValue::from_string(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.into());
+        let m = msg("s1", &ping.unwrap(), None);
         assert_eq!(
             m,
             r#"{"v":1,"type":"msg","session":"s1","message":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#

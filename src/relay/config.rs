@@ -30,14 +30,14 @@ struct RawRelay {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRunner {
-    name: String,
-    token_sha256: String,
+    name: Spanned<String>,
+    token_sha256: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAgent {
-    name: String,
+    name: Spanned<String>,
     token_env: Option<String>,
     token_file: Option<String>,
     runners: Vec<Spanned<String>>,
@@ -156,53 +156,59 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
     };
     let mut runners: Vec<RunnerEntry> = Vec::new();
     for s in &r.runners {
-        let (span, e) = (s.span(), s.get_ref());
-        if !is_link_name(&e.name) {
+        let e = s.get_ref();
+        let (name, name_at) = (e.name.get_ref(), Some(e.name.span()));
+        if !is_link_name(name) {
             let m = format!(
                 "`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
-                hands_roots::shown(&e.name)
+                hands_roots::shown(name)
             );
-            p.add(Some(span.clone()), "[[relay.runners]]", "name", m, None);
-        } else if runners.iter().any(|o| o.name == e.name) {
-            let m = format!("runner `{}` appears twice", e.name);
-            p.add(Some(span.clone()), "[[relay.runners]]", "name", m, None);
+            p.add(name_at, "[[relay.runners]]", "name", m, None);
+        } else if runners.iter().any(|o| o.name == *name) {
+            let m = format!("runner `{name}` appears twice");
+            p.add(name_at, "[[relay.runners]]", "name", m, None);
         }
-        let digest = hex::decode(&e.token_sha256).ok().and_then(|d| <[u8; 32]>::try_from(d).ok());
-        let lower = e.token_sha256.bytes().all(|b| !b.is_ascii_uppercase());
+        let hex = e.token_sha256.get_ref();
+        let digest = hex::decode(hex).ok().and_then(|d| <[u8; 32]>::try_from(d).ok());
+        let lower = hex.bytes().all(|b| !b.is_ascii_uppercase());
         let token_sha256 = match digest {
             Some(d) if lower => d,
             _ => {
                 p.add(
-                    Some(span),
+                    Some(e.token_sha256.span()),
                     "[[relay.runners]]",
                     "token_sha256",
-                    format!("runner `{}`: not 64 lowercase hex digits", e.name),
+                    format!("runner `{}`: not 64 lowercase hex digits", hands_roots::shown(name)),
                     Some("`printf %s \"$TOKEN\" | sha256sum` prints it; the token stays with the runner"),
                 );
                 [0; 32]
             }
         };
-        runners.push(RunnerEntry { name: e.name.clone(), token_sha256 });
+        runners.push(RunnerEntry { name: name.clone(), token_sha256 });
     }
     let mut agents: Vec<AgentEntry> = Vec::new();
     for s in &r.agents {
-        let (span, e) = (s.span(), s.get_ref());
-        if !is_link_name(&e.name) {
+        let e = s.get_ref();
+        let (name, name_at) = (e.name.get_ref(), Some(e.name.span()));
+        if !is_link_name(name) {
             let m = format!(
                 "`{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
-                hands_roots::shown(&e.name)
+                hands_roots::shown(name)
             );
-            p.add(Some(span.clone()), "[[relay.agents]]", "name", m, None);
-        } else if agents.iter().any(|o| o.name == e.name) {
-            let m = format!("agent `{}` appears twice", e.name);
-            p.add(Some(span.clone()), "[[relay.agents]]", "name", m, None);
+            p.add(name_at.clone(), "[[relay.agents]]", "name", m, None);
+        } else if agents.iter().any(|o| o.name == *name) {
+            let m = format!("agent `{name}` appears twice");
+            p.add(name_at.clone(), "[[relay.agents]]", "name", m, None);
         }
         if e.token_env.is_some() == e.token_file.is_some() {
             p.add(
-                Some(span.clone()),
+                Some(s.span()),
                 "[[relay.agents]]",
                 "token_env",
-                format!("agent `{}` needs exactly one of token_env and token_file", e.name),
+                format!(
+                    "agent `{}` needs exactly one of token_env and token_file",
+                    hands_roots::shown(name)
+                ),
                 Some("token_env = \"RELAY_TOKEN_ALICE\" reads the token from that variable"),
             );
         }
@@ -218,7 +224,7 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
             }
         }
         agents.push(AgentEntry {
-            name: e.name.clone(),
+            name: name.clone(),
             token_env: e.token_env.clone(),
             token_file: e.token_file.as_deref().map(|f| expand_tilde(f, home.as_deref())),
             runners: set.build().unwrap_or_else(|_| globset::GlobSet::empty()),
@@ -277,7 +283,7 @@ runners = ["build-box-*"]
         let bad = GOOD.replace("5e88", "5E88").replace("\"alice\"", "\"al ice\"");
         let e = parse(&bad, "relay.toml").unwrap_err().to_string();
         assert!(e.contains("relay.toml:7: [[relay.runners]]: token_sha256"), "{e}");
-        assert!(e.contains("[[relay.agents]]: name"), "{e}");
+        assert!(e.contains("relay.toml:9: [[relay.agents]]: name"), "{e}");
         let e = parse(&GOOD.replace("listen", "lissen"), "relay.toml").unwrap_err().to_string();
         assert!(e.contains("relay.toml:3") && e.contains("unknown field"), "{e}");
     }

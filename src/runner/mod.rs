@@ -37,19 +37,9 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Reads the token and the CA file; refuses a token file that commands or file tools of
-    /// this config could read (they would then be the runner).
+    /// Reads the token and the CA file (a token file commands or file tools could read is
+    /// refused earlier, with the rest of what the host trusts: `config::trusted::refuse`).
     pub fn new(cfg: &RunnerCfg, config: &Config) -> anyhow::Result<Setup> {
-        if let TokenSource::File(file) = &cfg.token
-            && let Some(seen) = crate::transport::http_setup::readable_by_modules(config, file)
-        {
-            anyhow::bail!(
-                "[runner]: token_file {} lies {seen}, where a command or file tool could read \
-                 the runner's token\nhint: keep it outside every root and every folder commands \
-                 see, e.g. ~/.config/hands/runner.token (chmod 600)",
-                file.display()
-            );
-        }
         let (env, file) = match &cfg.token {
             TokenSource::Env(v) => (Some(v.as_str()), None),
             TokenSource::File(f) => (None, Some(f.as_path())),

@@ -10,7 +10,7 @@ use crate::link::drive::{Full, Outbox};
 use crate::link::{Envelope, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, msg};
 use crate::server::{Daemon, HandsServer};
 use rmcp::ServiceExt;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::service::RoleServer;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -169,18 +169,11 @@ impl Sessions {
             }
         };
         if let Slot::Opened { agent } = slot {
+            // A 2026-07-28 call's *session* permissions live on the daemon by client (gate/ask.rs
+            // reads the era from the call), so a session that carries one call needs nothing
+            // more here.
             let agent = std::mem::take(agent);
-            // A session that opens with a call rather than `initialize` (or `ping`) carries
-            // 2026-07-28 calls, one at a time: it has no session of its own to keep
-            // permissions in.
-            let per_call = match &message {
-                ClientJsonRpcMessage::Request(r) => !matches!(
-                    r.request,
-                    ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_)
-                ),
-                _ => false,
-            };
-            *slot = Slot::Serving(self.serve(&session, &agent, per_call));
+            *slot = Slot::Serving(self.serve(&session, &agent));
         }
         let Slot::Serving(s) = slot else { return };
         if let ClientJsonRpcMessage::Request(r) = &message
@@ -247,11 +240,10 @@ impl Sessions {
         }
     }
 
-    fn serve(&self, session: &str, agent: &str, per_call: bool) -> Serving {
+    fn serve(&self, session: &str, agent: &str) -> Serving {
         let (tx, rx) = mpsc::channel(MAX_QUEUED);
         let client = format!("{PREFIX}{agent}");
-        let server =
-            HandsServer::for_runner(self.daemon.clone(), &client, self.asks_client, per_call);
+        let server = HandsServer::for_runner(self.daemon.clone(), &client, self.asks_client);
         let gone = server.gone();
         let transport = LinkTransport {
             rx,

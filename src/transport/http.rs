@@ -15,6 +15,10 @@
 //! 5. the body: a `Content-Length` over [`MAX_BODY`] is 413 at once, and rmcp enforces the same
 //!    cap while it reads a chunked body.
 //!
+//! Beneath the door, `conns.rs` holds every connection to the listener's cap and to the head
+//! and body timeouts; a request past the token check vouches for its connection, which is then
+//! not closed to make room for another while the request is served.
+//!
 //! The client's identity is decided by *which service* serves the request, not by anything the
 //! request carries past the token: each configured client gets its own `StreamableHttpService`,
 //! whose factory builds every session's `HandsServer` with that client's `name`, and its own
@@ -23,6 +27,7 @@
 //! reads the identity from headers or request extensions. With no clients configured (allowed
 //! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
 
+use super::conns::{self, Timed};
 use super::door::{self, Body, Hosts, bearer, plain, unauthorized};
 use super::hangups::Sessions;
 use super::http_setup::{ANONYMOUS, ClientKey, Setup, mac};
@@ -30,19 +35,12 @@ use crate::server::{Daemon, HandsServer};
 use anyhow::Context as _;
 use hmac::Mac;
 use http::{HeaderMap, Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use door::MAX_BODY;
-
-/// A slow client gets this long to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Service = StreamableHttpService<HandsServer, LocalSessionManager>;
 
@@ -55,15 +53,6 @@ struct Door {
     sessions: Arc<Sessions>,
 }
 
-/// Sets TCP_NODELAY on an accepted connection (`who` names the listener in the log). Answers
-/// go out in several small writes (the head, SSE events): with Nagle's algorithm each next
-/// write waited for the client's delayed ACK, 40 ms a call. The dashboard uses it too.
-pub fn no_nagle(stream: &tokio::net::TcpStream, who: &str) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!("{who}: cannot set TCP_NODELAY: {e}");
-    }
-}
-
 /// Binds the address, tells `bound` what it serves (for the banner), and serves until SIGINT
 /// or SIGTERM.
 pub async fn serve(
@@ -71,9 +60,8 @@ pub async fn serve(
     setup: Setup,
     bound: impl FnOnce(&str),
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(setup.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", setup.addr))?;
+    let listener =
+        conns::bind(setup.addr).with_context(|| format!("cannot listen on {}", setup.addr))?;
     let addr = listener.local_addr().with_context(|| format!("cannot listen on {}", setup.addr))?;
     bound(&setup.describe(addr));
 
@@ -104,46 +92,21 @@ pub async fn serve(
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
-    loop {
-        let (stream, _peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                Err(e) => {
-                    // Out of descriptors and the like: say so, breathe, keep serving.
-                    tracing::warn!("http: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => break,
-            _ = term.recv() => break,
-        };
-        no_nagle(&stream, "http");
+    let serving = conns::serve(listener, conns::MCP, shutdown.clone(), move |req| {
         let door = door.clone();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let door = door.clone();
-                async move { Ok::<_, Infallible>(door.handle(req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!("http: connection ended: {e}");
-                },
-                _ = stop.cancelled() => {}
-            }
-        });
+        async move { door.handle(req).await }
+    });
+    tokio::select! {
+        () = serving => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
     shutdown.cancel();
     Ok(())
 }
 
 impl Door {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(&self, mut req: Request<Timed>) -> Response<Body> {
         if req.uri().path() != "/mcp" {
             return plain(StatusCode::NOT_FOUND, "hands serves MCP at /mcp");
         }
@@ -157,6 +120,9 @@ impl Door {
             Ok(s) => s,
             Err(r) => return *r,
         };
+        // A client's token (or loopback without tokens): this connection is not closed to make
+        // room for another while the request is served.
+        conns::vouch(&mut req);
         door::serve_mcp(service, &self.sessions, index, req).await
     }
 

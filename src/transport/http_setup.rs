@@ -1,15 +1,16 @@
 //! What `hands serve --http` settles before it serves: the listen address, the hosts a request
 //! may name (`allowed_hosts`), and each client's token (read from its variable or file, refused
-//! when weak, inside a root or on a listener the rule forbids); plus the loopback rule the
+//! when weak or on a listener the rule forbids; one inside a root is refused earlier, with the
+//! rest of what the host trusts, `config::trusted`); plus the loopback rule the
 //! doctor and the dashboard share. `http.rs` serves with the result.
 
-use crate::config::{Config, Grant, HttpCfg, ModuleCfg, ModuleId, ModuleSettings};
+use crate::config::{Config, Grant, HttpCfg, ModuleCfg, ModuleId};
 use anyhow::{Context as _, anyhow, bail};
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The identity of every HTTP client when no `[[server.http.clients]]` are configured (loopback
 /// only). `stdio` is the identity on stdio; config validation reserves both names.
@@ -48,8 +49,9 @@ impl Setup {
     /// The HTTP setup, or `None` when neither `--http` nor `[server.http]` asks for HTTP.
     /// `listen` (from `--http ADDR`) overrides `[server.http].listen`. Refuses a non-loopback
     /// address without clients, a loopback one without clients while commands share the host's
-    /// network ([`loopback_refusal`]), a token file that commands or file tools could read, and
-    /// any client whose token is missing, empty or too short.
+    /// network ([`loopback_refusal`]), and any client whose token is missing, empty or too
+    /// short. (A token file that commands or file tools could read is refused with the rest of
+    /// what the host trusts, `config::trusted::refuse`.)
     pub fn new(config: &Config, listen: Option<&str>) -> anyhow::Result<Option<Setup>> {
         let default_cfg;
         let cfg = match (config.http.as_ref(), listen) {
@@ -85,22 +87,6 @@ impl Setup {
             && let Some(why) = loopback_refusal(config, &addr.to_string())
         {
             bail!("{why}");
-        }
-        for c in &cfg.clients {
-            if let Some(file) = &c.token_file
-                && let Some(seen) = readable_by_modules(config, file)
-            {
-                bail!(
-                    "[[server.http.clients]] `{}`: token_file {} lies {seen}, where a command \
-                     or file tool could read the token and call the tools as `{}`\nhint: keep it \
-                     outside every root and every folder commands see, e.g. \
-                     ~/.config/hands/{}.token (chmod 600)",
-                    c.name,
-                    file.display(),
-                    c.name,
-                    c.name
-                );
-            }
         }
         let mut hosts = Vec::new();
         for entry in &cfg.allowed_hosts {
@@ -182,43 +168,6 @@ pub fn loopback_refusal(config: &Config, listen: &str) -> Option<String> {
             m.id.name()
         )
     })
-}
-
-/// Where commands or file tools could read `file`, when they could: inside a module's root, or
-/// for tools-shell inside a folder every command sees (the system folders, the folders of its
-/// `path`, its sandbox home), unless a credential or `sandbox.deny` entry masks it there. A
-/// token or login kept there could be used by the agent itself.
-pub fn readable_by_modules(config: &Config, file: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let lists = crate::server::policy_lists(config);
-    if lists.credentials.iter().chain(&lists.deny).any(|d| real.starts_with(d)) {
-        return None;
-    }
-    for m in &config.modules {
-        if let Some(r) = m.roots.iter().find(|r| real.starts_with(&r.path)) {
-            return Some(format!("inside the root {} of {}", r.path.display(), m.id.name()));
-        }
-        let ModuleSettings::Shell(sh) = &m.settings else { continue };
-        let home = crate::server::absolute(&config.state_dir).join("sandbox-home");
-        let path = &sh.command_path;
-        let seen = hands_sandbox::launcher::SYSTEM
-            .iter()
-            .map(PathBuf::from)
-            .chain(path.split(':').filter(|d| Path::new(d).is_absolute()).map(PathBuf::from))
-            .chain(std::iter::once(home))
-            .find(|dir| {
-                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-                real.starts_with(&dir)
-            });
-        if let Some(dir) = seen {
-            return Some(format!(
-                "inside {}, a folder every command of {} sees",
-                dir.display(),
-                m.id.name()
-            ));
-        }
-    }
-    None
 }
 
 /// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,

@@ -1,6 +1,8 @@
 //! How MCP reaches the daemon: stdio (one client, the default) and streamable HTTP (many
-//! clients, each with its own token), and the watch on HTTP calls whose client hung up.
+//! clients, each with its own token), the watch on HTTP calls whose client hung up, and the caps
+//! and timeouts every HTTP listener (the dashboard's too) holds its connections to.
 
+pub mod conns;
 pub mod door;
 pub mod hangups;
 pub mod http;

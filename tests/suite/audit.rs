@@ -177,6 +177,55 @@ async fn the_chain_continues_across_a_restart() {
     assert!(out.contains("2 records, chain intact"), "{out}");
 }
 
+/// A log cut short is found (SPEC §8): the daemon keeps the last record's seq and hash apart
+/// from the log (`audit.head`), so deleting the newest records makes `--verify` fail naming how
+/// many, and a daemon started on the cut log numbers its next record past the gap, so it stays
+/// found. Positive control: the intact log verifies, across a restart too, its head following.
+#[tokio::test]
+async fn deleting_the_newest_records_is_found_by_verify() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start(&fx, &config).await;
+    for i in 0..4 {
+        c.ok("write", json!({ "path": format!("{i}.txt"), "content": "x" })).await;
+    }
+    c.stop().await;
+    let head = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(fx.state.join("audit.head")).unwrap())
+            .unwrap()
+    };
+    assert_eq!(head()["seq"], 4);
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!((code, out.contains("4 records, chain intact")), (0, true), "{out}");
+    // A restart continues the chain and the head.
+    let c = Client::start(&fx, &config).await;
+    c.ok("write", json!({ "path": "5.txt", "content": "x" })).await;
+    c.stop().await;
+    assert_eq!(head()["seq"], 5);
+    assert_eq!(head()["hash"], fx.audit_records()[4]["hash"]);
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!((code, out.contains("5 records, chain intact")), (0, true), "{out}");
+    // The newest two deleted: what is left is a chain intact as far as it goes.
+    let text = std::fs::read_to_string(log_path(&fx)).unwrap();
+    let kept: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(log_path(&fx), kept).unwrap();
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("cut short") && out.contains("the newest 2 records were deleted"),
+        "{out}"
+    );
+    assert!(out.contains("3 records before it are intact"), "{out}");
+    // A daemon started on the cut log does not hide it.
+    let c = Client::start(&fx, &config).await;
+    c.ok("write", json!({ "path": "6.txt", "content": "x" })).await;
+    c.stop().await;
+    assert_eq!(fx.audit_records().last().unwrap()["seq"], 6);
+    let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("records 4 to 5 are missing"), "{out}");
+}
+
 #[tokio::test]
 async fn follow_prints_records_as_they_are_written() {
     let fx = Fixture::new();

@@ -290,6 +290,11 @@ impl Client {
     ) -> Client {
         let mut cmd = fx.command_of(bin, &["serve", "--config", config.to_str().unwrap()]);
         cmd.envs(env.iter().copied());
+        Client::start_cmd(cmd, era).await
+    }
+
+    /// Connects to the `hands serve` that `cmd` starts (any arguments, folder, environment).
+    pub async fn start_cmd(mut cmd: Command, era: Era) -> Client {
         cmd.stderr(std::process::Stdio::inherit());
         let transport = TokioChildProcess::new(cmd).unwrap();
         Client { service: handshake((), transport, era).await }

@@ -195,6 +195,11 @@ pub async fn login(addr: SocketAddr) -> Session {
 }
 
 impl Session {
+    /// The dashboard's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The session's URL path for `path` (`/approve` → `/s/PREFIX/approve`).
     fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path.trim_start_matches('/'))
@@ -206,14 +211,14 @@ impl Session {
         get(self.addr, &self.url("/live"), &[self.cookie.clone(), csrf]).await
     }
 
-    async fn live(&self) -> String {
+    pub async fn live(&self) -> String {
         let r = self.get_live().await;
         assert_eq!(r.status, 200, "{}{}", r.head, r.body);
         r.body
     }
 
     /// A form POST from the page itself (Origin and CSRF as a browser sends them).
-    async fn post(&self, path: &str, fields: &str) -> Raw {
+    pub async fn post(&self, path: &str, fields: &str) -> Raw {
         let body = format!("csrf={}&{fields}", self.csrf);
         post(self.addr, &self.url(path), &[origin(self.addr), self.cookie.clone()], &body).await
     }
@@ -877,14 +882,17 @@ async fn control_characters_in_a_parked_command_are_shown_escaped_everywhere() {
     assert!(!listed.contains('\r') && !listed.contains('\x1b') && !listed.contains('\u{202e}'));
     assert!(listed.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{listed}");
     let ours = listed.split("waiting ").find(|w| w.starts_with(&id)).unwrap();
-    assert!(ours.contains("(text contained control characters, shown escaped)"), "{listed}");
+    assert!(
+        ours.contains("(text contained control or invisible characters, shown escaped)"),
+        "{listed}"
+    );
     let other = listed.split("waiting ").find(|w| w.contains("echo plain")).unwrap();
     assert!(!other.contains("control characters"), "{listed}");
     // The dashboard: the same escapes, the same note.
     let page = s.live().await;
     assert!(!page.contains('\r') && !page.contains('\x1b') && !page.contains('\u{202e}'));
     assert!(page.contains("touch pwned.txt\\r\\x1b[2Knpm test \\u{202e}tset"), "{page}");
-    assert!(page.contains("(text contained control characters, shown escaped)"));
+    assert!(page.contains("(text contained control or invisible characters, shown escaped)"));
     assert!(!fx.root.join("pwned.txt").exists());
     let ids: Vec<String> = listed
         .lines()
@@ -898,6 +906,100 @@ async fn control_characters_in_a_parked_command_are_shown_escaped_everywhere() {
     assert_eq!(plain.await.unwrap().is_error, Some(true));
     assert!(!fx.root.join("pwned.txt").exists());
     drop(c);
+    fx.assert_canary();
+}
+
+/// What a person is shown is what runs (SPEC §6): every invisible character in a parked
+/// command — soft hyphen, Hangul fillers, a tag character, U+206A, variation selectors, a
+/// Mongolian one, a no-break space, a zero-width space — is shown escaped, with the note, in
+/// the dashboard's HTML and by `hands approvals list`; and a `run` argv keeps its argument
+/// boundaries: `echo "a b"` (one argument) and `echo a b` (two), parked side by side, read
+/// differently. Nothing runs until a person answers, and the answer is no.
+#[tokio::test]
+async fn invisible_characters_and_argv_boundaries_are_shown_exactly() {
+    let fx = Fixture::new();
+    let cfg = config(&fx, "ask");
+    let (c, addr) = start(&fx, &cfg).await;
+    let s = login(addr).await;
+    let hidden = [
+        '\u{AD}',
+        '\u{115F}',
+        '\u{1160}',
+        '\u{3164}',
+        '\u{FFA0}',
+        '\u{E0041}',
+        '\u{206A}',
+        '\u{FE0F}',
+        '\u{E0100}',
+        '\u{180B}',
+        '\u{A0}',
+        '\u{200B}',
+    ];
+    let command: String =
+        hidden.iter().enumerate().map(|(i, h)| format!("{i}{h}")).collect::<Vec<_>>().concat();
+    let command = format!("touch x{command}.txt");
+    let escaped: String = hidden
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("{i}\\u{{{:04x}}}", *h as u32))
+        .collect::<Vec<_>>()
+        .concat();
+    let escaped = format!("touch x{escaped}.txt");
+    let calls: Vec<_> = [
+        json!(["bash", { "command": command }]),
+        json!(["run", { "argv": ["echo", "a b"] }]),
+        json!(["run", { "argv": ["echo", "a", "b"] }]),
+    ]
+    .into_iter()
+    .map(|call| {
+        let c = c.clone();
+        let tool = call[0].as_str().unwrap().to_string();
+        tokio::spawn(async move { c.call(&tool, call[1].clone()).await })
+    })
+    .collect();
+    let start = Instant::now();
+    let page = loop {
+        let page = s.live().await;
+        if page.matches("class=\"pending\" id=").count() == 3 {
+            break page;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "not all three parked: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for h in hidden {
+        assert!(!page.contains(h), "U+{:04X} reached the page as itself", h as u32);
+    }
+    assert!(page.contains(&escaped), "{escaped} not on the page: {page}");
+    assert!(page.contains("(text contained control or invisible characters, shown escaped)"));
+    assert!(page.contains("<code class=\"argv\">echo &quot;a b&quot;</code>"), "{page}");
+    assert!(page.contains("<code class=\"argv\">echo a b</code>"), "{page}");
+    // The terminal's list: the same escapes and boundaries.
+    let out = fx.std_command(&["approvals", "list", "--config", cfg.to_str().unwrap()]).output();
+    let listed = String::from_utf8(out.unwrap().stdout).unwrap();
+    assert!(hidden.iter().all(|h| !listed.contains(*h)), "{listed}");
+    assert!(listed.contains(&escaped), "{listed}");
+    assert!(
+        listed.contains("argv: echo \"a b\"\n") && listed.contains("argv: echo a b\n"),
+        "{listed}"
+    );
+    let ids: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("waiting "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 3, "{listed}");
+    for id in ids {
+        assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+    }
+    for call in calls {
+        assert_eq!(call.await.unwrap().is_error, Some(true));
+    }
+    let made: Vec<_> = std::fs::read_dir(&fx.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('x'))
+        .collect();
+    assert!(made.is_empty(), "the command ran: {made:?}");
     fx.assert_canary();
 }
 
@@ -1123,4 +1225,36 @@ async fn a_confirm_listed_program_is_answered_once_or_not_at_all() {
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(!victim.exists());
     fx.assert_canary();
+}
+
+/// The dashboard offers *for this session* in the words of what it means (SPEC §6): a parked
+/// action of a 2026-07-28 client (which has no session) offers "Allow for this client until the
+/// daemon restarts"; a 2025-era client's keeps "Allow for this session".
+#[tokio::test]
+async fn the_session_button_says_what_it_means_for_each_era() {
+    use super::common::{Era, handshake};
+    for (era, label, other) in [
+        (Era::Modern, "Allow for this client until the daemon restarts", "Allow for this session"),
+        (Era::Legacy, "Allow for this session", "until the daemon restarts"),
+    ] {
+        let fx = Fixture::new();
+        let cfg = config(&fx, "ask");
+        let mut cmd = fx.command(&["serve", "--config", cfg.to_str().unwrap()]);
+        cmd.env("HANDS_DASHBOARD_TOKEN", TOKEN);
+        let (transport, stderr) =
+            TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().unwrap();
+        let addr = dashboard_addr(stderr.unwrap()).await;
+        let c = Arc::new(Client { service: handshake((), transport, era).await });
+        let s = login(addr).await;
+        let call = write_call(&c, "asked.txt");
+        let id = s.pending_id().await;
+        let page = s.live().await;
+        let at = page.find(&format!("class=\"pending\" id=\"{id}\"")).unwrap();
+        let ours = &page[at..at + page[at..].find("</article>").unwrap()];
+        assert!(ours.contains(&format!("value=\"session\" class=\"allow\">{label}<")), "{ours}");
+        assert!(!ours.contains(other), "{era:?}: {ours}");
+        assert_eq!(s.post("/approve", &format!("id={id}&choice=reject")).await.status, 303);
+        assert_eq!(call.await.unwrap().is_error, Some(true));
+        assert!(!fx.root.join("asked.txt").exists());
+    }
 }

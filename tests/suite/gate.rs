@@ -490,3 +490,93 @@ async fn a_person_who_does_not_answer_in_time_is_a_refusal() {
     assert_eq!(last_decided_by(&fx), "policy");
     let _ = c.cancel().await;
 }
+
+/// A client that records each form it is sent (the question and the schema's choice names) and
+/// answers *session*.
+#[derive(Clone, Default)]
+struct FormReader {
+    forms: Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+impl rmcp::ClientHandler for FormReader {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = request
+        else {
+            panic!("hands asks with a form");
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        self.forms.lock().unwrap().push((message, schema));
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": "allow_session" })))
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+        let caps = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(caps, Implementation::new("hands-test-forms", "0"))
+    }
+}
+
+/// *For this session* is offered in the words of what it means (SPEC §6): a 2026-07-28 client
+/// has no session, so its form names the choice "Allow for this client until the daemon
+/// restarts" and the question says so; a 2025-era client keeps "Allow for this session". Both
+/// answers hold for the next call; a parked 2026 action shows the same words at the terminal.
+#[tokio::test]
+async fn the_session_choice_says_what_it_means_in_either_era() {
+    for (era, label, other) in [
+        (Era::Modern, "Allow for this client until the daemon restarts", "Allow for this session"),
+        (Era::Legacy, "Allow for this session", "until the daemon restarts"),
+    ] {
+        let fx = Fixture::new();
+        let config = ask_config(&fx, 30);
+        let reader = FormReader::default();
+        let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+        cmd.stderr(std::process::Stdio::inherit());
+        let c = handshake(reader.clone(), TokioChildProcess::new(cmd).unwrap(), era).await;
+        let call = |path: &str| {
+            let Value::Object(args) = json!({ "path": path, "content": "x" }) else {
+                unreachable!()
+            };
+            c.call_tool(CallToolRequestParams::new("write").with_arguments(args))
+        };
+        let r = call("one.txt").await.unwrap();
+        assert_ne!(r.is_error, Some(true), "{era:?}: {}", text_of(&r));
+        let (message, schema) = reader.forms.lock().unwrap()[0].clone();
+        let names = &schema["properties"]["decision"]["enumNames"];
+        assert_eq!(names[1], label, "{era:?}: {schema}");
+        assert!(!schema.to_string().contains(other), "{era:?}: {schema}");
+        assert_eq!(
+            message.contains("until the daemon restarts"),
+            label != "Allow for this session"
+        );
+        // The answer holds for the next call, as offered.
+        let r = call("two.txt").await.unwrap();
+        assert_ne!(r.is_error, Some(true), "{era:?}: {}", text_of(&r));
+        assert_eq!(reader.forms.lock().unwrap().len(), 1, "{era:?}: asked again");
+        assert_eq!(last_decided_by(&fx), "standing-permission");
+        let _ = c.cancel().await;
+    }
+    // A 2026-07-28 client that cannot be asked: its parked action says so at the terminal.
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let c = Arc::new(connect(&fx, &config, Era::Modern, Person::new(None, false)).await);
+    let parked = {
+        let c = c.clone();
+        tokio::spawn(async move { write(&c, "parked.txt", "p").await })
+    };
+    let id = waiting_id(&fx, &config).await;
+    let (_, listed) = approvals(&fx, &config, &["list"]);
+    assert!(
+        listed.contains("for this session: means for client `stdio` until the daemon restarts"),
+        "{listed}"
+    );
+    assert!(approvals(&fx, &config, &["deny", &id]).0);
+    assert!(refused(&parked.await.unwrap()));
+    assert!(!fx.root.join("parked.txt").exists());
+    fx.assert_canary();
+}

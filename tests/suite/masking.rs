@@ -14,13 +14,14 @@ use std::time::Duration;
 const SECRET: &str = "hunter2-hands-masking-secret";
 
 /// tools-shell with `root` writable and the fake home writable or read-only, external calls
-/// allowed; `sandbox` is the body of the `[sandbox]` table.
+/// allowed; `sandbox` is the body of the `[sandbox]` table. (A writable root that is the home
+/// needs `allow_home`.)
 fn shell_config(fx: &Fixture, home_writable: bool, sandbox: &str) -> PathBuf {
     fx.config(&format!(
         "[daemon]\nstate_dir = \"{{state}}\"\n\n[sandbox]\n{sandbox}\n\n[[builtins]]\n\
          id = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
          filesystem = [{{ path = \"{{root}}\", write = true }}, \
-         {{ path = \"{{home}}\", write = {home_writable} }}]\n\
+         {{ path = \"{{home}}\", write = {home_writable}, allow_home = true }}]\n\
          config = {{ trust = {{ external = \"allow\" }} }}\n"
     ))
 }

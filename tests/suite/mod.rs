@@ -31,11 +31,15 @@ mod in_process;
 #[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
+mod load;
+#[cfg(target_os = "linux")]
 mod masking;
 #[cfg(target_os = "linux")]
 mod needs;
 #[cfg(target_os = "linux")]
 mod network;
+#[cfg(target_os = "linux")]
+mod parked_tell;
 mod path_attacks;
 mod protocol;
 mod quoting;
@@ -50,3 +54,5 @@ mod special_files;
 mod stop;
 #[cfg(target_os = "linux")]
 mod tmux;
+#[cfg(target_os = "linux")]
+mod trusted;

@@ -119,7 +119,14 @@ async fn needs_cannot_name_credential_or_secret_paths() {
     let secret_dir = dir.join("app");
     std::fs::create_dir_all(&secret_dir).unwrap();
     std::fs::write(secret_dir.join(".env"), "TOKEN=1\n").unwrap();
+    // What the host trusts: the daemon's own config file, and the folder hands takes its
+    // configuration from (one approved run would set `external = "allow"` for every later
+    // daemon).
+    let user_config = fx.home.join(".config/hands");
+    std::fs::create_dir_all(&user_config).unwrap();
     let cases = [
+        (json!([config]), "host-trusted paths"),
+        (json!([user_config]), "host-trusted paths"),
         (json!([ssh]), "denied paths"),
         (json!([ssh.join("id_ed25519")]), "denied paths"),
         (json!([fx.home]), "denied paths"),

@@ -6,6 +6,8 @@
 //! touched). Canary listeners on the client namespace's loopback and its own interface address
 //! must see no connection: a refused name never reaches the host.
 
+mod reached;
+
 use super::common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -358,7 +358,7 @@ async fn credential_paths_under_a_root_holding_a_fake_home_are_refused() {
     std::fs::write(fx.home.join(".aws/credentials"), "aws secret\n").unwrap();
     std::fs::write(fx.home.join("notes.txt"), "fine\n").unwrap();
     let cfg = fx.config(
-        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{home}\", write = true }]\n",
+        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{home}\", write = true, allow_home = true }]\n",
     );
     let c = Client::start(&fx, &cfg).await;
     let control = ("read", json!({"path": "notes.txt"}));

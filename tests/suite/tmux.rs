@@ -3,6 +3,8 @@
 //! daemon restart, the user's own tmux server untouched, escapes from inside a pane, and the
 //! one private loopback every command of a module shares.
 
+mod lifetime;
+
 use super::common::{Client, Era, Fixture, host_processes};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -19,6 +21,20 @@ fn shell_config(fx: &Fixture) -> PathBuf {
 
 async fn start(fx: &Fixture) -> Client {
     Client::start_era(fx, &shell_config(fx), Era::Legacy).await
+}
+
+/// [`shell_config`] with `keep_sessions = true`: sessions outlive the daemon.
+fn kept_config(fx: &Fixture) -> PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }, { path = \"{home}\" }]\n\
+         config = { trust = { external = \"allow\" }, keep_sessions = true }\n",
+    )
+}
+
+async fn start_kept(fx: &Fixture) -> Client {
+    Client::start_era(fx, &kept_config(fx), Era::Legacy).await
 }
 
 /// Reads a session until `pred` holds on its result (or a deadline passes); returns the last.
@@ -225,9 +241,9 @@ async fn kill_leaves_no_process_behind_including_a_setsid_child() {
 }
 
 #[tokio::test]
-async fn sessions_survive_a_daemon_restart() {
+async fn kept_sessions_survive_a_daemon_restart() {
     let fx = Fixture::new();
-    let c = start(&fx).await;
+    let c = start_kept(&fx).await;
     c.ok("tmux_start", json!({ "command": "echo before-restart; cat", "name": "keep" })).await;
     read_until(&c, "keep", |r| text(r).contains("before-restart")).await;
     fx.write("site/index.html", "still here\n");
@@ -237,7 +253,7 @@ async fn sessions_survive_a_daemon_restart() {
     c.stop().await;
     // Wait until the daemon process is gone.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let c = start(&fx).await;
+    let c = start_kept(&fx).await;
     let listed = c.ok("tmux_list", json!({})).await;
     assert_eq!(listed["sessions"][0]["name"], "keep", "{listed}");
     assert_eq!(listed["sessions"][0]["state"], "running");
@@ -390,10 +406,10 @@ async fn two_bash_calls_share_one_loopback() {
 }
 
 #[tokio::test]
-async fn a_killed_daemon_takes_its_commands_along_but_not_its_sessions() {
+async fn a_killed_daemon_takes_its_commands_along_but_not_its_kept_sessions() {
     let fx = Fixture::new();
-    let config = shell_config(&fx);
-    let c = std::sync::Arc::new(start(&fx).await);
+    let config = kept_config(&fx);
+    let c = std::sync::Arc::new(start_kept(&fx).await);
     let session_marker = format!("{}.125", unique());
     c.ok("tmux_start", json!({ "command": format!("sleep {session_marker}"), "name": "lives" }))
         .await;
@@ -426,9 +442,9 @@ async fn a_killed_daemon_takes_its_commands_along_but_not_its_sessions() {
     }
     assert!(host_processes(&["sleep", &bash_marker]).is_empty(), "a command outlived its daemon");
     running.abort();
-    // The session is meant to outlive the daemon, and a new daemon finds it.
+    // The session is kept (`keep_sessions`): it outlives the daemon, and a new daemon finds it.
     assert!(!host_processes(&["sleep", &session_marker]).is_empty(), "the session died");
-    let c = start(&fx).await;
+    let c = start_kept(&fx).await;
     assert_eq!(c.ok("tmux_list", json!({})).await["sessions"][0]["name"], "lives");
     c.ok("tmux_kill", json!({ "session": "lives" })).await;
     assert!(host_processes(&["sleep", &session_marker]).is_empty());

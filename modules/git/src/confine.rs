@@ -498,6 +498,10 @@ impl Git {
         if let Some(rule) = self.resolver.policy().protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule }.into());
         }
+        if let Some(t) = self.resolver.policy().host_path(abs, None) {
+            let (what, remedy) = (t.what.clone(), t.remedy.clone());
+            return Err(PathError::Trusted { path: abs.to_path_buf(), what, remedy }.into());
+        }
         Ok(())
     }
 
@@ -559,12 +563,18 @@ impl Git {
             || self.resolver.policy().is_secret(&abs)
     }
 
-    /// The protected rule a work-tree path falls under, if any (by its place in its root).
+    /// The protected rule a work-tree path falls under, if any (by its place in its root), or
+    /// what the host trusts there (the daemon's own binary, a start-up file of the home).
     pub(crate) fn protected(&self, workdir: &Path, rel: &Path) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
         let abs = workdir.join(rel);
         let root = self.resolver.root_of(&abs)?;
         let in_root = abs.strip_prefix(self.resolver.roots()[root].path()).ok()?;
-        self.resolver.policy().protected(in_root)
+        let id = std::fs::symlink_metadata(&abs).ok().map(|m| (m.dev(), m.ino()));
+        self.resolver
+            .policy()
+            .protected(in_root)
+            .or_else(|| self.resolver.policy().host_path(&abs, id).map(|t| t.what.clone()))
     }
 }
 

@@ -96,6 +96,13 @@ pub enum PathError {
         shown(path)
     )]
     Protected { path: PathBuf, rule: String },
+    /// A write to a path the host trusts ([`crate::HostPath`]): the daemon's binary or config,
+    /// a start-up file of the home. Never approvable; `remedy` says what a person can do.
+    #[error(
+        "`{}` is {what}: the host trusts it, so it is read-only to every tool and command",
+        shown(path)
+    )]
+    Trusted { path: PathBuf, what: String, remedy: String },
     #[error("`{}` is under read-only root {}; writes are refused there", shown(path), shown(root))]
     ReadOnlyRoot { path: PathBuf, root: PathBuf },
     #[error(
@@ -133,6 +140,7 @@ impl PathError {
                 | PathError::Denied { .. }
                 | PathError::Secret { .. }
                 | PathError::Protected { .. }
+                | PathError::Trusted { .. }
                 | PathError::ReadOnlyRoot { .. }
                 | PathError::HardLinked { .. }
         )

@@ -20,10 +20,11 @@ mod walk;
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
 pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
-pub use policy::{Policy, PolicyLists};
+pub use policy::{HostPath, Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use walk::{
-    Folder, Item, Listing, WalkError, lexical, open_start, open_start_at, walk_beneath,
+    Folder, Item, Listing, WalkError, lenient_canonical, lexical, open_start, open_start_at,
+    walk_beneath,
 };
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
@@ -419,6 +420,10 @@ impl Resolver {
             });
         }
         self.check_writable(&abs)?;
+        // The folder by identity too: a trusted folder reached under a name the check above
+        // cannot know (a bind mount of it inside the root).
+        let pst = fstat(&parent, &parent_abs)?;
+        self.check_host_path(&abs, Some((pst.st_dev, pst.st_ino)))?;
         self.check_git_control(parent.as_fd(), &parent_abs, &name)?;
         match statat_nofollow(parent.as_fd(), &name) {
             Ok(st) => {
@@ -426,6 +431,7 @@ impl Resolver {
                 match ft {
                     FileType::RegularFile => {
                         self.check_hidden(&abs, Some(&st), true)?;
+                        self.check_host_path(&abs, Some((st.st_dev, st.st_ino)))?;
                         if st.st_nlink > 1 {
                             return Err(PathError::HardLinked { path: abs, links: st.st_nlink });
                         }
@@ -484,7 +490,20 @@ impl Resolver {
         if let Some(rule) = self.policy.protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule });
         }
-        Ok(())
+        self.check_host_path(abs, None)
+    }
+
+    /// Refuses a write to a path the host trusts: by name (`abs`, a real path), or by the
+    /// identity `dev_ino` of the file or folder there (another name of the same file).
+    fn check_host_path(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Result<()> {
+        match self.policy.host_path(abs, dev_ino) {
+            Some(t) => Err(PathError::Trusted {
+                path: abs.to_path_buf(),
+                what: t.what.clone(),
+                remedy: t.remedy.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Refuses the writes that would let a tool steer what git on the host reads or runs,

@@ -26,6 +26,30 @@ pub struct PolicyLists {
     pub secret_exceptions: Vec<String>,
     /// Protected relative paths (`.git/hooks`), matched at any depth inside a root.
     pub protected: Vec<String>,
+    /// Absolute paths the host trusts (the daemon's binary and config, a start-up file of the
+    /// home): read-only to every tool, by name and by file identity, existing or not.
+    pub host_paths: Vec<HostPath>,
+}
+
+/// A path the host trusts (SPEC §3, "What the host trusts is out of reach"): something a
+/// program outside the sandbox loads or runs later without a person looking at it. Wherever it
+/// lies in a root it is read-only to every tool and command, under its own name, its real
+/// name (a link's target) and any other name of the same file (a hard link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPath {
+    /// Absolute, as the daemon found it (`~` expanded).
+    pub path: PathBuf,
+    /// What it is, for a person: "the daemon's own binary".
+    pub what: String,
+    /// What a person can do instead, naming the config key where there is one.
+    pub remedy: String,
+}
+
+#[derive(Debug)]
+struct HostEntry {
+    /// As given, and canonical when it exists and differs (a dotfile linked elsewhere).
+    clean: Vec<PathBuf>,
+    entry: HostPath,
 }
 
 #[derive(Debug)]
@@ -47,6 +71,10 @@ pub struct Policy {
     secrets: GlobSet,
     secret_exceptions: GlobSet,
     protected: Vec<Vec<String>>,
+    host: Vec<HostEntry>,
+    /// (device, inode) of every trusted path and what lies beneath a trusted folder, with the
+    /// index of its entry in `host`.
+    host_ids: std::collections::HashMap<(u64, u64), usize>,
 }
 
 impl Policy {
@@ -70,6 +98,31 @@ impl Policy {
             let clean = names.iter().map(|n| n.components().collect()).collect();
             denied.push(DeniedPath { names, clean, why });
         }
+        let mut host = Vec::new();
+        let mut host_ids = std::collections::HashMap::new();
+        for t in &lists.host_paths {
+            // As given; through the real path of its folder (a home or `~/.config` that is a
+            // link); and as the file itself resolves (a dotfile linked into a dotfiles folder).
+            let real_parent = match (t.path.parent(), t.path.file_name()) {
+                (Some(dir), Some(name)) => Some(crate::lenient_canonical(dir).join(name)),
+                _ => None,
+            };
+            let mut clean: Vec<PathBuf> = Vec::new();
+            let names = std::iter::once(Some(t.path.clone()))
+                .chain([real_parent, std::fs::canonicalize(&t.path).ok()]);
+            for n in names.flatten() {
+                let n: PathBuf = n.components().collect();
+                if !clean.contains(&n) {
+                    clean.push(n);
+                }
+            }
+            let mut ids = HashSet::new();
+            index_identities(&t.path, &mut ids);
+            for id in ids {
+                host_ids.entry(id).or_insert(host.len());
+            }
+            host.push(HostEntry { clean, entry: t.clone() });
+        }
         Ok(Policy {
             denied,
             identities,
@@ -81,7 +134,30 @@ impl Policy {
                 .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
                 .filter(|v: &Vec<String>| !v.is_empty())
                 .collect(),
+            host,
+            host_ids,
         })
+    }
+
+    /// The trusted path `abs` is or lies beneath (by name: as given or its real name), or whose
+    /// file `dev_ino` is (a hard link, another name of it): a write there is refused.
+    pub fn host_path(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<&HostPath> {
+        let clean = is_clean(abs);
+        if let Some(t) = self.host.iter().find(|t| t.clean.iter().any(|n| under(abs, n, clean))) {
+            return Some(&t.entry);
+        }
+        let i = dev_ino.and_then(|id| self.host_ids.get(&id))?;
+        self.host.get(*i).map(|t| &t.entry)
+    }
+
+    /// Whether (device, inode) is a trusted file or folder (or lies beneath one).
+    pub fn is_host_identity(&self, dev: u64, ino: u64) -> bool {
+        self.host_ids.contains_key(&(dev, ino))
+    }
+
+    /// Every name of every trusted path (as given, and its real name where that differs).
+    pub fn host_paths(&self) -> impl Iterator<Item = (&Path, &HostPath)> {
+        self.host.iter().flat_map(|t| t.clean.iter().map(move |n| (n.as_path(), &t.entry)))
     }
 
     /// Why `abs` is denied, if it is: by name (it or an ancestor is a denied path) or by the

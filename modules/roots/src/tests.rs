@@ -111,6 +111,39 @@ fn denied_by_name_and_by_identity() {
     assert!(r.open_file("a.txt").is_ok());
 }
 
+/// A trusted path is read-only to every write: under its own name, missing or not (and what
+/// would be made beneath a trusted folder), under its real name when it is a link, and under
+/// another name of the same file (a hard link, found by identity).
+#[test]
+fn trusted_paths_are_refused_by_name_real_name_and_identity() {
+    let (_t, base) = tree();
+    let proj = base.join("proj");
+    std::fs::create_dir_all(proj.join("dotfiles")).unwrap();
+    std::fs::create_dir_all(proj.join("bin")).unwrap();
+    std::fs::write(proj.join("dotfiles/rc"), "rc").unwrap();
+    symlink("dotfiles/rc", proj.join(".rc")).unwrap();
+    std::fs::write(proj.join("bin/hands"), "binary").unwrap();
+    std::fs::hard_link(proj.join("bin/hands"), proj.join("bin/hands-HASH")).unwrap();
+    let t = |p: &str| HostPath { path: proj.join(p), what: format!("`{p}`"), remedy: "r".into() };
+    let lists = PolicyLists {
+        host_paths: vec![t(".rc"), t("bin/hands"), t("bin/launcher"), t(".config/unit")],
+        ..Default::default()
+    };
+    let r = resolver(&[(&proj, true)], lists);
+    for p in [".rc", "dotfiles/rc", "bin/hands", "bin/hands-HASH", "bin/launcher", ".config/unit/x"]
+    {
+        match r.prepare_write(p, true) {
+            Err(PathError::Trusted { .. }) => {}
+            other => panic!("{p}: {:?}", other.map(|_| ())),
+        }
+    }
+    assert!(!proj.join(".config").exists(), "a refused write made its folders");
+    // Positive controls: a neighbour of each is written.
+    for p in ["dotfiles/other", "bin/other", ".config/other"] {
+        assert!(r.prepare_write(p, true).is_ok(), "{p}");
+    }
+}
+
 #[test]
 fn open_walked_follows_no_symlink_at_all() {
     let (_t, base) = tree();

@@ -240,3 +240,22 @@ pub fn lexical(path: &Path) -> PathBuf {
     }
     out
 }
+
+/// The canonical form of the deepest existing ancestor of `p`, with the missing rest appended
+/// as written: the real path a file not made yet would have.
+pub fn lenient_canonical(p: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part));
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}

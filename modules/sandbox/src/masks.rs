@@ -376,13 +376,21 @@ pub fn walk(
                         }
                         keep(&mut found.protected, &mut found.unmaskable, path.clone());
                     }
-                    let hidden = policy.is_secret(&path)
-                        || (denied_inside && policy.denied(&path, None).is_some())
-                        || folder.stat(&item.name).is_ok_and(|st| {
-                            st.st_nlink > 1 && policy.is_denied_identity(st.st_dev, st.st_ino)
-                        });
-                    if hidden {
+                    // Another name of a denied file is hidden; another name of a file the
+                    // host trusts (`deps/hands-HASH`, cargo's hard link of the daemon's own
+                    // binary) is read-only, as the file itself is.
+                    let named = policy.is_secret(&path)
+                        || (denied_inside && policy.denied(&path, None).is_some());
+                    let linked = if named {
+                        None
+                    } else {
+                        folder.stat(&item.name).ok().filter(|st| st.st_nlink > 1)
+                    };
+                    let id = linked.map(|st| (st.st_dev, st.st_ino));
+                    if named || id.is_some_and(|(d, i)| policy.is_denied_identity(d, i)) {
                         keep(&mut found.paths, &mut found.unmaskable, path);
+                    } else if id.is_some_and(|(d, i)| policy.is_host_identity(d, i)) {
+                        keep(&mut found.protected, &mut found.unmaskable, path);
                     }
                 }
                 _ => {}

@@ -1,6 +1,8 @@
 //! The daemon's side of a module's shared private network namespace (the holder process itself
 //! is `launcher/holder.rs`): find the module's live holder from its pid file in the state dir,
-//! or start one, and hand its pid and start time to every launcher of the module.
+//! or start one, and hand its pid and start time to every launcher of the module. The holder
+//! lives while one of its users does: each daemon that uses it and each tmux session kept past
+//! its daemon is a file `PID-START` in `<module>.users/` beside the pid file.
 // The netns holder: starts the launcher's binary; procfs and its state-dir pid file.
 #![allow(clippy::disallowed_methods)]
 
@@ -32,6 +34,43 @@ pub fn start_time(pid: i32) -> Option<u64> {
     // The command name (field 2) may hold spaces and parentheses; the fields after it do not.
     let rest = stat.get(stat.rfind(')')? + 2..)?;
     rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// The folder of a holder's users, beside its pid file.
+pub fn users_dir(pidfile: &Path) -> PathBuf {
+    pidfile.with_extension("users")
+}
+
+/// Whether a user named in `dir` is alive; the entries of users that have ended are removed.
+pub fn any_user_alive(dir: &Path) -> bool {
+    let mut alive = false;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let user = name.to_str().and_then(|n| {
+            let (pid, start) = n.split_once('-')?;
+            Some(Process { pid: pid.parse().ok()?, start: start.parse().ok()? })
+        });
+        match user {
+            Some(p) if p.alive() => alive = true,
+            _ => {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    alive
+}
+
+/// Names `p` among the holder's users in `dir`.
+fn add_user(dir: &Path, p: Process) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let entry = dir.join(format!("{}-{}", p.pid, p.start));
+    std::fs::write(&entry, b"").with_context(|| format!("cannot write {}", entry.display()))
+}
+
+/// This process, named for good.
+pub fn this_process() -> Option<Process> {
+    let pid = std::process::id() as i32;
+    Some(Process { pid, start: start_time(pid)? })
 }
 
 /// The module's holder: reused while alive, started again when it is gone.
@@ -66,12 +105,22 @@ impl Netns {
             .with_context(|| format!("cannot open {}", lock_path.display()))?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
             .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        // Named before the holder is picked, under the lock the holder takes to end: it then
+        // either sees this daemon or is gone from the pid file.
+        let me = this_process().ok_or_else(|| anyhow!("cannot read /proc/self/stat"))?;
+        add_user(&users_dir(&self.pidfile), me)?;
         let h = match self.read_live() {
             Some(h) => h,
             None => self.spawn()?,
         };
         *current = Some(h);
         Ok(h)
+    }
+
+    /// Keeps the holder (and so the module's loopback, for new commands) while `session` lives:
+    /// a tmux session kept past the daemon (`keep_sessions`).
+    pub fn keep_for(&self, session: Process) -> Result<()> {
+        add_user(&users_dir(&self.pidfile), session)
     }
 
     /// The holder named by the pid file, when that process is alive and is a holder.
@@ -114,8 +163,8 @@ impl Netns {
                 why.trim()
             ));
         }
-        // The holder outlives this call (and perhaps the daemon); a thread reaps it if it ends
-        // first.
+        // The holder outlives this call (and the daemon, while a kept session needs it); a
+        // thread reaps it if it ends first.
         std::thread::spawn(move || child.wait());
         self.read_live().ok_or_else(|| {
             anyhow!(

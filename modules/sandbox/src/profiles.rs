@@ -23,6 +23,12 @@ pub fn protected_folders() -> impl Iterator<Item = &'static str> {
         .filter(|l| !l.is_empty())
 }
 
+/// The home's start-up surface (`~` not expanded): protected when a writable root holds the
+/// home with `allow_home = true`.
+pub fn home_surface() -> impl Iterator<Item = &'static str> {
+    lines(include_str!("../../../sandbox-profiles/home-surface.txt"))
+}
+
 pub fn secret_patterns() -> impl Iterator<Item = &'static str> {
     lines(include_str!("../../../sandbox-profiles/secrets.txt"))
 }

@@ -118,7 +118,8 @@ impl Registry {
     }
 }
 
-/// The command line a person reads for a launcher argv: `bash -c`'s text, else the argv.
+/// The command line a person reads for a launcher argv: `bash -c`'s text, else the argv with
+/// its argument boundaries ([`crate::allow::show`]: `"a b"` is one argument).
 pub fn label(argv: &serde_json::Value) -> String {
     let items: Vec<String> = argv
         .as_array()
@@ -130,7 +131,7 @@ pub fn label(argv: &serde_json::Value) -> String {
         .unwrap_or_default();
     match items.as_slice() {
         [bash, _, _, c, command] if bash == "bash" && c == "-c" => command.clone(),
-        _ => items.join(" "),
+        _ => crate::allow::show(&items),
     }
 }
 
@@ -146,6 +147,7 @@ mod tests {
             "sleep 5; ls"
         );
         assert_eq!(label(&json!(["/usr/bin/rg", "-n", "<x>"])), "/usr/bin/rg -n <x>");
+        assert_eq!(label(&json!(["/usr/bin/rg", "a b", ""])), "/usr/bin/rg \"a b\" \"\"");
     }
 
     #[test]

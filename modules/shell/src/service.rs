@@ -52,6 +52,8 @@ pub struct Shell {
     network: Option<Network>,
     /// The module's tmux sessions (`sessions.rs`).
     pub(crate) tmux: sessions::Sessions,
+    /// `keep_sessions`: tmux sessions outlive this daemon (else they end with it).
+    pub(crate) keep_sessions: bool,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
     masks: Arc<masks::Masks>,
     /// The `PATH` of commands; `run` resolves binaries against it on the host.
@@ -95,7 +97,7 @@ pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let of =
         std::fs::metadata(records).with_context(|| format!("cannot read {}", records.display()))?;
-    let dir = PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()));
+    let dir = run_as_folder(&of);
     match std::fs::DirBuilder::new().mode(0o711).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -113,6 +115,22 @@ pub(crate) fn reachable_by_run_as(records: &Path) -> anyhow::Result<PathBuf> {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
         .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
     Ok(dir)
+}
+
+/// The folder [`reachable_by_run_as`] names for the records folder whose metadata is `of`.
+fn run_as_folder(of: &std::fs::Metadata) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    PathBuf::from(format!("/tmp/hands-{:x}-{:x}", of.dev(), of.ino()))
+}
+
+/// Where the tmux sockets of the session records in `records` were moved, when they were (a
+/// root daemon without namespaces, [`reachable_by_run_as`]): that folder's `tmux/`, if it is
+/// root's and no one else writes it.
+pub(crate) fn moved_sockets(records: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = run_as_folder(&std::fs::metadata(records).ok()?);
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == 0 && meta.mode() & 0o022 == 0).then(|| dir.join("tmux"))
 }
 
 /// What a command stopped by the brake, or refused while it holds, returns.
@@ -198,13 +216,29 @@ impl Shell {
             make_placeholders,
             &mut unmade,
         )?;
-        let protected: Vec<PathBuf> = m
+        let mut protected: Vec<PathBuf> = m
             .roots
             .iter()
             .filter(|r| r.writable)
             .flat_map(|r| lists.protected.iter().map(|p| r.path.join(p)))
             .filter(|p| launcher::is_clean(p) && std::fs::symlink_metadata(p).is_ok())
             .collect();
+        // What the host trusts (the daemon's binary and launcher, its config, the home's
+        // start-up surface under `allow_home`), under each of its names, where it lies in a
+        // writable root: bound read-only where it exists, its folders pinned so that no rename
+        // carries it aside; one that does not exist yet is for the in-run walls to keep from
+        // being made. Other names of the same file (hard links) are found by the walk. Only
+        // the names whose folders are real (the policy lists each path also through its real
+        // folder): the launcher refuses to start at a link on the way to a protected path.
+        let in_writable = |p: &Path| m.roots.iter().any(|r| r.writable && p.starts_with(&r.path));
+        let real_way =
+            |p: &Path| p.parent().is_some_and(|d| hands_roots::lenient_canonical(d) == d);
+        for (p, _) in resolver.policy().host_paths() {
+            let fits = launcher::is_clean(p) && in_writable(p) && real_way(p);
+            if fits && !protected.iter().any(|q| q == p) {
+                protected.push(p.to_path_buf());
+            }
+        }
         let mut masked: Vec<PathBuf> = lists
             .credentials
             .iter()
@@ -319,6 +353,7 @@ impl Shell {
             netns,
             network,
             tmux: sessions,
+            keep_sessions: cfg.keep_sessions,
             unmade,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,
@@ -363,6 +398,25 @@ impl Shell {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         running + sessions
+    }
+
+    /// The daemon is ending (its client has gone): unless `keep_sessions`, the tmux sessions
+    /// it holds end now, gracefully (TERM, grace, KILL) — those it started, and kept ones it
+    /// adopted; a session another live daemon started is that daemon's. Each session's launcher
+    /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
+    /// outright leaves none either. Returns how many ended.
+    pub async fn shutdown(&self) -> usize {
+        if self.keep_sessions { 0 } else { self.tmux_end_own().await }
+    }
+
+    /// Keeps the module's network namespace holder while a kept session lives, so a later
+    /// daemon's commands share the session's loopback.
+    pub(crate) fn keep_loopback_for(&self, session: netns::Process) {
+        if let Some(n) = &self.netns
+            && let Err(e) = n.keep_for(session)
+        {
+            tracing::warn!("a kept tmux session may lose its loopback with the daemon: {e:#}");
+        }
     }
 
     /// Lifts the brake: commands run again.

@@ -10,7 +10,10 @@
 //! launcher's pid and start time; written by the daemon, invisible to commands), `<name>.alive`
 //! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
 //! stderr) and `s/<name>/tmux.sock`, beside the pane's output log `s/<name>/out.NNNNNN`
-//! (`wait.rs`). A restarted daemon reads the same files, so sessions survive it.
+//! (`wait.rs`). A session ends with the daemon that started it unless `keep_sessions`; a
+//! kept one outlives it, and the next daemon reads the same files and adopts it
+//! (`docs/decisions/0056-nothing-left-behind.md`); `hands stop` ends kept sessions with no
+//! daemon running ([`end_sessions_in`]).
 //!
 //! Here: the session records, the masking of secret files that appear while a session runs,
 //! reading, listing and ending sessions; `tmux_start.rs` starts one, `tmux_send.rs` types into
@@ -72,6 +75,10 @@ struct Meta {
     /// versions.
     #[serde(default)]
     log: bool,
+    /// The daemon the session ends with; none for a session kept past its daemon
+    /// (`keep_sessions`, and every session of older versions, which all outlived theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    daemon: Option<netns::Process>,
 }
 
 impl Sessions {
@@ -151,6 +158,13 @@ impl Sessions {
 /// Ends a session's launcher, and with it its PID namespace: SIGTERM (forwarded to every
 /// process), a grace period, then SIGKILL. Waits until it is gone.
 async fn end_launcher(l: netns::Process) {
+    if l.alive() {
+        let _ = tokio::task::spawn_blocking(move || end_launcher_now(l)).await;
+    }
+}
+
+/// [`end_launcher`], blocking the calling thread.
+fn end_launcher_now(l: netns::Process) {
     use rustix::process::{Pid, Signal, kill_process};
     let Some(pid) = Pid::from_raw(l.pid) else { return };
     if !l.alive() {
@@ -159,15 +173,48 @@ async fn end_launcher(l: netns::Process) {
     let _ = kill_process(pid, Signal::TERM);
     let until = Instant::now() + crate::service::GRACE;
     while l.alive() && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        std::thread::sleep(Duration::from_millis(20));
     }
     if l.alive() {
         let _ = kill_process(pid, Signal::KILL);
     }
     let until = Instant::now() + Duration::from_secs(5);
     while l.alive() && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// `hands stop` with no daemon running: ends every tmux session recorded in the state dir
+/// `state` (kept sessions, which outlived their daemon) and forgets it; the names ended, each
+/// with its module. The module's network namespace holder then ends by itself, once nothing
+/// it serves is alive.
+pub fn end_sessions_in(state: &Path) -> Vec<(String, String)> {
+    let mut ended = Vec::new();
+    let modules = std::fs::read_dir(state.join("tmux")).into_iter().flatten().flatten();
+    for module in modules.filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+        let module_name = module.file_name().to_string_lossy().into_owned();
+        let t = Sessions {
+            dir: module.path(),
+            sockets: std::sync::OnceLock::new(),
+            bash: String::new(),
+        };
+        // A root daemon's sockets may have been moved to /tmp (`reachable_by_run_as`), which
+        // names that folder by the records folder's identity: found again the same way.
+        if let Some(moved) = crate::service::moved_sockets(&t.dir) {
+            t.move_sockets(moved);
+        }
+        for name in t.names() {
+            if let Some(m) = t.read_meta(&name) {
+                let was_alive = m.launcher.alive();
+                end_launcher_now(m.launcher);
+                if was_alive {
+                    ended.push((module_name.clone(), name.clone()));
+                }
+            }
+            t.forget(&name);
+        }
+    }
+    ended
 }
 
 fn now_secs() -> u64 {
@@ -346,6 +393,8 @@ impl Shell {
             let cursor = self.cursor(&m);
             sessions.push(Session {
                 cursor,
+                // An adopted kept session ends with a daemon that does not keep sessions.
+                kept: m.daemon.is_none() && self.keep_sessions,
                 name: m.name,
                 facts: Facts {
                     command: m.command,
@@ -379,6 +428,26 @@ impl Shell {
         self.tmux.forget(&m.name);
         self.end_session_ticket(&m.name);
         Ok(KillOutput { session: m.name, killed: true, cursor })
+    }
+
+    /// Ends the sessions this daemon holds at its end ([`Shell::shutdown`]): every recorded
+    /// session but those another live daemon started (they end with it).
+    pub(crate) async fn tmux_end_own(&self) -> usize {
+        let me = netns::this_process();
+        let mut n = 0;
+        for name in self.tmux.names() {
+            let Some(m) = self.tmux.read_meta(&name) else { continue };
+            if m.daemon.is_some_and(|d| Some(d) != me && d.alive()) {
+                continue;
+            }
+            if m.launcher.alive() {
+                end_launcher(m.launcher).await;
+                n += 1;
+            }
+            self.tmux.forget(&name);
+            self.end_session_ticket(&name);
+        }
+        n
     }
 
     /// Ends every tmux session of the module (`hands stop`); returns how many there were.

@@ -32,6 +32,9 @@ pub struct RawSettings {
     /// a writable root; refused by default (`docs/decisions/0046-walls-in-run.md`).
     #[serde(default)]
     pub new_repositories: NewRepositories,
+    /// Whether tmux sessions outlive the daemon that started them (SPEC §4.2); off by default:
+    /// a session ends with its daemon (`docs/decisions/0056-nothing-left-behind.md`).
+    pub keep_sessions: Option<bool>,
     /// The gate's override of this module's tool classes: the daemon's (the gate is not the
     /// module's), which reads it from the same table. Named here so the key is known and an
     /// unknown key's error lists it as before.
@@ -143,6 +146,8 @@ pub struct ShellSettings {
     /// What the `network` grant gives (without the grant nothing of it applies).
     pub network: NetworkMode,
     pub new_repositories: NewRepositories,
+    /// tmux sessions outlive their daemon; the next daemon of the state dir adopts them.
+    pub keep_sessions: bool,
 }
 
 impl Default for ShellSettings {
@@ -168,6 +173,7 @@ impl Default for ShellSettings {
             tools: Vec::new(),
             network: NetworkMode::Domains(hands_sandbox::proxy::Rules::default()),
             new_repositories: NewRepositories::Refuse,
+            keep_sessions: false,
         }
     }
 }
@@ -320,6 +326,7 @@ impl RawSettings {
             tools: self.tools,
             network: network.unwrap_or(d.network),
             new_repositories: self.new_repositories,
+            keep_sessions: self.keep_sessions.unwrap_or(d.keep_sessions),
         })
     }
 }

@@ -259,11 +259,14 @@ pub struct Session {
     pub facts: Facts,
     /// Pass as `since` to tmux_read to get only what the pane prints from now on.
     pub cursor: u64,
+    /// Kept past the daemon that started it (`keep_sessions`): it runs until tmux_kill or
+    /// `hands stop`; otherwise it ends with its daemon.
+    pub kept: bool,
 }
 
 impl fmt::Display for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}  {}", self.name, self.facts)
+        write!(f, "{}  {}{}", self.name, self.facts, if self.kept { "  (kept)" } else { "" })
     }
 }
 

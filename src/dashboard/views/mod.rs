@@ -200,8 +200,7 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         // Agent-supplied text: control, escape and bidirectional characters shown escaped
         // (`src/shown.rs`), then HTML-escaped; an action that needed it says so.
         let mut escaped = false;
-        let mut row = |k: &str, v: &str| {
-            let v = crate::shown::shown(v);
+        let mut row = |k: &str, v: crate::shown::Shown| {
             escaped |= v.escaped;
             let _ = write!(
                 s,
@@ -211,38 +210,29 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
                 esc(&v.text)
             );
         };
-        row("client", &a.client);
-        // A one-run widening (`needs`) is shown plainly, each list on its own row.
+        let shown = crate::shown::shown;
+        row("client", shown(&a.client));
+        // A one-run widening (`needs`) is shown plainly, each list on its own row, its items
+        // with their boundaries as an argv's.
         let widening = a.widens();
         if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
             for (k, v) in needs {
-                let list = match v {
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    other => other.to_string(),
-                };
-                row(&format!("needs.{k}"), &list);
+                row(&format!("needs.{k}"), crate::shown::argv(v));
             }
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {
             if let Some(v) = a.arguments.get(key) {
                 let v = match v {
-                    Value::String(t) => t.clone(),
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string).unwrap_or_else(|| i.to_string()))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    other => other.to_string(),
+                    Value::String(t) => shown(t),
+                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
+                    list @ Value::Array(_) => crate::shown::argv(list),
+                    other => shown(&other.to_string()),
                 };
-                row(key, &v);
+                row(key, v);
             }
         }
-        row("arguments", &a.arguments.to_string());
+        row("arguments", shown(&a.arguments.to_string()));
         if escaped {
             let _ = write!(
                 s,
@@ -268,10 +258,18 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
             hidden("csrf", csrf),
             hidden("id", &p.id)
         );
+        // A 2026-07-28 client has no session: the choice says what it means (SPEC §6).
+        let session = a.session_choice();
         if widening && !a.confirm {
-            s.push_str(
+            let _ = write!(
+                s,
                 "<p class=\"warn\">a one-run widening (<code>needs</code>): a yes allows it \
-                 once or for this session, never always.</p>",
+                 once or {}, never always.</p>",
+                if a.until_restart {
+                    "for this client until the daemon restarts"
+                } else {
+                    "for this session"
+                }
             );
         }
         // What the gate would not honour is not offered: a confirm-listed program is allowed
@@ -281,13 +279,13 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         } else if widening {
             &[
                 ("once", "Allow once", "allow"),
-                ("session", "Allow for this session", "allow"),
+                ("session", session, "allow"),
                 ("reject", "Reject", "reject"),
             ]
         } else {
             &[
                 ("once", "Allow once", "allow"),
-                ("session", "Allow for this session", "allow"),
+                ("session", session, "allow"),
                 ("always", "Always for this client", "allow"),
                 ("reject", "Reject", "reject"),
             ]

@@ -1,8 +1,14 @@
 //! The process and memory bound of a command (SPEC §5.2 item 4), from the first mechanism the
 //! machine offers: a cgroup v2 leaf under the daemon's own cgroup (`pids.max`, `memory.max`,
-//! `memory.oom.group`), a cgroup v1 pids cgroup nested under the daemon's own, or
+//! `memory.oom.group`), a cgroup v1 pids cgroup nested under the daemon's own (with a sibling
+//! in the v1 memory hierarchy, `memory.limit_in_bytes`, where the daemon can make one), or
 //! `RLIMIT_NPROC` set inside the command's fresh user namespace for a non-root uid (where,
 //! since Linux 5.14, it counts that namespace's processes only).
+//!
+//! Memory is bounded by the cgroup wherever there is one (resident memory, the tree as a
+//! whole); `RLIMIT_AS` (address space, per process) only where there is none
+//! ([`Bound::bounds_memory`]): wasm runtimes, JITs and sanitizers reserve far more address
+//! space than they use, and failed under `RLIMIT_AS` with no hint.
 //!
 //! The daemon chooses once ([`choose`], at startup) and names the choice in the tier; each
 //! launcher makes its leaf ([`Leaf::create`]), puts the sandbox's init into it, and removes it
@@ -27,6 +33,8 @@ const DAEMON_LEAF: &str = "hands-daemon";
 const LEAF_PREFIX: &str = "hands-";
 /// The cgroup v1 pids hierarchy.
 const PIDS_V1: &str = "/sys/fs/cgroup/pids";
+/// The cgroup v1 memory hierarchy.
+const MEMORY_V1: &str = "/sys/fs/cgroup/memory";
 
 /// How the processes of a command are bounded.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -35,8 +43,13 @@ pub enum Bound {
     /// Leaves `hands-<pid>` in `dir` (the daemon's own cgroup v2), with `memory.max` when the
     /// memory controller is there.
     CgroupV2 { dir: PathBuf, memory: bool },
-    /// Children `<pid>` of `dir` (`hands/` in the daemon's own cgroup v1 pids cgroup).
-    CgroupV1 { dir: PathBuf },
+    /// Children `<pid>` of `dir` (`hands/` in the daemon's own cgroup v1 pids cgroup), and of
+    /// `memory` (`hands/` in its v1 memory cgroup) when the daemon could make that.
+    CgroupV1 {
+        dir: PathBuf,
+        #[serde(default)]
+        memory: Option<PathBuf>,
+    },
     /// `RLIMIT_NPROC` inside the command's user namespace (the command's uid is not root).
     Rlimit,
     /// Nothing bounds the process count.
@@ -50,10 +63,19 @@ impl Bound {
         match self {
             Bound::CgroupV2 { memory: true, .. } => "cgroup v2 pids+memory",
             Bound::CgroupV2 { memory: false, .. } => "cgroup v2 pids",
-            Bound::CgroupV1 { .. } => "cgroup v1 pids",
+            Bound::CgroupV1 { memory: Some(_), .. } => "cgroup v1 pids+memory",
+            Bound::CgroupV1 { memory: None, .. } => "cgroup v1 pids",
             Bound::Rlimit => "RLIMIT_NPROC in the user namespace",
             Bound::None => "none",
         }
+    }
+
+    /// Whether a cgroup bounds the command's memory (then `RLIMIT_AS` is not set).
+    pub fn bounds_memory(&self) -> bool {
+        matches!(
+            self,
+            Bound::CgroupV2 { memory: true, .. } | Bound::CgroupV1 { memory: Some(_), .. }
+        )
     }
 }
 
@@ -183,7 +205,22 @@ fn v1() -> Result<Bound> {
     if !writable(&dir) {
         return Err(anyhow!("{} is not writable by the daemon", dir.display()));
     }
-    Ok(Bound::CgroupV1 { dir })
+    Ok(Bound::CgroupV1 { dir, memory: v1_memory() })
+}
+
+/// `hands/` in the daemon's own v1 memory cgroup, when there is that hierarchy and the daemon
+/// may make and write it (a root daemon, or one a unit delegated it to).
+fn v1_memory() -> Option<PathBuf> {
+    let root = Path::new(MEMORY_V1);
+    if !root.join("cgroup.procs").exists() {
+        return None;
+    }
+    let own = own_cgroup(Some("memory"))?;
+    let dir = root.join(own.trim_start_matches('/')).join("hands");
+    if !dir.is_dir() && std::fs::create_dir(&dir).is_err() {
+        return None;
+    }
+    writable(&dir).then_some(dir)
 }
 
 /// A command's cgroup, made by its launcher: the sandbox's init is put in it before it runs
@@ -195,6 +232,9 @@ pub struct Leaf {
     procs: File,
     /// The leaf's own folder, for `clone3(CLONE_INTO_CGROUP)`; cgroup v2 only.
     v2: Option<File>,
+    /// cgroup v1: the sibling in the memory hierarchy (its parent folder and `cgroup.procs`),
+    /// of the same name.
+    memory_v1: Option<(File, File)>,
 }
 
 impl Leaf {
@@ -204,8 +244,12 @@ impl Leaf {
     pub fn create(bound: &Bound, max: u64, memory_mb: u64) -> Result<Option<Leaf>> {
         let (dir, v2, memory, prefix) = match bound {
             Bound::CgroupV2 { dir, memory } => (dir, true, *memory, LEAF_PREFIX),
-            Bound::CgroupV1 { dir } => (dir, false, false, ""),
+            Bound::CgroupV1 { dir, .. } => (dir, false, false, ""),
             Bound::Rlimit | Bound::None => return Ok(None),
+        };
+        let memory_v1 = match bound {
+            Bound::CgroupV1 { memory: Some(m), .. } => Some(v1_memory_leaf(m, memory_mb)?),
+            _ => None,
         };
         let parent = File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
         sweep(dir, prefix);
@@ -238,7 +282,7 @@ impl Leaf {
         } else {
             None
         };
-        Ok(Some(Leaf { parent, name, procs, v2 }))
+        Ok(Some(Leaf { parent, name, procs, v2, memory_v1 }))
     }
 
     /// The leaf's folder when it is a cgroup v2 one: the sandbox's init can be cloned straight
@@ -249,6 +293,11 @@ impl Leaf {
 
     /// Puts `pid` (the sandbox's init, before it forks the command) into the leaf.
     pub fn add(&mut self, pid: libc::pid_t) -> Result<()> {
+        if let Some((_, procs)) = &mut self.memory_v1 {
+            procs.write_all(pid.to_string().as_bytes()).with_context(|| {
+                format!("cannot put the sandbox into the memory cgroup {}", self.name)
+            })?;
+        }
         self.procs
             .write_all(pid.to_string().as_bytes())
             .with_context(|| format!("cannot put the sandbox into the cgroup {}", self.name))
@@ -264,9 +313,14 @@ impl Leaf {
         }
     }
 
-    /// Whether the memory controller killed something for lack of memory.
+    /// Whether the memory controller killed something for lack of memory (v2's
+    /// `memory.events`, v1's `memory.oom_control`: both count `oom_kill`).
     pub fn oom_killed(&self) -> bool {
-        self.read_at("memory.events").is_some_and(|t| {
+        let text = match &self.memory_v1 {
+            Some((parent, _)) => read_in(parent, &format!("{}/memory.oom_control", self.name)),
+            None => self.read_at("memory.events"),
+        };
+        text.is_some_and(|t| {
             t.lines().any(|l| l.strip_prefix("oom_kill ").is_some_and(|n| n.trim() != "0"))
         })
     }
@@ -286,15 +340,45 @@ impl Leaf {
     }
 
     fn read_at(&self, file: &str) -> Option<String> {
-        let mut text = String::new();
-        self.open_at(file, rustix::fs::OFlags::RDONLY)?.read_to_string(&mut text).ok()?;
-        Some(text)
+        read_in(&self.parent, &format!("{}/{file}", self.name))
     }
 
     fn write_at(&self, file: &str, what: &[u8]) -> bool {
         self.open_at(file, rustix::fs::OFlags::WRONLY)
             .is_some_and(|mut f| f.write_all(what).is_ok())
     }
+}
+
+/// The text of `path` under the folder `dir`.
+fn read_in(dir: &File, path: &str) -> Option<String> {
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, path, flags, rustix::fs::Mode::empty()).ok()?;
+    let mut text = String::new();
+    File::from(fd).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The command's leaf in the v1 memory hierarchy `dir`, named like its pids leaf (the launcher's
+/// pid), limited to `memory_mb` (and as much with swap, where swap is accounted).
+fn v1_memory_leaf(dir: &Path, memory_mb: u64) -> Result<(File, File)> {
+    let parent = File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    sweep(dir, "");
+    let leaf = dir.join(std::process::id().to_string());
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(anyhow!("cannot create the cgroup {}: {e}", leaf.display())),
+    }
+    let bytes = memory_mb.saturating_mul(1024 * 1024).to_string();
+    std::fs::write(leaf.join("memory.limit_in_bytes"), &bytes)
+        .with_context(|| format!("cannot set {}/memory.limit_in_bytes", leaf.display()))?;
+    // Swap would let the tree outgrow the limit; absent without swap accounting.
+    let _ = std::fs::write(leaf.join("memory.memsw.limit_in_bytes"), &bytes);
+    let procs = File::options()
+        .write(true)
+        .open(leaf.join("cgroup.procs"))
+        .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
+    Ok((parent, procs))
 }
 
 impl Drop for Leaf {
@@ -304,18 +388,21 @@ impl Drop for Leaf {
         // to 3 s, checking often at first; what is still busy then is swept by the next
         // launcher or the daemon's exit ([`Sweeper`]).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-        let mut pause = std::time::Duration::from_millis(1);
-        loop {
-            match rustix::fs::unlinkat(
-                &self.parent,
-                self.name.as_str(),
-                rustix::fs::AtFlags::REMOVEDIR,
-            ) {
-                Err(rustix::io::Errno::BUSY) if std::time::Instant::now() < deadline => {}
-                _ => return,
+        let parents = std::iter::once(&self.parent).chain(self.memory_v1.as_ref().map(|m| &m.0));
+        for parent in parents {
+            let mut pause = std::time::Duration::from_millis(1);
+            loop {
+                match rustix::fs::unlinkat(
+                    parent,
+                    self.name.as_str(),
+                    rustix::fs::AtFlags::REMOVEDIR,
+                ) {
+                    Err(rustix::io::Errno::BUSY) if std::time::Instant::now() < deadline => {}
+                    _ => break,
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
             }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
     }
 }
@@ -335,7 +422,12 @@ impl Drop for Sweeper {
     fn drop(&mut self) {
         match &self.0 {
             Bound::CgroupV2 { dir, .. } => sweep(dir, LEAF_PREFIX),
-            Bound::CgroupV1 { dir } => sweep(dir, ""),
+            Bound::CgroupV1 { dir, memory } => {
+                sweep(dir, "");
+                if let Some(m) = memory {
+                    sweep(m, "");
+                }
+            }
             Bound::Rlimit | Bound::None => {}
         }
     }

@@ -4,10 +4,14 @@
 //!
 //! A network namespace lives as long as something is in it, so a small holder process keeps it:
 //! `hands __netns PIDFILE` unshares a user and a network namespace, brings loopback up, writes
-//! `PID START` (its pid and start time) to PIDFILE and sleeps. It outlives the daemon (tmux
-//! sessions survive a restart, and their loopback with them) and ends by itself once PIDFILE no
-//! longer names it (the state folder was removed, or a newer holder took over). Launchers join
-//! its user and network namespaces through a pidfd before unsharing the rest (see [`join`]).
+//! `PID START` (its pid and start time) to PIDFILE and sleeps. It lives while something needs
+//! it: a daemon of the state dir that uses it, or a tmux session kept past its daemon
+//! (`keep_sessions`), each named by a file `PID-START` in the folder beside PIDFILE
+//! (`<module>.users/`, see [`crate::netns::Netns`]). Every 2 s it checks them; when none is
+//! alive it ends, under the pid file's lock so that no daemon picks it at that moment
+//! (decision 0056). It also ends once PIDFILE no longer names it (the state folder was
+//! removed, or a newer holder took over). Launchers join its user and network namespaces
+//! through a pidfd before unsharing the rest (see [`join`]).
 
 use super::{mounts, sys};
 use crate::netns::{Process, start_time};
@@ -57,12 +61,30 @@ fn hold(pidfile: &Path) -> Result<()> {
         out.flush().context("cannot report readiness")?;
     }
     sys::stdout_to_null()?;
+    let users = crate::netns::users_dir(pidfile);
     loop {
         std::thread::sleep(CHECK);
-        match std::fs::read_to_string(pidfile) {
-            Ok(text) if text == mine => {}
-            _ => return Ok(()),
+        let named = || std::fs::read_to_string(pidfile).is_ok_and(|text| text == mine);
+        if !named() {
+            return Ok(());
         }
+        if crate::netns::any_user_alive(&users) {
+            continue;
+        }
+        // Nobody needs the namespace: end, under the lock a daemon takes to register itself
+        // and pick a holder, so that it either saw this holder's pid file gone or registered
+        // itself before the second look.
+        let lock = std::fs::File::create(pidfile.with_extension("lock"))
+            .with_context(|| format!("cannot open the lock beside {}", pidfile.display()))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .context("cannot lock the holder's lock file")?;
+        if crate::netns::any_user_alive(&users) {
+            continue;
+        }
+        if named() {
+            let _ = std::fs::remove_file(pidfile);
+        }
+        return Ok(());
     }
 }
 

@@ -49,6 +49,12 @@ pub fn landlock_abi() -> u32 {
     sys::landlock_abi()
 }
 
+/// The home the passwd database gives the daemon's own user (its effective uid), whatever
+/// `HOME` says: the home a login of that user starts in.
+pub fn own_passwd_home() -> Option<std::path::PathBuf> {
+    sys::passwd_home(sys::euid())
+}
+
 /// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
 pub fn main() -> ExitCode {
     match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {
@@ -287,8 +293,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(
             err,
-            "hands sandbox: the command's processes ran out of memory ({} MiB, \
-             tools-shell limits.memory_mb) and were killed",
+            "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
+            notify::OUT_OF_MEMORY,
             spec.limits.memory_mb
         );
     }
@@ -411,7 +417,11 @@ fn command(
     sys::default_action(libc::SIGPIPE);
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| anyhow::anyhow!("cannot enter cwd {}: {e}", spec.cwd.display()))?;
-    walls::rlimits(&spec.limits, namespaces && spec.bound == Bound::Rlimit)?;
+    walls::rlimits(
+        &spec.limits,
+        namespaces && spec.bound == Bound::Rlimit,
+        !spec.bound.bounds_memory(),
+    )?;
     // Only 0-2 reach the command; the error pipe stays open until the execve closes it.
     sys::cloexec_from(3)?;
     sys::setsid()?;

@@ -34,6 +34,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The start of the line the init writes for each refused create; the daemon parses it.
 pub const REFUSED: &str = "hands sandbox: refused creating ";
 
+/// How the launcher's last line on the command's stderr begins when the memory bound's cgroup
+/// killed the command's processes for lack of memory.
+pub const OUT_OF_MEMORY: &str = "hands sandbox: the command's processes ran out of memory";
+
 /// At most this many refusal lines per command (a loop of refused creates must not flood the
 /// output); the rest are counted in one last line.
 const MAX_LINES: usize = 20;
@@ -1020,6 +1024,19 @@ pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
         }
     };
     for line in stderr.lines() {
+        if line.starts_with(OUT_OF_MEMORY) {
+            add(Hit {
+                what: "memory".into(),
+                layer: "sandbox (bounds)",
+                why: format!(
+                    "the command's processes used more than tools-shell's limits.memory_mb ({} \
+                     MiB) and were killed",
+                    spec.limits.memory_mb
+                ),
+                remedy: "a person can raise tools-shell's limits.memory_mb in daemon.toml".into(),
+            });
+            continue;
+        }
         if let Some(rest) = line.strip_prefix(REFUSED) {
             if let Some((what, why)) = rest.split_once(": ") {
                 add(Hit {
@@ -1034,7 +1051,10 @@ pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
             }
             continue;
         }
-        let denied = line.contains("Permission denied") || line.contains("Operation not permitted");
+        // A rename over or a removal of a read-only bind (a protected file) fails busy.
+        let denied = line.contains("Permission denied")
+            || line.contains("Operation not permitted")
+            || line.contains("Device or resource busy");
         let read_only = line.contains("Read-only file system");
         if !denied && !read_only {
             continue;

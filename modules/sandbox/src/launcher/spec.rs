@@ -272,14 +272,29 @@ pub const LAUNCHER: &str = "hands-sandbox";
 /// The binary that launches for the daemon at `exe`: [`LAUNCHER`] in the same folder when it
 /// is there (a small program: its start and its forks cost a fraction of the daemon's, which
 /// links libgit2, OpenSSL and an allocator that sets up its arenas at every exec), else `exe`
-/// itself, whose `__sandbox` runs the same code.
+/// itself, whose `__sandbox` runs the same code. Only ever beside `exe` (the real path of the
+/// running binary), never from `PATH`; and only a regular file of `exe`'s owner that no one
+/// else may write, so that one a sandboxed command of a root daemon made (as `run_as`) is
+/// passed over (SPEC §1: the daemon protects it where it lies in a writable root).
 pub fn launcher_binary(exe: &Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let small = exe.with_file_name(LAUNCHER);
-    match std::fs::metadata(&small) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => small,
-        _ => exe.to_path_buf(),
+    let Ok(m) = std::fs::symlink_metadata(&small) else { return exe.to_path_buf() };
+    let owner = std::fs::metadata(exe).map(|e| e.uid()).ok();
+    let mode = m.permissions().mode();
+    if m.is_file() && mode & 0o111 != 0 && mode & 0o022 == 0 && owner == Some(m.uid()) {
+        return small;
     }
+    tracing::warn!(
+        "{} is not used as the launcher: it is not an executable file of {}'s owner that only \
+         its owner may write (mode {:o}, uid {}); commands start through {} itself",
+        small.display(),
+        exe.display(),
+        mode & 0o7777,
+        m.uid(),
+        exe.display()
+    );
+    exe.to_path_buf()
 }
 
 /// `LAUNCHER __sandbox` (a [`launcher_binary`], found once by the caller) with `spec` (JSON)

@@ -12,16 +12,19 @@ use std::path::{Path, PathBuf};
 
 /// The rlimits; `nproc` sets RLIMIT_NPROC too, which is the process bound when no cgroup is
 /// (inside the command's fresh user namespace it counts that namespace's processes of the
-/// command's uid only: Linux 5.14+; the init is one of them).
-pub fn rlimits(limits: &Limits, nproc: bool) -> Result<()> {
+/// command's uid only: Linux 5.14+; the init is one of them). `address_space`: RLIMIT_AS,
+/// only where no cgroup bounds memory (`Bound::bounds_memory`).
+pub fn rlimits(limits: &Limits, nproc: bool, address_space: bool) -> Result<()> {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     const MIB: u64 = 1024 * 1024;
     let mut set = vec![
         (Resource::Nofile, limits.open_files, "open files"),
         (Resource::Fsize, limits.file_size_mb.saturating_mul(MIB), "file size"),
-        (Resource::As, limits.memory_mb.saturating_mul(MIB), "address space"),
         (Resource::Core, 0, "core size"),
     ];
+    if address_space {
+        set.push((Resource::As, limits.memory_mb.saturating_mul(MIB), "address space"));
+    }
     if nproc {
         set.push((Resource::Nproc, limits.processes.saturating_add(1), "processes"));
     }

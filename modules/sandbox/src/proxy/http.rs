@@ -1,10 +1,12 @@
 //! The HTTP side of the proxy: `CONNECT host:port` tunnels (what HTTPS clients send) and plain
 //! `GET http://host/…` requests, forwarded in origin form. One request per connection for plain
-//! HTTP (`Connection: close` both ways), so a second request on a kept-alive connection can
-//! never reach a host that was not judged. A refusal is `403` with a one-line reason; a
-//! malformed head is `400`, an oversized one `431`; the proxy keeps serving.
+//! HTTP (`Connection: close` both ways, and only the body its head frames is forwarded:
+//! `body.rs`), so a second request on the connection can never reach a host that was not
+//! judged; a `Host` header that names another host than the URL is refused, and a tunnel's
+//! first bytes are checked (`tunnel.rs`: the TLS server name). A refusal is `403` with a
+//! one-line reason; a malformed head is `400`, an oversized one `431`; the proxy keeps serving.
 
-use super::{Proxy, RefusedKind, relay::relay, token_of};
+use super::{Proxy, RefusedKind, body, relay::relay, token_of, tunnel};
 use base64::Engine;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,6 +35,21 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
         Goal::Tunnel { host, port } => (host.clone(), *port, "connect"),
         Goal::Plain { host, port, .. } => (host.clone(), *port, "http"),
     };
+    // What the proxy checks is what is reached: a plain request's `Host` names the URL's host
+    // (a server that hosts several names answers by `Host`), and its body is framed plainly.
+    let framing = match &request.target {
+        Goal::Tunnel { .. } => None,
+        Goal::Plain { .. } => {
+            if let Err(why) = request.host_matches(&host) {
+                proxy.refused_request(request.token.as_deref(), &host, port, protocol, &why);
+                return answer(&mut client, "403 Forbidden", &format!("hands: {why}")).await;
+            }
+            match body::framing(&request.headers) {
+                Ok(f) => Some(f),
+                Err(why) => return answer(&mut client, "400 Bad Request", &why).await,
+            }
+        }
+    };
     let opened = match proxy.open(request.token.as_deref(), &host, port, protocol).await {
         Ok(opened) => opened,
         Err(refused) => {
@@ -45,28 +62,90 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
     };
     let mut opened = opened;
     let rest = &head.bytes[end..];
-    let mut sent = rest.len() as u64;
-    match &request.target {
-        Goal::Tunnel { .. } => {
-            if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
-                return;
-            }
-            if !rest.is_empty() && opened.stream.write_all(rest).await.is_err() {
-                return;
-            }
+    let Some(framing) = framing else {
+        if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+            return;
         }
-        Goal::Plain { .. } => {
-            let forwarded = request.forward();
-            sent += forwarded.len() as u64;
-            if opened.stream.write_all(&forwarded).await.is_err()
-                || opened.stream.write_all(rest).await.is_err()
-            {
-                return;
+        return match tunnel::open(&proxy, &opened, &client, rest).await {
+            tunnel::Tunnel::Relay { sent, down } => {
+                let (up, more) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
+                proxy.close(&opened, up + sent, down + more);
             }
-        }
+            tunnel::Tunnel::Served { up, down } => proxy.close(&opened, up, down),
+            tunnel::Tunnel::Ended => {}
+        };
+    };
+    let forwarded = request.forward();
+    if opened.stream.write_all(&forwarded).await.is_err() {
+        return;
     }
-    let (up, down) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
-    proxy.close(&opened, up + sent, down);
+    let (up, down) =
+        super::relay::request(framing, rest, &client, &opened.stream, proxy.limits.idle).await;
+    proxy.close(&opened, up + forwarded.len() as u64, down);
+}
+
+/// A plain HTTP request that came as a tunnel's first flight (`bytes`: its whole head and what
+/// followed it), served as a plain request to the tunnel's host: its `Host` must name that
+/// host, only the body its head frames goes up, and it is the tunnel's one request. Returns the
+/// bytes sent up and down; `None` when it was refused (recorded, and answered in the tunnel) or
+/// malformed.
+pub(super) async fn in_tunnel(
+    proxy: &Proxy,
+    opened: &super::Opened,
+    client: &TcpStream,
+    bytes: &[u8],
+) -> Option<(u64, u64)> {
+    let refuse = |status: &str, why: &str| {
+        let body = format!("{}\n", why.replace(['\r', '\n'], " "));
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \
+             {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let (end, head) = match parse_head(bytes) {
+        Ok(parsed) => parsed,
+        Err(Bad(status, why)) => {
+            let _ = tunnel::write_all(client, &refuse(status, &why)).await;
+            return None;
+        }
+    };
+    let request = Request {
+        method: head.method,
+        version: head.version,
+        target: Goal::Plain { host: opened.host.clone(), port: opened.port, path: head.uri },
+        token: None,
+        headers: head.headers,
+    };
+    if let Err(why) = request.host_matches(&opened.host) {
+        proxy.refuse_opened(opened, &why);
+        let _ = tunnel::write_all(client, &refuse("403 Forbidden", &format!("hands: {why}"))).await;
+        return None;
+    }
+    let framing = match body::framing(&request.headers) {
+        Ok(f) => f,
+        Err(why) => {
+            let _ = tunnel::write_all(client, &refuse("400 Bad Request", &why)).await;
+            return None;
+        }
+    };
+    let forwarded = request.forward();
+    tunnel::write_all(&opened.stream, &forwarded).await.ok()?;
+    let idle = proxy.limits.idle;
+    let (up, down) =
+        super::relay::request(framing, &bytes[end..], client, &opened.stream, idle).await;
+    Some((up + forwarded.len() as u64, down))
+}
+
+/// Where a request head ends (past its empty line), when it has.
+pub(super) fn head_end(bytes: &[u8]) -> Option<usize> {
+    let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
+    let lf = find(bytes, b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A malformed or unacceptable request: the status line and why.
@@ -122,6 +201,32 @@ struct Request {
 }
 
 impl Request {
+    /// Whether the request's `Host` header (when it has one; a second is refused) names `host`,
+    /// the URL's host the proxy judges; its port is not compared (the connection goes to the
+    /// URL's port, and a server chooses what it serves by name).
+    fn host_matches(&self, host: &str) -> Result<(), String> {
+        let given: Vec<&Vec<u8>> = (self.headers.iter())
+            .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v)
+            .collect();
+        let named = match given.as_slice() {
+            [] => return Ok(()),
+            [one] => String::from_utf8_lossy(one).trim().to_string(),
+            _ => return Err(format!("the request to {host} has more than one Host header")),
+        };
+        let same = authority(&named, Some(80))
+            .is_ok_and(|(h, _)| tunnel::normal(&h) == tunnel::normal(host));
+        if same {
+            return Ok(());
+        }
+        Err(format!(
+            "the request's Host header names {}, not {host}, the host the proxy admitted (a \
+             server that hosts several names would answer for the other); send the request to \
+             the URL of the host it is for",
+            cut(&named)
+        ))
+    }
+
     /// The head sent upstream for a plain request: origin form, no proxy headers, one request.
     fn forward(&self) -> Vec<u8> {
         let Goal::Plain { host, port, path } = &self.target else {
@@ -147,7 +252,17 @@ impl Request {
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<(usize, Request), Bad> {
+/// A request head as read: method, target as written, version, the proxy token, the headers to
+/// forward (without the proxy's own and the connection's).
+struct ParsedHead {
+    method: String,
+    uri: String,
+    version: u8,
+    token: Option<String>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+fn parse_head(bytes: &[u8]) -> Result<(usize, ParsedHead), Bad> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let end = match req.parse(bytes) {
@@ -157,9 +272,6 @@ fn parse(bytes: &[u8]) -> Result<(usize, Request), Bad> {
         }
         Err(e) => return Err(Bad("400 Bad Request", format!("a malformed request head: {e}"))),
     };
-    let method = req.method.unwrap_or_default().to_string();
-    let uri = req.path.unwrap_or_default();
-    let version = req.version.unwrap_or(1);
     let mut token = None;
     let mut kept = Vec::new();
     for h in req.headers.iter() {
@@ -176,6 +288,20 @@ fn parse(bytes: &[u8]) -> Result<(usize, Request), Bad> {
         }
         kept.push((name.to_string(), h.value.to_vec()));
     }
+    let head = ParsedHead {
+        method: req.method.unwrap_or_default().to_string(),
+        uri: req.path.unwrap_or_default().to_string(),
+        version: req.version.unwrap_or(1),
+        token,
+        headers: kept,
+    };
+    Ok((end, head))
+}
+
+fn parse(bytes: &[u8]) -> Result<(usize, Request), Bad> {
+    let (end, head) = parse_head(bytes)?;
+    let ParsedHead { method, uri, version, token, headers: kept } = head;
+    let uri = uri.as_str();
     let target = if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = authority(uri, None)?;
         Goal::Tunnel { host, port }
@@ -238,7 +364,7 @@ fn basic_token(value: &[u8]) -> Option<String> {
     token_of(&credentials).map(str::to_string)
 }
 
-fn cut(text: &str) -> String {
+pub(super) fn cut(text: &str) -> String {
     if text.len() <= 200 {
         text.to_string()
     } else {

@@ -10,10 +10,13 @@
 //! being the one its [`Ticket`] was issued. A connection without a known token is still judged
 //! by the rules, and is shown as coming from an unidentified command of the module.
 
+mod body;
 mod http;
 mod relay;
 pub mod rules;
 mod socks;
+pub mod tls;
+mod tunnel;
 
 pub use rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
 
@@ -436,6 +439,34 @@ impl Proxy {
             bytes_down: 0,
             duration_ms: 0,
         });
+    }
+
+    /// Records a plain request refused before any connection (its `Host` named another host).
+    fn refused_request(
+        &self,
+        token: Option<&str>,
+        host: &str,
+        port: u16,
+        protocol: &'static str,
+        why: &str,
+    ) {
+        let asker = token.and_then(|t| lock(&self.table).by_token.get(t).map(|k| k.asker.clone()));
+        let token = token.filter(|_| asker.is_some());
+        self.refused(token, host, port, protocol, "proxy (Host check)", why, None, &asker);
+    }
+
+    /// Records a tunnel refused after it opened: its first bytes named another server.
+    fn refuse_opened(&self, opened: &Opened, why: &str) {
+        self.refused(
+            opened._slot.token.as_deref(),
+            &opened.host,
+            opened.port,
+            opened.protocol,
+            "proxy (server name check)",
+            why,
+            Some(opened.address),
+            &opened.asker,
+        );
     }
 
     fn take_slot(&self, token: Option<&str>) -> bool {

@@ -31,6 +31,70 @@ pub async fn relay(a: &mut TcpStream, b: &mut TcpStream, idle: Duration) -> (u64
     }
 }
 
+/// A plain HTTP request after its head: the body its head frames goes up (`body.rs`, nothing
+/// after it), the host's answer comes down, until the host ends it, the body cannot be read as
+/// framed, or nothing moved for `idle`. Returns the bytes sent up (the body) and down.
+pub async fn request(
+    framing: super::body::Framing,
+    rest: &[u8],
+    client: &TcpStream,
+    upstream: &TcpStream,
+    idle: Duration,
+) -> (u64, u64) {
+    let activity = Activity { start: Instant::now(), last_ms: AtomicU64::new(0) };
+    let down = AtomicU64::new(0);
+    let up_fut = super::body::forward(framing, rest, client, upstream, idle);
+    let down_fut = async {
+        match pipe() {
+            Ok(p) => pump(upstream, client, p, &down, &activity).await,
+            Err(_) => copy_down(upstream, client, &down, &activity).await,
+        }
+    };
+    tokio::pin!(up_fut, down_fut);
+    let mut up = None;
+    loop {
+        tokio::select! {
+            r = &mut up_fut, if up.is_none() => match r {
+                Ok(n) => {
+                    activity.touch();
+                    up = Some(n);
+                }
+                // A body that cannot be read as its head framed it: the request is broken.
+                Err(_) => break,
+            },
+            _ = &mut down_fut => break,
+            () = activity.idle(idle), if up.is_some() => break,
+        }
+    }
+    (up.unwrap_or(0), down.load(Ordering::Relaxed))
+}
+
+/// One direction through a buffer, where no pipe can be made.
+async fn copy_down(
+    src: &TcpStream,
+    dst: &TcpStream,
+    moved: &AtomicU64,
+    activity: &Activity,
+) -> End {
+    use super::tunnel::{read_some, write_all};
+    let mut buf = vec![0u8; BUF];
+    loop {
+        match read_some(src, &mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = rustix::net::shutdown(dst, rustix::net::Shutdown::Write);
+                return End::Eof;
+            }
+            Ok(n) => {
+                if write_all(dst, &buf[..n]).await.is_err() {
+                    return End::Broken;
+                }
+                moved.fetch_add(n as u64, Ordering::Relaxed);
+                activity.touch();
+            }
+        }
+    }
+}
+
 /// A non-blocking pipe, as large as the system lets an ordinary user have.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd, usize)> {
     use rustix::pipe::{PipeFlags, fcntl_getpipe_size, fcntl_setpipe_size, pipe_with};

@@ -1,9 +1,10 @@
 //! The SOCKS5 side of the proxy (RFC 1928, with RFC 1929 user/password for the command's
 //! token): CONNECT only, to an IPv4, IPv6 or host-name target (`socks5h://` sends names, so the
 //! proxy resolves and checks them). A refusal by the rules is reply 2, "connection not allowed
-//! by ruleset"; a malformed handshake ends the connection with reply 1 where a reply fits.
+//! by ruleset"; a malformed handshake ends the connection with reply 1 where a reply fits. The
+//! tunnel's first bytes are judged as a CONNECT tunnel's (`tunnel.rs`).
 
-use super::{Proxy, RefusedKind, relay::relay};
+use super::{Proxy, RefusedKind, relay::relay, tunnel};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,8 +41,15 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
     if reply_ok(&mut client).await.is_err() {
         return;
     }
-    let (up, down) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
-    proxy.close(&opened, up, down);
+    // The tunnel's first bytes are checked as a CONNECT's are (`tunnel.rs`).
+    match tunnel::open(&proxy, &opened, &client, &[]).await {
+        tunnel::Tunnel::Relay { sent, down } => {
+            let (up, more) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
+            proxy.close(&opened, up + sent, down + more);
+        }
+        tunnel::Tunnel::Served { up, down } => proxy.close(&opened, up, down),
+        tunnel::Tunnel::Ended => {}
+    }
 }
 
 /// The greeting, the credentials and the request. `Err(Some(code))`: answer with that reply;

@@ -114,11 +114,30 @@ async fn a_named_address_is_reached_and_a_name_resolving_to_loopback_is_not() {
     let mut buf = [0u8; 39];
     c.read_exact(&mut buf).await.unwrap();
     assert!(buf.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
-    c.write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    // Plain HTTP in the tunnel is served as one plain request (`tunnel.rs`), its Host checked.
+    c.write_all(format!("GET /x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut out = Vec::new();
     c.read_to_end(&mut out).await.unwrap();
-    assert!(String::from_utf8_lossy(&out).contains("hello GET /x"));
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("hello GET /x") && out.contains("Connection: close"), "{out}");
     assert_eq!(count.load(Ordering::SeqCst), 1);
+    // Plain HTTP in the tunnel naming another Host: refused in it, and not a byte reaches the
+    // host (a host of its own, so the count above stays the canary below).
+    let (other, _) = upstream().await;
+    let mut c = TcpStream::connect(s.http).await.unwrap();
+    c.write_all(format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    c.read_exact(&mut buf).await.unwrap();
+    c.write_all(b"GET /x HTTP/1.1\r\nHost: other.example\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).await.unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("Host header names other.example"),
+        "{out}"
+    );
+    assert!(!out.contains("hello"), "{out}");
 
     // `localhost` is allowed by name, but it resolves to loopback, which no entry names.
     let s = setup(&["localhost"], &[], Unknown::Deny, Answer::Refuse { why: "no".into() }).await;

@@ -652,6 +652,25 @@ pub fn lookup_user(name: &str) -> Option<(libc::uid_t, libc::gid_t)> {
     name.parse::<libc::uid_t>().ok().map(|uid| (uid, uid))
 }
 
+/// The home folder the passwd database gives `uid` (the one a login shell starts in, whatever
+/// `HOME` says), when it has an entry with one.
+pub fn passwd_home(uid: libc::uid_t) -> Option<PathBuf> {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain data, filled by the call.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid out-pointers and a buffer of the length passed.
+    let ret =
+        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if ret != 0 || found.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string inside `buf`, which lives until the copy below.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    let dir = PathBuf::from(OsStr::from_bytes(dir.to_bytes()));
+    dir.is_absolute().then_some(dir)
+}
+
 /// Gives the pipes and sockets on descriptors 0-2 to `uid`/`gid`: a command run as
 /// `sandbox.run_as` reopens them through `/proc/self/fd` (`echo x > /dev/stderr`), which checks
 /// the pipe's owner, and the daemon (root) made them. A terminal is left alone.

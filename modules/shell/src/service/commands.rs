@@ -138,12 +138,22 @@ impl Shell {
             .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
             .await?;
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
+        // A wall at a path the host trusts says what that path is and what a person can do.
+        let policy = self.resolver.policy();
         out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
-            crate::bash::Denied {
-                what: h.what,
-                layer: h.layer.into(),
-                why: h.why,
-                remedy: h.remedy,
+            match policy.host_path(Path::new(&h.what), None) {
+                Some(t) => crate::bash::Denied {
+                    why: format!("{}: the host trusts it, so it is read-only here", t.what),
+                    remedy: t.remedy.clone(),
+                    what: h.what,
+                    layer: h.layer.into(),
+                },
+                None => crate::bash::Denied {
+                    what: h.what,
+                    layer: h.layer.into(),
+                    why: h.why,
+                    remedy: h.remedy,
+                },
             }
         }));
         // A program the person has that the commands' PATH lacks (the daemon's own PATH is
@@ -221,11 +231,15 @@ impl Shell {
                 spec = spec.root(p.clone(), true);
             }
         }
-        spec = match watch {
-            // A tmux server outlives the daemon; everything else dies with it.
-            Some(w) => spec.watch(w.to_path_buf()),
-            None => spec.parent(std::process::id() as i32),
-        };
+        // Everything dies with the daemon (its parent-death signal), but a tmux server of
+        // `keep_sessions`, which a later daemon adopts; a session's server also ends when its
+        // marker in the state dir is removed.
+        if let Some(w) = watch {
+            spec = spec.watch(w.to_path_buf());
+        }
+        if watch.is_none() || !self.keep_sessions {
+            spec = spec.parent(std::process::id() as i32);
+        }
         Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 

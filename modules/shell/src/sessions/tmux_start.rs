@@ -1,5 +1,5 @@
-//! `tmux_start`: a new session's tmux server started in its own sandbox, detached from the
-//! daemon, its record written, its command typed, and its readiness waited for.
+//! `tmux_start`: a new session's tmux server started in its own sandbox, in a process group of
+//! its own, its record written, its command typed, and its readiness waited for.
 // tmux sessions: started through the launcher; their metadata and logs live in the state dir.
 #![allow(clippy::disallowed_methods)]
 
@@ -58,6 +58,9 @@ impl Shell {
         let label = format!("tmux session {name}: {}", p.command);
         let (launcher, masked, ticket) =
             self.start_server(&name, &cwd, &label, &caller.client).await?;
+        if self.keep_sessions {
+            self.keep_loopback_for(launcher);
+        }
         let meta = Meta {
             name: name.clone(),
             command: p.command.clone(),
@@ -67,6 +70,7 @@ impl Shell {
             client: Some(caller.client.clone()),
             masked,
             log: true,
+            daemon: if self.keep_sessions { None } else { hands_sandbox::netns::this_process() },
         };
         let recorded = serde_json::to_string(&meta)
             .map_err(|e| e.to_string())
@@ -167,7 +171,7 @@ impl Shell {
         })
     }
 
-    /// Starts the session's tmux server in its own sandbox, detached from the daemon, and waits
+    /// Starts the session's tmux server in its own sandbox, in its own process group, and waits
     /// for its socket. Returns the launcher, the secret files the sandbox masks (what the walk
     /// found), and the session's ticket with the network proxy: the server's environment is
     /// tmux's global one, so every pane gets the proxy variables `bash` gets.
@@ -205,7 +209,9 @@ impl Shell {
             .map_err(|e| fail("pass the sandbox spec on", e))?
             .stdout(Stdio::null())
             .stderr(log)
-            // Not in the daemon's process group: the session outlives the daemon.
+            // Not in the daemon's process group: a Ctrl-C meant for the daemon does not reach
+            // it (a session ends with its daemon through its parent-death signal, or outlives
+            // it with `keep_sessions`).
             .process_group(0)
             .spawn()
             .map_err(|e| fail("start the sandbox launcher", e))?;
