@@ -173,7 +173,7 @@ pub fn msg<T: Serialize>(session: &str, message: &T, call: Option<serde_json::Va
 pub fn random_id() -> String {
     let mut b = [0u8; 16];
     let filled = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
-    if filled.map_or(true, |n| n != b.len()) {
+    if !filled.is_ok_and(|n| n == b.len()) {
         // No kernel randomness: unique within this process is enough for an instance's
         // sessions, which is all such an id is compared within.
         use std::sync::atomic::{AtomicU64, Ordering};

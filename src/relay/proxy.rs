@@ -216,8 +216,7 @@ impl ServerHandler for Proxy {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut req = ListToolsRequest::default();
-        req.params = request;
+        let req = ListToolsRequest { params: request, ..Default::default() };
         let v = self.forward(ClientRequest::ListToolsRequest(req), &ctx).await?;
         typed(v)
     }

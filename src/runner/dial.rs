@@ -95,6 +95,8 @@ pub fn tls_config(ca_file: Option<&Path>) -> anyhow::Result<rustls::ClientConfig
 }
 
 /// A connected, upgraded link and the relay's instance id.
+// One value per connection, moved once into the driver: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Linked {
     Plain(WebSocketStream<tokio::net::TcpStream>, String),
     Tls(WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>, String),

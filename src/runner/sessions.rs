@@ -115,7 +115,7 @@ impl Sessions {
                 // A relay that sends garbage is told nothing and changes nothing; the log says
                 // so once, then every thousandth time.
                 let n = self.garbage.fetch_add(1, Ordering::Relaxed);
-                if n % 1000 == 0 {
+                if n.is_multiple_of(1000) {
                     tracing::warn!(
                         "runner: ignored a frame from the relay ({e}); {} so far",
                         n + 1
@@ -205,7 +205,7 @@ impl Sessions {
     /// on), anything else is dropped.
     fn busy(&self, session: &str, id: Option<RequestId>, why: &str) {
         let n = self.garbage.fetch_add(1, Ordering::Relaxed);
-        if n % 1000 == 0 {
+        if n.is_multiple_of(1000) {
             tracing::warn!(session = %session, "runner: refused a message of the relay: {why}");
         }
         let Some(id) = id else { return };
@@ -355,21 +355,19 @@ impl rmcp::transport::Transport<RoleServer> for LinkTransport {
         std::future::ready(pushed)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
-        async {
-            let (m, bytes) = self.rx.recv().await?;
-            match &m {
-                ClientJsonRpcMessage::Request(r) => {
-                    if let Some(old) = self.held.insert(r.id.clone(), bytes) {
-                        self.inbound.fetch_sub(old, Ordering::SeqCst);
-                    }
-                }
-                _ => {
-                    self.inbound.fetch_sub(bytes, Ordering::SeqCst);
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        let (m, bytes) = self.rx.recv().await?;
+        match &m {
+            ClientJsonRpcMessage::Request(r) => {
+                if let Some(old) = self.held.insert(r.id.clone(), bytes) {
+                    self.inbound.fetch_sub(old, Ordering::SeqCst);
                 }
             }
-            Some(m)
+            _ => {
+                self.inbound.fetch_sub(bytes, Ordering::SeqCst);
+            }
         }
+        Some(m)
     }
 
     async fn close(&mut self) -> Result<(), Full> {

@@ -29,6 +29,8 @@ fn msg(session: &str, m: Value) -> Message {
 
 /// Accepts one WebSocket the way the relay does (the subprotocol chosen, an instance named);
 /// returns it and the upgrade request's headers.
+// tungstenite's callback signature is its own: its error is an HTTP response.
+#[allow(clippy::result_large_err)]
 async fn accept(stream: tokio::net::TcpStream) -> (Ws, http::HeaderMap) {
     use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
     let seen = Arc::new(std::sync::Mutex::new(http::HeaderMap::new()));
