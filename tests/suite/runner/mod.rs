@@ -3,11 +3,19 @@
 //! through the relay by rmcp's streamable HTTP client (`through.rs`) and the official Python
 //! SDK (`python.rs`). `hostile.rs` puts a test-written relay stand-in in the relay's place.
 
+mod both_ways;
+mod every;
 mod hostile;
 mod python;
+mod scopes;
 mod through;
 
-use super::common::{Fixture, wait_until};
+use super::common::{Era, Fixture, handshake, wait_until};
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,6 +27,7 @@ use tokio::process::Child;
 pub const RUNNER_TOKEN: &str = "runner-token-0123456789abcdef";
 pub const ALICE: &str = "alice-token-0123456789abcdef";
 pub const BOB: &str = "bob-token-fedcba9876543210";
+pub const CAROL: &str = "carol-token-0123456789abcdef";
 
 /// A test CA, and a certificate it signed for `localhost` and 127.0.0.1.
 pub struct Pki {
@@ -92,6 +101,8 @@ pub struct Org {
     pub dir: PathBuf,
     pub addr: SocketAddr,
     pub relay: Option<Proc>,
+    /// TLS with the test CA's certificate, or plain HTTP (behind the organization's TLS proxy).
+    pub tls: bool,
 }
 
 pub fn sha256_hex(s: &str) -> String {
@@ -101,8 +112,17 @@ pub fn sha256_hex(s: &str) -> String {
 
 impl Org {
     /// Starts `hands relay` with TLS on a free loopback port, runners `box-1` and `box-2`,
-    /// agents alice (`box-*`) and bob (`other-*`).
+    /// agents alice (`box-*`), bob (`other-*`) and carol (`box-1`).
     pub async fn start(fx: &Fixture) -> Org {
+        Org::start_with(fx, true).await
+    }
+
+    /// The same relay speaking plain HTTP, as it does behind the organization's TLS proxy.
+    pub async fn start_plain(fx: &Fixture) -> Org {
+        Org::start_with(fx, false).await
+    }
+
+    async fn start_with(fx: &Fixture, tls: bool) -> Org {
         let dir = fx.dir.path().join("org");
         std::fs::create_dir_all(&dir).unwrap();
         let pki = Pki::new();
@@ -110,19 +130,27 @@ impl Org {
         std::fs::write(dir.join("relay.crt"), &pki.cert_pem).unwrap();
         std::fs::write(dir.join("relay.key"), &pki.key_pem).unwrap();
         std::fs::write(dir.join("bob.token"), format!("{BOB}\n")).unwrap();
-        let mut org = Org { pki, dir, addr: "127.0.0.1:0".parse().unwrap(), relay: None };
+        let mut org = Org { pki, dir, addr: "127.0.0.1:0".parse().unwrap(), relay: None, tls };
         org.run(fx).await;
         org
     }
 
     fn toml(&self) -> String {
+        let tls = if self.tls {
+            format!(
+                "cert_file = \"{dir}/relay.crt\"\nkey_file = \"{dir}/relay.key\"\n",
+                dir = self.dir.display()
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "[relay]\nlisten = \"{addr}\"\npublic_url = \"https://relay.example.com\"\n\
-             cert_file = \"{dir}/relay.crt\"\nkey_file = \"{dir}/relay.key\"\n\n\
+            "[relay]\nlisten = \"{addr}\"\npublic_url = \"https://relay.example.com\"\n{tls}\n\
              [[relay.runners]]\nname = \"box-1\"\ntoken_sha256 = \"{sha}\"\n\n\
              [[relay.runners]]\nname = \"box-2\"\ntoken_sha256 = \"{sha2}\"\n\n\
              [[relay.agents]]\nname = \"alice\"\ntoken_env = \"RELAY_TOKEN_ALICE\"\nrunners = [\"box-*\"]\n\n\
-             [[relay.agents]]\nname = \"bob\"\ntoken_file = \"{dir}/bob.token\"\nrunners = [\"other-*\"]\n",
+             [[relay.agents]]\nname = \"bob\"\ntoken_file = \"{dir}/bob.token\"\nrunners = [\"other-*\"]\n\n\
+             [[relay.agents]]\nname = \"carol\"\ntoken_env = \"RELAY_TOKEN_CAROL\"\nrunners = [\"box-1\"]\n",
             addr = self.addr,
             dir = self.dir.display(),
             sha = sha256_hex(RUNNER_TOKEN),
@@ -135,15 +163,14 @@ impl Org {
         let file = self.dir.join("relay.toml");
         std::fs::write(&file, self.toml()).unwrap();
         let mut cmd = fx.command(&["relay", "--config", file.to_str().unwrap()]);
-        cmd.env("RELAY_TOKEN_ALICE", ALICE).env("RUST_LOG", "info");
+        cmd.env("RELAY_TOKEN_ALICE", ALICE).env("RELAY_TOKEN_CAROL", CAROL).env("RUST_LOG", "info");
         let relay = Proc::spawn(cmd, "relay");
-        assert!(
-            relay.wait_for("listening on https://", Duration::from_secs(20)).await,
-            "no relay banner"
-        );
+        let scheme = if self.tls { "https://" } else { "http://" };
+        let banner = format!("listening on {scheme}");
+        assert!(relay.wait_for(&banner, Duration::from_secs(20)).await, "no relay banner");
         let line =
-            relay.lines.lock().unwrap().iter().find(|l| l.contains("https://")).cloned().unwrap();
-        let addr = line.split("https://").nth(1).unwrap().split_whitespace().next().unwrap();
+            relay.lines.lock().unwrap().iter().find(|l| l.contains(&banner)).cloned().unwrap();
+        let addr = line.split(scheme).nth(1).unwrap().split_whitespace().next().unwrap();
         self.addr = addr.parse().unwrap();
         self.relay = Some(relay);
     }
@@ -158,13 +185,34 @@ impl Org {
         self.dir.join("ca.pem")
     }
 
+    /// Where runners dial: `wss://` to the TLS relay, `ws://` to loopback to the plain one.
     pub fn url(&self) -> String {
-        format!("wss://localhost:{}/runner", self.addr.port())
+        match self.tls {
+            true => format!("wss://localhost:{}/runner", self.addr.port()),
+            false => format!("ws://127.0.0.1:{}/runner", self.addr.port()),
+        }
+    }
+
+    /// An agent's MCP endpoint for runner `name` over plain HTTP (the plain relay's own).
+    pub fn endpoint(&self, name: &str) -> String {
+        assert!(!self.tls, "the TLS relay is reached through a Forwarder");
+        format!("http://{}/runners/{name}/mcp", self.addr)
     }
 
     /// One HTTPS request to the relay with `token`; (status, body).
     pub async fn get(&self, path: &str, token: &str) -> (u16, String) {
-        https(self.addr, &self.pki.ca_pem, "GET", path, token).await
+        let head =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}");
+        self.raw(&head, "").await
+    }
+
+    /// One hand-written request (`head` without its final blank line) and `body`; (status,
+    /// body). `Content-Length` and `Connection: close` are added.
+    pub async fn raw(&self, head: &str, body: &str) -> (u16, String) {
+        let request =
+            format!("{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        let ca = self.tls.then_some(self.pki.ca_pem.as_str());
+        exchange(self.addr, ca, request.as_bytes()).await
     }
 
     /// `GET /runners` as alice: `box-1`'s entry.
@@ -203,25 +251,25 @@ pub fn tls_connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
-/// One HTTP/1.1 request over TLS; (status, body).
-pub async fn https(
-    addr: SocketAddr,
-    ca_pem: &str,
-    method: &str,
-    path: &str,
-    token: &str,
-) -> (u16, String) {
+/// One HTTP/1.1 exchange over TLS trusting only `ca_pem` (or plain TCP when `None`); (status,
+/// body).
+pub async fn exchange(addr: SocketAddr, ca_pem: Option<&str>, request: &[u8]) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut s = tls_connector(ca_pem).connect(name, tcp).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
-         Content-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out).await;
+    match ca_pem {
+        Some(ca) => {
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let mut s = tls_connector(ca).connect(name, tcp).await.unwrap();
+            let _ = s.write_all(request).await;
+            let _ = s.read_to_end(&mut out).await;
+        }
+        None => {
+            let mut s = tcp;
+            let _ = s.write_all(request).await;
+            let _ = s.read_to_end(&mut out).await;
+        }
+    }
     let text = String::from_utf8_lossy(&out).into_owned();
     let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
@@ -291,19 +339,58 @@ pub fn runner_config(
     token: &str,
     approvals: &str,
 ) -> PathBuf {
+    runner_config_with(fx, url, ca, token, approvals, DEFAULT_POLICY)
+}
+
+/// What a runner's machine declares in `runner_config`: the trust and the modules.
+pub const DEFAULT_POLICY: &str = "[trust]\nwrite = \"ask\"\napproval_timeout_secs = 30\n\n\
+    [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\n\
+    [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+    filesystem = [{ path = \"{root}\", write = true }]\n\
+    config = { trust = { external = \"allow\" } }\n";
+
+/// `runner_config` with `policy` (the rest of `daemon.toml`: `[trust]`, `[server.dashboard]`,
+/// the modules; `{root}` and the like as `Fixture::config` takes them) in place of the default.
+pub fn runner_config_with(
+    fx: &Fixture,
+    url: &str,
+    ca: Option<&Path>,
+    token: &str,
+    approvals: &str,
+    policy: &str,
+) -> PathBuf {
     let token_file = fx.home.join("runner.token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let ca = ca.map(|c| format!("ca_file = \"{}\"\n", c.display())).unwrap_or_default();
     fx.config(&format!(
-        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\nwrite = \"ask\"\napproval_timeout_secs = 30\n\n\
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n\
          [runner]\nurl = \"{url}\"\nname = \"box-1\"\ntoken_file = \"{tf}\"\n{ca}approvals = \"{approvals}\"\n\n\
-         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
-         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\n\
-         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
-         config = {{ trust = {{ external = \"allow\" }} }}\n",
+         {policy}",
         tf = token_file.display(),
     ))
+}
+
+/// An rmcp streamable HTTP client as the agent whose bearer token is `token`, at `url` (a
+/// runner's endpoint at the relay, over plain HTTP), in `era`.
+pub async fn agent_at<H: rmcp::ClientHandler>(
+    url: String,
+    token: &str,
+    era: Era,
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_string());
+    handshake(handler, StreamableHttpClientTransport::from_config(config), era).await
+}
+
+/// One tool call that must reach the runner and come back (its result may still be an error).
+pub async fn call<H: rmcp::ClientHandler>(
+    c: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else { panic!("arguments must be an object") };
+    c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args)).await.unwrap()
 }
 
 /// Starts `hands serve --config CONFIG` (stdin closed: a service) as a runner.

@@ -3,14 +3,16 @@
 //! `approvals = "client"`, put to the agent's client), the relay restarted, the runner killed,
 //! a link cut in the middle of a call.
 
-use super::super::common::{Era, Fixture, Person, handshake, text_of, wait_until};
+use super::super::common::{
+    Era, Fixture, Person, host_processes, text_of, unique_sleep, wait_until,
+};
 use super::super::gate::approvals;
-use super::{ALICE, BOB, Forwarder, Org, RUNNER_TOKEN, runner_config, start_runner};
+use super::{
+    ALICE, BOB, Forwarder, Org, RUNNER_TOKEN, agent_at, call, exchange, runner_config, start_runner,
+};
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -21,18 +23,7 @@ async fn agent<H: rmcp::ClientHandler>(
     era: Era,
     handler: H,
 ) -> RunningService<RoleClient, H> {
-    let url = format!("http://{}/runners/box-1/mcp", fwd.addr);
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_string());
-    handshake(handler, StreamableHttpClientTransport::from_config(config), era).await
-}
-
-async fn call<H: rmcp::ClientHandler>(
-    c: &RunningService<RoleClient, H>,
-    tool: &str,
-    args: Value,
-) -> CallToolResult {
-    let Value::Object(args) = args else { panic!("arguments must be an object") };
-    c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args)).await.unwrap()
+    agent_at(format!("http://{}/runners/box-1/mcp", fwd.addr), token, era, handler).await
 }
 
 /// Waits until the runner's daemon has an action parked whose listing mentions `needle`.
@@ -97,6 +88,29 @@ async fn agents_reach_a_runner_through_the_relay_with_every_tool_class_in_both_e
     assert_eq!(v["runners"][1], json!({"name": "box-2", "connected": false, "since": null}));
     let (status, body) = org.get("/runners/box-2/mcp", ALICE).await;
     assert_eq!((status, body.as_str()), (503, r#"{"error":"runner box-2 is not connected"}"#));
+    // The door is `hands serve --http`'s: a Host or Origin other than public_url's host (or
+    // loopback) is 403 before the token is looked at; those are served.
+    let listing = |host: &str, origin: &str| {
+        format!("GET /runners HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ALICE}{origin}")
+    };
+    assert_eq!(org.raw(&listing("evil.example.com", ""), "").await.0, 403);
+    assert_eq!(org.raw(&listing("relay.example.com", ""), "").await.0, 200);
+    let foreign = "\r\nOrigin: http://evil.example.com";
+    assert_eq!(org.raw(&listing("localhost", foreign), "").await.0, 403);
+    let own = "\r\nOrigin: https://relay.example.com";
+    assert_eq!(org.raw(&listing("localhost", own), "").await.0, 200);
+    // A body over the door's 4 MiB cap is 413 at once, before anything reaches the runner.
+    let before = fx.audit_records().len();
+    let over = format!(
+        "POST /runners/box-1/mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        4 * 1024 * 1024 + 1
+    );
+    let (status, body) = exchange(org.addr, Some(&org.pki.ca_pem), over.as_bytes()).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("request body over 4194304 bytes"), "{body}");
+    assert_eq!(fx.audit_records().len(), before);
     // The token is nowhere: not in the runner's log, the relay's, the audit log or check.
     let check = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
     let check = String::from_utf8_lossy(&check.stdout).into_owned();
@@ -268,4 +282,47 @@ async fn a_link_cut_mid_call_delivers_the_result_once_it_is_back_and_runs_it_onc
         "ran\n",
         "ran twice or never"
     );
+}
+
+#[tokio::test]
+async fn a_runner_restarted_mid_call_tells_the_agent_its_result_was_lost() {
+    let fx = Fixture::new();
+    let org = Org::start_plain(&fx).await;
+    let config = runner_config(&fx, &org.url(), None, RUNNER_TOKEN, "local");
+    let mut runner = start_runner(&fx, &config);
+    assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
+    let c = std::sync::Arc::new(agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()).await);
+    let secs = unique_sleep();
+    let pending = {
+        let c = c.clone();
+        let command = format!("sleep {secs}; echo ran >> lost.txt");
+        let Value::Object(args) = json!({"command": command}) else { unreachable!() };
+        tokio::spawn(async move {
+            c.call_tool(CallToolRequestParams::new("bash").with_arguments(args)).await
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command never started"
+    );
+    // The runner's process dies mid-call and another takes its place: the call cannot be
+    // answered any more, and the agent is told so at once, not after the link's linger.
+    runner.child.kill().await.unwrap();
+    let started = std::time::Instant::now();
+    let again = start_runner(&fx, &config);
+    let r = tokio::time::timeout(Duration::from_secs(30), pending).await.unwrap().unwrap();
+    let e = r.expect_err("a call whose runner restarted was answered");
+    let e = e.to_string();
+    assert!(e.contains("result was lost") && e.contains("at most once"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    // The command died with its daemon and was never run again.
+    assert!(
+        wait_until(Duration::from_secs(10), || host_processes(&["sleep", &secs]).is_empty()).await
+    );
+    assert!(!fx.root.join("lost.txt").exists(), "a lost call's command ran on");
+    // Positive control: the agent's next session reaches the new runner.
+    let c = agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()).await;
+    let r = call(&c, "bash", json!({"command": "echo new-runner"})).await;
+    assert!(text_of(&r).contains("new-runner"), "{}: {}", text_of(&r), again.text());
+    fx.assert_canary();
 }
