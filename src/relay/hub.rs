@@ -8,12 +8,36 @@ use crate::link::drive::{Full, Outbox};
 use crate::link::{Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, msg};
 use rmcp::model::{NumberOrString, RequestId};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Runner requests remembered per session (as the runner remembers the agent's).
+const SEEN: usize = 4096;
+
+/// Bytes of a runner's messages the relay holds for its agents (queued, or being passed on):
+/// past it, the session whose message overflowed is ended, so a runner gone wrong cannot grow
+/// the relay's memory. Two of the largest frames fit.
+const MAX_HELD: usize = 32 * 1024 * 1024;
+
+/// A runner message's bytes, counted against its runner's [`MAX_HELD`] until dropped (when
+/// the agent has been given it, or it was dropped on the way).
+pub struct Held {
+    bytes: usize,
+    of: Arc<AtomicUsize>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.of.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
+/// What a waiting call or a session's other traffic receives, with its bytes held.
+pub type Delivery<T> = (T, Held);
 
 /// What a call waiting at the relay receives from its runner.
 #[derive(Debug)]
@@ -28,7 +52,7 @@ pub enum Inbound {
 
 /// A call of an agent waiting for its runner.
 struct Waiting {
-    tx: mpsc::Sender<Inbound>,
+    tx: mpsc::Sender<Delivery<Inbound>>,
     progress: Option<Value>,
 }
 
@@ -38,9 +62,10 @@ pub struct LinkSession {
     runner: Weak<Runner>,
     calls: Mutex<HashMap<String, Waiting>>,
     /// Requests and notifications of the runner not tied to a waiting call.
-    pub(super) loose: mpsc::Sender<Value>,
-    /// Runner requests already seen (one sent again after a reconnect is not asked twice).
-    seen: Mutex<HashSet<String>>,
+    pub(super) loose: mpsc::Sender<Delivery<Value>>,
+    /// Runner requests already seen (one sent again after a reconnect is not asked twice):
+    /// the newest [`SEEN`], oldest first, so that a runner cannot grow it without end.
+    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
     /// Cancelled when the session ended; `why` says how.
     pub ended: CancellationToken,
     why: Mutex<String>,
@@ -70,7 +95,11 @@ impl LinkSession {
     }
 
     /// Waits for the runner's answers to the call `id`; `progress` is its progress token.
-    pub fn wait(&self, id: &RequestId, progress: Option<Value>) -> mpsc::Receiver<Inbound> {
+    pub fn wait(
+        &self,
+        id: &RequestId,
+        progress: Option<Value>,
+    ) -> mpsc::Receiver<Delivery<Inbound>> {
         let (tx, rx) = mpsc::channel(MAX_QUEUED);
         hands_roots::lock(&self.calls).insert(key(id), Waiting { tx, progress });
         rx
@@ -106,22 +135,31 @@ impl LinkSession {
     }
 
     /// A message of the runner in this session.
-    fn route(&self, message: Value, call: Option<&Value>) {
+    fn route(&self, message: Value, call: Option<&Value>, held: Held) {
         let id = message.get("id").and_then(key_of);
         let is_request = message.get("method").is_some();
-        let calls = hands_roots::lock(&self.calls);
+        let mut calls = hands_roots::lock(&self.calls);
         let (target, inbound) = match (is_request, id) {
             (false, Some(id)) => {
-                // An answer: to its call, or to nobody (sent again after a reconnect).
-                match calls.get(&id) {
-                    Some(w) => (Some(w.tx.clone()), Inbound::Answer(message)),
+                // An answer: to its call, which then waits for nothing more (a second answer,
+                // sent again after a reconnect or by a runner gone wrong, goes nowhere).
+                match calls.remove(&id) {
+                    Some(w) => (Some(w.tx), Inbound::Answer(message)),
                     None => return,
                 }
             }
             (true, Some(id)) => {
-                if !hands_roots::lock(&self.seen).insert(id) {
+                let mut seen = hands_roots::lock(&self.seen);
+                if !seen.0.insert(id.clone()) {
                     return;
                 }
+                seen.1.push_back(id);
+                if seen.1.len() > SEEN
+                    && let Some(old) = seen.1.pop_front()
+                {
+                    seen.0.remove(&old);
+                }
+                drop(seen);
                 let call = call.and_then(key_of).and_then(|c| calls.get(&c));
                 (call.map(|w| w.tx.clone()), Inbound::Request(message))
             }
@@ -134,10 +172,10 @@ impl LinkSession {
         };
         drop(calls);
         let sent = match target {
-            Some(tx) => tx.try_send(inbound).is_ok(),
+            Some(tx) => tx.try_send((inbound, held)).is_ok(),
             None => {
                 let (Inbound::Request(m) | Inbound::Notification(m) | Inbound::Answer(m)) = inbound;
-                self.loose.try_send(m).is_ok()
+                self.loose.try_send((m, held)).is_ok()
             }
         };
         if !sent {
@@ -171,6 +209,10 @@ pub struct Runner {
     state: Mutex<State>,
     /// Bumped on every connection; a linger timer that finds it unchanged ends the sessions.
     generation: AtomicU64,
+    /// Frames of this runner that meant nothing, for a quiet log.
+    odd: AtomicU64,
+    /// Bytes of its messages held for agents ([`MAX_HELD`]).
+    held: Arc<AtomicUsize>,
     me: Weak<Runner>,
 }
 
@@ -182,6 +224,8 @@ impl Runner {
             outbox: Arc::default(),
             state: Mutex::default(),
             generation: AtomicU64::new(0),
+            odd: AtomicU64::new(0),
+            held: Arc::default(),
             me: me.clone(),
         })
     }
@@ -257,7 +301,7 @@ impl Runner {
     pub fn open(
         &self,
         agent: &str,
-        loose: mpsc::Sender<Value>,
+        loose: mpsc::Sender<Delivery<Value>>,
     ) -> Result<Arc<LinkSession>, String> {
         let mut s = hands_roots::lock(&self.state);
         if s.live.is_none() {
@@ -300,17 +344,20 @@ impl Runner {
         }
     }
 
+    /// A frame of this runner that meant nothing: dropped, and said in the log the first time
+    /// and every thousandth after, so that a runner sending garbage cannot flood the log.
+    fn odd(&self, what: std::fmt::Arguments<'_>) {
+        let n = self.odd.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(1000) {
+            tracing::warn!("relay: runner `{}` {what}; dropped ({} so far)", self.name, n + 1);
+        }
+    }
+
     /// One text frame from this runner.
     pub fn on_frame(&self, text: &str) {
         let envelope = match Envelope::parse(text) {
             Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(
-                    "relay: runner `{}` sent a frame that is no envelope: {e}",
-                    self.name
-                );
-                return;
-            }
+            Err(e) => return self.odd(format_args!("sent a frame that is no envelope ({e})")),
         };
         match envelope {
             Envelope::Close { session } => {
@@ -325,21 +372,97 @@ impl Runner {
             }
             Envelope::Msg { session, message, call } => {
                 let s = hands_roots::lock(&self.state).sessions.get(&session).cloned();
-                let Some(s) = s else { return };
+                let Some(s) = s else {
+                    // A session that ended here, or that the relay never opened.
+                    return;
+                };
+                // Counted before it is parsed: past the bound, it is not even read.
+                let bytes = message.get().len();
+                if self.held.fetch_add(bytes, Ordering::SeqCst) + bytes > MAX_HELD {
+                    self.held.fetch_sub(bytes, Ordering::SeqCst);
+                    self.end_session(&session, "the runner sent more than the relay holds");
+                    return self.odd(format_args!(
+                        "sent more than the relay holds for its agents ({MAX_HELD} bytes)"
+                    ));
+                }
+                let held = Held { bytes, of: self.held.clone() };
                 match serde_json::from_str::<Value>(message.get()) {
-                    Ok(m) if m.is_object() => s.route(m, call.as_ref()),
-                    _ => tracing::warn!(
-                        "relay: runner `{}` sent a message that is no JSON-RPC",
-                        self.name
-                    ),
+                    Ok(m) if m.is_object() => s.route(m, call.as_ref(), held),
+                    _ => self.odd(format_args!("sent a message that is no JSON-RPC")),
                 }
             }
             Envelope::Open { .. } => {
-                tracing::warn!(
-                    "relay: runner `{}` tried to open a session; only agents do",
-                    self.name
-                );
+                self.odd(format_args!("tried to open a session; only agents do"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::MAX_FRAME;
+    use serde_json::json;
+
+    fn session_of(r: &Arc<Runner>) -> (Arc<LinkSession>, mpsc::Receiver<Delivery<Value>>) {
+        r.connected("one-instance");
+        let (tx, rx) = mpsc::channel(MAX_QUEUED);
+        (r.open("alice", tx).unwrap(), rx)
+    }
+
+    /// A notification of the runner with `size` bytes of data, for no call.
+    fn note(session: &str, size: usize) -> String {
+        let m = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x".repeat(size)}});
+        msg(session, &m, None)
+    }
+
+    #[tokio::test]
+    async fn a_runner_cannot_queue_more_than_a_session_or_the_relay_holds() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        // Nobody reads this session's traffic: the 257th message ends it.
+        let (s, rx) = session_of(&r);
+        for _ in 0..MAX_QUEUED {
+            r.on_frame(&note(&s.id, 10));
+        }
+        assert!(!s.ended.is_cancelled());
+        r.on_frame(&note(&s.id, 10));
+        assert!(s.ended.is_cancelled() && s.why().contains("more than a session holds"));
+        drop(rx);
+        assert_eq!(r.held.load(Ordering::SeqCst), 0, "what was dropped is no longer held");
+        // Two of the largest messages fit what the relay holds for agents; a third ends the
+        // session, and its bytes are never held.
+        let (s, rx) = session_of(&r);
+        let big = MAX_FRAME - 1024;
+        r.on_frame(&note(&s.id, big));
+        r.on_frame(&note(&s.id, big));
+        assert!(!s.ended.is_cancelled());
+        let held = r.held.load(Ordering::SeqCst);
+        assert!(held > 2 * big && held <= MAX_HELD, "{held}");
+        r.on_frame(&note(&s.id, big));
+        assert!(s.ended.is_cancelled() && s.why().contains("more than the relay holds"));
+        assert_eq!(r.held.load(Ordering::SeqCst), held);
+        drop(rx);
+        assert_eq!(r.held.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_call_takes_one_answer_and_garbage_changes_nothing() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        let (s, _loose) = session_of(&r);
+        let id = RequestId::Number(7);
+        let mut rx = s.wait(&id, None);
+        for junk in ["garbage", "{}", r#"{"v":1,"type":"open","session":"x","agent":"a"}"#] {
+            r.on_frame(junk);
+        }
+        r.on_frame(&msg("no-such-session", &json!({"jsonrpc":"2.0","id":7,"result":{}}), None));
+        let answer = |text: &str| json!({"jsonrpc": "2.0", "id": 7, "result": {"said": text}});
+        r.on_frame(&msg(&s.id, &answer("first"), None));
+        r.on_frame(&msg(&s.id, &answer("second"), None));
+        let Ok((Inbound::Answer(v), _)) = rx.try_recv() else { panic!("no answer") };
+        assert_eq!(v["result"]["said"], "first");
+        assert!(rx.try_recv().is_err(), "a second answer reached the call");
+        assert!(!s.ended.is_cancelled());
+        assert_eq!(r.odd.load(Ordering::Relaxed), 3);
     }
 }

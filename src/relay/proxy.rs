@@ -6,7 +6,7 @@
 //! stream, and the client's answer back; progress comes the same way, and the agent's
 //! cancellation (or hangup) goes to the runner, which stops the command.
 
-use super::hub::{Inbound, LinkSession, Runner};
+use super::hub::{Delivery, Inbound, LinkSession, Runner};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ClientNotification, ClientRequest, DiscoverRequest, DiscoverRequestParams, DiscoverResult,
@@ -87,12 +87,13 @@ impl Proxy {
         loop {
             tokio::select! {
                 m = rx.recv() => match m {
-                    Some(Inbound::Answer(v)) => {
+                    Some((Inbound::Answer(v), _held)) => {
                         session.done(&id);
                         return answer(v);
                     }
-                    Some(Inbound::Request(v)) => ask(&session, v, &ctx.peer).await,
-                    Some(Inbound::Notification(v)) => notify(v, &ctx.peer).await,
+                    // Its bytes stay counted until the agent has been given it.
+                    Some((Inbound::Request(v), _held)) => ask(&session, v, &ctx.peer).await,
+                    Some((Inbound::Notification(v), _held)) => notify(v, &ctx.peer).await,
                     None => return Err(lost(&session)),
                 },
                 () = ctx.ct.cancelled() => return Err(cancel(&session, &id)),
@@ -173,14 +174,14 @@ async fn notify(v: Value, peer: &rmcp::Peer<RoleServer>) {
 /// The runner's questions and notifications that belong to no call, for the session's life.
 async fn loose(
     session: Arc<LinkSession>,
-    mut rx: mpsc::Receiver<Value>,
+    mut rx: mpsc::Receiver<Delivery<Value>>,
     peer: rmcp::Peer<RoleServer>,
 ) {
     loop {
         tokio::select! {
             m = rx.recv() => match m {
-                Some(v) if v.get("id").is_some() => ask(&session, v, &peer).await,
-                Some(v) => notify(v, &peer).await,
+                Some((v, _held)) if v.get("id").is_some() => ask(&session, v, &peer).await,
+                Some((v, _held)) => notify(v, &peer).await,
                 None => return,
             },
             () = session.ended.cancelled() => return,

@@ -1,10 +1,10 @@
 //! What travels both ways over the link, through the real relay (plain HTTP, as behind the
-//! organization's TLS proxy) to the real runner, in both eras: a long command's progress
-//! notifications come back to the agent, and the agent's cancellation goes to the runner,
-//! which stops the command (gone from the host); the session then goes on.
+//! organization's TLS proxy) to the real runner (its token from `token_env`), in both eras: a
+//! long command's progress notifications come back to the agent, and the agent's cancellation
+//! goes to the runner, which stops the command (gone from the host); the session then goes on.
 
 use super::super::common::{Era, Fixture, host_processes, text_of, unique_sleep, wait_until};
-use super::{ALICE, Org, RUNNER_TOKEN, agent_at, call, runner_config, start_runner};
+use super::{ALICE, Org, Proc, RUNNER_TOKEN, agent_at, call, runner_config};
 use rmcp::model::{CallToolRequestParams, ProgressNotificationParam};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -28,8 +28,16 @@ impl rmcp::ClientHandler for ProgressLog {
 async fn progress_comes_back_and_cancellation_goes_through_to_the_command() {
     let fx = Fixture::new();
     let org = Org::start_plain(&fx).await;
+    // The token from the environment this time (`token_env`), never from a file.
     let config = runner_config(&fx, &org.url(), None, RUNNER_TOKEN, "local");
-    let runner = start_runner(&fx, &config);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let token_file = fx.home.join("runner.token");
+    std::fs::remove_file(&token_file).unwrap();
+    let line = format!("token_file = \"{}\"", token_file.display());
+    std::fs::write(&config, text.replace(&line, "token_env = \"HANDS_RUNNER_TOKEN\"")).unwrap();
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+    cmd.env("HANDS_RUNNER_TOKEN", RUNNER_TOKEN).env("RUST_LOG", "info");
+    let runner = Proc::spawn(cmd, "runner");
     assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
     for era in [Era::Legacy, Era::Modern] {
         let log = ProgressLog::default();
@@ -65,5 +73,6 @@ async fn progress_comes_back_and_cancellation_goes_through_to_the_command() {
         assert!(text_of(&r).contains("still-here"), "{era:?}: {}", text_of(&r));
         let _ = c.cancel().await;
     }
+    assert!(!runner.text().contains(RUNNER_TOKEN), "the token leaked: {}", runner.text());
     fx.assert_canary();
 }

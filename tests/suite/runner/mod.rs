@@ -1,12 +1,16 @@
 //! Runner mode (SPEC §13) with real parts: the real `hands relay` on loopback with TLS from a
 //! CA each test makes (rcgen), the real `hands serve` with `[runner]` dialling it, driven
-//! through the relay by rmcp's streamable HTTP client (`through.rs`) and the official Python
-//! SDK (`python.rs`). `hostile.rs` puts a test-written relay stand-in in the relay's place.
+//! through the relay by rmcp's streamable HTTP client and the official Python SDK
+//! (`python.rs`): the door, identities, approvals, restarts and lost calls (`through.rs`),
+//! every tool (`every.rs`), progress and cancellation (`both_ways.rs`), standing permissions
+//! per agent and the dashboard (`scopes.rs`). `hostile.rs` puts a test-written relay stand-in
+//! in the relay's place, `rogue.rs` a runner stand-in in a runner's.
 
 mod both_ways;
 mod every;
 mod hostile;
 mod python;
+mod rogue;
 mod scopes;
 mod through;
 

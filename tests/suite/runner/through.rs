@@ -132,6 +132,13 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
             runner_config(&fx, &org.url(), Some(&org.ca_file()), RUNNER_TOKEN, approvals_mode);
         let mut runner = start_runner(&fx, &config);
         assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
+        // `hands doctor` says what "client" trusts the relay with, and says nothing of "local".
+        let doctor =
+            fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+        let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        let warned = doctor.contains("approvals = \"client\": the relay at")
+            && doctor.contains("could answer them");
+        assert_eq!(warned, approvals_mode == "client", "{approvals_mode}: {doctor}");
         for era in [Era::Legacy, Era::Modern] {
             let person = Person::new(Some("allow_once"), true);
             let c = std::sync::Arc::new(agent(&fwd, ALICE, era, person.clone()).await);
