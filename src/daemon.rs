@@ -6,7 +6,7 @@ pub use crate::config::absolute;
 use crate::config::{ActionClass, Config, Grant, ModuleCfg, ModuleId, ModuleSettings};
 use crate::registry::{Entry, Registrar};
 use hands_git::{Git, GitSettings};
-use hands_roots::{Policy, PolicyLists, Resolver, RootSpec};
+use hands_roots::{Policy, PolicyLists, Resolver, RootSpec, Trust};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -55,14 +55,41 @@ pub fn policy_lists(config: &Config) -> PolicyLists {
     }
 }
 
-/// Pins a module's roots under the shared policy lists.
-fn resolver_for(m: &ModuleCfg, lists: &PolicyLists) -> anyhow::Result<Arc<Resolver>> {
+/// Pins a module's roots under the shared policy lists and the shared walk of what the host
+/// trusts.
+fn resolver_for(
+    m: &ModuleCfg,
+    lists: &PolicyLists,
+    trust: &Arc<Trust>,
+) -> anyhow::Result<Arc<Resolver>> {
     let specs: Vec<RootSpec> =
         m.roots.iter().map(|r| RootSpec { path: r.path.clone(), writable: r.writable }).collect();
     let policy = Policy::new(lists).map_err(|e| anyhow::anyhow!("sandbox.secret_patterns: {e}"))?;
     let resolver =
         Resolver::new(&specs, policy).map_err(|e| anyhow::anyhow!("{}: {e}", m.id.name()))?;
-    Ok(Arc::new(resolver))
+    Ok(Arc::new(resolver.with_trust(trust.clone())))
+}
+
+/// One walk of every module's roots for what the host trusts there (git's config as git
+/// resolves it, protected names' link targets), shared by every resolver: a repository in one
+/// module's root can name a hooks folder or an included config in another's.
+fn trust_for(config: &Config, lists: &PolicyLists) -> Arc<Trust> {
+    let roots: Vec<PathBuf> = config
+        .modules
+        .iter()
+        .flat_map(|m| &m.roots)
+        .filter_map(|r| std::fs::canonicalize(&r.path).ok())
+        .collect();
+    // A person who raised tools-shell's walk limit has roots that large.
+    let limit = config
+        .modules
+        .iter()
+        .filter_map(|m| match &m.settings {
+            ModuleSettings::Shell(s) => Some(s.walk_entries),
+            _ => None,
+        })
+        .fold(hands_roots::trust::WALK_LIMIT, usize::max);
+    Arc::new(Trust::new(&roots, lists, crate::config::home_dir(), limit))
 }
 
 fn git_settings(
@@ -87,28 +114,29 @@ pub fn git_agent_socket(config: &Config) -> Option<PathBuf> {
 }
 
 impl Daemon {
-    /// Pins every declared module's roots and assembles the tool catalogue, for serving: the
-    /// sandbox's placeholders are made in the roots.
+    /// Pins every declared module's roots and assembles the tool catalogue. Nothing is made in
+    /// the roots (SPEC §3): protected names that do not exist are kept from being created by
+    /// the walls themselves.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config, true)
+        Daemon::build(config)
     }
 
-    /// The same daemon for `hands check` and `doctor`: nothing is made in the roots (the report
-    /// lists the placeholders `serve` would make).
+    /// The same daemon for `hands check` and `doctor`.
     pub fn inspect(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config, false)
+        Daemon::build(config)
     }
 
-    fn build(config: Config, make_placeholders: bool) -> anyhow::Result<Daemon> {
+    fn build(config: Config) -> anyhow::Result<Daemon> {
         crate::config::trusted::refuse(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let lists = policy_lists(&config);
+        let trust = trust_for(&config, &lists);
         let mut shell = None;
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut pushes = Vec::new();
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
         for m in &config.modules {
-            let resolver = resolver_for(m, &lists)?;
+            let resolver = resolver_for(m, &lists, &trust)?;
             resolvers.push((m.id, resolver.clone()));
             match &m.settings {
                 ModuleSettings::Fs(_) => {
@@ -132,15 +160,8 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell_mcp::new(
-                            m,
-                            cfg,
-                            &config,
-                            resolver,
-                            &lists,
-                            make_placeholders,
-                        )
-                        .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        let sh = crate::shell_mcp::new(m, cfg, &config, resolver, &lists)
+                            .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
                         tools.extend(crate::tools::shell_tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);

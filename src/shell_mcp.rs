@@ -24,7 +24,6 @@ pub fn new(
     config: &Config,
     resolver: Arc<Resolver>,
     lists: &hands_roots::PolicyLists,
-    make_placeholders: bool,
 ) -> anyhow::Result<Shell> {
     Shell::new(hands_shell::service::Setup {
         module: hands_shell::service::Module {
@@ -37,9 +36,7 @@ pub fn new(
         resolver,
         lists,
         state_dir: &config.state_dir,
-        protected_extra: &config.protected_extra,
         enforce: config.sandbox_mode == crate::config::SandboxMode::Enforce,
-        make_placeholders,
     })
 }
 

@@ -189,16 +189,6 @@ pub fn policy(daemon: &Daemon) -> String {
                         sh.run_output_chars
                     );
                 }
-                let unmade = daemon.shell().map_or(&[][..], |s| s.unmade_placeholders());
-                if !unmade.is_empty() {
-                    let list: Vec<_> = unmade.iter().map(|p| p.display().to_string()).collect();
-                    let _ = writeln!(
-                        s,
-                        "  placeholders: `hands serve` creates these empty, so that commands \
-                         cannot create the protected or denied paths there: {}",
-                        list.join(", ")
-                    );
-                }
             }
             ModuleSettings::Git(g) => {
                 let author = match &g.author {
@@ -344,8 +334,9 @@ pub(super) fn shell_warnings(
     if sh.new_repositories == hands_shell::settings::NewRepositories::Allow {
         w.push(
             "tools-shell: new_repositories = \"allow\" lets a command make a repository in a \
-             writable root whose config names a program: a git run there on the host before \
-             the next command (yours, an editor's) would run it"
+             writable root: its config holds only keys git itself writes (checked by the \
+             sandbox), but its files, attributes and branches are the command's, and `git add` \
+             can make it a submodule of yours"
                 .to_string(),
         );
     }

@@ -147,18 +147,6 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
             || rule.starts_with('~')
             || rule.split('/').any(|c| c.is_empty() || c == "." || c == "..")
             || rule.contains('\0');
-        if !bad && e.get_ref().ends_with('/') && rule.contains('/') {
-            p.add(
-                Some(e.span()),
-                "[sandbox]",
-                "protected_extra",
-                format!("`{}`: a folder entry (ending in `/`) is one name", e.get_ref()),
-                Some(
-                    "a missing folder is made empty only at a root's top (\".tool/\"); protect a \
-                     deeper path as a rule without the trailing `/` (\".tool/hooks\")",
-                ),
-            );
-        }
         if bad {
             p.add(
                 Some(e.span()),
@@ -167,7 +155,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                 format!("`{}` is not a relative path of whole components", e.get_ref()),
                 Some(
                     "write it as it appears inside a root, e.g. \".tool/settings.json\", or \
-                     \".tool/\" for a folder made empty where it is missing",
+                     \".tool/\" for a folder",
                 ),
             );
         }

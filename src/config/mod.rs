@@ -232,7 +232,7 @@ pub struct Config {
     pub deny: Vec<PathBuf>,
     pub secret_patterns: Vec<String>,
     /// `[sandbox].protected_extra`: protected rules added to `sandbox-profiles/protected.txt`,
-    /// as written (a trailing `/` marks a folder made empty where missing).
+    /// as written (a trailing `/` marks a folder).
     pub protected_extra: Vec<String>,
     /// `sandbox.run_as`: who commands run as when the daemon is root (SPEC §5.2 item 6).
     pub run_as: Option<String>,

@@ -272,31 +272,31 @@ async fn commands_cannot_make_the_hosts_git_run_a_program_through_any_git_dir() 
     fx.assert_canary();
 }
 
-/// A folder the launcher mounts on — the sandbox home, a protected placeholder — removed
-/// while the daemon runs (commands cannot: inside the sandbox each is a mount point, and the
-/// state folder may not lie in a root; a person, or a tool outside the sandbox, can) made
-/// every later command fail to start, or left the protected path creatable. Now the daemon
-/// makes them again for the next command. Positive control: the command before ran.
+/// The folder the launcher mounts on — the sandbox home — removed while the daemon runs
+/// (commands cannot: inside the sandbox it is a mount point, and the state folder may not lie
+/// in a root; a person, or a tool outside the sandbox, can) made every later command fail to
+/// start. Now the daemon makes it again for the next command, and a protected folder that
+/// does not exist stays uncreatable without one made for it. Positive control: the command
+/// before ran.
 #[tokio::test]
 async fn a_removed_mount_point_is_made_again_for_the_next_command() {
     let fx = Fixture::new();
     let c = start(&fx).await;
     let r = c.ok("bash", json!({ "command": "echo FIRST" })).await;
     assert!(shown(&r).contains("FIRST"), "positive control: {r}");
-    assert!(fx.root.join(".vscode").is_dir(), "the placeholder was made at startup");
+    assert!(std::fs::symlink_metadata(fx.root.join(".vscode")).is_err(), "serve made .vscode");
     std::fs::remove_dir_all(fx.state.join("sandbox-home/tools-shell")).unwrap();
-    std::fs::remove_dir(fx.root.join(".vscode")).unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let r = c
         .call(
             "bash",
-            json!({ "command": "echo AGAIN; echo '{}' > .vscode/tasks.json && echo WROTE" }),
+            json!({ "command": "echo AGAIN; mkdir -p .vscode; echo '{}' > .vscode/tasks.json && echo WROTE" }),
         )
         .await;
     let text = text_of(&r);
     assert_ne!(r.is_error, Some(true), "the next command failed to start: {text}");
     assert!(text.contains("AGAIN") && !text.contains("WROTE"), "{text}");
-    assert!(fx.root.join(".vscode").is_dir() && !fx.root.join(".vscode/tasks.json").exists());
+    assert!(std::fs::symlink_metadata(fx.root.join(".vscode")).is_err());
     c.stop().await;
     fx.assert_canary();
 }

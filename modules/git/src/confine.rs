@@ -502,7 +502,7 @@ impl Git {
             let (what, remedy) = (t.what.clone(), t.remedy.clone());
             return Err(PathError::Trusted { path: abs.to_path_buf(), what, remedy }.into());
         }
-        Ok(())
+        Ok(self.resolver.host_trusted(abs)?)
     }
 
     /// Places a path filter given as git prints it — relative to the work tree — or absolute
@@ -575,6 +575,7 @@ impl Git {
             .policy()
             .protected(in_root)
             .or_else(|| self.resolver.policy().host_path(&abs, id).map(|t| t.what.clone()))
+            .or_else(|| self.resolver.host_trusted(&abs).err().map(|e| e.to_string()))
     }
 }
 

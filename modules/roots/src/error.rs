@@ -103,6 +103,11 @@ pub enum PathError {
         shown(path)
     )]
     Trusted { path: PathBuf, what: String, remedy: String },
+    /// The walk for what the host's git reads in the roots did not finish (too many entries,
+    /// a folder it cannot list): nothing is written until it can, since the write could land
+    /// in a hooks folder or an included config it did not see.
+    #[error("`{}` is not written: {why}", shown(path))]
+    Unchecked { path: PathBuf, why: String },
     #[error("`{}` is under read-only root {}; writes are refused there", shown(path), shown(root))]
     ReadOnlyRoot { path: PathBuf, root: PathBuf },
     #[error(
@@ -141,6 +146,7 @@ impl PathError {
                 | PathError::Secret { .. }
                 | PathError::Protected { .. }
                 | PathError::Trusted { .. }
+                | PathError::Unchecked { .. }
                 | PathError::ReadOnlyRoot { .. }
                 | PathError::HardLinked { .. }
         )

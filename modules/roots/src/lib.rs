@@ -12,9 +12,11 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod error;
+pub mod gitcfg;
 mod home;
 mod lock;
 mod policy;
+pub mod trust;
 mod walk;
 
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
@@ -22,6 +24,7 @@ pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
 pub use policy::{HostPath, Policy, PolicyLists};
 pub use rustix::fs::FileType;
+pub use trust::{Trust, Trusted};
 pub use walk::{
     Folder, Item, Listing, WalkError, lenient_canonical, lexical, open_start, open_start_at,
     walk_beneath,
@@ -34,6 +37,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// A root as declared in the configuration, before it is canonicalised and pinned.
 #[derive(Debug, Clone)]
@@ -144,6 +148,9 @@ pub fn kind_name(ft: FileType) -> &'static str {
 pub struct Resolver {
     roots: Vec<Root>,
     policy: Policy,
+    /// What the host trusts in the roots of every module (git's config as git resolves it,
+    /// protected names' link targets): refused to writes like a protected path.
+    trust: Option<Arc<Trust>>,
 }
 
 /// What git reads from a git dir that runs programs or moves where it reads config from.
@@ -158,7 +165,35 @@ impl Resolver {
             return Err(PathError::NoRoots);
         }
         let roots = specs.iter().map(Root::pin).collect::<Result<Vec<_>>>()?;
-        Ok(Resolver { roots, policy })
+        Ok(Resolver { roots, policy, trust: None })
+    }
+
+    /// The same resolver, refusing writes to what `trust` finds the host trusts (the daemon
+    /// gives every module's resolver one shared walk of all the roots).
+    pub fn with_trust(mut self, trust: Arc<Trust>) -> Resolver {
+        self.trust = Some(trust);
+        self
+    }
+
+    /// The walk of what the host trusts, when this resolver has one.
+    pub fn trust(&self) -> Option<&Arc<Trust>> {
+        self.trust.as_ref()
+    }
+
+    /// Why writing or creating `abs` is refused because the host trusts it (git's config and
+    /// hooks as git resolves them, a protected name's link target), if it is; also a refusal
+    /// when the walk could not check the roots.
+    pub fn host_trusted(&self, abs: &Path) -> Result<()> {
+        let Some(trust) = &self.trust else { return Ok(()) };
+        match trust.current() {
+            Ok(known) => match known.covers(abs) {
+                Some(why) => {
+                    Err(PathError::Protected { path: abs.to_path_buf(), rule: why.into() })
+                }
+                None => Ok(()),
+            },
+            Err(why) => Err(PathError::Unchecked { path: abs.to_path_buf(), why: why.to_string() }),
+        }
     }
 
     pub fn roots(&self) -> &[Root] {
@@ -490,7 +525,8 @@ impl Resolver {
         if let Some(rule) = self.policy.protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule });
         }
-        self.check_host_path(abs, None)
+        self.check_host_path(abs, None)?;
+        self.host_trusted(abs)
     }
 
     /// Refuses a write to a path the host trusts: by name (`abs`, a real path), or by the

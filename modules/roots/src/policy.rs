@@ -128,12 +128,7 @@ impl Policy {
             identities,
             secrets: build_set(&lists.secret_patterns)?,
             secret_exceptions: build_set(&lists.secret_exceptions)?,
-            protected: lists
-                .protected
-                .iter()
-                .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
-                .filter(|v: &Vec<String>| !v.is_empty())
-                .collect(),
+            protected: compile_rules(&lists.protected),
             host,
             host_ids,
         })
@@ -158,6 +153,20 @@ impl Policy {
     /// Every name of every trusted path (as given, and its real name where that differs).
     pub fn host_paths(&self) -> impl Iterator<Item = (&Path, &HostPath)> {
         self.host.iter().flat_map(|t| t.clean.iter().map(move |n| (n.as_path(), &t.entry)))
+    }
+
+    /// A policy of protected rules alone (nothing denied, nothing secret): the rules'
+    /// matching, for a walk that needs only them.
+    pub fn rules_only(protected: &[String]) -> Policy {
+        Policy {
+            denied: Vec::new(),
+            identities: HashSet::new(),
+            secrets: GlobSet::empty(),
+            secret_exceptions: GlobSet::empty(),
+            protected: compile_rules(protected),
+            host: Vec::new(),
+            host_ids: std::collections::HashMap::new(),
+        }
     }
 
     /// Why `abs` is denied, if it is: by name (it or an ancestor is a denied path) or by the
@@ -261,6 +270,15 @@ fn is_clean(path: &Path) -> bool {
         || b.starts_with(b"./")
         || b.windows(2).any(|w| w == b"//")
         || b.windows(3).any(|w| w == b"/./"))
+}
+
+/// Protected rules split into their components (`*` stays one: any component).
+fn compile_rules(rules: &[String]) -> Vec<Vec<String>> {
+    rules
+        .iter()
+        .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
+        .filter(|v: &Vec<String>| !v.is_empty())
+        .collect()
 }
 
 fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {

@@ -1,20 +1,19 @@
 //! What tools-shell hides from commands beyond the fixed deny lists, and what it makes
 //! read-only to them: names inside the roots found by one complete walk (secret files, hard
-//! links to denied files, protected paths at any depth, every repository's git dir — nested,
-//! bare, or named by a `.git` file — and the `.git` files themselves), refreshed for every
-//! command through a short-lived cache; and the empty placeholders that make a missing denied
-//! path inside a writable root impossible to create.
+//! links to denied files, protected paths at any depth), refreshed for every command through a
+//! short-lived cache, and what the host trusts there as the resolver's walk finds it
+//! (`hands_roots::trust`: every repository's config as git resolves it — includes, the hooks
+//! folder, `gitdir:`/`commondir` targets — and protected names' link targets). Existing ones
+//! are bound read-only by the launcher; missing ones are refused to creates while the command
+//! runs (the in-run walls). Nothing is made in the roots (SPEC §3).
 //!
 //! The walk fails closed: when it cannot see everything (more entries than [`WALK_LIMIT`], a
 //! folder it cannot list), commands refuse to start rather than run with part of the masks. A
 //! folder the daemon may not read is masked whole, so hiding a secret behind `chmod 000` hides
-//! it from the next command too. Everything the daemon creates in a root goes through the
-//! resolver's descriptors, never following a symlink (`Resolver::create_file_nofollow`).
+//! it from the next command too.
 
-use hands_roots::{Folder, Policy, Resolver, WalkError};
-use std::collections::{HashMap, HashSet};
+use hands_roots::{Policy, Resolver, WalkError};
 use std::convert::Infallible;
-use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -30,38 +29,6 @@ pub const WALK_LIMIT: usize = 200_000;
 /// command that starts this long after it appeared. A walk slower than a tenth of it is reused
 /// ten times as long as it took, so walking never takes more than a tenth of the time.
 const TTL: Duration = Duration::from_secs(2);
-/// Credential-list entries that are folders, so a missing one gets a folder as placeholder
-/// (the person's own tools then still find a folder where they expect one).
-const CREDENTIAL_FOLDERS: &[&str] = &[
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    "gcloud",
-    ".kube",
-    "keyrings",
-    ".password-store",
-    ".mozilla",
-    "google-chrome",
-    "chromium",
-    "op",
-];
-/// What git reads from a git dir that runs programs or moves where it reads from: bound
-/// read-only in every git dir the walk finds.
-const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
-
-/// The startup placeholders, made again whenever the walk runs: a command (or a person) that
-/// removed one does not leave the next commands without it.
-pub struct Repair {
-    pub denied: Vec<DeniedPath>,
-    pub roots: Vec<hands_roots::RootSpec>,
-    /// Folders the launcher mounts on (the sandbox home): without one every command would fail
-    /// to start.
-    pub dirs: Vec<PathBuf>,
-    /// `[sandbox].protected_extra`'s folders, made like the built-in ones.
-    pub extra_folders: Vec<String>,
-}
-
 /// The names inside the roots that commands must not see, found by walking the roots.
 pub struct Masks {
     roots: Vec<PathBuf>,
@@ -69,7 +36,9 @@ pub struct Masks {
     limit: usize,
     /// The last walk's result (or why it failed), when it ended, and how long it may be reused.
     cache: Mutex<Option<(Instant, Duration, Walked)>>,
-    repair: Option<Repair>,
+    /// The sandbox home: made again when it was removed (the launcher mounts on it), and a
+    /// place commands write, where nothing the host trusts may lead.
+    home: PathBuf,
 }
 
 type Walked = Result<Arc<Found>, Arc<str>>;
@@ -82,33 +51,19 @@ pub struct Found {
     pub paths: Vec<PathBuf>,
     /// A name that must be masked but cannot travel in the launcher's JSON spec (not UTF-8).
     pub unmaskable: Option<PathBuf>,
-    /// Protected paths at any depth inside the roots (`.git/hooks` of a nested repository, a
-    /// bare repository's `config`, a `.git` file): the launcher binds them read-only.
+    /// Protected paths at any depth inside the roots (a nested repository's `.git/hooks`, a
+    /// subproject's `.vscode`), and what the host trusts there (existing or not): the launcher
+    /// binds the existing ones read-only, the in-run walls refuse creating the others.
     pub protected: Vec<PathBuf>,
-    /// Every git dir found (by what it holds: `HEAD` and `objects` + `refs`, or `commondir`).
-    pub gitdirs: Vec<GitDir>,
-    /// Folders a `.git` file names as its git dir (`gitdir: ...`), resolved by name.
-    pub pointed: Vec<PathBuf>,
     /// Entries the walk visited.
     pub seen: usize,
-}
-
-/// A git dir the walk found.
-#[derive(Debug)]
-pub struct GitDir {
-    pub path: PathBuf,
-    /// The folder its `commondir` names (resolved by name), if it has one.
-    pub commondir: Option<PathBuf>,
-    /// Its own `config` sets `extensions.worktreeConfig`.
-    pub worktree_config: bool,
-    pub has_config_worktree: bool,
 }
 
 impl Masks {
     pub fn new(
         roots: &[hands_roots::RootSpec],
         resolver: Arc<Resolver>,
-        repair: Option<Repair>,
+        home: PathBuf,
         limit: usize,
     ) -> Masks {
         let all: Vec<&PathBuf> = roots.iter().map(|r| &r.path).collect();
@@ -120,7 +75,7 @@ impl Masks {
             .collect();
         roots.sort();
         roots.dedup();
-        Masks { roots, resolver, limit, cache: Mutex::new(None), repair }
+        Masks { roots, resolver, limit, cache: Mutex::new(None), home }
     }
 
     /// The names to mask for a command starting now: the last walk's when it is younger than
@@ -135,9 +90,7 @@ impl Masks {
             return found.clone();
         }
         let started = Instant::now();
-        if let Some(r) = &self.repair {
-            self.remake_placeholders(r);
-        }
+        self.remake_home();
         let walked = self.walk_now();
         if let Ok(found) = &walked {
             tracing::debug!(
@@ -174,7 +127,16 @@ impl Masks {
                 })
             })
             .collect::<Result<Vec<(PathBuf, OwnedFd)>, _>>()?;
-        let mut found = walk(start, self.resolver.policy(), self.limit).map_err(|e| {
+        // What the host trusts is found in the same pass when its walk is due and covers the
+        // same roots (every module on one set of roots, the usual case): one walk, not two.
+        let trust = self.resolver.trust();
+        let mut visitor = trust.and_then(|t| t.visitor_for(&self.roots));
+        let started = Instant::now();
+        let walked = walk_with(start, self.resolver.policy(), self.limit, visitor.as_mut());
+        if let (Some(t), Some(v), Ok(found)) = (trust, visitor, &walked) {
+            t.accept(v, found.seen, started.elapsed());
+        }
+        let mut found = walked.map_err(|e| {
             let what = match &e {
                 WalkError::Limit { limit } => format!(
                     "the roots hold more than {limit} files and folders (a command may have \
@@ -193,109 +155,75 @@ impl Masks {
                  the masks): {what}"
             ))
         })?;
-        let writable: Vec<&Path> =
-            self.resolver.roots().iter().filter(|r| r.writable()).map(|r| r.path()).collect();
-        git_placeholders(&mut found, &writable, &self.resolver);
+        self.host_trusted(&mut found)?;
         Ok(Arc::new(found))
     }
 
-    /// The startup placeholders again (a few `mkdirat`/`openat` calls that find them there).
-    fn remake_placeholders(&self, r: &Repair) {
-        let mut none = Vec::new();
-        let extra: Vec<&str> = r.extra_folders.iter().map(String::as_str).collect();
-        if let Err(e) = protected_placeholders(&r.roots, &extra, &self.resolver, true, &mut none) {
-            tracing::warn!("{e:#}");
-        }
-        if let Err(e) = placeholders(&r.denied, &r.roots, &self.resolver, true, &mut none) {
-            tracing::warn!("{e:#}");
-        }
-        for d in &r.dirs {
-            if std::fs::symlink_metadata(d).is_ok() {
-                continue;
-            }
-            // Inside a root a command can reach it: made component by component through the
-            // resolver, never through a symlink a command left on the way.
-            let made = if self.resolver.root_of(d).is_some() {
-                let mut ancestors: Vec<&Path> = d
-                    .ancestors()
-                    .take_while(|a| {
-                        self.resolver
-                            .root_of(a)
-                            .is_some_and(|i| self.resolver.roots()[i].path() != *a)
-                    })
-                    .collect();
-                ancestors.reverse();
-                ancestors
-                    .iter()
-                    .try_for_each(|a| self.resolver.create_dir_nofollow(a, 0o755).map(drop))
-            } else {
-                std::fs::create_dir_all(d)
-            };
-            match made {
-                Ok(()) => tracing::warn!(
-                    "re-created {}, which the sandbox mounts on: it had been removed (by a \
-                     command, or a person)",
-                    d.display()
-                ),
-                Err(e) => tracing::warn!(
-                    "cannot re-create {}, which the sandbox mounts on: {e}; commands fail to \
-                     start until a person creates it",
-                    d.display()
-                ),
+    /// Adds what the host trusts in these roots (the resolver's shared walk) to the protected
+    /// paths; refuses when that walk failed, or when something the host trusts leads into the
+    /// sandbox home, which commands write.
+    fn host_trusted(&self, found: &mut Found) -> Result<(), Arc<str>> {
+        let Some(trust) = self.resolver.trust() else { return Ok(()) };
+        let known = trust.current().map_err(|why| {
+            Arc::<str>::from(format!(
+                "refused: the roots could not be checked for what git on the host reads (its \
+                 config, includes and hooks), so the command did not start: {why}"
+            ))
+        })?;
+        // Only below this module's writable roots does a command need them (a read-only root
+        // refuses every write already).
+        let writable: Vec<&Path> =
+            self.resolver.roots().iter().filter(|r| r.writable()).map(|r| r.path()).collect();
+        let walked: std::collections::HashSet<PathBuf> = found.protected.iter().cloned().collect();
+        for (p, _) in known.paths() {
+            if writable.iter().any(|r| p.starts_with(r) && p != *r) && !walked.contains(p) {
+                keep(&mut found.protected, &mut found.unmaskable, p.to_path_buf());
             }
         }
+        if let Some((from, to)) = known.outside.iter().find(|(_, to)| to.starts_with(&self.home)) {
+            return Err(Arc::from(format!(
+                "refused: {} leads to {}, inside the sandbox's home, which commands can write: \
+                 a program on the host (git, an editor) would run what a command put there. A \
+                 person can remove the link or point it elsewhere",
+                from.display(),
+                to.display()
+            )));
+        }
+        Ok(())
     }
-}
 
-/// What a made `commondir` holds: the repository folder itself, which is what git takes when
-/// there is none. `./`, not `.`: libgit2 refuses to open a repository whose commondir is `.`.
-const COMMONDIR_HERE: &[u8] = b"./\n";
-
-/// For every git dir the walk found in a writable root: makes a missing `commondir`, and a
-/// missing `config.worktree` where the repository's config sets `extensions.worktreeConfig`
-/// (git reads it then), and adds both to the protected paths. A command that could create
-/// them could point git's config and hooks at a folder of its own, or add config, which the
-/// person's git would then run (`core.fsmonitor`); a file the sandbox binds read-only cannot be
-/// created or changed. Made through the resolver's descriptors: a folder swapped for a symlink
-/// makes the create fail, never land outside. One that cannot be made is logged, and stays a
-/// gap for that repository.
-fn git_placeholders(found: &mut Found, writable: &[&Path], resolver: &Resolver) {
-    let flags: HashMap<&Path, bool> =
-        found.gitdirs.iter().map(|g| (g.path.as_path(), g.worktree_config)).collect();
-    let mut make: Vec<(PathBuf, &[u8], &str)> = Vec::new();
-    for g in &found.gitdirs {
-        if !writable.iter().any(|r| g.path.starts_with(r)) {
-            continue;
+    /// The sandbox home again, when a person (or a tool outside the sandbox) removed it:
+    /// without it every command would fail to start.
+    fn remake_home(&self) {
+        let d = &self.home;
+        if std::fs::symlink_metadata(d).is_ok() {
+            return;
         }
-        if g.commondir.is_none() {
-            make.push((
-                g.path.join("commondir"),
-                COMMONDIR_HERE,
-                "holding `./`: the repository itself, as without one",
-            ));
-        }
-        let common = g.commondir.as_deref().unwrap_or(&g.path);
-        let wants = g.worktree_config || flags.get(common).copied().unwrap_or(false);
-        if wants && !g.has_config_worktree {
-            make.push((
-                g.path.join("config.worktree"),
-                b"",
-                "empty: extensions.worktreeConfig makes git read it",
-            ));
-        }
-    }
-    for (at, contents, what) in make {
-        match resolver.create_file_nofollow(&at, contents, 0o644) {
-            Ok(true) => {
-                tracing::info!(
-                    "created {} ({what}) so that commands cannot create it and redirect or add \
-                     to git's config",
-                    at.display()
-                );
-                keep(&mut found.protected, &mut found.unmaskable, at);
-            }
-            Ok(false) => keep(&mut found.protected, &mut found.unmaskable, at),
-            Err(e) => tracing::warn!("cannot create {}: {e}", at.display()),
+        // Inside a root a command can reach it: made component by component through the
+        // resolver, never through a symlink a command left on the way.
+        let made = if self.resolver.root_of(d).is_some() {
+            let mut ancestors: Vec<&Path> = d
+                .ancestors()
+                .take_while(|a| {
+                    self.resolver.root_of(a).is_some_and(|i| self.resolver.roots()[i].path() != *a)
+                })
+                .collect();
+            ancestors.reverse();
+            ancestors.iter().try_for_each(|a| self.resolver.create_dir_nofollow(a, 0o755).map(drop))
+        } else {
+            std::fs::create_dir_all(d)
+        };
+        match made {
+            Ok(()) => tracing::warn!(
+                "re-created {}, which the sandbox mounts on: it had been removed (by a person, \
+                 or a tool outside the sandbox)",
+                d.display()
+            ),
+            Err(e) => tracing::warn!(
+                "cannot re-create {}, which the sandbox mounts on: {e}; commands fail to start \
+                 until a person creates it",
+                d.display()
+            ),
         }
     }
 }
@@ -308,12 +236,26 @@ pub fn walk(
     policy: &Policy,
     limit: usize,
 ) -> Result<Found, WalkError<Infallible>> {
+    walk_with(roots, policy, limit, None)
+}
+
+/// [`walk`], handing every folder to `also` too (what the host trusts, gathered in the same
+/// pass).
+fn walk_with(
+    roots: Vec<(PathBuf, OwnedFd)>,
+    policy: &Policy,
+    limit: usize,
+    mut also: Option<&mut hands_roots::trust::Visitor<'_>>,
+) -> Result<Found, WalkError<Infallible>> {
     let mut found = Found::default();
     let tops: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
     // A file is compared with the denied names only when one lies inside a root (a credential
     // linked into a project): usually none does, and the walk visits every file.
     let denied_inside = tops.iter().any(|r| !policy.denied_near(r).is_empty());
     let seen = hands_roots::walk_beneath::<Infallible>(roots, limit, |l| {
+        if let Some(v) = also.as_deref_mut() {
+            v.visit(l);
+        }
         let folder = l.folder;
         let Some(_) = folder.fd else {
             // A folder the daemon may not list could hold anything: it is masked whole (a
@@ -322,25 +264,7 @@ pub fn walk(
             return Ok(());
         };
         let root = tops.iter().find(|r| folder.path.starts_with(r));
-        let kind_of =
-            |name: &str, k: rustix::fs::FileType| l.get(name).is_some_and(|i| i.kind == k);
         use rustix::fs::FileType as T;
-        // By what it holds (a bare repository under any name, a separate git dir), or by
-        // its name (`.git`, a submodule's `.git/modules/NAME`), complete or not yet.
-        let by_name = || {
-            let parent = folder.path.parent();
-            folder.path.file_name() == Some(OsStr::new(".git"))
-                || (parent.and_then(Path::file_name) == Some(OsStr::new("modules"))
-                    && parent.and_then(Path::parent).and_then(Path::file_name)
-                        == Some(OsStr::new(".git")))
-        };
-        let is_gitdir = (kind_of("HEAD", T::RegularFile)
-            && (kind_of("commondir", T::RegularFile)
-                || (kind_of("objects", T::Directory) && kind_of("refs", T::Directory))))
-            || by_name();
-        if is_gitdir {
-            found.gitdirs.push(git_dir(folder, l, &mut found.protected, &mut found.unmaskable));
-        }
         for item in l.entries.iter_mut() {
             let path = folder.path.join(&item.name);
             // A protected path at any depth (a nested repository's `.git/hooks`, a
@@ -366,16 +290,6 @@ pub fn walk(
                     }
                 }
                 T::RegularFile => {
-                    if item.name == ".git" {
-                        // A submodule's or linked worktree's `.git` file: read-only, and the
-                        // git dir it names is protected like any other.
-                        if let Some(head) = folder.read_head(&item.name, 4096)
-                            && let Some(target) = gitdir_line(&head)
-                        {
-                            found.pointed.push(hands_roots::lexical(&folder.path.join(target)));
-                        }
-                        keep(&mut found.protected, &mut found.unmaskable, path.clone());
-                    }
                     // Another name of a denied file is hidden; another name of a file the
                     // host trusts (`deps/hands-HASH`, cargo's hard link of the daemon's own
                     // binary) is read-only, as the file itself is.
@@ -399,79 +313,7 @@ pub fn walk(
         Ok(())
     })?;
     found.seen = seen;
-    // The git dirs `.git` files name: protected like the ones found by what they hold (the
-    // launcher binds only what exists). One outside the roots is refused to the tools and
-    // invisible to commands like any path outside the roots.
-    let known: HashSet<&Path> = found.gitdirs.iter().map(|g| g.path.as_path()).collect();
-    let mut more = Vec::new();
-    for target in &found.pointed {
-        if !known.contains(target.as_path()) && tops.iter().any(|r| target.starts_with(r)) {
-            more.extend(GIT_CONTROL.iter().map(|n| target.join(n)));
-        }
-    }
-    for p in more {
-        keep(&mut found.protected, &mut found.unmaskable, p);
-    }
     Ok(found)
-}
-
-/// A git dir's record, its control files added to `protected`.
-fn git_dir(
-    folder: Folder<'_>,
-    l: &hands_roots::Listing<'_>,
-    protected: &mut Vec<PathBuf>,
-    unmaskable: &mut Option<PathBuf>,
-) -> GitDir {
-    for name in GIT_CONTROL {
-        if l.get(name).is_some_and(|i| i.kind != rustix::fs::FileType::Symlink) {
-            keep(protected, unmaskable, folder.path.join(name));
-        }
-    }
-    let commondir = l.get("commondir").and_then(|_| {
-        let text = folder.read_head(OsStr::new("commondir"), 4096)?;
-        let line = String::from_utf8(text).ok()?;
-        let line = line.lines().next()?.trim();
-        (!line.is_empty()).then(|| hands_roots::lexical(&folder.path.join(line)))
-    });
-    let worktree_config = l.get("config").is_some()
-        && folder.read_head(OsStr::new("config"), 1 << 20).is_some_and(|c| worktree_config(&c));
-    GitDir {
-        path: folder.path.to_path_buf(),
-        commondir,
-        worktree_config,
-        has_config_worktree: l.get("config.worktree").is_some(),
-    }
-}
-
-/// The git dir a `.git` file names (`gitdir: <path>` on its first line).
-fn gitdir_line(text: &[u8]) -> Option<PathBuf> {
-    let text = std::str::from_utf8(text).ok()?;
-    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    (!target.is_empty()).then(|| PathBuf::from(target))
-}
-
-/// Whether a git config text sets `extensions.worktreeConfig` to true (git's section and key
-/// names are case-insensitive; a bare key means true).
-fn worktree_config(text: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(text);
-    let mut section = String::new();
-    let mut on = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            section = rest.split(']').next().unwrap_or("").trim().to_ascii_lowercase();
-            continue;
-        }
-        if section != "extensions" {
-            continue;
-        }
-        let (key, value) = line.split_once('=').unwrap_or((line, "true"));
-        if key.trim().eq_ignore_ascii_case("worktreeconfig") {
-            let v = value.split(['#', ';']).next().unwrap_or("").trim().to_ascii_lowercase();
-            on = matches!(v.as_str(), "true" | "yes" | "on" | "1" | "");
-        }
-    }
-    on
 }
 
 /// Adds `path` to `list` (names to mask, or to bind read-only), or, when it cannot travel in
@@ -482,173 +324,6 @@ fn keep(list: &mut Vec<PathBuf>, unmaskable: &mut Option<PathBuf>, path: PathBuf
     } else if unmaskable.is_none() {
         *unmaskable = Some(path);
     }
-}
-
-/// A denied or credential path, and whether it names a folder.
-#[derive(Debug, Clone)]
-pub struct DeniedPath {
-    pub path: PathBuf,
-    pub folder: bool,
-}
-
-impl DeniedPath {
-    /// A credential-list entry: a folder when its name is one of [`CREDENTIAL_FOLDERS`].
-    pub fn credential(path: &Path) -> DeniedPath {
-        let folder = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| CREDENTIAL_FOLDERS.contains(&n));
-        DeniedPath { path: path.to_path_buf(), folder }
-    }
-
-    /// A `sandbox.deny` entry: a folder when it is written with a trailing `/`.
-    pub fn deny(path: &Path) -> DeniedPath {
-        let folder = path.as_os_str().as_encoded_bytes().ends_with(b"/");
-        DeniedPath { path: path.to_path_buf(), folder }
-    }
-}
-
-/// Makes every missing denied path that lies inside a writable root impossible to create from a
-/// command: the first missing component is created on the host, empty (a folder, mode 0700,
-/// when more components follow or the entry is a folder; else a file, mode 0600), so the
-/// launcher has something to mask and pins its parents. Returns the real paths of the
-/// placeholders made or found, for the spec's `masked` list. Paths outside the roots or in
-/// read-only roots need nothing: Landlock and the read-only binds refuse creating them.
-/// With `make` false (`hands check`/`doctor`) nothing is created: the missing ones go to
-/// `missing` instead, for the report.
-pub fn placeholders(
-    denied: &[DeniedPath],
-    roots: &[hands_roots::RootSpec],
-    resolver: &Resolver,
-    make: bool,
-    missing: &mut Vec<PathBuf>,
-) -> anyhow::Result<Vec<PathBuf>> {
-    let mut made = Vec::new();
-    for d in denied {
-        let Some((at, folder)) = first_missing(d) else { continue };
-        // The most specific root holding the real place decides, as it does for the tools.
-        let root = roots
-            .iter()
-            .filter(|r| at.starts_with(&r.path))
-            .max_by_key(|r| r.path.as_os_str().len());
-        if !root.is_some_and(|r| r.writable && at != r.path) {
-            continue;
-        }
-        if !make {
-            missing.push(at);
-            continue;
-        }
-        // Through the resolver's descriptors: a folder on the way swapped for a symlink makes
-        // this fail rather than create the placeholder wherever the link points.
-        let created = if folder {
-            resolver.create_dir_nofollow(&at, 0o700)
-        } else {
-            resolver.create_file_nofollow(&at, b"", 0o600)
-        };
-        match created {
-            Ok(true) => tracing::info!(
-                "created the empty {} {} so that commands cannot create the denied path {} \
-                 (the sandbox masks it); it may be removed while hands is not running",
-                if folder { "folder" } else { "file" },
-                at.display(),
-                d.path.display()
-            ),
-            Ok(false) => {}
-            Err(e) => anyhow::bail!(
-                "cannot create the placeholder {} that keeps commands from creating the denied \
-                 path {}: {e}\nhint: create it yourself, or declare the root that holds it \
-                 read-only",
-                at.display(),
-                d.path.display()
-            ),
-        }
-        made.push(at);
-    }
-    Ok(made)
-}
-
-/// The real path of the first missing component of `d.path`, and whether it must be a folder;
-/// `None` when the whole path exists or nothing can be created there.
-fn first_missing(d: &DeniedPath) -> Option<(PathBuf, bool)> {
-    let mut prefix = PathBuf::new();
-    let mut comps = d.path.components().peekable();
-    while let Some(c) = comps.next() {
-        prefix.push(c);
-        match std::fs::symlink_metadata(&prefix) {
-            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&prefix).is_err() => {
-                tracing::warn!(
-                    "{} is a dangling symlink on the way to the denied path {}; a command may be \
-                     able to create its target (remove the link, or create the target)",
-                    prefix.display(),
-                    d.path.display()
-                );
-                return None;
-            }
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = prefix.parent()?;
-                let name = prefix.file_name()?;
-                let real = std::fs::canonicalize(parent).ok()?.join(name);
-                return Some((real, d.folder || comps.peek().is_some()));
-            }
-            // Not a folder on the way (ENOTDIR) or unreadable: nothing can be created below.
-            Err(_) => return None,
-        }
-    }
-    None
-}
-
-/// Protected entries that are folders: where one is missing in a writable root, an empty
-/// folder takes its place, so the sandbox can bind it read-only and a command cannot create,
-/// say, `.vscode/tasks.json` or `.claude/settings.json` that a tool on the host later runs.
-/// `.git/hooks` only where `.git` is a folder already (an empty `.git` would confuse git).
-/// The protected files (`.envrc`, `.mcp.json`, `.gitmodules`) get no placeholder: an empty one
-/// would show in `git status`, and their consumers ask the person before trusting new content.
-/// The protected.txt entries written with a trailing `/` are such folders too.
-const PROTECTED_FOLDERS: &[&str] = &[".vscode", ".idea", ".claude", ".codex", ".cursor"];
-
-/// Makes the missing protected folders of every writable root (see [`PROTECTED_FOLDERS`], and
-/// `extra`: `[sandbox].protected_extra`'s folders); with `make` false only lists them in
-/// `missing`.
-pub fn protected_placeholders(
-    roots: &[hands_roots::RootSpec],
-    extra: &[&str],
-    resolver: &Resolver,
-    make: bool,
-    missing: &mut Vec<PathBuf>,
-) -> anyhow::Result<()> {
-    for r in roots.iter().filter(|r| r.writable) {
-        let mut wanted: Vec<PathBuf> = (PROTECTED_FOLDERS.iter().copied())
-            .chain(crate::profiles::protected_folders())
-            .map(|p| r.path.join(p))
-            .chain(extra.iter().map(|p| r.path.join(p)))
-            .collect();
-        if std::fs::symlink_metadata(r.path.join(".git")).is_ok_and(|m| m.is_dir()) {
-            wanted.push(r.path.join(".git/hooks"));
-        }
-        for at in wanted {
-            if !make {
-                if std::fs::symlink_metadata(&at).is_err() {
-                    missing.push(at);
-                }
-                continue;
-            }
-            match resolver.create_dir_nofollow(&at, 0o755) {
-                Ok(true) => tracing::info!(
-                    "created the empty folder {} so that commands cannot create the protected \
-                     path (the sandbox binds it read-only)",
-                    at.display()
-                ),
-                Ok(false) => {}
-                Err(e) => anyhow::bail!(
-                    "cannot create the placeholder folder {} that keeps commands from creating a \
-                     protected path: {e}\nhint: create it yourself, or declare the root read-only",
-                    at.display()
-                ),
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -733,166 +408,69 @@ mod tests {
         assert!(matches!(walk(start(&root), &p, 2), Err(WalkError::Limit { limit: 2 })));
     }
 
+    /// What the host trusts (the resolver's shared walk) joins the protected paths, a
+    /// `core.hooksPath` folder that does not exist yet included, and nothing is made in the
+    /// root; a protected name linking into the sandbox home makes commands refuse.
     #[test]
-    fn placeholders_only_in_writable_roots_folder_or_file_as_declared() {
+    fn what_the_host_trusts_is_protected_and_a_link_into_the_home_refused() {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
-        let rw = base.join("rw");
-        let ro = base.join("ro");
-        std::fs::create_dir_all(&rw).unwrap();
-        std::fs::create_dir_all(&ro).unwrap();
-        let roots = [
-            RootCfg { path: rw.clone(), writable: true },
-            RootCfg { path: ro.clone(), writable: false },
-        ];
-        let r = resolver(&roots);
-        let denied = [
-            DeniedPath::credential(&rw.join(".ssh")),
-            DeniedPath::credential(&rw.join(".netrc")),
-            DeniedPath::credential(&rw.join(".docker/config.json")),
-            DeniedPath::deny(Path::new(&format!("{}/private/", rw.display()))),
-            DeniedPath::credential(&ro.join(".aws")),
-            DeniedPath::credential(&base.join("elsewhere/.aws")),
-        ];
-        let want = [rw.join(".ssh"), rw.join(".netrc"), rw.join(".docker"), rw.join("private")];
-        // `hands check`: the same places listed, nothing made.
-        let mut missing = Vec::new();
-        assert_eq!(
-            placeholders(&denied, &roots, &r, false, &mut missing).unwrap(),
-            Vec::<PathBuf>::new()
-        );
-        assert_eq!(missing, want);
-        assert_eq!(std::fs::read_dir(&rw).unwrap().count(), 0, "check made something");
-        let made = placeholders(&denied, &roots, &r, true, &mut Vec::new()).unwrap();
-        assert_eq!(made, want);
-        assert!(rw.join(".ssh").is_dir());
-        assert!(rw.join(".docker").is_dir());
-        assert!(rw.join("private").is_dir());
-        assert_eq!(std::fs::read(rw.join(".netrc")).unwrap(), b"");
-        assert!(!ro.join(".aws").exists());
-        assert!(!base.join("elsewhere").exists());
-        // The next start finds the folder and makes the next missing component, then nothing.
-        let again = placeholders(&denied, &roots, &r, true, &mut Vec::new()).unwrap();
-        assert_eq!(again, [rw.join(".docker/config.json")]);
-        assert_eq!(std::fs::read(rw.join(".docker/config.json")).unwrap(), b"");
-        assert_eq!(
-            placeholders(&denied, &roots, &r, true, &mut Vec::new()).unwrap(),
-            Vec::<PathBuf>::new()
-        );
-    }
-
-    #[test]
-    fn no_placeholder_through_a_symlink_out_of_the_root_or_a_dangling_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let rw = base.join("rw");
-        let out = base.join("out");
-        std::fs::create_dir_all(&rw).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        std::os::unix::fs::symlink(&out, rw.join("link")).unwrap();
-        std::os::unix::fs::symlink(base.join("gone"), rw.join(".aws")).unwrap();
-        let roots = [RootCfg { path: rw.clone(), writable: true }];
-        let r = resolver(&roots);
-        let denied = [
-            DeniedPath::credential(&rw.join("link/.ssh")),
-            DeniedPath::credential(&rw.join(".aws")),
-        ];
-        assert_eq!(
-            placeholders(&denied, &roots, &r, true, &mut Vec::new()).unwrap(),
-            Vec::<PathBuf>::new()
-        );
-        assert!(!out.join(".ssh").exists());
-        assert!(!base.join("gone").exists());
-    }
-
-    /// Every git dir is found by what it holds — a nested `.git`, a bare repository under any
-    /// name, a folder a `.git` file names — and its control files are protected; the `.git`
-    /// file itself is protected; a missing `commondir` is made (and a missing `config.worktree`
-    /// where `extensions.worktreeConfig` is on), by descriptors only.
-    #[test]
-    fn git_dirs_are_found_by_what_they_hold_and_their_control_files_protected() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let root = base.join("root");
-        let bare = root.join("deep/x.git");
-        let sep = root.join("gd");
-        for g in [&bare, &sep] {
-            std::fs::create_dir_all(g.join("objects")).unwrap();
-            std::fs::create_dir_all(g.join("refs")).unwrap();
-            std::fs::create_dir_all(g.join("hooks")).unwrap();
-            std::fs::write(g.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let (root, home) = (base.join("root"), base.join("home"));
+        for d in [root.join(".git/objects"), root.join(".git/refs"), home.clone()] {
+            std::fs::create_dir_all(d).unwrap();
         }
-        std::fs::write(bare.join("config"), "[core]\n\tbare = true\n").unwrap();
-        std::fs::write(
-            sep.join("config"),
-            "[core]\n\trepositoryformatversion = 1\n[Extensions]\n\tworktreeConfig = true\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(root.join("wt")).unwrap();
-        std::fs::write(root.join("wt/.git"), "gitdir: ../gd\n").unwrap();
-        // Not a git dir: a `config` and `hooks` without HEAD stay writable.
-        std::fs::create_dir_all(root.join("app/hooks")).unwrap();
-        std::fs::write(root.join("app/config"), "x").unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
         let roots = [RootCfg { path: root.clone(), writable: true }];
-        let r = resolver(&roots);
-        let mut found = walk(start(&root), &policy(vec![]), 1000).unwrap();
-        git_placeholders(&mut found, &[root.as_path()], &r);
-        let got: HashSet<PathBuf> = found.protected.iter().cloned().collect();
-        for want in [
-            bare.join("config"),
-            bare.join("hooks"),
-            bare.join("commondir"),
-            sep.join("config"),
-            sep.join("hooks"),
-            sep.join("commondir"),
-            sep.join("config.worktree"),
-            root.join("wt/.git"),
-        ] {
-            assert!(got.contains(&want), "{} not protected: {got:?}", want.display());
+        let lists = PolicyLists { protected: vec![".vscode".into()], ..PolicyLists::default() };
+        let trust =
+            Arc::new(hands_roots::Trust::new(std::slice::from_ref(&root), &lists, None, 1000));
+        let r = Arc::new(resolver(&roots).with_trust(trust.clone()));
+        let before: Vec<_> = std::fs::read_dir(&root).unwrap().collect();
+        let found = Masks::new(&roots, r.clone(), home.clone(), 1000).current().unwrap();
+        for p in [root.join(".husky/_"), root.join(".git/config"), root.join(".git/commondir")] {
+            assert!(
+                found.protected.contains(&p),
+                "{} not protected: {:?}",
+                p.display(),
+                found.protected
+            );
         }
-        assert!(!got.contains(&root.join("app/config")) && !got.contains(&root.join("app/hooks")));
-        assert_eq!(std::fs::read(bare.join("commondir")).unwrap(), b"./\n");
-        assert_eq!(std::fs::read(sep.join("config.worktree")).unwrap(), b"");
-        assert!(!bare.join("config.worktree").exists(), "no worktreeConfig there");
-        assert_eq!(found.pointed, std::slice::from_ref(&sep));
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), before.len(), "made in the root");
+        assert!(!root.join(".git/commondir").exists() && !root.join(".vscode").exists());
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&home, root.join("sub/.vscode")).unwrap();
+        trust.expire();
+        let why = Masks::new(&roots, r, home, 1000).current().unwrap_err();
+        assert!(why.contains("sandbox's home"), "{why}");
     }
+}
 
-    /// A git dir reached through a folder that is now a symlink out of the root: the
-    /// `commondir` the daemon makes fails instead of landing at the link's target.
+#[cfg(test)]
+mod cost {
+    /// The masks walk's cost beside the trust walk's (`HANDS_TRUST_ROOT=DIR cargo test -p
+    /// hands-sandbox -- --ignored masks_walk_cost --nocapture`).
     #[test]
-    fn a_commondir_is_never_made_through_a_symlinked_folder() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let (root, out) = (base.join("root"), base.join("out"));
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(out.join(".git")).unwrap();
-        std::os::unix::fs::symlink(&out, root.join("sub")).unwrap();
-        let roots = [RootCfg { path: root.clone(), writable: true }];
-        let r = resolver(&roots);
-        // As if the walk had listed `sub/.git` the moment before a command swapped `sub`.
-        let mut found = Found::default();
-        found.gitdirs.push(GitDir {
-            path: root.join("sub/.git"),
-            commondir: None,
-            worktree_config: false,
-            has_config_worktree: false,
-        });
-        git_placeholders(&mut found, &[root.as_path()], &r);
-        assert!(!out.join(".git/commondir").exists(), "created outside the root");
-        assert!(found.protected.is_empty());
-    }
-
-    #[test]
-    fn worktree_config_is_read_as_git_reads_it() {
-        for (text, on) in [
-            ("[extensions]\n\tworktreeConfig = true\n", true),
-            ("[EXTENSIONS]\nworktreeconfig\n", true),
-            ("[extensions]\n\tworktreeConfig = yes ; why\n", true),
-            ("[extensions]\n\tworktreeConfig = false\n", false),
-            ("[core]\n\tworktreeConfig = true\n", false),
-            ("", false),
-        ] {
-            assert_eq!(worktree_config(text.as_bytes()), on, "{text:?}");
+    #[ignore]
+    #[allow(clippy::print_stderr)] // the figures, for the record
+    fn masks_walk_cost() {
+        let Some(dir) = std::env::var_os("HANDS_TRUST_ROOT") else { return };
+        let root = std::fs::canonicalize(dir).unwrap();
+        let policy = hands_roots::Policy::new(&hands_roots::PolicyLists::default()).unwrap();
+        for _ in 0..3 {
+            let start = vec![(root.clone(), hands_roots::open_start(&root).unwrap())];
+            let t = std::time::Instant::now();
+            let f = super::walk(start, &policy, 5_000_000).unwrap();
+            eprintln!("masks: {} entries {:?}", f.seen, t.elapsed());
+            let trust = hands_roots::Trust::new(
+                std::slice::from_ref(&root),
+                &hands_roots::PolicyLists::default(),
+                None,
+                5_000_000,
+            );
+            let t = std::time::Instant::now();
+            let k = trust.current().unwrap();
+            eprintln!("trust: {} entries {:?}", k.seen, t.elapsed());
         }
     }
 }

@@ -328,6 +328,17 @@ fn run_in(
             ),
         );
         add(
+            "creates of protected names refused",
+            (
+                Some(false),
+                "no init hears the command's creates: a protected name that does not exist yet \
+                 (`.vscode/`, `.envrc`, a hooks folder git's config names) or a missing denied \
+                 path in a writable root (`~/.ssh` in a home declared writable) can be created; \
+                 hands makes nothing in the roots to occupy them"
+                    .into(),
+            ),
+        );
+        add(
             "host processes hidden",
             (Some(false), "no PID namespace: /proc lists the host's processes".into()),
         );

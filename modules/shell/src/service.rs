@@ -70,8 +70,6 @@ pub struct Shell {
     pub(crate) halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard.
     running: crate::running::Registry,
-    /// What `serve` would have made in the roots, when this instance made nothing.
-    unmade: Vec<PathBuf>,
     /// The process bound chosen at startup, and why better ones were passed over.
     bound: launcher::bounds::Choice,
     /// Who commands run as when the daemon is root (`sandbox.run_as`).
@@ -160,28 +158,14 @@ pub struct Setup<'a> {
     pub resolver: Arc<Resolver>,
     pub lists: &'a hands_roots::PolicyLists,
     pub state_dir: &'a Path,
-    /// `sandbox.protected_extra`.
-    pub protected_extra: &'a [String],
     /// `sandbox.mode = "enforce"`.
     pub enforce: bool,
-    /// `serve` makes the placeholders in the roots; `check` and `doctor` only list them.
-    pub make_placeholders: bool,
 }
 
 impl Shell {
     pub fn new(setup: Setup<'_>) -> anyhow::Result<Shell> {
         use anyhow::Context;
-        let Setup {
-            module: m,
-            settings: cfg,
-            run_as,
-            resolver,
-            lists,
-            state_dir,
-            protected_extra,
-            enforce,
-            make_placeholders,
-        } = setup;
+        let Setup { module: m, settings: cfg, run_as, resolver, lists, state_dir, enforce } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
@@ -205,17 +189,6 @@ impl Shell {
             .iter()
             .map(|r| launcher::Root { path: r.path.clone(), writable: r.writable })
             .collect();
-        // `hands check`/`doctor` make nothing in the roots: they list what `serve` would make.
-        let mut unmade = Vec::new();
-        let folders: Vec<&str> =
-            protected_extra.iter().filter_map(|e| e.strip_suffix('/')).collect();
-        masks::protected_placeholders(
-            &m.roots,
-            &folders,
-            &resolver,
-            make_placeholders,
-            &mut unmade,
-        )?;
         let mut protected: Vec<PathBuf> = m
             .roots
             .iter()
@@ -239,37 +212,17 @@ impl Shell {
                 protected.push(p.to_path_buf());
             }
         }
-        let mut masked: Vec<PathBuf> = lists
+        // Denied and credential paths: masked where they exist; where they do not, a command
+        // is refused creating them in a writable root while it runs (the in-run walls take
+        // the spec's masked paths as names it may not make). Nothing is made in the roots.
+        let masked: Vec<PathBuf> = lists
             .credentials
             .iter()
             .chain(&lists.deny)
+            // `sandbox.deny` marks a folder with a trailing `/`; the path is the folder's.
+            .map(|p| p.components().collect::<PathBuf>())
             .filter(|p| launcher::is_clean(p))
-            .cloned()
             .collect();
-        // A missing denied path in a writable root gets an empty placeholder, so a command
-        // meets a mask there instead of creating it; what the walk finds is added per call.
-        let denied: Vec<masks::DeniedPath> =
-            (lists.credentials.iter().map(|p| (p, true)))
-                .chain(lists.deny.iter().map(|p| (p, false)))
-                .filter(|(p, _)| launcher::is_clean(p))
-                .map(|(p, cred)| {
-                    if cred { masks::DeniedPath::credential(p) } else { masks::DeniedPath::deny(p) }
-                })
-                .collect();
-        masked.extend(masks::placeholders(
-            &denied,
-            &m.roots,
-            &resolver,
-            make_placeholders,
-            &mut unmade,
-        )?);
-        // `serve` makes them again whenever it walks the roots: a removed one comes back.
-        let repair = make_placeholders.then(|| masks::Repair {
-            denied,
-            roots: m.roots.clone(),
-            dirs: vec![home.clone()],
-            extra_folders: folders.iter().map(|f| f.to_string()).collect(),
-        });
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
             ("LANG", "C.UTF-8"),
@@ -336,7 +289,7 @@ impl Shell {
             masks: Arc::new(masks::Masks::new(
                 &m.roots,
                 resolver.clone(),
-                repair,
+                home.clone(),
                 cfg.walk_entries,
             )),
             halt: tokio::sync::watch::channel(false).0,
@@ -354,7 +307,6 @@ impl Shell {
             network,
             tmux: sessions,
             keep_sessions: cfg.keep_sessions,
-            unmade,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,
             run_as,
@@ -377,12 +329,6 @@ impl Shell {
     /// bounded, until it has ended; its command line, or `None` when no such command runs.
     pub async fn stop_command(&self, id: u64) -> Option<String> {
         self.running.stop(id, GRACE + DRAIN + Duration::from_secs(1)).await
-    }
-
-    /// The placeholders `hands serve` makes in the roots and this (`check`/`doctor`) instance
-    /// did not: missing protected folders and the first missing component of denied paths.
-    pub fn unmade_placeholders(&self) -> &[PathBuf] {
-        &self.unmade
     }
 
     /// The brake: ends every running command and tmux session of the module now (TERM, grace,

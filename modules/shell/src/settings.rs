@@ -51,8 +51,8 @@ pub enum NewRepositories {
     /// config could name a program a git on the host runs.
     #[default]
     Refuse,
-    /// Commands may make repositories in writable roots; the person accepts that a new
-    /// repository's config and hooks are the command's until its next command.
+    /// Commands may make repositories (a `.git` folder) in writable roots; the sandbox checks
+    /// what their config holds and keeps hooks out (decision 0054).
     Allow,
 }
 

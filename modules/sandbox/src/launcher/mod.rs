@@ -366,7 +366,13 @@ fn init(
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
-        let walls = notify::Walls::new(&spec.roots, &spec.protected_rules, spec.new_repositories);
+        let absolute = [&spec.protected[..], &spec.masked[..]];
+        let walls = notify::Walls::new(
+            &spec.roots,
+            &spec.protected_rules,
+            &absolute,
+            spec.new_repositories,
+        );
         let _ = std::thread::Builder::new()
             .name("walls".into())
             .spawn(move || notify::serve(listener, walls));
@@ -445,7 +451,7 @@ fn command(
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
     if let Some(h) = handoff {
-        h.install()?;
+        h.install(spec.new_repositories)?;
     }
     walls::seccomp()?;
     sys::exec(&program, &spec.argv, &env)

@@ -66,8 +66,8 @@ fn mkdirs(p: &Path) -> Result<()> {
 /// Binds `src` on `dst` (creating the mount point), read-only when asked.
 fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<()> {
     // A source that vanished (removed since the daemon made or listed it) gets a message that
-    // says so: the daemon makes the sandbox home and the placeholders again before the next
-    // command, so the next one can start.
+    // says so: the daemon makes the sandbox home again before the next command, so the next
+    // one can start.
     anyhow::ensure!(
         std::fs::symlink_metadata(src).is_ok(),
         "cannot mount on {}: {} no longer exists (it was removed after the daemon made or \

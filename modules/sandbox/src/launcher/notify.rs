@@ -21,15 +21,19 @@
 //! PATH: WHY` line on the command's stderr, which the daemon lists in the result's `denied`.
 
 use anyhow::{Context, Result};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod rules;
+mod target;
+pub use rules::{Kind, Verdict, Walls};
+use target::{base_dir, locate, open_dir, read_path, read_umask, real_path};
 
 /// The start of the line the init writes for each refused create; the daemon parses it.
 pub const REFUSED: &str = "hands sandbox: refused creating ";
@@ -52,161 +56,7 @@ const PATH_MAX: usize = 4096;
 /// Symbolic links followed at the end of an `O_CREAT` path, as the kernel's own limit.
 const MAX_LINKS: usize = 40;
 
-/// What may not be created, from the spec.
-#[derive(Debug, Clone)]
-pub struct Walls {
-    /// Every root: (path, writable). A read-only root's own binds already refuse creates.
-    roots: Vec<(PathBuf, bool)>,
-    /// The protected rules, split into components (`*` is any one component).
-    rules: Vec<Vec<Vec<u8>>>,
-    /// With `new_repositories = "allow"`: the `.git` folders this run made (a name that did
-    /// not exist when it was asked for), inside which everything is the new repository's own.
-    /// None: a new `.git` is refused.
-    made: Option<Arc<std::sync::Mutex<Vec<PathBuf>>>>,
-}
-
-impl Walls {
-    pub fn new(roots: &[super::Root], rules: &[String], new_repositories: bool) -> Walls {
-        let rules = rules
-            .iter()
-            .map(|r| {
-                r.trim_matches('/')
-                    .split('/')
-                    .filter(|c| !c.is_empty())
-                    .map(|c| c.as_bytes().to_ascii_lowercase())
-                    .collect::<Vec<_>>()
-            })
-            .filter(|r| !r.is_empty())
-            .collect();
-        let roots = roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
-        let made = new_repositories.then(Default::default);
-        Walls { roots, rules, made }
-    }
-
-    /// Why a new entry `name` in the folder `parent` is refused because with it the folder
-    /// would be a git dir under another name (`HEAD`, `refs`, and `objects` or `commondir`, as
-    /// git's discovery checks; `config` arms one): git run in that folder on the host would use
-    /// its config. Folders inside a `.git` (which cannot be made in a root) are git's own.
-    /// `present` says whether an entry exists there (the new one counts).
-    pub fn makes_git_dir(
-        &self,
-        parent: &Path,
-        name: &[u8],
-        present: impl Fn(&[u8]) -> bool,
-    ) -> Option<String> {
-        let name = trim_slashes(name);
-        if self.made.is_some() {
-            // New repositories are the person's choice; a bare one is one of them.
-            return None;
-        }
-        let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
-        if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
-            return None;
-        }
-        let (root, writable) = self
-            .roots
-            .iter()
-            .filter(|(r, _)| parent.starts_with(r))
-            .max_by_key(|(r, _)| r.components().count())?;
-        let inside_git = parent
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"));
-        if !writable || inside_git {
-            return None;
-        }
-        let git_dir =
-            present(b"HEAD") && present(b"refs") && (present(b"objects") || present(b"commondir"));
-        git_dir.then(|| {
-            "it would make this folder a git dir (HEAD, refs, objects) inside a root: git run \
-             there on the host would use its config"
-                .to_string()
-        })
-    }
-
-    /// Why a new entry `name` in the folder whose real path is `parent` is refused; `carries`
-    /// is set for an entry that brings content or a target along (a rename, a hard link, a
-    /// symbolic link), which is refused also at a name that leads to a protected path.
-    pub fn refusal(&self, parent: &Path, name: &[u8], carries: bool) -> Option<String> {
-        let name = trim_slashes(name);
-        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
-            return None;
-        }
-        // The innermost root holding the folder decides; none, or a read-only one: no check
-        // (outside the roots are the sandbox's own /tmp and home, and read-only binds).
-        let (root, writable) = self
-            .roots
-            .iter()
-            .filter(|(r, _)| parent.starts_with(r))
-            .max_by_key(|(r, _)| r.components().count())?;
-        if !writable {
-            return None;
-        }
-        let mut rel: Vec<Vec<u8>> = parent
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .map(|c| c.as_os_str().as_bytes().to_ascii_lowercase())
-            .collect();
-        rel.push(name.to_ascii_lowercase());
-        if let Some(made) = &self.made {
-            let full = parent.join(OsStr::from_bytes(name));
-            let mut made = hands_roots::lock(made);
-            if rel.last().is_some_and(|n| n == b".git") {
-                // Only a `.git` that is not there yet becomes the run's own: an existing
-                // repository's git dir keeps its walls.
-                if std::fs::symlink_metadata(&full).is_err() {
-                    made.push(full);
-                }
-                return None;
-            }
-            if made.iter().any(|m| full.starts_with(m)) {
-                return None;
-            }
-        }
-        if rel.last().is_some_and(|n| n == b".git") {
-            return Some(
-                "a `.git` folder or file inside a root: a git on the host (the person's, an \
-                 editor's) would run what its config names"
-                    .into(),
-            );
-        }
-        let matches = |rule: &[Vec<u8>], comps: &[Vec<u8>]| {
-            rule.len() == comps.len() && rule.iter().zip(comps).all(|(r, c)| r == b"*" || r == c)
-        };
-        for rule in &self.rules {
-            // The rule anywhere in the path: a protected folder covers what is inside it.
-            if rel.windows(rule.len()).any(|w| matches(rule, w)) {
-                return Some(format!(
-                    "a protected path (rule `{}` of sandbox-profiles/protected.txt): programs \
-                     on the host read it",
-                    shown_rule(rule)
-                ));
-            }
-            // A folder renamed or linked to a name on the way to a protected path would bring
-            // that path along.
-            if carries {
-                for k in 1..rule.len() {
-                    if rel.len() >= k && matches(&rule[..k], &rel[rel.len() - k..]) {
-                        return Some(format!(
-                            "a name on the way to a protected path (rule `{}`): what it \
-                             brings along would be read by programs on the host",
-                            shown_rule(rule)
-                        ));
-                    }
-                }
-            }
-        }
-        None
-    }
-}
-
-fn shown_rule(rule: &[Vec<u8>]) -> String {
-    rule.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join("/")
-}
-
-fn trim_slashes(name: &[u8]) -> &[u8] {
+pub(crate) fn trim_slashes(name: &[u8]) -> &[u8] {
     let mut n = name;
     while let Some(rest) = n.strip_suffix(b"/") {
         n = rest;
@@ -229,11 +79,11 @@ impl Handoff {
     /// In the command, after its other filters: installs the notifying filter, tells the init
     /// the listener's number and waits until the init holds it (the command's own copy is
     /// close-on-exec, so it never reaches the program).
-    pub fn install(&self) -> Result<()> {
+    pub fn install(&self, writes: bool) -> Result<()> {
         // A change of uid (`run_as`) made this process undumpable, which would keep the init
         // (same uid, no capabilities) from taking the descriptor; execve sets it again anyway.
         super::sys::notify::set_dumpable()?;
-        let listener = install_filter()?;
+        let listener = install_filter(writes)?;
         let n = listener.as_raw_fd().to_ne_bytes();
         std::fs::File::from(dup(&self.to_init.1)?)
             .write_all(&n)
@@ -323,8 +173,10 @@ fn notified_when_creating() -> Vec<(libc::c_long, u32)> {
     v
 }
 
-/// The filter, as classic BPF: foreign architectures pass (the main filter kills them).
-fn program() -> Vec<libc::sock_filter> {
+/// The filter, as classic BPF: foreign architectures pass (the main filter kills them). With
+/// `writes`, an open for writing is sent too, not only one that creates (`new_repositories =
+/// "allow"`: a config the init wrote for a new repository is never opened for writing).
+fn program(writes: bool) -> Vec<libc::sock_filter> {
     const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
@@ -345,7 +197,7 @@ fn program() -> Vec<libc::sock_filter> {
         // The low word of the argument (little-endian), tested for O_CREAT; both ends return.
         p.push(ins(JEQ, 0, 4, nr as u32));
         p.push(ins(LD_ABS, 0, 0, 16 + 8 * arg));
-        p.push(ins(JSET, 0, 1, libc::O_CREAT as u32));
+        p.push(ins(JSET, 0, 1, open_mask(writes)));
         p.push(ins(RET, 0, 0, notify));
         p.push(ins(RET, 0, 0, allow));
     }
@@ -353,11 +205,17 @@ fn program() -> Vec<libc::sock_filter> {
     p
 }
 
+/// The open flags that send an open to the init.
+fn open_mask(writes: bool) -> u32 {
+    let w = libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC;
+    (libc::O_CREAT | if writes { w } else { 0 }) as u32
+}
+
 /// Installs the filter with a new listener (close-on-exec). With the kernel's
 /// `WAIT_KILLABLE_RECV` (5.19+), a signal to the command while the init works on its call
 /// does not restart the call behind the init's back.
-fn install_filter() -> Result<OwnedFd> {
-    let prog = program();
+fn install_filter(writes: bool) -> Result<OwnedFd> {
+    let prog = program(writes);
     let mut flags =
         libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     loop {
@@ -576,9 +434,28 @@ impl Job {
                     Ok(v) => v,
                     Err(e) => return Answer::Errno(e),
                 };
-                if let Some(a) = self.check(&dir, &name, false) {
-                    return a;
+                // Without O_CREAT the open makes nothing: only a write to a sealed config
+                // (below) is refused.
+                if flags & libc::O_CREAT != 0 {
+                    match self.check(&dir, &name, Kind::File) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &name, "a config is not created in place");
+                        }
+                    }
                 }
+                let writes = flags & open_mask(true) as i32 != 0;
+                let watch = writes && self.walls.watches_writes();
+                let sealed = |st: Option<rustix::fs::Stat>| {
+                    st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
+                };
+                let at = if follow { AtFlags::empty() } else { AtFlags::SYMLINK_NOFOLLOW };
+                if watch && sealed(rustix::fs::statat(&dir, OsStr::from_bytes(&name), at).ok()) {
+                    let shown = real_path(&dir).unwrap_or_default();
+                    return self.refuse(&shown, &name, SEALED);
+                }
+                let walls = self.walls.clone();
                 let cloexec = flags & libc::O_CLOEXEC != 0;
                 let fifo = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::empty())
                     .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
@@ -590,6 +467,15 @@ impl Job {
                     oflags,
                     Mode::from_raw_mode(mode),
                 ) {
+                    // The file opened is the one checked (a name swapped meanwhile, or a
+                    // descriptor's /proc link, is caught here).
+                    Ok(fd)
+                        if watch
+                            && rustix::fs::fstat(&fd)
+                                .is_ok_and(|st| walls.sealed((st.st_dev, st.st_ino))) =>
+                    {
+                        Answer::Errno(libc::EACCES)
+                    }
                     Ok(fd) => Answer::Fd(fd, cloexec),
                     Err(e) => errno_of(e),
                 };
@@ -619,17 +505,17 @@ impl Job {
                     }
                 }
             }
-            Call::Mkdir { mode, .. } => self.at_name(tid, &last, false, |dir, name| {
+            Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
                 rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
             }),
-            Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, false, |dir, name| {
+            Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, Kind::File, |dir, name| {
                 let kind = FileType::from_raw_mode(mode);
                 let kind = if mode & libc::S_IFMT == 0 { FileType::RegularFile } else { kind };
                 rustix::fs::mknodat(dir, name, kind, Mode::from_raw_mode(mode & 0o7777), dev)
             }),
             Call::Symlink { .. } => {
                 let Some(target) = args.pop() else { return Answer::Errno(libc::EINVAL) };
-                self.at_name(tid, &last, true, |dir, name| {
+                self.at_name(tid, &last, Kind::Symlink, |dir, name| {
                     rustix::fs::symlinkat(OsStr::from_bytes(&target.path), dir, name)
                 })
             }
@@ -641,13 +527,37 @@ impl Job {
                 };
                 // An exchange (or a whiteout) gives the old name a new entry too.
                 let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
-                if swaps && let Some(a) = self.check(&odir, &oname, true) {
-                    return a;
+                if swaps {
+                    match self.check(&odir, &oname, Kind::Rename) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &oname, "a config is not exchanged");
+                        }
+                    }
+                }
+                let (dir, name) = match locate(tid, &last, false) {
+                    Ok(v) => v,
+                    Err(e) => return Answer::Errno(e),
+                };
+                match self.check(&dir, &name, Kind::Rename) {
+                    Checked::Go => {}
+                    Checked::Stop(a) => return a,
+                    // `mv` asks not to replace first, then renames plainly.
+                    Checked::Config(real) if flags & !libc::RENAME_NOREPLACE == 0 => {
+                        let flags = RenameFlags::from_bits_retain(flags);
+                        return self.checked_config(&odir, &oname, (&dir, &name), flags, &real);
+                    }
+                    Checked::Config(real) => {
+                        return self.refuse(&real, &name, "a config is renamed in plainly");
+                    }
                 }
                 let flags = RenameFlags::from_bits_retain(flags);
-                self.at_name(tid, &last, true, |dir, name| {
-                    rustix::fs::renameat_with(&odir, OsStr::from_bytes(&oname), dir, name, flags)
-                })
+                let (oname, name) = (OsStr::from_bytes(&oname), OsStr::from_bytes(&name));
+                match rustix::fs::renameat_with(&odir, oname, &dir, name, flags) {
+                    Ok(()) => Answer::Value(0),
+                    Err(e) => errno_of(e),
+                }
             }
             Call::Link { flags, .. } => {
                 let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
@@ -672,7 +582,19 @@ impl Job {
                         Err(e) => return Answer::Errno(e),
                     }
                 };
-                self.at_name(tid, &last, true, |dir, name| {
+                // A sealed config gets no second name that could be opened for writing.
+                if self.walls.watches_writes() {
+                    let st = if old.path.is_empty() {
+                        rustix::fs::fstat(&old.base)
+                    } else {
+                        rustix::fs::statat(&odir, OsStr::from_bytes(&oname), oflags)
+                    };
+                    if st.is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
+                        let shown = real_path(&odir).unwrap_or_default();
+                        return self.refuse(&shown, &oname, SEALED);
+                    }
+                }
+                self.at_name(tid, &last, Kind::Link, |dir, name| {
                     rustix::fs::linkat(&odir, OsStr::from_bytes(&oname), dir, name, oflags)
                 })
             }
@@ -684,15 +606,19 @@ impl Job {
         &self,
         tid: u32,
         arg: &Arg,
-        carries: bool,
+        kind: Kind,
         op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
     ) -> Answer {
         let (dir, name) = match locate(tid, arg, false) {
             Ok(v) => v,
             Err(e) => return Answer::Errno(e),
         };
-        if let Some(a) = self.check(&dir, &name, carries) {
-            return a;
+        match self.check(&dir, &name, kind) {
+            Checked::Go => {}
+            Checked::Stop(a) => return a,
+            Checked::Config(real) => {
+                return self.refuse(&real, &name, "a config is made by rename");
+            }
         }
         match op(dir.as_fd(), OsStr::from_bytes(&name)) {
             Ok(()) => Answer::Value(0),
@@ -700,18 +626,29 @@ impl Job {
         }
     }
 
-    /// The walls for a new entry `name` in `dir`: None when it may be made; else the EACCES
-    /// answer, after the line on stderr.
-    fn check(&self, dir: &OwnedFd, name: &[u8], carries: bool) -> Option<Answer> {
-        let real = real_path(dir)?;
-        let why = self.walls.refusal(&real, name, carries).or_else(|| {
-            let present = |n: &[u8]| {
-                trim_slashes(name).eq_ignore_ascii_case(n)
-                    || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
-                        .is_ok()
-            };
-            self.walls.makes_git_dir(&real, name, present)
-        })?;
+    /// The walls for a new entry `name` in `dir` made as `kind`.
+    fn check(&self, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
+        let Some(real) = real_path(dir) else { return Checked::Go };
+        let why = match self.walls.verdict(&real, name, kind) {
+            Verdict::Refuse(why) => why,
+            Verdict::CheckConfig => return Checked::Config(real),
+            Verdict::Allow => {
+                let present = |n: &[u8]| {
+                    trim_slashes(name).eq_ignore_ascii_case(n)
+                        || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
+                            .is_ok()
+                };
+                match self.walls.makes_git_dir(&real, name, present) {
+                    Some(why) => why,
+                    None => return Checked::Go,
+                }
+            }
+        };
+        Checked::Stop(self.refuse(&real, name, &why))
+    }
+
+    /// EACCES for a new entry `name` in `real`, after the line on stderr that says why.
+    fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
         let n = self.lines.fetch_add(1, Ordering::AcqRel);
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = if n < MAX_LINES {
@@ -724,9 +661,81 @@ impl Job {
         if !line.is_empty() {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
-        Some(Answer::Errno(libc::EACCES))
+        Answer::Errno(libc::EACCES)
+    }
+
+    /// A rename onto the `config` of a repository the run made (git committing its lock
+    /// file): the source is read once, checked, and a copy the init writes itself takes the
+    /// name — so no descriptor the command kept of the source reaches the config — and is
+    /// sealed: never opened for writing again in this run. The next command binds it
+    /// read-only like every repository's.
+    fn checked_config(
+        &self,
+        odir: &OwnedFd,
+        oname: &[u8],
+        (dir, name): (&OwnedFd, &[u8]),
+        flags: RenameFlags,
+        real: &Path,
+    ) -> Answer {
+        let read = || -> Result<(Vec<u8>, u32), rustix::io::Errno> {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let src = rustix::fs::openat(odir, OsStr::from_bytes(oname), flags, Mode::empty())?;
+            let st = rustix::fs::fstat(&src)?;
+            let max = hands_roots::gitcfg::MAX_BYTES;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+                || st.st_size as u64 > max
+            {
+                return Err(rustix::io::Errno::INVAL);
+            }
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::from(src), max),
+                &mut text,
+            )
+            .map_err(|_| rustix::io::Errno::IO)?;
+            Ok((text, st.st_mode & 0o777))
+        };
+        let (text, mode) = match read() {
+            Ok(v) => v,
+            Err(e) => return errno_of(e),
+        };
+        if let Some(why) = hands_roots::gitcfg::refusal_for_new_repository(&text) {
+            return self.refuse(real, name, &format!("a repository a command made: {why}"));
+        }
+        let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
+        let create =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let written = rustix::fs::openat(dir, tmp.as_str(), create, Mode::from_raw_mode(mode))
+            .and_then(|fd| {
+                std::io::Write::write_all(&mut std::fs::File::from(fd), &text)
+                    .map_err(|_| rustix::io::Errno::IO)
+            });
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        let to = OsStr::from_bytes(name);
+        if let Err(e) = rustix::fs::renameat_with(dir, tmp.as_str(), dir, to, flags) {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        self.walls.seal(real.join(to));
+        let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
+        Answer::Value(0)
     }
 }
+
+/// What the walls say about a new entry.
+enum Checked {
+    Go,
+    Stop(Answer),
+    /// A rename onto a new repository's config: check its content ([`Job::checked_config`]).
+    Config(PathBuf),
+}
+
+/// Why an open for writing (or a new name) of a config the init wrote is refused.
+const SEALED: &str = "the config of a repository a command made, which the sandbox checked: \
+                      git changes it only through its lock file";
 
 /// Answers a call: a value, an errno, or a new descriptor of the target's.
 fn send(listener: &OwnedFd, id: u64, answer: Answer) {
@@ -745,255 +754,6 @@ fn send(listener: &OwnedFd, id: u64, answer: Answer) {
 
 fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
     super::sys::notify::answer(listener, id, val, errno);
-}
-
-/// A NUL-terminated string at `addr` in the target's memory (read page by page, so a string
-/// that ends just before an unmapped page is still read).
-fn read_path(mem: &std::fs::File, addr: u64) -> Result<Vec<u8>, i32> {
-    if addr == 0 {
-        return Err(libc::EFAULT);
-    }
-    let mut out = Vec::new();
-    let mut at = addr;
-    while out.len() < PATH_MAX {
-        let room = (4096 - (at % 4096) as usize).min(PATH_MAX - out.len());
-        let mut buf = vec![0u8; room];
-        let n = mem.read_at(&mut buf, at).map_err(|_| libc::EFAULT)?;
-        if n == 0 {
-            return Err(libc::EFAULT);
-        }
-        if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
-            out.extend_from_slice(&buf[..end]);
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n]);
-        at += n as u64;
-    }
-    Err(libc::ENAMETOOLONG)
-}
-
-fn read_umask(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-    u32::from_str_radix(line.trim(), 8).ok()
-}
-
-fn open_dir(p: &str) -> Result<OwnedFd, i32> {
-    rustix::fs::open(p, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| e.raw_os_error())
-}
-
-/// Where a path argument starts: `/` for an absolute one, else the target's working folder or
-/// the descriptor it named (through its /proc entry: the target's, not ours).
-fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<OwnedFd, i32> {
-    if path.first() == Some(&b'/') {
-        return open_dir("/");
-    }
-    let at = if dir == libc::AT_FDCWD {
-        format!("/proc/{tid}/cwd")
-    } else if dir < 0 {
-        return Err(libc::EBADF);
-    } else {
-        format!("/proc/{tid}/fd/{dir}")
-    };
-    rustix::fs::open(at.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| if e == rustix::io::Errno::NOENT { libc::EBADF } else { e.raw_os_error() })
-}
-
-/// The real path of one of our descriptors.
-fn real_path(fd: &OwnedFd) -> Option<PathBuf> {
-    base_path_of(fd).map(|b| PathBuf::from(OsStr::from_bytes(&b)))
-}
-
-fn base_path_of(fd: &OwnedFd) -> Option<Vec<u8>> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::readlink(link.as_str(), Vec::new()).ok().map(|c| c.into_bytes())
-}
-
-/// `/proc/self` and `/proc/thread-self` at the start of a path name the target, not us.
-fn as_target(path: &[u8], tid: u32) -> Vec<u8> {
-    let p = as_target_from(path, b"/proc/thread-self", tid);
-    if p != path {
-        return p;
-    }
-    as_target_from(path, b"/proc/self", tid)
-}
-
-/// `path` with `prefix` (a /proc folder of ours: `/proc/self`, `/proc/1`, each with an
-/// optional `/task/N`) replaced by the target's.
-fn as_target_from(path: &[u8], prefix: &[u8], tid: u32) -> Vec<u8> {
-    let Some(rest) = path.strip_prefix(prefix).filter(|r| r.is_empty() || r[0] == b'/') else {
-        return path.to_vec();
-    };
-    let mut out = format!("/proc/{tid}").into_bytes();
-    if prefix.ends_with(b"thread-self") {
-        out.extend_from_slice(format!("/task/{tid}").as_bytes());
-        out.extend_from_slice(rest);
-        return out;
-    }
-    // Our own thread's folder is the target thread's.
-    if let Some(task) = rest.strip_prefix(b"/task/") {
-        let end = task.iter().position(|&b| b == b'/').unwrap_or(task.len());
-        out.extend_from_slice(format!("/task/{tid}").as_bytes());
-        out.extend_from_slice(&task[end..]);
-        return out;
-    }
-    out.extend_from_slice(rest);
-    out
-}
-
-/// The folder a path's final name is in (a descriptor) and that name. The folder is found by
-/// the kernel (`openat2`, magic links refused first, then allowed: `/proc/TID/cwd/x`); with
-/// `follow`, a symbolic link at the end is followed as `open(O_CREAT)` would, and its target
-/// located again, so what is checked is the entry the open creates.
-fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<u8>), i32> {
-    let mut base = arg.base.try_clone().map_err(|_| libc::EMFILE)?;
-    let mut path = as_target(&arg.path, tid);
-    for _ in 0..MAX_LINKS {
-        let trimmed = trim_slashes(&path).len();
-        // The final name keeps a trailing slash: the kernel gives it its meaning (a folder).
-        let (parent, name): (Vec<u8>, Vec<u8>) = if trimmed == 0 {
-            (b"/".to_vec(), b".".to_vec())
-        } else {
-            match path[..trimmed].iter().rposition(|&b| b == b'/') {
-                Some(0) => (b"/".to_vec(), path[1..].to_vec()),
-                Some(i) => (path[..i].to_vec(), path[i + 1..].to_vec()),
-                None => (b".".to_vec(), path.clone()),
-            }
-        };
-        let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let parent = OsStr::from_bytes(&parent);
-        let none = Mode::empty();
-        let dir = match rustix::fs::openat2(&base, parent, how, none, ResolveFlags::NO_MAGICLINKS) {
-            Ok(d) => d,
-            Err(rustix::io::Errno::LOOP) => {
-                rustix::fs::openat2(&base, parent, how, none, ResolveFlags::empty())
-                    .map_err(|e| e.raw_os_error())?
-            }
-            Err(e) => return Err(e.raw_os_error()),
-        };
-        // `f_type`'s type differs between architectures and libcs.
-        #[allow(clippy::unnecessary_cast)]
-        let on_proc = rustix::fs::fstatfs(&dir)
-            .is_ok_and(|s| s.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64);
-        // A link met on the way (`/dev/fd` -> `/proc/self/fd`) was resolved by the kernel for
-        // us, the namespace's PID 1, which the command never is: put the target back.
-        if on_proc && let Some(real) = base_path_of(&dir) {
-            let ours = as_target_from(&real, b"/proc/1", tid);
-            if ours != real {
-                path = ours;
-                path.push(b'/');
-                path.extend_from_slice(&name);
-                base = open_dir("/")?;
-                continue;
-            }
-        }
-        if !follow {
-            return Ok((dir, name));
-        }
-        let is_link = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
-        // Nothing can be created in /proc; its links (fd/N, cwd) are opened as they are.
-        if !is_link || on_proc {
-            return Ok((dir, name));
-        }
-        let target = rustix::fs::readlinkat(&dir, OsStr::from_bytes(&name), Vec::new())
-            .map_err(|e| e.raw_os_error())?;
-        path = as_target(target.as_bytes(), tid);
-        base = if path.first() == Some(&b'/') { open_dir("/")? } else { dir };
-    }
-    Err(libc::ELOOP)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn walls() -> Walls {
-        let roots = vec![
-            super::super::Root { path: "/w".into(), writable: true },
-            super::super::Root { path: "/w/ro".into(), writable: false },
-        ];
-        let rules: Vec<String> =
-            [".git/hooks", ".git/modules/*/config", ".envrc", ".gemini", ".kiro/settings/mcp.json"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        Walls::new(&roots, &rules, false)
-    }
-
-    #[test]
-    fn new_repositories_allowed_open_only_the_new_git_dir() {
-        let base = std::env::temp_dir().join(format!("hands-walls-{}", std::process::id()));
-        std::fs::create_dir_all(base.join(".git")).unwrap();
-        let roots = vec![super::super::Root { path: base.clone(), writable: true }];
-        let rules = vec![".git/modules/*/config".to_string(), ".envrc".to_string()];
-        let w = Walls::new(&roots, &rules, true);
-        // The existing repository's `.git` may be asked for (it fails with EEXIST) but stays
-        // walled; a new one is the run's own.
-        assert!(w.refusal(&base, b".git", false).is_none());
-        assert!(w.refusal(&base.join(".git/modules/m"), b"config", false).is_some());
-        assert!(w.refusal(&base.join("new"), b".git", false).is_none());
-        assert!(w.refusal(&base.join("new/.git/modules/m"), b"config", false).is_none());
-        assert!(w.refusal(&base.join("new"), b".envrc", false).is_some());
-        assert!(
-            Walls::new(&roots, &rules, false).refusal(&base.join("n2"), b".git", false).is_some()
-        );
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn names_refused_under_writable_roots_only() {
-        let w = walls();
-        assert!(w.refusal(Path::new("/w/sub"), b".git", false).is_some());
-        assert!(w.refusal(Path::new("/w"), b".GIT/", false).is_some());
-        assert!(w.refusal(Path::new("/w/a"), b".envrc", false).is_some());
-        assert!(w.refusal(Path::new("/w/.git/modules/x"), b"config", false).is_some());
-        assert!(w.refusal(Path::new("/w/.gemini"), b"settings.json", false).is_some());
-        assert!(w.refusal(Path::new("/w/.git"), b"index.lock", false).is_none());
-        assert!(w.refusal(Path::new("/w/ro"), b".git", false).is_none());
-        assert!(w.refusal(Path::new("/tmp"), b".git", false).is_none());
-        assert!(w.refusal(Path::new("/w/src"), b"main.rs", false).is_none());
-        assert!(w.refusal(Path::new("/wx"), b".git", false).is_none());
-    }
-
-    #[test]
-    fn the_last_piece_of_a_git_dir_is_refused_outside_dot_git() {
-        let w = walls();
-        let has = |names: &'static [&'static str]| {
-            move |n: &[u8]| names.iter().any(|x| x.as_bytes() == n)
-        };
-        let all = has(&["HEAD", "refs", "objects"]);
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", all).is_some());
-        assert!(
-            w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs", "objects"]))
-                .is_some()
-        );
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs"])).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/.git"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/.git/modules/m"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/tmp/x"), b"HEAD", all).is_none());
-        assert!(w.makes_git_dir(Path::new("/w/evil"), b"notes", all).is_none());
-    }
-
-    #[test]
-    fn carried_names_refused_on_the_way_to_a_rule() {
-        let w = walls();
-        assert!(w.refusal(Path::new("/w"), b".kiro", true).is_some());
-        assert!(w.refusal(Path::new("/w/.kiro"), b"settings", true).is_some());
-        assert!(w.refusal(Path::new("/w"), b".kiro", false).is_none());
-        assert!(w.refusal(Path::new("/w"), b"kiro", true).is_none());
-    }
-
-    #[test]
-    fn proc_self_names_the_target() {
-        assert_eq!(as_target(b"/proc/self/fd/1", 7), b"/proc/7/fd/1");
-        assert_eq!(as_target(b"/proc/thread-self", 7), b"/proc/7/task/7");
-        assert_eq!(as_target(b"/proc/selfish", 7), b"/proc/selfish");
-        assert_eq!(as_target_from(b"/proc/1/fd", b"/proc/1", 7), b"/proc/7/fd");
-        assert_eq!(as_target_from(b"/proc/1/task/3/fd", b"/proc/1", 7), b"/proc/7/task/7/fd");
-        assert_eq!(as_target_from(b"/proc/12/fd", b"/proc/1", 7), b"/proc/12/fd");
-    }
 }
 
 /// A wall a command hit while it ran, as the daemon lists it in `denied`.

@@ -1,0 +1,551 @@
+//! What a command may not create while it runs (decision 0046, 0054): under a writable root,
+//! a `.git`, a name matching a protected rule anywhere in its path, an absolute path the spec
+//! protects or masks (what the host's git resolves — a hooks folder `core.hooksPath` names
+//! that does not exist yet, an included config — and missing denied or credential paths such
+//! as `~/.ssh`), and the last piece of a git dir under another name. With `new_repositories =
+//! "allow"`, a `.git` folder the run makes is its own, except the files through which the
+//! person's git would run something: its `config` comes in only through git's lock file, read
+//! and checked by the init ([`Verdict::CheckConfig`]), and its hooks folder takes only
+//! `*.sample` files.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// How a call makes its new entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `open(O_CREAT)`, `creat`, `mknod`.
+    File,
+    /// `mkdir`.
+    Dir,
+    /// `symlink`: it brings a target along.
+    Symlink,
+    /// `rename`: it brings content (a folder's whole tree) along.
+    Rename,
+    /// `link`: it brings a file's content along.
+    Link,
+}
+
+impl Kind {
+    fn carries(self) -> bool {
+        matches!(self, Kind::Symlink | Kind::Rename | Kind::Link)
+    }
+}
+
+/// What the init does with a new entry.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Refuse(String),
+    /// A rename onto the `config` of a repository the run made: the init reads the source,
+    /// checks it (`hands_roots::gitcfg::refusal_for_new_repository`) and puts a copy it wrote
+    /// itself in place, which no descriptor of the command's reaches.
+    CheckConfig,
+}
+
+/// The files of a git dir through which git reads config or moves where it reads it from.
+const CONTROL: &[&[u8]] = &[b"config", b"config.worktree", b"commondir"];
+
+/// What may not be created, from the spec.
+#[derive(Debug, Clone)]
+pub struct Walls {
+    /// Every root: (path, writable). A read-only root's own binds already refuse creates.
+    roots: Vec<(PathBuf, bool)>,
+    /// The protected rules, split into components (`*` is any one component), lowercased.
+    rules: Vec<Vec<Vec<u8>>>,
+    /// Every component the rules name literally, sorted: a path none of whose components is
+    /// one matches no rule (when every rule starts with a literal), which is most creates.
+    literals: Vec<Vec<u8>>,
+    /// Every rule starts with a literal component.
+    literal_first: bool,
+    /// Absolute paths no new entry may have or lie beneath (lowercased bytes): the spec's
+    /// protected and masked paths.
+    exact: HashSet<Vec<u8>>,
+    /// Every folder above one of `exact`: a name a rename or link must not take.
+    above: HashSet<Vec<u8>>,
+    /// With `new_repositories = "allow"`: what the run made; None: a new `.git` is refused.
+    made: Option<Arc<Mutex<Made>>>,
+}
+
+/// The repositories a run made, and the configs the init wrote for them.
+#[derive(Debug, Default)]
+struct Made {
+    /// `.git` folders made by this run (a name that did not exist when it was asked for).
+    dirs: Vec<PathBuf>,
+    /// Where the init put a checked config: the file at each of these names is never opened
+    /// for writing, nor given a second name. Compared by the identity found there now, not
+    /// one remembered (an inode number is reused once its file is gone); a config moved away
+    /// and back is checked again on its way back.
+    configs: Vec<PathBuf>,
+}
+
+fn lower(p: &Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_ascii_lowercase()
+}
+
+impl Walls {
+    /// The walls of a spec: its roots, protected rules, the absolute paths it protects and
+    /// masks, and whether new repositories are allowed.
+    pub fn new(
+        roots: &[super::super::Root],
+        rules: &[String],
+        absolute: &[&[PathBuf]],
+        new_repositories: bool,
+    ) -> Walls {
+        let rules: Vec<Vec<Vec<u8>>> = rules
+            .iter()
+            .map(|r| {
+                r.trim_matches('/')
+                    .split('/')
+                    .filter(|c| !c.is_empty())
+                    .map(|c| c.as_bytes().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        let mut literals: Vec<Vec<u8>> =
+            rules.iter().flatten().filter(|c| c.as_slice() != b"*").cloned().collect();
+        literals.sort();
+        literals.dedup();
+        let literal_first = rules.iter().all(|r| r[0] != b"*");
+        let roots: Vec<(PathBuf, bool)> =
+            roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
+        let (mut exact, mut above) = (HashSet::new(), HashSet::new());
+        for p in absolute.iter().flat_map(|l| l.iter()) {
+            // A denied folder written with a trailing `/` names the folder itself.
+            let p: PathBuf = p.components().collect();
+            // Only what lies below a writable root can be made by a command at all.
+            let Some(root) = roots.iter().find(|(r, w)| *w && p.starts_with(r) && p != *r) else {
+                continue;
+            };
+            exact.insert(lower(&p));
+            for a in p.ancestors().skip(1).take_while(|a| a.starts_with(&root.0) && *a != root.0) {
+                above.insert(lower(a));
+            }
+        }
+        let made = new_repositories.then(Default::default);
+        Walls { roots, rules, literals, literal_first, exact, above, made }
+    }
+
+    /// With `new_repositories = "allow"`, writes to existing files are checked too (a config
+    /// the init wrote for a new repository is never opened for writing).
+    pub fn watches_writes(&self) -> bool {
+        self.made.is_some()
+    }
+
+    /// Whether (device, inode) is the file now at a name where the init put a checked config
+    /// for a repository the run made.
+    pub fn sealed(&self, id: (u64, u64)) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Some(m) = &self.made else { return false };
+        hands_roots::lock(m)
+            .configs
+            .iter()
+            .filter_map(|p| std::fs::symlink_metadata(p).ok())
+            .any(|st| (st.dev(), st.ino()) == id)
+    }
+
+    /// Records that the init put a checked config at `path`.
+    pub fn seal(&self, path: PathBuf) {
+        if let Some(m) = &self.made {
+            let mut m = hands_roots::lock(m);
+            if !m.configs.contains(&path) {
+                m.configs.push(path);
+            }
+        }
+    }
+
+    /// The innermost root holding `parent`, when it is writable.
+    fn writable_root(&self, parent: &Path) -> Option<&Path> {
+        let (root, writable) = self
+            .roots
+            .iter()
+            .filter(|(r, _)| parent.starts_with(r))
+            .max_by_key(|(r, _)| r.components().count())?;
+        writable.then_some(root.as_path())
+    }
+
+    /// Why a new entry `name` in the folder `parent` is refused because with it the folder
+    /// would be a git dir under another name (`HEAD`, and `commondir` or `refs` + `objects`, as
+    /// git's discovery checks; `config` arms one): git run in that folder on the host would
+    /// use its config. Folders inside a `.git` are git's own (an existing one's control files
+    /// are walled by name; a new one's are checked). `present` says whether an entry exists
+    /// there (the new one counts).
+    pub fn makes_git_dir(
+        &self,
+        parent: &Path,
+        name: &[u8],
+        present: impl Fn(&[u8]) -> bool,
+    ) -> Option<String> {
+        let name = super::trim_slashes(name);
+        let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
+        if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+            return None;
+        }
+        let root = self.writable_root(parent)?;
+        let inside_git = parent
+            .strip_prefix(root)
+            .ok()?
+            .components()
+            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"));
+        if inside_git {
+            return None;
+        }
+        let git_dir = present(b"HEAD")
+            && (present(b"commondir") || (present(b"refs") && present(b"objects")));
+        git_dir.then(|| {
+            "it would make this folder a git dir (HEAD with commondir, or refs and objects) inside \
+             a root: git run there on the host would use its config"
+                .to_string()
+        })
+    }
+
+    /// What to do with a new entry `name` in the folder whose real path is `parent`, made as
+    /// `kind` says.
+    pub fn verdict(&self, parent: &Path, name: &[u8], kind: Kind) -> Verdict {
+        let name = super::trim_slashes(name);
+        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+            return Verdict::Allow;
+        }
+        // The innermost root holding the folder decides; none, or a read-only one: no check
+        // (outside the roots are the sandbox's own /tmp and home, and read-only binds).
+        let Some(root) = self.writable_root(parent) else { return Verdict::Allow };
+        let full = parent.join(OsStr::from_bytes(name));
+        if let Some(why) = self.absolute(root, &full, kind) {
+            return Verdict::Refuse(why);
+        }
+        let Ok(rel) = parent.strip_prefix(root) else { return Verdict::Allow };
+        let mut rel: Vec<Vec<u8>> =
+            rel.components().map(|c| c.as_os_str().as_bytes().to_ascii_lowercase()).collect();
+        rel.push(name.to_ascii_lowercase());
+        if let Some(made) = &self.made {
+            let mut made = hands_roots::lock(made);
+            if rel.last().is_some_and(|n| n == b".git") {
+                if kind != Kind::Dir {
+                    return Verdict::Refuse(
+                        "a `.git` file or link inside a root: it would point the host's git at a \
+                         git dir of its choosing (new repositories are made with `git init`, a \
+                         folder)"
+                            .into(),
+                    );
+                }
+                // Only a `.git` that is not there yet becomes the run's own: an existing
+                // repository's git dir keeps its walls (the mkdir fails with EEXIST).
+                if std::fs::symlink_metadata(&full).is_err() {
+                    made.dirs.push(full);
+                }
+                return Verdict::Allow;
+            }
+            if let Some(m) = made.dirs.iter().find(|m| full.starts_with(m)) {
+                return inside_new_repository(full.strip_prefix(m).unwrap_or(&full), kind);
+            }
+        }
+        if rel.last().is_some_and(|n| n == b".git") {
+            return Verdict::Refuse(
+                "a `.git` folder or file inside a root: a git on the host (the person's, an \
+                 editor's) would run what its config names"
+                    .into(),
+            );
+        }
+        self.relative(&rel, kind).map_or(Verdict::Allow, Verdict::Refuse)
+    }
+
+    /// The spec's absolute paths: the new entry is one, lies below one, or (carried) leads to
+    /// one. Walked from the root down, stopping at the first folder that leads to none: one
+    /// lookup for most creates.
+    fn absolute(&self, root: &Path, full: &Path, kind: Kind) -> Option<String> {
+        if self.exact.is_empty() {
+            return None;
+        }
+        let low = lower(full);
+        let start = root.as_os_str().len();
+        let ends = (start + 1..low.len()).filter(|&i| low[i] == b'/').chain([low.len()]);
+        for end in ends {
+            let p = &low[..end];
+            if self.exact.contains(p) {
+                return Some(format!(
+                    "{} is read or run by a program on the host (git's config, hooks and \
+                     includes as git resolves them, a protected name's target) or is a denied \
+                     path; it cannot be created",
+                    String::from_utf8_lossy(p)
+                ));
+            }
+            if !self.above.contains(p) {
+                return None;
+            }
+        }
+        // The new name itself leads to one of the paths.
+        kind.carries().then(|| {
+            "a name on the way to a path the host reads or a denied path: what it brings along \
+             would appear there"
+                .to_string()
+        })
+    }
+
+    /// The protected rules, anywhere in the path relative to the root.
+    fn relative(&self, rel: &[Vec<u8>], kind: Kind) -> Option<String> {
+        if self.literal_first && !rel.iter().any(|c| self.literals.binary_search(c).is_ok()) {
+            return None;
+        }
+        let matches = |rule: &[Vec<u8>], comps: &[Vec<u8>]| {
+            rule.len() == comps.len() && rule.iter().zip(comps).all(|(r, c)| r == b"*" || r == c)
+        };
+        for rule in &self.rules {
+            // A protected folder covers what is inside it.
+            if rel.windows(rule.len()).any(|w| matches(rule, w)) {
+                return Some(format!(
+                    "a protected path (rule `{}` of sandbox-profiles/protected.txt): programs on \
+                     the host read it",
+                    shown_rule(rule)
+                ));
+            }
+            // A folder renamed or linked to a name on the way to a protected path would bring
+            // that path along.
+            if kind.carries() {
+                for k in 1..rule.len() {
+                    if rel.len() >= k && matches(&rule[..k], &rel[rel.len() - k..]) {
+                        return Some(format!(
+                            "a name on the way to a protected path (rule `{}`): what it brings \
+                             along would be read by programs on the host",
+                            shown_rule(rule)
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Inside a `.git` the run made (`rel` is below it): everything is the new repository's own
+/// but what would make the person's git run something — its config files and its hooks.
+fn inside_new_repository(rel: &Path, kind: Kind) -> Verdict {
+    let comps: Vec<Vec<u8>> = rel.iter().map(|c| c.as_bytes().to_ascii_lowercase()).collect();
+    let Some(last) = comps.last() else { return Verdict::Allow };
+    // Refs, reflogs and objects may have any name (a branch called `config`).
+    let data =
+        comps.first().is_some_and(|c| [&b"refs"[..], b"logs", b"objects"].contains(&c.as_slice()));
+    if !data && CONTROL.contains(&last.as_slice()) {
+        if last == b"config" && kind == Kind::Rename {
+            return Verdict::CheckConfig;
+        }
+        return Verdict::Refuse(
+            "a config file of a repository a command made: git writes it through its lock file, \
+             and what it may hold is checked (a key naming a program would run on the person's \
+             git status, or the git status of the repository that records this one)"
+                .into(),
+        );
+    }
+    if let Some(i) = comps.iter().position(|c| c == b"hooks").filter(|_| !data) {
+        if i + 1 == comps.len() {
+            // The folder itself: made empty by `git init`; never carried in whole.
+            return if kind == Kind::Dir {
+                Verdict::Allow
+            } else {
+                Verdict::Refuse("the hooks folder of a repository a command made".into())
+            };
+        }
+        if !(last.ends_with(b".sample") && matches!(kind, Kind::File | Kind::Rename)) {
+            return Verdict::Refuse(
+                "a hook of a repository a command made: the person's git would run it (only \
+                 `*.sample` files, which git never runs, may be made there)"
+                    .into(),
+            );
+        }
+    }
+    Verdict::Allow
+}
+
+fn shown_rule(rule: &[Vec<u8>]) -> String {
+    rule.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(p: &str, writable: bool) -> super::super::super::Root {
+        super::super::super::Root { path: p.into(), writable }
+    }
+
+    fn walls() -> Walls {
+        let roots = vec![root("/w", true), root("/w/ro", false)];
+        let rules: Vec<String> =
+            [".git/hooks", ".git/modules/*/config", ".envrc", ".gemini", ".kiro/settings/mcp.json"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        let absolute = vec![
+            PathBuf::from("/w/repo/.husky/_"),
+            PathBuf::from("/w/home/.ssh"),
+            PathBuf::from("/w/ro/x"),
+            PathBuf::from("/elsewhere/y"),
+        ];
+        Walls::new(&roots, &rules, &[&absolute], false)
+    }
+
+    fn refused(v: Verdict) -> bool {
+        matches!(v, Verdict::Refuse(_))
+    }
+
+    #[test]
+    fn new_repositories_allowed_open_only_the_new_git_dir_and_not_its_config_or_hooks() {
+        let base = std::env::temp_dir().join(format!("hands-walls-{}", std::process::id()));
+        std::fs::create_dir_all(base.join(".git")).unwrap();
+        let roots = vec![root(base.to_str().unwrap(), true)];
+        let rules = vec![".git/modules/*/config".to_string(), ".envrc".to_string()];
+        let w = Walls::new(&roots, &rules, &[], true);
+        // The existing repository's `.git` may be asked for (it fails with EEXIST) but stays
+        // walled; a new one is the run's own.
+        assert_eq!(w.verdict(&base, b".git", Kind::Dir), Verdict::Allow);
+        assert!(refused(w.verdict(&base.join(".git/modules/m"), b"config", Kind::File)));
+        assert_eq!(w.verdict(&base.join("new"), b".git", Kind::Dir), Verdict::Allow);
+        let new = base.join("new/.git");
+        assert_eq!(w.verdict(&new, b"HEAD", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(&new, b"config.lock", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(&new, b"config", Kind::Rename), Verdict::CheckConfig);
+        assert_eq!(
+            w.verdict(&new.join("modules/m"), b"config", Kind::Rename),
+            Verdict::CheckConfig
+        );
+        for (dir, name, kind) in [
+            (new.clone(), &b"config"[..], Kind::File),
+            (new.clone(), b"config", Kind::Link),
+            (new.clone(), b"commondir", Kind::File),
+            (new.clone(), b"config.worktree", Kind::Rename),
+            (new.join("hooks"), b"pre-commit", Kind::File),
+            (new.join("hooks"), b"pre-commit", Kind::Rename),
+            (new.join("hooks"), b"x.sample", Kind::Symlink),
+            (new.clone(), b"hooks", Kind::Symlink),
+            (new.clone(), b"hooks", Kind::Rename),
+        ] {
+            assert!(
+                refused(w.verdict(&dir, name, kind)),
+                "{}/{}",
+                dir.display(),
+                String::from_utf8_lossy(name)
+            );
+        }
+        assert_eq!(w.verdict(&new, b"hooks", Kind::Dir), Verdict::Allow);
+        assert_eq!(w.verdict(&new.join("hooks"), b"pre-commit.sample", Kind::File), Verdict::Allow);
+        // A branch named `config` is a ref, not a config.
+        assert_eq!(w.verdict(&new.join("refs/heads"), b"config", Kind::Rename), Verdict::Allow);
+        // Only a folder: a `.git` file or link is refused even when new repositories are allowed.
+        assert!(refused(w.verdict(&base.join("n3"), b".git", Kind::File)));
+        assert!(refused(w.verdict(&base.join("n3"), b".git", Kind::Symlink)));
+        assert!(refused(w.verdict(&base.join("new"), b".envrc", Kind::File)));
+        assert!(refused(Walls::new(&roots, &rules, &[], false).verdict(
+            &base.join("n2"),
+            b".git",
+            Kind::Dir
+        )));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn names_refused_under_writable_roots_only() {
+        let w = walls();
+        assert!(refused(w.verdict(Path::new("/w/sub"), b".git", Kind::Dir)));
+        assert!(refused(w.verdict(Path::new("/w"), b".GIT/", Kind::Dir)));
+        assert!(refused(w.verdict(Path::new("/w/a"), b".envrc", Kind::File)));
+        assert!(refused(w.verdict(Path::new("/w/.git/modules/x"), b"config", Kind::File)));
+        assert!(refused(w.verdict(Path::new("/w/.gemini"), b"settings.json", Kind::File)));
+        assert_eq!(w.verdict(Path::new("/w/.git"), b"index.lock", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/w/ro"), b".git", Kind::Dir), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/tmp"), b".git", Kind::Dir), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/w/src"), b"main.rs", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/wx"), b".git", Kind::Dir), Verdict::Allow);
+    }
+
+    #[test]
+    fn absolute_paths_are_refused_with_what_is_below_them_and_the_names_leading_there() {
+        let w = walls();
+        assert!(refused(w.verdict(Path::new("/w/repo/.husky"), b"_", Kind::Dir)));
+        assert!(refused(w.verdict(Path::new("/w/repo/.husky/_"), b"pre-commit", Kind::File)));
+        assert!(refused(w.verdict(Path::new("/w/home"), b".SSH", Kind::Dir)));
+        assert!(refused(w.verdict(Path::new("/w/home/.ssh"), b"authorized_keys", Kind::File)));
+        // Carried to a name on the way: refused; made plainly: allowed (a person's `.husky`).
+        assert!(refused(w.verdict(Path::new("/w/repo"), b".husky", Kind::Rename)));
+        assert!(refused(w.verdict(Path::new("/w"), b"home", Kind::Symlink)));
+        assert_eq!(w.verdict(Path::new("/w/repo"), b".husky", Kind::Dir), Verdict::Allow);
+        assert_eq!(
+            w.verdict(Path::new("/w/repo/.husky"), b"pre-commit", Kind::File),
+            Verdict::Allow
+        );
+        // In a read-only root or outside the roots: nothing to check.
+        assert_eq!(w.verdict(Path::new("/w/ro"), b"x", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/elsewhere"), b"y", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/w/home"), b".sshx", Kind::Dir), Verdict::Allow);
+    }
+
+    #[test]
+    fn the_last_piece_of_a_git_dir_is_refused_outside_dot_git() {
+        let w = walls();
+        let has = |names: &'static [&'static str]| {
+            move |n: &[u8]| names.iter().any(|x| x.as_bytes() == n)
+        };
+        let all = has(&["HEAD", "refs", "objects"]);
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", all).is_some());
+        assert!(
+            w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs", "objects"]))
+                .is_some()
+        );
+        // HEAD and commondir make a git dir without refs (its common dir has them).
+        assert!(
+            w.makes_git_dir(Path::new("/w/evil"), b"commondir", has(&["HEAD", "commondir"]))
+                .is_some()
+        );
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs"])).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/.git"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/.git/modules/m"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/tmp/x"), b"HEAD", all).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"notes", all).is_none());
+    }
+
+    #[test]
+    fn carried_names_refused_on_the_way_to_a_rule() {
+        let w = walls();
+        assert!(refused(w.verdict(Path::new("/w"), b".kiro", Kind::Rename)));
+        assert!(refused(w.verdict(Path::new("/w/.kiro"), b"settings", Kind::Link)));
+        assert_eq!(w.verdict(Path::new("/w"), b".kiro", Kind::Dir), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/w"), b"kiro", Kind::Rename), Verdict::Allow);
+    }
+}
+
+#[cfg(test)]
+mod cost {
+    use super::*;
+
+    /// What the rules add to each notified create (`cargo test -p hands-sandbox -- --ignored
+    /// verdict_cost --nocapture`): a spec with 2,000 absolute paths, a create 8 folders deep.
+    #[test]
+    #[ignore]
+    #[allow(clippy::print_stderr)] // the figures, for the record
+    fn verdict_cost() {
+        let roots = vec![super::super::super::Root { path: "/w".into(), writable: true }];
+        let rules: Vec<String> = crate::profiles::protected().map(str::to_string).collect();
+        let abs: Vec<PathBuf> = (0..2000).map(|i| PathBuf::from(format!("/w/p{i}/.env"))).collect();
+        let parent = Path::new("/w/target/debug/build/x-1234/out/a/b");
+        let n = 50_000;
+        for (what, abs) in [("no absolute paths", &[][..]), ("2000 absolute paths", &abs[..])] {
+            let w = Walls::new(&roots, &rules, &[abs], false);
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                assert_eq!(w.verdict(parent, b"file.o", Kind::File), Verdict::Allow);
+            }
+            let per = t.elapsed() / n;
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                assert!(w.absolute(Path::new("/w"), &parent.join("file.o"), Kind::File).is_none());
+            }
+            let abs_part = t.elapsed() / n;
+            eprintln!(
+                "verdict: {per:?} per create, of which absolute {abs_part:?} ({what}, {} rules)",
+                rules.len()
+            );
+        }
+    }
+}
