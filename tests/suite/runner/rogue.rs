@@ -1,8 +1,9 @@
 //! A runner gone wrong, against the real relay: a test-written stand-in connects with box-1's
 //! real token and answers like a server, then sends garbage, binary frames, an `open` of its
-//! own, messages for sessions it was never given, a second answer to a call and a 64 MiB
-//! frame. The relay passes on exactly one answer, keeps a quiet log, drops the link at the
-//! oversized frame, stays small, and serves the real runner that connects next.
+//! own, messages for sessions it was never given and a second answer to a call; a second
+//! connection of the same name replaces the first; then a 64 MiB frame. The relay passes on
+//! exactly one answer, keeps a quiet log, drops the link at the oversized frame, stays small,
+//! and serves the real runner that connects next.
 
 use super::super::common::{Era, Fixture, text_of};
 use super::{ALICE, Org, RUNNER_TOKEN, agent_at, call, peak_rss_mib, runner_config, start_runner};
@@ -36,10 +37,8 @@ async fn until(ws: &mut Ws, mut want: impl FnMut(&Value) -> bool) -> Value {
     .expect("the relay sent nothing of the kind within 10 s")
 }
 
-#[tokio::test]
-async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
-    let fx = Fixture::new();
-    let mut org = Org::start_plain(&fx).await;
+/// Dials the relay as box-1, with its real token, taking no frame size limit of its own.
+async fn dial(org: &Org) -> Ws {
     let mut req = format!("ws://{}/runner", org.addr).into_client_request().unwrap();
     let h = req.headers_mut();
     h.insert("authorization", format!("Bearer {RUNNER_TOKEN}").parse().unwrap());
@@ -50,8 +49,14 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
         .max_frame_size(None)
         .max_message_size(None);
     let tcp = tokio::net::TcpStream::connect(org.addr).await.unwrap();
-    let (mut ws, _) =
-        tokio_tungstenite::client_async_with_config(req, tcp, Some(unlimited)).await.unwrap();
+    tokio_tungstenite::client_async_with_config(req, tcp, Some(unlimited)).await.unwrap().0
+}
+
+#[tokio::test]
+async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
+    let fx = Fixture::new();
+    let mut org = Org::start_plain(&fx).await;
+    let mut ws = dial(&org).await;
     assert!(org.wait_connected(true, Duration::from_secs(10)).await);
 
     // An agent's session: the stand-in answers `initialize` as a server would.
@@ -93,8 +98,22 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
     assert!((1..=6).contains(&noted), "{noted} log lines for 2,003 odd frames:\n{}", relay.text());
     assert!(!relay.text().contains(RUNNER_TOKEN) && !relay.text().contains(ALICE));
 
+    // A new authenticated connection for the name replaces the old one (a reconnect after a
+    // half-open link): the relay closes the first.
+    let mut ws2 = dial(&org).await;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match ws.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    });
+    assert!(closed.await.is_ok(), "the older link stayed open");
+    assert_eq!(org.box1().await["connected"], true, "the newer link is box-1's");
+
     // A 64 MiB frame: the relay reads no frame past 16 MiB and drops the link.
-    let _ = ws.send(Message::text("z".repeat(64 << 20))).await;
+    let _ = ws2.send(Message::text("z".repeat(64 << 20))).await;
     assert!(org.wait_connected(false, Duration::from_secs(10)).await);
     let pid = org.relay.as_ref().unwrap().pid();
     let peak = peak_rss_mib(pid);
