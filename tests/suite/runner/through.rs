@@ -132,13 +132,13 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
             runner_config(&fx, &org.url(), Some(&org.ca_file()), RUNNER_TOKEN, approvals_mode);
         let mut runner = start_runner(&fx, &config);
         assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
-        // `hands doctor` says what "client" trusts the relay with, and says nothing of "local".
-        let doctor =
-            fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
-        let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
-        let warned = doctor.contains("approvals = \"client\": the relay at")
-            && doctor.contains("could answer them");
-        assert_eq!(warned, approvals_mode == "client", "{approvals_mode}: {doctor}");
+        // `hands doctor` says what "client" trusts the relay with, and says nothing of "local"
+        // (it takes seconds: read once the calls are done).
+        let doctor = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]);
+        let doctor = tokio::task::spawn_blocking(move || {
+            let mut doctor = doctor;
+            doctor.output().unwrap()
+        });
         for era in [Era::Legacy, Era::Modern] {
             let person = Person::new(Some("allow_once"), true);
             let c = std::sync::Arc::new(agent(&fwd, ALICE, era, person.clone()).await);
@@ -172,6 +172,11 @@ async fn approvals_local_parks_even_for_a_client_that_can_ask_and_client_asks_it
             }
             assert_eq!(last["client"], "runner:alice");
         }
+        let doctor = doctor.await.unwrap();
+        let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        let warned = doctor.contains("approvals = \"client\": the relay at")
+            && doctor.contains("could answer them");
+        assert_eq!(warned, approvals_mode == "client", "{approvals_mode}: {doctor}");
         runner.child.kill().await.unwrap();
         assert!(org.wait_connected(false, Duration::from_secs(20)).await);
         let _ = &mut runner;
