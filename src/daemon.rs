@@ -285,9 +285,16 @@ impl Daemon {
             .collect()
     }
 
-    /// Runs the sandbox self-test once, when a module runs commands.
+    /// Runs the sandbox self-test once, when a module runs commands (waiting for it when it
+    /// is running on another thread).
     pub fn self_test(&self) -> Option<&hands_sandbox::probe::Probe> {
         self.shell.as_ref().map(|s| s.self_test())
+    }
+
+    /// Whether a module runs commands, and the self-test's result once it has finished
+    /// (`Some(None)` while it runs): for pages that must not wait for it.
+    pub fn self_test_now(&self) -> Option<Option<&hands_sandbox::probe::Probe>> {
+        self.shell.as_ref().map(|s| s.probed())
     }
 
     /// tools-shell's commands, when the module runs.

@@ -107,11 +107,24 @@ pub(super) fn serve(
     for w in report::check_findings(&daemon).warnings {
         eprint_line(&format!("hands: warning: {w}"));
     }
-    // The sandbox self-test runs before serving, so every result states what held.
-    let _ = daemon.self_test();
-    if http.is_none() {
-        // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
-        eprint_line(&report::banner(&daemon, "stdio"));
+    // The sandbox self-test (a few seconds: it starts sandboxes) runs beside serving, so that
+    // `initialize` answers at once (clients with short connect timeouts give up otherwise).
+    // Every command waits for it before the gate (`Shell::prepare`), so none runs before the
+    // walls it needs are known to hold; the banner, which states the tier, follows it.
+    let stdio = http.is_none();
+    {
+        let daemon = daemon.clone();
+        let probe = move || {
+            let _ = daemon.self_test();
+            if stdio {
+                // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+                eprint_line(&report::banner(&daemon, "stdio"));
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("self-test".into()).spawn(probe) {
+            eprint_line(&format!("hands: cannot start the sandbox self-test's thread: {e}"));
+            return ExitCode::from(1);
+        }
     }
     // One client over stdio: its calls are served on one thread (file work still goes to the
     // blocking pool), which spares every call the wake-ups between worker threads. Over HTTP,
@@ -154,8 +167,13 @@ pub(super) fn serve(
         }
         if let Some(setup) = http {
             // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+            // The banner states the self-test's tier: printed once that is known, by a thread
+            // of its own, so that serving does not wait for it.
             let banner = daemon.clone();
-            let bound = move |t: &str| eprint_line(&report::banner(&banner, t));
+            let bound = move |t: &str| {
+                let (d, t) = (banner.clone(), t.to_string());
+                std::thread::spawn(move || eprint_line(&report::banner(&d, &t)));
+            };
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();

@@ -746,3 +746,18 @@ fn doctor_warns_of_an_env_folder_commands_cannot_see() {
     let out = doctor(", { path = \"{home}/.cargo\" }");
     assert!(!out.contains(&warning), "{out}");
 }
+
+/// The sandbox self-test runs beside serving (so `initialize` answers at once, issue 36 point
+/// 4), and a command called the moment the client is in waits for it: its result states the
+/// tier the self-test found, never "not probed", and the command ran contained (the secret in
+/// the daemon's environment stays out).
+#[tokio::test]
+async fn a_command_called_at_once_waits_for_the_self_test() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r = bash(&c, "echo \"[$HANDS_TEST_SECRET]\"").await;
+    let tier = r["containment"].as_str().unwrap();
+    assert!(!tier.contains("not probed"), "{r}");
+    assert!(tier.contains('('), "a tier names its mechanisms: {r}");
+    assert_eq!(out(&r), "[]\n", "{r}");
+}

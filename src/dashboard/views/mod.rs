@@ -429,8 +429,9 @@ fn permissions(daemon: &Daemon, csrf: &str) -> String {
 
 fn containment(daemon: &Daemon, cache: &Cache) -> String {
     let mut s = String::from("<section id=\"containment\"><h2>Containment</h2>");
-    match daemon.self_test() {
-        Some(p) => {
+    match daemon.self_test_now() {
+        Some(None) => s.push_str("<p class=\"muted\">The sandbox self-test is running…</p>"),
+        Some(Some(p)) => {
             let _ = write!(
                 s,
                 "<p>Sandbox self-test: <strong>{}</strong> (<code>sandbox.mode = \"{}\"</code>)</p>\

@@ -110,6 +110,11 @@ impl Shell {
         }
     }
 
+    /// The self-test's result once it has finished, without waiting for it.
+    pub fn probed(&self) -> Option<&probe::Probe> {
+        self.probe.get()
+    }
+
     /// The containment tier of a command run now.
     pub(crate) fn containment(&self) -> String {
         match self.probe.get() {
@@ -129,9 +134,11 @@ impl Shell {
 
     /// In `enforce` mode, when the self-test found a guarantee missing: why no command can run.
     /// The server asks this before the trust gate, so nobody approves a command that would not
-    /// run (SPEC §5.2).
+    /// run (SPEC §5.2). It waits for the self-test when that is still running (it starts beside
+    /// serving, so that `initialize` answers at once): no command runs before the walls it
+    /// needs are known to hold. Callers are off the runtime's threads (`Shell::prepare`).
     pub fn cannot_run(&self) -> Option<Refusal> {
-        let p = self.probe.get().filter(|p| self.enforce && !p.missing().is_empty())?;
+        let p = Some(self.self_test()).filter(|p| self.enforce && !p.missing().is_empty())?;
         let remedy = p
             .checks
             .iter()
