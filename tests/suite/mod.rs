@@ -27,6 +27,8 @@ mod gate;
 mod git_ssh;
 mod git_tools;
 #[cfg(target_os = "linux")]
+mod home;
+#[cfg(target_os = "linux")]
 mod host_trust;
 mod http;
 mod in_process;

@@ -273,6 +273,8 @@ impl Shell {
         .env(env)
         .host_network(host_network)
         .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
+        // A fresh home every run, with only the caches carried (decision 0068).
+        .keep(hands_sandbox::profiles::home_carried().map(PathBuf::from))
         .limits(cfg.limits.clone());
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;

@@ -23,6 +23,7 @@
 
 pub mod bounds;
 pub mod holder;
+mod home;
 mod mounts;
 pub mod notify;
 pub mod remask;

@@ -153,8 +153,15 @@ pub fn build_root(spec: &Spec) -> Result<()> {
             bind(&src, &dst, true)?;
         }
     }
-    bind(&host(&spec.home), &inside(&spec.home), false)?;
-    sys::make_nosuid_nodev(&inside(&spec.home))?;
+    // A fresh home each run, with only the caches carried (decision 0068).
+    let ids = spec.command_ids();
+    super::home::build(
+        &host(&spec.home),
+        &inside(&spec.home),
+        &spec.keep,
+        ids,
+        spec.limits.memory_mb,
+    )?;
     // Outer roots first, so a read-only root nested in a writable one is bound on top.
     let mut roots: Vec<_> = spec.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());

@@ -63,8 +63,13 @@ pub struct Spec {
     /// command a namespace of its own.
     #[serde(default)]
     pub(crate) netns: Option<crate::netns::Process>,
-    /// The sandbox's own home folder, bound read-write at its path (created when missing).
+    /// The sandbox's own home folder on the host (created when missing). With namespaces the
+    /// command's home at that path is a fresh tmpfs, into which only `keep` is bound from it.
     pub(crate) home: PathBuf,
+    /// Folders of the home carried from run to run (caches: `.cache`, `.cargo/registry`, …),
+    /// relative to it; everything else a run writes in its home is gone with the run.
+    #[serde(default)]
+    pub(crate) keep: Vec<PathBuf>,
     #[serde(default)]
     pub(crate) limits: Limits,
     /// How the command's processes are bounded (chosen by the daemon, `bounds::choose`).
@@ -162,6 +167,7 @@ impl Spec {
             network: false,
             netns: None,
             home: c.home,
+            keep: Vec::new(),
             limits: Limits::default(),
             bound: Bound::None,
             run_as: None,
@@ -203,6 +209,14 @@ impl Spec {
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
         for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
             anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
+        }
+        for k in &self.keep {
+            anyhow::ensure!(
+                k.components().count() > 0
+                    && k.components().all(|c| matches!(c, Component::Normal(_))),
+                "{} is not a clean relative path (a folder of the home to carry)",
+                k.display()
+            );
         }
         match self.run_as {
             Some(ids) => {
@@ -373,6 +387,12 @@ impl Builder {
     pub fn home(mut self, path: PathBuf) -> Builder {
         self.0.env.insert("HOME".into(), path.to_string_lossy().into_owned());
         self.0.home = path;
+        self
+    }
+
+    /// The folders of the home carried from run to run (relative to it).
+    pub fn keep(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Builder {
+        self.0.keep = folders.into_iter().collect();
         self
     }
 
