@@ -313,6 +313,7 @@ fn wrapper_warnings(sh: &crate::config::ShellSettings) -> Vec<String> {
 /// description, two entries with one name; and a PATH folder inside a writable root, where a
 /// command could plant a program under an allowed name.
 pub(super) fn shell_warnings(
+    config: &crate::config::Config,
     sh: &crate::config::ShellSettings,
     m: &crate::config::ModuleCfg,
 ) -> Vec<String> {
@@ -382,16 +383,16 @@ pub(super) fn shell_warnings(
             None => seen.push((name, i)),
         }
     }
-    for dir in path.split(':').filter(|d| std::path::Path::new(d).is_absolute()) {
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into());
-        if let Some(r) = m.roots.iter().find(|r| r.writable && dir.starts_with(&r.path)) {
-            w.push(format!(
-                "tools-shell: PATH folder {} lies in the writable root {}: a command can put a \
-                 program there under an allowed name",
-                dir.display(),
-                r.path.display()
-            ));
-        }
+    // Refused by `check` and `serve` without `bash` (`config::trusted::path_writers`); with
+    // it the agent runs any program anyway, so it is worth knowing, not an error.
+    for (p, r) in crate::config::trusted::path_writers(config, sh) {
+        w.push(format!(
+            "tools-shell: {} (on its path, or what a name there leads to) lies {}: `run`, \
+             `os-*` and `hands exec` run whatever a command or file tool put there under an \
+             allowed name",
+            p.display(),
+            r.place
+        ));
     }
     // A variable that names a folder (CARGO_HOME = "~/.cargo") only helps a command that can
     // see the folder: a system folder, a PATH folder or one of the module's roots.

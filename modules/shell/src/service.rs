@@ -60,6 +60,11 @@ pub struct Shell {
     path: String,
     /// The compiled `commands` table (SPEC §4.4).
     policy: allow::Policy,
+    /// The allowed programs as they were when the configuration was loaded (`pins.rs`).
+    pins: crate::pins::Pins,
+    /// The denied and confirm-listed programs' files (`hidden.rs`): the denied ones are masked
+    /// in every run, the confirm-listed ones in every run no person confirmed.
+    hidden: crate::hidden::Hidden,
     /// The `tools` entries behind the `os-*` tools, by index.
     os_tools: Vec<ShellTool>,
     /// The output cap of `run` and `os-*`.
@@ -212,6 +217,22 @@ impl Shell {
                 protected.push(p.to_path_buf());
             }
         }
+        // The denied programs, by their files: not in any run's view (decision 0067). The
+        // shell the `bash` tool runs cannot be one.
+        let hidden = crate::hidden::Hidden::load(&cfg.policy, &path, &system);
+        if cfg.bash
+            && let Some(b) = allow::resolve("bash", &path)
+            && let Ok(m) = std::fs::metadata(&b)
+        {
+            use std::os::unix::fs::MetadataExt;
+            if hidden.denied.ids.contains(&(m.dev(), m.ino())) {
+                anyhow::bail!(
+                    "tools-shell: commands.deny names {} (under this or another name), which the \
+                     `bash` tool runs; hint: set bash = false, or remove it from commands.deny",
+                    b.display()
+                );
+            }
+        }
         // Denied and credential paths: masked where they exist; where they do not, a command
         // is refused creating them in a writable root while it runs (the in-run walls take
         // the spec's masked paths as names it may not make). Nothing is made in the roots.
@@ -222,6 +243,7 @@ impl Shell {
             // `sandbox.deny` marks a folder with a trailing `/`; the path is the folder's.
             .map(|p| p.components().collect::<PathBuf>())
             .filter(|p| launcher::is_clean(p))
+            .chain(hidden.denied.paths.iter().cloned())
             .collect();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
@@ -284,6 +306,8 @@ impl Shell {
             Some(netns::Netns::new(&exe, &state.join("netns"), &m.name)?)
         };
         Ok(Shell {
+            hidden,
+            pins: crate::pins::Pins::load(&cfg.policy, &cfg.tools, &path),
             path,
             policy: cfg.policy.clone(),
             os_tools: cfg.tools.clone(),

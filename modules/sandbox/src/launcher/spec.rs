@@ -83,6 +83,10 @@ pub struct Spec {
     /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
     #[serde(default)]
     pub(crate) without_namespaces: bool,
+    /// The device and inode `argv[0]` had when the daemon's configuration admitted it (`run`,
+    /// `os-*`, `hands exec`): the launcher refuses to exec another file there.
+    #[serde(default)]
+    pub(crate) program: Option<(u64, u64)>,
     /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
     /// their marker in the state dir does, so nothing outlives a removed state dir.
     #[serde(default)]
@@ -172,9 +176,21 @@ impl Spec {
             bound: Bound::None,
             run_as: None,
             without_namespaces: false,
+            program: None,
             watch: None,
             parent: None,
         })
+    }
+
+    /// Hides these paths too (one run's: the confirm-listed programs in a run no person
+    /// confirmed).
+    pub fn add_masks(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.masked.extend(paths);
+    }
+
+    /// The file `argv[0]` must be when the command starts (its device and inode).
+    pub fn expect_program(&mut self, dev: u64, ino: u64) {
+        self.program = Some((dev, ino));
     }
 
     /// Sets one variable of the command's environment (the proxy's, per call).

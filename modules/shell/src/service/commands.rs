@@ -26,6 +26,14 @@ const STREAM_DRAIN: Duration = Duration::from_secs(30);
 /// Where a command's output goes as it arrives, besides its tail: `(is_stderr, bytes)`.
 pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
 
+/// How one command runs besides its argv: its output cap, where its output also goes (`hands
+/// exec`), and the allowlisted program it is (`run`, `os-*`, `hands exec`), if it is one.
+struct Run<'a> {
+    output_chars: usize,
+    tee: Option<Tee>,
+    program: Option<&'a Checked>,
+}
+
 /// One allowlisted command, checked by the policy and resolved on the configured PATH.
 #[derive(Debug, Clone)]
 pub struct Checked {
@@ -33,6 +41,9 @@ pub struct Checked {
     pub argv: Vec<String>,
     /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
     pub program: PathBuf,
+    /// The device and inode that path had when the configuration was loaded: the launcher
+    /// runs that file or nothing.
+    pub identity: (u64, u64),
     /// Only a person's yes for this one run lets it run.
     pub confirm: bool,
 }
@@ -51,7 +62,8 @@ impl Shell {
     /// Runs one `bash` call to its end.
     pub async fn bash(&self, p: BashParams, caller: Caller) -> Result<BashOutput, Refusal> {
         let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
-        self.launch(argv, p.cwd, p.timeout_secs, caller, self.output_chars, None).await
+        let run = Run { output_chars: self.output_chars, tee: None, program: None };
+        self.launch(argv, p.cwd, p.timeout_secs, caller, run).await
     }
 
     /// The policy of `run`, `os-*` and `hands exec`.
@@ -71,15 +83,20 @@ impl Shell {
     pub fn check(&self, argv: &[String]) -> Result<Checked, Refusal> {
         let verdict = self.policy.decide(argv).map_err(|e| Refusal(e.to_string()))?;
         let bin = argv.first().map(String::as_str).unwrap_or_default();
-        let program = allow::resolve(bin, &self.path).ok_or_else(|| {
-            Refusal(format!(
-                "`{}` is not found in the module's PATH ({}); a person can install it there \
-                 or add its folder to tools-shell's `path`",
+        let pin = self.pins.resolve(bin, &self.path).map_err(Refusal)?;
+        let (program, identity) = (pin.path.clone(), (pin.dev, pin.ino));
+        // By the file, not the name: `rbash` is `bash`, a link named `ls` to busybox is busybox
+        // (decision 0067).
+        if self.hidden.denied.ids.contains(&identity) {
+            return Err(Refusal(format!(
+                "`{}` resolves to {}, the file of a program commands.deny lists (under another \
+                 name); refused, nothing ran; a person can change commands.deny",
                 hands_roots::shown(bin),
-                self.path
-            ))
-        })?;
-        Ok(Checked { argv: argv.to_vec(), program, confirm: verdict == Verdict::Confirm })
+                program.display()
+            )));
+        }
+        let confirm = verdict == Verdict::Confirm || self.hidden.confirm.ids.contains(&identity);
+        Ok(Checked { argv: argv.to_vec(), program, identity, confirm })
     }
 
     /// Runs one checked program with exactly its arguments (no shell), output capped at
@@ -94,8 +111,8 @@ impl Shell {
     ) -> Result<BashOutput, Refusal> {
         let mut argv: Vec<Value> = vec![json!(c.program)];
         argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
-        let chars = self.run_output_chars;
-        self.launch(Value::Array(argv), cwd, timeout_secs, caller, chars, tee).await
+        let run = Run { output_chars: self.run_output_chars, tee, program: Some(c) };
+        self.launch(Value::Array(argv), cwd, timeout_secs, caller, run).await
     }
 
     /// The timeout checked, the brake and the self-test consulted, the cwd resolved, a slot
@@ -106,9 +123,9 @@ impl Shell {
         cwd: Option<String>,
         timeout_secs: Option<u64>,
         caller: Caller,
-        output_chars: usize,
-        tee: Option<Tee>,
+        run: Run<'_>,
     ) -> Result<BashOutput, Refusal> {
+        let Run { output_chars, tee, program } = run;
         let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
             return Err(Refusal(format!(
@@ -130,7 +147,15 @@ impl Shell {
         let label = crate::running::label(&argv);
         let argv: Vec<String> = serde_json::from_value(argv)
             .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
-        let spec = self.spec(argv, &cwd, None, None).await?;
+        let mut spec = self.spec(argv, &cwd, None, None).await?;
+        if let Some(c) = program {
+            // The file the configuration admitted, or nothing (decision 0068); and a run no
+            // person confirmed has no confirm-listed program in it (decision 0067).
+            spec.expect_program(c.identity.0, c.identity.1);
+            if !c.confirm {
+                spec.add_masks(self.hidden.confirm.paths.iter().cloned());
+            }
+        }
         let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
         // While the call waits, its client may be asked about the command's connections.
         let _asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
