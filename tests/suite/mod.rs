@@ -35,6 +35,8 @@ mod in_process;
 #[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
+mod lists;
+#[cfg(target_os = "linux")]
 mod load;
 #[cfg(target_os = "linux")]
 mod masking;
