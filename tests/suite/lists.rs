@@ -187,8 +187,12 @@ async fn a_denied_program_runs_by_no_route() {
             "",
         ));
     } else {
+        use std::io::Write;
         let uid = rustix::process::geteuid().as_raw();
-        eprintln!("SKIPPED rg --pre as uid {uid}: ripgrep is not installed on this machine");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED rg --pre as uid {uid}: ripgrep is not installed on this machine"
+        );
     }
     for (attack, control, mark) in &routes {
         let r = call(&c, "run", json!({ "argv": attack })).await;
