@@ -333,9 +333,32 @@ pub(super) fn shell_warnings(
     if policy.allows_everything() {
         w.push(
             "tools-shell: commands.allow = [\"*\"] admits every program on the module's PATH \
-             (only deny and confirm still stop one)"
+             (only deny and confirm still stop one), each with every option it has \
+             (sandbox-profiles/own-options.txt lists those known to run or write other things)"
                 .to_string(),
         );
+    }
+    // What each allowed program can do with its own options (SPEC §4.4, decision 0067).
+    let mut named: Vec<&str> = Vec::new();
+    for e in &policy.allow {
+        if let Entry::Prefix { bin, .. } = e
+            && !named.contains(&bin.as_str())
+        {
+            named.push(bin);
+        }
+    }
+    for bin in named {
+        let known = hands_shell::options::of(bin);
+        if known.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = known.iter().map(|(o, what)| format!("{o} ({what})")).collect();
+        w.push(format!(
+            "tools-shell: commands.allow admits `{bin}`, whose own options run or write other \
+             things: {}; hands does not check them — a denied program, and a confirm-listed \
+             one in a run no person confirmed, is not in the run, but anything else can be",
+            list.join("; ")
+        ));
     }
     let path = &sh.command_path;
     let mut seen: Vec<(String, usize)> = Vec::new();

@@ -408,3 +408,25 @@ fn argv(a: &[&str]) -> Vec<String> {
 fn which(bin: &str) -> bool {
     ["/usr/bin", "/bin"].iter().any(|d| Path::new(d).join(bin).exists())
 }
+
+/// `hands doctor` names, for each allowed entry, the options known to run or write other things;
+/// an entry with none listed gets no such line.
+#[test]
+fn doctor_names_what_each_allowed_program_can_run_or_write() {
+    let fx = Fixture::new();
+    let config =
+        config(&fx, "allow = [\"rg\", \"git log\", \"sort\", \"kubectl get\", \"true\"]", false);
+    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    for (bin, option) in [
+        ("rg", "--pre"),
+        ("git", "--output"),
+        ("git", "--upload-pack"),
+        ("sort", "--compress-program"),
+        ("kubectl", "--kubeconfig"),
+    ] {
+        let line = out.lines().find(|l| l.contains(&format!("admits `{bin}`, whose own options")));
+        assert!(line.is_some_and(|l| l.contains(option)), "{bin} {option}: {out}");
+    }
+    assert!(!out.contains("admits `true`, whose own options"), "{out}");
+}

@@ -18,6 +18,7 @@ pub mod catalogue;
 pub mod hidden;
 pub mod hints;
 pub mod needs;
+pub mod options;
 pub mod pane;
 pub mod pins;
 pub mod run;
