@@ -396,7 +396,7 @@ fn hash_of(record: &Value) -> String {
         }
         other => canonical(other, &mut s),
     }
-    format!("{:x}", Sha256::digest(s.as_bytes()))
+    hex::encode(Sha256::digest(s.as_bytes()))
 }
 
 /// JSON with object keys sorted at every level and no whitespace: the same bytes whatever
@@ -435,17 +435,7 @@ fn canonical(v: &Value, out: &mut String) {
 
 /// RFC 3339 UTC with milliseconds, e.g. `2026-11-29T22:11:45.123Z`.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
-    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, day) = hands_git::civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 pub mod head;

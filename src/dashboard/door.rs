@@ -4,6 +4,7 @@
 
 use super::form::{field, form_pairs};
 use super::{actions, views};
+use crate::gate::approvals::random_hex;
 use crate::server::Daemon;
 use crate::transport::conns::{self, Timed};
 use bytes::Bytes;
@@ -45,16 +46,6 @@ pub(super) fn tag_of(token: &[u8]) -> Vec<u8> {
     let mut m = <Hmac<Sha256> as KeyInit>::new(&TAG_KEY.into());
     m.update(token);
     m.finalize().into_bytes().to_vec()
-}
-
-/// Random bytes from the kernel, hex-encoded.
-// A device file (/dev/urandom), not a path of a root.
-#[allow(clippy::disallowed_methods)]
-fn random_hex(n: usize) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(hex::encode(buf))
 }
 
 /// One logged-in browser, found by its prefix (`/s/PREFIX/`).

@@ -55,12 +55,9 @@ pub(super) fn now() -> u64 {
 }
 
 /// Random bytes from the kernel, hex-encoded.
-// A device file (/dev/urandom), not a path of a root.
-#[allow(clippy::disallowed_methods)]
-pub(super) fn random_hex(n: usize) -> std::io::Result<String> {
-    use std::io::Read;
+pub(crate) fn random_hex(n: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    getrandom::fill(&mut buf).map_err(std::io::Error::other)?;
     Ok(hex::encode(buf))
 }
 

@@ -190,9 +190,13 @@ async fn deleting_the_newest_records_is_found_by_verify() {
         c.ok("write", json!({ "path": format!("{i}.txt"), "content": "x" })).await;
     }
     c.stop().await;
+    // The head file holds two slots (one line each, padded): the newest is the head.
     let head = || -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(fx.state.join("audit.head")).unwrap())
-            .unwrap()
+        let text = std::fs::read_to_string(fx.state.join("audit.head")).unwrap();
+        let slots: Vec<serde_json::Value> =
+            text.lines().filter_map(|l| serde_json::from_str(l.trim()).ok()).collect();
+        assert!(!slots.is_empty(), "no slot in the head file: {text:?}");
+        slots.into_iter().max_by_key(|s| s["seq"].as_u64()).unwrap()
     };
     assert_eq!(head()["seq"], 4);
     let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;

@@ -175,7 +175,7 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     };
     let id = pending_id(&b).await;
     let argv = wait_for(&b, &format!("article[id='{id}'] code.argv")).await;
-    assert_eq!(argv.text().await.unwrap(), "echo <img src=x onerror=alert(1)>");
+    assert_eq!(argv.text().await.unwrap(), "echo \"<img src=x onerror=alert(1)>\"");
     assert!(b.find_all(Locator::Css("#live img")).await.unwrap().is_empty(), "an img was made");
     click(&b, &format!("article[id='{id}'] button[value='reject']")).await;
     let r = tokio::time::timeout(Duration::from_secs(20), call).await.unwrap().unwrap();

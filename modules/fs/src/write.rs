@@ -98,7 +98,17 @@ fn current_sha256(target: &WriteTarget) -> Result<String, FsError> {
     }
     let mut hasher = Sha256::new();
     let mut file = File::from(fd).take(HASH_LIMIT + 1);
-    std::io::copy(&mut file, &mut hasher).map_err(|e| FsError::io(&target.abs, "read", e))?;
+    // digest 0.11's hashers are not `io::Write`: fed from a buffer.
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FsError::io(&target.abs, "read", e)),
+        };
+        hasher.update(&buf[..n]);
+    }
     Ok(hex::encode(hasher.finalize()))
 }
 

@@ -283,39 +283,15 @@ pub(crate) fn compile_push(p: PushSettings) -> Result<PushPolicy, Problem> {
     })
 }
 
-/// Formats a commit time as RFC 3339 in the committer's own offset.
+/// Formats a commit time as RFC 3339 in the committer's own offset (UTC where the offset or
+/// the time is out of range).
 pub(crate) fn rfc3339(t: git2::Time) -> String {
-    let offset = i64::from(t.offset_minutes());
-    let local = t.seconds() + offset * 60;
-    let days = local.div_euclid(86_400);
-    let secs = local.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    let sign = if offset < 0 { '-' } else { '+' };
-    let off = offset.abs();
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60,
-        off / 60,
-        off % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm). Also
-/// dates the daemon's audit records (`hands::audit::rfc3339`).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+    use chrono::{DateTime, FixedOffset, SecondsFormat};
+    let utc = DateTime::from_timestamp(t.seconds(), 0).unwrap_or_default();
+    match FixedOffset::east_opt(t.offset_minutes().saturating_mul(60)) {
+        Some(off) => utc.with_timezone(&off).to_rfc3339_opts(SecondsFormat::Secs, false),
+        None => utc.to_rfc3339_opts(SecondsFormat::Secs, false),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use git2::cert::Cert;
 use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io::Write;
