@@ -246,6 +246,12 @@ async fn a_denied_program_is_not_in_a_bash_run_and_shells_are() {
                sh -c 'touch made-sh'; dash -c 'touch made-dash'; touch made-touch";
     let r = call(&c, "bash", json!({ "command": cmd })).await;
     assert_victim(&fx, &format!("bash ({})", text_of(&r)));
+    // The result says which program was missing and why, not only "Permission denied".
+    let denied = &r.structured_content.as_ref().unwrap()["denied"];
+    let said = denied
+        .as_array()
+        .is_some_and(|d| d.iter().any(|x| x["what"] == "rm" && x["layer"] == "commands.deny"));
+    assert!(said, "{denied}");
     // Confirm-listed shells are there in a bash run (the tool is a shell: decision 0067).
     for m in ["made-sh", "made-dash", "made-touch"] {
         assert!(made(&fx, m), "{m}: {}", text_of(&r));

@@ -25,6 +25,9 @@ const LINK_WALK_LIMIT: usize = 500_000;
 /// The files of one group of programs, and their identities.
 #[derive(Debug, Clone, Default)]
 pub struct Files {
+    /// The names the entries gave (and the multi-call binaries'), for telling a person which
+    /// program a command missed.
+    pub names: Vec<String>,
     /// Every name to mask (absolute, real folders).
     pub paths: Vec<PathBuf>,
     /// (device, inode) of each file.
@@ -63,10 +66,26 @@ impl Hidden {
             if !names.is_empty() {
                 names.extend(multicall().map(str::to_string));
             }
-            files(&names, &folders, system)
+            Files { names: names.clone(), ..files(&names, &folders, system) }
         };
         Hidden { denied: group(&policy.deny), confirm: group(&policy.confirm) }
     }
+}
+
+/// The programs of `group` a command's `stderr` says it could not run (a line naming one as a
+/// word, with "Permission denied": how a shell, `env` or a library reports a masked file).
+pub fn missed<'a>(group: &'a Files, stderr: &str) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for line in stderr.lines().filter(|l| l.contains("Permission denied")) {
+        let words: Vec<&str> =
+            line.split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))).collect();
+        for n in &group.names {
+            if words.contains(&n.as_str()) && !out.contains(&n.as_str()) {
+                out.push(n);
+            }
+        }
+    }
+    out
 }
 
 /// The folders a name is looked up in: `path`'s absolute ones, then the system's, each once

@@ -181,6 +181,38 @@ impl Shell {
                 },
             }
         }));
+        // A denied program, or a confirm-listed one in a run no person confirmed, is not in
+        // the run (decision 0067): say so rather than leave a bare "Permission denied".
+        let mut groups = vec![(&self.hidden.denied, true)];
+        if program.is_some_and(|c| !c.confirm) {
+            groups.push((&self.hidden.confirm, false));
+        }
+        for (group, denied) in groups {
+            for name in crate::hidden::missed(group, &out.stderr) {
+                out.denied.push(crate::bash::Denied {
+                    what: name.to_string(),
+                    layer: if denied { "commands.deny" } else { "commands.confirm" }.into(),
+                    why: if denied {
+                        format!(
+                            "`{name}` is a denied program: it is in no command's sandbox, \
+                                 whatever runs it"
+                        )
+                    } else {
+                        format!(
+                            "`{name}` is confirm-listed: it is only in a run a person \
+                                 confirmed, and no one confirmed this one"
+                        )
+                    },
+                    remedy: if denied {
+                        "a person can take it off tools-shell's commands.deny".into()
+                    } else {
+                        "a person can confirm the run (run it as `run`, or `hands exec`, and \
+                         say yes), or take it off tools-shell's commands.confirm"
+                            .into()
+                    },
+                });
+            }
+        }
         // A program the person has that the commands' PATH lacks (the daemon's own PATH is
         // the person's, from where they started it).
         if out.exit_code.is_some_and(|c| c != 0) {
