@@ -53,6 +53,7 @@ pub fn publish(tool: &mut rmcp::model::Tool) {
 pub fn take(
     lists: &hands_roots::PolicyLists,
     state_dir: &Path,
+    path_folders: &[PathBuf],
     proxied: bool,
     tool: &str,
     args: &mut rmcp::model::JsonObject,
@@ -77,7 +78,7 @@ pub fn take(
             return (None, Some(Refusal::new(tool, "needs", msg, "a person fixes daemon.toml")));
         }
     };
-    match refuse_forbidden(&needs, &policy, state_dir) {
+    match refuse_forbidden(&needs, &policy, state_dir, path_folders) {
         Ok(()) => (Some(std::sync::Arc::new(needs)), None),
         Err(f) => {
             let msg = format!("`{tool}` is refused before asking anyone: {}", f.why);
@@ -225,7 +226,12 @@ pub struct Forbidden {
 /// Refuses a `write` path that is, lies beneath or holds a credential, denied, secret or
 /// protected path or the state dir (`state_dir`, absolute), that is missing, or whose name passes
 /// through a link.
-pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Result<(), Forbidden> {
+pub fn refuse_forbidden(
+    needs: &Needs,
+    policy: &Policy,
+    state_dir: &Path,
+    path_folders: &[PathBuf],
+) -> Result<(), Forbidden> {
     let never = "nobody can approve it: credential, denied, secret and protected paths are never \
                  writable through `needs`; name a path that holds none of them";
     for p in &needs.write {
@@ -283,6 +289,20 @@ pub fn refuse_forbidden(needs: &Needs, policy: &Policy, state_dir: &Path) -> Res
                     t.what
                 ),
                 never,
+            );
+        }
+        // A folder commands find programs in (tools-shell's `path`, by its real name): what
+        // one run planted there would run in every later run (decision 0068).
+        if let Some(d) = path_folders.iter().find(|d| d.starts_with(p) || p.starts_with(d)) {
+            return forbid(
+                "needs",
+                format!(
+                    "{what} is, holds or lies in {}, a folder of tools-shell's path: a program \
+                     written there would run in every later command",
+                    cut(&d.display().to_string())
+                ),
+                "nobody can approve it: name a folder outside tools-shell's path (install \
+                 programs there on the host)",
             );
         }
         if state_dir.starts_with(p) || p.starts_with(state_dir) {

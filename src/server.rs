@@ -72,7 +72,8 @@ impl HandsServer {
         let (needs, needs_refused) = if def.widens {
             let proxied = self.daemon.shell().is_some_and(|s| s.network_proxied());
             let (lists, state) = (self.daemon.lists(), absolute(&self.daemon.config.state_dir));
-            crate::needs::take(lists, &state, proxied, &def.tool.name, &mut args)
+            let folders = self.daemon.shell().map(|s| s.path_folders()).unwrap_or_default();
+            crate::needs::take(lists, &state, &folders, proxied, &def.tool.name, &mut args)
         } else {
             (None, None)
         };

@@ -436,3 +436,39 @@ fn doctor_names_what_each_allowed_program_can_run_or_write() {
     }
     assert!(!out.contains("admits `true`, whose own options"), "{out}");
 }
+
+/// A `needs.write` onto a folder of tools-shell's path (outside the roots) is refused before
+/// anyone is asked: what one run planted there would run in every later one. Positive control:
+/// a folder beside it is put to a person.
+#[tokio::test]
+async fn a_widening_onto_a_path_folder_is_refused_before_asking() {
+    let fx = Fixture::new();
+    let config = config(&fx, "allow = [\"kubectl get\"]", true);
+    let bin = bin(&fx);
+    let other = fx.root.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    if super::common::is_root() {
+        own(&bin);
+        own(&other);
+    }
+    let c = std::sync::Arc::new(connect(&fx, &config, Person::new(None, false)).await);
+    let plant = format!("printf '#!/usr/bin/perl\\n' > {}/kubectl", bin.display());
+    let r = call(&c, "bash", json!({ "command": plant, "needs": { "write": [bin] } })).await;
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("tools-shell's path"), "{}", text_of(&r));
+    let asked = approvals(&fx, &config, &["list"]).1;
+    assert!(asked.contains("no action is waiting"), "a person was asked: {asked}");
+    assert!(std::fs::read_to_string(bin.join("kubectl")).unwrap().contains("kubectl @rest"));
+    // The neighbour is asked about (and refused here).
+    let waiting = {
+        let (c, other) = (c.clone(), other.clone());
+        tokio::spawn(async move {
+            call(&c, "bash", json!({ "command": "echo widened", "needs": { "write": [other] } }))
+                .await
+        })
+    };
+    let (id, _) = parked_id(&fx, &config, "widened").await;
+    assert!(approvals(&fx, &config, &["deny", &id]).0);
+    let _ = waiting.await.unwrap();
+    fx.assert_canary();
+}

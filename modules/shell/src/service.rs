@@ -341,6 +341,16 @@ impl Shell {
         })
     }
 
+    /// The absolute folders of the commands' `path`, by their real names (a `needs.write` may
+    /// not name one: decision 0068).
+    pub fn path_folders(&self) -> Vec<PathBuf> {
+        self.path
+            .split(':')
+            .filter(|d| Path::new(d).is_absolute())
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect()
+    }
+
     /// The binary every command starts through (`hands-sandbox`, or `hands __sandbox`).
     pub fn launcher(&self) -> &std::path::Path {
         &self.launcher
