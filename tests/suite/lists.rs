@@ -252,6 +252,10 @@ async fn a_denied_program_is_not_in_a_bash_run_and_shells_are() {
         .as_array()
         .is_some_and(|d| d.iter().any(|x| x["what"] == "rm" && x["layer"] == "commands.deny"));
     assert!(said, "{denied}");
+    let misleading = denied
+        .as_array()
+        .is_some_and(|d| d.iter().any(|x| x["what"].as_str().is_some_and(|w| w.ends_with("/rm"))));
+    assert!(!misleading, "rm's file reported as a denied path: {denied}");
     // Confirm-listed shells are there in a bash run (the tool is a shell: decision 0067).
     for m in ["made-sh", "made-dash", "made-touch"] {
         assert!(made(&fx, m), "{m}: {}", text_of(&r));

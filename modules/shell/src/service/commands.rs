@@ -165,7 +165,13 @@ impl Shell {
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         // A wall at a path the host trusts says what that path is and what a person can do.
         let policy = self.resolver.policy();
-        out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
+        // A masked program's file is reported below, by the list that keeps it out.
+        let program_file = |what: &str| {
+            let p = Path::new(what);
+            self.hidden.denied.paths.iter().chain(&self.hidden.confirm.paths).any(|f| f == p)
+        };
+        let walls = launcher::notify::walls_hit(&out.stderr, &spec);
+        out.denied.extend(walls.into_iter().filter(|h| !program_file(&h.what)).map(|h| {
             match policy.host_path(Path::new(&h.what), None) {
                 Some(t) => crate::bash::Denied {
                     why: format!("{}: the host trusts it, so it is read-only here", t.what),
