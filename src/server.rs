@@ -26,9 +26,14 @@ mod conformance;
 #[derive(Clone)]
 pub struct HandsServer {
     daemon: Arc<Daemon>,
-    /// Who is connected: `stdio`, or the `name` of an HTTP client's token. It is the identity
-    /// approvals and the audit log record.
+    /// Who is connected: `stdio`, the `name` of an HTTP client's token, or `runner:<agent>` for
+    /// an agent's session over a runner's link. It is the identity approvals and the audit log
+    /// record.
     client: Arc<str>,
+    /// Whether a person may be asked through this client (as it declared, SPEC §6); `false` for
+    /// a runner's agents under `approvals = "local"`: their questions are parked for the person
+    /// at this machine, whatever their client declared.
+    asks_client: bool,
     /// Standing *session* permissions of this connection: (module, tool, epoch granted in).
     session: Arc<Mutex<HashSet<(String, String, u64)>>>,
     /// Cancelled when this connection's client has gone (the stdio transport tells): its
@@ -41,9 +46,16 @@ impl HandsServer {
         HandsServer {
             daemon,
             client: Arc::from(client),
+            asks_client: true,
             session: Default::default(),
             gone: Default::default(),
         }
+    }
+
+    /// The handler of one agent session over a runner's link (`src/runner`): identity
+    /// `runner:<agent>`, asked through its client only when `asks_client`.
+    pub fn for_runner(daemon: Arc<Daemon>, client: &str, asks_client: bool) -> Self {
+        HandsServer { asks_client, ..HandsServer::new(daemon, client) }
     }
 
     /// The token that ends this connection's commands when cancelled.
@@ -172,6 +184,7 @@ impl HandsServer {
         let d = &self.daemon;
         let asker = Asker {
             client: self.client(),
+            asks_client: self.asks_client,
             session: &self.session,
             config: &d.config,
             approvals: &d.approvals,
@@ -197,17 +210,23 @@ impl HandsServer {
     }
 }
 
+/// What the server says of itself (`initialize`, `server/discover`); the relay says the same
+/// for the runners it serves.
+pub fn info() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(
+            Implementation::new("hands", env!("CARGO_PKG_VERSION"))
+                .with_title("hands — confined files, shell and git for coding agents"),
+        )
+        .with_instructions(
+            "Tools act only beneath the roots the person declared; paths may be absolute \
+             (under a root) or relative to the first root. Refusals say why and what to do.",
+        )
+}
+
 impl ServerHandler for HandsServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("hands", env!("CARGO_PKG_VERSION"))
-                    .with_title("hands — confined files, shell and git for coding agents"),
-            )
-            .with_instructions(
-                "Tools act only beneath the roots the person declared; paths may be absolute \
-                 (under a root) or relative to the first root. Refusals say why and what to do.",
-            )
+        info()
     }
 
     async fn list_tools(
@@ -237,8 +256,8 @@ impl ServerHandler for HandsServer {
         let args = request.arguments.unwrap_or_default();
         let call = self.audited(def, args, retry, &context);
         // A command's network question may go to this client while the call waits (netgate.rs).
-        let call =
-            crate::netgate::CLIENT_ASKS.scope(crate::netgate::client_channel(&context), call);
+        let channel = crate::netgate::client_channel(&context).filter(|_| self.asks_client);
+        let call = crate::netgate::CLIENT_ASKS.scope(channel, call);
         Ok(call.await)
     }
 }

@@ -383,7 +383,7 @@ fn only_the_daemon_depends_on_rmcp() {
 const LAYERS: &[&[&str]] = &[
     &["main", "conformance_main", "sandbox_main", "lib", "cli"],
     &["control", "dashboard"],
-    &["transport"],
+    &["transport", "runner", "relay", "link"],
     &["server"],
     &["daemon"],
     &["tools", "conformance_tools", "registry", "netgate", "shell_mcp", "needs"],

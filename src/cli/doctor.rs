@@ -438,6 +438,37 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
             }
         }
     }
+    if let Some(r) = &c.runner {
+        if r.approvals == crate::config::RunnerApprovals::Client {
+            warnings.push(format!(
+                "[runner] approvals = \"client\": the relay at {} carries the agents' answers to \
+                 this machine's questions, so whoever runs the relay could answer them; \
+                 \"local\" parks every question for a person here",
+                r.url
+            ));
+        }
+        if let Err(e) = crate::runner::Setup::new(r, c) {
+            warnings.push(format!("`hands serve` would refuse to start: {e:#}"));
+            serve_refuses = true;
+        }
+        if let crate::config::TokenSource::File(file) = &r.token
+            && let Ok(meta) = std::fs::metadata(file)
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            if meta.permissions().mode() & 0o077 != 0 {
+                warnings.push(format!(
+                    "[runner]: token_file {} is readable by other users (mode {:o}); `chmod 600` \
+                     it",
+                    file.display(),
+                    meta.permissions().mode() & 0o777
+                ));
+            }
+        }
+        if let Some(status) = crate::runner::last_status(c).filter(|s| !s.starts_with("connected"))
+        {
+            warnings.push(format!("[runner]: the running daemon's link to the relay: {status}"));
+        }
+    }
     if let Some(m) = crate::transport::http_setup::loopback_reacher(c) {
         let doors: Vec<String> = (c.http.iter().map(|h| format!("[server.http] at {}", h.listen)))
             .chain(c.dashboard.iter().map(|d| format!("the dashboard at {}", d.listen)))

@@ -2,8 +2,8 @@
 //!
 //! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
-//! One file per subcommand (`serve.rs`, `check.rs`, `audit.rs`, `stop.rs`, `approvals.rs`,
-//! `exec.rs`); what `check` and `doctor` print is in `report.rs` and `doctor.rs`.
+//! One file per subcommand (`serve.rs`, `relay.rs`, `check.rs`, `audit.rs`, `stop.rs`,
+//! `approvals.rs`, `exec.rs`); what `check` and `doctor` print is in `report.rs` and `doctor.rs`.
 
 mod approvals;
 mod audit;
@@ -11,6 +11,7 @@ mod check;
 pub mod doctor;
 mod exec;
 mod init;
+mod relay;
 pub mod report;
 mod serve;
 mod stop;
@@ -61,6 +62,16 @@ enum Command {
         /// Print what would be written; write nothing
         #[arg(long)]
         print: bool,
+    },
+    /// The organization's side of runner mode: runners connect in over a WebSocket, agents
+    /// reach each runner at /runners/NAME/mcp
+    Relay {
+        /// The relay's configuration (relay.toml.example documents every key)
+        #[arg(long)]
+        config: PathBuf,
+        /// Log filter (also RUST_LOG), e.g. info, debug
+        #[arg(long)]
+        log_level: Option<String>,
     },
     /// Validate the configuration and print the resolved policy
     Check {
@@ -146,6 +157,10 @@ pub fn run() -> ExitCode {
             serve::serve(config, http, log_level, read_only)
         }
         Command::Init { force, print } => init::init(force, print),
+        Command::Relay { config, log_level } => {
+            serve::init_logging(log_level.as_deref());
+            relay::relay(&config)
+        }
         Command::Check { config } => check::check(config, false),
         Command::Doctor { config } => check::check(config, true),
         Command::Audit { config, follow, verify } => audit::audit_cmd(config, follow, verify),

@@ -124,6 +124,17 @@ pub fn policy(daemon: &Daemon) -> String {
             clients.join(", ")
         );
     }
+    if let Some(r) = &c.runner {
+        // The token's source, never the token.
+        let ca = r.ca_file.as_ref().map_or("the system's roots".to_string(), |f| {
+            format!("the system's roots and {}", f.display())
+        });
+        let _ = writeln!(
+            s,
+            "runner: {} as `{}`, token from {}, trusting {ca}, approvals = \"{}\"",
+            r.url, r.name, r.token, r.approvals
+        );
+    }
     if let Some(d) = &c.dashboard {
         let token = match (&d.token_env, &d.token_file) {
             (Some(v), _) => format!("${v}"),

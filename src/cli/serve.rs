@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-fn init_logging(level: Option<&str>) {
+pub(super) fn init_logging(level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(l) => EnvFilter::new(l),
@@ -80,6 +80,14 @@ pub(super) fn serve(
             return ExitCode::from(1);
         }
     };
+    // `[runner]`: the token and the trust roots are read before anything starts.
+    let runner = match cfg.runner.as_ref().map(|r| crate::runner::Setup::new(r, &cfg)).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            eprint_line(&format!("hands: {e:#}"));
+            return ExitCode::from(1);
+        }
+    };
     let dashboard = match dashboard::Setup::new(&cfg) {
         Ok(d) => d,
         Err(e) => {
@@ -108,7 +116,7 @@ pub(super) fn serve(
     // One client over stdio: its calls are served on one thread (file work still goes to the
     // blocking pool), which spares every call the wake-ups between worker threads. Over HTTP,
     // many clients: a worker per core.
-    let mut builder = if http.is_none() {
+    let mut builder = if http.is_none() && runner.is_none() {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -138,6 +146,12 @@ pub(super) fn serve(
                 Err(e) => eprint_line(&format!("hands: warning: {e:#}; no dashboard here")),
             }
         }
+        // The runner's link lives as long as the process; it never ends serving.
+        let runner_on = runner.is_some();
+        if let Some(setup) = runner {
+            eprint_line(&format!("hands: {}", setup.describe()));
+            crate::runner::start(daemon.clone(), setup, tokio_util::sync::CancellationToken::new());
+        }
         if let Some(setup) = http {
             // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
             let banner = daemon.clone();
@@ -148,18 +162,32 @@ pub(super) fn serve(
         let server = server::HandsServer::new(daemon.clone(), "stdio");
         let transport = transport::stdio::Stdio::new(input, output).cancel_on_hangup(server.gone());
         let service = match server.serve(transport).await {
-            Ok(s) => s,
+            Ok(s) => Some(s),
             // stdin ended before a client said anything (`hands serve < /dev/null`, a client
             // that connected and left): nothing was asked, so nothing failed.
-            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-                return anyhow::Ok(());
-            }
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        let served = service.waiting().await;
-        // A stdio daemon ends with its client, and nothing it started runs on unsupervised.
+        let served = match service {
+            Some(service) => Some(service.waiting().await),
+            None => None,
+        };
+        if runner_on {
+            // A runner (a service with no stdio client, stdin at /dev/null) serves its relay
+            // until it is stopped.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        // A stdio daemon ends with its client (a runner when it is stopped), and nothing it
+        // started runs on unsupervised.
         daemon.shutdown().await;
-        served?;
+        if let Some(served) = served {
+            served?;
+        }
         anyhow::Ok(())
     });
     // A pending stdin read cannot be cancelled; do not wait for it on the way out.

@@ -23,6 +23,7 @@ pub(super) struct RawConfig {
     sandbox: RawSandbox,
     #[serde(default)]
     builtins: Vec<Spanned<RawBuiltin>>,
+    runner: Option<Spanned<super::runner::RawRunner>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -265,6 +266,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         }
     });
 
+    let runner = raw.runner.as_ref().map(|r| super::runner::validate(r, home.as_deref(), p));
     let modules = super::modules::validate(&raw.builtins, &trust, home.as_deref(), p);
     Some(Config {
         source: String::new(),
@@ -278,6 +280,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
         run_as: raw.sandbox.run_as.clone(),
         http,
         dashboard,
+        runner,
         modules,
         read_only: false,
     })

@@ -113,6 +113,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         run_as: None,
         http: None,
         dashboard: None,
+        runner: None,
         read_only: false,
         modules: vec![
             module(ModuleId::Fs, &[Grant::Filesystem], ModuleSettings::Fs(Default::default())),

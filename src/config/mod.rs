@@ -9,11 +9,13 @@
 mod daemon;
 mod load;
 mod modules;
+mod runner;
 #[cfg(test)]
 mod tests;
 pub mod trusted;
 
 pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
+pub use runner::{RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
 pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
 pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};
@@ -236,6 +238,8 @@ pub struct Config {
     pub run_as: Option<String>,
     pub http: Option<HttpCfg>,
     pub dashboard: Option<DashboardCfg>,
+    /// `[runner]`: the outbound link to an organization's relay (SPEC §13), when configured.
+    pub runner: Option<RunnerCfg>,
     pub modules: Vec<ModuleCfg>,
     /// `hands serve --read-only`: only the read class is published (see [`Config::read_only`]).
     pub read_only: bool,
@@ -310,9 +314,25 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-struct Problems<'a> {
+/// The problems found in one file's text so far, each placed at its line (the relay's
+/// `relay.toml` uses the same).
+pub(crate) struct Problems<'a> {
     src: &'a str,
     list: Vec<ConfigProblem>,
+}
+
+impl<'a> Problems<'a> {
+    pub(crate) fn new(src: &'a str) -> Problems<'a> {
+        Problems { src, list: Vec::new() }
+    }
+
+    /// `Ok` when nothing was found, else every problem of `file`.
+    pub(crate) fn finish(self, file: &str) -> Result<(), ConfigError> {
+        if self.list.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError { file: file.to_string(), problems: self.list })
+    }
 }
 
 impl Problems<'_> {
@@ -320,7 +340,7 @@ impl Problems<'_> {
         self.src[..offset.min(self.src.len())].matches('\n').count() + 1
     }
 
-    fn add(
+    pub(crate) fn add(
         &mut self,
         span: Option<std::ops::Range<usize>>,
         section: &str,

@@ -312,7 +312,7 @@ struct TokenFile {
     name: String,
 }
 
-/// Every token file of the configuration (HTTP clients', the dashboard's).
+/// Every token file of the configuration (HTTP clients', the dashboard's, the runner's).
 fn token_files(config: &Config) -> Vec<TokenFile> {
     let http = config.http.iter().flat_map(|h| &h.clients).filter_map(|c| {
         Some(TokenFile {
@@ -330,7 +330,18 @@ fn token_files(config: &Config) -> Vec<TokenFile> {
             name: "dashboard".to_string(),
         })
     });
-    http.chain(dashboard).collect()
+    // The runner's token lets whoever holds it be this runner at the relay, and so receive
+    // the organization's agents' sessions.
+    let runner = config.runner.iter().filter_map(|r| match &r.token {
+        super::TokenSource::File(file) => Some(TokenFile {
+            key: "[runner]".to_string(),
+            file: file.clone(),
+            whose: format!("runner `{}` at the relay", r.name),
+            name: "runner".to_string(),
+        }),
+        super::TokenSource::Env(_) => None,
+    });
+    http.chain(dashboard).chain(runner).collect()
 }
 
 /// Where commands or file tools could read `file`, when they could ([`reach`]), unless a
@@ -464,6 +475,10 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     }
     for t in token_files(config) {
         add(t.file, "a token file of the daemon's", edit);
+    }
+    // A CA a command could add to would let anyone it signs stand in for the relay.
+    if let Some(ca) = config.runner.as_ref().and_then(|r| r.ca_file.clone()) {
+        add(absolute(&ca), "the runner's private CA ([runner] ca_file)", edit);
     }
     let surface = "a start-up file of your home (sandbox-profiles/home-surface.txt) or a folder \
                    of your PATH, which your next login, terminal or git runs";

@@ -60,7 +60,12 @@ pub(super) async fn ask_person(
     // The channel follows what the client declared (SPEC §6), read per request: a 2026-07-28
     // client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing is sent for a
     // capability it did not declare.
-    let reach = Reach::of(ctx.client_capabilities().as_ref());
+    // A runner's agent under `approvals = "local"` (SPEC §13): parked, whatever it declared.
+    let reach = if asker.asks_client {
+        Reach::of(ctx.client_capabilities().as_ref())
+    } else {
+        Reach::Nobody
+    };
     let mut asked = match (&retry.state, modern, reach) {
         (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
         (None, true, Reach::Form) => match approvals.input_required(&action) {

@@ -59,6 +59,9 @@ pub struct Retry {
 pub struct Asker<'a> {
     /// `stdio`, or the `name` of an HTTP client's token: what approvals and the audit record.
     pub client: &'a str,
+    /// Whether the client may be asked (what it declared then chooses how); `false`: every
+    /// question is parked for a person at this machine (a runner's `approvals = "local"`).
+    pub asks_client: bool,
     /// This connection's session permissions: (module, tool, epoch granted in).
     pub session: &'a Mutex<HashSet<(String, String, u64)>>,
     /// The daemon's configuration: each module's `[trust]` policy, the approval timeout.

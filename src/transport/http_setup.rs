@@ -10,6 +10,7 @@ use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 
 /// The identity of every HTTP client when no `[[server.http.clients]]` are configured (loopback
 /// only). `stdio` is the identity on stdio; config validation reserves both names.
@@ -25,9 +26,9 @@ const TAG_KEY: [u8; 64] = *b"hands: bearer-token tags for a constant-time compar
 
 /// A host rule from `allowed_hosts`: the host (lowercase, no brackets) and, optionally, a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct HostRule {
-    pub(super) host: String,
-    pub(super) port: Option<u16>,
+pub(crate) struct HostRule {
+    pub(crate) host: String,
+    pub(crate) port: Option<u16>,
 }
 
 /// One configured client after startup: its name and the HMAC tag of its token.
@@ -171,16 +172,27 @@ pub fn loopback_refusal(config: &Config, listen: &str) -> Option<String> {
 
 /// Reads one client's token from its variable or file, trimmed; refuses a missing, empty,
 /// short or non-printable one, naming the client.
+pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
+    let what = format!("[[server.http.clients]] `{}`", c.name);
+    read_secret(&what, c.token_env.as_deref(), c.token_file.as_deref())
+}
+
+/// Reads a credential from `env` or `file` (exactly one is given), trimmed; refuses a missing,
+/// empty, short or non-printable one. `what` names its owner in errors (`[runner]`,
+/// `[[relay.agents]] `alice``); no error ever quotes the credential.
 // The token file the person configured.
 #[allow(clippy::disallowed_methods)]
-pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<String> {
-    let (raw, source) = match (&c.token_env, &c.token_file) {
+pub(crate) fn read_secret(
+    what: &str,
+    env: Option<&str>,
+    file: Option<&Path>,
+) -> anyhow::Result<String> {
+    let (raw, source) = match (env, file) {
         (Some(var), _) => {
             let v = std::env::var(var).map_err(|e| {
                 anyhow!(
-                    "[[server.http.clients]] `{}`: token_env = \"{var}\": {}\nhint: export \
-                     {var} in the environment of `hands serve`, or use token_file",
-                    c.name,
+                    "{what}: token_env = \"{var}\": {}\nhint: export {var} in the environment of \
+                     `hands`, or use token_file",
                     match e {
                         std::env::VarError::NotPresent => "the variable is not set",
                         std::env::VarError::NotUnicode(_) => "the variable is not UTF-8",
@@ -190,70 +202,61 @@ pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<Str
             (v, format!("${var}"))
         }
         (None, Some(file)) => {
-            let v = std::fs::read_to_string(file).with_context(|| {
-                format!(
-                    "[[server.http.clients]] `{}`: cannot read token_file {}",
-                    c.name,
-                    file.display()
-                )
-            })?;
+            let v = std::fs::read_to_string(file)
+                .with_context(|| format!("{what}: cannot read token_file {}", file.display()))?;
             (v, file.display().to_string())
         }
         (None, None) => bail!(
-            "[[server.http.clients]] `{}` has neither token_env nor token_file\nhint: token_env = \
-             \"HANDS_TOKEN_X\" reads the token from that variable",
-            c.name
+            "{what} has neither token_env nor token_file\nhint: token_env = \"HANDS_TOKEN_X\" \
+             reads the token from that variable"
         ),
     };
     let token = raw.trim();
     if token.is_empty() {
         bail!(
-            "[[server.http.clients]] `{}`: the token in {source} is empty\nhint: put a random \
-             token there, e.g. the output of `openssl rand -hex 32`",
-            c.name
+            "{what}: the token in {source} is empty\nhint: put a random token there, e.g. the \
+             output of `openssl rand -hex 32`"
         );
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
         bail!(
-            "[[server.http.clients]] `{}`: the token in {source} has spaces or characters that \
-             cannot travel in an Authorization header\nhint: use printable ASCII, e.g. the output \
-             of `openssl rand -hex 32`",
-            c.name
+            "{what}: the token in {source} has spaces or characters that cannot travel in an \
+             Authorization header\nhint: use printable ASCII, e.g. the output of `openssl rand \
+             -hex 32`"
         );
     }
     if token.len() < MIN_TOKEN_LEN {
         bail!(
-            "[[server.http.clients]] `{}`: the token in {source} is {} characters; at least \
-             {MIN_TOKEN_LEN} are required\nhint: `openssl rand -hex 32` makes a good one",
-            c.name,
+            "{what}: the token in {source} is {} characters; at least {MIN_TOKEN_LEN} are \
+             required\nhint: `openssl rand -hex 32` makes a good one",
             token.len()
         );
     }
     Ok(token.to_string())
 }
 
-pub(super) fn mac() -> Hmac<Sha256> {
+pub(crate) fn mac() -> Hmac<Sha256> {
     // A key of exactly SHA-256's block size: the infallible constructor.
     <Hmac<Sha256> as KeyInit>::new(&TAG_KEY.into())
 }
 
-fn tag_of(token: &[u8]) -> Vec<u8> {
+pub(crate) fn tag_of(token: &[u8]) -> Vec<u8> {
     let mut m = mac();
     m.update(token);
     m.finalize().into_bytes().to_vec()
 }
 
-pub(super) fn normalize_host(host: &str) -> String {
+pub(crate) fn normalize_host(host: &str) -> String {
     host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
 }
 
 /// `localhost` or a loopback IP literal (127.0.0.0/8, ::1): a browser only sends these for a
 /// page that is itself on this machine, so they cannot be a rebinding name.
-pub(super) fn is_loopback_name(host: &str) -> bool {
+pub(crate) fn is_loopback_name(host: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-pub(super) fn parse_host_rule(entry: &str) -> Option<HostRule> {
+pub(crate) fn parse_host_rule(entry: &str) -> Option<HostRule> {
     let a = entry.trim().parse::<http::uri::Authority>().ok()?;
     if a.as_str().contains('@') || a.host().is_empty() {
         return None;

@@ -3,6 +3,7 @@
 //! and timeouts every HTTP listener (the dashboard's too) holds its connections to.
 
 pub mod conns;
+pub mod door;
 pub mod hangups;
 pub mod http;
 pub mod http_setup;

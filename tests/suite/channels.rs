@@ -316,7 +316,7 @@ const PYTHON_SDK: &str = "mcp==2.3.0";
 
 /// A Python interpreter with [`PYTHON_SDK`]: `HANDS_PYTHON_SDK` (a venv folder), else a venv
 /// made once under `~/.cache/hands-python-sdk` with pip from the registry.
-fn python_sdk() -> std::path::PathBuf {
+pub(super) fn python_sdk() -> std::path::PathBuf {
     let venv =
         std::env::var_os("HANDS_PYTHON_SDK").map(std::path::PathBuf::from).unwrap_or_else(|| {
             let home = std::env::var_os("HOME").expect("HOME");

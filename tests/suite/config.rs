@@ -35,6 +35,12 @@ fn example_config_loads_and_lists_every_module() {
     );
     assert!(text.contains("tools: read, write, edit, list_dir, glob, grep"), "{text}");
     assert!(text.contains("module tools-git"), "{text}");
+    // The runner's settings, and where its token comes from (never the token).
+    assert!(
+        text.contains("runner: wss://relay.example.com/runner as `build-box-1`, token from ")
+            && text.contains("approvals = \"local\""),
+        "{text}"
+    );
 }
 
 #[test]

@@ -211,6 +211,13 @@ impl Session {
         get(self.addr, &self.url("/live"), &[self.cookie.clone(), csrf]).await
     }
 
+    /// The whole page, as a browser loads it.
+    pub async fn page(&self) -> String {
+        let r = get(self.addr, &self.base, std::slice::from_ref(&self.cookie)).await;
+        assert_eq!(r.status, 200, "{}{}", r.head, r.body);
+        r.body
+    }
+
     pub async fn live(&self) -> String {
         let r = self.get_live().await;
         assert_eq!(r.status, 200, "{}{}", r.head, r.body);
@@ -224,7 +231,7 @@ impl Session {
     }
 
     /// Waits until a pending approval shows on the page; returns its id.
-    async fn pending_id(&self) -> String {
+    pub async fn pending_id(&self) -> String {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(20) {
             let page = self.live().await;

@@ -52,6 +52,8 @@ mod quoting;
 #[cfg(target_os = "linux")]
 mod run;
 #[cfg(target_os = "linux")]
+mod runner;
+#[cfg(target_os = "linux")]
 mod sandbox;
 mod special_files;
 #[cfg(target_os = "linux")]

@@ -1,0 +1,468 @@
+//! The relay's runners: for each configured name, its live link (at most one: a new
+//! authenticated connection replaces the old), its outbox (kept across a reconnect), and the
+//! agent sessions open on it. Frames from the runner are routed here to the call or session
+//! they answer; a runner's `open`, a message for a session it was never given, or an answer
+//! nobody waits for is dropped.
+
+use crate::link::drive::{Full, Outbox};
+use crate::link::{Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, msg};
+use rmcp::model::{NumberOrString, RequestId};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::SystemTime;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Runner requests remembered per session (as the runner remembers the agent's).
+const SEEN: usize = 4096;
+
+/// Bytes of a runner's messages the relay holds for its agents (queued, or being passed on):
+/// past it, the session whose message overflowed is ended, so a runner gone wrong cannot grow
+/// the relay's memory. Two of the largest frames fit.
+const MAX_HELD: usize = 32 * 1024 * 1024;
+
+/// A runner message's bytes, counted against its runner's [`MAX_HELD`] until dropped (when
+/// the agent has been given it, or it was dropped on the way).
+pub struct Held {
+    bytes: usize,
+    of: Arc<AtomicUsize>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.of.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
+/// What a waiting call or a session's other traffic receives, with its bytes held.
+pub type Delivery<T> = (T, Held);
+
+/// What a call waiting at the relay receives from its runner.
+#[derive(Debug)]
+pub enum Inbound {
+    /// The answer: the whole JSON-RPC response.
+    Answer(Value),
+    /// A request of the runner made in the middle of the call (a person's question).
+    Request(Value),
+    /// A notification for the call (progress).
+    Notification(Value),
+}
+
+/// A call of an agent waiting for its runner.
+struct Waiting {
+    tx: mpsc::Sender<Delivery<Inbound>>,
+    progress: Option<Value>,
+}
+
+/// One agent session on a runner's link.
+pub struct LinkSession {
+    pub id: String,
+    runner: Weak<Runner>,
+    calls: Mutex<HashMap<String, Waiting>>,
+    /// Requests and notifications of the runner not tied to a waiting call.
+    pub(super) loose: mpsc::Sender<Delivery<Value>>,
+    /// Runner requests already seen (one sent again after a reconnect is not asked twice):
+    /// the newest [`SEEN`], oldest first, so that a runner cannot grow it without end.
+    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+    /// Cancelled when the session ended; `why` says how.
+    pub ended: CancellationToken,
+    why: Mutex<String>,
+}
+
+/// A request id as a map key (numbers and strings never collide: `n:1` and `s:1`).
+pub fn key(id: &RequestId) -> String {
+    match id {
+        NumberOrString::Number(n) => format!("n:{n}"),
+        NumberOrString::String(s) => format!("s:{s}"),
+    }
+}
+
+fn key_of(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => Some(format!("n:{n}")),
+        Value::String(s) => Some(format!("s:{s}")),
+        _ => None,
+    }
+}
+
+impl LinkSession {
+    /// Sends one JSON-RPC message to the runner.
+    pub fn send<T: serde::Serialize>(&self, message: &T) -> Result<(), Full> {
+        let runner = self.runner.upgrade().ok_or_else(|| Full(self.id.clone()))?;
+        runner.outbox.push(&self.id, msg(&self.id, message, None))
+    }
+
+    /// Waits for the runner's answers to the call `id`; `progress` is its progress token.
+    pub fn wait(
+        &self,
+        id: &RequestId,
+        progress: Option<Value>,
+    ) -> mpsc::Receiver<Delivery<Inbound>> {
+        let (tx, rx) = mpsc::channel(MAX_QUEUED);
+        hands_roots::lock(&self.calls).insert(key(id), Waiting { tx, progress });
+        rx
+    }
+
+    pub fn done(&self, id: &RequestId) {
+        hands_roots::lock(&self.calls).remove(&key(id));
+    }
+
+    /// Why the session ended (empty while it runs).
+    pub fn why(&self) -> String {
+        hands_roots::lock(&self.why).clone()
+    }
+
+    fn end(&self, why: &str) {
+        let mut w = hands_roots::lock(&self.why);
+        if w.is_empty() {
+            *w = why.to_string();
+        }
+        drop(w);
+        hands_roots::lock(&self.calls).clear();
+        self.ended.cancel();
+    }
+
+    /// Closes the session from the agent's side (its HTTP session ended).
+    pub fn close(&self) {
+        let Some(runner) = self.runner.upgrade() else { return };
+        runner.outbox.forget(&self.id);
+        if hands_roots::lock(&runner.state).sessions.remove(&self.id).is_some() {
+            runner.outbox.push_control(Envelope::Close { session: self.id.clone() }.to_text());
+        }
+        self.end("the agent closed it");
+    }
+
+    /// A message of the runner in this session.
+    fn route(&self, message: Value, call: Option<&Value>, held: Held) {
+        let id = message.get("id").and_then(key_of);
+        let is_request = message.get("method").is_some();
+        let mut calls = hands_roots::lock(&self.calls);
+        let (target, inbound) = match (is_request, id) {
+            (false, Some(id)) => {
+                // An answer: to its call, which then waits for nothing more (a second answer,
+                // sent again after a reconnect or by a runner gone wrong, goes nowhere).
+                match calls.remove(&id) {
+                    Some(w) => (Some(w.tx), Inbound::Answer(message)),
+                    None => return,
+                }
+            }
+            (true, Some(id)) => {
+                let mut seen = hands_roots::lock(&self.seen);
+                if !seen.0.insert(id.clone()) {
+                    return;
+                }
+                seen.1.push_back(id);
+                if seen.1.len() > SEEN
+                    && let Some(old) = seen.1.pop_front()
+                {
+                    seen.0.remove(&old);
+                }
+                drop(seen);
+                let call = call.and_then(key_of).and_then(|c| calls.get(&c));
+                (call.map(|w| w.tx.clone()), Inbound::Request(message))
+            }
+            (true, None) => {
+                let token = message.pointer("/params/progressToken");
+                let call = calls.values().find(|w| token.is_some() && w.progress.as_ref() == token);
+                (call.map(|w| w.tx.clone()), Inbound::Notification(message))
+            }
+            (false, None) => return,
+        };
+        drop(calls);
+        let sent = match target {
+            Some(tx) => tx.try_send((inbound, held)).is_ok(),
+            None => {
+                let (Inbound::Request(m) | Inbound::Notification(m) | Inbound::Answer(m)) = inbound;
+                self.loose.try_send((m, held)).is_ok()
+            }
+        };
+        if !sent {
+            tracing::warn!(session = %self.id, "relay: the runner queued more than {MAX_QUEUED} messages for one session; it is ended");
+            if let Some(r) = self.runner.upgrade() {
+                r.end_session(&self.id, "the runner sent more than a session holds");
+            }
+        }
+    }
+}
+
+struct Live {
+    id: u64,
+    since: SystemTime,
+    stop: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    live: Option<Live>,
+    /// The instance of the runner process last connected.
+    instance: Option<String>,
+    sessions: HashMap<String, Arc<LinkSession>>,
+}
+
+/// One configured runner.
+pub struct Runner {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    pub outbox: Arc<Outbox>,
+    state: Mutex<State>,
+    /// Bumped on every connection; a linger timer that finds it unchanged ends the sessions.
+    generation: AtomicU64,
+    /// Frames of this runner that meant nothing, for a quiet log.
+    odd: AtomicU64,
+    /// Bytes of its messages held for agents ([`MAX_HELD`]).
+    held: Arc<AtomicUsize>,
+    me: Weak<Runner>,
+}
+
+impl Runner {
+    pub fn new(name: String, token_sha256: [u8; 32]) -> Arc<Runner> {
+        Arc::new_cyclic(|me| Runner {
+            name,
+            token_sha256,
+            outbox: Arc::default(),
+            state: Mutex::default(),
+            generation: AtomicU64::new(0),
+            odd: AtomicU64::new(0),
+            held: Arc::default(),
+            me: me.clone(),
+        })
+    }
+
+    /// Since when it is connected, if it is.
+    pub fn since(&self) -> Option<SystemTime> {
+        hands_roots::lock(&self.state).live.as_ref().map(|l| l.since)
+    }
+
+    /// A new authenticated connection of runner process `instance`: the old one (if any) is
+    /// stopped; sessions of another process are ended. Returns the connection's id and stop.
+    pub fn connected(&self, instance: &str) -> (u64, CancellationToken) {
+        let id = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let stop = CancellationToken::new();
+        let mut s = hands_roots::lock(&self.state);
+        if let Some(old) = s.live.take() {
+            tracing::info!(
+                "relay: runner `{}` connected again; the older link is closed",
+                self.name
+            );
+            old.stop.cancel();
+        }
+        let restarted = s.instance.as_deref().is_some_and(|i| i != instance);
+        s.instance = Some(instance.to_string());
+        s.live = Some(Live { id, since: SystemTime::now(), stop: stop.clone() });
+        let ended: Vec<Arc<LinkSession>> =
+            if restarted { s.sessions.drain().map(|(_, v)| v).collect() } else { Vec::new() };
+        drop(s);
+        if restarted {
+            self.outbox.clear();
+        }
+        for session in ended {
+            session.end(&format!(
+                "runner `{}` restarted: the call's result was lost (it ran at most once)",
+                self.name
+            ));
+        }
+        (id, stop)
+    }
+
+    /// Connection `id` ended. If no other took its place within [`LINGER`], waiting calls are
+    /// answered as lost.
+    pub fn disconnected(&self, id: u64) {
+        let mut s = hands_roots::lock(&self.state);
+        if s.live.as_ref().is_some_and(|l| l.id == id) {
+            s.live = None;
+        } else {
+            return;
+        }
+        drop(s);
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(LINGER).await;
+            let Some(me) = me.upgrade() else { return };
+            if me.generation.load(Ordering::SeqCst) != id {
+                return;
+            }
+            let ended: Vec<Arc<LinkSession>> =
+                hands_roots::lock(&me.state).sessions.drain().map(|(_, v)| v).collect();
+            me.outbox.clear();
+            for session in ended {
+                session.end(&format!(
+                    "the link to runner `{}` dropped and did not come back within {} s: the \
+                     call's result was lost (it ran at most once)",
+                    me.name,
+                    LINGER.as_secs()
+                ));
+            }
+        });
+    }
+
+    /// Opens an agent session: `Err` says why not (not connected, too many sessions).
+    pub fn open(
+        &self,
+        agent: &str,
+        loose: mpsc::Sender<Delivery<Value>>,
+    ) -> Result<Arc<LinkSession>, String> {
+        let mut s = hands_roots::lock(&self.state);
+        if s.live.is_none() {
+            return Err(format!("runner {} is not connected", self.name));
+        }
+        if s.sessions.len() >= MAX_SESSIONS {
+            return Err(format!(
+                "runner {} serves {MAX_SESSIONS} sessions already; try again in a moment",
+                self.name
+            ));
+        }
+        let id = crate::link::random_id();
+        let session = Arc::new(LinkSession {
+            id: id.clone(),
+            runner: self.me.clone(),
+            calls: Mutex::default(),
+            loose,
+            seen: Mutex::default(),
+            ended: CancellationToken::new(),
+            why: Mutex::default(),
+        });
+        s.sessions.insert(id.clone(), session.clone());
+        drop(s);
+        let open = Envelope::Open { session: id.clone(), agent: agent.to_string() };
+        self.outbox.push(&id, open.to_text()).map_err(|e| e.to_string())?;
+        Ok(session)
+    }
+
+    /// Whether a new session could open now (for the door's 503).
+    pub fn busy(&self) -> bool {
+        hands_roots::lock(&self.state).sessions.len() >= MAX_SESSIONS
+    }
+
+    fn end_session(&self, id: &str, why: &str) {
+        let session = hands_roots::lock(&self.state).sessions.remove(id);
+        self.outbox.forget(id);
+        if let Some(s) = session {
+            self.outbox.push_control(Envelope::Close { session: id.to_string() }.to_text());
+            s.end(why);
+        }
+    }
+
+    /// A frame of this runner that meant nothing: dropped, and said in the log the first time
+    /// and every thousandth after, so that a runner sending garbage cannot flood the log.
+    fn odd(&self, what: std::fmt::Arguments<'_>) {
+        let n = self.odd.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(1000) {
+            tracing::warn!("relay: runner `{}` {what}; dropped ({} so far)", self.name, n + 1);
+        }
+    }
+
+    /// One text frame from this runner.
+    pub fn on_frame(&self, text: &str) {
+        let envelope = match Envelope::parse(text) {
+            Ok(e) => e,
+            Err(e) => return self.odd(format_args!("sent a frame that is no envelope ({e})")),
+        };
+        match envelope {
+            Envelope::Close { session } => {
+                let s = hands_roots::lock(&self.state).sessions.remove(&session);
+                self.outbox.forget(&session);
+                if let Some(s) = s {
+                    s.end(&format!(
+                        "runner `{}` ended the session: a call still waiting was lost",
+                        self.name
+                    ));
+                }
+            }
+            Envelope::Msg { session, message, call } => {
+                let s = hands_roots::lock(&self.state).sessions.get(&session).cloned();
+                let Some(s) = s else {
+                    // A session that ended here, or that the relay never opened.
+                    return;
+                };
+                // Counted before it is parsed: past the bound, it is not even read.
+                let bytes = message.get().len();
+                if self.held.fetch_add(bytes, Ordering::SeqCst) + bytes > MAX_HELD {
+                    self.held.fetch_sub(bytes, Ordering::SeqCst);
+                    self.end_session(&session, "the runner sent more than the relay holds");
+                    return self.odd(format_args!(
+                        "sent more than the relay holds for its agents ({MAX_HELD} bytes)"
+                    ));
+                }
+                let held = Held { bytes, of: self.held.clone() };
+                match serde_json::from_str::<Value>(message.get()) {
+                    Ok(m) if m.is_object() => s.route(m, call.as_ref(), held),
+                    _ => self.odd(format_args!("sent a message that is no JSON-RPC")),
+                }
+            }
+            Envelope::Open { .. } => {
+                self.odd(format_args!("tried to open a session; only agents do"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::MAX_FRAME;
+    use serde_json::json;
+
+    fn session_of(r: &Arc<Runner>) -> (Arc<LinkSession>, mpsc::Receiver<Delivery<Value>>) {
+        r.connected("one-instance");
+        let (tx, rx) = mpsc::channel(MAX_QUEUED);
+        (r.open("alice", tx).unwrap(), rx)
+    }
+
+    /// A notification of the runner with `size` bytes of data, for no call.
+    fn note(session: &str, size: usize) -> String {
+        let m = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x".repeat(size)}});
+        msg(session, &m, None)
+    }
+
+    #[tokio::test]
+    async fn a_runner_cannot_queue_more_than_a_session_or_the_relay_holds() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        // Nobody reads this session's traffic: the 257th message ends it.
+        let (s, rx) = session_of(&r);
+        for _ in 0..MAX_QUEUED {
+            r.on_frame(&note(&s.id, 10));
+        }
+        assert!(!s.ended.is_cancelled());
+        r.on_frame(&note(&s.id, 10));
+        assert!(s.ended.is_cancelled() && s.why().contains("more than a session holds"));
+        drop(rx);
+        assert_eq!(r.held.load(Ordering::SeqCst), 0, "what was dropped is no longer held");
+        // Two of the largest messages fit what the relay holds for agents; a third ends the
+        // session, and its bytes are never held.
+        let (s, rx) = session_of(&r);
+        let big = MAX_FRAME - 1024;
+        r.on_frame(&note(&s.id, big));
+        r.on_frame(&note(&s.id, big));
+        assert!(!s.ended.is_cancelled());
+        let held = r.held.load(Ordering::SeqCst);
+        assert!(held > 2 * big && held <= MAX_HELD, "{held}");
+        r.on_frame(&note(&s.id, big));
+        assert!(s.ended.is_cancelled() && s.why().contains("more than the relay holds"));
+        assert_eq!(r.held.load(Ordering::SeqCst), held);
+        drop(rx);
+        assert_eq!(r.held.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_call_takes_one_answer_and_garbage_changes_nothing() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        let (s, _loose) = session_of(&r);
+        let id = RequestId::Number(7);
+        let mut rx = s.wait(&id, None);
+        for junk in ["garbage", "{}", r#"{"v":1,"type":"open","session":"x","agent":"a"}"#] {
+            r.on_frame(junk);
+        }
+        r.on_frame(&msg("no-such-session", &json!({"jsonrpc":"2.0","id":7,"result":{}}), None));
+        let answer = |text: &str| json!({"jsonrpc": "2.0", "id": 7, "result": {"said": text}});
+        r.on_frame(&msg(&s.id, &answer("first"), None));
+        r.on_frame(&msg(&s.id, &answer("second"), None));
+        let Ok((Inbound::Answer(v), _)) = rx.try_recv() else { panic!("no answer") };
+        assert_eq!(v["result"]["said"], "first");
+        assert!(rx.try_recv().is_err(), "a second answer reached the call");
+        assert!(!s.ended.is_cancelled());
+        assert_eq!(r.odd.load(Ordering::Relaxed), 3);
+    }
+}

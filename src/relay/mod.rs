@@ -1,0 +1,351 @@
+//! `hands relay --config relay.toml`: the organization's side of runner mode (SPEC §13), one
+//! process. Runners connect in at `/runner` (a WebSocket; `upgrade.rs`), agents reach runner
+//! NAME at `/runners/NAME/mcp` as a streamable HTTP MCP endpoint served by the same door as
+//! `hands serve --http` (`src/transport/door.rs`: Host/Origin, body cap, both eras, hangups),
+//! and `GET /runners` lists the runners an agent may reach. The relay authenticates both ends,
+//! routes and caps (`hub.rs`, `proxy.rs`); it holds none of a runner's policy.
+
+pub mod config;
+mod hub;
+mod proxy;
+mod upgrade;
+
+use crate::transport::door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
+use crate::transport::hangups::Sessions;
+use crate::transport::http_setup::{HostRule, mac, tag_of};
+use anyhow::Context as _;
+use bytes::Bytes;
+use config::RelayCfg;
+use hmac::Mac;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hub::Runner;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use proxy::Proxy;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A slow client gets this long to send its request headers, and a TLS handshake as long.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections served at once; past it a new one is closed at once.
+const MAX_CONNECTIONS: usize = 1024;
+
+type Service = StreamableHttpService<Proxy, LocalSessionManager>;
+
+struct Agent {
+    name: String,
+    tag: Vec<u8>,
+    /// Indices into `Relay::runners` of the runners it may reach.
+    reaches: Vec<usize>,
+}
+
+/// The state every connection shares.
+pub struct Relay {
+    hosts: Hosts,
+    runners: Vec<Arc<Runner>>,
+    agents: Vec<Agent>,
+    /// (agent, runner) → (index in `sessions`, service): the agent's identity is the service's.
+    services: HashMap<(usize, usize), (usize, Service)>,
+    sessions: Arc<Sessions>,
+    /// This process, told to each runner in the upgrade's answer.
+    instance: String,
+}
+
+/// Everything `relay` needs, checked before the runtime starts: the tokens read, the TLS
+/// certificate and key loaded.
+pub struct Setup {
+    cfg: RelayCfg,
+    agent_tags: Vec<Vec<u8>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Setup {
+    pub fn new(cfg: RelayCfg) -> anyhow::Result<Setup> {
+        let mut agent_tags: Vec<Vec<u8>> = Vec::new();
+        for a in &cfg.agents {
+            let what = format!("[[relay.agents]] `{}`", a.name);
+            let token = crate::transport::http_setup::read_secret(
+                &what,
+                a.token_env.as_deref(),
+                a.token_file.as_deref(),
+            )?;
+            let tag = tag_of(token.as_bytes());
+            if agent_tags.contains(&tag) {
+                anyhow::bail!(
+                    "{what} has the same token as another agent\nhint: give each agent its own token"
+                );
+            }
+            agent_tags.push(tag);
+        }
+        let tls = match &cfg.tls {
+            Some((cert, key)) => {
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(server_tls(cert, key)?)))
+            }
+            None => None,
+        };
+        Ok(Setup { cfg, agent_tags, tls })
+    }
+}
+
+/// The relay's TLS: the chain of `cert` and the key of `key` (PEM; PKCS#8, SEC1 or RSA).
+fn server_tls(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect())
+        .map_err(|e| anyhow::anyhow!("[relay] cert_file {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        anyhow::bail!("[relay] cert_file {} holds no PEM certificate", cert.display());
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        anyhow::anyhow!(
+            "[relay] key_file {}: {e}\nhint: a PEM key: PKCS#8, SEC1 (EC) or RSA",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("[relay] cert_file and key_file do not make a TLS identity")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Binds, tells `bound` the address, and serves until SIGINT or SIGTERM.
+pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> anyhow::Result<()> {
+    let Setup { cfg, agent_tags, tls } = setup;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    bound(addr);
+    let shutdown = CancellationToken::new();
+    let runners: Vec<Arc<Runner>> =
+        cfg.runners.iter().map(|r| Runner::new(r.name.clone(), r.token_sha256)).collect();
+    let agents: Vec<Agent> = (cfg.agents.iter().zip(agent_tags))
+        .map(|(a, tag)| Agent {
+            name: a.name.clone(),
+            tag,
+            reaches: (runners.iter().enumerate())
+                .filter(|(_, r)| a.runners.is_match(&r.name))
+                .map(|(i, _)| i)
+                .collect(),
+        })
+        .collect();
+    let rmcp_config = door::rmcp_config(&shutdown);
+    let mut services = HashMap::new();
+    for (ai, a) in agents.iter().enumerate() {
+        for &ri in &a.reaches {
+            let (runner, agent) = (runners[ri].clone(), Arc::<str>::from(a.name.as_str()));
+            let svc = StreamableHttpService::new(
+                move || Ok(Proxy::new(runner.clone(), agent.clone())),
+                Arc::new(LocalSessionManager::default()),
+                rmcp_config.clone(),
+            );
+            let index = services.len();
+            services.insert((ai, ri), (index, svc));
+        }
+    }
+    let mut rules = vec![HostRule { host: cfg.public_host.clone(), port: None }];
+    if !cfg.listen.ip().is_unspecified() {
+        rules.push(HostRule { host: cfg.listen.ip().to_string(), port: None });
+    }
+    let hosts = Hosts { rules, remedy: "[relay].public_url in relay.toml" };
+    let relay = Arc::new(Relay {
+        hosts,
+        runners,
+        agents,
+        services,
+        sessions: Arc::default(),
+        instance: crate::link::random_id(),
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("relay: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::debug!("relay: {MAX_CONNECTIONS} connections already; one more closed");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (relay, tls, stop) = (relay.clone(), tls.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            match tls {
+                None => connection(relay, TokioIo::new(stream), stop).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(s)) => connection(relay, TokioIo::new(s), stop).await,
+                        Ok(Err(e)) => tracing::debug!("relay: TLS handshake failed: {e}"),
+                        Err(_) => tracing::debug!("relay: TLS handshake timed out"),
+                    }
+                }
+            }
+        });
+    }
+    shutdown.cancel();
+    Ok(())
+}
+
+async fn connection<I>(relay: Arc<Relay>, io: I, stop: CancellationToken)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let relay = relay.clone();
+        async move { Ok::<_, Infallible>(relay.handle(req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(io, svc)
+        .with_upgrades();
+    tokio::select! {
+        r = conn => if let Err(e) = r {
+            tracing::debug!("relay: connection ended: {e}");
+        },
+        () = stop.cancelled() => {}
+    }
+}
+
+fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
+impl Relay {
+    async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if let Err(r) = self.hosts.check_host(&req) {
+            return *r;
+        }
+        if let Err(r) = self.hosts.check_origin(req.headers()) {
+            return *r;
+        }
+        let path = req.uri().path().to_string();
+        if path == "/runner" {
+            return upgrade::runner(self, req);
+        }
+        if path != "/runners" && !path.starts_with("/runners/") {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "hands relay serves /runners, /runners/NAME/mcp and /runner",
+            );
+        }
+        let agent = match self.agent(req.headers()) {
+            Ok(a) => a,
+            Err(r) => return *r,
+        };
+        if path == "/runners" {
+            if req.method() != http::Method::GET {
+                return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /runners lists your runners");
+            }
+            return self.list(agent);
+        }
+        let Some(name) = path.strip_prefix("/runners/").and_then(|p| p.strip_suffix("/mcp")) else {
+            return plain(StatusCode::NOT_FOUND, "a runner's MCP endpoint is /runners/NAME/mcp");
+        };
+        let found = self.runners.iter().position(|r| r.name == name);
+        let Some((index, service)) = found.and_then(|ri| self.services.get(&(agent, ri))) else {
+            tracing::warn!(
+                "relay: agent `{}` asked for runner `{}`, which it may not reach",
+                self.agents[agent].name,
+                hands_roots::shown(name)
+            );
+            return json(
+                StatusCode::FORBIDDEN,
+                serde_json::json!({"error": format!("agent {} may not reach runner {}", self.agents[agent].name, hands_roots::shown(name))}),
+            );
+        };
+        let runner = found.map(|ri| &self.runners[ri]);
+        if runner.is_some_and(|r| r.since().is_none()) {
+            return json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": format!("runner {name} is not connected")}),
+            );
+        }
+        let opens = !req.headers().contains_key("mcp-session-id");
+        if opens && runner.is_some_and(|r| r.busy()) {
+            return json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": format!("runner {name} serves {} sessions already; try again in a moment", crate::link::MAX_SESSIONS)}),
+            );
+        }
+        door::serve_mcp(service, &self.sessions, *index, req).await
+    }
+
+    /// The agent whose token the request carries (an index), else 401.
+    fn agent(&self, headers: &http::HeaderMap) -> Result<usize, Box<Response<Body>>> {
+        let Some(presented) = bearer(headers) else {
+            return Err(unauthorized(
+                "Bearer realm=\"hands-relay\"",
+                "missing bearer token: send `Authorization: Bearer <token>` with your agent's token",
+            ));
+        };
+        let mut m = mac();
+        m.update(presented.as_bytes());
+        let mut found = None;
+        for (i, a) in self.agents.iter().enumerate() {
+            if m.clone().verify_slice(&a.tag).is_ok() {
+                found = Some(i);
+            }
+        }
+        found.ok_or_else(|| {
+            tracing::warn!("relay: refused a request with a bearer token no agent has");
+            unauthorized(
+                "Bearer realm=\"hands-relay\", error=\"invalid_token\"",
+                "the bearer token matches no [[relay.agents]] entry",
+            )
+        })
+    }
+
+    fn list(&self, agent: usize) -> Response<Body> {
+        let runners: Vec<serde_json::Value> = (self.agents[agent].reaches.iter())
+            .map(|&ri| {
+                let r = &self.runners[ri];
+                let since = r.since();
+                serde_json::json!({
+                    "name": r.name,
+                    "connected": since.is_some(),
+                    "since": since.map(crate::audit::rfc3339),
+                })
+            })
+            .collect();
+        json(StatusCode::OK, serde_json::json!({ "runners": runners }))
+    }
+
+    fn runner_named(&self, name: &str) -> Option<&Arc<Runner>> {
+        self.runners.iter().find(|r| r.name == name)
+    }
+}
+
+/// `bad` for the upgrade's refusals (shared with `upgrade.rs`).
+fn refuse(status: StatusCode, text: &str) -> Response<Body> {
+    *bad(status, text)
+}

@@ -1,0 +1,133 @@
+//! A runner gone wrong, against the real relay: a test-written stand-in connects with box-1's
+//! real token and answers like a server, then sends garbage, binary frames, an `open` of its
+//! own, messages for sessions it was never given and a second answer to a call; a second
+//! connection of the same name replaces the first; then a 64 MiB frame. The relay passes on
+//! exactly one answer, keeps a quiet log, drops the link at the oversized frame, stays small,
+//! and serves the real runner that connects next.
+
+use super::super::common::{Era, Fixture, text_of};
+use super::{ALICE, Org, RUNNER_TOKEN, agent_at, call, peak_rss_mib, runner_config, start_runner};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+fn msg(session: &str, m: Value) -> Message {
+    Message::text(json!({"v":1,"type":"msg","session":session,"message":m}).to_string())
+}
+
+/// Reads the relay's frames until one satisfies `want` (its envelope).
+async fn until(ws: &mut Ws, mut want: impl FnMut(&Value) -> bool) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(frame)) = ws.next().await {
+            if let Message::Text(t) = frame {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                if want(&v) {
+                    return v;
+                }
+            }
+        }
+        panic!("the relay closed the link");
+    })
+    .await
+    .expect("the relay sent nothing of the kind within 10 s")
+}
+
+/// Dials the relay as box-1, with its real token, taking no frame size limit of its own.
+async fn dial(org: &Org) -> Ws {
+    let mut req = format!("ws://{}/runner", org.addr).into_client_request().unwrap();
+    let h = req.headers_mut();
+    h.insert("authorization", format!("Bearer {RUNNER_TOKEN}").parse().unwrap());
+    h.insert("hands-runner", "box-1".parse().unwrap());
+    h.insert("sec-websocket-protocol", "hands-runner.v1".parse().unwrap());
+    h.insert("hands-instance", "rogue".parse().unwrap());
+    let unlimited = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_frame_size(None)
+        .max_message_size(None);
+    let tcp = tokio::net::TcpStream::connect(org.addr).await.unwrap();
+    tokio_tungstenite::client_async_with_config(req, tcp, Some(unlimited)).await.unwrap().0
+}
+
+#[tokio::test]
+async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
+    let fx = Fixture::new();
+    let mut org = Org::start_plain(&fx).await;
+    let mut ws = dial(&org).await;
+    assert!(org.wait_connected(true, Duration::from_secs(10)).await);
+
+    // An agent's session: the stand-in answers `initialize` as a server would.
+    let agent = tokio::spawn(agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()));
+    let open = until(&mut ws, |v| v["type"] == "open").await;
+    assert_eq!(open["agent"], "alice");
+    let session = open["session"].as_str().unwrap().to_string();
+    let init = until(&mut ws, |v| v["message"]["method"] == "initialize").await;
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "rogue", "version": "0"}});
+    let answer = json!({"jsonrpc": "2.0", "id": init["message"]["id"], "result": result});
+    ws.send(msg(&session, answer)).await.unwrap();
+    let alice = Arc::new(agent.await.unwrap());
+
+    // A call; before answering it, the stand-in sends everything that means nothing.
+    let pending = {
+        let alice = alice.clone();
+        tokio::spawn(async move { call(&alice, "read", json!({"path": "x"})).await })
+    };
+    let asked = until(&mut ws, |v| v["message"]["method"] == "tools/call").await;
+    let id = asked["message"]["id"].clone();
+    for _ in 0..2000 {
+        ws.feed(Message::text("garbage")).await.unwrap();
+    }
+    ws.feed(Message::Binary(Bytes::from_static(b"\x00binary"))).await.unwrap();
+    let own_open = json!({"v":1,"type":"open","session":"mine","agent":"mallory"});
+    ws.feed(Message::text(own_open.to_string())).await.unwrap();
+    let stray =
+        json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"stray"}]}});
+    ws.feed(msg("never-given", stray)).await.unwrap();
+    let said = |text: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}});
+    ws.feed(msg(&session, said("the one answer"))).await.unwrap();
+    ws.feed(msg(&session, said("a second answer"))).await.unwrap();
+    ws.flush().await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert_eq!(text_of(&r), "the one answer");
+    let relay = org.relay.as_ref().unwrap();
+    let noted = relay.lines.lock().unwrap().iter().filter(|l| l.contains("dropped (")).count();
+    assert!((1..=6).contains(&noted), "{noted} log lines for 2,003 odd frames:\n{}", relay.text());
+    assert!(!relay.text().contains(RUNNER_TOKEN) && !relay.text().contains(ALICE));
+
+    // A new authenticated connection for the name replaces the old one (a reconnect after a
+    // half-open link): the relay closes the first.
+    let mut ws2 = dial(&org).await;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match ws.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    });
+    assert!(closed.await.is_ok(), "the older link stayed open");
+    assert_eq!(org.box1().await["connected"], true, "the newer link is box-1's");
+
+    // A 64 MiB frame: the relay reads no frame past 16 MiB and drops the link.
+    let _ = ws2.send(Message::text("z".repeat(64 << 20))).await;
+    assert!(org.wait_connected(false, Duration::from_secs(10)).await);
+    let pid = org.relay.as_ref().unwrap().pid();
+    let peak = peak_rss_mib(pid);
+    assert!(peak < 200, "the relay's resident memory peaked at {peak} MiB");
+
+    // The relay still serves: the real runner connects (another instance: the stand-in's
+    // sessions end), and an agent's new session reaches it.
+    let config = runner_config(&fx, &org.url(), None, RUNNER_TOKEN, "local");
+    let runner = start_runner(&fx, &config);
+    assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
+    let c = agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()).await;
+    let r = call(&c, "bash", json!({"command": "echo real-runner"})).await;
+    assert!(text_of(&r).contains("real-runner"), "{}", text_of(&r));
+    let relay = org.relay.as_mut().unwrap();
+    assert!(relay.child.try_wait().unwrap().is_none(), "the relay exited");
+    fx.assert_canary();
+}
