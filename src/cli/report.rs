@@ -417,9 +417,9 @@ pub(super) fn shell_warnings(
             None => seen.push((name, i)),
         }
     }
-    // Refused by `check` and `serve` without `bash` (`config::trusted::path_writers`); with
+    // Refused by `check` and `serve` without `bash` (`config::path_writers`); with
     // it the agent runs any program anyway, so it is worth knowing, not an error.
-    for (p, r) in crate::config::trusted::path_writers(config, sh) {
+    for (p, r) in crate::config::path_writers::path_writers(config, sh) {
         w.push(format!(
             "tools-shell: {} (on its path, or what a name there leads to) lies {}: `run`, \
              `os-*` and `hands exec` run whatever a command or file tool put there under an \
