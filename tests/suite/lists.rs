@@ -476,3 +476,23 @@ async fn a_widening_onto_a_path_folder_is_refused_before_asking() {
     let _ = waiting.await.unwrap();
     fx.assert_canary();
 }
+
+/// The `bash` tool runs bash: a `deny` naming its file (under any name) is a startup error, not
+/// a tool that always fails. Positive control: the same `deny` without the tool.
+#[test]
+fn denying_the_shell_the_bash_tool_runs_is_refused_at_startup() {
+    let fx = Fixture::new();
+    for (bash, refused) in [(true, true), (false, false)] {
+        let config = config(&fx, "allow = [\"kubectl get\"], deny = [\"bash\"]", bash);
+        let out =
+            fx.std_command(&["check", "--config", config.to_str().unwrap()]).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(!out.status.success(), refused, "bash = {bash}: {text}");
+        assert_eq!(text.contains("which the `bash` tool runs"), refused, "{text}");
+    }
+    fx.assert_canary();
+}

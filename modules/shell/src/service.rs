@@ -227,7 +227,7 @@ impl Shell {
             use std::os::unix::fs::MetadataExt;
             if hidden.denied.ids.contains(&(m.dev(), m.ino())) {
                 anyhow::bail!(
-                    "tools-shell: commands.deny names {} (under this or another name), which the \
+                    "commands.deny names {} (under this or another name), which the \
                      `bash` tool runs; hint: set bash = false, or remove it from commands.deny",
                     b.display()
                 );
