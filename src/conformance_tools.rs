@@ -94,7 +94,6 @@ pub(crate) fn tools() -> Vec<Entry> {
                 tool,
                 module: ModuleId::Fs,
                 class: ActionClass::Read,
-                widens: false,
                 handler: Handler::Conformance,
             }
         })

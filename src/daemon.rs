@@ -30,9 +30,11 @@ pub struct Daemon {
     pub approvals: Arc<crate::gate::approvals::Approvals>,
     /// Each module's resolver, for the gate's check of denied paths before anyone is asked.
     resolvers: Vec<(ModuleId, Arc<Resolver>)>,
-    /// The policy lists every resolver was built from ([`policy_lists`]), for the check of a
-    /// one-run expansion (`src/needs.rs`).
+    /// The policy lists every resolver was built from ([`policy_lists`]).
     lists: PolicyLists,
+    /// tools-shell's network gate, when its commands reach the network through the proxy: a
+    /// call's `Caller` registers its client there while a command of the call waits.
+    netgate: Option<Arc<crate::netgate::NetGate>>,
 }
 
 /// Builds the compiled policy shared by every module's resolver.
@@ -163,7 +165,7 @@ impl Daemon {
                         let sh = crate::shell_mcp::new(m, cfg, &config, resolver, &lists)
                             .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
-                        tools.extend(crate::tools::shell_tools(&sh, cfg, m.has(Grant::Network)));
+                        tools.extend(crate::shell_mcp::tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);
                     }
                 }
@@ -177,14 +179,12 @@ impl Daemon {
             &absolute(&config.state_dir),
             timeout,
         )?);
-        if let Some(sh) = &shell {
+        let netgate = shell.as_ref().map(|sh| {
             let module = ModuleId::Shell.name();
-            sh.connect_network(crate::netgate::NetGate::new(
-                module,
-                approvals.clone(),
-                audit.clone(),
-            ));
-        }
+            let gate = crate::netgate::NetGate::new(module, approvals.clone(), audit.clone());
+            sh.connect_network(gate.clone());
+            gate
+        });
         if config.read_only {
             tools.retain(|t| t.class == ActionClass::Read);
         }
@@ -199,7 +199,13 @@ impl Daemon {
             approvals,
             resolvers,
             lists,
+            netgate,
         })
+    }
+
+    /// tools-shell's network gate, when the module runs.
+    pub fn netgate(&self) -> Option<&Arc<crate::netgate::NetGate>> {
+        self.netgate.as_ref()
     }
 
     /// The brake (`hands stop`): refuse external-class calls from now on and end every running

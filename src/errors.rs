@@ -109,9 +109,6 @@ pub fn unknown_tool(name: &str) -> McpError {
     )
 }
 
-/// What a person can do about a program the allowlist refused.
-pub const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in daemon.toml (commands.deny always wins)";
-
 /// A tools-shell refusal: with denial feedback when a wall or the brake refused it. tools-shell
 /// says which by its message alone, so the audit records it as a plain failure.
 pub fn shell_refusal(msg: String, name: &str) -> CallToolResult {
@@ -123,6 +120,12 @@ pub fn shell_refusal(msg: String, name: &str) -> CallToolResult {
         )
     } else if msg.contains("hands stop") {
         ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
+    } else if msg.contains("changed since the daemon's check") {
+        (
+            "sandbox (one resolution)",
+            "a person puts the folder back (or restarts the daemon when a configured root was \
+             replaced on purpose); a widening is asked for again",
+        )
     } else {
         return tool_error(msg);
     };

@@ -1,7 +1,9 @@
 //! The daemon's side of the network proxy (`hands_sandbox::proxy::Gate`): a host no rule
 //! covers is put to a person — through the client of the `bash` call that is still waiting for
 //! the command, when that client is of the 2025-11-25 era and declared form elicitation (an
-//! `elicitation/create` request in the middle of the call), else through the trust gate's
+//! `elicitation/create` request in the middle of the call; the call's `Caller` carries that
+//! channel, registered here by the command's proxy token while the call waits), else through
+//! the trust gate's
 //! parked channel (`hands approvals` and the dashboard; a 2026-07-28 client's input-required
 //! result would end the call, so its commands' questions are parked too). Standing *session*
 //! and *always* permissions are kept per client, module, host and port, and every decision and
@@ -14,18 +16,7 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex, mpsc};
-
-tokio::task_local! {
-    /// The client of the tool call running now, when a person can be asked through it in the
-    /// middle of the call: set by the server around every call (see [`client_channel`]).
-    pub static CLIENT_ASKS: Option<rmcp::Peer<RoleServer>>;
-}
-
-/// The clients that can be asked about a command's connections, by the command's proxy token,
-/// while the call that started it waits (see [`ClientAsks`]).
-static ASKING: LazyLock<Mutex<HashMap<String, rmcp::Peer<RoleServer>>>> =
-    LazyLock::new(Mutex::default);
+use std::sync::{Arc, Mutex, mpsc};
 
 /// The client of a call that can be asked mid-call: a 2025-11-25-era client that declared form
 /// elicitation (SPEC §6: nothing is sent for a capability it did not declare). A 2026-07-28
@@ -40,24 +31,15 @@ pub fn client_channel(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<Rol
 }
 
 /// While it lives, the connections of the command holding `token` are asked about through the
-/// client of the call running now (when [`CLIENT_ASKS`] names one). Dropped when the call ends.
+/// client of the call that started it ([`NetGate::ask_through`]). Dropped when the call ends.
 pub struct ClientAsks {
+    gate: Arc<NetGate>,
     token: String,
-}
-
-impl ClientAsks {
-    /// Registers the current call's client for the command's token; `None` when the call's
-    /// client cannot be asked (or the command runs outside a call).
-    pub fn register(token: &str) -> Option<ClientAsks> {
-        let peer = CLIENT_ASKS.try_with(Clone::clone).ok().flatten()?;
-        hands_roots::lock(&ASKING).insert(token.to_string(), peer);
-        Some(ClientAsks { token: token.to_string() })
-    }
 }
 
 impl Drop for ClientAsks {
     fn drop(&mut self) {
-        hands_roots::lock(&ASKING).remove(&self.token);
+        hands_roots::lock(&self.gate.asking).remove(&self.token);
     }
 }
 
@@ -80,6 +62,9 @@ pub struct NetGate {
     session: Arc<Mutex<Sessions>>,
     /// Records go to one writer thread, in order, so a connection never waits on a disk flush.
     records: Mutex<mpsc::Sender<Entry>>,
+    /// The clients that can be asked about a command's connections, by the command's proxy
+    /// token, while the call that started it waits (see [`ClientAsks`]).
+    asking: Mutex<HashMap<String, rmcp::Peer<RoleServer>>>,
 }
 
 impl NetGate {
@@ -97,7 +82,15 @@ impl NetGate {
             approvals,
             session: Arc::default(),
             records: Mutex::new(tx),
+            asking: Mutex::default(),
         })
+    }
+
+    /// Puts the questions of the command holding proxy `token` to `peer` (the client of the call
+    /// that started it) while the returned guard lives.
+    pub fn ask_through(self: &Arc<Self>, token: &str, peer: rmcp::Peer<RoleServer>) -> ClientAsks {
+        hands_roots::lock(&self.asking).insert(token.to_string(), peer);
+        ClientAsks { gate: Arc::clone(self), token: token.to_string() }
     }
 
     fn action(&self, q: &Question) -> Action {
@@ -129,7 +122,8 @@ impl Gate for NetGate {
         }
         let approvals = Arc::clone(&self.approvals);
         let session = Arc::clone(&self.session);
-        let client = q.token.as_deref().and_then(|t| hands_roots::lock(&ASKING).get(t).cloned());
+        let client =
+            q.token.as_deref().and_then(|t| hands_roots::lock(&self.asking).get(t).cloned());
         Box::pin(async move {
             let asked = match client {
                 Some(peer) => approvals.elicit(&action, &peer).await,

@@ -1,7 +1,7 @@
 //! The tool registry: every published tool as one [`Entry`] — what `tools/list` shows, its
 //! module and action class, and its handler — built from the modules' catalogues
 //! (`hands_fs::catalogue`, `hands_git::catalogue`, `hands_shell::catalogue` through
-//! `src/tools.rs`).
+//! `src/shell_mcp.rs`).
 //! A call is routed by looking its name up here; there is no dispatch to keep in step with
 //! the catalogue, so a tool cannot be sent to another tool's code.
 //!
@@ -30,19 +30,22 @@ use std::sync::Arc;
 pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
-pub type CallFn = Arc<dyn Fn(JsonObject, crate::shell_mcp::Caller) -> Reply + Send + Sync>;
+pub type CallFn = Arc<dyn Fn(JsonObject, hands_shell::Caller) -> Reply + Send + Sync>;
 
 /// A tool's phase before the gate: the arguments as sent, refused or prepared ([`Checked`]).
-pub type CheckFn = Arc<dyn Fn(JsonObject) -> Checked + Send + Sync>;
+pub type CheckFn = Arc<dyn Fn(JsonObject) -> Pending + Send + Sync>;
+
+/// The pending verdict of a tool's phase before the gate.
+pub type Pending = Pin<Box<dyn Future<Output = Checked> + Send>>;
 
 /// What a published tool runs.
 #[derive(Clone)]
 pub enum Handler {
     /// Parses the arguments and runs the tool.
     Call(CallFn),
-    /// Looks at the call before the gate (`run` and `os-*` check their argv against the
-    /// allowlist, commands are refused when a wall is missing in `enforce`), and prepares what
-    /// runs once the gate allows.
+    /// Looks at the call before the gate (tools-shell's `Shell::prepare`: a wall missing in
+    /// `enforce`, `run`'s and `os-*`'s allowlist, the widening `needs` asks for, a widened
+    /// session typed into), and prepares what runs once the gate allows.
     Checked(CheckFn),
     /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
     #[cfg(feature = "conformance-tools")]
@@ -52,10 +55,10 @@ pub enum Handler {
 impl Handler {
     /// The phase before the gate of one call with `args`; a plain [`Handler::Call`] is
     /// prepared as it is.
-    pub fn check(&self, args: JsonObject) -> Checked {
+    pub async fn check(&self, args: JsonObject) -> Checked {
         match self {
             Handler::Call(call) => Checked::call(call, args),
-            Handler::Checked(check) => check(args),
+            Handler::Checked(check) => check(args).await,
             // `src/server.rs` serves these by their scenario, never through here.
             #[cfg(feature = "conformance-tools")]
             Handler::Conformance => Checked::Ready(Ready {
@@ -94,12 +97,13 @@ impl Checked {
 /// A call prepared before the gate.
 pub struct Ready {
     /// Added to the arguments the person asked sees and the audit record keeps (`run`'s and
-    /// `os-*`'s full argv and the binary it resolved to).
+    /// `os-*`'s full argv and the binary it resolved to; a widening as checked, with the
+    /// identity of each folder it grants).
     pub shown: JsonObject,
     /// Only a person's yes for this one run lets it run, whatever `[trust]` says.
     pub confirm: bool,
     /// Runs it, given who waits for it.
-    pub run: Box<dyn FnOnce(crate::shell_mcp::Caller) -> Reply + Send>,
+    pub run: Box<dyn FnOnce(hands_shell::Caller) -> Reply + Send>,
 }
 
 /// One published tool.
@@ -109,8 +113,6 @@ pub struct Entry {
     pub tool: Tool,
     pub module: ModuleId,
     pub class: ActionClass,
-    /// It takes `needs`, the one-run widening (`src/needs.rs`), checked before the gate.
-    pub widens: bool,
     pub handler: Handler,
 }
 
@@ -122,7 +124,7 @@ impl Entry {
         O: schemars::JsonSchema + 'static,
     {
         let tool = published::<P, O>(spec.name, spec.title, spec.description, spec.hints);
-        Entry { tool, module, class: class_of(spec.class), widens: false, handler }
+        Entry { tool, module, class: class_of(spec.class), handler }
     }
 
     pub fn name(&self) -> &str {
@@ -243,14 +245,12 @@ pub fn parsing<S, P, F, Fut>(state: &Arc<S>, name: &'static str, go: F) -> CallF
 where
     S: Send + Sync + 'static,
     P: DeserializeOwned + Send + 'static,
-    F: Fn(Arc<S>, P, crate::shell_mcp::Caller) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<S>, P, hands_shell::Caller) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Answer> + Send + 'static,
 {
     let (state, go) = (state.clone(), Arc::new(go));
     Arc::new(move |args, caller| {
         let (state, go) = (state.clone(), go.clone());
-        // Parsed and run when the reply is awaited, inside whatever scope awaits it (a
-        // one-run expansion's `needs`, src/server.rs).
         Box::pin(async move {
             match parse::<P>(args, name) {
                 Ok(params) => go(state, params, caller).await,

@@ -74,25 +74,16 @@ impl HandsServer {
     async fn audited(
         &self,
         def: &Entry,
-        mut args: JsonObject,
+        args: JsonObject,
         retry: Retry,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let mut arguments = args.clone();
-        // `needs` (bash, tmux_start): checked before anyone is asked; the person sees it in the
-        // arguments, the launch gets it through `needs::GRANTED` (`src/needs.rs`).
-        let (needs, needs_refused) = if def.widens {
-            let proxied = self.daemon.shell().is_some_and(|s| s.network_proxied());
-            let (lists, state) = (self.daemon.lists(), absolute(&self.daemon.config.state_dir));
-            let folders = self.daemon.shell().map(|s| s.path_folders()).unwrap_or_default();
-            crate::needs::take(lists, &state, &folders, proxied, &def.tool.name, &mut args)
-        } else {
-            (None, None)
-        };
         // The tool's own phase before the gate (`src/registry.rs`): what it refuses before
         // anyone is asked, and what the person's question and the record carry besides the
-        // arguments as sent (`run`'s full argv and the binary it resolved to).
-        let (ready, before) = match def.handler.check(args) {
+        // arguments as sent (`run`'s full argv and the binary it resolved to; a widening as
+        // checked, which is what the run gets).
+        let (ready, before) = match def.handler.check(args).await {
             Checked::Ready(mut ready) => {
                 arguments.extend(std::mem::take(&mut ready.shown));
                 (Some(ready), None)
@@ -104,7 +95,6 @@ impl HandsServer {
         };
         let arguments = serde_json::Value::Object(arguments);
         let confirm = ready.as_ref().is_some_and(|r| r.confirm);
-        let before = before.or(needs_refused);
         let verdict = match self.verdict(def, &arguments, before, confirm, retry, ctx).await {
             // Not decided yet: the client asks its person and retries.
             Verdict::Ask(input) => return CallToolResponse::InputRequired(input),
@@ -117,11 +107,10 @@ impl HandsServer {
                 refused: true,
             },
             (Verdict::Allow { .. }, Some(ready)) => {
-                let run = (ready.run)(crate::shell_mcp::caller(ctx, &self.gone, self.client()));
-                match needs {
-                    Some(n) => crate::needs::GRANTED.scope(n, run).await,
-                    None => run.await,
-                }
+                // A command's network question may go to this client while the call waits
+                // (netgate.rs) — not to a runner's relay under `approvals = "local"`.
+                let netgate = self.daemon.netgate().filter(|_| self.asks_client);
+                (ready.run)(crate::shell_mcp::caller(ctx, &self.gone, self.client(), netgate)).await
             }
             (Verdict::Allow { .. }, None) => Answer::plain(tool_error(format!(
                 "`{}` was refused before the gate, which allowed it",
@@ -254,10 +243,6 @@ impl ServerHandler for HandsServer {
         }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();
-        let call = self.audited(def, args, retry, &context);
-        // A command's network question may go to this client while the call waits (netgate.rs).
-        let channel = crate::netgate::client_channel(&context).filter(|_| self.asks_client);
-        let call = crate::netgate::CLIENT_ASKS.scope(channel, call);
-        Ok(call.await)
+        Ok(self.audited(def, args, retry, &context).await)
     }
 }

@@ -1,15 +1,24 @@
-//! tools-shell's end in the daemon: builds the module's [`Shell`] from `daemon.toml`, and turns
-//! an MCP request's context into the [`Caller`] a command or tmux wait runs for (its
-//! cancellation, its progress notifications, the client's name). The commands, sessions and
-//! their registry are `hands_shell`'s.
+//! tools-shell's one adapter in the daemon, as tools-fs and tools-git have theirs: it builds the
+//! module's [`Shell`] from `daemon.toml`, turns `hands_shell::catalogue` into registry entries
+//! (the adapter of `hands_tool::RegisterTasks`: each tool's schema, its check before the gate —
+//! `Shell::prepare`, run off the runtime's threads — and its run), and turns an MCP request's
+//! context into the [`Caller`] a command or tmux wait runs for: its cancellation, its progress
+//! notifications, the client's name, and the client a command's network question may go to.
+//! The commands, sessions, widenings and their checks are `hands_shell`'s.
 
-use crate::config::{Config, Grant, ModuleCfg, ShellSettings};
+use crate::config::{Config, Grant, ModuleCfg, ModuleId, ShellSettings};
+use crate::errors::{Answer, shell_refusal};
+use crate::registry::{
+    CheckFn, Checked, Entry, Handler, Ready, class_of, parse, parsing, published, structured,
+    text_of,
+};
 use hands_roots::Resolver;
 pub use hands_shell::running::RunningCommand;
-pub use hands_shell::service::{Checked, Tee};
+pub use hands_shell::service::Tee;
 pub use hands_shell::{Caller, Progress, Refusal, Shell};
+use hands_tool::{Check, Go, Made, Output, Params, Prepared, RegisterTasks, Spec, Task};
 use rmcp::RoleServer;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +26,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The module's [`Shell`], from its `[[builtins]]` entry, its validated settings and the
-/// daemon's sandbox settings.
+/// daemon's sandbox settings (what the host trusts comes in the resolver's policy).
 pub fn new(
     m: &ModuleCfg,
     settings: &ShellSettings,
@@ -40,6 +49,136 @@ pub fn new(
     })
 }
 
+/// The tools of tools-shell, in their published order, with handlers over `sh`. `network`: the
+/// module holds the `network` grant.
+pub fn tools(sh: &Arc<Shell>, settings: &ShellSettings, network: bool) -> Vec<Entry> {
+    let mut r = Registrar { sh: sh.clone(), entries: Vec::new() };
+    hands_shell::catalogue::register(settings, network, &mut r);
+    r.entries
+}
+
+/// Collects tools-shell's catalogue into entries whose handlers hold the module's [`Shell`].
+struct Registrar {
+    sh: Arc<Shell>,
+    entries: Vec<Entry>,
+}
+
+impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
+    fn task<P: Params, O: Output>(
+        &mut self,
+        spec: Spec,
+        run: Task<Shell, P, O, Refusal, Caller>,
+        text: fn(&O) -> String,
+    ) {
+        let name = spec.name;
+        let call = parsing(&self.sh, name, move |sh, params: P, caller| {
+            let reply = run(sh, params, caller);
+            async move { Answer::plain(shaped(reply.await, name, text)) }
+        });
+        self.entries.push(Entry::new::<P, O>(ModuleId::Shell, &spec, Handler::Call(call)));
+    }
+
+    fn checked<P: Params, G: Prepared, O: Output>(
+        &mut self,
+        spec: Made,
+        check: Check<Shell, P, G>,
+        run: Go<Shell, P, G, O, Refusal, Caller>,
+        text: fn(&O) -> String,
+    ) {
+        let tool = published::<P, O>(spec.name.clone(), &spec.title, spec.description, spec.hints);
+        let (sh, name) = (self.sh.clone(), Arc::<str>::from(spec.name));
+        let check: CheckFn = Arc::new(move |args| {
+            let (sh, name, check) = (sh.clone(), name.clone(), check.clone());
+            Box::pin(async move { prepare(sh, name, check, run, text, args).await })
+        });
+        self.entries.push(Entry {
+            tool,
+            module: ModuleId::Shell,
+            class: class_of(spec.class),
+            handler: Handler::Checked(check),
+        });
+    }
+}
+
+/// One call's phase before the gate: its arguments parsed as `P`, then `check` on a blocking
+/// thread (it may walk a folder); refused with its reason and layer, or ready with what the
+/// check prepared — shown to the person asked, kept by the audit record, and given to `run`.
+async fn prepare<P: Params, G: Prepared, O: Output>(
+    sh: Arc<Shell>,
+    name: Arc<str>,
+    check: Check<Shell, P, G>,
+    run: Go<Shell, P, G, O, Refusal, Caller>,
+    text: fn(&O) -> String,
+    args: JsonObject,
+) -> Checked {
+    let refused = |why: crate::gate::Refusal, argv: Option<Vec<String>>| {
+        let mut shown = JsonObject::new();
+        if let Some(argv) = argv {
+            shown.insert("argv".into(), serde_json::json!(argv));
+        }
+        Checked::Refused { why, shown }
+    };
+    let params = match parse::<P>(args, &name) {
+        Ok(p) => p,
+        Err(e) => {
+            let remedy = "fix the arguments as the message says (the tool's inputSchema \
+                          describes them)";
+            return refused(
+                crate::gate::Refusal::new(&name, "arguments", text_of(&e), remedy),
+                None,
+            );
+        }
+    };
+    let on = sh.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        let r = check(&on, &params);
+        (params, r)
+    })
+    .await;
+    let (params, prepared) = match checked {
+        Ok(done) => done,
+        Err(e) => {
+            let why = format!("`{name}` could not be checked before the gate: {e}");
+            let remedy = "retry; a person can look at the daemon's log";
+            return refused(crate::gate::Refusal::new(&name, "sandbox", why, remedy), None);
+        }
+    };
+    let g = match prepared {
+        Ok(g) => g,
+        Err(r) => {
+            let why = crate::gate::Refusal::new(&r.what, r.layer, r.message, &r.remedy);
+            return refused(why, r.argv);
+        }
+    };
+    let shown = match serde_json::to_value(&g) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => JsonObject::new(),
+    };
+    let confirm = g.confirm();
+    Checked::Ready(Ready {
+        shown,
+        confirm,
+        run: Box::new(move |caller| {
+            Box::pin(
+                async move { Answer::plain(shaped(run(sh, params, g, caller).await, &name, text)) },
+            )
+        }),
+    })
+}
+
+/// A tools-shell result: structured content plus its text mirror rendered by `text`, or the
+/// refusal as a tool error (with denial feedback when a wall or the brake refused it).
+fn shaped<O: serde::Serialize>(
+    r: Result<O, Refusal>,
+    name: &str,
+    text: impl Fn(&O) -> String,
+) -> rmcp::model::CallToolResult {
+    match r {
+        Ok(out) => structured(&out, text(&out), name),
+        Err(Refusal(msg)) => shell_refusal(msg, name),
+    }
+}
+
 /// Progress notifications to the MCP client that sent a progress token.
 struct Notify {
     peer: rmcp::Peer<RoleServer>,
@@ -59,8 +198,15 @@ impl Progress for Notify {
 
 /// An MCP request of `client`: cancelled by `notifications/cancelled`, a disconnect, `gone`
 /// (the connection's client has gone) or, over HTTP, the call's own hangup token
-/// (src/hangups.rs); progress to the client when it sent a token.
-pub fn caller(ctx: &RequestContext<RoleServer>, gone: &CancellationToken, client: &str) -> Caller {
+/// (src/hangups.rs); progress to the client when it sent a token; and, while one of its
+/// commands waits on the network proxy, that command's questions put to this client when it
+/// can be asked mid-call (`netgate`, the daemon's network gate).
+pub fn caller(
+    ctx: &RequestContext<RoleServer>,
+    gone: &CancellationToken,
+    client: &str,
+    netgate: Option<&Arc<crate::netgate::NetGate>>,
+) -> Caller {
     let mut caller = Caller::new(client, ctx.ct.clone()).cancelled_by(gone.clone());
     let hangup = ctx
         .extensions
@@ -73,8 +219,13 @@ pub fn caller(ctx: &RequestContext<RoleServer>, gone: &CancellationToken, client
     if let Some(token) = ctx.meta.get_progress_token() {
         caller = caller.with_progress(Box::new(Notify { peer: ctx.peer.clone(), token }));
     }
-    // Runs in the call's task, where the server set the client that can be asked (netgate.rs).
-    caller.with_asks(Box::new(|token| {
-        crate::netgate::ClientAsks::register(token).map(|g| Box::new(g) as Box<dyn Send>)
-    }))
+    match (netgate, crate::netgate::client_channel(ctx)) {
+        (Some(gate), Some(peer)) => {
+            let gate = gate.clone();
+            caller.with_asks(Box::new(move |token| {
+                Some(Box::new(gate.ask_through(token, peer.clone())) as Box<dyn Send>)
+            }))
+        }
+        _ => caller,
+    }
 }

@@ -386,7 +386,7 @@ const LAYERS: &[&[&str]] = &[
     &["transport", "runner", "relay", "link"],
     &["server"],
     &["daemon"],
-    &["tools", "conformance_tools", "registry", "netgate", "shell_mcp", "needs"],
+    &["conformance_tools", "registry", "netgate", "shell_mcp"],
     &["gate"],
     &["audit", "errors", "config", "shown", "hangup"],
 ];

@@ -71,11 +71,36 @@ pub const SESSION_CHOICE: &str = "Allow for this session";
 /// The *session* choice where it lasts until the daemon restarts ([`Action::until_restart`]).
 pub const UNTIL_RESTART_CHOICE: &str = "Allow for this client until the daemon restarts";
 
-/// Whether a call's arguments (as the gate sees them) carry a one-run expansion (`needs`,
-/// SPEC §6). Only `bash` and `tmux_start` keep `needs` there; the daemon refused any that does
-/// not parse before the gate was reached (`src/needs.rs`).
+/// Whether a call's arguments (as the gate sees them) carry a widening (`needs`, SPEC §6):
+/// `bash` and `tmux_start` with one, as their check admitted it, and a `tmux_send` into a
+/// session that has one (the check names it there: `hands_shell::Shell::prepare`).
 pub fn widens(arguments: &Value) -> bool {
     arguments.get("needs").is_some_and(|n| !n.is_null())
+}
+
+/// A widening as a person reads it, one row a grant: how long it lasts, then each `write` path
+/// with the identity (device, inode) its check saw — the run gets exactly that folder — and
+/// each `network` host.
+pub fn widening_rows(needs: &Value) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let lasts = needs.get("lasts").and_then(Value::as_str).unwrap_or("this run only");
+    rows.push(("lasts", lasts.to_string()));
+    let list = |key| needs.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+    for w in list("write") {
+        let text = match (w.get("path").and_then(Value::as_str), &w) {
+            (Some(path), _) => {
+                let num = |k| w.get(k).map(Value::to_string).unwrap_or_default();
+                format!("{path} (device {}, inode {})", num("device"), num("inode"))
+            }
+            (None, Value::String(s)) => s.clone(),
+            (None, other) => other.to_string(),
+        };
+        rows.push(("write", text));
+    }
+    for n in list("network") {
+        rows.push(("network", n.as_str().map_or_else(|| n.to_string(), str::to_string)));
+    }
+    rows
 }
 
 impl Action {
@@ -131,10 +156,10 @@ impl Action {
             );
         }
         if let Some(n) = self.arguments.get("needs").filter(|_| self.widens()) {
-            s.push_str(&format!(
-                "\n  needs (a widening for this run only; never always): {}",
-                take(show(&n.to_string()))
-            ));
+            s.push_str("\n  needs (a widening; never always):");
+            for (key, text) in widening_rows(n) {
+                s.push_str(&format!("\n    {key}: {}", take(show(&text))));
+            }
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
         {

@@ -16,7 +16,7 @@
 //! standing *always* permissions). *Session* permissions are held by the connection
 //! (`ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
 
-pub use super::action::{Action, Asked, CHOICES, Channel, Choice, Reach};
+pub use super::action::{Action, Asked, CHOICES, Channel, Choice, Reach, widening_rows};
 pub use super::always::{Standing, module_version, read_always, update_always};
 pub use super::elicit::url_params;
 use super::parked::Answer;

@@ -172,8 +172,7 @@ pub fn msg<T: Serialize>(session: &str, message: &T, call: Option<serde_json::Va
 /// A random 128-bit id in hex: a session's or a process instance's.
 pub fn random_id() -> String {
     let mut b = [0u8; 16];
-    let filled = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
-    if !filled.is_ok_and(|n| n == b.len()) {
+    if getrandom::fill(&mut b).is_err() {
         // No kernel randomness: unique within this process is enough for an instance's
         // sessions, which is all such an id is compared within.
         use std::sync::atomic::{AtomicU64, Ordering};

@@ -86,10 +86,12 @@ async fn an_unprivileged_daemon_answers_root_and_refuses_a_namespaced_root() {
     let cfg = config(&fx);
     // The daemon runs a copy of `hands` the user can reach (the checkout may be closed to it).
     let exe = fx.dir.path().join("hands");
+    // Owned before the link is made: chowning a hard link chowns the build's own binary, and
+    // then the launcher beside it (not of the binary's owner) is passed over.
+    own_tree(fx.dir.path());
     if std::fs::hard_link(hands_bin(), &exe).is_err() {
         std::fs::copy(hands_bin(), &exe).unwrap();
     }
-    own_tree(fx.dir.path());
     let mut cmd = tokio::process::Command::from(as_user(
         &fx,
         &exe,

@@ -1,4 +1,4 @@
-//! One-run expansions (SPEC §6, `src/needs.rs`) through the real binary: `bash` with
+//! One-run expansions (SPEC §6, `hands_shell::needs`) through the real binary: `bash` with
 //! `needs.write` naming a folder outside the roots is parked for a person (a client that
 //! declared no elicitation), runs with that folder writable only after a yes at `hands
 //! approvals`, and asks again the next time; without `needs` the write is refused by the walls.

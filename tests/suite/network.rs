@@ -210,10 +210,12 @@ impl TestNet {
             Who::Root => (hands_bin(), String::new()),
             Who::User => {
                 let exe = fx.dir.path().join("hands");
+                // Owned before the link is made: chowning a hard link chowns the build's own
+                // binary, and then the launcher beside it is passed over.
+                own_tree(fx.dir.path());
                 if std::fs::hard_link(hands_bin(), &exe).is_err() {
                     std::fs::copy(hands_bin(), &exe).unwrap();
                 }
-                own_tree(fx.dir.path());
                 let id = COMMAND_UID;
                 (exe, format!("setpriv --reuid={id} --regid={id} --clear-groups -- "))
             }

@@ -50,8 +50,9 @@ pub struct Trust {
     tops: Vec<PathBuf>,
     /// Every root, for "does this lie in a root".
     roots: Vec<PathBuf>,
-    /// The protected rules alone (`protected.txt`, `protected_extra`).
+    /// The protected rules alone (`protected.txt`, `protected_extra`), compiled and as given.
     rules: Policy,
+    protected: Vec<String>,
     /// Denied and credential folders, not entered.
     skip: Vec<PathBuf>,
     home: Option<PathBuf>,
@@ -105,8 +106,22 @@ impl Trust {
         tops.sort();
         tops.dedup();
         let rules = Policy::rules_only(&lists.protected);
+        let protected = lists.protected.clone();
         let skip = lists.credentials.iter().chain(&lists.deny).cloned().collect();
-        Trust { tops, roots: roots.to_vec(), rules, skip, home, limit, cache: Mutex::new(None) }
+        let cache = Mutex::new(None);
+        Trust { tops, roots: roots.to_vec(), rules, protected, skip, home, limit, cache }
+    }
+
+    /// A walk of other folders (canonical) under this one's rules, skipped folders and home:
+    /// what the host's git would read or run in a folder outside the roots that a widening
+    /// names (SPEC §6), found as it is in a root.
+    pub fn elsewhere(&self, roots: &[PathBuf], limit: usize) -> Trust {
+        let lists = PolicyLists {
+            protected: self.protected.clone(),
+            deny: self.skip.clone(),
+            ..PolicyLists::default()
+        };
+        Trust::new(roots, &lists, self.home.clone(), limit)
     }
 
     /// What the host trusts in the roots now: the last walk's when it is young enough, else a

@@ -1,7 +1,8 @@
 //! The sandbox of `hands`: what confines the commands tools-shell starts — the launcher and
 //! its init ([`launcher`]), the module's network namespace ([`netns`]) and its proxy for the
 //! network by domain ([`proxy`]), the walk that finds what to mask ([`masks`]), the probe that
-//! shows which walls this machine gives ([`probe`]), and the policy lists ([`profiles`]).
+//! shows which walls this machine gives ([`probe`]), the policy lists ([`profiles`]), and how
+//! a checked path is opened again without being resolved by name ([`resolve`]).
 
 // Unit tests make and read their fixtures by path and spawn what they test against; the
 // lib target itself is checked without this (clippy.toml, SPEC §11).
@@ -14,6 +15,7 @@ pub mod listen;
 pub mod masks;
 pub mod netns;
 pub mod probe;
+pub mod resolve;
 // `hands doctor`'s version lines of the host's tmux and git, read in a sandbox of their own.
 #[cfg(target_os = "linux")]
 pub mod host;

@@ -12,7 +12,9 @@
 //! folder the daemon may not read is masked whole, so hiding a secret behind `chmod 000` hides
 //! it from the next command too.
 
+use crate::resolve::Identity;
 use hands_roots::{Policy, Resolver, WalkError};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -57,6 +59,9 @@ pub struct Found {
     pub protected: Vec<PathBuf>,
     /// Entries the walk visited.
     pub seen: usize,
+    /// The identity each of `paths` and `protected` had when the walk found it (what it could
+    /// `lstat` through its folder's descriptor): the launcher checks it (SPEC §3).
+    pub ids: HashMap<PathBuf, Identity>,
 }
 
 impl Masks {
@@ -104,6 +109,12 @@ impl Masks {
         let ttl = TTL.max(started.elapsed().saturating_mul(10));
         *cache = Some((Instant::now(), ttl, walked.clone()));
         walked
+    }
+
+    /// Drops the last walk's result: the next command walks again (the launcher found an entry
+    /// the walk saw moved aside since; decision 0055).
+    pub fn forget(&self) {
+        *hands_roots::lock(&self.cache) = None;
     }
 
     fn walk_now(&self) -> Walked {
@@ -241,7 +252,7 @@ pub fn walk(
 
 /// [`walk`], handing every folder to `also` too (what the host trusts, gathered in the same
 /// pass).
-fn walk_with(
+pub fn walk_with(
     roots: Vec<(PathBuf, OwnedFd)>,
     policy: &Policy,
     limit: usize,
@@ -264,6 +275,7 @@ fn walk_with(
             return Ok(());
         };
         let root = tops.iter().find(|r| folder.path.starts_with(r));
+        let before = (found.paths.len(), found.protected.len());
         use rustix::fs::FileType as T;
         for item in l.entries.iter_mut() {
             let path = folder.path.join(&item.name);
@@ -308,6 +320,18 @@ fn walk_with(
                     }
                 }
                 _ => {}
+            }
+        }
+        // The identity of each entry kept from this folder, taken through its descriptor now:
+        // the launcher refuses to start when the entry there is another (SPEC §3).
+        let kept = found.paths[before.0..].iter().chain(&found.protected[before.1..]);
+        let here: Vec<PathBuf> =
+            kept.filter(|p| p.parent() == Some(folder.path)).cloned().collect();
+        for p in here {
+            if let Some(name) = p.file_name()
+                && let Ok(st) = folder.stat(name)
+            {
+                found.ids.insert(p, Identity { dev: st.st_dev, ino: st.st_ino });
             }
         }
         Ok(())

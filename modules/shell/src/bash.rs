@@ -23,6 +23,10 @@ pub struct BashParams {
     /// most 600.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// Optional: a widening for this one run, which a person approves (once or for the
+    /// session).
+    #[serde(default)]
+    pub needs: Option<crate::needs::Needs>,
 }
 
 /// The result of `bash`. A non-zero exit, a signal or a timeout is a normal result.

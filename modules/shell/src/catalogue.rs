@@ -2,25 +2,26 @@
 //! it, in the order `tools/list` shows them (bash, the tmux tools, run, os-*), and which of them
 //! the settings publish. The daemon's registry publishes it.
 
-use crate::bash::{BashOutput, BashParams};
+use crate::bash::BashParams;
 use crate::run::{OsToolParams, RunParams};
+use crate::service::{Launching, Prepared};
 use crate::settings::{ShellSettings, ShellTool};
 use crate::tmux as t;
 use crate::{Caller, Refusal, Shell};
-use hands_tool::{Class, Hints, Launch, Made, RegisterTasks, Spec};
+use hands_tool::{Class, Hints, Made, RegisterTasks, Spec};
+use std::sync::Arc;
 
 /// Runs commands: may destroy, never idempotent; open world with the network grant.
 const fn runs(network: bool) -> Hints {
     Hints { read_only: false, destructive: true, idempotent: false, open_world: network }
 }
 
-/// `bash` and `tmux_start`: start a command, and take a one-run widening.
-const STARTS: Launch = Launch { starts: true, widens: true };
-/// The other tmux tools: run no new command (`tmux_send` types into a running one).
-const IN_SESSION: Launch = Launch { starts: false, widens: false };
-
 /// Publishes the tools of tools-shell, in order: `bash`, the tmux tools, `run`, `os-*`.
 /// `network`: the module holds the `network` grant, so commands reach the network (open world).
+///
+/// The tools that start a command (`bash`, `tmux_start`, `run`, `os-*`) and `tmux_send` are
+/// checked before the gate by [`Shell::prepare`]: a wall missing, the allowlist, the widening
+/// (`needs`) a person is asked about, a widened session typed into.
 ///
 /// With `bash = false`, `bash`, `tmux_start` and `tmux_send` (which run shell text) are left
 /// out; `tmux_read`, `tmux_list` and `tmux_kill` stay, because sessions outlive a restart and a
@@ -33,47 +34,70 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
     r: &mut R,
 ) {
     if settings.bash {
-        r.task(
-            bash(network),
-            STARTS,
-            |sh, p: BashParams, c| Box::pin(async move { sh.bash(p, c).await }),
+        r.checked(
+            bash(network).into(),
+            Arc::new(|sh: &Shell, p: &BashParams| {
+                sh.prepare(Launching::Command {
+                    tool: "bash",
+                    needs: p.needs.as_ref(),
+                    session: false,
+                })
+            }),
+            |sh, p: BashParams, g: Prepared, c| {
+                Box::pin(async move { sh.bash(p, g.needs, c).await })
+            },
             ToString::to_string,
         );
-        r.task(
-            tmux_start(network),
-            STARTS,
-            |sh, p: t::StartParams, c| Box::pin(async move { sh.tmux_start(p, c).await }),
+        r.checked(
+            tmux_start(network).into(),
+            Arc::new(|sh: &Shell, p: &t::StartParams| {
+                let needs = p.needs.as_ref();
+                sh.prepare(Launching::Command { tool: "tmux_start", needs, session: true })
+            }),
+            |sh, p: t::StartParams, g: Prepared, c| {
+                Box::pin(async move { sh.tmux_start(p, g.needs, c).await })
+            },
             ToString::to_string,
         );
     }
     r.task(
         TMUX_READ,
-        IN_SESSION,
         |sh, p: t::ReadParams, _| Box::pin(async move { sh.tmux_read(p).await }),
         ToString::to_string,
     );
     if settings.bash {
-        r.task(
-            tmux_send(network),
-            IN_SESSION,
-            |sh, p: t::SendParams, c| Box::pin(async move { sh.tmux_send(p, c).await }),
+        r.checked(
+            tmux_send(network).into(),
+            Arc::new(|sh: &Shell, p: &t::SendParams| {
+                sh.prepare(Launching::Send { session: &p.session })
+            }),
+            |sh, p: t::SendParams, _: Prepared, c| {
+                Box::pin(async move { sh.tmux_send(p, c).await })
+            },
             ToString::to_string,
         );
     }
     r.task(
         TMUX_LIST,
-        IN_SESSION,
         |sh, p: t::ListParams, _| Box::pin(async move { sh.tmux_list(p).await }),
         ToString::to_string,
     );
     r.task(
         tmux_kill(network),
-        IN_SESSION,
         |sh, p: t::KillParams, _| Box::pin(async move { sh.tmux_kill(p).await }),
         ToString::to_string,
     );
     if settings.policy.admits_something() {
-        r.program::<RunParams, BashOutput>(Spec { hints: runs(network), ..RUN }.into(), None);
+        r.checked(
+            Spec { hints: runs(network), ..RUN }.into(),
+            Arc::new(|sh: &Shell, p: &RunParams| {
+                sh.prepare(Launching::Program { tool: "run", argv: Some(p.argv.clone()) })
+            }),
+            |sh, p: RunParams, g: Prepared, c| {
+                Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
+            },
+            ToString::to_string,
+        );
     }
     let mut names: Vec<String> = Vec::new();
     for (i, tool) in settings.tools.iter().enumerate() {
@@ -85,7 +109,17 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
             continue;
         }
         names.push(name.clone());
-        r.program::<OsToolParams, BashOutput>(os_tool(name, tool, network), Some(i));
+        let made = os_tool(name.clone(), tool, network);
+        r.checked(
+            made,
+            Arc::new(move |sh: &Shell, p: &OsToolParams| {
+                sh.prepare(Launching::Program { tool: &name, argv: sh.os_argv(i, &p.args) })
+            }),
+            |sh, p: OsToolParams, g: Prepared, c| {
+                Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
+            },
+            ToString::to_string,
+        );
     }
 }
 

@@ -30,4 +30,4 @@ pub mod tmux;
 pub mod wrappers;
 
 pub use caller::{Caller, Progress, Refusal};
-pub use service::Shell;
+pub use service::{Launching, Prepared, Shell};

@@ -7,8 +7,10 @@
 mod commands;
 mod containment;
 mod network;
+mod prepare;
 
 pub use commands::{Checked, Tee};
+pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
 
 use crate::allow;
 use crate::caller::Refusal;
@@ -35,6 +37,10 @@ pub struct Module {
 /// What every command of the module runs with; built once at startup.
 pub struct Shell {
     resolver: Arc<Resolver>,
+    /// The daemon's state dir (canonical) and its identity: never granted by a widening
+    /// (`needs`), as nothing else the host trusts is (the resolver's policy holds the rest).
+    state_dir: PathBuf,
+    state_id: Option<launcher::Identity>,
     /// The launcher spec without `argv` and `cwd`.
     base: launcher::Builder,
     pub(crate) output_chars: usize,
@@ -176,6 +182,16 @@ impl Shell {
         } else {
             std::env::current_dir().context("current folder")?.join(state_dir)
         };
+        // Canonical: the launcher opens what the spec names without following a link (the
+        // sandbox home, a tmux session's socket folder), so no link may lie on their way.
+        std::fs::create_dir_all(&state)
+            .with_context(|| format!("cannot create the state dir {}", state.display()))?;
+        let state = std::fs::canonicalize(&state)
+            .with_context(|| format!("cannot resolve {}", state.display()))?;
+        let state_id = std::fs::metadata(&state).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            launcher::Identity { dev: m.dev(), ino: m.ino() }
+        });
         let home = state.join("sandbox-home/tools-shell");
         std::fs::create_dir_all(&home)
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
@@ -189,10 +205,19 @@ impl Shell {
             }
         }
         system.retain(|p| p.exists());
-        let roots: Vec<launcher::Root> = m
-            .roots
+        // The roots as the resolver pinned them at startup, each with the identity of its
+        // pinned descriptor: the launcher binds the folder the daemon pinned, or refuses to start
+        // (SPEC §3, one resolution).
+        let mut pinned = Vec::new();
+        for r in resolver.roots() {
+            let id = launcher::Identity::of(r.fd())
+                .with_context(|| format!("cannot stat the root {}", r.path().display()))?;
+            pinned.push((r.path().to_path_buf(), id));
+        }
+        let roots: Vec<launcher::Root> = resolver
+            .roots()
             .iter()
-            .map(|r| launcher::Root { path: r.path.clone(), writable: r.writable })
+            .map(|r| launcher::Root { path: r.path().to_path_buf(), writable: r.writable() })
             .collect();
         let mut protected: Vec<PathBuf> = m
             .roots
@@ -298,6 +323,7 @@ impl Shell {
         // A fresh home every run, with only the caches carried (decision 0068).
         .keep(hands_sandbox::profiles::home_carried().map(PathBuf::from))
         .limits(cfg.limits.clone());
+        let base = pinned.into_iter().fold(base, |b, (path, id)| b.seen(path, id));
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
         let netns = if host_network {
@@ -321,6 +347,8 @@ impl Shell {
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             resolver,
+            state_dir: state.clone(),
+            state_id,
             base,
             output_chars: cfg.output_chars,
             slots: Arc::new(Semaphore::new(cfg.max_concurrent)),

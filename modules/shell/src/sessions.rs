@@ -26,6 +26,7 @@ mod tmux_start;
 mod wait;
 
 use crate::caller::Refusal;
+use crate::needs::Widening;
 use crate::service::Shell;
 use crate::tmux::{self, Facts, KillOutput, ListOutput, ReadOutput, Session, State, check_name};
 use hands_sandbox::netns;
@@ -75,6 +76,10 @@ struct Meta {
     /// versions.
     #[serde(default)]
     log: bool,
+    /// The widening a person approved for the session's life (`needs`): every `tmux_send`
+    /// into it is asked, naming it, by any client and after a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    needs: Option<Widening>,
     /// The daemon the session ends with; none for a session kept past its daemon
     /// (`keep_sessions`, and every session of older versions, which all outlived theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,20 +261,28 @@ impl Shell {
         cwd: &str,
     ) -> Result<Vec<u8>, Refusal> {
         let socket_dir = self.tmux.socket_dir(name);
-        let spec = self.spec(argv, Path::new(cwd), Some(&socket_dir), None).await?;
-        let launcher = spec
-            .command(&self.launcher)
-            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
-        let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
-        let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
-            .await
-            .map_err(|_| Refusal(format!("tmux did not answer within {CLIENT_TIMEOUT:?}")))?
-            .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
-        if out.status.success() {
-            return Ok(out.stdout);
+        let mut walked_again = false;
+        loop {
+            let spec =
+                self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
+            let launcher = spec
+                .command(&self.launcher)
+                .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+            let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
+            let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
+                .await
+                .map_err(|_| Refusal(format!("tmux did not answer within {CLIENT_TIMEOUT:?}")))?
+                .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+            if out.status.success() {
+                return Ok(out.stdout);
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            if !walked_again && self.walk_was_stale(&err) {
+                walked_again = true;
+                continue;
+            }
+            return Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())));
         }
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())))
     }
 
     /// The cursor of a session now (0 when it keeps no log).
@@ -354,6 +367,7 @@ impl Shell {
         let Some(since) = p.since else {
             let mut r = self.read_settled(&m.name, &m.cwd, lines).await?;
             r.cursor = self.cursor(&m);
+            r.needs = m.needs;
             return Ok(r);
         };
         if !m.log {
@@ -378,6 +392,7 @@ impl Shell {
             cursor: c.start + page.consumed as u64,
             more: page.more || c.more,
             lost_lines: c.lost_lines,
+            needs: m.needs,
         })
     }
 
@@ -402,10 +417,18 @@ impl Shell {
                     started: m.started,
                     state: if ended { State::Ended } else { State::Running },
                     exit_status,
+                    needs: m.needs,
                 },
             });
         }
         Ok(ListOutput { sessions })
+    }
+
+    /// The widening a person approved for the session `name`, when it has one: what a
+    /// `tmux_send` into it types with (`Shell::prepare` names it to the person asked).
+    pub(crate) fn widening_of(&self, name: &str) -> Option<Widening> {
+        check_name(name).ok()?;
+        self.tmux.read_meta(name).and_then(|m| m.needs)
     }
 
     /// Who started a session (the MCP client's identity), when its record says.

@@ -7,6 +7,7 @@
 //! sandbox, never on the host.
 
 use crate::capture::render;
+use crate::needs::{Needs, Widening};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -68,6 +69,10 @@ pub struct StartParams {
     /// How long `ready` may wait, in seconds. Default 30, at most 600; then `timed_out`.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// Optional: a widening for the session's life, which a person approves; every
+    /// `tmux_send` into the session is then asked too.
+    #[serde(default)]
+    pub needs: Option<Needs>,
 }
 
 /// What `ready` and `wait` wait for: exactly one of these.
@@ -239,6 +244,10 @@ pub struct Facts {
     /// The command's exit status once it ended (128 + N for signal N).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
+    /// The widening a person approved for the session (`needs` of `tmux_start`): it lasts for
+    /// the session's life, and every `tmux_send` into it is asked again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Widening>,
 }
 
 impl fmt::Display for Facts {
@@ -247,7 +256,11 @@ impl fmt::Display for Facts {
         if let Some(s) = self.exit_status {
             write!(f, " (exit status {s})")?;
         }
-        write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)
+        write!(f, "  cwd {}  started {}  $ {}", self.cwd, self.started, self.command)?;
+        match &self.needs {
+            Some(w) => write!(f, "  [widened: {w}]"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -363,6 +376,9 @@ pub struct ReadOutput {
     /// With `since`: lines printed after it that are no longer kept (the log keeps the last
     /// 8 MiB of output), so not in `text`.
     pub lost_lines: u64,
+    /// The widening a person approved for the session, if any (see `tmux_list`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Widening>,
 }
 
 impl fmt::Display for ReadOutput {
@@ -377,7 +393,11 @@ impl fmt::Display for ReadOutput {
             _ => write!(f, "\n[session {} running", self.session)?,
         }
         let more = if self.more { "; more follows" } else { "" };
-        write!(f, "; cursor {}{more}]", self.cursor)
+        write!(f, "; cursor {}{more}]", self.cursor)?;
+        match &self.needs {
+            Some(w) => write!(f, "\n[widened: {w}; every tmux_send into it is asked]"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -696,6 +716,7 @@ pub fn read_output(
         cursor: 0,
         more: false,
         lost_lines: 0,
+        needs: None,
     })
 }
 

@@ -112,17 +112,34 @@ pub type Reply<O, E> = Pin<Box<dyn Future<Output = Result<O, E>> + Send>>;
 /// `S`, given who waits for it: `C` carries the call's client, cancellation and progress.
 pub type Task<S, P, O, E, C> = fn(Arc<S>, P, C) -> Reply<O, E>;
 
-/// What the daemon does with a call of a tool that runs commands before it runs, besides the
-/// gate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Launch {
-    /// The call starts a command: refused before the gate when the sandbox lacks a wall that
-    /// `enforce` requires, so nobody approves a command that would not run.
-    pub starts: bool,
-    /// The call may carry `needs`, a widening for this one run that a person approves: the
-    /// daemon adds it to the published parameters and checks it before the gate.
-    pub widens: bool,
+/// A call refused before anyone is asked, by a tool's check ([`Check`]): what was blocked, by
+/// which layer, why, and what a person can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub what: String,
+    pub layer: &'static str,
+    pub message: String,
+    pub remedy: String,
+    /// The argv the check looked at, when the call names a program: the audit record keeps it.
+    pub argv: Option<Vec<String>>,
 }
+
+/// What a tool's check prepared for one call that may go on ([`Check`]). Serialized (a JSON
+/// object), it is added to the arguments the person asked and the audit record see — the full
+/// argv of a program, the widening as checked — and the run receives it ([`Go`]).
+pub trait Prepared: Serialize + Send + 'static {
+    /// Only a person's yes for this one run lets it run, whatever the trust policy says and
+    /// whatever standing permission exists (a confirm-listed program).
+    fn confirm(&self) -> bool;
+}
+
+/// A tool's phase before the gate over the module's state `S`: its parsed parameters checked
+/// against the module's policy, and refused or prepared as `G`. It may block (it may walk a
+/// folder); the daemon runs it off its runtime's threads.
+pub type Check<S, P, G> = Arc<dyn Fn(&S, &P) -> Result<G, Refused> + Send + Sync>;
+
+/// Runs a call its check prepared, given who waits for it.
+pub type Go<S, P, G, O, E, C> = fn(Arc<S>, P, G, C) -> Reply<O, E>;
 
 /// A tool made from the configuration at startup (tools-shell's `os-*`): a [`Spec`] whose
 /// name and text are not `'static`.
@@ -155,15 +172,18 @@ pub trait RegisterTasks<S, E, C> {
     fn task<P: Params, O: Output>(
         &mut self,
         spec: Spec,
-        launch: Launch,
         run: Task<S, P, O, E, C>,
         text: fn(&O) -> String,
     );
 
-    /// A tool whose call runs one program, checked against the module's policy before the
-    /// gate so that the person asked sees the exact argv and binary. `P` are its parameters
-    /// and `O` its output; `entry` is the configured program it runs (`Some(i)`: the module's
-    /// `tools[i]`, with the caller's arguments appended), or `None` when the call names the
-    /// program itself.
-    fn program<P: Params, O: Output>(&mut self, spec: Made, entry: Option<usize>);
+    /// A tool whose call is checked before the gate: `check` refuses it before anyone is asked
+    /// (a wall missing, an argv the allowlist refuses, a widening that can never be granted) or
+    /// prepares it — what the person asked sees besides the arguments, and what `run` receives.
+    fn checked<P: Params, G: Prepared, O: Output>(
+        &mut self,
+        spec: Made,
+        check: Check<S, P, G>,
+        run: Go<S, P, G, O, E, C>,
+        text: fn(&O) -> String,
+    );
 }

@@ -212,12 +212,12 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         };
         let shown = crate::shown::shown;
         row("client", shown(&a.client));
-        // A one-run widening (`needs`) is shown plainly, each list on its own row, its items
-        // with their boundaries as an argv's.
+        // A widening (`needs`) is shown plainly, one row a grant (each path with the identity
+        // the run gets), so no item's boundaries are lost.
         let widening = a.widens();
-        if let Some(Value::Object(needs)) = a.arguments.get("needs").filter(|_| widening) {
-            for (k, v) in needs {
-                row(&format!("needs.{k}"), crate::shown::argv(v));
+        if let Some(needs) = a.arguments.get("needs").filter(|_| widening) {
+            for (k, v) in crate::gate::approvals::widening_rows(needs) {
+                row(&format!("needs.{k}"), shown(&v));
             }
         }
         for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]

@@ -10,13 +10,13 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path};
 
 /// Mounts a fresh home at `inside` (the new root's view of the spec's home) and binds each
-/// `keep` folder of `host` (the host's home folder, seen from the build) into it. A kept
+/// `keep` folder of `store` (the host's home folder, opened and checked by the caller) into it. A kept
 /// folder is reached component by component without following a link and made where it is
 /// missing, owned by the command's user; one whose way holds a link or a file is not carried
 /// (the run gets an empty folder there): a link planted by a command of an older version must
 /// not bind some other folder of the host into the sandbox.
 pub(super) fn build(
-    host: &Path,
+    store: &OwnedFd,
     inside: &Path,
     keep: &[std::path::PathBuf],
     (uid, gid): (libc::uid_t, libc::gid_t),
@@ -32,14 +32,8 @@ pub(super) fn build(
         libc::MS_NOSUID | libc::MS_NODEV,
         Some(&data),
     )?;
-    let store = rustix::fs::open(
-        host,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .with_context(|| format!("cannot open the sandbox home {}", host.display()))?;
     for rel in keep {
-        let Some(from) = carried(&store, rel, (uid, gid))? else { continue };
+        let Some(from) = carried(store, rel, (uid, gid))? else { continue };
         let to = inside.join(rel);
         for dir in to
             .ancestors()
@@ -62,9 +56,10 @@ pub(super) fn build(
         .with_context(|| format!("cannot open {}", to.display()))?;
         let what = || format!("cannot carry {} into the command's home", rel.display());
         let tree = remask::clone_tree(&from).with_context(what)?;
+        sys::set_root_attrs(&tree, false).with_context(what)?;
         remask::attach(&tree, &at).with_context(what)?;
     }
-    sys::make_nosuid_nodev(inside)
+    Ok(())
 }
 
 /// The folder `rel` below `store` as an `O_PATH` descriptor, made (owned by `ids`) where it

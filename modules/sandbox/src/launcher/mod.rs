@@ -31,6 +31,7 @@ mod spec;
 mod walls;
 use crate::sys;
 
+pub use crate::resolve::Identity;
 pub use bounds::Bound;
 pub use spec::{
     Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, SYSTEM, Spec, attach_spec,
@@ -41,6 +42,10 @@ use std::process::ExitCode;
 
 /// Exit code of the launcher when the sandbox could not be built.
 pub const SETUP_FAILED: u8 = 125;
+
+/// What the launcher's report says when a path is not what the daemon's check saw there (SPEC
+/// §3, one resolution; `mounts.rs`): the daemon walks the roots again once before it gives up.
+pub const CHANGED: &str = "changed since the daemon's check";
 
 /// How often a launcher with a `watch` file checks it.
 const WATCH_MS: i32 = 2000;

@@ -2,8 +2,10 @@
 //! pivot_root, the old root detached.
 
 use super::{Spec, remask, sys};
+use crate::resolve::{Identity, Target};
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -153,21 +155,26 @@ pub fn build_root(spec: &Spec) -> Result<()> {
             bind(&src, &dst, true)?;
         }
     }
-    // A fresh home each run, with only the caches carried (decision 0068).
-    let ids = spec.command_ids();
+    // The roots are bound from descriptors opened without following a link, each checked
+    // against the identity the daemon's check saw (SPEC §3, one resolution): a folder swapped
+    // for a link, or for another folder, since it was checked refuses the start.
+    let scratch = crate::resolve::host_root().context("cannot open the scratch root")?;
+    let ours = Ours::of(&[Path::new(NEW), &inside(Path::new("/tmp")), &inside(Path::new("/dev"))])?;
+    // A fresh home each run, with only the caches carried (decision 0068), from the home folder
+    // the daemon's check saw, opened the same way.
+    let (store, _, _) = open_checked(spec, &scratch, &spec.home)?;
     super::home::build(
-        &host(&spec.home),
+        &store,
         &inside(&spec.home),
         &spec.keep,
-        ids,
+        spec.command_ids(),
         spec.limits.memory_mb,
     )?;
     // Outer roots first, so a read-only root nested in a writable one is bound on top.
     let mut roots: Vec<_> = spec.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());
     for r in &roots {
-        bind(&host(&r.path), &inside(&r.path), !r.writable)?;
-        sys::make_nosuid_nodev(&inside(&r.path))?;
+        bind_checked(spec, &scratch, &ours, &r.path, r.writable)?;
     }
 
     // Pin every folder between a writable root and a protected or masked path (a mount point
@@ -196,13 +203,13 @@ pub fn build_root(spec: &Spec) -> Result<()> {
     // the launcher refuse to start, never carries a mask or a read-only bind elsewhere. Each
     // target is opened after the pins above it, so it is the entry the command will see.
     for (_, p) in &pins {
-        let at = target(p)?;
+        let at = target(spec, &scratch, p)?;
         let Some((fd, _)) = &at else { continue };
         let tree = remask::clone_tree(fd).with_context(|| format!("cannot pin {}", p.display()))?;
         remask::attach(&tree, fd).with_context(|| format!("cannot pin {}", p.display()))?;
     }
     for p in &spec.protected {
-        let Some((fd, _)) = target(p)? else { continue };
+        let Some((fd, _)) = target(spec, &scratch, p)? else { continue };
         let what = || format!("cannot make {} read-only", p.display());
         let tree = remask::clone_tree(&fd).with_context(what)?;
         sys::make_tree_read_only(&tree).with_context(what)?;
@@ -228,10 +235,18 @@ pub fn build_root(spec: &Spec) -> Result<()> {
         sys::make_fd_read_only(&tree)?;
         Ok(tree)
     };
+    // A path listed twice (a credential the walk also met by its real name) or
+    // lying in a folder masked already is covered: the entry there now is the blank, which is
+    // not what the walk saw.
+    let mut covered: Vec<&Path> = Vec::new();
     for p in &spec.masked {
-        let Some((fd, is_dir)) = target(p)? else { continue };
+        if covered.iter().any(|c| p.starts_with(c)) {
+            continue;
+        }
+        let Some((fd, is_dir)) = target(spec, &scratch, p)? else { continue };
         let cover = if is_dir { remask::blank_folder()? } else { blank_file()? };
         remask::attach(&cover, &fd).with_context(|| format!("cannot mask {}", p.display()))?;
+        covered.push(p);
     }
 
     // Enter the new root and drop the old one (and the scratch root) from this namespace.
@@ -242,23 +257,216 @@ pub fn build_root(spec: &Spec) -> Result<()> {
     sys::make_read_only(Path::new("/"), false)
 }
 
-/// The entry at `p` in the new root as an `O_PATH` descriptor (see `remask::open_beneath`),
-/// and whether it is a folder; `None` when it is absent or a symlink itself (nothing to cover:
-/// a symlink's target is masked by its real name). A folder on the way that is a symlink now
-/// refuses the start: it was a folder when the daemon walked the roots.
-fn target(p: &Path) -> Result<Option<(std::os::fd::OwnedFd, bool)>> {
-    match remask::open_beneath(&inside(p))? {
-        remask::Target::Found(fd, is_dir) => Ok(Some((fd, is_dir))),
-        remask::Target::Absent => Ok(None),
-        remask::Target::Linked(at) => Err(anyhow::anyhow!(
+/// The entry at `p` in the new root as an `O_PATH` descriptor (see `crate::resolve`), and
+/// whether it is a folder; `None` when it is absent or a symlink itself (nothing to cover: a
+/// symlink's target is masked by its real name) and no check saw it. A folder on the way that
+/// is a symlink now refuses the start: it was a folder when the daemon walked the roots. So does
+/// an entry the walk saw (its identity is in the spec) that is another one now, or gone: what
+/// the walk protected or masked was moved aside between the walk and this start.
+fn target(spec: &Spec, scratch: &OwnedFd, p: &Path) -> Result<Option<(OwnedFd, bool)>> {
+    let seen = spec.seen_at(p);
+    let at = inside(p);
+    match crate::resolve::open_nofollow(scratch, &at)
+        .with_context(|| format!("cannot open {}", p.display()))?
+    {
+        Target::Found(fd, is_dir) => {
+            if let Some(seen) = seen {
+                let id =
+                    Identity::of(&fd).with_context(|| format!("cannot stat {}", p.display()))?;
+                anyhow::ensure!(
+                    id == seen,
+                    changed(p, &format!("it is another entry now ({id}; the check saw {seen})"))
+                );
+            }
+            Ok(Some((fd, is_dir)))
+        }
+        Target::Absent | Target::Linked(_) if seen.is_some() => Err(changed(
+            p,
+            "it is gone, or a symbolic link now, though the walk of the roots found it there",
+        )),
+        Target::Absent => Ok(None),
+        Target::Linked(link) if link == at => Ok(None),
+        Target::Linked(link) => Err(anyhow::anyhow!(
             "refused to start: {} must be masked or read-only, but {} on its way is a symbolic \
              link (a folder swapped for a link while the sandbox was being built, or a path \
              configured through a link); nothing ran. Try again; if it persists, a person can \
              name the real path in the configuration or remove the link",
             p.display(),
-            at.strip_prefix(NEW).map_or(at.clone(), |r| Path::new("/").join(r)).display()
+            shown(&link).display()
         )),
     }
+}
+
+/// The root `p` as the process sees it now — in the new root (the init), or on the host
+/// without namespaces — opened without following a link and checked against the identity the
+/// daemon's check saw: what Landlock's rules are made from (`walls::landlock`), never a name
+/// resolved again.
+/// Whether it is a folder comes along (a `needs.write` root may be a file, which takes only a
+/// file's access rights).
+pub(super) fn checked_root(spec: &Spec, p: &Path) -> Result<(OwnedFd, bool)> {
+    let root = crate::resolve::host_root().context("cannot open /")?;
+    match crate::resolve::open_nofollow(&root, p)
+        .with_context(|| format!("cannot open {}", p.display()))?
+    {
+        Target::Found(fd, is_dir) => {
+            let id = Identity::of(&fd).with_context(|| format!("cannot stat {}", p.display()))?;
+            match spec.seen_at(p) {
+                Some(seen) if seen != id => Err(changed(
+                    p,
+                    &format!("it is another entry now ({id}; the check saw {seen})"),
+                )),
+                _ => Ok((fd, is_dir)),
+            }
+        }
+        Target::Absent => Err(anyhow::anyhow!("root {} no longer exists", p.display())),
+        Target::Linked(at) => Err(changed(p, &format!("{} is a symbolic link now", at.display()))),
+    }
+}
+
+/// `p` as the command sees it, for a path of the new root (`/newroot/...`).
+fn shown(p: &Path) -> PathBuf {
+    p.strip_prefix(NEW).map_or(p.to_path_buf(), |r| Path::new("/").join(r))
+}
+
+/// The refusal of a start because `p` is not what the daemon's check admitted (SPEC §3).
+fn changed(p: &Path, how: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "refused to start: {} {}: {how}; nothing ran (it was moved, \
+         replaced, or swapped for a link after it was checked — by a command or tmux session in \
+         a writable root, or on the host). A person can put it back; a configured root replaced \
+         on purpose is pinned again by restarting the daemon; a `needs` path is asked for again",
+        p.display(),
+        super::CHANGED
+    )
+}
+
+/// The devices of the filesystems the new root is made of (its tmpfs, its `/tmp` and `/dev`):
+/// a mount point is created only on these, never in a bound folder of the host's.
+struct Ours(Vec<u64>);
+
+impl Ours {
+    fn of(paths: &[&Path]) -> Result<Ours> {
+        let dev = |p: &&Path| -> Result<u64> {
+            Ok(rustix::fs::stat(*p).with_context(|| format!("cannot stat {}", p.display()))?.st_dev)
+        };
+        Ok(Ours(paths.iter().map(dev).collect::<Result<_>>()?))
+    }
+
+    fn holds(&self, fd: &OwnedFd) -> Result<bool> {
+        Ok(self.0.contains(&rustix::fs::fstat(fd).context("cannot stat a mount point")?.st_dev))
+    }
+}
+
+/// Binds the host's `p` at the same path in the new root from a descriptor: opened component
+/// by component from the host's root without following a link, checked against the identity
+/// the daemon's check saw there (a root pinned at startup, a `needs.write` path before the
+/// person was asked), cloned with its mounts, made nosuid, nodev (and read-only unless
+/// `writable`) while still detached, and moved onto its mount point ([`mount_point`]).
+fn bind_checked(
+    spec: &Spec,
+    scratch: &OwnedFd,
+    ours: &Ours,
+    p: &Path,
+    writable: bool,
+) -> Result<()> {
+    let (src, is_dir, id) = open_checked(spec, scratch, p)?;
+    let what = || format!("cannot bind {}", p.display());
+    let tree = remask::clone_tree(&src).with_context(what)?;
+    sys::set_root_attrs(&tree, !writable).with_context(what)?;
+    let dst = mount_point(p, is_dir, id, ours)?;
+    remask::attach(&tree, &dst).with_context(what)
+}
+
+/// The host's `p` as an `O_PATH` descriptor opened from the scratch root without following a
+/// link, whether it is a folder, and its identity — which must be the one the daemon's check
+/// saw there, if one did.
+fn open_checked(spec: &Spec, scratch: &OwnedFd, p: &Path) -> Result<(OwnedFd, bool, Identity)> {
+    let from_host = host(p);
+    let (src, is_dir) = match crate::resolve::open_nofollow(scratch, &from_host)
+        .with_context(|| format!("cannot open {}", p.display()))?
+    {
+        Target::Found(fd, is_dir) => (fd, is_dir),
+        // The daemon makes the home again before the next command; a root that vanished
+        // stays gone until a person looks.
+        Target::Absent => anyhow::bail!(
+            "cannot mount {}: it no longer exists (it was removed after the daemon made or \
+             checked it); the daemon makes its own folders again for the next command, so try \
+             again",
+            p.display()
+        ),
+        Target::Linked(at) => {
+            let at = at.strip_prefix(OLD).map_or(at.clone(), |r| Path::new("/").join(r));
+            return Err(changed(p, &format!("{} is a symbolic link now", at.display())));
+        }
+    };
+    let id = Identity::of(&src).with_context(|| format!("cannot stat {}", p.display()))?;
+    if let Some(seen) = spec.seen_at(p) {
+        anyhow::ensure!(
+            id == seen,
+            changed(p, &format!("it is another entry now ({id}; the check saw {seen})"))
+        );
+    }
+    Ok((src, is_dir, id))
+}
+
+/// The entry `p`'s tree is attached on in the new root, opened from the new root's top without
+/// following a link. A missing folder on the way, or the entry itself, is made only on a
+/// filesystem of the new root's own ([`Ours`]), never through a bound folder of the host's (a
+/// link planted there would lead it anywhere). One that exists in a bound folder (a root nested
+/// in another root, or lying under a system folder) must be `id` itself: the same folder, seen
+/// through the outer bind.
+fn mount_point(p: &Path, is_dir: bool, id: Identity, ours: &Ours) -> Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let names: Vec<&std::ffi::OsStr> = p
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut cur = rustix::fs::open(NEW, dir, Mode::empty()).context("cannot open the new root")?;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if !last {
+            flags |= OFlags::DIRECTORY;
+        }
+        let next = match rustix::fs::openat(&cur, *name, flags, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) => {
+                anyhow::ensure!(
+                    ours.holds(&cur)?,
+                    changed(p, "its mount point is missing in a folder bound from the host")
+                );
+                if last && !is_dir {
+                    let create = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+                    drop(rustix::fs::openat(&cur, *name, create, Mode::from_raw_mode(0o644))?);
+                } else {
+                    rustix::fs::mkdirat(&cur, *name, Mode::from_raw_mode(0o755))?;
+                }
+                rustix::fs::openat(&cur, *name, flags, Mode::empty())
+            }
+            other => other,
+        };
+        cur = match next {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                return Err(changed(p, "a symbolic link lies on the way of its mount point"));
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot make the mount point of {}", p.display()));
+            }
+        };
+    }
+    let st = rustix::fs::fstat(&cur).context("cannot stat a mount point")?;
+    if !ours.holds(&cur)? && (Identity { dev: st.st_dev, ino: st.st_ino }) != id {
+        return Err(changed(p, "its mount point in a bound folder is another entry"));
+    }
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+        return Err(changed(p, "its mount point is a symbolic link"));
+    }
+    Ok(cur)
 }
 
 /// A minimal `/dev`: a few devices bound from the host, a new devpts instance, `/dev/shm`.

@@ -148,65 +148,19 @@ fn remask(r: &Request) -> Result<Answer> {
     Ok(answer)
 }
 
-/// What [`open_beneath`] found at a path.
-pub(super) enum Target {
-    /// The path's own entry (never a symlink), and whether it is a folder.
-    Found(OwnedFd, bool),
-    /// Nothing there (or a file where a folder should be on the way), or a symlink itself.
-    Absent,
-    /// A folder on the way is a symlink now.
-    Linked(PathBuf),
-}
-
-/// `p` (absolute, clean) opened as an `O_PATH` descriptor from the namespace's root, every
-/// component with `O_NOFOLLOW` (the folders also `O_DIRECTORY`): a folder swapped for a
-/// symlink is reported, never followed.
-pub(super) fn open_beneath(p: &Path) -> Result<Target> {
-    let mut cur =
-        rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .context("cannot open the sandbox's root")?;
-    let names: Vec<&std::ffi::OsStr> = p
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    let mut walked = PathBuf::from("/");
-    for (i, name) in names.iter().enumerate() {
-        walked.push(name);
-        let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        if i + 1 < names.len() {
-            flags |= OFlags::DIRECTORY;
-        }
-        cur = match rustix::fs::openat(&cur, *name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => return Ok(Target::Absent),
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                let link = rustix::fs::statat(&cur, *name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                    .is_ok_and(|st| {
-                        rustix::fs::FileType::from_raw_mode(st.st_mode)
-                            == rustix::fs::FileType::Symlink
-                    });
-                return Ok(if link { Target::Linked(walked) } else { Target::Absent });
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot open {}", p.display())),
-        };
-    }
-    let st = rustix::fs::fstat(&cur).with_context(|| format!("cannot stat {}", p.display()))?;
-    Ok(match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-        rustix::fs::FileType::Symlink => Target::Absent,
-        rustix::fs::FileType::Directory => Target::Found(cur, true),
-        _ => Target::Found(cur, false),
-    })
-}
-
-/// [`open_beneath`] as the helper needs it: `None` when there is nothing to cover.
+/// `p` opened from the namespace's root without following a link (`crate::resolve`): `None`
+/// when there is nothing to cover — absent, a symlink itself (a symlink's target is masked by
+/// its real name), or behind a folder that is a symlink now.
 fn open_nofollow(p: &Path) -> Result<Option<(OwnedFd, bool)>> {
-    Ok(match open_beneath(p)? {
-        Target::Found(fd, is_dir) => Some((fd, is_dir)),
-        Target::Absent | Target::Linked(_) => None,
-    })
+    let root = crate::resolve::host_root().context("cannot open the sandbox's root")?;
+    Ok(
+        match crate::resolve::open_nofollow(&root, p)
+            .with_context(|| format!("cannot open {}", p.display()))?
+        {
+            crate::resolve::Target::Found(fd, is_dir) => Some((fd, is_dir)),
+            crate::resolve::Target::Absent | crate::resolve::Target::Linked(_) => None,
+        },
+    )
 }
 
 /// Moves the detached mount `tree` onto the entry behind the descriptor `target`.

@@ -9,6 +9,7 @@
 
 use super::Bound;
 use super::sys;
+use crate::resolve::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -87,6 +88,13 @@ pub struct Spec {
     /// `os-*`, `hands exec`): the launcher refuses to exec another file there.
     #[serde(default)]
     pub(crate) program: Option<(u64, u64)>,
+    /// What the daemon's checks saw (SPEC §3, one resolution): the identity each of these paths
+    /// had when a check admitted it — a configured root when it was pinned at startup, a
+    /// `needs.write` path before a person was asked, a protected or masked path when the walk
+    /// of the roots found it. The launcher opens each without following a link and refuses to
+    /// start when the entry there now is another (or, for a protected or masked path, gone).
+    #[serde(default)]
+    pub(crate) seen: BTreeMap<PathBuf, Identity>,
     /// A host file whose removal ends the sandbox (checked every 2 s): tmux sessions live while
     /// their marker in the state dir does, so nothing outlives a removed state dir.
     #[serde(default)]
@@ -177,6 +185,7 @@ impl Spec {
             run_as: None,
             without_namespaces: false,
             program: None,
+            seen: BTreeMap::new(),
             watch: None,
             parent: None,
         })
@@ -203,6 +212,11 @@ impl Spec {
         &self.masked
     }
 
+    /// The identity a check saw at `path`, if one did.
+    pub(crate) fn seen_at(&self, path: &Path) -> Option<Identity> {
+        self.seen.get(path).copied()
+    }
+
     /// The spec as the launcher reads it. Fails only for a path that is not UTF-8.
     pub fn to_json(&self) -> std::io::Result<Vec<u8>> {
         serde_json::to_vec(self).map_err(|e| {
@@ -223,7 +237,8 @@ impl Spec {
         anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
         let roots = self.roots.iter().map(|r| &r.path);
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
-        for p in roots.chain(lists).chain([&self.cwd, &self.home]).chain(&self.watch) {
+        let seen = self.seen.keys();
+        for p in roots.chain(lists).chain(seen).chain([&self.cwd, &self.home]).chain(&self.watch) {
             anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
         }
         for k in &self.keep {
@@ -436,6 +451,13 @@ impl Builder {
     /// One more folder at its real path.
     pub fn root(mut self, path: PathBuf, writable: bool) -> Builder {
         self.0.roots.push(Root { path, writable });
+        self
+    }
+
+    /// The identity a check saw at `path` (a root, a protected or masked path, a `needs.write`
+    /// path): the launcher refuses to start when the entry there is another.
+    pub fn seen(mut self, path: PathBuf, id: Identity) -> Builder {
+        self.0.seen.insert(path, id);
         self
     }
 

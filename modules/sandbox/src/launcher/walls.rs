@@ -101,8 +101,8 @@ pub fn clear_capabilities() -> Result<()> {
 /// first wall.
 pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
     if super::sys::landlock_abi() < 2 {
         return Ok(());
@@ -119,8 +119,25 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let system: Vec<&Path> = spec.system.iter().map(PathBuf::as_path).filter(exists).collect();
-    let ro: Vec<&Path> =
-        spec.roots.iter().filter(|r| !r.writable).map(|r| r.path.as_path()).collect();
+    // The roots by descriptors opened without following a link and checked against what the
+    // daemon's check saw (SPEC §3): in the new root, the mounts made from those; without
+    // namespaces, the host's folders themselves.
+    let mut ro = Vec::new();
+    let mut rw_roots = Vec::new();
+    for r in &spec.roots {
+        let root = super::mounts::checked_root(spec, &r.path)?;
+        if r.writable { rw_roots.push(root) } else { ro.push(root) }
+    }
+    // A file (a `needs.write` path may be one) takes only a file's rights: Landlock refuses a
+    // folder's on it.
+    let file = AccessFs::from_file(abi);
+    let beneath = |roots: Vec<(std::os::fd::OwnedFd, bool)>,
+                   access: landlock::BitFlags<AccessFs>| {
+        roots.into_iter().map(move |(fd, dir)| {
+            let access = if dir { access } else { access & file };
+            Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, access))
+        })
+    };
     // The sandbox's own /dev is a tmpfs of a few devices (and /dev/shm); the host's is not.
     let dev: Vec<&Path> = if without_namespaces {
         [
@@ -151,18 +168,12 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
     // neither is opened up (the command's TMPDIR is then a folder of the sandbox home).
     let own: &[&Path] =
         if without_namespaces { &[] } else { &[Path::new("/tmp"), Path::new("/dev")] };
-    let rw: Vec<&Path> = spec
-        .roots
-        .iter()
-        .filter(|r| r.writable)
-        .map(|r| r.path.as_path())
-        .chain([spec.home.as_path()])
-        .chain(own.iter().copied())
-        .collect();
+    let rw: Vec<&Path> = [spec.home.as_path()].into_iter().chain(own.iter().copied()).collect();
     ruleset
         .create()?
         .add_rules(path_beneath_rules(system, read))?
-        .add_rules(path_beneath_rules(ro, read))?
+        .add_rules(beneath(ro, read))?
+        .add_rules(beneath(rw_roots, all))?
         .add_rules(path_beneath_rules(rw, all))?
         .add_rules(path_beneath_rules(dev, AccessFs::from_file(abi)))?
         .add_rules(path_beneath_rules(ptys, AccessFs::from_file(abi) | AccessFs::ReadDir))?

@@ -232,12 +232,6 @@ pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
     set_attrs(path, MOUNT_ATTR_RDONLY, recursive)
 }
 
-/// Sets nosuid and nodev on the mount at `path` and every mount below it: a set-uid program or
-/// a device node that happens to lie in a root is inert inside the sandbox.
-pub fn make_nosuid_nodev(path: &Path) -> Result<()> {
-    set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
-}
-
 fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
     let c = cstr(path)?;
     let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
@@ -257,16 +251,24 @@ fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
 
 /// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
 pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
-    set_fd_attrs(tree, 0)
+    set_fd_attrs(tree, MOUNT_ATTR_RDONLY, 0)
 }
 
 /// [`make_fd_read_only`] for a detached tree and every mount in it.
 pub fn make_tree_read_only(tree: &impl AsRawFd) -> Result<()> {
-    set_fd_attrs(tree, AT_RECURSIVE)
+    set_fd_attrs(tree, MOUNT_ATTR_RDONLY, AT_RECURSIVE)
 }
 
-fn set_fd_attrs(tree: &impl AsRawFd, flags: libc::c_int) -> Result<()> {
-    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+/// A root's detached tree, every mount in it, made nosuid and nodev (a set-uid program or a
+/// device node that happens to lie in a root is inert inside the sandbox), and read-only when
+/// asked, before it is attached: the command never sees it otherwise.
+pub fn set_root_attrs(tree: &impl AsRawFd, read_only: bool) -> Result<()> {
+    let ro = if read_only { MOUNT_ATTR_RDONLY } else { 0 };
+    set_fd_attrs(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ro, AT_RECURSIVE)
+}
+
+fn set_fd_attrs(tree: &impl AsRawFd, attrs: u64, flags: libc::c_int) -> Result<()> {
+    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
     // mount_attr of the size passed.
     let ret = unsafe {
@@ -279,7 +281,7 @@ fn set_fd_attrs(tree: &impl AsRawFd, flags: libc::c_int) -> Result<()> {
             std::mem::size_of::<MountAttr>(),
         )
     };
-    check(ret, "mount_setattr(read-only) of a detached mount").map(drop)
+    check(ret, format_args!("mount_setattr({attrs:#x}) of a detached mount")).map(drop)
 }
 
 pub fn pivot_root(new_root: &Path, put_old: &Path) -> Result<()> {

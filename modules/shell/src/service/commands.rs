@@ -9,6 +9,7 @@ use crate::allow::{self, Verdict};
 use crate::bash::{self, BashOutput, BashParams, Ending};
 use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
+use crate::needs::Widening;
 use hands_roots::lock;
 use hands_sandbox::{launcher, masks};
 use serde_json::{Value, json};
@@ -27,24 +28,30 @@ const STREAM_DRAIN: Duration = Duration::from_secs(30);
 pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
 
 /// How one command runs besides its argv: its output cap, where its output also goes (`hands
-/// exec`), and the allowlisted program it is (`run`, `os-*`, `hands exec`), if it is one.
+/// exec`), the widening its check admitted, and the allowlisted program it is (`run`,
+/// `os-*`, `hands exec`), if it is one.
 struct Run<'a> {
     output_chars: usize,
     tee: Option<Tee>,
+    widening: Option<&'a Widening>,
     program: Option<&'a Checked>,
 }
 
-/// One allowlisted command, checked by the policy and resolved on the configured PATH.
-#[derive(Debug, Clone)]
+/// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
+/// person asked and the audit record see it, its `argv` and `binary`.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Checked {
     /// The binary's name, then the arguments, as asked.
     pub argv: Vec<String>,
     /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
+    #[serde(rename = "binary")]
     pub program: PathBuf,
     /// The device and inode that path had when the configuration was loaded: the launcher
     /// runs that file or nothing.
+    #[serde(skip)]
     pub identity: (u64, u64),
     /// Only a person's yes for this one run lets it run.
+    #[serde(skip)]
     pub confirm: bool,
 }
 
@@ -59,10 +66,20 @@ impl Shell {
             .map_err(|e| Refusal(format!("bad cwd: {e}")))
     }
 
-    /// Runs one `bash` call to its end.
-    pub async fn bash(&self, p: BashParams, caller: Caller) -> Result<BashOutput, Refusal> {
+    /// Runs one `bash` call to its end, with the widening its check admitted (`needs`), if any.
+    pub async fn bash(
+        &self,
+        p: BashParams,
+        widening: Option<Widening>,
+        caller: Caller,
+    ) -> Result<BashOutput, Refusal> {
         let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
-        let run = Run { output_chars: self.output_chars, tee: None, program: None };
+        let run = Run {
+            output_chars: self.output_chars,
+            tee: None,
+            widening: widening.as_ref(),
+            program: None,
+        };
         self.launch(argv, p.cwd, p.timeout_secs, caller, run).await
     }
 
@@ -99,6 +116,20 @@ impl Shell {
         Ok(Checked { argv: argv.to_vec(), program, identity, confirm })
     }
 
+    /// Runs the program a call's check prepared (`run`, `os-*`; see [`Shell::prepare`]).
+    pub async fn run_checked(
+        &self,
+        prepared: super::Prepared,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+        caller: Caller,
+    ) -> Result<BashOutput, Refusal> {
+        let Some(c) = prepared.program else {
+            return Err(Refusal("the program was not checked before it ran".into()));
+        };
+        self.run_program(&c, cwd, timeout_secs, caller, None).await
+    }
+
     /// Runs one checked program with exactly its arguments (no shell), output capped at
     /// `run_output_chars`; `tee` also receives the output as it arrives (`hands exec`).
     pub async fn run_program(
@@ -111,7 +142,8 @@ impl Shell {
     ) -> Result<BashOutput, Refusal> {
         let mut argv: Vec<Value> = vec![json!(c.program)];
         argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
-        let run = Run { output_chars: self.run_output_chars, tee, program: Some(c) };
+        let run =
+            Run { output_chars: self.run_output_chars, tee, widening: None, program: Some(c) };
         self.launch(Value::Array(argv), cwd, timeout_secs, caller, run).await
     }
 
@@ -125,7 +157,7 @@ impl Shell {
         caller: Caller,
         run: Run<'_>,
     ) -> Result<BashOutput, Refusal> {
-        let Run { output_chars, tee, program } = run;
+        let Run { output_chars, tee, widening, program } = run;
         let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
             return Err(Refusal(format!(
@@ -147,21 +179,29 @@ impl Shell {
         let label = crate::running::label(&argv);
         let argv: Vec<String> = serde_json::from_value(argv)
             .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
-        let mut spec = self.spec(argv, &cwd, None, None).await?;
-        if let Some(c) = program {
-            // The file the configuration admitted, or nothing (decision 0068); and a run no
-            // person confirmed has no confirm-listed program in it (decision 0067).
-            spec.expect_program(c.identity.0, c.identity.1);
-            if !c.confirm {
-                spec.add_masks(self.hidden.confirm.paths.iter().cloned());
+        let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
+        let mut walked_again = false;
+        let (spec, ticket, _asks, mut out) = loop {
+            let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
+            if let Some(c) = program {
+                // The file the configuration admitted, or nothing (decision 0068); and a run
+                // no person confirmed has no confirm-listed program in it (decision 0067).
+                spec.expect_program(c.identity.0, c.identity.1);
+                if !c.confirm {
+                    spec.add_masks(self.hidden.confirm.paths.iter().cloned());
+                }
             }
-        }
-        let (spec, ticket) = self.with_proxy(spec, &label, &caller.client)?;
-        // While the call waits, its client may be asked about the command's connections.
-        let _asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
-        let mut out = self
-            .run(&spec, label, Duration::from_secs(timeout), &caller, output_chars, tee)
-            .await?;
+            let (spec, ticket) = self.with_proxy(spec, &label, &caller.client, network)?;
+            // While the call waits, its client may be asked about the command's connections.
+            let asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
+            let limit = Duration::from_secs(timeout);
+            match self.run(&spec, label.clone(), limit, &caller, output_chars, tee.clone()).await {
+                Err(Refusal(why)) if !walked_again && self.walk_was_stale(&why) => {
+                    walked_again = true;
+                }
+                ran => break (spec, ticket, asks, ran?),
+            }
+        };
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         // A wall at a path the host trusts says what that path is and what a person can do.
         let policy = self.resolver.policy();
@@ -242,15 +282,35 @@ impl Shell {
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds
     /// now (secret files, hard links to denied files), passed to `__sandbox` on a descriptor.
-    /// A tmux session adds its socket folder as a writable root and its marker as `watch`.
+    /// A tmux session adds its socket folder as a writable root and its marker as `watch`; a
+    /// widening (`needs`) its `write` paths, each with the identity its check saw.
     pub(crate) async fn spec(
         &self,
         argv: Vec<String>,
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
+        widening: Option<&Widening>,
     ) -> Result<launcher::Spec, Refusal> {
-        self.spec_and_masks(argv, cwd, socket_dir, watch).await.map(|(spec, _)| spec)
+        self.spec_and_masks(argv, cwd, socket_dir, watch, widening).await.map(|(spec, _)| spec)
+    }
+
+    /// Whether a launcher's refusal `why` says an entry is not what the daemon's check saw
+    /// there (SPEC §3): the walk's result is then dropped, so a retry walks the roots again —
+    /// a protected file git replaced since, or a folder a session moved aside, is found as it
+    /// is now. A root or a `needs` path that changed stays refused: their identities are not
+    /// the walk's.
+    pub(crate) fn walk_was_stale(&self, why: &str) -> bool {
+        let stale = why.contains(launcher::CHANGED);
+        if stale {
+            // Worth a person's eye: git replacing a file, or a command moving a protected or
+            // secret path aside between the walk and the start.
+            tracing::warn!(
+                "a path the walk of the roots saw changed before a command started; walking again: {why}"
+            );
+            self.masks.forget();
+        }
+        stale
     }
 
     /// The secret files and hard links to denied files in the roots now (the walk, cached for
@@ -279,20 +339,24 @@ impl Shell {
         cwd: &Path,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
+        widening: Option<&Widening>,
     ) -> Result<(launcher::Spec, Arc<masks::Found>), Refusal> {
         let found = self.found_masks().await?;
         let mut spec = self
             .with_netns(self.base.clone())?
             .mask(found.paths.iter().cloned())
             .protect(found.protected.iter().cloned());
+        // What the walk saw at each: the launcher refuses to start when one was moved aside.
+        for (path, id) in &found.ids {
+            spec = spec.seen(path.clone(), *id);
+        }
         if let Some(dir) = socket_dir {
             spec = spec.root(dir.to_path_buf(), true);
         }
-        // `needs.write` a person approved for this call: writable roots of this launch only.
-        if let Some(n) = crate::needs::granted() {
-            for p in &n.write {
-                spec = spec.root(p.clone(), true);
-            }
+        // `needs.write` a person approved for this call: writable roots of this launch only,
+        // each bound only while it is still what the person was shown.
+        for g in widening.map(|w| w.write.as_slice()).unwrap_or_default() {
+            spec = spec.root(g.path.clone(), true).seen(g.path.clone(), g.id());
         }
         // Everything dies with the daemon (its parent-death signal), but a tmux server of
         // `keep_sessions`, which a later daemon adopts; a session's server also ends when its

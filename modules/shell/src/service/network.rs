@@ -85,10 +85,10 @@ impl Shell {
         mut spec: launcher::Spec,
         label: &str,
         client: &str,
+        granted: &[String],
     ) -> Result<(launcher::Spec, Option<hands_sandbox::proxy::Ticket>), Refusal> {
-        // `needs.network` a person approved for this call (`src/needs.rs`): the ticket's own
+        // `needs.network` a person approved for this call (`crate::needs`): the ticket's own
         // allow entries. Without the proxy nothing could carry them: refused, not ignored.
-        let granted = crate::needs::granted().map(|n| n.network.clone()).unwrap_or_default();
         if !granted.is_empty() && !self.network_proxied() {
             return Err(Refusal(crate::needs::NO_PROXY.into()));
         }

@@ -8,6 +8,7 @@ use super::{
     write_atomic,
 };
 use crate::caller::{Caller, Refusal};
+use crate::needs::Widening;
 use crate::service::Shell;
 use crate::tmux::{self, Facts, Started, State, check_name};
 use hands_sandbox::netns;
@@ -15,10 +16,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 impl Shell {
-    /// `tmux_start`.
+    /// `tmux_start`, with the widening its check admitted (`needs`): the session's server gets
+    /// it for the session's life, and its record keeps it (every `tmux_send` is asked).
     pub async fn tmux_start(
         &self,
         p: tmux::StartParams,
+        widening: Option<Widening>,
         caller: Caller,
     ) -> Result<Started, Refusal> {
         // Checked before anything starts: a bad `ready` starts nothing.
@@ -56,8 +59,12 @@ impl Shell {
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
         let label = format!("tmux session {name}: {}", p.command);
-        let (launcher, masked, ticket) =
-            self.start_server(&name, &cwd, &label, &caller.client).await?;
+        let start = || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref());
+        let (launcher, masked, ticket) = match start().await {
+            // A walk that saw an entry moved aside since: once more, after a new walk.
+            Err(Refusal(why)) if self.walk_was_stale(&why) => start().await?,
+            started => started?,
+        };
         if self.keep_sessions {
             self.keep_loopback_for(launcher);
         }
@@ -70,6 +77,7 @@ impl Shell {
             client: Some(caller.client.clone()),
             masked,
             log: true,
+            needs: widening,
             daemon: if self.keep_sessions { None } else { hands_sandbox::netns::this_process() },
         };
         let recorded = serde_json::to_string(&meta)
@@ -157,6 +165,7 @@ impl Shell {
                 started: meta.started,
                 state: if state.0 { State::Ended } else { State::Running },
                 exit_status: state.1,
+                needs: meta.needs.clone(),
             },
             containment: self.containment(),
             ready: ready
@@ -181,6 +190,7 @@ impl Shell {
         cwd: &Path,
         label: &str,
         client: &str,
+        widening: Option<&Widening>,
     ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
@@ -202,8 +212,9 @@ impl Shell {
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
         let (spec, found) =
-            self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker)).await?;
-        let (spec, ticket) = self.with_proxy(spec, label, client)?;
+            self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker), widening).await?;
+        let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
+        let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
         let mut child = spec
             .command(&self.launcher)
             .map_err(|e| fail("pass the sandbox spec on", e))?

@@ -1,0 +1,123 @@
+//! The phase of a call before the gate, in one place (`Shell::prepare`): a command refused
+//! when a wall is missing in `enforce`; `run`'s and `os-*`'s argv checked against the
+//! allowlist and their binary resolved; `needs` checked into the widening a person is shown
+//! (one walk, under the same policy as the launch); a `tmux_send` into a widened session named
+//! as the widening it types into. What it prepares ([`Prepared`]) is what the person asked and
+//! the audit record see besides the arguments as sent, and what the run receives.
+
+use super::Shell;
+use super::commands::Checked;
+use crate::caller::Refusal;
+use crate::needs::{self, Needs, Widening};
+use hands_tool::Refused;
+use serde::Serialize;
+
+/// A call that starts a command, or types into a session, as its check sees it.
+pub enum Launching<'a> {
+    /// `bash`, or `tmux_start` (`session`: the widening lasts for the session's life).
+    Command { tool: &'a str, needs: Option<&'a Needs>, session: bool },
+    /// `run` or an `os-*` tool: its full argv (`None`: the tool has no entry).
+    Program { tool: &'a str, argv: Option<Vec<String>> },
+    /// `tmux_send` into `session`.
+    Send { session: &'a str },
+}
+
+/// What a call's check prepared. Serialized (the program's `argv` and `binary`, the checked
+/// `needs`), it is added to the arguments the person asked and the audit record see.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Prepared {
+    /// `run` and `os-*`: the program as checked.
+    #[serde(flatten)]
+    pub program: Option<Checked>,
+    /// The widening as checked: what the person is shown and exactly what the launch gets (a
+    /// `tmux_send`'s: the session's, which it types into).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Widening>,
+}
+
+impl hands_tool::Prepared for Prepared {
+    fn confirm(&self) -> bool {
+        self.program.as_ref().is_some_and(|c| c.confirm)
+    }
+}
+
+/// What a person can do about an argv the allowlist refuses.
+pub const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in \
+                                daemon.toml (commands.deny always wins)";
+
+impl Shell {
+    /// The check of one call before the gate (see the module's documentation): what it
+    /// prepared, or why it is refused before anyone is asked. May block (a `needs` folder is
+    /// walked; a session's record is read).
+    pub fn prepare(&self, call: Launching<'_>) -> Result<Prepared, Refused> {
+        match call {
+            Launching::Command { tool, needs, session } => {
+                self.refuse_missing_wall(tool)?;
+                let Some(n) = needs else { return Ok(Prepared::default()) };
+                let lasts = if session { needs::SESSION_LIFE } else { needs::ONE_RUN };
+                let rules = needs::Rules {
+                    policy: self.resolver.policy(),
+                    trust: self.resolver.trust().map(|t| t.as_ref()),
+                    state_dir: &self.state_dir,
+                    state_id: self.state_id,
+                    proxied: self.network_proxied(),
+                    path_folders: &self.path_folders(),
+                };
+                match needs::check(n, &rules, lasts) {
+                    Ok(w) => Ok(Prepared { needs: Some(w), ..Prepared::default() }),
+                    Err(f) => Err(Refused {
+                        what: f.what,
+                        layer: f.layer,
+                        message: format!("`{tool}` is refused before asking anyone: {}", f.why),
+                        remedy: f.remedy.into(),
+                        argv: None,
+                    }),
+                }
+            }
+            Launching::Program { tool, argv } => {
+                self.refuse_missing_wall(tool)?;
+                let Some(argv) = argv else {
+                    let message = format!("`{tool}` has no entry");
+                    return Err(refused(tool, "allowlist", message, ALLOW_REMEDY.into(), None));
+                };
+                match self.check(&argv) {
+                    Ok(checked) => Ok(Prepared { program: Some(checked), needs: None }),
+                    Err(Refusal(msg)) => {
+                        let what = crate::allow::show(&argv);
+                        Err(refused(&what, "allowlist", msg, ALLOW_REMEDY.into(), Some(argv)))
+                    }
+                }
+            }
+            Launching::Send { session } => {
+                Ok(Prepared { needs: self.widening_of(session), ..Prepared::default() })
+            }
+        }
+    }
+
+    /// A command that cannot run (a wall missing in `enforce`) is refused before anyone is
+    /// asked to approve it (SPEC §5.2).
+    fn refuse_missing_wall(&self, tool: &str) -> Result<(), Refused> {
+        match self.cannot_run() {
+            None => Ok(()),
+            Some(Refusal(msg)) => Err(refused(
+                tool,
+                "sandbox",
+                msg,
+                "a person fixes the missing wall as `hands doctor` says, or sets sandbox.mode = \
+                 \"best-effort\""
+                    .into(),
+                None,
+            )),
+        }
+    }
+}
+
+fn refused(
+    what: &str,
+    layer: &'static str,
+    message: String,
+    remedy: String,
+    argv: Option<Vec<String>>,
+) -> Refused {
+    Refused { what: what.to_string(), layer, message, remedy, argv }
+}
