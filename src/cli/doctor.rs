@@ -499,7 +499,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
     }
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
-            warnings.extend(shell_warnings(sh, m));
+            warnings.extend(shell_warnings(c, sh, m));
         }
         if let ModuleSettings::Git(g) = &m.settings
             && g.push.as_ref().is_some_and(|p| p.urls.is_none())

@@ -324,6 +324,7 @@ fn wrapper_warnings(sh: &crate::config::ShellSettings) -> Vec<String> {
 /// description, two entries with one name; and a PATH folder inside a writable root, where a
 /// command could plant a program under an allowed name.
 pub(super) fn shell_warnings(
+    config: &crate::config::Config,
     sh: &crate::config::ShellSettings,
     m: &crate::config::ModuleCfg,
 ) -> Vec<String> {
@@ -343,9 +344,32 @@ pub(super) fn shell_warnings(
     if policy.allows_everything() {
         w.push(
             "tools-shell: commands.allow = [\"*\"] admits every program on the module's PATH \
-             (only deny and confirm still stop one)"
+             (only deny and confirm still stop one), each with every option it has \
+             (sandbox-profiles/own-options.txt lists those known to run or write other things)"
                 .to_string(),
         );
+    }
+    // What each allowed program can do with its own options (SPEC §4.4, decision 0067).
+    let mut named: Vec<&str> = Vec::new();
+    for e in &policy.allow {
+        if let Entry::Prefix { bin, .. } = e
+            && !named.contains(&bin.as_str())
+        {
+            named.push(bin);
+        }
+    }
+    for bin in named {
+        let known = hands_shell::options::of(bin);
+        if known.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = known.iter().map(|(o, what)| format!("{o} ({what})")).collect();
+        w.push(format!(
+            "tools-shell: commands.allow admits `{bin}`, whose own options run or write other \
+             things: {}; hands does not check them — a denied program, and a confirm-listed \
+             one in a run no person confirmed, is not in the run, but anything else can be",
+            list.join("; ")
+        ));
     }
     let path = &sh.command_path;
     let mut seen: Vec<(String, usize)> = Vec::new();
@@ -393,16 +417,16 @@ pub(super) fn shell_warnings(
             None => seen.push((name, i)),
         }
     }
-    for dir in path.split(':').filter(|d| std::path::Path::new(d).is_absolute()) {
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into());
-        if let Some(r) = m.roots.iter().find(|r| r.writable && dir.starts_with(&r.path)) {
-            w.push(format!(
-                "tools-shell: PATH folder {} lies in the writable root {}: a command can put a \
-                 program there under an allowed name",
-                dir.display(),
-                r.path.display()
-            ));
-        }
+    // Refused by `check` and `serve` without `bash` (`config::path_writers`); with
+    // it the agent runs any program anyway, so it is worth knowing, not an error.
+    for (p, r) in crate::config::path_writers::path_writers(config, sh) {
+        w.push(format!(
+            "tools-shell: {} (on its path, or what a name there leads to) lies {}: `run`, \
+             `os-*` and `hands exec` run whatever a command or file tool put there under an \
+             allowed name",
+            p.display(),
+            r.place
+        ));
     }
     // A variable that names a folder (CARGO_HOME = "~/.cargo") only helps a command that can
     // see the folder: a system folder, a PATH folder or one of the module's roots.

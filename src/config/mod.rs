@@ -9,6 +9,7 @@
 mod daemon;
 mod load;
 mod modules;
+pub mod path_writers;
 mod runner;
 #[cfg(test)]
 mod tests;

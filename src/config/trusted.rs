@@ -102,7 +102,7 @@ fn writer(config: &Config, path: &Path, surface: &[PathBuf]) -> Option<Reach> {
 }
 
 /// One problem of the file (or of the embedded default), with its remedy.
-fn problem(config: &Config, key: &str, message: String, hint: &str) -> ConfigError {
+pub(super) fn problem(config: &Config, key: &str, message: String, hint: &str) -> ConfigError {
     ConfigError {
         file: config.source.clone(),
         problems: vec![ConfigProblem {
@@ -192,6 +192,7 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
         }
     }
     refuse_state_dir(config)?;
+    super::path_writers::refuse(config)?;
     for t in token_files(config) {
         if let Some(r) = readable(config, &t.file) {
             return Err(problem(

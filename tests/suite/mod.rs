@@ -27,11 +27,15 @@ mod gate;
 mod git_ssh;
 mod git_tools;
 #[cfg(target_os = "linux")]
+mod home;
+#[cfg(target_os = "linux")]
 mod host_trust;
 mod http;
 mod in_process;
 #[cfg(target_os = "linux")]
 mod init;
+#[cfg(target_os = "linux")]
+mod lists;
 #[cfg(target_os = "linux")]
 mod load;
 #[cfg(target_os = "linux")]

@@ -140,6 +140,9 @@ pub struct Rules<'a> {
     pub state_dir: &'a Path,
     pub state_id: Option<Identity>,
     pub proxied: bool,
+    /// The folders of tools-shell's `path`, by their real names: never named, held or entered
+    /// (what one run planted there would run in every later one; decision 0068).
+    pub path_folders: &'a [PathBuf],
 }
 
 impl Rules<'_> {
@@ -230,6 +233,18 @@ fn write_path(
     }
     if let Some(t) = rules.host_trusted(p, None) {
         return Err(host(t));
+    }
+    if let Some(d) = rules.path_folders.iter().find(|d| d.starts_with(p) || p.starts_with(d)) {
+        return Err(forbid(
+            "needs",
+            format!(
+                "{what} is, holds or lies in {}, a folder of tools-shell's path: a program \
+                 written there would run in every later command",
+                cut(&d.display().to_string())
+            ),
+            "nobody can approve it: name a folder outside tools-shell's path (install programs \
+             there on the host)",
+        ));
     }
     let (fd, is_dir) = match resolve::open_nofollow(root, p) {
         Ok(Target::Found(fd, is_dir)) => (fd, is_dir),
@@ -398,6 +413,7 @@ mod tests {
             policy: &policy,
             trust: Some(&trust),
             state_dir: state,
+            path_folders: &[],
             state_id,
             proxied: true,
         };

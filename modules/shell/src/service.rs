@@ -66,6 +66,11 @@ pub struct Shell {
     path: String,
     /// The compiled `commands` table (SPEC §4.4).
     policy: allow::Policy,
+    /// The allowed programs as they were when the configuration was loaded (`pins.rs`).
+    pins: crate::pins::Pins,
+    /// The denied and confirm-listed programs' files (`hidden.rs`): the denied ones are masked
+    /// in every run, the confirm-listed ones in every run no person confirmed.
+    hidden: crate::hidden::Hidden,
     /// The `tools` entries behind the `os-*` tools, by index.
     os_tools: Vec<ShellTool>,
     /// The output cap of `run` and `os-*`.
@@ -237,6 +242,22 @@ impl Shell {
                 protected.push(p.to_path_buf());
             }
         }
+        // The denied programs, by their files: not in any run's view (decision 0067). The
+        // shell the `bash` tool runs cannot be one.
+        let hidden = crate::hidden::Hidden::load(&cfg.policy, &path, &system);
+        if cfg.bash
+            && let Some(b) = allow::resolve("bash", &path)
+            && let Ok(m) = std::fs::metadata(&b)
+        {
+            use std::os::unix::fs::MetadataExt;
+            if hidden.denied.ids.contains(&(m.dev(), m.ino())) {
+                anyhow::bail!(
+                    "commands.deny names {} (under this or another name), which the \
+                     `bash` tool runs; hint: set bash = false, or remove it from commands.deny",
+                    b.display()
+                );
+            }
+        }
         // Denied and credential paths: masked where they exist; where they do not, a command
         // is refused creating them in a writable root while it runs (the in-run walls take
         // the spec's masked paths as names it may not make). Nothing is made in the roots.
@@ -247,6 +268,7 @@ impl Shell {
             // `sandbox.deny` marks a folder with a trailing `/`; the path is the folder's.
             .map(|p| p.components().collect::<PathBuf>())
             .filter(|p| launcher::is_clean(p))
+            .chain(hidden.denied.paths.iter().cloned())
             .collect();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in [
@@ -298,6 +320,8 @@ impl Shell {
         .env(env)
         .host_network(host_network)
         .new_repositories(cfg.new_repositories == crate::settings::NewRepositories::Allow)
+        // A fresh home every run, with only the caches carried (decision 0068).
+        .keep(hands_sandbox::profiles::home_carried().map(PathBuf::from))
         .limits(cfg.limits.clone());
         let base = pinned.into_iter().fold(base, |b, (path, id)| b.seen(path, id));
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
@@ -308,6 +332,8 @@ impl Shell {
             Some(netns::Netns::new(&exe, &state.join("netns"), &m.name)?)
         };
         Ok(Shell {
+            hidden,
+            pins: crate::pins::Pins::load(&cfg.policy, &cfg.tools, &path),
             path,
             policy: cfg.policy.clone(),
             os_tools: cfg.tools.clone(),
@@ -341,6 +367,16 @@ impl Shell {
             without_namespaces: Default::default(),
             bare_home: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The absolute folders of the commands' `path`, by their real names (a `needs.write` may
+    /// not name one: decision 0068).
+    pub fn path_folders(&self) -> Vec<PathBuf> {
+        self.path
+            .split(':')
+            .filter(|d| Path::new(d).is_absolute())
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect()
     }
 
     /// The binary every command starts through (`hands-sandbox`, or `hands __sandbox`).

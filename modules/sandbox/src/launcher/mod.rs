@@ -23,6 +23,7 @@
 
 pub mod bounds;
 pub mod holder;
+mod home;
 mod mounts;
 pub mod notify;
 pub mod remask;
@@ -453,6 +454,29 @@ fn command(
     // scripts/test-as-user: without this layer /proc/1/environ showed the launcher's).
     walls::landlock(spec, !namespaces)?;
     let program = sys::find_program(&spec.argv[0], env.get("PATH").map(String::as_str))?;
+    // The program the daemon's configuration admitted, by identity (decision 0068): checked
+    // in the command's own view, the last thing before the exec.
+    if let Some((dev, ino)) = spec.program {
+        use std::os::unix::fs::MetadataExt;
+        let now = std::fs::metadata(&program).map(|m| (m.dev(), m.ino())).ok();
+        anyhow::ensure!(
+            now == Some((dev, ino)),
+            "refused to start: {} is not the file the configuration admitted (device {dev}, \
+             inode {ino}; now {}): it was replaced after the daemon loaded its configuration; \
+             a person who changed it on purpose restarts the daemon",
+            program.display(),
+            now.map_or_else(|| "gone".to_string(), |(d, i)| format!("device {d}, inode {i}"))
+        );
+        if let Some(interpreter) = masked_interpreter(&program, &spec.masked) {
+            anyhow::bail!(
+                "refused to start: {} is a script run by {}, a program this run may not use (a \
+                 confirm-listed program in a run no person confirmed, or a denied one); a \
+                 person can confirm the run, or take the interpreter off commands.confirm",
+                program.display(),
+                interpreter.display()
+            );
+        }
+    }
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
     if let Some(h) = handoff {
@@ -460,6 +484,21 @@ fn command(
     }
     walls::seccomp()?;
     sys::exec(&program, &spec.argv, &env)
+}
+
+/// The interpreter on `program`'s `#!` line, when its real file is one of `masked`.
+fn masked_interpreter(
+    program: &std::path::Path,
+    masked: &[std::path::PathBuf],
+) -> Option<std::path::PathBuf> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).and_then(|mut f| f.read(&mut head)).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let text = std::str::from_utf8(line).ok()?;
+    let interpreter = std::path::PathBuf::from(text.split_whitespace().next()?);
+    let real = std::fs::canonicalize(&interpreter).unwrap_or(interpreter);
+    masked.contains(&real).then_some(real)
 }
 
 /// Locks the securebits, becomes `run_as` (a root daemon's commands), sets `no_new_privs` and

@@ -155,12 +155,21 @@ pub fn build_root(spec: &Spec) -> Result<()> {
             bind(&src, &dst, true)?;
         }
     }
-    // The home and the roots are bound from descriptors opened without following a link, each
-    // checked against the identity the daemon's check saw (SPEC §3, one resolution): a folder
-    // swapped for a link, or for another folder, since it was checked refuses the start.
+    // The roots are bound from descriptors opened without following a link, each checked
+    // against the identity the daemon's check saw (SPEC §3, one resolution): a folder swapped
+    // for a link, or for another folder, since it was checked refuses the start.
     let scratch = crate::resolve::host_root().context("cannot open the scratch root")?;
     let ours = Ours::of(&[Path::new(NEW), &inside(Path::new("/tmp")), &inside(Path::new("/dev"))])?;
-    bind_checked(spec, &scratch, &ours, &spec.home, true)?;
+    // A fresh home each run, with only the caches carried (decision 0068), from the home folder
+    // the daemon's check saw, opened the same way.
+    let (store, _, _) = open_checked(spec, &scratch, &spec.home)?;
+    super::home::build(
+        &store,
+        &inside(&spec.home),
+        &spec.keep,
+        spec.command_ids(),
+        spec.limits.memory_mb,
+    )?;
     // Outer roots first, so a read-only root nested in a writable one is bound on top.
     let mut roots: Vec<_> = spec.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());
@@ -360,6 +369,18 @@ fn bind_checked(
     p: &Path,
     writable: bool,
 ) -> Result<()> {
+    let (src, is_dir, id) = open_checked(spec, scratch, p)?;
+    let what = || format!("cannot bind {}", p.display());
+    let tree = remask::clone_tree(&src).with_context(what)?;
+    sys::set_root_attrs(&tree, !writable).with_context(what)?;
+    let dst = mount_point(p, is_dir, id, ours)?;
+    remask::attach(&tree, &dst).with_context(what)
+}
+
+/// The host's `p` as an `O_PATH` descriptor opened from the scratch root without following a
+/// link, whether it is a folder, and its identity — which must be the one the daemon's check
+/// saw there, if one did.
+fn open_checked(spec: &Spec, scratch: &OwnedFd, p: &Path) -> Result<(OwnedFd, bool, Identity)> {
     let from_host = host(p);
     let (src, is_dir) = match crate::resolve::open_nofollow(scratch, &from_host)
         .with_context(|| format!("cannot open {}", p.display()))?
@@ -385,11 +406,7 @@ fn bind_checked(
             changed(p, &format!("it is another entry now ({id}; the check saw {seen})"))
         );
     }
-    let what = || format!("cannot bind {}", p.display());
-    let tree = remask::clone_tree(&src).with_context(what)?;
-    sys::set_root_attrs(&tree, !writable).with_context(what)?;
-    let dst = mount_point(p, is_dir, id, ours)?;
-    remask::attach(&tree, &dst).with_context(what)
+    Ok((src, is_dir, id))
 }
 
 /// The entry `p`'s tree is attached on in the new root, opened from the new root's top without

@@ -64,8 +64,13 @@ pub struct Spec {
     /// command a namespace of its own.
     #[serde(default)]
     pub(crate) netns: Option<crate::netns::Process>,
-    /// The sandbox's own home folder, bound read-write at its path (created when missing).
+    /// The sandbox's own home folder on the host (created when missing). With namespaces the
+    /// command's home at that path is a fresh tmpfs, into which only `keep` is bound from it.
     pub(crate) home: PathBuf,
+    /// Folders of the home carried from run to run (caches: `.cache`, `.cargo/registry`, …),
+    /// relative to it; everything else a run writes in its home is gone with the run.
+    #[serde(default)]
+    pub(crate) keep: Vec<PathBuf>,
     #[serde(default)]
     pub(crate) limits: Limits,
     /// How the command's processes are bounded (chosen by the daemon, `bounds::choose`).
@@ -79,6 +84,10 @@ pub struct Spec {
     /// Landlock, seccomp, rlimits and the cgroup alone, in the host's namespaces.
     #[serde(default)]
     pub(crate) without_namespaces: bool,
+    /// The device and inode `argv[0]` had when the daemon's configuration admitted it (`run`,
+    /// `os-*`, `hands exec`): the launcher refuses to exec another file there.
+    #[serde(default)]
+    pub(crate) program: Option<(u64, u64)>,
     /// What the daemon's checks saw (SPEC §3, one resolution): the identity each of these paths
     /// had when a check admitted it — a configured root when it was pinned at startup, a
     /// `needs.write` path before a person was asked, a protected or masked path when the walk
@@ -170,14 +179,27 @@ impl Spec {
             network: false,
             netns: None,
             home: c.home,
+            keep: Vec::new(),
             limits: Limits::default(),
             bound: Bound::None,
             run_as: None,
             without_namespaces: false,
+            program: None,
             seen: BTreeMap::new(),
             watch: None,
             parent: None,
         })
+    }
+
+    /// Hides these paths too (one run's: the confirm-listed programs in a run no person
+    /// confirmed).
+    pub fn add_masks(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.masked.extend(paths);
+    }
+
+    /// The file `argv[0]` must be when the command starts (its device and inode).
+    pub fn expect_program(&mut self, dev: u64, ino: u64) {
+        self.program = Some((dev, ino));
     }
 
     /// Sets one variable of the command's environment (the proxy's, per call).
@@ -218,6 +240,14 @@ impl Spec {
         let seen = self.seen.keys();
         for p in roots.chain(lists).chain(seen).chain([&self.cwd, &self.home]).chain(&self.watch) {
             anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
+        }
+        for k in &self.keep {
+            anyhow::ensure!(
+                k.components().count() > 0
+                    && k.components().all(|c| matches!(c, Component::Normal(_))),
+                "{} is not a clean relative path (a folder of the home to carry)",
+                k.display()
+            );
         }
         match self.run_as {
             Some(ids) => {
@@ -388,6 +418,12 @@ impl Builder {
     pub fn home(mut self, path: PathBuf) -> Builder {
         self.0.env.insert("HOME".into(), path.to_string_lossy().into_owned());
         self.0.home = path;
+        self
+    }
+
+    /// The folders of the home carried from run to run (relative to it).
+    pub fn keep(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Builder {
+        self.0.keep = folders.into_iter().collect();
         self
     }
 

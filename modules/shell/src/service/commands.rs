@@ -28,11 +28,13 @@ const STREAM_DRAIN: Duration = Duration::from_secs(30);
 pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
 
 /// How one command runs besides its argv: its output cap, where its output also goes (`hands
-/// exec`), and the widening its check admitted.
+/// exec`), the widening its check admitted, and the allowlisted program it is (`run`,
+/// `os-*`, `hands exec`), if it is one.
 struct Run<'a> {
     output_chars: usize,
     tee: Option<Tee>,
     widening: Option<&'a Widening>,
+    program: Option<&'a Checked>,
 }
 
 /// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
@@ -44,6 +46,10 @@ pub struct Checked {
     /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
     #[serde(rename = "binary")]
     pub program: PathBuf,
+    /// The device and inode that path had when the configuration was loaded: the launcher
+    /// runs that file or nothing.
+    #[serde(skip)]
+    pub identity: (u64, u64),
     /// Only a person's yes for this one run lets it run.
     #[serde(skip)]
     pub confirm: bool,
@@ -68,7 +74,12 @@ impl Shell {
         caller: Caller,
     ) -> Result<BashOutput, Refusal> {
         let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
-        let run = Run { output_chars: self.output_chars, tee: None, widening: widening.as_ref() };
+        let run = Run {
+            output_chars: self.output_chars,
+            tee: None,
+            widening: widening.as_ref(),
+            program: None,
+        };
         self.launch(argv, p.cwd, p.timeout_secs, caller, run).await
     }
 
@@ -89,15 +100,20 @@ impl Shell {
     pub fn check(&self, argv: &[String]) -> Result<Checked, Refusal> {
         let verdict = self.policy.decide(argv).map_err(|e| Refusal(e.to_string()))?;
         let bin = argv.first().map(String::as_str).unwrap_or_default();
-        let program = allow::resolve(bin, &self.path).ok_or_else(|| {
-            Refusal(format!(
-                "`{}` is not found in the module's PATH ({}); a person can install it there \
-                 or add its folder to tools-shell's `path`",
+        let pin = self.pins.resolve(bin, &self.path).map_err(Refusal)?;
+        let (program, identity) = (pin.path.clone(), (pin.dev, pin.ino));
+        // By the file, not the name: `rbash` is `bash`, a link named `ls` to busybox is busybox
+        // (decision 0067).
+        if self.hidden.denied.ids.contains(&identity) {
+            return Err(Refusal(format!(
+                "`{}` resolves to {}, the file of a program commands.deny lists (under another \
+                 name); refused, nothing ran; a person can change commands.deny",
                 hands_roots::shown(bin),
-                self.path
-            ))
-        })?;
-        Ok(Checked { argv: argv.to_vec(), program, confirm: verdict == Verdict::Confirm })
+                program.display()
+            )));
+        }
+        let confirm = verdict == Verdict::Confirm || self.hidden.confirm.ids.contains(&identity);
+        Ok(Checked { argv: argv.to_vec(), program, identity, confirm })
     }
 
     /// Runs the program a call's check prepared (`run`, `os-*`; see [`Shell::prepare`]).
@@ -126,7 +142,8 @@ impl Shell {
     ) -> Result<BashOutput, Refusal> {
         let mut argv: Vec<Value> = vec![json!(c.program)];
         argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
-        let run = Run { output_chars: self.run_output_chars, tee, widening: None };
+        let run =
+            Run { output_chars: self.run_output_chars, tee, widening: None, program: Some(c) };
         self.launch(Value::Array(argv), cwd, timeout_secs, caller, run).await
     }
 
@@ -140,7 +157,7 @@ impl Shell {
         caller: Caller,
         run: Run<'_>,
     ) -> Result<BashOutput, Refusal> {
-        let Run { output_chars, tee, widening } = run;
+        let Run { output_chars, tee, widening, program } = run;
         let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
             return Err(Refusal(format!(
@@ -165,7 +182,15 @@ impl Shell {
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let mut walked_again = false;
         let (spec, ticket, _asks, mut out) = loop {
-            let spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
+            let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
+            if let Some(c) = program {
+                // The file the configuration admitted, or nothing (decision 0068); and a run
+                // no person confirmed has no confirm-listed program in it (decision 0067).
+                spec.expect_program(c.identity.0, c.identity.1);
+                if !c.confirm {
+                    spec.add_masks(self.hidden.confirm.paths.iter().cloned());
+                }
+            }
             let (spec, ticket) = self.with_proxy(spec, &label, &caller.client, network)?;
             // While the call waits, its client may be asked about the command's connections.
             let asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
@@ -180,7 +205,13 @@ impl Shell {
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         // A wall at a path the host trusts says what that path is and what a person can do.
         let policy = self.resolver.policy();
-        out.denied.extend(launcher::notify::walls_hit(&out.stderr, &spec).into_iter().map(|h| {
+        // A masked program's file is reported below, by the list that keeps it out.
+        let program_file = |what: &str| {
+            let p = Path::new(what);
+            self.hidden.denied.paths.iter().chain(&self.hidden.confirm.paths).any(|f| f == p)
+        };
+        let walls = launcher::notify::walls_hit(&out.stderr, &spec);
+        out.denied.extend(walls.into_iter().filter(|h| !program_file(&h.what)).map(|h| {
             match policy.host_path(Path::new(&h.what), None) {
                 Some(t) => crate::bash::Denied {
                     why: format!("{}: the host trusts it, so it is read-only here", t.what),
@@ -196,6 +227,38 @@ impl Shell {
                 },
             }
         }));
+        // A denied program, or a confirm-listed one in a run no person confirmed, is not in
+        // the run (decision 0067): say so rather than leave a bare "Permission denied".
+        let mut groups = vec![(&self.hidden.denied, true)];
+        if program.is_some_and(|c| !c.confirm) {
+            groups.push((&self.hidden.confirm, false));
+        }
+        for (group, denied) in groups {
+            for name in crate::hidden::missed(group, &out.stderr) {
+                out.denied.push(crate::bash::Denied {
+                    what: name.to_string(),
+                    layer: if denied { "commands.deny" } else { "commands.confirm" }.into(),
+                    why: if denied {
+                        format!(
+                            "`{name}` is a denied program: it is in no command's sandbox, \
+                                 whatever runs it"
+                        )
+                    } else {
+                        format!(
+                            "`{name}` is confirm-listed: it is only in a run a person \
+                                 confirmed, and no one confirmed this one"
+                        )
+                    },
+                    remedy: if denied {
+                        "a person can take it off tools-shell's commands.deny".into()
+                    } else {
+                        "a person can confirm the run (run it as `run`, or `hands exec`, and \
+                         say yes), or take it off tools-shell's commands.confirm"
+                            .into()
+                    },
+                });
+            }
+        }
         // A program the person has that the commands' PATH lacks (the daemon's own PATH is
         // the person's, from where they started it).
         if out.exit_code.is_some_and(|c| c != 0) {

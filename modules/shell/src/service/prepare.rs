@@ -61,6 +61,7 @@ impl Shell {
                     state_dir: &self.state_dir,
                     state_id: self.state_id,
                     proxied: self.network_proxied(),
+                    path_folders: &self.path_folders(),
                 };
                 match needs::check(n, &rules, lasts) {
                     Ok(w) => Ok(Prepared { needs: Some(w), ..Prepared::default() }),
