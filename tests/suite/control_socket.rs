@@ -84,6 +84,10 @@ async fn an_unprivileged_daemon_answers_root_and_refuses_a_namespaced_root() {
     }
     let fx = Fixture::new();
     let cfg = config(&fx);
+    // The launcher run by hand below gets a home of its own (since one resolution, a home that
+    // is also a root is a mount point inside a bound folder, and the launcher refuses it).
+    let launcher_home = fx.dir.path().join("launcher-home");
+    std::fs::create_dir(&launcher_home).unwrap();
     // The daemon runs a copy of `hands` the user can reach (the checkout may be closed to it).
     let exe = fx.dir.path().join("hands");
     // Owned before the link is made: chowning a hard link chowns the build's own binary, and
@@ -148,7 +152,7 @@ async fn an_unprivileged_daemon_answers_root_and_refuses_a_namespaced_root() {
         "protected": [],
         "masked": [],
         "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
-        "home": fx.root,
+        "home": launcher_home,
     });
     let mut launcher = as_user(&fx, &exe, &["__sandbox"]);
     hands_sandbox::launcher::attach_spec(&mut launcher, spec.to_string().as_bytes()).unwrap();
