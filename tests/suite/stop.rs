@@ -231,6 +231,13 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
          s.sendall(b'{{\"op\": \"stop\"}}\\n')\nprint(s.recv(4096).decode())\n",
         sock.to_str().unwrap()
     );
+    // A home of its own: a home that is also a root is a mount point inside a bound folder,
+    // which the launcher refuses since one resolution. Open to `run_as` as the root is.
+    let launcher_home = fx.dir.path().join("launcher-home");
+    std::fs::create_dir(&launcher_home).unwrap();
+    if root {
+        std::os::unix::fs::chown(&launcher_home, Some(65534), Some(65534)).unwrap();
+    }
     let spec = json!({
         "argv": ["python3", "-c", probe],
         "cwd": fx.root,
@@ -239,7 +246,7 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
         "protected": [],
         "masked": [],
         "system": ["/usr", "/bin", "/lib", "/lib64", "/etc"],
-        "home": fx.root,
+        "home": launcher_home,
         "run_as": if root { json!({ "uid": 65534, "gid": 65534 }) } else { Value::Null },
     });
     let mut launcher = fx.std_command(&["__sandbox"]);
