@@ -71,13 +71,23 @@ pub fn banner(daemon: &Daemon, transport: &str) -> String {
         let names: Vec<_> = unavailable.iter().map(|m| m.name()).collect();
         let _ = write!(s, " · no tools published: {}", names.join(", "));
     }
+    match daemon.self_test_now() {
+        Some(Some(_)) => s.push_str(&containment(daemon)),
+        // The self-test runs beside serving: its line follows when it ends.
+        Some(None) => s.push_str(" · containment: the sandbox self-test is running"),
+        None => s.push_str(" · containment: no module runs commands"),
+    }
+    s
+}
+
+/// The banner's containment part, once the sandbox self-test has ended (it waits for it).
+pub fn containment(daemon: &Daemon) -> String {
+    let mut s = String::new();
     if let Some(p) = daemon.self_test() {
         let _ = write!(s, " · containment: {} (sandbox self-test)", p.tier());
-        if c.sandbox_mode == SandboxMode::Enforce && !p.missing().is_empty() {
+        if daemon.config.sandbox_mode == SandboxMode::Enforce && !p.missing().is_empty() {
             let _ = write!(s, " · sandbox.mode = enforce: commands refuse to run");
         }
-    } else {
-        let _ = write!(s, " · containment: no module runs commands");
     }
     s
 }

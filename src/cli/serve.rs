@@ -110,16 +110,16 @@ pub(super) fn serve(
     // The sandbox self-test (a few seconds: it starts sandboxes) runs beside serving, so that
     // `initialize` answers at once (clients with short connect timeouts give up otherwise).
     // Every command waits for it before the gate (`Shell::prepare`), so none runs before the
-    // walls it needs are known to hold; the banner, which states the tier, follows it.
-    let stdio = http.is_none();
-    {
+    // walls it needs are known to hold. The banner comes at once; the tier in a line after it.
+    if http.is_none() {
+        // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
+        eprint_line(&report::banner(&daemon, "stdio"));
+    }
+    if daemon.self_test_now().is_some() {
         let daemon = daemon.clone();
         let probe = move || {
-            let _ = daemon.self_test();
-            if stdio {
-                // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
-                eprint_line(&report::banner(&daemon, "stdio"));
-            }
+            let tier = report::containment(&daemon);
+            eprint_line(&format!("hands: {}", tier.trim_start_matches(" · ")));
         };
         if let Err(e) = std::thread::Builder::new().name("self-test".into()).spawn(probe) {
             eprint_line(&format!("hands: cannot start the sandbox self-test's thread: {e}"));
@@ -167,13 +167,8 @@ pub(super) fn serve(
         }
         if let Some(setup) = http {
             // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
-            // The banner states the self-test's tier: printed once that is known, by a thread
-            // of its own, so that serving does not wait for it.
             let banner = daemon.clone();
-            let bound = move |t: &str| {
-                let (d, t) = (banner.clone(), t.to_string());
-                std::thread::spawn(move || eprint_line(&report::banner(&d, &t)));
-            };
+            let bound = move |t: &str| eprint_line(&report::banner(&banner, t));
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
