@@ -19,8 +19,11 @@ const TMUX_MIN: (u32, u32) = (3, 2);
 /// could make git run programs), so an older git is one to upgrade anyway.
 const GIT_MIN: (u32, u32) = (2, 30);
 
-/// How long a version flag may take to answer, its sandbox's start included.
-const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a version flag may take to answer, its sandbox's start included. Generous: a sandbox
+/// start on an emulated or heavily loaded machine (QEMU without KVM, found by the VM matrix in
+/// CI) took over 5 s, and a version that is not read is reported as a doctor failure; a flag
+/// that truly hangs still ends here.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `(major, minor)` of a version line (`tmux 3.3a`, `tmux next-3.4`, `git version 2.47.3`):
 /// the first word after the program's name that starts with a digit once a `next-` is taken
