@@ -656,3 +656,22 @@ fn module_crates_depend_only_on_the_layers_below_and_never_on_the_daemon() {
     assert!(crates >= 5, "found only {crates} module crates: is the root right?");
     report("module crates' dependencies", findings);
 }
+
+/// ARCHITECTURE.md stays a bird's-eye view (issue 35: at most 14 KB) and its code map stays
+/// whole: every file and folder directly under `src/` is named there, so a new one cannot land
+/// without its line.
+#[test]
+fn the_architecture_map_is_short_and_names_every_part_of_src() {
+    let map = read("ARCHITECTURE.md");
+    assert!(map.len() <= 14 * 1024, "ARCHITECTURE.md is {} bytes, over 14 KB: say less", map.len());
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("src")).expect("src/ is readable") {
+        let entry = entry.expect("src/ entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let shown = if entry.path().is_dir() { format!("`{name}/") } else { format!("`{name}") };
+        if !map.contains(&shown) {
+            missing.push(format!("src/{name}: not in ARCHITECTURE.md's code map (as {shown}…)"));
+        }
+    }
+    report("parts of src/ the architecture map does not name", missing);
+}
