@@ -119,16 +119,8 @@ impl Daemon {
     /// Pins every declared module's roots and assembles the tool catalogue. Nothing is made in
     /// the roots (SPEC §3): protected names that do not exist are kept from being created by
     /// the walls themselves.
+    /// `serve`, `check` and `doctor` build the same daemon, so what they report is what serves.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config)
-    }
-
-    /// The same daemon for `hands check` and `doctor`.
-    pub fn inspect(config: Config) -> anyhow::Result<Daemon> {
-        Daemon::build(config)
-    }
-
-    fn build(config: Config) -> anyhow::Result<Daemon> {
         crate::config::trusted::refuse(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let lists = policy_lists(&config);
         let trust = trust_for(&config, &lists);

@@ -14,7 +14,7 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let daemon = match server::Daemon::inspect(cfg) {
+    let daemon = match server::Daemon::new(cfg) {
         Ok(d) => d,
         Err(e) => {
             report::out(&format!("hands: {e:#}"));

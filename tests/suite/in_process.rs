@@ -22,7 +22,7 @@ async fn connect(
     let path = fx.config(config);
     let text = std::fs::read_to_string(&path).unwrap();
     let cfg = hands::config::parse(&text, path.to_str().unwrap()).unwrap();
-    let daemon = Arc::new(Daemon::inspect(cfg).unwrap());
+    let daemon = Arc::new(Daemon::new(cfg).unwrap());
     let (server_end, client_end) = tokio::io::duplex(1 << 20);
     let server = HandsServer::new(daemon, "stdio");
     tokio::spawn(async move {
