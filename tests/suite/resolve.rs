@@ -219,6 +219,44 @@ async fn a_read_only_root_moved_aside_is_not_bound_by_its_old_name() {
     fx.assert_canary();
 }
 
+/// The file tools' side of the same attack: a command moves a read-only root (nested in a
+/// writable one) aside; a `write` under its new name is still refused, since a root is the
+/// folder pinned at startup, not its name (decision 0070). Positive control: `write` beside
+/// it lands; the moved root's file and the canary outside stay unchanged.
+#[tokio::test]
+async fn a_read_only_root_moved_aside_stays_read_only_to_the_file_tools() {
+    let fx = Fixture::new();
+    let ro = folder(&fx, "lib/ro");
+    fx.write("lib/ro/file.txt", "original\n");
+    let roots =
+        format!("[{{ path = \"{{root}}\", write = true }}, {{ path = \"{}\" }}]", ro.display());
+    let config = fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[[builtins]]\nid = \"tools-fs\"\n\
+         grants = [\"filesystem\"]\nfilesystem = {roots}\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\nfilesystem = {roots}\n\
+         config = {{ trust = {{ external = \"allow\" }} }}\n"
+    ));
+    let c = connect(&fx, &config).await;
+    let write = |path: &str| call(&c, "write", json!({ "path": path, "content": "pwned\n" }));
+
+    let r = write("lib/ro/file.txt").await.unwrap();
+    assert_eq!(r.is_error, Some(true), "control: read-only before the move: {}", text_of(&r));
+    let r = call(&c, "bash", json!({ "command": "mv lib lib.moved && echo moved" })).await.unwrap();
+    assert_eq!(exit_code(&r), Some(0), "{}", text_of(&r));
+    for path in ["lib.moved/ro/file.txt", "lib.moved/ro/new.txt"] {
+        let r = write(path).await.unwrap();
+        assert_eq!(r.is_error, Some(true), "{path}: {}", text_of(&r));
+        assert!(text_of(&r).contains("read-only root"), "{path}: {}", text_of(&r));
+    }
+    let file = fx.root.join("lib.moved/ro/file.txt");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "original\n");
+    assert!(!fx.root.join("lib.moved/ro/new.txt").exists());
+    let r = write("lib.moved/beside.txt").await.unwrap();
+    assert_ne!(r.is_error, Some(true), "positive control: {}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("lib.moved/beside.txt")).unwrap(), "pwned\n");
+    fx.assert_canary();
+}
+
 /// A protected path that appeared after a tmux session started: the daemon's walk finds it;
 /// the session moves its folder aside before the next command starts (within the 2 s the
 /// walk's result is reused). That command's launcher finds the path gone, the daemon walks

@@ -521,12 +521,32 @@ impl Resolver {
         if !r.writable {
             return Err(PathError::ReadOnlyRoot { path: abs.to_path_buf(), root: r.path.clone() });
         }
+        self.check_moved_read_only_roots(abs)?;
         let rel = abs.strip_prefix(&r.path).unwrap_or(Path::new(""));
         if let Some(rule) = self.policy.protected(rel) {
             return Err(PathError::Protected { path: abs.to_path_buf(), rule });
         }
         self.check_host_path(abs, None)?;
         self.host_trusted(abs)
+    }
+
+    /// Refuses a write beneath a read-only root that was moved (renamed inside a writable root
+    /// by a command): a root is the folder pinned at startup, not its name, so where its
+    /// descriptor is now is read-only too. Placing a path by name alone made the moved folder
+    /// writable under its new name (decision 0055's "costs and limits", closed by decision
+    /// 0070). One `readlink` of the pinned descriptor per read-only root; a root still at its
+    /// name is the most specific root's business and costs no more than that.
+    fn check_moved_read_only_roots(&self, abs: &Path) -> Result<()> {
+        for r in self.roots.iter().filter(|r| !r.writable) {
+            let Some(now) = fd_path(r.fd()) else { continue };
+            if now != r.path && abs.starts_with(&now) {
+                return Err(PathError::ReadOnlyRoot {
+                    path: abs.to_path_buf(),
+                    root: r.path.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Refuses a write to a path the host trusts: by name (`abs`, a real path), or by the

@@ -51,6 +51,31 @@ fn the_most_specific_root_decides() {
     assert!(r.prepare_write("x", true).is_ok());
 }
 
+/// A read-only root is the folder pinned at startup, not its name: moved aside inside the
+/// writable root (as a command can do), it stays read-only under its new name, while a folder
+/// beside it stays writable (the positive control) and a new folder at the old name belongs to
+/// the writable root (the launcher refuses commands there until the daemon restarts).
+#[test]
+fn a_read_only_root_moved_aside_stays_read_only_under_its_new_name() {
+    let (_t, base) = tree();
+    std::fs::create_dir_all(base.join("proj/ro")).unwrap();
+    std::fs::write(base.join("proj/ro/kept.txt"), "original").unwrap();
+    let r = resolver(
+        &[(&base.join("proj"), true), (&base.join("proj/ro"), false)],
+        PolicyLists::default(),
+    );
+    std::fs::rename(base.join("proj/ro"), base.join("proj/aside")).unwrap();
+    for path in ["aside/kept.txt", "aside/new.txt", "aside/deeper/new.txt"] {
+        let got = r.prepare_write(path, true);
+        assert!(matches!(got, Err(PathError::ReadOnlyRoot { .. })), "{path}: {got:?}");
+    }
+    assert!(!base.join("proj/aside/deeper").exists(), "no folder was made in the moved root");
+    assert_eq!(std::fs::read_to_string(base.join("proj/aside/kept.txt")).unwrap(), "original");
+    std::fs::create_dir_all(base.join("proj/other")).unwrap();
+    assert!(r.prepare_write("other/x", true).is_ok(), "a folder beside it stays writable");
+    assert!(r.prepare_write("asidex/y", true).is_ok(), "a name that only starts alike too");
+}
+
 #[test]
 fn protected_rules_match_at_any_depth_but_only_whole_components() {
     let lists =
