@@ -52,8 +52,25 @@ pub struct Fixture {
 /// The uid and gid commands of a root daemon run as in the suite (`nobody`).
 pub const COMMAND_UID: u32 = 65534;
 
-/// Gives `path` to [`COMMAND_UID`] (not following a symlink).
+/// Whether this run is a root daemon over a root-owned project (issue 31 point 4: a build box,
+/// a container): `HANDS_TEST_ROOT_OWNED=1` as root (`scripts/test-as-user -r`). Then nothing is
+/// given to [`COMMAND_UID`]: the roots stay root's, and commands (still run as `nobody`) write
+/// them through id-mapped binds, their files landing as root's.
+pub fn root_owned() -> bool {
+    is_root() && std::env::var_os("HANDS_TEST_ROOT_OWNED").is_some_and(|v| v == "1")
+}
+
+/// The owner on the host of what a root daemon's command creates in a root: the roots' owner,
+/// [`COMMAND_UID`] as the suite gives them, or root in a [`root_owned`] run.
+pub fn made_by_commands_uid() -> u32 {
+    if root_owned() { 0 } else { COMMAND_UID }
+}
+
+/// Gives `path` to [`COMMAND_UID`] (not following a symlink); nothing in a [`root_owned`] run.
 pub fn own(path: &Path) {
+    if root_owned() {
+        return;
+    }
     std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
 }
 

@@ -716,7 +716,10 @@ fn a_root_launcher_runs_commands_as_run_as_only() {
     let o = sb.run("id -u; echo made > made.txt; cat public.txt; cat root-only.txt; echo end");
     assert_eq!(stdout(&o), "65534\npublic\nend\n", "{}", all(&o));
     assert!(all(&o).contains("Permission denied"), "{}", all(&o));
-    assert_eq!(std::fs::metadata(sb.fx.root.join("made.txt")).unwrap().uid(), 65534);
+    assert_eq!(
+        std::fs::metadata(sb.fx.root.join("made.txt")).unwrap().uid(),
+        super::common::made_by_commands_uid()
+    );
     assert_eq!(std::fs::read_to_string(&only_root).unwrap(), "ROOT ONLY\n");
     sb.fx.assert_canary();
 }
