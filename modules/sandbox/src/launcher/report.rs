@@ -244,7 +244,7 @@ mod tests {
         to.send(&Report::Refused { path: "/w/.envrc".into(), wall: "a protected path".into() });
         to.send(&Failure::new(Cause::Changed, "x".repeat(MAX_WHY * 2)).report());
         let _ = rustix::net::send(
-            &to.0.as_ref().unwrap().as_fd(),
+            to.0.as_ref().unwrap().as_fd(),
             b"not json",
             rustix::net::SendFlags::empty(),
         );
