@@ -144,9 +144,9 @@ async fn main() {
     // What the daemon starts its commands through: `hands-sandbox` beside the binary.
     let launcher_bin = hands_sandbox::launcher::launcher_binary(&bin());
     let launcher = || {
-        let mut cmd =
+        // Its stdin is the spec and the report channel, whose reports no one reads here.
+        let (mut cmd, _reports) =
             hands_sandbox::launcher::launcher_command(&launcher_bin, spec.as_bytes()).unwrap();
-        // Its stdin is the spec.
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
     };
@@ -194,7 +194,7 @@ async fn main() {
     let mut per_bound = Vec::new();
     for (name, spec) in &variants {
         let run = || {
-            let mut cmd =
+            let (mut cmd, _reports) =
                 hands_sandbox::launcher::launcher_command(&launcher_bin, spec.as_bytes()).unwrap();
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             tokio::process::Command::from(cmd)

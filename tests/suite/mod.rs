@@ -50,6 +50,8 @@ mod path_attacks;
 mod protocol;
 mod quoting;
 #[cfg(target_os = "linux")]
+mod reports;
+#[cfg(target_os = "linux")]
 mod resolve;
 #[cfg(target_os = "linux")]
 mod run;

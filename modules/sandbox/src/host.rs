@@ -58,9 +58,11 @@ impl Versions {
         bare: bool,
     ) -> Result<String, Failure> {
         let spec = self.spec(program, flag, home, bare);
-        let child = spec
+        let (child, reports) = spec
             .command(&self.launcher)
-            .and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn())
+            .and_then(|(mut c, reports)| {
+                Ok((c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?, reports))
+            })
             .map_err(|e| {
                 Failure::Sandbox(format!(
                     "the launcher {} cannot start: {e}",
@@ -68,19 +70,21 @@ impl Versions {
                 ))
             })?;
         let out = crate::probe::wait(child, limit).ok_or(Failure::Hung(limit))?;
+        // The launcher's report alone says the sandbox was not built: the program's stderr
+        // could say anything.
+        if let Some((why, cause)) = reports.read().setup_failed() {
+            let why: String = format!("hands sandbox: {why}").chars().take(QUOTED_CHARS).collect();
+            return Err(if cause == launcher::Cause::UserNamespace && !bare {
+                Failure::NoUserNamespace(why)
+            } else {
+                Failure::Sandbox(why)
+            });
+        }
         let stderr = String::from_utf8_lossy(&out.stderr);
         let said = |prefix: &str| {
             let line = stderr.lines().find(|l| l.starts_with(prefix)).unwrap_or("").trim();
             line.chars().take(QUOTED_CHARS).collect::<String>()
         };
-        let sandbox = said("hands sandbox:");
-        if out.status.code() == Some(i32::from(launcher::SETUP_FAILED)) && !sandbox.is_empty() {
-            return Err(if launcher::is_userns_refusal(&sandbox) && !bare {
-                Failure::NoUserNamespace(sandbox)
-            } else {
-                Failure::Sandbox(sandbox)
-            });
-        }
         let line =
             String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
         if line.is_empty() && !out.status.success() {

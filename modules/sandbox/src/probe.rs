@@ -24,16 +24,15 @@ pub struct Probe {
     /// The walls' mechanisms (`namespaces`, `Landlock ABI 6`, `seccomp`, the bound), which
     /// the tier names.
     pub mechanisms: Vec<String>,
+    /// The launcher reported that it could not make a user namespace
+    /// ([`Cause::UserNamespace`](crate::launcher::Cause)).
+    pub no_user_namespace: bool,
 }
 
 impl Probe {
     /// Whether the sandbox could not be built because no user namespace can be made here.
     pub fn userns_refused(&self) -> bool {
-        self.checks.iter().any(|c| {
-            c.name == "sandbox can be built"
-                && c.holds == Some(false)
-                && crate::launcher::is_userns_refusal(&c.note)
-        })
+        self.no_user_namespace
     }
 
     pub fn missing(&self) -> Vec<&'static str> {
@@ -126,6 +125,7 @@ fn run_in(
     roots: &[PathBuf],
     dir: &Path,
 ) -> Probe {
+    use crate::launcher::Cause;
     use std::os::unix::fs::PermissionsExt;
     let network = base.has_host_network();
     // `best-effort` where no user namespace can be made: Landlock and seccomp are the walls,
@@ -172,11 +172,11 @@ fn run_in(
         ["bash", "--noprofile", "--norc", "-c", SCRIPT, "probe"].map(String::from).into();
     argv.extend(args);
     let spec = base.build(argv, inside.clone());
-    let child = spec
-        .command(launcher)
-        .and_then(|mut c| c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
-    let output = match child {
-        Ok(c) => wait(c, Duration::from_secs(60)),
+    let child = spec.command(launcher).and_then(|(mut c, reports)| {
+        Ok((c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?, reports))
+    });
+    let (output, reports) = match child {
+        Ok((c, reports)) => (wait(c, Duration::from_secs(60)), reports),
         Err(e) => return failed(format!("the launcher could not start: {e}")),
     };
     let Some(output) = output else {
@@ -184,9 +184,11 @@ fn run_in(
     };
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     if !text.contains("done: yes") {
-        let err = String::from_utf8_lossy(&output.stderr);
-        let why = err.lines().find(|l| l.starts_with("hands sandbox:")).unwrap_or("no report");
-        return failed(format!("the sandbox could not be built ({why})"));
+        let reported = reports.read();
+        let (why, cause) = reported.setup_failed().unwrap_or(("no report", Cause::Other));
+        let mut p = failed(format!("the sandbox could not be built (hands sandbox: {why})"));
+        p.no_user_namespace = cause == Cause::UserNamespace;
+        return p;
     }
     let said = |key: &str| -> Option<bool> {
         text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(": ")).map(|v| v == "holds")
@@ -343,13 +345,14 @@ fn run_in(
             (Some(false), "no PID namespace: /proc lists the host's processes".into()),
         );
     }
-    Probe { checks, mechanisms: Vec::new() }
+    Probe { checks, mechanisms: Vec::new(), no_user_namespace: false }
 }
 
 pub fn failed(why: String) -> Probe {
     Probe {
         checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }],
         mechanisms: Vec::new(),
+        no_user_namespace: false,
     }
 }
 
@@ -394,12 +397,16 @@ mod tests {
         let p = Probe {
             checks: vec![check("a", Some(true)), check("b", Some(false)), check("c", None)],
             mechanisms: Vec::new(),
+            no_user_namespace: false,
         };
         assert_eq!(p.missing(), vec!["b"]);
         assert_eq!(p.tier(), "partial (missing: b)");
         assert!(p.table().contains("MISSING"));
-        let full =
-            Probe { checks: vec![check("a", Some(true)), check("c", None)], mechanisms: vec![] };
+        let full = Probe {
+            checks: vec![check("a", Some(true)), check("c", None)],
+            mechanisms: vec![],
+            no_user_namespace: false,
+        };
         assert_eq!(full.tier(), "full");
         let named =
             Probe { mechanisms: vec!["namespaces".into(), "cgroup v1 pids".into()], ..full };

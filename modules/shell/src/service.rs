@@ -9,6 +9,7 @@ mod containment;
 mod network;
 mod prepare;
 
+pub(crate) use commands::NotRun;
 pub use commands::{Checked, Tee};
 pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
 

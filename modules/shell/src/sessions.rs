@@ -265,7 +265,7 @@ impl Shell {
         loop {
             let spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
-            let launcher = spec
+            let (launcher, reports) = spec
                 .command(&self.launcher)
                 .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
             let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
@@ -276,11 +276,20 @@ impl Shell {
             if out.status.success() {
                 return Ok(out.stdout);
             }
-            let err = String::from_utf8_lossy(&out.stderr);
-            if !walked_again && self.walk_was_stale(&err) {
-                walked_again = true;
-                continue;
+            // The launcher's report, not what tmux printed, says whether the sandbox was built.
+            let reported = reports.read();
+            if let Some((why, cause)) = reported.setup_failed() {
+                if cause == hands_sandbox::launcher::Cause::Changed && !walked_again {
+                    self.walk_again(why);
+                    walked_again = true;
+                    continue;
+                }
+                return Err(Refusal(format!(
+                    "tmux could not run for session {name:?}: its sandbox could not be built \
+                     (hands sandbox: {why})"
+                )));
             }
+            let err = String::from_utf8_lossy(&out.stderr);
             return Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())));
         }
     }

@@ -1,5 +1,6 @@
 //! The sandbox launcher behind the hidden `hands __sandbox` subcommand: it reads a JSON
-//! [`Spec`] on descriptor [`SPEC_FD`] (see `spec`), makes the command's cgroup (see
+//! [`Spec`] on descriptor [`SPEC_FD`] (see `spec`), reports to the daemon on a channel of its
+//! own ([`report`]), makes the command's cgroup (see
 //! `bounds`), clones a child into new user, mount, PID, IPC and UTS namespaces (and network,
 //! without the module's shared one) — on cgroup v2 straight into that cgroup
 //! (`clone3(CLONE_INTO_CGROUP)`), elsewhere moved into it while it builds the root — writes
@@ -16,8 +17,9 @@
 //! it every process of the namespace.
 //!
 //! Exit status: the command's exit code, or 128 + the signal that ended it. When the sandbox
-//! cannot be built the launcher prints `hands sandbox: ...` on stderr and exits 125, and the
-//! command never starts.
+//! cannot be built the launcher sends [`Report::SetupFailed`], prints `hands sandbox: ...` on
+//! stderr for a person, and exits 125, and the command never starts. The daemon decides on the
+//! report alone: a command can exit 125 and print such a line too.
 // The launcher: the one place that spawns, and that opens procfs, cgroup and mount paths.
 #![allow(clippy::disallowed_methods)]
 
@@ -27,12 +29,14 @@ mod home;
 mod mounts;
 pub mod notify;
 pub mod remask;
+pub mod report;
 mod spec;
 mod walls;
 use crate::sys;
 
 pub use crate::resolve::Identity;
 pub use bounds::Bound;
+pub use report::{Cause, Report, Reported, Reports};
 pub use spec::{
     Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, SYSTEM, Spec, attach_spec,
     is_clean, launcher_binary, launcher_command,
@@ -43,8 +47,8 @@ use std::process::ExitCode;
 /// Exit code of the launcher when the sandbox could not be built.
 pub const SETUP_FAILED: u8 = 125;
 
-/// What the launcher's report says when a path is not what the daemon's check saw there (SPEC
-/// §3, one resolution; `mounts.rs`): the daemon walks the roots again once before it gives up.
+/// What the launcher's refusal says when a path is not what the daemon's check saw there (SPEC
+/// §3, one resolution; `mounts.rs`), for a person; the daemon acts on [`Cause::Changed`].
 pub const CHANGED: &str = "changed since the daemon's check";
 
 /// How often a launcher with a `watch` file checks it.
@@ -63,23 +67,33 @@ pub fn own_passwd_home() -> Option<std::path::PathBuf> {
 
 /// Runs `hands __sandbox`, whose spec is on descriptor [`SPEC_FD`].
 pub fn main() -> ExitCode {
-    match Spec::receive().and_then(|(spec, fd)| launch(spec, fd)) {
+    let (reporter, spec) = Spec::receive();
+    match spec.and_then(|(spec, fd)| launch(spec, fd, &reporter)) {
         // Nothing is left to flush (stderr is unbuffered) or to clean up (the leaf is gone): the
         // allocator's and libraries' exit handlers would only delay the daemon's answer.
         Ok(code) => sys::exit_now(code),
         Err(e) => {
+            let failure = report::Failure::of(&e);
+            reporter.send(&failure.report());
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "hands sandbox: {e:#}");
+            let _ = writeln!(err, "hands sandbox: {}", failure.why);
             ExitCode::from(SETUP_FAILED)
         }
     }
 }
 
-/// Whether a launcher's report says [`userns_refused`]: each of its reasons names a "user
-/// namespace", which no other failure of the launcher does. The daemon then may run
-/// without namespaces (`best-effort`, doctor's version flags).
-pub fn is_userns_refusal(report: &str) -> bool {
-    report.contains("user namespace")
+/// What the sandbox's init or the command's process writes on the error pipe when it fails
+/// before the command starts: the report the launcher passes on.
+fn failure_bytes(e: &anyhow::Error) -> Vec<u8> {
+    serde_json::to_vec(&report::Failure::of(e).report()).unwrap_or_else(|_| format!("{e:#}").into())
+}
+
+/// The failure the error pipe carried (see [`failure_bytes`]).
+fn failure_read(bytes: &str) -> report::Failure {
+    match serde_json::from_str(bytes) {
+        Ok(Report::SetupFailed { why, cause }) => report::Failure::new(cause, why),
+        _ => report::Failure::new(Cause::Other, bytes),
+    }
 }
 
 /// Why user namespaces could not be made, with the remedy for this machine.
@@ -123,7 +137,7 @@ pub fn userns_refused(errno: i32) -> String {
     }
 }
 
-fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
+fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> anyhow::Result<u8> {
     use anyhow::Context;
     spec.validate()?;
     if let Some(parent) = spec.parent {
@@ -195,7 +209,9 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
         Err(e) => {
             let errno = sys::errno();
             if matches!(errno, libc::EPERM | libc::ENOSPC | libc::EACCES | libc::EINVAL) {
-                return Err(anyhow::anyhow!("{}", userns_refused(errno)));
+                return Err(
+                    report::Failure::new(Cause::UserNamespace, userns_refused(errno)).into()
+                );
             }
             return Err(e);
         }
@@ -219,12 +235,12 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
             sys::exit_now(SETUP_FAILED);
         }
         let failed = if namespaces {
-            init(&spec, &old_mask, &mut err_write, &go_read)
+            init(&spec, &old_mask, &mut err_write, &go_read, reporter)
         } else {
             command(&spec, &old_mask, None)
         };
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
-            let _ = w.write_all(format!("{e:#}").as_bytes());
+            let _ = w.write_all(&failure_bytes(&e));
         }
         sys::exit_now(SETUP_FAILED);
     }
@@ -294,8 +310,11 @@ fn launch(spec: Spec, spec_fd: std::fs::File) -> anyhow::Result<u8> {
     }
     let oom = leaf.as_ref().is_some_and(bounds::Leaf::oom_killed);
     drop(leaf);
-    anyhow::ensure!(why.is_empty(), "{why}");
+    if !why.is_empty() {
+        return Err(failure_read(&why).into());
+    }
     if oom {
+        reporter.send(&Report::OutOfMemory { limit_mb: spec.limits.memory_mb });
         let mut err = std::io::stderr().lock();
         let _ = writeln!(
             err,
@@ -314,6 +333,7 @@ fn init(
     old_mask: &libc::sigset_t,
     err_write: &mut Option<std::fs::File>,
     placed: &std::os::fd::OwnedFd,
+    reporter: &report::Reporter,
 ) -> anyhow::Result<()> {
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
@@ -322,10 +342,11 @@ fn init(
             std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
                 .is_ok_and(|v| v.trim() == "1");
         if restricted {
-            anyhow::anyhow!(
+            let why = format!(
                 "{e:#}: the user namespace was made without capabilities: {}",
                 userns_refused(libc::EPERM)
-            )
+            );
+            report::Failure::new(Cause::UserNamespace, why).into()
         } else {
             e
         }
@@ -365,7 +386,7 @@ fn init(
         drop(sigs);
         let failed = command(spec, old_mask, Some(&handoff));
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
-            let _ = w.write_all(format!("{e:#}").as_bytes());
+            let _ = w.write_all(&failure_bytes(&e));
         }
         sys::exit_now(SETUP_FAILED);
     }
@@ -379,9 +400,10 @@ fn init(
             &absolute,
             spec.new_repositories,
         );
+        let reporter = reporter.clone();
         let _ = std::thread::Builder::new()
             .name("walls".into())
-            .spawn(move || notify::serve(listener, walls));
+            .spawn(move || notify::serve(listener, walls, reporter));
     }
     // The command's copy of the error pipe closes at its execve; the init's now.
     *err_write = None;

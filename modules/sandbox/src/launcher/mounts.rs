@@ -330,14 +330,15 @@ fn shown(p: &Path) -> PathBuf {
 
 /// The refusal of a start because `p` is not what the daemon's check admitted (SPEC §3).
 fn changed(p: &Path, how: &str) -> anyhow::Error {
-    anyhow::anyhow!(
+    let why = format!(
         "refused to start: {} {}: {how}; nothing ran (it was moved, \
          replaced, or swapped for a link after it was checked — by a command or tmux session in \
          a writable root, or on the host). A person can put it back; a configured root replaced \
          on purpose is pinned again by restarting the daemon; a `needs` path is asked for again",
         p.display(),
         super::CHANGED
-    )
+    );
+    super::report::Failure::new(super::Cause::Changed, why).into()
 }
 
 /// The devices of the filesystems the new root is made of (its tmpfs, its `/tmp` and `/dev`):

@@ -17,8 +17,10 @@
 //! it can create nothing the command could not. `docs/decisions/0046-walls-in-run.md` has the
 //! reasoning and what is left.
 //!
-//! A refused call fails with EACCES and the init writes one `hands sandbox: refused creating
-//! PATH: WHY` line on the command's stderr, which the daemon lists in the result's `denied`.
+//! A refused call fails with EACCES; the init sends [`Report::Refused`](super::Report) on the
+//! launcher's report channel, which the daemon lists in the result's `denied`, and writes one
+//! `hands sandbox: refused creating PATH: WHY` line on the command's stderr for a person (the
+//! daemon never reads it: the command can print the same).
 
 use anyhow::{Context, Result};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
@@ -35,15 +37,18 @@ mod target;
 pub use rules::{Kind, Verdict, Walls};
 use target::{base_dir, locate, open_dir, read_path, read_umask, real_path};
 
-/// The start of the line the init writes for each refused create; the daemon parses it.
+/// The start of the line the init writes for each refused create, for a person.
 pub const REFUSED: &str = "hands sandbox: refused creating ";
 
 /// How the launcher's last line on the command's stderr begins when the memory bound's cgroup
-/// killed the command's processes for lack of memory.
+/// killed the command's processes for lack of memory, for a person.
 pub const OUT_OF_MEMORY: &str = "hands sandbox: the command's processes ran out of memory";
 
-/// At most this many refusal lines per command (a loop of refused creates must not flood the
-/// output); the rest are counted in one last line.
+/// The prefix of every line the launcher writes on the command's stderr.
+const LAUNCHER_LINE: &str = "hands sandbox:";
+
+/// At most this many refusals per command are reported and written (a loop of refused creates
+/// must not flood the output or the channel); the rest are counted in one last line.
 const MAX_LINES: usize = 20;
 
 /// Calls handled at once on their own threads (an open of a FIFO blocks until its other end
@@ -237,7 +242,7 @@ fn install_filter(writes: bool) -> Result<OwnedFd> {
 
 /// The init's side: answers the command's notified calls until the listener closes (every
 /// process of the command has ended). Runs on a thread of its own.
-pub fn serve(listener: OwnedFd, walls: Walls) {
+pub fn serve(listener: OwnedFd, walls: Walls, reporter: super::report::Reporter) {
     // The umask is per process; `CLONE_FS` makes this thread's its own, set per call.
     if super::sys::unshare(libc::CLONE_FS).is_err() {
         return;
@@ -246,6 +251,7 @@ pub fn serve(listener: OwnedFd, walls: Walls) {
     let walls = Arc::new(walls);
     let busy = Arc::new(AtomicUsize::new(0));
     let lines = Arc::new(AtomicUsize::new(0));
+    let reporter = Arc::new(reporter);
     loop {
         let req = match super::sys::notify::receive(&listener) {
             Ok(req) => req,
@@ -261,6 +267,7 @@ pub fn serve(listener: OwnedFd, walls: Walls) {
             walls: walls.clone(),
             lines: lines.clone(),
             busy: busy.clone(),
+            reporter: reporter.clone(),
             req,
         };
         job.run();
@@ -274,6 +281,8 @@ struct Job {
     lines: Arc<AtomicUsize>,
     /// Opens of FIFOs running on threads of their own.
     busy: Arc<AtomicUsize>,
+    /// The launcher's report channel, where each refusal goes.
+    reporter: Arc<super::report::Reporter>,
     req: libc::seccomp_notif,
 }
 
@@ -647,11 +656,13 @@ impl Job {
         Checked::Stop(self.refuse(&real, name, &why))
     }
 
-    /// EACCES for a new entry `name` in `real`, after the line on stderr that says why.
+    /// EACCES for a new entry `name` in `real`, after the report and the line on stderr that
+    /// say why.
     fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
         let n = self.lines.fetch_add(1, Ordering::AcqRel);
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = if n < MAX_LINES {
+            self.reporter.send(&super::Report::Refused { path: shown.clone(), wall: why.into() });
             format!("{REFUSED}{}: {why}\n", shown.display())
         } else if n == MAX_LINES {
             "hands sandbox: more creates were refused; only the first ones are listed\n".into()
@@ -768,11 +779,13 @@ pub struct Hit {
 /// At most this many walls per result: the text stays short.
 const MAX_HITS: usize = 10;
 
-/// The walls a command hit, read from its stderr: the init's refused-create lines, and
-/// `Permission denied` / `Read-only file system` errors that name a path the spec walls off
-/// (a protected path, a masked one, a read-only root, a folder outside every root). The
-/// spec's `cwd` resolves relative names.
-pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
+/// The walls a command hit: what the launcher reported (refused creates, the memory bound),
+/// then, as hints, `Permission denied` / `Read-only file system` errors on its stderr that name
+/// a path the spec walls off (a protected path, a masked one, a read-only root, a folder
+/// outside every root). Only the reports say that a wall refused something; an error line
+/// can only point at a path that is a wall in the spec, and a line in the launcher's own
+/// format is never read (the command can print one). The spec's `cwd` resolves relative names.
+pub fn walls_hit(reports: &[super::Report], stderr: &str, spec: &super::Spec) -> Vec<Hit> {
     let (protected, masked) = (&spec.protected, &spec.masked);
     let roots: Vec<(PathBuf, bool)> =
         spec.roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
@@ -783,32 +796,31 @@ pub fn walls_hit(stderr: &str, spec: &super::Spec) -> Vec<Hit> {
             hits.push(h);
         }
     };
-    for line in stderr.lines() {
-        if line.starts_with(OUT_OF_MEMORY) {
-            add(Hit {
+    for report in reports {
+        match report {
+            super::Report::OutOfMemory { limit_mb } => add(Hit {
                 what: "memory".into(),
                 layer: "sandbox (bounds)",
                 why: format!(
-                    "the command's processes used more than tools-shell's limits.memory_mb ({} \
-                     MiB) and were killed",
-                    spec.limits.memory_mb
+                    "the command's processes used more than tools-shell's limits.memory_mb \
+                     ({limit_mb} MiB) and were killed"
                 ),
                 remedy: "a person can raise tools-shell's limits.memory_mb in daemon.toml".into(),
-            });
-            continue;
+            }),
+            super::Report::Refused { path, wall } => add(Hit {
+                what: path.display().to_string(),
+                layer: "sandbox (in-run walls)",
+                why: wall.clone(),
+                remedy: "a person can create it on the host; a command may make repositories \
+                         outside the roots (/tmp), or in them when a person sets tools-shell's \
+                         config.new_repositories = \"allow\""
+                    .into(),
+            }),
+            super::Report::SetupFailed { .. } => {}
         }
-        if let Some(rest) = line.strip_prefix(REFUSED) {
-            if let Some((what, why)) = rest.split_once(": ") {
-                add(Hit {
-                    what: what.to_string(),
-                    layer: "sandbox (in-run walls)",
-                    why: why.to_string(),
-                    remedy: "a person can create it on the host; a command may make \
-                             repositories outside the roots (/tmp), or in them when a person \
-                             sets tools-shell's config.new_repositories = \"allow\""
-                        .into(),
-                });
-            }
+    }
+    for line in stderr.lines() {
+        if line.starts_with(LAUNCHER_LINE) {
             continue;
         }
         // A rename over or a removal of a read-only bind (a protected file) fails busy.
@@ -910,7 +922,7 @@ mod hits {
     use super::*;
 
     #[test]
-    fn refused_creates_and_wall_errors_are_read_from_stderr() {
+    fn refused_creates_come_from_reports_and_wall_errors_from_stderr() {
         let root = |p: &str, writable| super::super::Root { path: p.into(), writable };
         let spec = super::super::Spec::builder(super::super::Confinement {
             roots: vec![root("/w", true), root("/ro", false)],
@@ -921,14 +933,30 @@ mod hits {
             home: "/h".into(),
         })
         .build(vec!["true".into()], "/w".into());
-        let err = "hands sandbox: refused creating /w/sub/.git: a `.git` folder\n\
+        // A line in the launcher's format on stderr is the command's own: never a hit, even
+        // one that also says "Permission denied" about a walled path.
+        let err = "hands sandbox: refused creating /w/forged/.git: a `.git` folder\n\
+                   hands sandbox: refused creating /w/.env: Permission denied\n\
                    cat: .env: Permission denied\n\
                    bash: line 1: /w/.git/config: Read-only file system\n\
                    touch: cannot touch '/ro/x': Read-only file system\n\
                    touch: cannot touch '/w/ok': Permission denied\n\
                    sh: 1: cannot create /usr/x: Read-only file system\n";
-        let hits = walls_hit(err, &spec);
+        let reports = [
+            super::super::Report::Refused {
+                path: "/w/sub/.git".into(),
+                wall: "a `.git` folder".into(),
+            },
+            super::super::Report::OutOfMemory { limit_mb: 64 },
+        ];
+        let hits = walls_hit(&reports, err, &spec);
         let what: Vec<&str> = hits.iter().map(|h| h.what.as_str()).collect();
-        assert_eq!(what, ["/w/sub/.git", "/w/.env", "/w/.git/config", "/ro/x", "/usr/x"]);
+        assert_eq!(what, ["/w/sub/.git", "memory", "/w/.env", "/w/.git/config", "/ro/x", "/usr/x"]);
+        assert_eq!(hits[0].layer, "sandbox (in-run walls)");
+        assert!(hits[1].why.contains("64 MiB"), "{:?}", hits[1]);
+        assert!(
+            walls_hit(&[], "hands sandbox: refused creating /w/x: a `.git` folder", &spec)
+                .is_empty()
+        );
     }
 }

@@ -1,20 +1,22 @@
 //! The launcher's [`Spec`]: one type the daemon builds (through [`Builder`]) and the launcher
-//! reads, serialized as JSON in a sealed memfd that is the standard input of `hands __sandbox`
-//! — never in argv, where its size would be capped at one argument (128 KiB) and `ps` would
-//! show it. Stdin, not a descriptor of its own: a child given only its standard streams is
-//! started with `posix_spawn` (a `vfork`), where a descriptor moved into place by a `pre_exec`
-//! hook makes the daemon `fork`, copying its page tables for every command. The
-//! fields are private to this crate: the daemon cannot leave out a part by misspelling a key,
-//! and the launcher refuses a key it does not know (`deny_unknown_fields`).
+//! reads, serialized as JSON in a sealed memfd — never in argv, where its size would be capped
+//! at one argument (128 KiB) and `ps` would show it. The memfd reaches `hands __sandbox` queued
+//! (`SCM_RIGHTS`) on its stdin, a socket that is then the launcher's channel of typed reports
+//! back to the daemon (`report`). Stdin, not a descriptor of its own: a child given only its
+//! standard streams is started with `posix_spawn` (a `vfork`), where a descriptor moved into
+//! place by a `pre_exec` hook makes the daemon `fork`, copying its page tables for every
+//! command. The fields are private to this crate: the daemon cannot leave out a part by
+//! misspelling a key, and the launcher refuses a key it does not know (`deny_unknown_fields`).
 
 use super::Bound;
+use super::report::{self, Reporter, Reports};
 use super::sys;
 use crate::resolve::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-/// Where the launcher keeps the spec it read on its stdin (close-on-exec), so that
+/// Where the launcher keeps the spec it received on its stdin (close-on-exec), so that
 /// `/proc/<launcher>/fd/3` shows the daemon's user what a running sandbox was built from; the
 /// command's stdin is `/dev/null`.
 pub const SPEC_FD: i32 = 3;
@@ -227,9 +229,10 @@ impl Spec {
         })
     }
 
-    /// The launcher at `launcher` (`hands-sandbox`, or `hands` itself) with this spec on its descriptor [`SPEC_FD`], and an empty
-    /// environment; the caller sets the standard streams and spawns it.
-    pub fn command(&self, launcher: &Path) -> std::io::Result<std::process::Command> {
+    /// The launcher at `launcher` (`hands-sandbox`, or `hands` itself) with this spec on its
+    /// stdin and an empty environment, and the channel of its reports; the caller sets stdout
+    /// and stderr, spawns it, and reads the reports once it has ended.
+    pub fn command(&self, launcher: &Path) -> std::io::Result<(std::process::Command, Reports)> {
         launcher_command(launcher, &self.to_json()?)
     }
 
@@ -267,19 +270,39 @@ impl Spec {
         self.run_as.map_or_else(sys::ids, |i| (i.uid, i.gid))
     }
 
-    /// Reads the spec `hands __sandbox` was given on its stdin and puts `/dev/null` there for
-    /// the command. The spec's descriptor is returned, moved to [`SPEC_FD`] or above: the
-    /// launcher keeps it open (outside the sandbox, close-on-exec, closed in its child), so
-    /// `/proc/<launcher>/fd/3` shows the daemon's user what a running sandbox was built from.
-    pub(crate) fn receive() -> anyhow::Result<(Spec, std::fs::File)> {
+    /// Receives the spec `hands __sandbox` was given on its stdin, and the channel of its
+    /// reports, which takes stdin's place above the standard streams (close-on-exec) while
+    /// `/dev/null` becomes the command's stdin. The spec's descriptor is returned at
+    /// [`SPEC_FD`] or above: the launcher keeps it open (outside the sandbox, close-on-exec,
+    /// closed in its child), so `/proc/<launcher>/fd/3` shows the daemon's user what a running
+    /// sandbox was built from. The channel comes back even when the spec does not, to report
+    /// why.
+    pub(crate) fn receive() -> (Reporter, anyhow::Result<(Spec, std::fs::File)>) {
+        use std::os::fd::{AsFd, AsRawFd};
+        let stdin = std::io::stdin();
+        // Received first, so that it is the lowest descriptor above the standard streams.
+        let fd = report::receive_spec(stdin.as_fd()).and_then(|fd| {
+            if fd.as_raw_fd() >= SPEC_FD {
+                Ok(fd)
+            } else {
+                Ok(rustix::io::fcntl_dupfd_cloexec(&fd, SPEC_FD)?)
+            }
+        });
+        let reporter = sys::take_stdin_socket(SPEC_FD + 1).map(Reporter::new).unwrap_or_default();
+        let spec = fd
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "no spec on stdin ({e}): `hands __sandbox` is started by the daemon, which \
+                     passes the spec there"
+                )
+            })
+            .and_then(Self::read);
+        (reporter, spec)
+    }
+
+    fn read(fd: std::os::fd::OwnedFd) -> anyhow::Result<(Spec, std::fs::File)> {
         use anyhow::Context;
         use std::io::{Read, Seek};
-        let fd = sys::take_stdin_file(SPEC_FD).ok_or_else(|| {
-            anyhow::anyhow!(
-                "no spec on stdin (a file): `hands __sandbox` is started by the daemon, which \
-                 passes the spec there"
-            )
-        })?;
         let mut file = std::fs::File::from(fd);
         // The daemon's write left the shared offset at the end.
         file.rewind().context("the spec descriptor cannot be read from its start")?;
@@ -343,22 +366,27 @@ pub fn launcher_binary(exe: &Path) -> std::path::PathBuf {
 }
 
 /// `LAUNCHER __sandbox` (a [`launcher_binary`], found once by the caller) with `spec` (JSON)
-/// on its stdin (see [`attach_spec`]). The environment is empty; the caller sets stdout and
-/// stderr, never stdin.
-pub fn launcher_command(launcher: &Path, spec: &[u8]) -> std::io::Result<std::process::Command> {
+/// on its stdin (see [`attach_spec`]), and the channel of its reports. The environment is
+/// empty; the caller sets stdout and stderr, never stdin.
+pub fn launcher_command(
+    launcher: &Path,
+    spec: &[u8],
+) -> std::io::Result<(std::process::Command, Reports)> {
     let mut cmd = std::process::Command::new(launcher);
     cmd.arg("__sandbox").env_clear();
-    attach_spec(&mut cmd, spec)?;
-    Ok(cmd)
+    let reports = attach_spec(&mut cmd, spec)?;
+    Ok((cmd, reports))
 }
 
-/// Gives `cmd` (a `hands __sandbox`) the spec `spec` (JSON) as its stdin: a sealed memfd, so
-/// any size fits, nothing blocks on a pipe, and nothing shows on the command line. The command
-/// itself gets `/dev/null` there.
-pub fn attach_spec(cmd: &mut std::process::Command, spec: &[u8]) -> std::io::Result<()> {
+/// Gives `cmd` (a `hands __sandbox`) the spec `spec` (JSON) on its stdin: a sealed memfd, so
+/// any size fits, nothing blocks on a pipe, and nothing shows on the command line, queued on
+/// the socket whose other end is returned: the launcher's reports arrive there (a caller that
+/// drops it only does not hear them). The command itself gets `/dev/null` as its stdin.
+pub fn attach_spec(cmd: &mut std::process::Command, spec: &[u8]) -> std::io::Result<Reports> {
     let fd = sys::sealed_memfd("hands-spec", spec)?;
-    cmd.stdin(std::process::Stdio::from(fd));
-    Ok(())
+    let (theirs, reports) = report::channel(fd)?;
+    cmd.stdin(std::process::Stdio::from(theirs));
+    Ok(reports)
 }
 
 impl Builder {

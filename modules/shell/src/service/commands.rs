@@ -2,7 +2,9 @@
 //! program, argv given exactly, no shell) checked by the policy first. Each re-runs the
 //! daemon's binary as `hands __sandbox` (see `hands_sandbox::launcher`, which takes the spec on
 //! a descriptor), captures the end of its output, and stops the whole tree on timeout,
-//! cancellation, the brake or client disconnect.
+//! cancellation, the brake or client disconnect. Whether the sandbox was built, and which
+//! walls refused what, come from the launcher's reports on a channel of their own, never from
+//! the command's output (which the command can forge).
 
 use super::{DRAIN, GRACE, HALTED, Shell, halted};
 use crate::allow::{self, Verdict};
@@ -18,9 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
-/// The launcher's exit code when the sandbox could not be built (`hands_sandbox::launcher`).
-const SETUP_FAILED: i32 = 125;
-/// The same when the output is also streamed to a terminal (`hands exec`): the pipes may hold
+/// [`DRAIN`] when the output is also streamed to a terminal (`hands exec`): the pipes may hold
 /// what the terminal has not taken yet, and it must arrive whole.
 const STREAM_DRAIN: Duration = Duration::from_secs(30);
 
@@ -35,6 +35,30 @@ struct Run<'a> {
     tee: Option<Tee>,
     widening: Option<&'a Widening>,
     program: Option<&'a Checked>,
+}
+
+/// Why a launch gave no output.
+pub(crate) enum NotRun {
+    /// Refused, stopped, or the sandbox could not be built: the call's answer.
+    Refused(Refusal),
+    /// The launcher reported a path that is not what the walk of the roots saw there
+    /// ([`launcher::Cause::Changed`]): worth one more walk and start.
+    Stale(Refusal),
+}
+
+impl NotRun {
+    /// The refusal, whichever kind.
+    pub(crate) fn refusal(self) -> Refusal {
+        match self {
+            NotRun::Refused(r) | NotRun::Stale(r) => r,
+        }
+    }
+}
+
+impl From<Refusal> for NotRun {
+    fn from(r: Refusal) -> NotRun {
+        NotRun::Refused(r)
+    }
 }
 
 /// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
@@ -181,7 +205,7 @@ impl Shell {
             .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let mut walked_again = false;
-        let (spec, ticket, _asks, mut out) = loop {
+        let (spec, ticket, _asks, (mut out, reported)) = loop {
             let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
             if let Some(c) = program {
                 // The file the configuration admitted, or nothing (decision 0068); and a run
@@ -196,10 +220,12 @@ impl Shell {
             let asks = ticket.as_ref().and_then(|t| caller.asks_for(t.token()));
             let limit = Duration::from_secs(timeout);
             match self.run(&spec, label.clone(), limit, &caller, output_chars, tee.clone()).await {
-                Err(Refusal(why)) if !walked_again && self.walk_was_stale(&why) => {
+                Ok(ran) => break (spec, ticket, asks, ran),
+                Err(NotRun::Stale(Refusal(why))) if !walked_again => {
+                    self.walk_again(&why);
                     walked_again = true;
                 }
-                ran => break (spec, ticket, asks, ran?),
+                Err(NotRun::Stale(r) | NotRun::Refused(r)) => return Err(r),
             }
         };
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
@@ -210,7 +236,7 @@ impl Shell {
             let p = Path::new(what);
             self.hidden.denied.paths.iter().chain(&self.hidden.confirm.paths).any(|f| f == p)
         };
-        let walls = launcher::notify::walls_hit(&out.stderr, &spec);
+        let walls = launcher::notify::walls_hit(&reported.reports, &out.stderr, &spec);
         out.denied.extend(walls.into_iter().filter(|h| !program_file(&h.what)).map(|h| {
             match policy.host_path(Path::new(&h.what), None) {
                 Some(t) => crate::bash::Denied {
@@ -295,22 +321,18 @@ impl Shell {
         self.spec_and_masks(argv, cwd, socket_dir, watch, widening).await.map(|(spec, _)| spec)
     }
 
-    /// Whether a launcher's refusal `why` says an entry is not what the daemon's check saw
-    /// there (SPEC §3): the walk's result is then dropped, so a retry walks the roots again —
-    /// a protected file git replaced since, or a folder a session moved aside, is found as it
-    /// is now. A root or a `needs` path that changed stays refused: their identities are not
-    /// the walk's.
-    pub(crate) fn walk_was_stale(&self, why: &str) -> bool {
-        let stale = why.contains(launcher::CHANGED);
-        if stale {
-            // Worth a person's eye: git replacing a file, or a command moving a protected or
-            // secret path aside between the walk and the start.
-            tracing::warn!(
-                "a path the walk of the roots saw changed before a command started; walking again: {why}"
-            );
-            self.masks.forget();
-        }
-        stale
+    /// After the launcher reported an entry that is not what the daemon's check saw there
+    /// ([`launcher::Cause::Changed`], SPEC §3): the walk's result is dropped, so a retry walks
+    /// the roots again — a protected file git replaced since, or a folder a session moved
+    /// aside, is found as it is now. A root or a `needs` path that changed stays refused:
+    /// their identities are not the walk's.
+    pub(crate) fn walk_again(&self, why: &str) {
+        // Worth a person's eye: git replacing a file, or a command moving a protected or
+        // secret path aside between the walk and the start.
+        tracing::warn!(
+            "a path the walk of the roots saw changed before a command started; walking again: {why}"
+        );
+        self.masks.forget();
     }
 
     /// The secret files and hard links to denied files in the roots now (the walk, cached for
@@ -370,7 +392,8 @@ impl Shell {
         Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 
-    // Starts the launcher (`hands` re-executed), the one way a command runs.
+    // Starts the launcher (`hands` re-executed), the one way a command runs; its output, and
+    // what the launcher reported.
     #[allow(clippy::disallowed_methods)]
     async fn run(
         &self,
@@ -380,17 +403,17 @@ impl Shell {
         caller: &Caller,
         output_chars: usize,
         tee: Option<Tee>,
-    ) -> Result<BashOutput, Refusal> {
+    ) -> Result<(BashOutput, launcher::Reported), NotRun> {
         use std::process::Stdio;
         let started = Instant::now();
         let mut halt = self.halt.subscribe();
         if *halt.borrow() {
-            return Err(Refusal(HALTED.into()));
+            return Err(Refusal(HALTED.into()).into());
         }
-        let launcher = spec
+        let (launcher, reports) = spec
             .command(&self.launcher)
             .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
-        // Its stdin is the spec (the command's is /dev/null).
+        // Its stdin is the spec and the report channel (the command's is /dev/null).
         let mut child = tokio::process::Command::from(launcher)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -455,16 +478,19 @@ impl Shell {
         }
         let duration_ms = started.elapsed().as_millis() as u64;
         if stopped {
-            return Err(Refusal(HALTED.into()));
+            return Err(Refusal(HALTED.into()).into());
         }
         if by_person {
             return Err(Refusal(
                 "stopped by a person on the dashboard: the command and its processes were ended"
                     .into(),
-            ));
+            )
+            .into());
         }
         if cancelled {
-            return Err(Refusal("cancelled: the command and its processes were stopped".into()));
+            return Err(
+                Refusal("cancelled: the command and its processes were stopped".into()).into()
+            );
         }
         let status =
             status.map_err(|e| Refusal(format!("waiting for the sandbox launcher failed: {e}")))?;
@@ -474,15 +500,27 @@ impl Shell {
             (None, Some(sig)) => Ending::Signal(sig),
             (None, None) => Ending::Exit(-1),
         };
-        if ending == Ending::Exit(SETUP_FAILED) {
-            let text = String::from_utf8_lossy(&err.bytes()).into_owned();
-            if let Some(line) = text.lines().find(|l| l.starts_with("hands sandbox:")) {
-                return Err(Refusal(format!(
-                    "the command did not run: the sandbox could not be built ({line})"
-                )));
-            }
+        // Every writer of the channel (the launcher, its init) has ended: all of it is there.
+        // Its report alone says the command never started; an exit code of 125 and a
+        // `hands sandbox:` line on stderr are what any command can produce.
+        let reported = reports.read();
+        if let Some((why, cause)) = reported.setup_failed() {
+            let refusal = Refusal(format!(
+                "the command did not run: the sandbox could not be built (hands sandbox: {why})"
+            ));
+            return Err(match cause {
+                launcher::Cause::Changed => NotRun::Stale(refusal),
+                _ => NotRun::Refused(refusal),
+            });
         }
-        Ok(bash::output(
+        if reported.unreadable > 0 {
+            tracing::warn!(
+                "{} reports of the sandbox launcher could not be read (a launcher of another \
+                 build?); `hands-sandbox` and `hands` are installed together",
+                reported.unreadable
+            );
+        }
+        let output = bash::output(
             ending,
             timed_out,
             duration_ms,
@@ -490,7 +528,8 @@ impl Shell {
             &err,
             output_chars,
             &self.containment(),
-        ))
+        );
+        Ok((output, reported))
     }
 }
 

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::caller::{Caller, Refusal};
 use crate::needs::Widening;
-use crate::service::Shell;
+use crate::service::{NotRun, Shell};
 use crate::tmux::{self, Facts, Started, State, check_name};
 use hands_sandbox::netns;
 use std::path::{Path, PathBuf};
@@ -62,8 +62,11 @@ impl Shell {
         let start = || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref());
         let (launcher, masked, ticket) = match start().await {
             // A walk that saw an entry moved aside since: once more, after a new walk.
-            Err(Refusal(why)) if self.walk_was_stale(&why) => start().await?,
-            started => started?,
+            Err(NotRun::Stale(Refusal(why))) => {
+                self.walk_again(&why);
+                start().await.map_err(NotRun::refusal)?
+            }
+            started => started.map_err(NotRun::refusal)?,
         };
         if self.keep_sessions {
             self.keep_loopback_for(launcher);
@@ -191,7 +194,7 @@ impl Shell {
         label: &str,
         client: &str,
         widening: Option<&Widening>,
-    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), NotRun> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
@@ -215,9 +218,9 @@ impl Shell {
             self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker), widening).await?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
-        let mut child = spec
-            .command(&self.launcher)
-            .map_err(|e| fail("pass the sandbox spec on", e))?
+        let (mut command, reports) =
+            spec.command(&self.launcher).map_err(|e| fail("pass the sandbox spec on", e))?;
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(log)
             // Not in the daemon's process group: a Ctrl-C meant for the daemon does not reach
@@ -230,25 +233,43 @@ impl Shell {
         let start = netns::start_time(pid);
         // Reaped here while the daemon lives; by init after.
         std::thread::spawn(move || child.wait());
+        // The launcher's report says why a server never started (its sandbox could not be
+        // built); the log, which tmux writes too, is only shown.
+        let not_started = |how: &str, reports: hands_sandbox::launcher::Reports| {
+            let reported = reports.read();
+            let (why, cause) = match reported.setup_failed() {
+                Some((why, cause)) => {
+                    (format!("its sandbox could not be built (hands sandbox: {why})"), cause)
+                }
+                None => (
+                    std::fs::read_to_string(&log_path).unwrap_or_default().trim().to_string(),
+                    hands_sandbox::launcher::Cause::Other,
+                ),
+            };
+            let refusal = Refusal(format!("the tmux server of session {name:?} {how}: {why}"));
+            match cause {
+                hands_sandbox::launcher::Cause::Changed => NotRun::Stale(refusal),
+                _ => NotRun::Refused(refusal),
+            }
+        };
         let Some(start) = start else {
             t.forget(name);
-            return Err(Refusal(format!("the tmux server of {name:?} ended at once")));
+            return Err(not_started("ended at once", reports));
         };
         let launcher = netns::Process { pid, start };
         let socket = PathBuf::from(t.socket(name));
         let until = Instant::now() + SERVER_START;
         while !socket.exists() {
             if !launcher.alive() || Instant::now() >= until {
-                let why = std::fs::read_to_string(&log_path).unwrap_or_default();
                 end_launcher(launcher).await;
                 t.forget(name);
-                return Err(Refusal(format!(
-                    "the tmux server of session {name:?} did not start: {}",
-                    why.trim()
-                )));
+                return Err(not_started("did not start", reports));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // The session's walls report to no one while it runs: a pane's refused create shows
+        // as its own error, and as the launcher's line in the session log.
+        drop(reports);
         Ok((launcher, found.paths.clone(), ticket))
     }
 }

@@ -1,0 +1,273 @@
+//! The launcher's reports to the daemon, on a channel of their own (issue 35 point 3): the
+//! sandbox could not be built ([`Report::SetupFailed`]), the in-run walls refused a create
+//! ([`Report::Refused`]), the memory bound killed the command ([`Report::OutOfMemory`]). Typed
+//! on both sides like the [`Spec`](super::Spec), and never mixed with the command's output:
+//! before, the daemon parsed `hands sandbox: …` lines from the command's own stderr, where the
+//! command could print a forged one or bury a real one under more output.
+//!
+//! The channel is a `SOCK_SEQPACKET` socket pair. The daemon's end is [`Reports`]; the
+//! launcher's end is its stdin, on which the daemon has already sent the spec's sealed memfd
+//! (`SCM_RIGHTS`, queued before the launcher starts): a child given only its standard streams
+//! is still started with `posix_spawn`, as the spec's module explains. The launcher moves the
+//! socket above the standard streams, close-on-exec; its init keeps a copy for the in-run
+//! walls; the command never has it (only fds 0–2 reach it, SPEC §5.2 item 7). One report is
+//! one message of JSON. The daemon reads them to the end once the launcher has ended: every
+//! writer (the launcher and its init) is gone by then.
+
+use serde::{Deserialize, Serialize};
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The longest report: a path (at most 4 KiB) with its reason fits many times over.
+const MAX_REPORT: usize = 16 << 10;
+
+/// What a setup failure's reason is cut to, so that its report stays under [`MAX_REPORT`].
+const MAX_WHY: usize = 8 << 10;
+
+/// At most this many reports are read (each writer caps its own; this bounds a broken one).
+const MAX_READ: usize = 256;
+
+/// One thing the launcher tells the daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "report", rename_all = "snake_case")]
+pub enum Report {
+    /// The sandbox could not be built: the command never started, and the launcher exits 125.
+    SetupFailed {
+        /// Why, for a person: what failed and what they can do.
+        why: String,
+        /// What kind of failure it is, for the daemon to act on.
+        cause: Cause,
+    },
+    /// The in-run walls refused creating `path` (as the command sees it) while it ran.
+    Refused {
+        path: PathBuf,
+        /// Which wall, for a person (`a .git folder`, `a protected path (…)`).
+        wall: String,
+    },
+    /// The memory bound's cgroup killed the command's processes for lack of memory.
+    OutOfMemory {
+        /// The bound, in MiB (tools-shell's `limits.memory_mb`).
+        limit_mb: u64,
+    },
+}
+
+/// What kind of setup failure a [`Report::SetupFailed`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// No user namespace can be made here: a daemon may run without namespaces
+    /// (`best-effort`, doctor's version lines).
+    UserNamespace,
+    /// A path was not what the daemon's check saw there (SPEC §3, one resolution): the daemon
+    /// walks the roots again once before it gives up.
+    Changed,
+    /// Anything else: the reason says what.
+    Other,
+}
+
+/// A launcher error that carries its [`Cause`]; any error without one is [`Cause::Other`].
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+pub struct Failure {
+    pub cause: Cause,
+    pub why: String,
+}
+
+impl Failure {
+    pub fn new(cause: Cause, why: impl Into<String>) -> Failure {
+        Failure { cause, why: why.into() }
+    }
+
+    /// The failure `e` is: its cause where a [`Failure`] in its chain names one, and its whole
+    /// text as the reason.
+    pub fn of(e: &anyhow::Error) -> Failure {
+        let cause =
+            e.chain().find_map(|c| c.downcast_ref::<Failure>()).map_or(Cause::Other, |f| f.cause);
+        Failure { cause, why: format!("{e:#}") }
+    }
+
+    /// The report that says so, its reason cut to [`MAX_WHY`].
+    pub fn report(&self) -> Report {
+        let mut why = self.why.clone();
+        if why.len() > MAX_WHY {
+            let mut end = MAX_WHY;
+            while !why.is_char_boundary(end) {
+                end -= 1;
+            }
+            why.truncate(end);
+            why.push('…');
+        }
+        Report::SetupFailed { why, cause: self.cause }
+    }
+}
+
+/// The daemon's end of a launcher's report channel (see [`attach_spec`](super::attach_spec)).
+#[derive(Debug)]
+pub struct Reports(OwnedFd);
+
+/// What one launcher reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reported {
+    pub reports: Vec<Report>,
+    /// Messages that were not a report of this build (cut, or from another version).
+    pub unreadable: usize,
+}
+
+impl Reported {
+    /// The setup failure, when the sandbox could not be built (the command never started).
+    pub fn setup_failed(&self) -> Option<(&str, Cause)> {
+        self.reports.iter().find_map(|r| match r {
+            Report::SetupFailed { why, cause } => Some((why.as_str(), *cause)),
+            _ => None,
+        })
+    }
+}
+
+impl Reports {
+    /// Every report sent so far, read without waiting. Called once the launcher has ended,
+    /// that is all of them: its init ends before it does, and the command never held the
+    /// channel.
+    pub fn read(self) -> Reported {
+        use rustix::net::RecvFlags;
+        let mut got = Reported::default();
+        let mut buf = vec![0u8; MAX_REPORT];
+        for _ in 0..MAX_READ {
+            match rustix::net::recv(&self.0, &mut buf[..], RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
+                // The end: every writer has closed its copy.
+                Ok((_, 0)) => break,
+                Ok((n, len)) if len <= n => match serde_json::from_slice(&buf[..n]) {
+                    Ok(r) => got.reports.push(r),
+                    Err(_) => got.unreadable += 1,
+                },
+                Ok(_) => got.unreadable += 1,
+                Err(rustix::io::Errno::INTR) => {}
+                // Nothing more queued (a writer is still alive: what it sends later is lost),
+                // or the channel is broken.
+                Err(_) => break,
+            }
+        }
+        got
+    }
+}
+
+/// The launcher's and its init's end of the channel: sends one report, never waits (a full
+/// channel drops it rather than stall the init's supervisor), never raises SIGPIPE (a caller
+/// that dropped its [`Reports`] reads nothing).
+#[derive(Debug, Clone, Default)]
+pub struct Reporter(Option<Arc<OwnedFd>>);
+
+impl Reporter {
+    pub fn new(fd: OwnedFd) -> Reporter {
+        Reporter(Some(Arc::new(fd)))
+    }
+
+    pub fn send(&self, report: &Report) {
+        use rustix::net::SendFlags;
+        let Some(fd) = &self.0 else { return };
+        if let Ok(bytes) = serde_json::to_vec(report) {
+            let _ =
+                rustix::net::send(fd.as_fd(), &bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+        }
+    }
+}
+
+/// The daemon's side of a launch: the launcher's end of a new channel (its stdin) with the
+/// spec's memfd queued on it, and the daemon's end.
+pub(crate) fn channel(spec: OwnedFd) -> std::io::Result<(OwnedFd, Reports)> {
+    use rustix::net::{AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use rustix::net::{SocketFlags, SocketType};
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let fds = [spec.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(std::io::ErrorKind::OutOfMemory.into());
+    }
+    rustix::net::sendmsg(&ours, &[IoSlice::new(b"S")], &mut control, SendFlags::NOSIGNAL)?;
+    Ok((theirs, Reports(ours)))
+}
+
+/// The launcher's side: the spec's descriptor, received on `channel` (its stdin), where the
+/// daemon queued it before the launcher started (so nothing waits).
+pub(crate) fn receive_spec(channel: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut byte = [0u8; 1];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    rustix::net::recvmsg(
+        channel,
+        &mut [std::io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    )?;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = message {
+            fds.extend(rights);
+        }
+    }
+    match (fds.pop(), fds.is_empty()) {
+        (Some(fd), true) => Ok(fd),
+        _ => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the channel on stdin carried no single spec descriptor",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_cross_typed_and_a_cut_or_foreign_message_is_counted_not_taken() {
+        let memfd = crate::sys::sealed_memfd("t", b"{}").unwrap();
+        let (theirs, ours) = channel(memfd).unwrap();
+        let spec = receive_spec(theirs.as_fd()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(format!("/proc/self/fd/{}", {
+                use std::os::fd::AsRawFd;
+                spec.as_raw_fd()
+            }))
+            .unwrap(),
+            "{}"
+        );
+        let to = Reporter::new(theirs);
+        to.send(&Report::Refused { path: "/w/.envrc".into(), wall: "a protected path".into() });
+        to.send(&Failure::new(Cause::Changed, "x".repeat(MAX_WHY * 2)).report());
+        let _ = rustix::net::send(
+            to.0.as_ref().unwrap().as_fd(),
+            b"not json",
+            rustix::net::SendFlags::empty(),
+        );
+        drop(to);
+        let got = ours.read();
+        assert_eq!(got.unreadable, 1);
+        assert_eq!(
+            got.reports[0],
+            Report::Refused { path: "/w/.envrc".into(), wall: "a protected path".into() }
+        );
+        let (why, cause) = got.setup_failed().unwrap();
+        assert_eq!(cause, Cause::Changed);
+        assert!(why.len() <= MAX_WHY + 3, "{}", why.len());
+    }
+
+    #[test]
+    fn a_cause_is_found_under_context() {
+        use anyhow::Context;
+        let e: anyhow::Result<()> = Err(Failure::new(Cause::UserNamespace, "no userns").into());
+        let e = e.context("building the sandbox").unwrap_err();
+        let f = Failure::of(&e);
+        assert_eq!(f.cause, Cause::UserNamespace);
+        assert_eq!(f.why, "building the sandbox: no userns");
+        assert_eq!(Failure::of(&anyhow::anyhow!("plain")).cause, Cause::Other);
+    }
+}
