@@ -53,11 +53,11 @@ pub fn new(
 }
 
 /// What `bash`'s `outputs` may add to one answer over a runner's link: a link frame
-/// (`MAX_FRAME`) less the rest of a `bash` result — its output twice (structured and text),
+/// (`crate::link::MAX_FRAME`) less the rest of a `bash` result — its output twice (structured and text),
 /// escaped — and room for the envelope.
 fn answer_cap(output_chars: usize) -> u64 {
     let rest = 4 * output_chars + 256 * 1024;
-    crate::link::MAX_FRAME.saturating_sub(rest) as u64
+    crate::config::LINK_FRAME.saturating_sub(rest) as u64
 }
 
 /// The tools of tools-shell, in their published order, with handlers over `sh`. `network`: the

@@ -324,6 +324,29 @@ mod tests {
         assert_eq!(encoded_len(&Body::Text("a\"\n\u{1}".into())), 1 + 2 + 2 + 6);
     }
 
+    /// Over a transport with a cap (a runner's link), a file that would overflow the answer is
+    /// refused while a smaller one after it still comes back; so is one over the budget.
+    #[test]
+    fn what_the_answer_cannot_carry_is_refused_and_the_rest_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("big.bin"), vec![7u8; 3000]).unwrap();
+        std::fs::write(root.join("small.txt"), "small").unwrap();
+        let spec = hands_roots::RootSpec { path: root.clone(), writable: true };
+        let resolver = Resolver::new(&[spec], hands_roots::Policy::rules_only(&[])).unwrap();
+        let paths = ["big.bin".to_string(), "small.txt".to_string()];
+        let (report, files) = collect(&resolver, &root, &paths, Some(1000));
+        assert!(!report[0].returned && report[0].why.as_ref().unwrap().contains("transport"));
+        assert!(report[1].returned, "{report:?}");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].body, Body::Text("small".into()));
+        let (report, files) = collect(&resolver, &root, &paths, None);
+        assert!(report.iter().all(|r| r.returned) && files.len() == 2, "{report:?}");
+        assert_eq!(check(&resolver, None, &paths), Ok(()));
+        let nine: Vec<String> = (0..9).map(|i| format!("{i}")).collect();
+        assert!(check(&resolver, None, &nine).unwrap_err().contains("more than the 8"));
+    }
+
     #[test]
     fn uris_percent_encode_what_a_uri_cannot_hold() {
         assert_eq!(file_uri(Path::new("/w/a b/r%#.txt")), "file:///w/a%20b/r%25%23.txt");

@@ -38,14 +38,22 @@ impl Body {
     }
 }
 
-// A file may be megabytes: a debug print says what it is, never its bytes.
+// A file may be megabytes: a debug print shows a few dozen bytes of it at most.
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 64;
+        match self {
+            Body::Text(t) if t.len() <= SHOWN => write!(f, "Text({t:?})"),
+            Body::Bytes(b) if b.len() <= SHOWN => write!(f, "Bytes({b:?})"),
+            Body::Text(t) => write!(f, "Text({} bytes)", t.len()),
+            Body::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+        }
+    }
+}
+
 impl fmt::Debug for Attachment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.body {
-            Body::Text(_) => "text",
-            Body::Bytes(_) => "bytes",
-        };
-        write!(f, "Attachment({}, {}, {} {kind})", self.uri, self.mime, self.body.len())
+        write!(f, "Attachment({}, {}, {:?})", self.uri, self.mime, self.body)
     }
 }
 
