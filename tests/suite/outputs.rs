@@ -80,8 +80,7 @@ async fn text_and_binary_outputs_come_back_as_resources_with_their_exact_bytes()
     let png = png_ish();
     let src = fx.write("src.bin", "");
     std::fs::write(&src, &png).unwrap();
-    std::fs::create_dir_all(fx.root.join("sub")).unwrap();
-    super::common::own(&fx.root.join("sub"));
+    fx.write("sub/.keep", "");
     let c = start(&fx).await;
     // A failing command still returns its report; relative paths are in its cwd.
     let r = bash(
