@@ -18,7 +18,9 @@ use crate::errors::{
 use crate::gate::Refusal;
 use hands_tool::{Capped, Class, Hints, Output, Params, Register, Run, Spec};
 use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResult, ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
@@ -287,6 +289,20 @@ pub fn structured<O: Serialize>(out: &O, text: String, name: &str) -> CallToolRe
             "`{name}` produced a result that cannot be encoded: {e}"
         )),
     }
+}
+
+/// A file a result carries, as MCP's embedded resource: text as text, anything else as base64.
+pub fn embedded(file: hands_tool::Attachment) -> ContentBlock {
+    use base64::Engine;
+    let hands_tool::Attachment { uri, mime, body } = file;
+    let contents = match body {
+        hands_tool::Body::Text(text) => ResourceContents::text(text, uri),
+        hands_tool::Body::Bytes(bytes) => {
+            let blob = base64::engine::general_purpose::STANDARD.encode(bytes);
+            ResourceContents::blob(blob, uri)
+        }
+    };
+    ContentBlock::resource(contents.with_mime_type(mime))
 }
 
 /// A call of `read` or `list_dir`, whose calls are mostly small. On the stdio daemon's one

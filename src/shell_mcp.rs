@@ -9,14 +9,16 @@
 use crate::config::{Config, Grant, ModuleCfg, ModuleId, ShellSettings};
 use crate::errors::{Answer, shell_refusal};
 use crate::registry::{
-    CheckFn, Checked, Entry, Handler, Ready, class_of, parse, parsing, published, structured,
-    text_of,
+    CheckFn, Checked, Entry, Handler, Ready, class_of, embedded, parse, parsing, published,
+    structured, text_of,
 };
 use hands_roots::Resolver;
 pub use hands_shell::running::RunningCommand;
 pub use hands_shell::service::Tee;
 pub use hands_shell::{Caller, Progress, Refusal, Shell};
-use hands_tool::{Check, Go, Made, Output, Params, Prepared, RegisterTasks, Spec, Task};
+use hands_tool::{
+    Check, Files, Go, Made, Output, Params, Prepared, RegisterTasks, Spec, Task, no_files,
+};
 use rmcp::RoleServer;
 use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
@@ -46,7 +48,16 @@ pub fn new(
         lists,
         state_dir: &config.state_dir,
         enforce: config.sandbox_mode == crate::config::SandboxMode::Enforce,
+        answer_cap: config.runner.as_ref().map(|_| answer_cap(settings.output_chars)),
     })
+}
+
+/// What `bash`'s `outputs` may add to one answer over a runner's link: a link frame
+/// (`crate::link::MAX_FRAME`) less the rest of a `bash` result — its output twice (structured and text),
+/// escaped — and room for the envelope.
+fn answer_cap(output_chars: usize) -> u64 {
+    let rest = 4 * output_chars + 256 * 1024;
+    crate::config::LINK_FRAME.saturating_sub(rest) as u64
 }
 
 /// The tools of tools-shell, in their published order, with handlers over `sh`. `network`: the
@@ -73,7 +84,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         let name = spec.name;
         let call = parsing(&self.sh, name, move |sh, params: P, caller| {
             let reply = run(sh, params, caller);
-            async move { Answer::plain(shaped(reply.await, name, text)) }
+            async move { Answer::plain(shaped(reply.await, name, text, no_files)) }
         });
         self.entries.push(Entry::new::<P, O>(ModuleId::Shell, &spec, Handler::Call(call)));
     }
@@ -84,12 +95,14 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         check: Check<Shell, P, G>,
         run: Go<Shell, P, G, O, Refusal, Caller>,
         text: fn(&O) -> String,
+        files: Files<O>,
     ) {
         let tool = published::<P, O>(spec.name.clone(), &spec.title, spec.description, spec.hints);
         let (sh, name) = (self.sh.clone(), Arc::<str>::from(spec.name));
         let check: CheckFn = Arc::new(move |args| {
             let (sh, name, check) = (sh.clone(), name.clone(), check.clone());
-            Box::pin(async move { prepare(sh, name, check, run, text, args).await })
+            let shape = Shape { text, files };
+            Box::pin(async move { prepare(sh, name, check, run, shape, args).await })
         });
         self.entries.push(Entry {
             tool,
@@ -100,6 +113,12 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
     }
 }
 
+/// How a tool's output becomes its result: its text mirror, and the files it carries.
+struct Shape<O> {
+    text: fn(&O) -> String,
+    files: Files<O>,
+}
+
 /// One call's phase before the gate: its arguments parsed as `P`, then `check` on a blocking
 /// thread (it may walk a folder); refused with its reason and layer, or ready with what the
 /// check prepared — shown to the person asked, kept by the audit record, and given to `run`.
@@ -108,7 +127,7 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
     name: Arc<str>,
     check: Check<Shell, P, G>,
     run: Go<Shell, P, G, O, Refusal, Caller>,
-    text: fn(&O) -> String,
+    shape: Shape<O>,
     args: JsonObject,
 ) -> Checked {
     let refused = |why: crate::gate::Refusal, argv: Option<Vec<String>>| {
@@ -159,22 +178,32 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
         shown,
         confirm,
         run: Box::new(move |caller| {
-            Box::pin(
-                async move { Answer::plain(shaped(run(sh, params, g, caller).await, &name, text)) },
-            )
+            Box::pin(async move {
+                let done = run(sh, params, g, caller).await;
+                Answer::plain(shaped(done, &name, shape.text, shape.files))
+            })
         }),
     })
 }
 
-/// A tools-shell result: structured content plus its text mirror rendered by `text`, or the
-/// refusal as a tool error (with denial feedback when a wall or the brake refused it).
+/// A tools-shell result: structured content plus its text mirror rendered by `text`, then the
+/// files the output carries as embedded resources; or the refusal as a tool error (with denial
+/// feedback when a wall or the brake refused it).
 fn shaped<O: serde::Serialize>(
     r: Result<O, Refusal>,
     name: &str,
     text: impl Fn(&O) -> String,
+    files: Files<O>,
 ) -> rmcp::model::CallToolResult {
     match r {
-        Ok(out) => structured(&out, text(&out), name),
+        Ok(mut out) => {
+            let files = files(&mut out);
+            let mut result = structured(&out, text(&out), name);
+            if result.is_error != Some(true) {
+                result.content.extend(files.into_iter().map(embedded));
+            }
+            result
+        }
         Err(Refusal(msg)) => shell_refusal(msg, name),
     }
 }

@@ -16,7 +16,7 @@ mod tests;
 pub mod trusted;
 
 pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
-pub use runner::{RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
+pub use runner::{LINK_FRAME, RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
 pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
 pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};

@@ -7,6 +7,12 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
+/// The largest frame either end of a runner's link reads (and so the largest message): a
+/// `write` of the biggest file the HTTP door takes, with room for its JSON escaping. Here, below
+/// the link (`crate::link::MAX_FRAME`), so that what fills an answer (`bash`'s `outputs`) can
+/// be fitted under it.
+pub const LINK_FRAME: usize = 16 * 1024 * 1024;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRunner {

@@ -24,8 +24,8 @@ pub const SUBPROTOCOL: &str = "hands-runner.v1";
 pub const INSTANCE_HEADER: &str = "hands-instance";
 
 /// The largest frame either end reads (and so the largest message): a `write` of the biggest
-/// file the HTTP door takes, with room for its JSON escaping.
-pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+/// file the HTTP door takes, with room for its JSON escaping (set beside `[runner]`'s config).
+pub const MAX_FRAME: usize = crate::config::LINK_FRAME;
 
 /// Agent sessions a runner serves at once; the relay refuses the next agent with 503.
 pub const MAX_SESSIONS: usize = 64;

@@ -27,6 +27,13 @@ pub struct BashParams {
     /// session).
     #[serde(default)]
     pub needs: Option<crate::needs::Needs>,
+    /// Optional: files under the roots to return with the result as embedded resources (text
+    /// as text, anything else as base64), read once the command has ended, whatever its exit
+    /// code or a timeout: at most 8 files, 20 MiB in all; relative paths are in `cwd`. A file
+    /// missing or refused (as `read` refuses it) is reported in the result's `outputs`.
+    #[serde(default)]
+    #[schemars(length(max = 8))]
+    pub outputs: Vec<String>,
 }
 
 /// The result of `bash`. A non-zero exit, a signal or a timeout is a normal result.
@@ -58,6 +65,21 @@ pub struct BashOutput {
     /// name), so a denial is not taken for a broken tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<Denied>,
+    /// What became of each file `outputs` asked for, in order: returned (as an embedded
+    /// resource after the text, under `uri`) or why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<crate::outputs::OutputFile>,
+    /// The files returned, for the result's embedded resources (not in the structured content).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub files: Vec<hands_tool::Attachment>,
+}
+
+impl BashOutput {
+    /// Takes the files the result returns ([`hands_tool::Files`]).
+    pub fn take_files(&mut self) -> Vec<hands_tool::Attachment> {
+        std::mem::take(&mut self.files)
+    }
 }
 
 /// One refusal a command met: what, by which layer, why, and what a person can do.
@@ -124,6 +146,8 @@ pub fn output(
         invalid_utf8: o.invalid_utf8 || e.invalid_utf8,
         containment: containment.to_string(),
         denied: Vec::new(),
+        outputs: Vec::new(),
+        files: Vec::new(),
     }
 }
 
@@ -146,6 +170,21 @@ impl fmt::Display for BashOutput {
         }
         for d in &self.denied {
             write!(f, "\ndenied by {}: {} ({}); {}", d.layer, d.what, d.why, d.remedy)?;
+        }
+        for o in &self.outputs {
+            match (&o.why, &o.uri) {
+                (None, Some(uri)) => write!(
+                    f,
+                    "\noutput {}: returned below as {uri} ({} bytes, {})",
+                    hands_roots::shown(&o.path),
+                    o.bytes.unwrap_or_default(),
+                    o.mime.as_deref().unwrap_or_default()
+                )?,
+                (why, _) => {
+                    let shown = hands_roots::shown(&o.path);
+                    write!(f, "\noutput {shown}: {}", why.as_deref().unwrap_or("-"))?
+                }
+            }
         }
         if !self.stdout.is_empty() {
             write!(f, "\n--- stdout ---\n{}", self.stdout)?;

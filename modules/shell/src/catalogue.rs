@@ -2,13 +2,13 @@
 //! it, in the order `tools/list` shows them (bash, the tmux tools, run, os-*), and which of them
 //! the settings publish. The daemon's registry publishes it.
 
-use crate::bash::BashParams;
+use crate::bash::{BashOutput, BashParams};
 use crate::run::{OsToolParams, RunParams};
 use crate::service::{Launching, Prepared};
 use crate::settings::{ShellSettings, ShellTool};
 use crate::tmux as t;
 use crate::{Caller, Refusal, Shell};
-use hands_tool::{Class, Hints, Made, RegisterTasks, Spec};
+use hands_tool::{Class, Hints, Made, RegisterTasks, Spec, no_files};
 use std::sync::Arc;
 
 /// Runs commands: may destroy, never idempotent; open world with the network grant.
@@ -37,6 +37,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
         r.checked(
             bash(network).into(),
             Arc::new(|sh: &Shell, p: &BashParams| {
+                sh.check_outputs(p.cwd.as_deref(), &p.outputs)?;
                 sh.prepare(Launching::Command {
                     tool: "bash",
                     needs: p.needs.as_ref(),
@@ -47,6 +48,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
                 Box::pin(async move { sh.bash(p, g.needs, c).await })
             },
             ToString::to_string,
+            BashOutput::take_files,
         );
         r.checked(
             tmux_start(network).into(),
@@ -58,6 +60,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
                 Box::pin(async move { sh.tmux_start(p, g.needs, c).await })
             },
             ToString::to_string,
+            no_files,
         );
     }
     r.task(
@@ -75,6 +78,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
                 Box::pin(async move { sh.tmux_send(p, c).await })
             },
             ToString::to_string,
+            no_files,
         );
     }
     r.task(
@@ -97,6 +101,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
                 Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
             },
             ToString::to_string,
+            BashOutput::take_files,
         );
     }
     let mut names: Vec<String> = Vec::new();
@@ -119,6 +124,7 @@ pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
                 Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
             },
             ToString::to_string,
+            BashOutput::take_files,
         );
     }
 }
@@ -135,7 +141,9 @@ fn bash(network: bool) -> Spec {
         120 (max 600), after which the whole process tree is stopped. Returns exit_code \
         (or signal), timed_out, duration_ms and the END of stdout and stderr (capped, \
         with truncated and dropped_bytes; control characters escaped). A non-zero exit \
-        is a normal result. For servers and watchers that keep running, use tmux_start.",
+        is a normal result. `outputs` (at most 8 paths, 20 MiB in all) returns files the \
+        command made (a report, an image, an archive) as embedded resources after it ends. \
+        For servers and watchers that keep running, use tmux_start.",
         class: Class::External,
         hints: runs(network),
     }

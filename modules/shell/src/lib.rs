@@ -19,6 +19,7 @@ pub mod hidden;
 pub mod hints;
 pub mod needs;
 pub mod options;
+pub mod outputs;
 pub mod pane;
 pub mod pins;
 pub mod run;

@@ -90,6 +90,8 @@ pub struct Shell {
     without_namespaces: std::sync::atomic::AtomicBool,
     /// The commands' home then, when they run as `run_as` (see [`reachable_by_run_as`]).
     bare_home: std::sync::OnceLock<PathBuf>,
+    /// What `bash`'s `outputs` may add to an answer, encoded (see [`Setup::answer_cap`]).
+    pub(crate) answer_cap: Option<u64>,
     /// Removes the cgroup leaves of killed launchers when the daemon exits.
     _sweeper: launcher::bounds::Sweeper,
 }
@@ -172,12 +174,24 @@ pub struct Setup<'a> {
     pub state_dir: &'a Path,
     /// `sandbox.mode = "enforce"`.
     pub enforce: bool,
+    /// The largest answer the daemon's transports all deliver, in bytes, when one has a cap
+    /// (a runner's link): `bash`'s `outputs` are fitted under it.
+    pub answer_cap: Option<u64>,
 }
 
 impl Shell {
     pub fn new(setup: Setup<'_>) -> anyhow::Result<Shell> {
         use anyhow::Context;
-        let Setup { module: m, settings: cfg, run_as, resolver, lists, state_dir, enforce } = setup;
+        let Setup {
+            module: m,
+            settings: cfg,
+            run_as,
+            resolver,
+            lists,
+            state_dir,
+            enforce,
+            answer_cap,
+        } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
@@ -362,6 +376,7 @@ impl Shell {
             network,
             tmux: sessions,
             keep_sessions: cfg.keep_sessions,
+            answer_cap,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,
             run_as,

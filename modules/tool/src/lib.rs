@@ -14,7 +14,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+mod attachment;
 mod problem;
+pub use attachment::{Attachment, Body, Files, no_files};
 pub use problem::Problem;
 
 /// `n` and the noun in the number it takes: "1 commit", "2 commits", "0 entries". Every count
@@ -179,11 +181,14 @@ pub trait RegisterTasks<S, E, C> {
     /// A tool whose call is checked before the gate: `check` refuses it before anyone is asked
     /// (a wall missing, an argv the allowlist refuses, a widening that can never be granted) or
     /// prepares it — what the person asked sees besides the arguments, and what `run` receives.
+    /// `files` takes the files the output carries (`bash`'s `outputs`), which the result returns
+    /// after its text; [`no_files`] for a tool that never carries any.
     fn checked<P: Params, G: Prepared, O: Output>(
         &mut self,
         spec: Made,
         check: Check<S, P, G>,
         run: Go<S, P, G, O, E, C>,
         text: fn(&O) -> String,
+        files: Files<O>,
     );
 }

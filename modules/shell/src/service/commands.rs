@@ -28,13 +28,14 @@ const STREAM_DRAIN: Duration = Duration::from_secs(30);
 pub type Tee = tokio::sync::mpsc::Sender<(bool, Vec<u8>)>;
 
 /// How one command runs besides its argv: its output cap, where its output also goes (`hands
-/// exec`), the widening its check admitted, and the allowlisted program it is (`run`,
-/// `os-*`, `hands exec`), if it is one.
+/// exec`), the widening its check admitted, the allowlisted program it is (`run`, `os-*`,
+/// `hands exec`), if it is one, and the files its result returns (`bash`'s `outputs`).
 struct Run<'a> {
     output_chars: usize,
     tee: Option<Tee>,
     widening: Option<&'a Widening>,
     program: Option<&'a Checked>,
+    outputs: &'a [String],
 }
 
 /// Why a launch gave no output.
@@ -97,12 +98,20 @@ impl Shell {
         widening: Option<Widening>,
         caller: Caller,
     ) -> Result<BashOutput, Refusal> {
+        // Checked before the gate too (`check_outputs`); this run never reads more.
+        if p.outputs.len() > crate::outputs::MAX_FILES {
+            return Err(Refusal(format!(
+                "`outputs` names more than {} files; nothing ran",
+                crate::outputs::MAX_FILES
+            )));
+        }
         let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
         let run = Run {
             output_chars: self.output_chars,
             tee: None,
             widening: widening.as_ref(),
             program: None,
+            outputs: &p.outputs,
         };
         self.launch(argv, p.cwd, p.timeout_secs, caller, run).await
     }
@@ -166,8 +175,8 @@ impl Shell {
     ) -> Result<BashOutput, Refusal> {
         let mut argv: Vec<Value> = vec![json!(c.program)];
         argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
-        let run =
-            Run { output_chars: self.run_output_chars, tee, widening: None, program: Some(c) };
+        let output_chars = self.run_output_chars;
+        let run = Run { output_chars, tee, widening: None, program: Some(c), outputs: &[] };
         self.launch(Value::Array(argv), cwd, timeout_secs, caller, run).await
     }
 
@@ -181,7 +190,7 @@ impl Shell {
         caller: Caller,
         run: Run<'_>,
     ) -> Result<BashOutput, Refusal> {
-        let Run { output_chars, tee, widening, program } = run;
+        let Run { output_chars, tee, widening, program, outputs } = run;
         let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
             return Err(Refusal(format!(
@@ -303,7 +312,22 @@ impl Shell {
                 }
             }));
         }
+        if !outputs.is_empty() {
+            self.collect_outputs(&cwd, outputs.to_vec(), &mut out).await;
+        }
         Ok(out)
+    }
+
+    /// Reads the files `outputs` names into the result, once the command has ended (see
+    /// `crate::outputs`): off the runtime's threads, as `read` would read them.
+    async fn collect_outputs(&self, cwd: &Path, paths: Vec<String>, out: &mut BashOutput) {
+        let (resolver, cwd, wire) = (self.resolver.clone(), cwd.to_path_buf(), self.answer_cap);
+        let asked = paths.clone();
+        let read = move || crate::outputs::collect(&resolver, &cwd, &paths, wire);
+        (out.outputs, out.files) = match tokio::task::spawn_blocking(read).await {
+            Ok(read) => read,
+            Err(e) => (crate::outputs::failed(&asked, &e.to_string()), Vec::new()),
+        };
     }
 
     /// The launcher spec for one command: the base plus the names the walk of the roots finds

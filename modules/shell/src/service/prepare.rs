@@ -94,6 +94,15 @@ impl Shell {
         }
     }
 
+    /// `bash`'s `outputs` before anything runs (`crate::outputs::check`): how many, and each
+    /// under the roots by name; refused before anyone is asked.
+    pub fn check_outputs(&self, cwd: Option<&str>, outputs: &[String]) -> Result<(), Refused> {
+        crate::outputs::check(&self.resolver, cwd, outputs).map_err(|message| {
+            let remedy = "fix `outputs` as the message says, and call again".into();
+            refused("outputs", "arguments", message, remedy, None)
+        })
+    }
+
     /// A command that cannot run (a wall missing in `enforce`) is refused before anyone is
     /// asked to approve it (SPEC §5.2).
     fn refuse_missing_wall(&self, tool: &str) -> Result<(), Refused> {
