@@ -195,7 +195,7 @@ pub fn support(path: &Path, to: Ids) -> Result<Option<u32>, String> {
         };
         format!(
             "commands run as uid {} but {} belongs to uid {} and cannot be bound id-mapped: \
-             {why}; they can write there only what its modes allow. {fix}",
+             {why}; they can write there only what its modes allow; {fix}",
             to.uid,
             path.display(),
             owner.uid
