@@ -222,3 +222,46 @@ async fn a_root_owned_project_that_cannot_be_id_mapped_is_refused_before_asking(
     c.stop().await;
     t.assert_canaries();
 }
+
+/// `cargo build` of a crate in a root-owned checkout, with the toolchain that builds this suite
+/// (its sysroot, often in root's home, given as a read-only root: root-owned too, so id-mapped
+/// and readable): `target/` and `Cargo.lock` are made, belong to root, and the program runs.
+/// Skipped (and says so) where no `rustc` is on the PATH.
+#[tokio::test]
+async fn cargo_builds_a_root_owned_crate() {
+    if !needs_root("cargo_builds_a_root_owned_crate", "a root daemon") {
+        return;
+    }
+    let sysroot = std::process::Command::new("rustc").args(["--print", "sysroot"]).output();
+    let Some(sysroot) = sysroot.ok().filter(|o| o.status.success()) else {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED cargo_builds_a_root_owned_crate: no rustc");
+        return;
+    };
+    let sysroot = String::from_utf8(sysroot.stdout).unwrap().trim().to_string();
+    let t = RootOwned::new();
+    let root = &t.fx.root;
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() { println!(\"built\"); }\n").unwrap();
+    let config = t.fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}, {{ path = \"{sysroot}\" }}]\n\
+         config = {{ trust = {{ external = \"allow\" }}, path = \"{sysroot}/bin:/usr/local/bin:/usr/bin:/bin\" }}\n",
+    ));
+    let c = Client::start_era(&t.fx, &config, Era::Legacy).await;
+    let r = c
+        .ok("bash", json!({ "command": "cargo build -q --offline && ./target/debug/demo" }))
+        .await;
+    assert_eq!(out(&r), "built\n", "{r}");
+    for made in ["Cargo.lock", "target", "target/debug/demo"] {
+        assert_eq!(owner(&root.join(made)), (0, 0), "{made} belongs to the root's owner");
+    }
+    c.stop().await;
+    t.assert_canaries();
+}
