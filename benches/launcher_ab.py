@@ -162,9 +162,9 @@ def run_idmap(n, spec_path, hands):
     s = json.loads(spec)
     if not s.get("run_as") or os.getuid() != 0:
         sys.exit("run-idmap needs root and a root daemon's spec (one that names run_as)")
-    if s.get("netns") and not os.path.exists(f"/proc/{s['netns']['pid']}"):
-        print("the network namespace holder is gone: each launch makes its own")
-        s.pop("netns")
+    if s.pop("netns", None):
+        # The holder may have gone with the daemon: each launch makes its own (both rows).
+        print("without the module's network namespace: each launch makes its own")
         spec = json.dumps(s).encode()
     root = next(r["path"] for r in s["roots"] if r.get("writable"))
     uid, gid = s["run_as"]["uid"], s["run_as"]["gid"]

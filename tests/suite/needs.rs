@@ -364,8 +364,9 @@ async fn a_root_owned_write_path_is_id_mapped_or_refused_before_asking() {
     let (mapped, ram) = (base.join("mapped"), base.join("ram"));
     std::fs::create_dir_all(&mapped).unwrap();
     std::fs::create_dir_all(&ram).unwrap();
-    let mounted = std::process::Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&ram);
-    assert!(mounted.status().unwrap().success(), "mount -t ramfs");
+    let mounted =
+        std::process::Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&ram).status();
+    assert!(mounted.unwrap().success(), "mount -t ramfs");
     struct Unmount(PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
