@@ -255,9 +255,8 @@ async fn cargo_builds_a_root_owned_crate() {
          config = {{ trust = {{ external = \"allow\" }}, path = \"{sysroot}/bin:/usr/local/bin:/usr/bin:/bin\" }}\n",
     ));
     let c = Client::start_era(&t.fx, &config, Era::Legacy).await;
-    let r = c
-        .ok("bash", json!({ "command": "cargo build -q --offline && ./target/debug/demo" }))
-        .await;
+    let r =
+        c.ok("bash", json!({ "command": "cargo build -q --offline && ./target/debug/demo" })).await;
     assert_eq!(out(&r), "built\n", "{r}");
     for made in ["Cargo.lock", "target", "target/debug/demo"] {
         assert_eq!(owner(&root.join(made)), (0, 0), "{made} belongs to the root's owner");
