@@ -4,6 +4,7 @@
     python3 benches/launcher_ab.py capture HANDS SPEC.json   # the daemon's own spec
     python3 benches/launcher_ab.py capture-v2 HANDS SPEC.json
     python3 benches/launcher_ab.py run N SPEC.json HANDS_A HANDS_B ...
+    python3 benches/launcher_ab.py run-idmap N SPEC.json HANDS   # as root: id-mapped roots
 
 `capture` starts `HANDS serve` with tools-shell on a fresh writable root (mode 0777, so a root
 daemon's `nobody` can enter it), runs `bash` `sleep` through it, reads the launcher's spec off
@@ -12,7 +13,9 @@ and writes it to SPEC.json (the daemon exits; its network namespace holder stays
 state folder does, so the spec keeps joining it, as the daemon's commands do). `run` times N
 rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
 bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
-compare. Edit the spec's `bound` (`{"kind": "rlimit"}`) to time another process bound. A
+compare. `run-idmap` (a root daemon's spec, which names `run_as`) times one build in rounds of
+three: the spec's writable root given to root (the launcher binds it id-mapped, decision
+0061), the same root given to `run_as` (bound as it is), and the bare spawn. Edit the spec's `bound` (`{"kind": "rlimit"}`) to time another process bound. A
 build older than a key of the spec is given the spec without it (`spec_for`).
 `capture-v2` first gives the daemon a cgroup v2 of its own, as `systemd-run --user --scope`
 would: this script moves itself into `acc-runner/` of its (delegated) cgroup and starts the
@@ -154,6 +157,41 @@ def run(n, spec_path, builds):
         print(f"  {k:40s} median {m:6.2f} ms · p90 {p90:6.2f} ms · over the bare spawn {m - base:6.2f} ms")
 
 
+def run_idmap(n, spec_path, hands):
+    spec = open(spec_path, "rb").read()
+    s = json.loads(spec)
+    if not s.get("run_as") or os.getuid() != 0:
+        sys.exit("run-idmap needs root and a root daemon's spec (one that names run_as)")
+    if s.pop("netns", None):
+        # The holder may be gone with the daemon, and a network namespace of its own would
+        # cost each launch tens of ms: both rows run on the host's network instead.
+        print("the spec's network namespace dropped: both rows on the host's network")
+        s["network"] = True
+        spec = json.dumps(s).encode()
+    root = next(r["path"] for r in s["roots"] if r.get("writable"))
+    uid, gid = s["run_as"]["uid"], s["run_as"]["gid"]
+    owners = {"root owned by root (id-mapped)": (0, 0), f"root owned by uid {uid}": (uid, gid)}
+    times = {k: [] for k in owners}
+    times["bare spawn"] = []
+    for _ in range(n):
+        for k, ids in owners.items():
+            os.chown(root, *ids)
+            times[k].append(launch(hands, spec))
+        times["bare spawn"].append(bare())
+    os.chown(root, 0, 0)
+
+    def median(v):
+        return sorted(v)[len(v) // 2] * 1000
+
+    base = median(times["bare spawn"])
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    print(f"{n} rounds, bound {s['bound']}, load {load}")
+    for k, v in times.items():
+        p90 = sorted(v)[len(v) * 9 // 10] * 1000
+        print(f"  {k:40s} median {median(v):6.2f} ms · p90 {p90:6.2f} ms · "
+              f"over the bare spawn {median(v) - base:6.2f} ms")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "capture":
         capture(sys.argv[2], sys.argv[3])
@@ -161,5 +199,7 @@ if __name__ == "__main__":
         capture(sys.argv[2], sys.argv[3], own_scope())
     elif len(sys.argv) >= 5 and sys.argv[1] == "run":
         run(int(sys.argv[2]), sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) == 5 and sys.argv[1] == "run-idmap":
+        run_idmap(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
         sys.exit(__doc__)

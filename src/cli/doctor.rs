@@ -302,28 +302,36 @@ fn sandbox_section(
             "  commands run as: uid {} gid {} (the daemon is root; sandbox.run_as)",
             ids.uid, ids.gid
         );
+        // A writable root of another owner is bound id-mapped (SPEC §5.2 item 6); where the
+        // kernel or its file system cannot, commands cannot write it: say so, and what to do.
         let module = daemon.config.modules.iter().find(|m| m.id == ModuleId::Shell);
+        // Without namespaces (best-effort) nothing is mounted: a root is written by its modes.
+        let bare = probe.checks.iter().any(|c| c.name == "host processes hidden");
         for r in module.iter().flat_map(|m| &m.roots).filter(|r| r.writable) {
-            if let Ok(meta) = std::fs::metadata(&r.path)
-                && meta.uid() != ids.uid
-            {
-                let fix = if meta.uid() == 0 {
-                    format!(
-                        "chown the root to the user commands should run as (uid {}), or set \
-                         sandbox.run_as to a user who may write it",
-                        ids.uid
-                    )
-                } else {
-                    format!("set sandbox.run_as = \"{}\" (the root's owner)", meta.uid())
-                };
+            let owner = std::fs::metadata(&r.path).map(|m| m.uid()).ok();
+            if bare && owner.is_some_and(|o| o != ids.uid) {
                 warnings.push(format!(
-                    "tools-shell: commands run as uid {} but the writable root {} belongs to \
-                     uid {}: they can write there only what its modes allow (id-mapped mounts \
-                     are not used); {fix}",
+                    "tools-shell: commands run as uid {} without namespaces, so the writable \
+                     root {} (uid {}) is not bound id-mapped: they can write there only what \
+                     its modes allow; a person can set sandbox.run_as to the root's owner (an \
+                     ordinary user), or allow user namespaces",
                     ids.uid,
                     r.path.display(),
-                    meta.uid(),
+                    owner.unwrap_or_default()
                 ));
+                continue;
+            }
+            match hands_sandbox::launcher::idmap::support(&r.path, ids) {
+                Ok(None) => {}
+                Ok(Some(owner)) => {
+                    let _ = writeln!(
+                        s,
+                        "  {}: owned by uid {owner}, bound id-mapped (commands write as its \
+                         owner)",
+                        r.path.display()
+                    );
+                }
+                Err(why) => warnings.push(format!("tools-shell: {why}")),
             }
         }
     }

@@ -31,6 +31,8 @@ mod home;
 #[cfg(target_os = "linux")]
 mod host_trust;
 mod http;
+#[cfg(target_os = "linux")]
+mod idmap;
 mod in_process;
 #[cfg(target_os = "linux")]
 mod init;

@@ -346,3 +346,61 @@ async fn the_form_for_a_widening_offers_no_always() {
     let _ = service.cancel().await;
     fx.assert_canary();
 }
+
+/// A root daemon (commands as `nobody`) widened to a root-owned folder: on a file system with
+/// id-mapped mounts the approved run writes it, and what it makes belongs to root (the
+/// folder's owner); on a ramfs, which has none, the call is refused before anyone is asked,
+/// saying why and naming `sandbox.run_as`, and nothing is made there.
+#[tokio::test]
+async fn a_root_owned_write_path_is_id_mapped_or_refused_before_asking() {
+    use std::os::unix::fs::MetadataExt;
+    if !super::common::needs_root("a_root_owned_write_path_is_id_mapped_or_refused", "mount") {
+        return;
+    }
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = connect(&fx, &config).await;
+    let base = std::fs::canonicalize(fx.dir.path()).unwrap();
+    let (mapped, ram) = (base.join("mapped"), base.join("ram"));
+    std::fs::create_dir_all(&mapped).unwrap();
+    std::fs::create_dir_all(&ram).unwrap();
+    let mounted =
+        std::process::Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&ram).status();
+    assert!(mounted.unwrap().success(), "mount -t ramfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(ram.clone());
+    std::os::unix::fs::lchown(&ram, Some(0), Some(0)).unwrap();
+
+    // Positive control: the root-owned folder on the fixture's file system, approved.
+    let m = mapped.display();
+    let run = bash(
+        &c,
+        json!({ "command": format!("echo yes > {m}/made.txt"), "needs": { "write": [mapped] } }),
+    );
+    let (id, _) = parked_id(&fx, &config, "made.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = run.await.unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    let made = std::fs::metadata(mapped.join("made.txt")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (0, 0), "made as the folder's owner");
+
+    // The ramfs: refused at once, nobody asked.
+    let d = ram.display();
+    let r = bash(
+        &c,
+        json!({ "command": format!("echo no > {d}/no.txt"), "needs": { "write": [ram] } }),
+    );
+    let r = tokio::time::timeout(Duration::from_secs(20), r).await.unwrap().unwrap();
+    let msg = text_of(&r);
+    assert_eq!(r.is_error, Some(true), "{msg}");
+    assert!(msg.contains("refused before asking anyone"), "{msg}");
+    assert!(msg.contains("does not support id-mapped mounts"), "{msg}");
+    assert!(msg.contains("sandbox.run_as"), "{msg}");
+    assert_eq!(std::fs::read_dir(&ram).unwrap().count(), 0, "nothing was made there");
+    fx.assert_canary();
+}

@@ -723,3 +723,38 @@ fn a_root_launcher_runs_commands_as_run_as_only() {
     assert_eq!(std::fs::read_to_string(&only_root).unwrap(), "ROOT ONLY\n");
     sb.fx.assert_canary();
 }
+
+/// A root launcher binds a read-only root owned by root (mode 0700) id-mapped (decision 0061):
+/// the command (`nobody`) reads its 0600 file as the owner would, cannot write it (read-only
+/// still: `EROFS`), and a 0600 file of a third user there stays unreadable (the mount keeps
+/// its owner; the sandbox's user namespace maps only root and `nobody`, so it shows as the
+/// overflow id, 65534, which is not the command).
+/// Positive control: the writable root, which `nobody` owns, is written as before.
+#[test]
+fn a_root_owned_read_only_root_reads_as_its_owner_and_stays_read_only() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !super::common::needs_root("a_root_owned_read_only_root_reads_as_its_owner", "run_as") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ro = &sb.ro;
+    std::fs::set_permissions(ro, PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(ro.join("secret.txt"), "owner only\n").unwrap();
+    std::fs::set_permissions(ro.join("secret.txt"), PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::write(ro.join("third.txt"), "third user\n").unwrap();
+    std::fs::set_permissions(ro.join("third.txt"), PermissionsExt::from_mode(0o600)).unwrap();
+    std::os::unix::fs::lchown(ro.join("third.txt"), Some(1234), Some(1234)).unwrap();
+    let r = ro.display();
+    let o = sb.run(&format!(
+        "stat -c %u {r} {r}/third.txt; cat {r}/secret.txt; cat {r}/third.txt; \
+         echo x > {r}/new.txt; echo ok > made.txt && cat made.txt"
+    ));
+    assert_eq!(stdout(&o), "65534\n65534\nowner only\nok\n", "{}", all(&o));
+    assert_eq!(std::fs::metadata(ro.join("third.txt")).unwrap().uid(), 1234);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("third.txt: Permission denied"), "{err}");
+    assert!(err.contains("new.txt: Read-only file system"), "{err}");
+    assert!(!ro.join("new.txt").exists());
+    assert_eq!(std::fs::read_to_string(ro.join("secret.txt")).unwrap(), "owner only\n");
+    sb.fx.assert_canary();
+}

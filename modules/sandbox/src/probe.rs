@@ -127,6 +127,7 @@ fn run_in(
 ) -> Probe {
     use crate::launcher::Cause;
     use std::os::unix::fs::PermissionsExt;
+    let owners = owner_check(base);
     let network = base.has_host_network();
     // `best-effort` where no user namespace can be made: Landlock and seccomp are the walls,
     // so the notes name them, and what only namespaces give is stated missing.
@@ -345,8 +346,43 @@ fn run_in(
             (Some(false), "no PID namespace: /proc lists the host's processes".into()),
         );
     }
+    checks.extend(owners);
     Probe { checks, mechanisms: Vec::new(), no_user_namespace: false }
 }
+
+/// For a daemon run as root with namespaces, whose writable roots belong to another user than
+/// the one commands run as (a root-owned checkout): whether each can be bound id-mapped, so
+/// that commands write it as its owner would (SPEC §5.2 item 6, `launcher::idmap`). Nothing to
+/// check (`None`) where commands run as the roots' owner.
+fn owner_check(base: &crate::launcher::Builder) -> Option<Check> {
+    let to = base.runs_as().filter(|_| !base.has_no_namespaces())?;
+    let mut mapped = Vec::new();
+    let mut refused = Vec::new();
+    for root in base.writable_roots() {
+        match crate::launcher::idmap::support(root, to) {
+            Ok(None) => {}
+            Ok(Some(owner)) => mapped.push(format!("uid {owner} of {}", root.display())),
+            Err(why) => refused.push(why),
+        }
+    }
+    if mapped.is_empty() && refused.is_empty() {
+        return None;
+    }
+    let (holds, note) = if refused.is_empty() {
+        let note = format!(
+            "id-mapped mounts: commands (uid {}) write as the owner ({})",
+            to.uid,
+            mapped.join(", ")
+        );
+        (true, note)
+    } else {
+        (false, refused.join("; "))
+    };
+    Some(Check { name: OWNER_CHECK, holds: Some(holds), note })
+}
+
+/// The name of the check [`owner_check`] adds.
+pub const OWNER_CHECK: &str = "roots writable as owner";
 
 pub fn failed(why: String) -> Probe {
     Probe {

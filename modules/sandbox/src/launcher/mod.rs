@@ -26,6 +26,7 @@
 pub mod bounds;
 pub mod holder;
 mod home;
+pub mod idmap;
 mod mounts;
 pub mod notify;
 pub mod remask;
@@ -177,6 +178,10 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         }
         None => None,
     };
+    // Roots owned by another user than the command's, cloned and id-mapped while this process
+    // is still the host's root; the init inherits them (`idmap`).
+    let mut premade =
+        if namespaces_wanted(&spec) { idmap::prepare(&spec) } else { Default::default() };
     let mut leaf = bounds::Leaf::create(&spec.bound, spec.limits.processes, spec.limits.memory_mb)?;
     let (err_read, err_write) = sys::pipe()?;
     let (go_read, go_write) = sys::pipe()?;
@@ -235,7 +240,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
             sys::exit_now(SETUP_FAILED);
         }
         let failed = if namespaces {
-            init(&spec, &old_mask, &mut err_write, &go_read, reporter)
+            init(&spec, &mut premade, &old_mask, &mut err_write, &go_read, reporter)
         } else {
             command(&spec, &old_mask, None)
         };
@@ -246,6 +251,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     }
     drop(err_write);
     drop(go_read);
+    // The init holds its own copies of the trees.
+    drop(premade);
     let pidfd = sys::pidfd_open(pid);
     // Two bytes on the go pipe: the first once the maps are written (the init may build the
     // root), the second once the init is in its cgroup (it may fork the command). On cgroup v1
@@ -326,10 +333,17 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     status
 }
 
+/// Whether the launcher will make namespaces for `spec` (a root daemon's roots may then be
+/// id-mapped).
+fn namespaces_wanted(spec: &Spec) -> bool {
+    spec.run_as.is_some() && !spec.without_namespaces
+}
+
 /// PID 1 of the sandbox: builds the new root, forks the command and stays as its init.
 /// Returns only on failure (before the command started).
 fn init(
     spec: &Spec,
+    premade: &mut std::collections::BTreeMap<std::path::PathBuf, idmap::Premade>,
     old_mask: &libc::sigset_t,
     err_write: &mut Option<std::fs::File>,
     placed: &std::os::fd::OwnedFd,
@@ -351,7 +365,9 @@ fn init(
             e
         }
     };
-    mounts::build_root(spec).map_err(no_caps)?;
+    mounts::build_root(spec, premade).map_err(no_caps)?;
+    // Every tree was attached (or is not needed): none stays open in the init.
+    premade.clear();
     if !spec.network && spec.netns.is_none() {
         sys::loopback_up()?;
     }

@@ -100,7 +100,10 @@ fn tmpfs(dst: &Path, flags: libc::c_ulong, data: &str) -> Result<()> {
 
 /// Builds the new root and enters it. Runs in the child, which holds every capability of the
 /// new user namespace until `confine` drops them.
-pub fn build_root(spec: &Spec) -> Result<()> {
+pub fn build_root(
+    spec: &Spec,
+    premade: &mut std::collections::BTreeMap<PathBuf, super::idmap::Premade>,
+) -> Result<()> {
     // Nothing done here may propagate back to the host.
     sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     // A scratch tmpfs becomes the root first, with the host's root under it at /oldroot: then
@@ -174,7 +177,15 @@ pub fn build_root(spec: &Spec) -> Result<()> {
     let mut roots: Vec<_> = spec.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());
     for r in &roots {
-        bind_checked(spec, &scratch, &ours, &r.path, r.writable)?;
+        match premade.remove(&r.path) {
+            // Id-mapped by the launcher (`idmap`), from the entry the daemon's check saw.
+            Some(p) => {
+                let dst = mount_point(&r.path, p.is_dir, p.id, &ours)?;
+                remask::attach(&p.tree, &dst)
+                    .with_context(|| format!("cannot bind {} id-mapped", r.path.display()))?;
+            }
+            None => bind_checked(spec, &scratch, &ours, &r.path, r.writable)?,
+        }
     }
 
     // Pin every folder between a writable root and a protected or masked path (a mount point

@@ -460,6 +460,16 @@ impl Builder {
         self.0.without_namespaces
     }
 
+    /// Who the commands run as, for a daemon run as root.
+    pub fn runs_as(&self) -> Option<Ids> {
+        self.0.run_as
+    }
+
+    /// The writable roots.
+    pub fn writable_roots(&self) -> impl Iterator<Item = &Path> {
+        self.0.roots.iter().filter(|r| r.writable).map(|r| r.path.as_path())
+    }
+
     /// Hides these paths too (what the walk of the roots found now).
     pub fn mask(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Builder {
         self.0.masked.extend(paths);

@@ -64,7 +64,10 @@ impl Shell {
                     path_folders: &self.path_folders(),
                 };
                 match needs::check(n, &rules, lasts) {
-                    Ok(w) => Ok(Prepared { needs: Some(w), ..Prepared::default() }),
+                    Ok(w) => {
+                        self.refuse_unmappable(tool, &w)?;
+                        Ok(Prepared { needs: Some(w), ..Prepared::default() })
+                    }
                     Err(f) => Err(Refused {
                         what: f.what,
                         layer: f.layer,
@@ -101,6 +104,28 @@ impl Shell {
             let remedy = "fix `outputs` as the message says, and call again".into();
             refused("outputs", "arguments", message, remedy, None)
         })
+    }
+
+    /// A `needs.write` path of another owner than the user a root daemon's commands run as is
+    /// bound id-mapped (SPEC §5.2 item 6); where it cannot be, the command could not write it,
+    /// so nobody is asked to allow that.
+    fn refuse_unmappable(&self, tool: &str, w: &Widening) -> Result<(), Refused> {
+        let bare = self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed);
+        let Some(ids) = self.run_as.filter(|_| !bare) else { return Ok(()) };
+        for g in &w.write {
+            if let Err(why) = hands_sandbox::launcher::idmap::support(&g.path, ids) {
+                return Err(refused(
+                    &g.path.display().to_string(),
+                    "sandbox",
+                    format!("`{tool}` is refused before asking anyone: needs.write: {why}"),
+                    "a person can name a folder commands may write, or set sandbox.run_as as \
+                     said"
+                        .into(),
+                    None,
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A command that cannot run (a wall missing in `enforce`) is refused before anyone is
