@@ -355,7 +355,10 @@ async fn a_launcher_another_user_owns_is_passed_over() {
     std::fs::write(&planted, format!("#!/bin/sh\ntouch {}\n", aim.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
-    super::common::own(&planted);
+    // Another owner than the daemon's in every run (own() gives nothing away over root-owned
+    // roots).
+    let id = super::common::COMMAND_UID;
+    std::os::unix::fs::lchown(&planted, Some(id), Some(id)).unwrap();
     let config = fx.config(&config_text("{root}", None));
     let c = Client::start_bin(&fx, &hands, &config, Era::Legacy, &[]).await;
     let r = c.ok("bash", json!({ "command": "tr '\\0' ' ' < /proc/1/cmdline" })).await;
