@@ -45,6 +45,8 @@ mod needs;
 #[cfg(target_os = "linux")]
 mod network;
 #[cfg(target_os = "linux")]
+mod oauth;
+#[cfg(target_os = "linux")]
 mod parked_tell;
 mod path_attacks;
 mod protocol;
