@@ -13,6 +13,7 @@ mod hub;
 mod proxy;
 mod upgrade;
 
+use crate::transport::conns::Timed;
 use crate::transport::door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
 use crate::transport::hangups::Sessions;
 use crate::transport::http_setup::{HostRule, mac, tag_of};
@@ -23,7 +24,6 @@ use hmac::Mac;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hub::Runner;
-use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use proxy::Proxy;
 use rmcp::transport::StreamableHttpService;
@@ -234,7 +234,10 @@ where
 {
     let svc = hyper::service::service_fn(move |req| {
         let relay = relay.clone();
-        async move { Ok::<_, Infallible>(relay.handle(req).await) }
+        // A body that trickles in is cut as on `hands serve --http` (408, the connection
+        // closes), so a slow agent cannot hold a connection and a session open for ever.
+        let (req, watch) = crate::transport::conns::timed(req);
+        async move { Ok::<_, Infallible>(watch.answer(relay.handle(req).await)) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -258,7 +261,7 @@ fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
 }
 
 impl Relay {
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, req: Request<Timed>) -> Response<Body> {
         if let Err(r) = self.hosts.check_host(&req) {
             return *r;
         }
