@@ -94,7 +94,21 @@ const publicPem = crypto.createPublicKey({ key: { kty: es.kty, crv: es.crv, x: e
   .export({ type: 'spki', format: 'pem' });
 const hmac = crypto.createHmac('sha256', publicPem).update(`${b64({ alg: 'HS256', typ: 'at+jwt', kid: 'es-1' })}.${payload}`).digest('base64url');
 
+// A header with a `crit` extension, signed with the real ES256 key by hand (jose refuses to
+// sign an extension it does not know).
+// Its control, `hand_signed`, is signed the same way without `crit`.
+const byHand = (header) => {
+  const input = `${b64(header)}.${payload}`;
+  const sig = crypto.sign('sha256', Buffer.from(input), {
+    key: crypto.createPrivateKey({ key: es, format: 'jwk' }),
+    dsaEncoding: 'ieee-p1363',
+  }).toString('base64url');
+  return `${input}.${sig}`;
+};
+
 const tokens = {
+  crit: byHand({ alg: 'ES256', typ: 'at+jwt', kid: 'es-1', crit: ['x-hands'], 'x-hands': 1 }),
+  hand_signed: byHand({ alg: 'ES256', typ: 'at+jwt', kid: 'es-1' }),
   valid,
   other_audience: await token(main.issuer, 'http://127.0.0.1:9/elsewhere', 'hands'),
   no_scope: await token(main.issuer, audience, 'other'),

@@ -198,7 +198,7 @@ async fn oauth_tokens_are_checked_and_each_bad_one_refused_with_its_status() {
     );
 
     // Positive controls: the provider's own token, and tokens minted with each of its keys.
-    for name in ["valid", "minted_es256", "minted_rs256", "minted_eddsa"] {
+    for name in ["valid", "minted_es256", "minted_rs256", "minted_eddsa", "hand_signed"] {
         let (status, head, body) = post(port, Some(&idp.token(name)), "", INITIALIZE).await;
         assert_eq!(status, 200, "{name}: {head}{body}");
         assert!(body.contains("\"protocolVersion\""), "{name}: {body}");
@@ -216,6 +216,7 @@ async fn oauth_tokens_are_checked_and_each_bad_one_refused_with_its_status() {
         ("hmac_public_key", "HS256 is not accepted"),
         ("alg_swap", "no RS256 key"),
         ("wrong_typ", "typ"),
+        ("crit", "`crit` extensions"),
     ];
     for (name, why) in invalid {
         let (status, head, body) = post(port, Some(&idp.token(name)), "", INITIALIZE).await;

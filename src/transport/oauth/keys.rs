@@ -11,6 +11,7 @@
 use super::fetch::Fetcher;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A refetch for an unknown `kid` waits this long after the last fetch.
@@ -32,10 +33,10 @@ struct Key {
     key: DecodingKey,
 }
 
+/// What only a fetch touches (one fetch at a time).
 #[derive(Default)]
 struct State {
     jwks_uri: Option<String>,
-    keys: Vec<Key>,
     /// When a fetch was last tried, and whether a JWKS was ever fetched.
     tried: Option<Instant>,
     fetched: bool,
@@ -53,19 +54,36 @@ pub enum Missing {
 pub struct Keys {
     issuer: String,
     fetcher: Fetcher,
+    /// The keys of the last JWKS fetched: read without waiting for a fetch in progress, so a
+    /// slow issuer stalls only the tokens whose key is not known yet.
+    keys: std::sync::RwLock<Arc<Vec<Key>>>,
     state: tokio::sync::Mutex<State>,
 }
 
 impl Keys {
     pub fn new(issuer: &str, fetcher: Fetcher) -> Keys {
-        Keys { issuer: issuer.to_string(), fetcher, state: Default::default() }
+        Keys {
+            issuer: issuer.to_string(),
+            fetcher,
+            keys: Default::default(),
+            state: Default::default(),
+        }
+    }
+
+    fn known(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+        let keys = self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        pick(&keys, kid, alg)
     }
 
     /// The key for a token signed with `alg` under `kid` (a token without `kid`: the one key of
     /// that algorithm, when there is exactly one).
     pub async fn find(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Missing> {
+        if let Some(k) = self.known(kid, alg) {
+            return Ok(k);
+        }
         let mut state = self.state.lock().await;
-        if let Some(k) = pick(&state.keys, kid, alg) {
+        // A fetch that ended while this one waited may have brought the key.
+        if let Some(k) = self.known(kid, alg) {
             return Ok(k);
         }
         let wait = if state.fetched { REFETCH_AFTER } else { RETRY_EMPTY_AFTER };
@@ -77,7 +95,7 @@ impl Keys {
                 Err(e) if !state.fetched => return Err(Missing::Unavailable(e)),
                 Err(e) => tracing::warn!("oauth: cannot refetch the issuer's JWKS: {e}"),
             }
-            if let Some(k) = pick(&state.keys, kid, alg) {
+            if let Some(k) = self.known(kid, alg) {
                 return Ok(k);
             }
         } else if !state.fetched {
@@ -109,7 +127,7 @@ impl Keys {
         let doc = self.fetcher.json(&uri).await?;
         let keys = parse_jwks(&doc).ok_or_else(|| format!("{uri} is not a JWKS (no `keys`)"))?;
         tracing::info!("oauth: fetched {} signing keys of {} from {uri}", keys.len(), self.issuer);
-        state.keys = keys;
+        *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
         Ok(())
     }
 

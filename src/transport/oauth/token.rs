@@ -35,8 +35,14 @@ pub async fn check(token: &str, cfg: &OAuthCfg, keys: &Keys) -> Result<String, R
     if token.len() > MAX_TOKEN {
         return Err(Refusal::Invalid(format!("the token is over {MAX_TOKEN} bytes")));
     }
+    let raw_header = header_json(token);
+    // RFC 7515 §4.1.11: extensions a verifier must understand; hands understands none.
+    if raw_header.as_ref().is_some_and(|h| h.get("crit").is_some()) {
+        return Err(Refusal::Invalid("the header names `crit` extensions".into()));
+    }
+    let alg = raw_header.as_ref().and_then(|h| h.get("alg")?.as_str().map(str::to_string));
     let header = jsonwebtoken::decode_header(token).map_err(|e| {
-        Refusal::Invalid(match alg_of(token).as_deref() {
+        Refusal::Invalid(match alg.map(|a| a.chars().take(32).collect::<String>()).as_deref() {
             Some(a) if a.eq_ignore_ascii_case("none") => {
                 "an unsigned token (`alg: none`) is never accepted".to_string()
             }
@@ -107,13 +113,12 @@ fn validation(cfg: &OAuthCfg, alg: Algorithm) -> Validation {
     v
 }
 
-/// The `alg` a header states, read leniently (for the message about a refused one).
-fn alg_of(token: &str) -> Option<String> {
+/// The header as JSON, read leniently (for `crit`, and the message about a refused `alg`).
+fn header_json(token: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     use base64::Engine as _;
     let head = token.split('.').next()?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(head).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(v.get("alg")?.as_str()?.chars().take(32).collect())
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// The scopes a token carries: `scope` (space-separated, RFC 9068) or `scp` (an array, or a
@@ -164,8 +169,9 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_algorithm_is_named() {
-        assert_eq!(alg_of("eyJhbGciOiJub25lIn0.e30.").as_deref(), Some("none"));
-        assert_eq!(alg_of("not-a-token"), None);
+    fn the_header_is_read_leniently() {
+        let h = header_json("eyJhbGciOiJub25lIn0.e30.").unwrap();
+        assert_eq!(h["alg"], "none");
+        assert!(header_json("not-a-token").is_none());
     }
 }
