@@ -14,6 +14,7 @@ import * as jose from 'jose';
 
 const audience = process.argv[2];
 const CLIENT_ID = 'hands-agent';
+const SECOND_ID = 'hands-agent-2';
 const CLIENT_SECRET = 'hands-agent-secret-0123456789';
 
 async function keys(prefix) {
@@ -31,14 +32,14 @@ async function start(signing) {
   await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
   const issuer = `http://127.0.0.1:${server.address().port}`;
   const provider = new Provider(issuer, {
-    clients: [{
-      client_id: CLIENT_ID,
+    clients: [CLIENT_ID, SECOND_ID].map((client_id) => ({
+      client_id,
       client_secret: CLIENT_SECRET,
       grant_types: ['client_credentials'],
       redirect_uris: [],
       response_types: [],
       scope: 'hands other',
-    }],
+    })),
     jwks: { keys: signing },
     scopes: ['hands', 'other'],
     features: {
@@ -62,9 +63,9 @@ async function start(signing) {
   return { issuer, server };
 }
 
-async function token(issuer, resource, scope) {
+async function token(issuer, resource, scope, client = CLIENT_ID) {
   const body = new URLSearchParams({ grant_type: 'client_credentials', resource, scope });
-  const basic = Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64');
+  const basic = Buffer.from(`${client}:${CLIENT_SECRET}`).toString('base64');
   const r = await fetch(`${issuer}/token`, {
     method: 'POST',
     headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded' },
@@ -110,6 +111,7 @@ const tokens = {
   crit: byHand({ alg: 'ES256', typ: 'at+jwt', kid: 'es-1', crit: ['x-hands'], 'x-hands': 1 }),
   hand_signed: byHand({ alg: 'ES256', typ: 'at+jwt', kid: 'es-1' }),
   valid,
+  second_client: await token(main.issuer, audience, 'hands', SECOND_ID),
   other_audience: await token(main.issuer, 'http://127.0.0.1:9/elsewhere', 'hands'),
   no_scope: await token(main.issuer, audience, 'other'),
   other_issuer: await token(other.issuer, audience, 'hands'),

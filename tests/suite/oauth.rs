@@ -254,9 +254,17 @@ async fn oauth_tokens_are_checked_and_each_bad_one_refused_with_its_status() {
         assert!(status == 401 || status == 403, "{name}: {status}");
     }
     assert!(!fx.root.join("ridden.txt").exists(), "a bad token wrote");
+    // Another OAuth identity's valid token: the session is not its own (404), and it wrote
+    // nothing either.
+    let (status, _, body) =
+        post(port, Some(&idp.token("second_client")), &session, &write("ridden.txt")).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(!fx.root.join("ridden.txt").exists(), "another identity wrote in the session");
     let (status, _, body) = post(port, Some(&good), &session, &write("ridden.txt")).await;
     assert_eq!(status, 200, "{body}");
     assert!(fx.root.join("ridden.txt").exists(), "the good token's write: {body}");
+    let last = fx.audit_records().last().cloned().unwrap();
+    assert_eq!(last["client"], "oauth:hands-agent", "{last}");
 
     // No token ever reaches the log, in whole or as its signature.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -383,6 +391,10 @@ async fn the_relay_knows_an_oauth_agent_by_its_subject() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["runners"][0]["name"], "box-1");
     assert_eq!(get("/runners", Some(idp.token("no_scope"))).await.0, 403);
+    // A valid token whose subject no agent entry names: authenticated, not allowed.
+    let (status, _, body) = get("/runners", Some(idp.token("second_client"))).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("oauth_subject = \\\"hands-agent-2\\\""), "{body}");
     assert_eq!(get("/runners", Some(idp.token("expired"))).await.0, 401);
     assert_eq!(get("/runners", Some(idp.token("other_audience"))).await.0, 401);
     // A runner the agent may reach but which is not connected: past the door, 503.
