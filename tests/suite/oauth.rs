@@ -283,6 +283,11 @@ async fn an_oauth_client_is_its_identity_claim_in_the_audit_log() {
     let port = free_port();
     let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}/mcp")).await;
     let config = oauth_config(&fx, port, &idp.issuer, "");
+    // doctor reaches the issuer, its metadata and its three keys.
+    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answers = format!("oauth: the issuer {} answers: 3 signing keys", idp.issuer);
+    assert!(text.contains(&answers), "{text}");
     let _hands = serve(&fx, &config, port).await;
     for era in [Era::Legacy, Era::Modern] {
         let cfg =
@@ -454,4 +459,10 @@ fn oauth_settings_are_checked_at_startup_and_shown_by_check_and_doctor() {
         );
         assert!(text.contains("is plain HTTP (on loopback) while 0.0.0.0:8765"), "{sub}: {text}");
     }
+    // doctor tries the issuer: nothing answers at 127.0.0.1:9.
+    let (_, text) = run("doctor", &good);
+    assert!(
+        text.contains("warning: [server.http.oauth]: cannot fetch the keys of http://127.0.0.1:9"),
+        "{text}"
+    );
 }

@@ -114,6 +114,15 @@ impl Keys {
         }))
     }
 
+    /// Fetches the metadata and the JWKS now (`hands doctor`): how many usable keys it holds.
+    pub async fn probe(&self) -> Result<usize, String> {
+        let mut state = self.state.lock().await;
+        state.tried = Some(Instant::now());
+        self.fetch(&mut state).await?;
+        state.fetched = true;
+        Ok(self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).len())
+    }
+
     /// Fetches the metadata (once) and the JWKS into `state`.
     async fn fetch(&self, state: &mut State) -> Result<(), String> {
         let uri = match &state.jwks_uri {

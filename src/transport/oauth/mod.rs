@@ -75,6 +75,22 @@ impl ResourceServer {
         r
     }
 
+    /// `hands doctor`'s line: whether the issuer's metadata and keys can be fetched from here.
+    pub async fn probe(&self) -> Result<String, String> {
+        match self.keys.probe().await {
+            Ok(0) => Err(format!(
+                "the JWKS of {} holds no RS256, ES256 or EdDSA signature key; no token could be \
+                 checked",
+                self.cfg.issuer
+            )),
+            Ok(n) => Ok(format!("the issuer {} answers: {n} signing keys", self.cfg.issuer)),
+            Err(e) => Err(format!(
+                "cannot fetch the keys of {}: {e}; tokens are answered 503 until it can",
+                self.cfg.issuer
+            )),
+        }
+    }
+
     /// The identity claim's value of the request's bearer token, or why it is refused.
     pub async fn identify(&self, token: Option<&str>) -> Result<String, Refusal> {
         let Some(token) = token else { return Err(Refusal::Missing) };
