@@ -38,6 +38,9 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
         // alone: the tokens it names are read at startup, from wherever `serve` runs.)
         let found = doctor::doctor_report(&daemon);
         report::out(&found.text);
+        if let Some(o) = daemon.config.http.as_ref().and_then(|h| h.oauth.as_ref()) {
+            report::out(&oauth_probe(o, "[server.http.oauth]"));
+        }
         let enforce = daemon.config.sandbox_mode == config::SandboxMode::Enforce;
         if found.serve_refuses
             || (enforce && daemon.self_test().is_some_and(|p| !p.missing().is_empty()))
@@ -46,4 +49,18 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Whether the OAuth issuer's metadata and keys can be fetched from this machine now: one line,
+/// `oauth: …` or `warning: …`.
+pub fn oauth_probe(o: &crate::config::OAuthCfg, table: &str) -> String {
+    let rs = match crate::transport::oauth::ResourceServer::new(o, table) {
+        Ok(rs) => rs,
+        Err(e) => return format!("warning: {table}: {e:#}"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    match rt.map_err(|e| e.to_string()).map(|rt| rt.block_on(rs.probe())) {
+        Ok(Ok(line)) => format!("oauth: {line}"),
+        Ok(Err(why)) | Err(why) => format!("warning: {table}: {why}"),
+    }
 }

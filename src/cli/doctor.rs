@@ -428,6 +428,11 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
                 h.listen
             ));
         }
+        if let Some(w) = (h.oauth.as_ref())
+            .and_then(|o| super::report::oauth_warning(o, &h.listen, "[server.http.oauth]"))
+        {
+            warnings.push(w);
+        }
         // The same checks `serve` makes first: tokens present, long enough, distinct.
         if let Err(e) = crate::transport::http_setup::Setup::new(c, None) {
             warnings.push(format!("`hands serve` would refuse to start: {e:#}"));

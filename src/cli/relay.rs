@@ -21,6 +21,12 @@ pub(super) fn relay(config: &Path) -> ExitCode {
             cfg.listen
         ));
     }
+    if let Some(o) = &cfg.oauth {
+        eprint_line(&format!("hands relay: oauth: {}", o.describe()));
+        if let Some(w) = super::report::oauth_warning(o, &cfg.listen.to_string(), "[relay.oauth]") {
+            eprint_line(&format!("hands relay: warning: {w}"));
+        }
+    }
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let summary = format!(
         "{} runners, {} agents, public_url {}",

@@ -133,6 +133,9 @@ pub fn policy(daemon: &Daemon) -> String {
             h.allowed_hosts.join(", "),
             clients.join(", ")
         );
+        if let Some(o) = &h.oauth {
+            let _ = writeln!(s, "http oauth: {}", o.describe());
+        }
     }
     if let Some(r) = &c.runner {
         // The token's source, never the token.
@@ -262,11 +265,17 @@ pub struct CheckFindings {
 pub fn check_findings(daemon: &Daemon) -> CheckFindings {
     let c = &daemon.config;
     let mut f = CheckFindings { warnings: Vec::new(), serve_refuses: false };
-    if let Some(h) = c.http.as_ref().filter(|h| h.clients.is_empty())
+    if let Some(h) = c.http.as_ref().filter(|h| h.clients.is_empty() && h.oauth.is_none())
         && let Some(why) = crate::transport::http_setup::loopback_refusal(c, &h.listen)
     {
         f.warnings.push(format!("`hands serve` would refuse to start: {why}"));
         f.serve_refuses = true;
+    }
+    if let Some(h) = c.http.as_ref()
+        && let Some(o) = &h.oauth
+        && let Some(w) = oauth_warning(o, &h.listen, "[server.http.oauth]")
+    {
+        f.warnings.push(w);
     }
     for m in &c.modules {
         if let ModuleSettings::Shell(sh) = &m.settings {
@@ -274,6 +283,21 @@ pub fn check_findings(daemon: &Daemon) -> CheckFindings {
         }
     }
     f
+}
+
+/// SPEC §9: an OAuth issuer that is not HTTPS while the endpoint is reached from outside
+/// loopback (a plain-`http` issuer is only accepted on loopback: a test provider on this
+/// machine, whose keys then vouch for clients on the network).
+pub fn oauth_warning(o: &crate::config::OAuthCfg, listen: &str, table: &str) -> Option<String> {
+    let outside = listen.parse::<std::net::SocketAddr>().is_ok_and(|a| !a.ip().is_loopback());
+    (o.issuer_is_plain_http() && outside).then(|| {
+        format!(
+            "{table}: the issuer {} is plain HTTP (on loopback) while {listen} is reached from \
+             other machines; an identity provider for the network is https (e.g. \
+             https://login.example.org)",
+            o.issuer
+        )
+    })
 }
 
 /// What `check` warns about tools-shell from the file alone (`doctor` too): allow entries

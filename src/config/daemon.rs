@@ -47,6 +47,7 @@ struct RawHttp {
     allowed_hosts: Vec<String>,
     #[serde(default)]
     clients: Vec<Spanned<RawHttpClient>>,
+    oauth: Option<Spanned<super::oauth::RawOAuth>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,6 +238,8 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
             );
         }
         let _ = span;
+        let oauth = (h.oauth.as_ref())
+            .map(|o| super::oauth::validate(o, "[server.http.oauth]", home.as_deref(), p));
         HttpCfg {
             listen: h.listen.get_ref().clone(),
             allowed_hosts: if h.allowed_hosts.is_empty() {
@@ -245,6 +248,7 @@ pub(super) fn validate(raw: RawConfig, p: &mut Problems<'_>) -> Option<Config> {
                 h.allowed_hosts.clone()
             },
             clients,
+            oauth,
         }
     });
     let dashboard = raw.server.dashboard.as_ref().map(|d| {

@@ -9,6 +9,7 @@
 mod daemon;
 mod load;
 mod modules;
+pub mod oauth;
 pub mod path_writers;
 mod runner;
 #[cfg(test)]
@@ -16,6 +17,7 @@ mod tests;
 pub mod trusted;
 
 pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
+pub use oauth::OAuthCfg;
 pub use runner::{LINK_FRAME, RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
 pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
@@ -212,6 +214,8 @@ pub struct HttpCfg {
     pub listen: String,
     pub allowed_hosts: Vec<String>,
     pub clients: Vec<HttpClientCfg>,
+    /// `[server.http.oauth]`: OAuth access tokens, beside or instead of the clients' tokens.
+    pub oauth: Option<OAuthCfg>,
 }
 
 #[derive(Debug, Clone)]

@@ -423,6 +423,10 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     if let Some(ca) = config.runner.as_ref().and_then(|r| r.ca_file.clone()) {
         add(absolute(&ca), "the runner's private CA ([runner] ca_file)", edit);
     }
+    // A CA a command could add to would let anyone it signs stand in for the OAuth issuer.
+    if let Some(ca) = config.http.as_ref().and_then(|h| h.oauth.as_ref()?.ca_file.clone()) {
+        add(absolute(&ca), "the OAuth issuer's private CA ([server.http.oauth] ca_file)", edit);
+    }
     let surface = "a start-up file of your home (sandbox-profiles/home-surface.txt) or a folder \
                    of your PATH, which your next login, terminal or git runs";
     let kept = "a person changes it outside hands; allow_home = true on the home's root keeps \

@@ -25,6 +25,7 @@ struct RawRelay {
     runners: Vec<Spanned<RawRunner>>,
     #[serde(default)]
     agents: Vec<Spanned<RawAgent>>,
+    oauth: Option<Spanned<crate::config::oauth::RawOAuth>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -40,6 +41,7 @@ struct RawAgent {
     name: Spanned<String>,
     token_env: Option<String>,
     token_file: Option<String>,
+    oauth_subject: Option<Spanned<String>>,
     runners: Vec<Spanned<String>>,
 }
 
@@ -55,6 +57,8 @@ pub struct RelayCfg {
     pub tls: Option<(PathBuf, PathBuf)>,
     pub runners: Vec<RunnerEntry>,
     pub agents: Vec<AgentEntry>,
+    /// `[relay.oauth]`: agents known by an OAuth access token's identity claim (SPEC §14).
+    pub oauth: Option<crate::config::OAuthCfg>,
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +73,8 @@ pub struct AgentEntry {
     pub name: String,
     pub token_env: Option<String>,
     pub token_file: Option<PathBuf>,
+    /// With `[relay.oauth]`: the identity claim's value that makes a token this agent's.
+    pub oauth_subject: Option<String>,
     /// The runner names it may reach.
     pub runners: globset::GlobSet,
     pub patterns: Vec<String>,
@@ -200,17 +206,46 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
             let m = format!("agent `{name}` appears twice");
             p.add(name_at.clone(), "[[relay.agents]]", "name", m, None);
         }
-        if e.token_env.is_some() == e.token_file.is_some() {
+        let ways = [e.token_env.is_some(), e.token_file.is_some(), e.oauth_subject.is_some()];
+        if ways.iter().filter(|w| **w).count() != 1 {
             p.add(
                 Some(s.span()),
                 "[[relay.agents]]",
                 "token_env",
                 format!(
-                    "agent `{}` needs exactly one of token_env and token_file",
+                    "agent `{}` needs exactly one of token_env, token_file and oauth_subject",
                     hands_roots::shown(name)
                 ),
                 Some("token_env = \"RELAY_TOKEN_ALICE\" reads the token from that variable"),
             );
+        }
+        if let Some(sub) = &e.oauth_subject {
+            let v = sub.get_ref();
+            let (section, key) = ("[[relay.agents]]", "oauth_subject");
+            if r.oauth.is_none() {
+                let m = format!(
+                    "agent `{}` names an oauth_subject without [relay.oauth]",
+                    hands_roots::shown(name)
+                );
+                p.add(
+                    Some(sub.span()),
+                    section,
+                    key,
+                    m,
+                    Some("add [relay.oauth] (issuer, audience, scopes, identity_claim)"),
+                );
+            } else if v.is_empty() || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                p.add(
+                    Some(sub.span()),
+                    section,
+                    key,
+                    "not a claim value (empty, spaces or control characters)",
+                    None,
+                );
+            } else if agents.iter().any(|o| o.oauth_subject.as_deref() == Some(v.as_str())) {
+                let m = format!("oauth_subject `{}` names two agents", hands_roots::shown(v));
+                p.add(Some(sub.span()), section, key, m, None);
+            }
         }
         let mut set = globset::GlobSetBuilder::new();
         for pat in &e.runners {
@@ -227,6 +262,7 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
             name: name.clone(),
             token_env: e.token_env.clone(),
             token_file: e.token_file.as_deref().map(|f| expand_tilde(f, home.as_deref())),
+            oauth_subject: e.oauth_subject.as_ref().map(|s| s.get_ref().clone()),
             runners: set.build().unwrap_or_else(|_| globset::GlobSet::empty()),
             patterns: e.runners.iter().map(|s| s.get_ref().clone()).collect(),
         });
@@ -239,6 +275,8 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
         tls,
         runners,
         agents,
+        oauth: (r.oauth.as_ref())
+            .map(|o| crate::config::oauth::validate(o, "[relay.oauth]", home.as_deref(), p)),
     }
 }
 
@@ -270,7 +308,9 @@ runners = ["build-box-*"]
     #[test]
     fn the_example_file_parses() {
         let c = parse(include_str!("../../relay.toml.example"), "relay.toml.example").unwrap();
-        assert_eq!((c.runners.len(), c.agents.len()), (2, 1));
+        assert_eq!((c.runners.len(), c.agents.len()), (2, 2));
+        assert_eq!(c.agents[1].oauth_subject.as_deref(), Some("ci-pipeline-client"));
+        assert_eq!(c.oauth.as_ref().map(|o| o.identity_claim.as_str()), Some("sub"));
         assert!(c.tls.is_some() && c.agents[0].runners.is_match("build-box-2"));
     }
 

@@ -3,13 +3,17 @@
 //! NAME at `/runners/NAME/mcp` as a streamable HTTP MCP endpoint served by the same door as
 //! `hands serve --http` (`src/transport/door.rs`: Host/Origin, body cap, both eras, hangups),
 //! and `GET /runners` lists the runners an agent may reach. The relay authenticates both ends,
-//! routes and caps (`hub.rs`, `proxy.rs`); it holds none of a runner's policy.
+//! routes and caps (`hub.rs`, `proxy.rs`); it holds none of a runner's policy. An agent proves
+//! who it is with its bearer token, or with `[relay.oauth]` an OAuth access token whose identity
+//! claim is its entry's `oauth_subject` (SPEC §14; the same check as `hands serve --http`'s,
+//! `src/transport/oauth`, whose Protected Resource Metadata the relay serves too).
 
 pub mod config;
 mod hub;
 mod proxy;
 mod upgrade;
 
+use crate::transport::conns::Timed;
 use crate::transport::door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
 use crate::transport::hangups::Sessions;
 use crate::transport::http_setup::{HostRule, mac, tag_of};
@@ -20,7 +24,6 @@ use hmac::Mac;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hub::Runner;
-use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use proxy::Proxy;
 use rmcp::transport::StreamableHttpService;
@@ -41,7 +44,10 @@ type Service = StreamableHttpService<Proxy, LocalSessionManager>;
 
 struct Agent {
     name: String,
-    tag: Vec<u8>,
+    /// The HMAC tag of its bearer token; `None` for an agent known by OAuth.
+    tag: Option<Vec<u8>>,
+    /// The identity claim's value of its OAuth tokens.
+    subject: Option<String>,
     /// Indices into `Relay::runners` of the runners it may reach.
     reaches: Vec<usize>,
 }
@@ -56,20 +62,26 @@ pub struct Relay {
     sessions: Arc<Sessions>,
     /// This process, told to each runner in the upgrade's answer.
     instance: String,
+    oauth: Option<crate::transport::oauth::ResourceServer>,
 }
 
 /// Everything `relay` needs, checked before the runtime starts: the tokens read, the TLS
 /// certificate and key loaded.
 pub struct Setup {
     cfg: RelayCfg,
-    agent_tags: Vec<Vec<u8>>,
+    agent_tags: Vec<Option<Vec<u8>>>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    oauth: Option<crate::transport::oauth::ResourceServer>,
 }
 
 impl Setup {
     pub fn new(cfg: RelayCfg) -> anyhow::Result<Setup> {
-        let mut agent_tags: Vec<Vec<u8>> = Vec::new();
+        let mut agent_tags: Vec<Option<Vec<u8>>> = Vec::new();
         for a in &cfg.agents {
+            if a.oauth_subject.is_some() {
+                agent_tags.push(None);
+                continue;
+            }
             let what = format!("[[relay.agents]] `{}`", a.name);
             let token = crate::transport::http_setup::read_secret(
                 &what,
@@ -77,20 +89,23 @@ impl Setup {
                 a.token_file.as_deref(),
             )?;
             let tag = tag_of(token.as_bytes());
-            if agent_tags.contains(&tag) {
+            if agent_tags.iter().any(|t| t.as_ref() == Some(&tag)) {
                 anyhow::bail!(
                     "{what} has the same token as another agent\nhint: give each agent its own token"
                 );
             }
-            agent_tags.push(tag);
+            agent_tags.push(Some(tag));
         }
+        let oauth = (cfg.oauth.as_ref())
+            .map(|o| crate::transport::oauth::ResourceServer::new(o, "[relay.oauth]"))
+            .transpose()?;
         let tls = match &cfg.tls {
             Some((cert, key)) => {
                 Some(tokio_rustls::TlsAcceptor::from(Arc::new(server_tls(cert, key)?)))
             }
             None => None,
         };
-        Ok(Setup { cfg, agent_tags, tls })
+        Ok(Setup { cfg, agent_tags, tls, oauth })
     }
 }
 
@@ -125,7 +140,7 @@ fn server_tls(
 
 /// Binds, tells `bound` the address, and serves until SIGINT or SIGTERM.
 pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> anyhow::Result<()> {
-    let Setup { cfg, agent_tags, tls } = setup;
+    let Setup { cfg, agent_tags, tls, oauth } = setup;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
@@ -138,6 +153,7 @@ pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> an
         .map(|(a, tag)| Agent {
             name: a.name.clone(),
             tag,
+            subject: a.oauth_subject.clone(),
             reaches: (runners.iter().enumerate())
                 .filter(|(_, r)| a.runners.is_match(&r.name))
                 .map(|(i, _)| i)
@@ -170,6 +186,7 @@ pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> an
         services,
         sessions: Arc::default(),
         instance: crate::link::random_id(),
+        oauth,
     });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
@@ -217,7 +234,10 @@ where
 {
     let svc = hyper::service::service_fn(move |req| {
         let relay = relay.clone();
-        async move { Ok::<_, Infallible>(relay.handle(req).await) }
+        // A body that trickles in is cut as on `hands serve --http` (408, the connection
+        // closes), so a slow agent cannot hold a connection and a session open for ever.
+        let (req, watch) = crate::transport::conns::timed(req);
+        async move { Ok::<_, Infallible>(watch.answer(relay.handle(req).await)) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -241,7 +261,7 @@ fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
 }
 
 impl Relay {
-    async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, req: Request<Timed>) -> Response<Body> {
         if let Err(r) = self.hosts.check_host(&req) {
             return *r;
         }
@@ -249,6 +269,12 @@ impl Relay {
             return *r;
         }
         let path = req.uri().path().to_string();
+        if let Some(oauth) = self.oauth.as_ref().filter(|o| o.is_metadata_path(&path)) {
+            if req.method() != http::Method::GET {
+                return plain(StatusCode::METHOD_NOT_ALLOWED, "GET the resource metadata");
+            }
+            return oauth.metadata();
+        }
         if path == "/runner" {
             return upgrade::runner(self, req);
         }
@@ -258,7 +284,7 @@ impl Relay {
                 "hands relay serves /runners, /runners/NAME/mcp and /runner",
             );
         }
-        let agent = match self.agent(req.headers()) {
+        let agent = match self.agent(req.headers()).await {
             Ok(a) => a,
             Err(r) => return *r,
         };
@@ -300,29 +326,53 @@ impl Relay {
         door::serve_mcp(service, &self.sessions, *index, req).await
     }
 
-    /// The agent whose token the request carries (an index), else 401.
-    fn agent(&self, headers: &http::HeaderMap) -> Result<usize, Box<Response<Body>>> {
-        let Some(presented) = bearer(headers) else {
+    /// The agent whose token the request carries (an index): a bearer token compared in
+    /// constant time with every agent's, else an OAuth access token whose identity claim is an
+    /// agent's `oauth_subject`; else 401 (403 for a valid token no agent names).
+    async fn agent(&self, headers: &http::HeaderMap) -> Result<usize, Box<Response<Body>>> {
+        let presented = bearer(headers);
+        let mut found = None;
+        if let Some(presented) = presented {
+            let mut m = mac();
+            m.update(presented.as_bytes());
+            for (i, a) in self.agents.iter().enumerate() {
+                if a.tag.as_ref().is_some_and(|t| m.clone().verify_slice(t).is_ok()) {
+                    found = Some(i);
+                }
+            }
+        }
+        if let Some(i) = found {
+            return Ok(i);
+        }
+        if let Some(oauth) = &self.oauth {
+            let claim = match oauth.identify(presented).await {
+                Ok(c) => c,
+                Err(refusal) => return Err(Box::new(oauth.refuse(refusal, "relay"))),
+            };
+            let entry = self.agents.iter().position(|a| a.subject.as_deref() == Some(&claim));
+            return entry.ok_or_else(|| {
+                let shown = hands_roots::shown(&claim);
+                tracing::warn!("relay: no agent has oauth_subject `{shown}`; refused");
+                Box::new(json(
+                    StatusCode::FORBIDDEN,
+                    serde_json::json!({"error": format!(
+                        "the access token is valid, but no [[relay.agents]] entry has \
+                         oauth_subject = \"{shown}\"; a person adds one to relay.toml"
+                    )}),
+                ))
+            });
+        }
+        let Some(_) = presented else {
             return Err(unauthorized(
                 "Bearer realm=\"hands-relay\"",
                 "missing bearer token: send `Authorization: Bearer <token>` with your agent's token",
             ));
         };
-        let mut m = mac();
-        m.update(presented.as_bytes());
-        let mut found = None;
-        for (i, a) in self.agents.iter().enumerate() {
-            if m.clone().verify_slice(&a.tag).is_ok() {
-                found = Some(i);
-            }
-        }
-        found.ok_or_else(|| {
-            tracing::warn!("relay: refused a request with a bearer token no agent has");
-            unauthorized(
-                "Bearer realm=\"hands-relay\", error=\"invalid_token\"",
-                "the bearer token matches no [[relay.agents]] entry",
-            )
-        })
+        tracing::warn!("relay: refused a request with a bearer token no agent has");
+        Err(unauthorized(
+            "Bearer realm=\"hands-relay\", error=\"invalid_token\"",
+            "the bearer token matches no [[relay.agents]] entry",
+        ))
     }
 
     fn list(&self, agent: usize) -> Response<Body> {

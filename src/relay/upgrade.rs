@@ -6,12 +6,12 @@
 use super::{Relay, refuse};
 use crate::link::drive::{drive, ws_config};
 use crate::link::{INSTANCE_HEADER, SUBPROTOCOL};
+use crate::transport::conns::Timed;
 use crate::transport::door::Body;
 use crate::transport::http_setup::{mac, tag_of};
 use hmac::Mac;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ fn has_token(headers: &http::HeaderMap, name: header::HeaderName, token: &str) -
     })
 }
 
-pub(super) fn runner(relay: &Arc<Relay>, req: Request<Incoming>) -> Response<Body> {
+pub(super) fn runner(relay: &Arc<Relay>, req: Request<Timed>) -> Response<Body> {
     let h = req.headers();
     let is_upgrade = req.method() == http::Method::GET
         && has_token(h, header::UPGRADE, "websocket")

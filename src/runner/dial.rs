@@ -5,9 +5,8 @@
 
 use crate::link::{INSTANCE_HEADER, SUBPROTOCOL, drive::ws_config};
 use http::{HeaderValue, header};
-use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use rustls::pki_types::ServerName;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
@@ -64,34 +63,8 @@ impl std::fmt::Debug for Secret {
 }
 
 /// A TLS client config trusting the system's roots and the PEM certificates of `ca_file`.
-// The CA file the person configured.
-#[allow(clippy::disallowed_methods)]
 pub fn tls_config(ca_file: Option<&Path>) -> anyhow::Result<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for cert in native.certs {
-        // One unusable system certificate is no reason to trust none.
-        let _ = roots.add(cert);
-    }
-    if let Some(file) = ca_file {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
-            .map_err(|e| anyhow::anyhow!("[runner] ca_file {}: {e}", file.display()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| anyhow::anyhow!("[runner] ca_file {}: {e}", file.display()))?;
-        if certs.is_empty() {
-            anyhow::bail!("[runner] ca_file {} holds no PEM certificate", file.display());
-        }
-        for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| anyhow::anyhow!("[runner] ca_file {}: {e}", file.display()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    crate::transport::tls::client_config(ca_file, "[runner] ca_file")
 }
 
 /// A connected, upgraded link and the relay's instance id.

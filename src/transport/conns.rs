@@ -11,7 +11,8 @@
 //!   also runs while a kept-alive connection waits for its next request: an idle connection is
 //!   closed after the same time).
 //! - **Request bodies** within [`BODY_TIMEOUT`] plus a second per [`BODY_RATE`] bytes received
-//!   ([`Timed`]); a late one is answered `408` and its connection closed.
+//!   ([`Timed`]); a late one is answered `408` and its connection closed. The relay's door,
+//!   which runs its own connections (TLS, upgrades), times its bodies the same way ([`timed`]).
 //! - **A quiet log**: cut connections are counted by reason, and each listener writes at most
 //!   one line a second about them ([`Tally`]), at debug (a failed `accept` at warn).
 
@@ -380,6 +381,29 @@ impl Body for Timed {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// [`Timed`] for a door that runs its own connections (the relay): the request with its body
+/// timed, and the watch that turns the door's answer into a closing 408 when the body was late.
+pub fn timed(req: Request<Incoming>) -> (Request<Timed>, LateWatch) {
+    let conn = Arc::new(Conn {
+        epoch: Instant::now(),
+        vouched: AtomicBool::new(false),
+        free_since: AtomicU64::new(0),
+        late: AtomicBool::new(false),
+        cut: CancellationToken::new(),
+    });
+    let (parts, body) = req.into_parts();
+    (Request::from_parts(parts, Timed::new(body, conn.clone())), LateWatch(conn))
+}
+
+/// See [`timed`].
+pub struct LateWatch(Arc<Conn>);
+
+impl LateWatch {
+    pub fn answer(&self, answer: Response<Boxed>) -> Response<Boxed> {
+        if self.0.late.load(Ordering::SeqCst) { late() } else { answer }
     }
 }
 

@@ -10,8 +10,10 @@
 //!    port), else 403 — the same status rmcp and the MCP spec use for this check;
 //! 3. `Origin`, when present: an `http`/`https` origin whose host passes the same rule, else
 //!    403 (`Origin: null` included);
-//! 4. the bearer token, when `[[server.http.clients]]` are configured: compared in constant time
-//!    with every client's token; none or no match is 401 with `WWW-Authenticate: Bearer`;
+//! 4. the bearer token, when `[[server.http.clients]]` or `[server.http.oauth]` are configured:
+//!    compared in constant time with every client's token, else checked as an OAuth access token
+//!    (`oauth/`); none, no match or an invalid token is 401 with `WWW-Authenticate: Bearer`
+//!    (naming the Protected Resource Metadata with OAuth), too little scope 403;
 //! 5. the body: a `Content-Length` over [`MAX_BODY`] is 413 at once, and rmcp enforces the same
 //!    cap while it reads a chunked body.
 //!
@@ -24,8 +26,12 @@
 //! whose factory builds every session's `HandsServer` with that client's `name`, and its own
 //! session manager. A session id minted for one client is unknown to every other client's
 //! service (404), so a token can never act inside another client's session, and a handler never
-//! reads the identity from headers or request extensions. With no clients configured (allowed
-//! only on a loopback address) every request is served as the identity [`ANONYMOUS`].
+//! reads the identity from headers or request extensions. An OAuth client's service is made
+//! the first time its identity claim is seen (`oauth:<claim>`) and kept, so its sessions stay
+//! its own the same way. With neither clients nor OAuth (allowed only on a loopback address)
+//! every request is served as the identity [`ANONYMOUS`]. With OAuth, the Protected Resource
+//! Metadata is served at `/.well-known/oauth-protected-resource` (and `…/mcp`), after the
+//! `Host` check.
 
 use super::conns::{self, Timed};
 use super::door::{self, Body, Hosts, bearer, plain, unauthorized};
@@ -37,12 +43,20 @@ use hmac::Mac;
 use http::{HeaderMap, Request, Response, StatusCode};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use door::MAX_BODY;
 
+/// The most OAuth identities served (each keeps a service and its sessions); past it a new one
+/// is refused with 503 until a restart.
+const MAX_OAUTH_IDENTITIES: usize = 4096;
+
 type Service = StreamableHttpService<HandsServer, LocalSessionManager>;
+
+/// OAuth identities (the claim's value) and each one's (index in `Sessions`, service).
+type Identities = Mutex<HashMap<String, (usize, Service)>>;
 
 /// The state every connection shares.
 struct Door {
@@ -51,6 +65,9 @@ struct Door {
     services: Vec<(Option<ClientKey>, Service)>,
     /// The sessions calls were made in, for clients that vanish mid-call.
     sessions: Arc<Sessions>,
+    /// `[server.http.oauth]`, and a service per identity seen (indices after `services`').
+    oauth: Option<(super::oauth::ResourceServer, Identities)>,
+    make_service: Box<dyn Fn(String) -> Service + Send + Sync>,
 }
 
 /// Binds the address, tells `bound` what it serves (for the banner), and serves until SIGINT
@@ -67,7 +84,7 @@ pub async fn serve(
 
     let shutdown = CancellationToken::new();
     let rmcp_config = door::rmcp_config(&shutdown);
-    let make_service = |name: String| -> Service {
+    let make_service = move |name: String| -> Service {
         let daemon = daemon.clone();
         StreamableHttpService::new(
             move || Ok(HandsServer::new(daemon.clone(), &name)),
@@ -75,7 +92,7 @@ pub async fn serve(
             rmcp_config.clone(),
         )
     };
-    let services = if setup.clients.is_empty() {
+    let services = if setup.clients.is_empty() && setup.oauth.is_none() {
         vec![(None, make_service(ANONYMOUS.to_string()))]
     } else {
         setup
@@ -88,7 +105,9 @@ pub async fn serve(
             .collect()
     };
     let hosts = Hosts { rules: setup.hosts, remedy: "[server.http].allowed_hosts in daemon.toml" };
-    let door = Arc::new(Door { hosts, services, sessions: Arc::default() });
+    let oauth = setup.oauth.map(|o| (o, Mutex::default()));
+    let make_service = Box::new(make_service);
+    let door = Arc::new(Door { hosts, services, sessions: Arc::default(), oauth, make_service });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
@@ -107,6 +126,17 @@ pub async fn serve(
 
 impl Door {
     async fn handle(&self, mut req: Request<Timed>) -> Response<Body> {
+        if let Some((oauth, _)) = &self.oauth
+            && oauth.is_metadata_path(req.uri().path())
+        {
+            if let Err(r) = self.hosts.check_host(&req) {
+                return *r;
+            }
+            if req.method() != http::Method::GET {
+                return plain(StatusCode::METHOD_NOT_ALLOWED, "GET the resource metadata");
+            }
+            return oauth.metadata();
+        }
         if req.uri().path() != "/mcp" {
             return plain(StatusCode::NOT_FOUND, "hands serves MCP at /mcp");
         }
@@ -116,45 +146,90 @@ impl Door {
         if let Err(r) = self.hosts.check_origin(req.headers()) {
             return *r;
         }
-        let (index, service) = match self.pick_service(req.headers()) {
+        let (index, service) = match self.pick_service(req.headers()).await {
             Ok(s) => s,
             Err(r) => return *r,
         };
         // A client's token (or loopback without tokens): this connection is not closed to make
         // room for another while the request is served.
         conns::vouch(&mut req);
-        door::serve_mcp(service, &self.sessions, index, req).await
+        door::serve_mcp(&service, &self.sessions, index, req).await
     }
 
-    /// The service of the client whose token the request carries; 401 without a token or with
-    /// a token no client has. Every client's tag is compared, in constant time, whatever matched.
-    fn pick_service(&self, headers: &HeaderMap) -> Result<(usize, &Service), Box<Response<Body>>> {
+    /// The service of the client whose token the request carries: a static client's, else the
+    /// OAuth identity's; 401 without a token or with one no client has and OAuth refuses.
+    /// Every static client's tag is compared, in constant time, whatever matched.
+    async fn pick_service(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(usize, Service), Box<Response<Body>>> {
         if let [(None, service)] = self.services.as_slice() {
-            return Ok((0, service));
+            return Ok((0, service.clone()));
         }
-        let Some(presented) = bearer(headers) else {
+        let presented = bearer(headers);
+        let mut found = None;
+        if let Some(presented) = presented {
+            let mut m = mac();
+            m.update(presented.as_bytes());
+            for (index, (client, service)) in self.services.iter().enumerate() {
+                if let Some(c) = client
+                    && m.clone().verify_slice(&c.tag).is_ok()
+                {
+                    found = Some((index, service.clone()));
+                }
+            }
+        }
+        if let Some(f) = found {
+            return Ok(f);
+        }
+        if let Some((oauth, identities)) = &self.oauth {
+            let claim = match oauth.identify(presented).await {
+                Ok(c) => c,
+                Err(refusal) => return Err(Box::new(oauth.refuse(refusal, "http"))),
+            };
+            return self.oauth_service(identities, claim);
+        }
+        let Some(_) = presented else {
             return Err(unauthorized(
                 "Bearer realm=\"hands\"",
                 "missing bearer token: send `Authorization: Bearer <token>` with the token of \
                  your [[server.http.clients]] entry",
             ));
         };
-        let mut m = mac();
-        m.update(presented.as_bytes());
-        let mut found = None;
-        for (index, (client, service)) in self.services.iter().enumerate() {
-            if let Some(c) = client
-                && m.clone().verify_slice(&c.tag).is_ok()
-            {
-                found = Some((index, service));
-            }
+        tracing::warn!("http: refused a request with a bearer token no client has");
+        Err(unauthorized(
+            "Bearer realm=\"hands\", error=\"invalid_token\"",
+            "the bearer token matches no [[server.http.clients]] entry",
+        ))
+    }
+
+    /// The service of OAuth identity `claim`, made the first time it is seen.
+    fn oauth_service(
+        &self,
+        identities: &Identities,
+        claim: String,
+    ) -> Result<(usize, Service), Box<Response<Body>>> {
+        let mut table = hands_roots::lock(identities);
+        if let Some((index, service)) = table.get(&claim) {
+            return Ok((*index, service.clone()));
         }
-        found.ok_or_else(|| {
-            tracing::warn!("http: refused a request with a bearer token no client has");
-            unauthorized(
-                "Bearer realm=\"hands\", error=\"invalid_token\"",
-                "the bearer token matches no [[server.http.clients]] entry",
-            )
-        })
+        if table.len() >= MAX_OAUTH_IDENTITIES {
+            tracing::warn!(
+                "http: {MAX_OAUTH_IDENTITIES} OAuth identities served; one more refused"
+            );
+            return Err(door::bad(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "this daemon serves {MAX_OAUTH_IDENTITIES} OAuth identities already; a person \
+                     restarts it to serve new ones"
+                ),
+            ));
+        }
+        let index = self.services.len() + table.len();
+        let identity = format!("{}{claim}", super::oauth::PREFIX);
+        tracing::info!("http: first request of OAuth client `{}`", hands_roots::shown(&identity));
+        let service = (self.make_service)(identity);
+        table.insert(claim, (index, service.clone()));
+        Ok((index, service))
     }
 }

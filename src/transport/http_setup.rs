@@ -43,6 +43,8 @@ pub struct Setup {
     pub(super) addr: SocketAddr,
     pub(super) hosts: Vec<HostRule>,
     pub(super) clients: Vec<ClientKey>,
+    /// `[server.http.oauth]`: OAuth access tokens too (or instead).
+    pub(super) oauth: Option<super::oauth::ResourceServer>,
 }
 
 impl Setup {
@@ -61,6 +63,7 @@ impl Setup {
                     listen: String::new(),
                     allowed_hosts: Vec::new(),
                     clients: Vec::new(),
+                    oauth: None,
                 };
                 &default_cfg
             }
@@ -73,19 +76,22 @@ impl Setup {
         let addr: SocketAddr = listen.parse().map_err(|_| {
             anyhow!("{from} `{listen}` is not an address:port\nhint: for example 127.0.0.1:8765")
         })?;
-        if !addr.ip().is_loopback() && cfg.clients.is_empty() {
+        let oauth = (cfg.oauth.as_ref())
+            .map(|o| super::oauth::ResourceServer::new(o, "[server.http.oauth]"))
+            .transpose()?;
+        let tokenless = cfg.clients.is_empty() && oauth.is_none();
+        if !addr.ip().is_loopback() && tokenless {
             bail!(
                 "refusing to serve HTTP on {addr} without bearer tokens: a non-loopback address is \
                  reachable from other machines, and anyone reaching it would get the tools\n\
                  hint: add a client to daemon.toml —\n  \
                  [[server.http.clients]]\n  name = \"ci-bot\"\n  token_env = \"HANDS_TOKEN_CI\"   \
                  # or token_file = \"~/.config/hands/ci-bot.token\"\n\
-                 or listen on a loopback address such as 127.0.0.1:8765"
+                 or OAuth access tokens ([server.http.oauth], README \"OAuth\"), or listen on \
+                 a loopback address such as 127.0.0.1:8765"
             );
         }
-        if cfg.clients.is_empty()
-            && let Some(why) = loopback_refusal(config, &addr.to_string())
-        {
+        if tokenless && let Some(why) = loopback_refusal(config, &addr.to_string()) {
             bail!("{why}");
         }
         let mut hosts = Vec::new();
@@ -116,16 +122,27 @@ impl Setup {
             }
             clients.push(ClientKey { name: c.name.clone(), tag });
         }
-        Ok(Some(Setup { addr, hosts, clients }))
+        Ok(Some(Setup { addr, hosts, clients, oauth }))
     }
 
     /// What the banner says for the transport, given the bound address.
     pub(super) fn describe(&self, bound: SocketAddr) -> String {
-        if self.clients.is_empty() {
-            format!("http://{bound}/mcp (no bearer tokens: loopback only, identity `{ANONYMOUS}`)")
-        } else {
-            let names: Vec<&str> = self.clients.iter().map(|c| c.name.as_str()).collect();
-            format!("http://{bound}/mcp (bearer tokens: {})", names.join(", "))
+        let names: Vec<&str> = self.clients.iter().map(|c| c.name.as_str()).collect();
+        match (&self.oauth, names.is_empty()) {
+            (None, true) => format!(
+                "http://{bound}/mcp (no bearer tokens: loopback only, identity `{ANONYMOUS}`)"
+            ),
+            (None, false) => format!("http://{bound}/mcp (bearer tokens: {})", names.join(", ")),
+            (Some(o), _) => format!(
+                "http://{bound}/mcp (OAuth access tokens of {} for {}{})",
+                o.cfg().issuer,
+                o.cfg().audience,
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!("; bearer tokens: {}", names.join(", "))
+                }
+            ),
         }
     }
 }

