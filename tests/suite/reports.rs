@@ -95,7 +95,8 @@ async fn lines_in_the_launchers_format_on_stderr_decide_nothing() {
 
 /// A command that hits a wall and then hides it: its stderr closed before the create (the
 /// launcher's line goes to the init's stderr, not the command's), or the line buried under
-/// megabytes of output the result keeps only the end of. The refusal is listed either way, the
+/// megabytes of output the result keeps only the end of. The command holds no descriptor but
+/// its standard streams, so it cannot write on the channel either. The refusal is listed either way, the
 /// exit code is the command's own, and the create it tried did not happen; the write beside
 /// it did (positive control).
 #[tokio::test]
@@ -106,11 +107,14 @@ async fn a_real_refusal_is_listed_though_the_command_hides_its_stderr() {
     let vscode = fx.root.join(".vscode");
     let quiet = bash(
         &c,
-        "exec 2>/dev/null; echo 'export A=1' > .envrc; mkdir -p .vscode; \
-         echo fine > fine.txt; exit 3",
+        "ls /proc/$$/fd > fds.txt; exec 2>/dev/null; echo 'export A=1' > .envrc; \
+         mkdir -p .vscode; echo fine > fine.txt; exit 3",
     )
     .await;
     assert_eq!(quiet["exit_code"], 3, "{quiet}");
+    // The channel never reaches the command: it has its standard streams and nothing else.
+    let fds = std::fs::read_to_string(fx.root.join("fds.txt")).unwrap();
+    assert_eq!(fds, "0\n1\n2\n", "the command's descriptors");
     let listed = |r: &Value, p: &std::path::Path| {
         denied(r)
             .iter()

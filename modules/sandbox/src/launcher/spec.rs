@@ -276,9 +276,16 @@ impl Spec {
     /// [`SPEC_FD`] or above: the launcher keeps it open (outside the sandbox, close-on-exec,
     /// closed in its child), so `/proc/<launcher>/fd/3` shows the daemon's user what a running
     /// sandbox was built from. The channel comes back even when the spec does not, to report
-    /// why.
+    /// why. A spec file on stdin (a person's, or `benches/launcher_ab.py` timing builds
+    /// against each other) is read as before, with no one to report to.
     pub(crate) fn receive() -> (Reporter, anyhow::Result<(Spec, std::fs::File)>) {
+        use rustix::fs::FileType;
         use std::os::fd::{AsFd, AsRawFd};
+        if sys::stdin_type() == Some(FileType::RegularFile) {
+            let fd = sys::take_stdin(SPEC_FD, FileType::RegularFile)
+                .ok_or_else(|| anyhow::anyhow!("the spec file on stdin cannot be moved"));
+            return (Reporter::default(), fd.and_then(Self::read));
+        }
         let stdin = std::io::stdin();
         // Received first, so that it is the lowest descriptor above the standard streams.
         let fd = report::receive_spec(stdin.as_fd()).and_then(|fd| {
@@ -288,12 +295,13 @@ impl Spec {
                 Ok(rustix::io::fcntl_dupfd_cloexec(&fd, SPEC_FD)?)
             }
         });
-        let reporter = sys::take_stdin_socket(SPEC_FD + 1).map(Reporter::new).unwrap_or_default();
+        let reporter =
+            sys::take_stdin(SPEC_FD + 1, FileType::Socket).map(Reporter::new).unwrap_or_default();
         let spec = fd
             .map_err(|e| {
                 anyhow::anyhow!(
                     "no spec on stdin ({e}): `hands __sandbox` is started by the daemon, which \
-                     passes the spec there"
+                     passes the spec there (or give it a spec file as stdin)"
                 )
             })
             .and_then(Self::read);

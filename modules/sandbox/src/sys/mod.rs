@@ -728,16 +728,20 @@ pub fn give_stdio(uid: libc::uid_t, gid: libc::gid_t) {
     }
 }
 
-/// The launcher's stdin when it is a socket (the daemon's report channel; never a terminal or
-/// a pipe), moved to a close-on-exec descriptor `>= at`; `/dev/null` takes its place as fd 0,
-/// the command's stdin.
-pub fn take_stdin_socket(at: i32) -> Option<OwnedFd> {
+/// What the launcher's stdin is: a socket (the daemon's report channel), a regular file (a
+/// spec given by hand), or something else (a terminal, a pipe, which a read would wait on).
+pub fn stdin_type() -> Option<rustix::fs::FileType> {
+    use std::os::fd::AsFd;
+    let st = rustix::fs::fstat(std::io::stdin().as_fd()).ok()?;
+    Some(rustix::fs::FileType::from_raw_mode(st.st_mode))
+}
+
+/// The launcher's stdin when it is a `kind` ([`stdin_type`]), moved to a close-on-exec
+/// descriptor `>= at`; `/dev/null` takes its place as fd 0, the command's stdin.
+pub fn take_stdin(at: i32, kind: rustix::fs::FileType) -> Option<OwnedFd> {
     use std::os::fd::AsFd;
     let stdin = std::io::stdin();
-    let socket = rustix::fs::fstat(stdin.as_fd()).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket
-    });
-    if !socket {
+    if stdin_type() != Some(kind) {
         return None;
     }
     let moved = rustix::io::fcntl_dupfd_cloexec(stdin.as_fd(), at).ok()?;
@@ -748,7 +752,7 @@ pub fn take_stdin_socket(at: i32) -> Option<OwnedFd> {
     )
     .ok()?;
     // SAFETY: dup2 with two open descriptors: fd 0 becomes /dev/null (without close-on-exec,
-    // as a stdin must be); the channel stays open at `moved`.
+    // as a stdin must be); what stdin was stays open at `moved`.
     if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
         return None;
     }
