@@ -219,8 +219,9 @@ async fn a_sandboxed_command_cannot_use_the_control_socket() {
     assert!(!fx.root.join("state").exists(), "nothing was created in the root");
     // Defense in depth: even a sandboxed command that reaches the socket (here the launcher is
     // run by hand with the state dir bound in) is refused, though it has the daemon's uid. A
-    // root launcher never gives a command root's uid (`run_as`): then the socket's mode alone
-    // keeps it out, which the refusal below shows too.
+    // root launcher never gives a command root's uid (`run_as`), but binds a root-owned root
+    // id-mapped (decision 0061), so the command reaches the socket as its owner: the daemon's
+    // check of the peer's uid refuses it then.
     let root = rustix::process::geteuid().is_root();
     let config = fx.fs_shell_config();
     let c = Client::start(&fx, &config).await;
