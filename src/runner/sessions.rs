@@ -7,7 +7,7 @@
 //! session whose answers overflow ends.
 
 use crate::link::drive::{Full, Outbox};
-use crate::link::{Envelope, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, msg};
+use crate::link::{Envelope, MAX_FRAME, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, msg};
 use crate::server::{Daemon, HandsServer};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
@@ -300,6 +300,23 @@ impl Sessions {
     }
 }
 
+/// What goes out in place of a message of `bytes` bytes, more than a link frame holds (the relay
+/// would refuse the frame, and the link would fail on it at every reconnect): for an answer to
+/// request `id`, an error saying so — the call ran and is not run again; for anything else, a
+/// log line here and nothing (a notification the agent can do without).
+fn too_large(session: &str, id: Option<&RequestId>, bytes: usize) -> Option<String> {
+    tracing::warn!("a message of {bytes} bytes is more than the link carries; not sent");
+    let id = id?;
+    let message = format!(
+        "the answer was {bytes} bytes, more than a runner's link carries ({} MiB): the call \
+         ran, and is not run again; ask for less (fewer or smaller `outputs`, a narrower read)",
+        MAX_FRAME >> 20
+    );
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": id,
+        "error": {"code": -32603, "message": message}});
+    Some(msg(session, &error, None))
+}
+
 /// rmcp's transport of one session: messages from the link in, answers to the outbox. A
 /// request's bytes count against [`MAX_INBOUND_BYTES`] until it is answered (rmcp runs each in
 /// a task of its own, so what is held is what is in flight, not only what is queued).
@@ -345,7 +362,13 @@ impl rmcp::transport::Transport<RoleServer> for LinkTransport {
             }
             _ => None,
         };
-        let text = msg(&self.session, &item, call);
+        let mut text = msg(&self.session, &item, call);
+        if text.len() > MAX_FRAME {
+            match too_large(&self.session, answered, text.len()) {
+                Some(instead) => text = instead,
+                None => return std::future::ready(Ok(())),
+            }
+        }
         let pushed = self.outbox.push(&self.session, text);
         if pushed.is_err() {
             // Its answers overflow (the link is gone and they pile up): the session ends, and

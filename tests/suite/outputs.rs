@@ -276,3 +276,37 @@ async fn a_fifo_a_folder_or_a_device_among_the_outputs_is_refused_without_blocki
     assert!(resources(&again).is_empty());
     c.stop().await;
 }
+
+/// A command still running beside the reads (a tmux session in the same sandbox) swaps an
+/// output between a file in the root and a link to the canary outside, over and over: each read
+/// resolves once and reads what it resolved, so it returns the file or refuses the link, and
+/// never the canary.
+#[tokio::test]
+async fn an_output_swapped_for_a_link_while_it_is_read_never_leaks_what_the_link_names() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let canary = fx.outside.join("canary.txt");
+    let swap = format!(
+        "while :; do ln -sfn {} l.tmp && mv -fT l.tmp swap.txt; \
+         echo inside > f.tmp && mv -fT f.tmp swap.txt; done",
+        canary.display()
+    );
+    c.ok("tmux_start", json!({ "command": swap, "name": "swapper" })).await;
+    let (mut returned, mut refused) = (0, 0);
+    for _ in 0..30 {
+        let r = bash(&c, json!({ "command": "true", "outputs": ["swap.txt"] })).await;
+        assert!(!everything(&r).contains(CANARY.trim_end()), "leaked: {}", text_of(&r));
+        match resources(&r).first() {
+            Some(got) => {
+                assert_eq!(got.2, b"inside\n");
+                returned += 1;
+            }
+            None => refused += 1,
+        }
+    }
+    c.ok("tmux_kill", json!({ "session": "swapper" })).await;
+    // The positive control: the file itself comes back while it is there.
+    assert!(returned > 0, "never returned ({refused} refused)");
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -3,12 +3,14 @@
 //! through the relay by rmcp's streamable HTTP client and the official Python SDK
 //! (`python.rs`): the door, identities, approvals, restarts and lost calls (`through.rs`),
 //! every tool (`every.rs`), progress and cancellation (`both_ways.rs`), standing permissions
-//! per agent and the dashboard (`scopes.rs`). `hostile.rs` puts a test-written relay stand-in
-//! in the relay's place, `rogue.rs` a runner stand-in in a runner's.
+//! per agent and the dashboard (`scopes.rs`), `bash`'s files fitted under a link frame
+//! (`outputs.rs`). `hostile.rs` puts a test-written relay stand-in in the relay's place,
+//! `rogue.rs` a runner stand-in in a runner's.
 
 mod both_ways;
 mod every;
 mod hostile;
+mod outputs;
 mod python;
 mod rogue;
 mod scopes;
