@@ -466,3 +466,79 @@ fn oauth_settings_are_checked_at_startup_and_shown_by_check_and_doctor() {
         "{text}"
     );
 }
+
+/// SPEC §14 / issue 33 point 4 beyond the audit log: the identity claim is the client in a
+/// person's question and in a standing permission. A write asked of a person is parked under
+/// `oauth:hands-agent`; approved *always*, a new connection with a token of the same identity
+/// writes with nobody asked, while another identity's token is asked again (its write parked,
+/// not run, then denied). Positive control: the first write lands once approved.
+#[tokio::test]
+async fn an_oauth_identity_is_the_client_a_person_approves_and_a_permission_names() {
+    use super::channels::parked_id;
+    use super::gate::approvals;
+    let fx = Fixture::new();
+    let port = free_port();
+    let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}/mcp")).await;
+    let extra = "\n[trust]\nwrite = \"ask\"\napproval_timeout_secs = 60\n";
+    let config = oauth_config(&fx, port, &idp.issuer, extra);
+    let _hands = serve(&fx, &config, port).await;
+    let connect = |kind: &str| {
+        let cfg =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp"))
+                .auth_header(idp.token(kind));
+        async move {
+            std::sync::Arc::new(Client {
+                service: handshake(
+                    (),
+                    StreamableHttpClientTransport::from_config(cfg),
+                    Era::Legacy,
+                )
+                .await,
+            })
+        }
+    };
+    let write = |c: &std::sync::Arc<Client>, path: &'static str| {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("write", json!({ "path": path, "content": "x" })).await })
+    };
+
+    let first = connect("valid").await;
+    let call = write(&first, "asked.txt");
+    let (id, listing) = parked_id(&fx, &config, "asked.txt").await;
+    assert!(listing.contains("oauth:hands-agent"), "the question names the identity: {listing}");
+    assert!(!fx.root.join("asked.txt").exists(), "ran before a person answered");
+    let (ok, out) = approvals(&fx, &config, &["approve", &id, "--for", "always"]);
+    assert!(ok, "{out}");
+    assert_ne!(call.await.unwrap().is_error, Some(true));
+    assert!(fx.root.join("asked.txt").exists());
+    let (_, listed) = approvals(&fx, &config, &["list"]);
+    assert!(listed.contains("client oauth:hands-agent may run `write`"), "{listed}");
+
+    // The same identity on a new connection: the permission covers it, nobody is asked.
+    let again = connect("valid").await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        again.call(
+            "write",
+            json!({
+        "path": "covered.txt", "content": "x" }),
+        ),
+    )
+    .await
+    .expect("the always permission did not cover the same identity");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert!(fx.root.join("covered.txt").exists());
+
+    // Another identity is asked again: parked, not run; denied, never written.
+    let other = connect("second_client").await;
+    let call = write(&other, "other.txt");
+    let (id, listing) = parked_id(&fx, &config, "other.txt").await;
+    assert!(listing.contains("oauth:hands-agent-2"), "asked as itself: {listing}");
+    assert!(!fx.root.join("other.txt").exists(), "another identity used the permission");
+    let (ok, out) = approvals(&fx, &config, &["deny", &id]);
+    assert!(ok, "{out}");
+    assert_eq!(call.await.unwrap().is_error, Some(true));
+    assert!(!fx.root.join("other.txt").exists());
+    assert!(approvals(&fx, &config, &["revoke", "--all"]).0);
+    fx.assert_canary();
+}
