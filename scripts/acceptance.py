@@ -83,6 +83,15 @@ class Run:
         with open(os.path.join(self.proj, "README.txt"), "w") as f:
             f.write(f"readme-visible-{self.mark}\n")
         os.chmod(os.path.join(self.proj, "README.txt"), 0o644)
+        if os.getuid() == 0:
+            # A root daemon runs commands as the project's owner, `nobody` when that is root,
+            # and binds a root-owned project id-mapped; the VMs' /root and /tmp are overlays
+            # over 9p and tmpfs, which cannot be id-mapped on these kernels (a refusal the
+            # suite's suite::idmap covers): the project is nobody's, as a build box's would be
+            # its user's.
+            for p in (self.proj, os.path.join(self.proj, ".env"),
+                      os.path.join(self.proj, "README.txt")):
+                os.chown(p, 65534, 65534)
         self.config = os.path.join(self.base, "daemon.toml")
         self.write_config("enforce")
         self.env = dict(os.environ, XDG_STATE_HOME=self.state, RUST_LOG="warn")
