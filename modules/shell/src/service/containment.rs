@@ -14,7 +14,14 @@ impl Shell {
         self.probe.get_or_init(|| {
             let run = || match self.with_netns(self.base.clone()) {
                 Ok(base) => probe::run(&self.launcher, &base, &self.roots),
-                Err(Refusal(why)) => probe::failed(why),
+                Err(Refusal(why)) => {
+                    // The netns holder is `hands netns`, the daemon's own process, not a
+                    // command: its words on why it failed are the daemon's to read.
+                    let no_userns = why.contains("user namespace");
+                    let mut p = probe::failed(why);
+                    p.no_user_namespace = no_userns;
+                    p
+                }
             };
             let mut p = run();
             if !self.enforce && p.userns_refused() {
