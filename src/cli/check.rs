@@ -54,13 +54,22 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
 /// Whether the OAuth issuer's metadata and keys can be fetched from this machine now: one line,
 /// `oauth: …` or `warning: …`.
 pub fn oauth_probe(o: &crate::config::OAuthCfg, table: &str) -> String {
-    let rs = match crate::transport::oauth::ResourceServer::new(o, table) {
-        Ok(rs) => rs,
-        Err(e) => return format!("warning: {table}: {e:#}"),
-    };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
-    match rt.map_err(|e| e.to_string()).map(|rt| rt.block_on(rs.probe())) {
-        Ok(Ok(line)) => format!("oauth: {line}"),
-        Ok(Err(why)) | Err(why) => format!("warning: {table}: {why}"),
+    match rt {
+        Ok(rt) => rt.block_on(oauth_probe_async(o, table)),
+        Err(e) => {
+            format!("warning: {table}: cannot start the async runtime to ask the issuer: {e}")
+        }
+    }
+}
+
+/// `oauth_probe` on a running runtime (the relay asks at start, beside serving).
+pub async fn oauth_probe_async(o: &crate::config::OAuthCfg, table: &str) -> String {
+    match crate::transport::oauth::ResourceServer::new(o, table) {
+        Ok(rs) => match rs.probe().await {
+            Ok(line) => format!("oauth: {line}"),
+            Err(why) => format!("warning: {table}: {why}"),
+        },
+        Err(e) => format!("warning: {table}: {e:#}"),
     }
 }

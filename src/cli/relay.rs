@@ -34,6 +34,7 @@ pub(super) fn relay(config: &Path) -> ExitCode {
         cfg.agents.len(),
         cfg.public_url
     );
+    let oauth = cfg.oauth.clone();
     let setup = match crate::relay::Setup::new(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -48,6 +49,14 @@ pub(super) fn relay(config: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Whether the issuer answers, asked beside serving as `hands doctor` asks for serve --http:
+    // a relay whose issuer cannot be reached says so at once, not at an agent's first 503.
+    if let Some(o) = oauth {
+        rt.spawn(async move {
+            let line = super::check::oauth_probe_async(&o, "[relay.oauth]").await;
+            eprint_line(&format!("hands relay: {line}"));
+        });
+    }
     let bound = |addr| {
         eprint_line(&format!(
             "hands relay {}: listening on {scheme}://{addr} ({summary})",

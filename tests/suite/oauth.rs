@@ -5,8 +5,8 @@
 //! binaries; the clients are hand-written HTTP/1.1 (for statuses and headers), rmcp's client and
 //! the official Python SDK — with a token, and through its own OAuth flow.
 
-use super::common::{Client, Era, Fixture, handshake};
-use super::runner::Proc;
+use super::common::{Client, Era, Fixture, handshake, text_of};
+use super::runner::{Proc, RUNNER_TOKEN, agent_at, call, runner_config, sha256_hex, start_runner};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
@@ -350,8 +350,12 @@ async fn the_python_sdk_reaches_hands_with_a_token_and_through_its_own_oauth_flo
     fx.assert_canary();
 }
 
+/// `[relay.oauth]` end to end: the relay asks the issuer at start; its door answers metadata,
+/// 401, 403 and 503 by the token; then a real runner connects and the OAuth agent (rmcp's
+/// client) holds whole MCP sessions with it in both eras, audited as `runner:<agent>`, its
+/// token seen by no one past the relay.
 #[tokio::test]
-async fn the_relay_knows_an_oauth_agent_by_its_subject() {
+async fn an_oauth_agent_works_a_runner_through_the_relay_by_its_subject() {
     let fx = Fixture::new();
     let port = free_port();
     let idp = Idp::start(&fx, &format!("http://127.0.0.1:{port}")).await;
@@ -366,7 +370,7 @@ async fn the_relay_knows_an_oauth_agent_by_its_subject() {
              [[relay.runners]]\nname = \"box-1\"\ntoken_sha256 = \"{}\"\n\n\
              [[relay.agents]]\nname = \"ci\"\noauth_subject = \"{sub}\"\nrunners = [\"box-*\"]\n",
             idp.issuer,
-            "0".repeat(64)
+            sha256_hex(RUNNER_TOKEN)
         ),
     )
     .unwrap();
@@ -375,6 +379,12 @@ async fn the_relay_knows_an_oauth_agent_by_its_subject() {
     let relay = Proc::spawn(cmd, "relay");
     assert!(
         relay.wait_for("listening on http://", Duration::from_secs(20)).await,
+        "{}",
+        relay.text()
+    );
+    // The relay asks the issuer at start, as `hands doctor` does for serve --http.
+    assert!(
+        relay.wait_for("hands relay: oauth: the issuer", Duration::from_secs(20)).await,
         "{}",
         relay.text()
     );
@@ -414,8 +424,58 @@ async fn the_relay_knows_an_oauth_agent_by_its_subject() {
     )
     .await;
     assert_eq!(status, 503, "{body}");
-    let log = relay.text();
-    assert!(idp.all_tokens().iter().all(|t| !log.contains(t.as_str())), "a token was logged");
+    // The runner connects; the OAuth agent holds whole MCP sessions with it through the relay,
+    // in both protocol eras, as `runner:ci`, and its token goes no further than the relay.
+    let url = format!("ws://127.0.0.1:{port}/runner");
+    let config = runner_config(&fx, &url, None, RUNNER_TOKEN, "local");
+    let runner = start_runner(&fx, &config);
+    let list = format!("GET /runners HTTP/1.1\r\nAuthorization: Bearer {}", idp.token("valid"));
+    let mut connected = false;
+    for _ in 0..300 {
+        connected = raw(port, &list, "").await.2.contains("\"connected\":true");
+        if connected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(connected, "the runner did not connect: {}", runner.text());
+    fx.write("seen.txt", "read through the relay\n");
+    let endpoint = format!("http://127.0.0.1:{port}/runners/box-1/mcp");
+    for era in [Era::Legacy, Era::Modern] {
+        let c = agent_at(endpoint.clone(), &idp.token("valid"), era, ()).await;
+        let r = call(&c, "read", json!({"path": "seen.txt"})).await;
+        assert!(text_of(&r).contains("read through the relay"), "{era:?}: {}", text_of(&r));
+        let r =
+            call(&c, "bash", json!({"command": "echo oauth-$((6*7)) > made.txt; cat made.txt"}))
+                .await;
+        assert!(text_of(&r).contains("oauth-42"), "{era:?}: {}", text_of(&r));
+        let _ = c.cancel().await;
+    }
+    assert_eq!(std::fs::read_to_string(fx.root.join("made.txt")).unwrap(), "oauth-42\n");
+    let records = fx.audit_records();
+    // Reads are not audited; each era's `bash` is, as the relay's OAuth agent.
+    assert_eq!(records.iter().filter(|r| r["tool"] == "bash").count(), 2, "{records:?}");
+    assert!(records.iter().all(|r| r["client"] == "runner:ci"), "{records:?}");
+    // A token without the scope is stopped at the relay's door, before the runner.
+    let before = fx.audit_records().len();
+    let (status, _, _) = raw(
+        port,
+        &format!(
+            "POST /runners/box-1/mcp HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream",
+            idp.token("no_scope")
+        ),
+        INITIALIZE,
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(fx.audit_records().len(), before);
+    fx.assert_canary();
+    // No token reached the runner or was logged: not the relay's log, the runner's, the audit.
+    let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
+    for (what, text) in [("relay", relay.text()), ("runner", runner.text()), ("audit", audit)] {
+        assert!(idp.all_tokens().iter().all(|t| !text.contains(t.as_str())), "a token in {what}");
+    }
 }
 
 #[test]
@@ -463,6 +523,41 @@ fn oauth_settings_are_checked_at_startup_and_shown_by_check_and_doctor() {
     let (_, text) = run("doctor", &good);
     assert!(
         text.contains("warning: [server.http.oauth]: cannot fetch the keys of http://127.0.0.1:9"),
+        "{text}"
+    );
+    // The relay asks too, at start and beside serving: it listens, and says the issuer is mute.
+    let port = free_port();
+    let file = fx.dir.path().join("mute-issuer-relay.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[relay]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n\n\
+             [relay.oauth]\nissuer = \"http://127.0.0.1:9\"\naudience = \"http://127.0.0.1:{port}\"\n\n\
+             [[relay.agents]]\nname = \"ci\"\noauth_subject = \"someone\"\nrunners = [\"*\"]\n"
+        ),
+    )
+    .unwrap();
+    let log = fx.dir.path().join("mute-issuer-relay.log");
+    let mut relay = fx
+        .std_command(&["relay", "--config", file.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = |needle: &str| std::fs::read_to_string(&log).unwrap_or_default().contains(needle);
+    let start = std::time::Instant::now();
+    while !said("[relay.oauth]: cannot fetch the keys") && start.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = relay.kill();
+    let _ = relay.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(&format!("listening on http://127.0.0.1:{port}")), "{text}");
+    assert!(
+        text.contains(
+            "hands relay: warning: [relay.oauth]: cannot fetch the keys of http://127.0.0.1:9"
+        ),
         "{text}"
     );
 }
