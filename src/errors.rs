@@ -109,28 +109,42 @@ pub fn unknown_tool(name: &str) -> McpError {
     )
 }
 
-/// A tools-shell refusal: with denial feedback when a wall or the brake refused it. tools-shell
-/// says which by its message alone, so the audit records it as a plain failure.
-pub fn shell_refusal(msg: String, name: &str) -> CallToolResult {
-    let (layer, remedy) = if msg.contains("sandbox.mode = \"enforce\"") {
-        (
-            "sandbox (enforce)",
-            "a person fixes the host (`hands doctor` shows what is missing) or sets \
-             sandbox.mode = \"best-effort\"",
-        )
-    } else if msg.contains("hands stop") {
-        ("brake", "a person runs `hands stop --release` (or restarts the daemon)")
-    } else if msg.contains("changed since the daemon's check") {
-        (
-            "sandbox (one resolution)",
-            "a person puts the folder back (or restarts the daemon when a configured root was \
-             replaced on purpose); a widening is asked for again",
-        )
-    } else {
-        return tool_error(msg);
+/// A tools-shell failure as the client sees it: a refusal (the brake, `enforce`, one resolution)
+/// names the tool as what was blocked; the variant, not the text, decides.
+pub fn shell_failure(e: &hands_shell::ShellError, tool: &str) -> Answer {
+    let result = match e.denial() {
+        Some(d) => {
+            refused(e.to_string(), vec![Denial { what: hands_roots::shown(tool).to_string(), ..d }])
+        }
+        None => tool_error(e.to_string()),
     };
-    let denial = Denial::new(name, layer, &msg, remedy);
-    refused(msg, vec![denial])
+    Answer { result, refused: e.is_refusal() }
+}
+
+impl ToolFailure for hands_shell::ShellError {
+    fn denial(&self) -> Option<Denial> {
+        use hands_shell::ShellError as S;
+        let (layer, remedy) = match self {
+            S::Enforce { .. } => (
+                "sandbox (enforce)",
+                "a person fixes the host (`hands doctor` shows what is missing) or sets \
+                 sandbox.mode = \"best-effort\"",
+            ),
+            S::Braked => ("brake", "a person runs `hands stop --release` (or restarts the daemon)"),
+            S::Changed(_) => (
+                "sandbox (one resolution)",
+                "a person puts the folder back (or restarts the daemon when a configured root \
+                 was replaced on purpose); a widening is asked for again",
+            ),
+            _ => return None,
+        };
+        // What was blocked is the call itself: `shell_failure` names the tool.
+        Some(Denial::new("", layer, &self.to_string(), remedy))
+    }
+
+    fn is_refusal(&self) -> bool {
+        hands_shell::ShellError::is_refusal(self)
+    }
 }
 
 impl ToolFailure for hands_roots::PathError {

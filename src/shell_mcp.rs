@@ -7,7 +7,7 @@
 //! The commands, sessions, widenings and their checks are `hands_shell`'s.
 
 use crate::config::{Config, Grant, ModuleCfg, ModuleId, ShellSettings};
-use crate::errors::{Answer, shell_refusal};
+use crate::errors::{Answer, shell_failure};
 use crate::registry::{
     CheckFn, Checked, Entry, Handler, Ready, class_of, embedded, parse, parsing, published,
     structured, text_of,
@@ -15,7 +15,7 @@ use crate::registry::{
 use hands_roots::Resolver;
 pub use hands_shell::running::RunningCommand;
 pub use hands_shell::service::Tee;
-pub use hands_shell::{Caller, Progress, Refusal, Shell};
+pub use hands_shell::{Caller, Progress, Shell, ShellError};
 use hands_tool::{
     Check, Files, Go, Made, Output, Params, Prepared, RegisterTasks, Spec, Task, no_files,
 };
@@ -74,17 +74,17 @@ struct Registrar {
     entries: Vec<Entry>,
 }
 
-impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
+impl RegisterTasks<Shell, ShellError, Caller> for Registrar {
     fn task<P: Params, O: Output>(
         &mut self,
         spec: Spec,
-        run: Task<Shell, P, O, Refusal, Caller>,
+        run: Task<Shell, P, O, ShellError, Caller>,
         text: fn(&O) -> String,
     ) {
         let name = spec.name;
         let call = parsing(&self.sh, name, move |sh, params: P, caller| {
             let reply = run(sh, params, caller);
-            async move { Answer::plain(shaped(reply.await, name, text, no_files)) }
+            async move { shaped(reply.await, name, text, no_files) }
         });
         self.entries.push(Entry::new::<P, O>(ModuleId::Shell, &spec, Handler::Call(call)));
     }
@@ -93,7 +93,7 @@ impl RegisterTasks<Shell, Refusal, Caller> for Registrar {
         &mut self,
         spec: Made,
         check: Check<Shell, P, G>,
-        run: Go<Shell, P, G, O, Refusal, Caller>,
+        run: Go<Shell, P, G, O, ShellError, Caller>,
         text: fn(&O) -> String,
         files: Files<O>,
     ) {
@@ -126,7 +126,7 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
     sh: Arc<Shell>,
     name: Arc<str>,
     check: Check<Shell, P, G>,
-    run: Go<Shell, P, G, O, Refusal, Caller>,
+    run: Go<Shell, P, G, O, ShellError, Caller>,
     shape: Shape<O>,
     args: JsonObject,
 ) -> Checked {
@@ -180,21 +180,21 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
         run: Box::new(move |caller| {
             Box::pin(async move {
                 let done = run(sh, params, g, caller).await;
-                Answer::plain(shaped(done, &name, shape.text, shape.files))
+                shaped(done, &name, shape.text, shape.files)
             })
         }),
     })
 }
 
 /// A tools-shell result: structured content plus its text mirror rendered by `text`, then the
-/// files the output carries as embedded resources; or the refusal as a tool error (with denial
-/// feedback when a wall or the brake refused it).
+/// files the output carries as embedded resources; or the failure as a tool error (a refusal
+/// with its denial feedback, audited `refused:`).
 fn shaped<O: serde::Serialize>(
-    r: Result<O, Refusal>,
+    r: Result<O, ShellError>,
     name: &str,
     text: impl Fn(&O) -> String,
     files: Files<O>,
-) -> rmcp::model::CallToolResult {
+) -> Answer {
     match r {
         Ok(mut out) => {
             let files = files(&mut out);
@@ -202,9 +202,9 @@ fn shaped<O: serde::Serialize>(
             if result.is_error != Some(true) {
                 result.content.extend(files.into_iter().map(embedded));
             }
-            result
+            Answer::plain(result)
         }
-        Err(Refusal(msg)) => shell_refusal(msg, name),
+        Err(e) => shell_failure(&e, name),
     }
 }
 

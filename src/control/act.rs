@@ -73,12 +73,13 @@ impl Daemon {
                 let killed = sh.tmux_kill(params).await;
                 let outcome = match &killed {
                     Ok(_) => "ok".to_string(),
-                    Err(crate::shell_mcp::Refusal(m)) => format!("error: {m}"),
+                    Err(e) if e.is_refusal() => format!("refused: {e}"),
+                    Err(e) => format!("error: {e}"),
                 };
                 self.record_act(via, "tmux_kill", json!({ "session": session }), outcome).await;
                 match killed {
                     Ok(_) => Reply::Done { pid },
-                    Err(crate::shell_mcp::Refusal(m)) => Reply::failed(Failure::Conflict, m),
+                    Err(e) => Reply::failed(Failure::Conflict, e.to_string()),
                 }
             }
             Request::Exec(_) => Reply::failed(

@@ -76,8 +76,8 @@ where
     };
     let checked = match shell.check(&argv) {
         Ok(c) => c,
-        Err(crate::shell_mcp::Refusal(msg)) => {
-            return refuse(&arguments, DecidedBy::Policy, msg).await;
+        Err(e) => {
+            return refuse(&arguments, DecidedBy::Policy, e.to_string()).await;
         }
     };
     arguments["binary"] = json!(checked.program);
@@ -147,9 +147,11 @@ where
     watcher.abort();
     let out = match result {
         Ok(out) => out,
-        Err(crate::shell_mcp::Refusal(msg)) => {
+        Err(e) => {
+            let msg = e.to_string();
+            let outcome = if e.is_refusal() { "refused" } else { "error" };
             let entry =
-                record(&arguments, Decision::Allow, decided_by, format!("error: {msg}"), None);
+                record(&arguments, Decision::Allow, decided_by, format!("{outcome}: {msg}"), None);
             return match daemon.append_audit(entry).await {
                 Ok(()) => fail(msg),
                 Err(e) => fail(format!("{msg}; and {e}")),

@@ -56,6 +56,9 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     let r = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap().unwrap();
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("hands stop --release"), "{}", text_of(&r));
+    // A refusal by the brake, typed as such (not sorted by its text): its layer and the tool.
+    let denied = &r.structured_content.as_ref().expect("denial feedback")["denied"][0];
+    assert_eq!((denied["layer"].as_str(), denied["what"].as_str()), (Some("brake"), Some("bash")));
     assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
     assert!(
         wait_until(Duration::from_secs(3), || host_processes(&["sleep", &secs]).is_empty()).await,
@@ -76,6 +79,8 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
     assert_eq!(r["stdout"], "again\n");
 
     // The log tells the story: the killed call, the person's stop, the refusal, the release.
+    // The killed call is a refusal too (it was audited `error:` while refusals were sorted by
+    // their text).
     let r = fx.audit_records();
     let summary: Vec<(String, String, String)> = r
         .iter()
@@ -85,7 +90,7 @@ async fn stop_kills_running_commands_and_refuses_new_ones_until_release() {
         })
         .collect();
     let want = [
-        ("bash", "policy", "error: s"),
+        ("bash", "policy", "refused:"),
         ("stop", "person-via-terminal", "ok: ende"),
         ("bash", "stop", "refused:"),
         ("release", "person-via-terminal", "ok"),

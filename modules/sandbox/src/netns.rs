@@ -157,11 +157,17 @@ impl Netns {
                 let _ = err.read_to_string(&mut why);
             }
             let _ = child.kill();
-            let _ = child.wait();
-            return Err(anyhow!(
-                "the module's private network namespace could not be made: {}",
-                why.trim()
-            ));
+            let code = child.wait().ok().and_then(|s| s.code());
+            let why =
+                format!("the module's private network namespace could not be made: {}", why.trim());
+            // Its exit code, not its words, says that no user namespace can be made here.
+            let cause = match code {
+                Some(c) if c == i32::from(crate::launcher::NO_USER_NAMESPACE) => {
+                    crate::launcher::Cause::UserNamespace
+                }
+                _ => crate::launcher::Cause::Other,
+            };
+            return Err(crate::launcher::Failure::new(cause, why).into());
         }
         // The holder outlives this call (and the daemon, while a kept session needs it); a
         // thread reaps it if it ends first.

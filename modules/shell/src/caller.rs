@@ -7,10 +7,6 @@ use std::pin::Pin;
 use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
-/// A failure a user should read (`isError`).
-#[derive(Debug)]
-pub struct Refusal(pub String);
-
 /// Where progress of a long command or wait goes, once a second.
 pub trait Progress: Send + Sync {
     /// `secs` seconds have passed; `message` says what happened so far, for a person.

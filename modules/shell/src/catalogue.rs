@@ -7,7 +7,7 @@ use crate::run::{OsToolParams, RunParams};
 use crate::service::{Launching, Prepared};
 use crate::settings::{ShellSettings, ShellTool};
 use crate::tmux as t;
-use crate::{Caller, Refusal, Shell};
+use crate::{Caller, Shell, ShellError};
 use hands_tool::{Class, Hints, Made, RegisterTasks, Spec, no_files};
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ const fn runs(network: bool) -> Hints {
 /// change of config, and these only show or end them. `run` is published when
 /// `commands.allow` admits something; one `os-*` tool per `tools` entry (the first of two
 /// entries with one name wins).
-pub fn register<R: RegisterTasks<Shell, Refusal, Caller>>(
+pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
     settings: &ShellSettings,
     network: bool,
     r: &mut R,

@@ -27,8 +27,10 @@ pub mod running;
 pub mod service;
 pub mod sessions;
 pub mod settings;
+pub mod shell_error;
 pub mod tmux;
 pub mod wrappers;
 
-pub use caller::{Caller, Progress, Refusal};
+pub use caller::{Caller, Progress};
 pub use service::{Launching, Prepared, Shell};
+pub use shell_error::ShellError;

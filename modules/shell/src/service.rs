@@ -9,12 +9,11 @@ mod containment;
 mod network;
 mod prepare;
 
-pub(crate) use commands::NotRun;
 pub use commands::{Checked, Tee};
 pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
 
+use crate::ShellError;
 use crate::allow;
-use crate::caller::Refusal;
 use crate::sessions;
 use crate::settings::{NetworkMode, ShellSettings, ShellTool};
 use hands_roots::{Resolver, RootSpec};
@@ -144,11 +143,6 @@ pub(crate) fn moved_sockets(records: &Path) -> Option<PathBuf> {
     let meta = std::fs::symlink_metadata(&dir).ok()?;
     (meta.is_dir() && meta.uid() == 0 && meta.mode() & 0o022 == 0).then(|| dir.join("tmux"))
 }
-
-/// What a command stopped by the brake, or refused while it holds, returns.
-pub(crate) const HALTED: &str = "stopped by `hands stop`: a person ended this daemon's \
-                                 commands; commands are refused until `hands stop --release` (or \
-                                 a restart)";
 
 /// Resolves once the brake is on (never, if the shell is gone).
 pub(crate) async fn halted(rx: &mut tokio::sync::watch::Receiver<bool>) {
@@ -453,7 +447,7 @@ impl Shell {
     /// The brake's refusal while `hands stop` holds. Read *after* a start has registered
     /// itself (a command's halt receiver, a session's record), it makes the brake atomic with
     /// the start: `stop_all` turns the brake on before it looks for what to end.
-    pub(crate) fn refuse_when_braked(&self) -> Result<(), Refusal> {
-        if *self.halt.borrow() { Err(Refusal(HALTED.into())) } else { Ok(()) }
+    pub(crate) fn refuse_when_braked(&self) -> Result<(), ShellError> {
+        if *self.halt.borrow() { Err(ShellError::Braked) } else { Ok(()) }
     }
 }

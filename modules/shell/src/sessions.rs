@@ -25,7 +25,7 @@ mod tmux_send;
 mod tmux_start;
 mod wait;
 
-use crate::caller::Refusal;
+use crate::ShellError;
 use crate::needs::Widening;
 use crate::service::Shell;
 use crate::tmux::{self, Facts, KillOutput, ListOutput, ReadOutput, Session, State, check_name};
@@ -229,21 +229,23 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn no_session(name: &str) -> Refusal {
-    Refusal(format!("no tmux session named {name:?}; tmux_list shows this module's sessions"))
+fn no_session(name: &str) -> ShellError {
+    ShellError::Failed(format!(
+        "no tmux session named {name:?}; tmux_list shows this module's sessions"
+    ))
 }
 
 impl Shell {
     /// The recorded, live session `name`, or the refusal that says it does not exist.
-    fn live_session(&self, name: &str) -> Result<Meta, Refusal> {
-        check_name(name).map_err(Refusal)?;
+    fn live_session(&self, name: &str) -> Result<Meta, ShellError> {
+        check_name(name).map_err(ShellError::Failed)?;
         let t = &self.tmux;
         match t.read_meta(name) {
             Some(m) if m.launcher.alive() => Ok(m),
             Some(_) => {
                 t.forget(name);
                 self.end_session_ticket(name);
-                Err(Refusal(format!(
+                Err(ShellError::Failed(format!(
                     "tmux session {name:?} is gone (its server ended, e.g. with the machine); \
                      start it again with tmux_start"
                 )))
@@ -259,20 +261,24 @@ impl Shell {
         name: &str,
         argv: Vec<String>,
         cwd: &str,
-    ) -> Result<Vec<u8>, Refusal> {
+    ) -> Result<Vec<u8>, ShellError> {
         let socket_dir = self.tmux.socket_dir(name);
         let mut walked_again = false;
         loop {
             let spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
-            let (launcher, reports) = spec
-                .command(&self.launcher)
-                .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+            let (launcher, reports) = spec.command(&self.launcher).map_err(|e| {
+                ShellError::Sandbox(format!("the sandbox spec could not be passed on: {e}"))
+            })?;
             let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
             let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
                 .await
-                .map_err(|_| Refusal(format!("tmux did not answer within {CLIENT_TIMEOUT:?}")))?
-                .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+                .map_err(|_| {
+                    ShellError::Failed(format!("tmux did not answer within {CLIENT_TIMEOUT:?}"))
+                })?
+                .map_err(|e| {
+                    ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
+                })?;
             if out.status.success() {
                 return Ok(out.stdout);
             }
@@ -284,13 +290,16 @@ impl Shell {
                     walked_again = true;
                     continue;
                 }
-                return Err(Refusal(format!(
+                return Err(ShellError::Failed(format!(
                     "tmux could not run for session {name:?}: its sandbox could not be built \
                      (hands sandbox: {why})"
                 )));
             }
             let err = String::from_utf8_lossy(&out.stderr);
-            return Err(Refusal(format!("tmux failed for session {name:?}: {}", err.trim())));
+            return Err(ShellError::Failed(format!(
+                "tmux failed for session {name:?}: {}",
+                err.trim()
+            )));
         }
     }
 
@@ -303,7 +312,7 @@ impl Shell {
     /// not masked yet (a `.env` created after it started), through `hands __remask`
     /// (`hands_sandbox::launcher::remask`), and records them. Refuses when that fails: what is typed next
     /// could read them.
-    async fn remask(&self, m: &mut Meta) -> Result<(), Refusal> {
+    async fn remask(&self, m: &mut Meta) -> Result<(), ShellError> {
         let found = self.found_masks().await?;
         let known: std::collections::HashSet<&PathBuf> = m.masked.iter().collect();
         let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !known.contains(p)).collect();
@@ -313,7 +322,7 @@ impl Shell {
         let name = &m.name;
         let refuse = |why: String| {
             let list: Vec<String> = new.iter().map(|p| p.display().to_string()).collect();
-            Refusal(format!(
+            ShellError::Failed(format!(
                 "secret files appeared in the roots after tmux session {name:?} started ({}), and \
                  they could not be hidden from it: {why}; nothing was typed. tmux_kill the session \
                  and start it again (a new session masks them)",
@@ -341,16 +350,22 @@ impl Shell {
             .map_err(|e| refuse(format!("cannot record the session: {e}")))
     }
 
-    async fn read_pane(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
+    async fn read_pane(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, ShellError> {
         let argv = tmux::read_argv(&self.tmux.socket(name), name, lines);
         let out = self.tmux_client(name, argv, cwd).await?;
-        tmux::read_output(name, &out, lines, self.output_chars)
-            .ok_or_else(|| Refusal(format!("tmux gave an unreadable answer for session {name:?}")))
+        tmux::read_output(name, &out, lines, self.output_chars).ok_or_else(|| {
+            ShellError::Failed(format!("tmux gave an unreadable answer for session {name:?}"))
+        })
     }
 
     /// Reads the pane; when tmux shows it closed but has no exit status yet, makes tmux reap
     /// (see `reap_argv`) and reads again, for up to two seconds.
-    async fn read_settled(&self, name: &str, cwd: &str, lines: u32) -> Result<ReadOutput, Refusal> {
+    async fn read_settled(
+        &self,
+        name: &str,
+        cwd: &str,
+        lines: u32,
+    ) -> Result<ReadOutput, ShellError> {
         let mut r = self.read_pane(name, cwd, lines).await?;
         for _ in 0..20 {
             if !r.ended || r.exit_status.is_some() {
@@ -364,10 +379,10 @@ impl Shell {
     }
 
     /// `tmux_read`.
-    pub async fn tmux_read(&self, p: tmux::ReadParams) -> Result<ReadOutput, Refusal> {
+    pub async fn tmux_read(&self, p: tmux::ReadParams) -> Result<ReadOutput, ShellError> {
         let lines = p.lines.unwrap_or(tmux::DEFAULT_LINES);
         if lines == 0 || lines > tmux::MAX_LINES {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "lines must be between 1 and {}; got {lines}",
                 tmux::MAX_LINES
             )));
@@ -380,7 +395,7 @@ impl Shell {
             return Ok(r);
         };
         if !m.log {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "tmux session {:?} was started by an older hands, which kept no output log, so \
                  `since` cannot be used; read without it, or start the session again",
                 m.name
@@ -406,7 +421,7 @@ impl Shell {
     }
 
     /// `tmux_list`.
-    pub async fn tmux_list(&self, _p: tmux::ListParams) -> Result<ListOutput, Refusal> {
+    pub async fn tmux_list(&self, _p: tmux::ListParams) -> Result<ListOutput, ShellError> {
         let mut sessions = Vec::new();
         for name in self.tmux.names() {
             let Ok(m) = self.live_session(&name) else { continue };
@@ -446,13 +461,13 @@ impl Shell {
     }
 
     /// `tmux_kill`.
-    pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, Refusal> {
-        check_name(&p.session).map_err(Refusal)?;
+    pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, ShellError> {
+        check_name(&p.session).map_err(ShellError::Failed)?;
         let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
         let cursor = self.cursor(&m);
         end_launcher(m.launcher).await;
         if m.launcher.alive() {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "tmux session {:?} did not end (pid {}); a person can kill it",
                 m.name, m.launcher.pid
             )));

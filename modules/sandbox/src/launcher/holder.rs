@@ -30,7 +30,10 @@ pub fn holder_main(pidfile: &Path) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr().lock(), "hands netns: {e:#}");
-            ExitCode::from(super::SETUP_FAILED)
+            match super::Failure::of(&e).cause {
+                super::Cause::UserNamespace => ExitCode::from(super::NO_USER_NAMESPACE),
+                _ => ExitCode::from(super::SETUP_FAILED),
+            }
         }
     }
 }
@@ -43,7 +46,8 @@ fn hold(pidfile: &Path) -> Result<()> {
         // The first user namespace of a module is made here: name the remedy, as the launcher
         // does (a switched-off sysctl answers ENOSPC, AppArmor and containers EPERM).
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
-        return Err(anyhow!("{}", super::userns_refused(errno)));
+        let why = super::userns_refused(errno);
+        return Err(super::Failure::new(super::Cause::UserNamespace, why).into());
     }
     mounts::map_ids(ids)?;
     sys::loopback_up()?;

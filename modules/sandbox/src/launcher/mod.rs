@@ -37,7 +37,7 @@ use crate::sys;
 
 pub use crate::resolve::Identity;
 pub use bounds::Bound;
-pub use report::{Cause, Report, Reported, Reports};
+pub use report::{Cause, Failure, Report, Reported, Reports};
 pub use spec::{
     Builder, Confinement, Ids, LAUNCHER, Limits, Root, SPEC_FD, SYSTEM, Spec, attach_spec,
     is_clean, launcher_binary, launcher_command,
@@ -47,6 +47,10 @@ use std::process::ExitCode;
 
 /// Exit code of the launcher when the sandbox could not be built.
 pub const SETUP_FAILED: u8 = 125;
+
+/// Exit code of the network namespace holder (`holder.rs`) when no user namespace can be made:
+/// the daemon's typed cause ([`Cause::UserNamespace`]), so no one reads it from the text.
+pub const NO_USER_NAMESPACE: u8 = 124;
 
 /// What the launcher's refusal says when a path is not what the daemon's check saw there (SPEC
 /// §3, one resolution; `mounts.rs`), for a person; the daemon acts on [`Cause::Changed`].

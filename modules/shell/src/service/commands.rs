@@ -6,12 +6,12 @@
 //! walls refused what, come from the launcher's reports on a channel of their own, never from
 //! the command's output (which the command can forge).
 
-use super::{DRAIN, GRACE, HALTED, Shell, halted};
+use super::{DRAIN, GRACE, Shell, halted};
 use crate::allow::{self, Verdict};
 use crate::bash::{self, BashOutput, BashParams, Ending};
-use crate::caller::{Caller, Refusal};
 use crate::capture::Tail;
 use crate::needs::Widening;
+use crate::{Caller, ShellError};
 use hands_roots::lock;
 use hands_sandbox::{launcher, masks};
 use serde_json::{Value, json};
@@ -38,30 +38,6 @@ struct Run<'a> {
     outputs: &'a [String],
 }
 
-/// Why a launch gave no output.
-pub(crate) enum NotRun {
-    /// Refused, stopped, or the sandbox could not be built: the call's answer.
-    Refused(Refusal),
-    /// The launcher reported a path that is not what the walk of the roots saw there
-    /// ([`launcher::Cause::Changed`]): worth one more walk and start.
-    Stale(Refusal),
-}
-
-impl NotRun {
-    /// The refusal, whichever kind.
-    pub(crate) fn refusal(self) -> Refusal {
-        match self {
-            NotRun::Refused(r) | NotRun::Stale(r) => r,
-        }
-    }
-}
-
-impl From<Refusal> for NotRun {
-    fn from(r: Refusal) -> NotRun {
-        NotRun::Refused(r)
-    }
-}
-
 /// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
 /// person asked and the audit record see it, its `argv` and `binary`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -82,13 +58,13 @@ pub struct Checked {
 
 impl Shell {
     /// A command's working folder, resolved through the roots (default: the first root).
-    pub(crate) async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, Refusal> {
+    pub(crate) async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, ShellError> {
         let resolver = self.resolver.clone();
         let cwd_arg = cwd.unwrap_or_default();
         tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
             .await
-            .map_err(|e| Refusal(format!("cwd could not be checked: {e}")))?
-            .map_err(|e| Refusal(format!("bad cwd: {e}")))
+            .map_err(|e| ShellError::Failed(format!("cwd could not be checked: {e}")))?
+            .map_err(|e| ShellError::Failed(format!("bad cwd: {e}")))
     }
 
     /// Runs one `bash` call to its end, with the widening its check admitted (`needs`), if any.
@@ -97,10 +73,10 @@ impl Shell {
         p: BashParams,
         widening: Option<Widening>,
         caller: Caller,
-    ) -> Result<BashOutput, Refusal> {
+    ) -> Result<BashOutput, ShellError> {
         // Checked before the gate too (`check_outputs`); this run never reads more.
         if p.outputs.len() > crate::outputs::MAX_FILES {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "`outputs` names more than {} files; nothing ran",
                 crate::outputs::MAX_FILES
             )));
@@ -130,15 +106,15 @@ impl Shell {
 
     /// SPEC §4.4's policy for one argv (name, deny, allow, confirm), then the binary resolved
     /// on the configured PATH.
-    pub fn check(&self, argv: &[String]) -> Result<Checked, Refusal> {
-        let verdict = self.policy.decide(argv).map_err(|e| Refusal(e.to_string()))?;
+    pub fn check(&self, argv: &[String]) -> Result<Checked, ShellError> {
+        let verdict = self.policy.decide(argv).map_err(|e| ShellError::Failed(e.to_string()))?;
         let bin = argv.first().map(String::as_str).unwrap_or_default();
-        let pin = self.pins.resolve(bin, &self.path).map_err(Refusal)?;
+        let pin = self.pins.resolve(bin, &self.path).map_err(ShellError::Failed)?;
         let (program, identity) = (pin.path.clone(), (pin.dev, pin.ino));
         // By the file, not the name: `rbash` is `bash`, a link named `ls` to busybox is busybox
         // (decision 0067).
         if self.hidden.denied.ids.contains(&identity) {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "`{}` resolves to {}, the file of a program commands.deny lists (under another \
                  name); refused, nothing ran; a person can change commands.deny",
                 hands_roots::shown(bin),
@@ -156,9 +132,9 @@ impl Shell {
         cwd: Option<String>,
         timeout_secs: Option<u64>,
         caller: Caller,
-    ) -> Result<BashOutput, Refusal> {
+    ) -> Result<BashOutput, ShellError> {
         let Some(c) = prepared.program else {
-            return Err(Refusal("the program was not checked before it ran".into()));
+            return Err(ShellError::Failed("the program was not checked before it ran".into()));
         };
         self.run_program(&c, cwd, timeout_secs, caller, None).await
     }
@@ -172,7 +148,7 @@ impl Shell {
         timeout_secs: Option<u64>,
         caller: Caller,
         tee: Option<Tee>,
-    ) -> Result<BashOutput, Refusal> {
+    ) -> Result<BashOutput, ShellError> {
         let mut argv: Vec<Value> = vec![json!(c.program)];
         argv.extend(c.argv.iter().skip(1).map(|a| json!(a)));
         let output_chars = self.run_output_chars;
@@ -189,11 +165,11 @@ impl Shell {
         timeout_secs: Option<u64>,
         caller: Caller,
         run: Run<'_>,
-    ) -> Result<BashOutput, Refusal> {
+    ) -> Result<BashOutput, ShellError> {
         let Run { output_chars, tee, widening, program, outputs } = run;
         let timeout = timeout_secs.unwrap_or(bash::DEFAULT_TIMEOUT_SECS);
         if timeout == 0 || timeout > bash::MAX_TIMEOUT_SECS {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "timeout_secs must be between 1 and {}; got {timeout}",
                 bash::MAX_TIMEOUT_SECS
             )));
@@ -203,15 +179,16 @@ impl Shell {
         let mut halt = self.halt.subscribe();
         let _slot = tokio::select! {
             s = self.slots.clone().acquire_owned() => {
-                s.map_err(|_| Refusal("tools-shell is shutting down".into()))?
+                s.map_err(|_| ShellError::Failed("tools-shell is shutting down".into()))?
             }
-            () = caller.cancelled() => return Err(Refusal("cancelled before it started".into())),
-            () = halted(&mut halt) => return Err(Refusal(HALTED.into())),
+            () = caller.cancelled() => return Err(ShellError::Cancelled("cancelled before it started".into())),
+            () = halted(&mut halt) => return Err(ShellError::Braked),
         };
         drop(halt);
         let label = crate::running::label(&argv);
-        let argv: Vec<String> = serde_json::from_value(argv)
-            .map_err(|e| Refusal(format!("the command is not a list of strings: {e}")))?;
+        let argv: Vec<String> = serde_json::from_value(argv).map_err(|e| {
+            ShellError::Failed(format!("the command is not a list of strings: {e}"))
+        })?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let mut walked_again = false;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
@@ -230,11 +207,11 @@ impl Shell {
             let limit = Duration::from_secs(timeout);
             match self.run(&spec, label.clone(), limit, &caller, output_chars, tee.clone()).await {
                 Ok(ran) => break (spec, ticket, asks, ran),
-                Err(NotRun::Stale(Refusal(why))) if !walked_again => {
+                Err(ShellError::Changed(why)) if !walked_again => {
                     self.walk_again(&why);
                     walked_again = true;
                 }
-                Err(NotRun::Stale(r) | NotRun::Refused(r)) => return Err(r),
+                Err(e) => return Err(e),
             }
         };
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
@@ -341,7 +318,7 @@ impl Shell {
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
         widening: Option<&Widening>,
-    ) -> Result<launcher::Spec, Refusal> {
+    ) -> Result<launcher::Spec, ShellError> {
         self.spec_and_masks(argv, cwd, socket_dir, watch, widening).await.map(|(spec, _)| spec)
     }
 
@@ -361,14 +338,16 @@ impl Shell {
 
     /// The secret files and hard links to denied files in the roots now (the walk, cached for
     /// a moment), refusing a name the sandbox cannot mask.
-    pub(crate) async fn found_masks(&self) -> Result<Arc<masks::Found>, Refusal> {
+    pub(crate) async fn found_masks(&self) -> Result<Arc<masks::Found>, ShellError> {
         let masks = self.masks.clone();
         let found = tokio::task::spawn_blocking(move || masks.current())
             .await
-            .map_err(|e| Refusal(format!("the roots could not be scanned for secret files: {e}")))?
-            .map_err(|why| Refusal(why.to_string()))?;
+            .map_err(|e| {
+                ShellError::Failed(format!("the roots could not be scanned for secret files: {e}"))
+            })?
+            .map_err(|why| ShellError::Failed(why.to_string()))?;
         if let Some(p) = &found.unmaskable {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "refused: {} must be hidden from commands or read-only to them (a secret file, \
                  a hard link to a denied file, or a protected path) but its name is not UTF-8, \
                  which the sandbox spec cannot carry; a person can rename or remove it",
@@ -386,7 +365,7 @@ impl Shell {
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
         widening: Option<&Widening>,
-    ) -> Result<(launcher::Spec, Arc<masks::Found>), Refusal> {
+    ) -> Result<(launcher::Spec, Arc<masks::Found>), ShellError> {
         let found = self.found_masks().await?;
         let mut spec = self
             .with_netns(self.base.clone())?
@@ -427,23 +406,25 @@ impl Shell {
         caller: &Caller,
         output_chars: usize,
         tee: Option<Tee>,
-    ) -> Result<(BashOutput, launcher::Reported), NotRun> {
+    ) -> Result<(BashOutput, launcher::Reported), ShellError> {
         use std::process::Stdio;
         let started = Instant::now();
         let mut halt = self.halt.subscribe();
         if *halt.borrow() {
-            return Err(Refusal(HALTED.into()).into());
+            return Err(ShellError::Braked);
         }
-        let (launcher, reports) = spec
-            .command(&self.launcher)
-            .map_err(|e| Refusal(format!("the sandbox spec could not be passed on: {e}")))?;
+        let (launcher, reports) = spec.command(&self.launcher).map_err(|e| {
+            ShellError::Sandbox(format!("the sandbox spec could not be passed on: {e}"))
+        })?;
         // Its stdin is the spec and the report channel (the command's is /dev/null).
         let mut child = tokio::process::Command::from(launcher)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| Refusal(format!("the sandbox launcher could not start: {e}")))?;
+            .map_err(|e| {
+                ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
+            })?;
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
@@ -502,22 +483,19 @@ impl Shell {
         }
         let duration_ms = started.elapsed().as_millis() as u64;
         if stopped {
-            return Err(Refusal(HALTED.into()).into());
+            return Err(ShellError::Braked);
         }
         if by_person {
-            return Err(Refusal(
-                "stopped by a person on the dashboard: the command and its processes were ended"
-                    .into(),
-            )
-            .into());
+            return Err(ShellError::StoppedByPerson);
         }
         if cancelled {
-            return Err(
-                Refusal("cancelled: the command and its processes were stopped".into()).into()
-            );
+            return Err(ShellError::Cancelled(
+                "cancelled: the command and its processes were stopped".into(),
+            ));
         }
-        let status =
-            status.map_err(|e| Refusal(format!("waiting for the sandbox launcher failed: {e}")))?;
+        let status = status.map_err(|e| {
+            ShellError::Sandbox(format!("waiting for the sandbox launcher failed: {e}"))
+        })?;
         let (out, err) = (lock(&out), lock(&err));
         let ending = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
             (Some(code), _) => Ending::from_code(code),
@@ -529,12 +507,12 @@ impl Shell {
         // `hands sandbox:` line on stderr are what any command can produce.
         let reported = reports.read();
         if let Some((why, cause)) = reported.setup_failed() {
-            let refusal = Refusal(format!(
+            let why = format!(
                 "the command did not run: the sandbox could not be built (hands sandbox: {why})"
-            ));
+            );
             return Err(match cause {
-                launcher::Cause::Changed => NotRun::Stale(refusal),
-                _ => NotRun::Refused(refusal),
+                launcher::Cause::Changed => ShellError::Changed(why),
+                _ => ShellError::Sandbox(why),
             });
         }
         if reported.unreadable > 0 {

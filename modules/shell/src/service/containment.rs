@@ -2,8 +2,8 @@
 //! mechanisms and the containment tier a result reports, and the refusal before the gate when
 //! `enforce` finds a guarantee missing (SPEC §5.2, §5.3).
 
-use super::{HALTED, Shell, reachable_by_run_as};
-use crate::caller::Refusal;
+use super::{Shell, reachable_by_run_as};
+use crate::ShellError;
 use hands_sandbox::{launcher, probe};
 
 impl Shell {
@@ -12,14 +12,12 @@ impl Shell {
     /// commands after it.
     pub fn self_test(&self) -> &probe::Probe {
         self.probe.get_or_init(|| {
-            let run = || match self.with_netns(self.base.clone()) {
+            let run = || match self.netns_spec(self.base.clone()) {
                 Ok(base) => probe::run(&self.launcher, &base, &self.roots),
-                Err(Refusal(why)) => {
-                    // The netns holder is `hands netns`, the daemon's own process, not a
-                    // command: its words on why it failed are the daemon's to read.
-                    let no_userns = why.contains("user namespace");
-                    let mut p = probe::failed(why);
-                    p.no_user_namespace = no_userns;
+                Err(failure) => {
+                    // The netns holder's exit code says whether no user namespace can be made.
+                    let mut p = probe::failed(failure.why);
+                    p.no_user_namespace = failure.cause == launcher::Cause::UserNamespace;
                     p
                 }
             };
@@ -103,7 +101,16 @@ impl Shell {
 
     /// Adds the module's shared network namespace to a launcher spec (starting its holder when
     /// there is none). Blocks briefly the first time.
-    pub(super) fn with_netns(&self, spec: launcher::Builder) -> Result<launcher::Builder, Refusal> {
+    pub(super) fn with_netns(
+        &self,
+        spec: launcher::Builder,
+    ) -> Result<launcher::Builder, ShellError> {
+        self.netns_spec(spec).map_err(|f| ShellError::Sandbox(f.why))
+    }
+
+    /// `with_netns`, its failure typed: the self-test takes best-effort's path when the cause
+    /// is that no user namespace can be made.
+    fn netns_spec(&self, spec: launcher::Builder) -> Result<launcher::Builder, launcher::Failure> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
             let spec = spec.without_namespaces();
             return Ok(match self.bare_home.get() {
@@ -112,7 +119,7 @@ impl Shell {
             });
         }
         match &self.netns {
-            Some(n) => Ok(spec.netns(n.holder().map_err(|e| Refusal(format!("{e:#}")))?)),
+            Some(n) => Ok(spec.netns(n.holder().map_err(|e| launcher::Failure::of(&e))?)),
             None => Ok(spec),
         }
     }
@@ -132,9 +139,9 @@ impl Shell {
 
     /// Refuses while `hands stop` holds, and in `enforce` mode when the self-test found a
     /// guarantee missing.
-    pub(crate) fn refuse_when_unsafe(&self) -> Result<(), Refusal> {
+    pub(crate) fn refuse_when_unsafe(&self) -> Result<(), ShellError> {
         if *self.halt.borrow() {
-            return Err(Refusal(HALTED.into()));
+            return Err(ShellError::Braked);
         }
         self.cannot_run().map_or(Ok(()), Err)
     }
@@ -144,20 +151,15 @@ impl Shell {
     /// run (SPEC §5.2). It waits for the self-test when that is still running (it starts beside
     /// serving, so that `initialize` answers at once): no command runs before the walls it
     /// needs are known to hold. Callers are off the runtime's threads (`Shell::prepare`).
-    pub fn cannot_run(&self) -> Option<Refusal> {
+    pub fn cannot_run(&self) -> Option<ShellError> {
         let p = Some(self.self_test()).filter(|p| self.enforce && !p.missing().is_empty())?;
-        let remedy = p
+        let notes = p
             .checks
             .iter()
             .filter(|c| c.holds == Some(false))
             .map(|c| format!("{}: {}", c.name, c.note))
             .collect::<Vec<_>>()
             .join("; ");
-        Some(Refusal(format!(
-            "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox \
-             self-test found these guarantees missing: {} ({remedy}); `hands doctor` shows why \
-             and how to fix it. A person can fix the host or set sandbox.mode = \"best-effort\"",
-            p.missing().join(", ")
-        )))
+        Some(ShellError::Enforce { missing: p.missing().join(", "), notes })
     }
 }

@@ -3,7 +3,7 @@
 //! the proxy variables a launch gets.
 
 use super::Shell;
-use crate::caller::Refusal;
+use crate::ShellError;
 use hands_roots::lock;
 use hands_sandbox::{launcher, netns};
 use std::sync::{Arc, Mutex};
@@ -36,10 +36,10 @@ impl Shell {
 
     /// Makes sure the proxy listens inside the namespace of `holder` (a new holder is a new
     /// namespace) and returns the ports.
-    fn proxy_ports(&self, holder: netns::Process) -> Result<Option<(u16, u16)>, Refusal> {
+    fn proxy_ports(&self, holder: netns::Process) -> Result<Option<(u16, u16)>, ShellError> {
         let Some(n) = &self.network else { return Ok(None) };
         let Some(proxy) = n.proxy.get() else {
-            return Err(Refusal("the network proxy is not ready (no gate)".into()));
+            return Err(ShellError::Failed("the network proxy is not ready (no gate)".into()));
         };
         let mut listening = lock(&n.listening);
         if let Some((h, http, socks)) = *listening
@@ -48,15 +48,16 @@ impl Shell {
             return Ok(Some((http, socks)));
         }
         let refuse = |e: std::io::Error| {
-            Refusal(format!(
+            ShellError::Failed(format!(
                 "the network proxy could not listen in the module's network namespace: {e}"
             ))
         };
         let l =
             hands_sandbox::listen::acquire(&self.exe, holder.pid, holder.start).map_err(refuse)?;
         let (http, socks) = l.ports().map_err(refuse)?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Refusal("the network proxy needs the daemon's runtime".into()))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ShellError::Failed("the network proxy needs the daemon's runtime".into())
+        })?;
         let _guard = runtime.enter();
         for (listener, is_http) in [(l.http, true), (l.socks, false)] {
             listener.set_nonblocking(true).map_err(refuse)?;
@@ -86,24 +87,24 @@ impl Shell {
         label: &str,
         client: &str,
         granted: &[String],
-    ) -> Result<(launcher::Spec, Option<hands_sandbox::proxy::Ticket>), Refusal> {
+    ) -> Result<(launcher::Spec, Option<hands_sandbox::proxy::Ticket>), ShellError> {
         // `needs.network` a person approved for this call (`crate::needs`): the ticket's own
         // allow entries. Without the proxy nothing could carry them: refused, not ignored.
         if !granted.is_empty() && !self.network_proxied() {
-            return Err(Refusal(crate::needs::NO_PROXY.into()));
+            return Err(ShellError::Failed(crate::needs::NO_PROXY.into()));
         }
         let (Some(n), Some(netns)) = (&self.network, &self.netns) else { return Ok((spec, None)) };
-        let holder = netns.holder().map_err(|e| Refusal(format!("{e:#}")))?;
+        let holder = netns.holder().map_err(|e| ShellError::Failed(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
         let asker =
             hands_sandbox::proxy::Asker { command: label.to_string(), client: client.to_string() };
-        let ticket = proxy
-            .ticket(asker)
-            .map_err(|e| Refusal(format!("the network proxy could not issue a ticket: {e}")))?;
+        let ticket = proxy.ticket(asker).map_err(|e| {
+            ShellError::Failed(format!("the network proxy could not issue a ticket: {e}"))
+        })?;
         let entries: Result<Vec<hands_sandbox::proxy::Entry>, _> =
             granted.iter().map(|g| g.parse()).collect();
-        ticket.grant(entries.map_err(|e| Refusal(format!("needs.network: {e}")))?);
+        ticket.grant(entries.map_err(|e| ShellError::Failed(format!("needs.network: {e}")))?);
         for (k, v) in ticket.env(http, socks) {
             spec.set_env(k, v);
         }

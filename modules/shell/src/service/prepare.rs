@@ -7,7 +7,6 @@
 
 use super::Shell;
 use super::commands::Checked;
-use crate::caller::Refusal;
 use crate::needs::{self, Needs, Widening};
 use hands_tool::Refused;
 use serde::Serialize;
@@ -85,7 +84,8 @@ impl Shell {
                 };
                 match self.check(&argv) {
                     Ok(checked) => Ok(Prepared { program: Some(checked), needs: None }),
-                    Err(Refusal(msg)) => {
+                    Err(e) => {
+                        let msg = e.to_string();
                         let what = crate::allow::show(&argv);
                         Err(refused(&what, "allowlist", msg, ALLOW_REMEDY.into(), Some(argv)))
                     }
@@ -133,10 +133,10 @@ impl Shell {
     fn refuse_missing_wall(&self, tool: &str) -> Result<(), Refused> {
         match self.cannot_run() {
             None => Ok(()),
-            Some(Refusal(msg)) => Err(refused(
+            Some(e) => Err(refused(
                 tool,
                 "sandbox",
-                msg,
+                e.to_string(),
                 "a person fixes the missing wall as `hands doctor` says, or sets sandbox.mode = \
                  \"best-effort\""
                     .into(),

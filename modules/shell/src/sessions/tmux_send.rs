@@ -3,9 +3,9 @@
 //! for.
 
 use super::wait;
-use crate::caller::{Caller, Refusal};
 use crate::service::Shell;
 use crate::tmux::{self, SendOutput};
+use crate::{Caller, ShellError};
 use std::time::{Duration, Instant};
 
 impl Shell {
@@ -14,16 +14,16 @@ impl Shell {
         &self,
         p: tmux::SendParams,
         caller: Caller,
-    ) -> Result<SendOutput, Refusal> {
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
+    ) -> Result<SendOutput, ShellError> {
+        let timeout = tmux::wait_secs(p.timeout_secs).map_err(ShellError::Failed)?;
         let until = match &p.wait {
-            Some(c) => Some(c.check("wait", timeout).map_err(Refusal)?),
+            Some(c) => Some(c.check("wait", timeout).map_err(ShellError::Failed)?),
             None => None,
         };
         self.refuse_when_unsafe()?;
         let chars = p.text.chars().count();
         if chars > tmux::MAX_SEND_CHARS {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "text is {chars} characters; tmux_send types at most {} per call — send it in \
                  parts",
                 tmux::MAX_SEND_CHARS
@@ -34,7 +34,7 @@ impl Shell {
         // typed that could read it.
         self.remask(&mut m).await?;
         if until.is_some() && !m.log {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "tmux session {:?} was started by an older hands, which kept no output log, so \
                  `wait` cannot be used; send without it and tmux_read, or start it again",
                 m.name

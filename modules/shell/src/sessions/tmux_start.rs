@@ -7,10 +7,10 @@ use super::{
     MAX_SOCKET_PATH, Meta, SERVER_START, START_CHECK, START_LINES, end_launcher, now_secs, wait,
     write_atomic,
 };
-use crate::caller::{Caller, Refusal};
 use crate::needs::Widening;
-use crate::service::{NotRun, Shell};
+use crate::service::Shell;
 use crate::tmux::{self, Facts, Started, State, check_name};
+use crate::{Caller, ShellError};
 use hands_sandbox::netns;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,11 +23,11 @@ impl Shell {
         p: tmux::StartParams,
         widening: Option<Widening>,
         caller: Caller,
-    ) -> Result<Started, Refusal> {
+    ) -> Result<Started, ShellError> {
         // Checked before anything starts: a bad `ready` starts nothing.
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(Refusal)?;
+        let timeout = tmux::wait_secs(p.timeout_secs).map_err(ShellError::Failed)?;
         let ready = match &p.ready {
-            Some(c) => Some(c.check("ready", timeout).map_err(Refusal)?),
+            Some(c) => Some(c.check("ready", timeout).map_err(ShellError::Failed)?),
             None => None,
         };
         self.refuse_when_unsafe()?;
@@ -35,14 +35,14 @@ impl Shell {
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
-                check_name(&n).map_err(Refusal)?;
+                check_name(&n).map_err(ShellError::Failed)?;
                 n
             }
             None => tmux::default_name(&t.names()),
         };
         if let Some(m) = t.read_meta(&name) {
             if m.launcher.alive() {
-                return Err(Refusal(format!(
+                return Err(ShellError::Failed(format!(
                     "tmux session {name:?} already exists; read it, tmux_kill it, or choose \
                      another name"
                 )));
@@ -51,7 +51,7 @@ impl Shell {
         }
         let socket = t.socket(&name);
         if socket.len() > MAX_SOCKET_PATH {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "the tmux socket path {socket} is longer than {MAX_SOCKET_PATH} bytes, which unix \
                  sockets cannot hold; a person can choose a shorter daemon.state_dir"
             )));
@@ -62,11 +62,11 @@ impl Shell {
         let start = || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref());
         let (launcher, masked, ticket) = match start().await {
             // A walk that saw an entry moved aside since: once more, after a new walk.
-            Err(NotRun::Stale(Refusal(why))) => {
+            Err(ShellError::Changed(why)) => {
                 self.walk_again(&why);
-                start().await.map_err(NotRun::refusal)?
+                start().await?
             }
-            started => started.map_err(NotRun::refusal)?,
+            started => started?,
         };
         if self.keep_sessions {
             self.keep_loopback_for(launcher);
@@ -89,7 +89,7 @@ impl Shell {
         if let Err(e) = recorded {
             end_launcher(launcher).await;
             t.forget(&name);
-            return Err(Refusal(format!("cannot record tmux session {name:?}: {e}")));
+            return Err(ShellError::Failed(format!("cannot record tmux session {name:?}: {e}")));
         }
         // The brake is atomic with the start: recorded first, then the brake read. A stop
         // that came before this read is seen here and this start ends itself; one after it
@@ -126,7 +126,7 @@ impl Shell {
                     };
                     // The shell's own complaint, when tmux caught it before the pane closed.
                     let said = r.text.trim();
-                    return Err(Refusal(format!(
+                    return Err(ShellError::Failed(format!(
                         "the command did not start in tmux session {name:?} (exit status \
                          {status}: {why}){}{said}",
                         if said.is_empty() { "" } else { ": " }
@@ -194,13 +194,15 @@ impl Shell {
         label: &str,
         client: &str,
         widening: Option<&Widening>,
-    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), NotRun> {
+    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), ShellError>
+    {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let t = &self.tmux;
         let socket_dir = t.socket_dir(name);
         let _ = std::fs::remove_dir_all(&socket_dir);
-        let fail = |what: &str, e: std::io::Error| Refusal(format!("cannot {what}: {e}"));
+        let fail =
+            |what: &str, e: std::io::Error| ShellError::Failed(format!("cannot {what}: {e}"));
         std::fs::create_dir_all(&socket_dir)
             .map_err(|e| fail("create the tmux socket folder", e))?;
         // The server runs as `sandbox.run_as` under a root daemon: its socket folder is theirs.
@@ -246,10 +248,10 @@ impl Shell {
                     hands_sandbox::launcher::Cause::Other,
                 ),
             };
-            let refusal = Refusal(format!("the tmux server of session {name:?} {how}: {why}"));
+            let why = format!("the tmux server of session {name:?} {how}: {why}");
             match cause {
-                hands_sandbox::launcher::Cause::Changed => NotRun::Stale(refusal),
-                _ => NotRun::Refused(refusal),
+                hands_sandbox::launcher::Cause::Changed => ShellError::Changed(why),
+                _ => ShellError::Sandbox(why),
             }
         };
         let Some(start) = start else {

@@ -10,10 +10,10 @@
 #![allow(clippy::disallowed_methods)]
 
 use super::Meta;
-use crate::caller::{Caller, Refusal};
 use crate::pane::{Mark, Screen};
-use crate::service::{HALTED, Shell, halted};
+use crate::service::{Shell, halted};
 use crate::tmux::{self, LOG_CHUNK, Until};
+use crate::{Caller, ShellError};
 use hands_sandbox::netns;
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -110,11 +110,11 @@ impl Log {
     }
 
     /// At most `max` bytes from `from` on.
-    pub fn read(&self, from: u64, max: usize) -> Result<Chunk, Refusal> {
+    pub fn read(&self, from: u64, max: usize) -> Result<Chunk, ShellError> {
         let indices = self.indices();
         let end = self.end();
         if from > end {
-            return Err(Refusal(format!(
+            return Err(ShellError::Failed(format!(
                 "cursor {from} is past the end of this session's output ({end} bytes so far): it \
                  comes from another session of that name; read without `since` for a fresh cursor"
             )));
@@ -348,20 +348,20 @@ impl Shell {
         typed: Option<&str>,
         timeout: Duration,
         caller: &Caller,
-    ) -> Result<Waited, Refusal> {
+    ) -> Result<Waited, ShellError> {
         let mut halt = self.halt.subscribe();
         if *halt.borrow() {
-            return Err(Refusal(HALTED.into()));
+            return Err(ShellError::Braked);
         }
         let work = self.watch(m, until, from, typed, timeout, caller);
         tokio::select! {
             r = work => r,
-            () = caller.cancelled() => Err(Refusal(format!(
+            () = caller.cancelled() => Err(ShellError::Cancelled(format!(
                 "cancelled: stopped waiting; tmux session {:?} keeps running (tmux_read or \
                  tmux_kill it)",
                 m.name
             ))),
-            () = halted(&mut halt) => Err(Refusal(HALTED.into())),
+            () = halted(&mut halt) => Err(ShellError::Braked),
         }
     }
 
@@ -373,7 +373,7 @@ impl Shell {
         typed: Option<&str>,
         timeout: Duration,
         caller: &Caller,
-    ) -> Result<Waited, Refusal> {
+    ) -> Result<Waited, ShellError> {
         let log = Log::new(self.tmux.socket_dir(&m.name));
         let started = Instant::now();
         let echo = typed
@@ -488,7 +488,7 @@ impl Shell {
     }
 
     /// After the command ended: reads the log until it stops growing (at most 1 s).
-    async fn settle(&self, log: &Log, v: &mut View) -> Result<(), Refusal> {
+    async fn settle(&self, log: &Log, v: &mut View) -> Result<(), ShellError> {
         let until = Instant::now() + Duration::from_secs(1);
         let mut quiet = 0;
         while Instant::now() < until && quiet < 3 {
