@@ -20,6 +20,17 @@ use std::sync::Arc;
 
 type Client = Arc<RunningService<RoleClient, Person>>;
 
+/// Other start-up and config files of issue 37 point 2 the plant writes too; none may be in the
+/// next run (the home's allow list of carried caches is `sandbox-profiles/home-carried.txt`).
+const OTHERS: &[&str] = &[
+    ".profile",
+    ".config/git/config",
+    ".ssh/config",
+    ".npmrc",
+    ".cargo/config.toml",
+    ".pip/pip.conf",
+];
+
 fn call(c: &Client, tool: &'static str, args: Value) -> tokio::task::JoinHandle<CallToolResult> {
     let c = c.clone();
     let Value::Object(args) = args else { panic!("arguments must be an object") };
@@ -86,7 +97,13 @@ async fn what_a_run_leaves_in_the_home_runs_in_no_later_run() {
     let plant = format!(
         "printf '[core]\\n\\tfsmonitor = {evil} fsmonitor\\n' > ~/.gitconfig && \
          printf 'touch {root}/ran-bashrc\\n' > ~/.bashrc && mkdir -p ~/.cache && \
-         echo kept > ~/.cache/hands-test && git config --global --get core.fsmonitor",
+         echo kept > ~/.cache/hands-test && {others} && \
+         git config --global --get core.fsmonitor",
+        others = OTHERS
+            .iter()
+            .map(|f| format!("mkdir -p \"$(dirname ~/{f})\" && echo x > ~/{f}"))
+            .collect::<Vec<_>>()
+            .join(" && "),
         evil = evil.display(),
         root = fx.root.display()
     );
@@ -125,8 +142,15 @@ async fn what_a_run_leaves_in_the_home_runs_in_no_later_run() {
     assert_eq!(ran(), Vec::<String>::new(), "a planted start-up file ran in a later run");
     assert_eq!(std::fs::read_dir(&grant).unwrap().count(), 0, "the widened folder was written");
     // The next run starts clean: no config, no rc file; the cache is there.
-    let look = "cat ~/.cache/hands-test; ls -A ~ | sort | tr '\\n' ' '; \
-                git config --global --get core.fsmonitor || echo no-config";
+    let look = format!(
+        "cat ~/.cache/hands-test; ls -A ~ | sort | tr '\\n' ' '; \
+         git config --global --get core.fsmonitor || echo no-config; {}",
+        OTHERS
+            .iter()
+            .map(|f| format!("test -e ~/{f} && echo kept-{f}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
     let r = call(&c, "bash", json!({ "command": look })).await.unwrap();
     let out = structured(&r)["stdout"].as_str().unwrap().to_string();
     assert!(out.starts_with("kept\n"), "the cache was not carried: {out}");
@@ -134,6 +158,7 @@ async fn what_a_run_leaves_in_the_home_runs_in_no_later_run() {
         out.contains("no-config") && !out.contains(".gitconfig") && !out.contains(".bashrc"),
         "{out}"
     );
+    assert!(!out.contains("kept-"), "a start-up or config file was carried: {out}");
 
     // And the positive control for the marks themselves: the same program, run by the person's
     // approved run directly, does leave them.
