@@ -62,15 +62,16 @@ pub(super) fn serve(
     };
     if let Some(sock) = server::git_agent_socket(&cfg) {
         // libssh2 (git push over SSH) finds the ssh-agent only through SSH_AUTH_SOCK, so the
-        // configured push.ssh_auth_sock becomes this process's SSH_AUTH_SOCK. `set_var` is
-        // unsafe because another thread could read the environment at the same time; here
-        // none exists yet: the tokio runtime starts below, logging spawns no thread, and
-        // nothing before this point starts one. The daemon never hands its own environment
-        // to anything it spawns, so the socket path goes no further than libssh2.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::env::set_var("SSH_AUTH_SOCK", &sock)
-        };
+        // configured push.ssh_auth_sock becomes this process's SSH_AUTH_SOCK, set while no
+        // other thread runs (the tokio runtime starts below; logging spawns no thread). The
+        // daemon never hands its own environment to anything it spawns, so the socket path
+        // goes no further than libssh2.
+        if let Err(e) =
+            hands_sandbox::set_env_while_single_threaded("SSH_AUTH_SOCK", sock.as_os_str())
+        {
+            eprint_line(&format!("hands: push.ssh_auth_sock: {e:#}"));
+            return ExitCode::from(1);
+        }
     }
     // Tokens are read and the loopback rule checked before anything starts.
     let http = match transport::http_setup::Setup::new(&cfg, http.as_deref()) {

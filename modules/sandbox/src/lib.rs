@@ -24,3 +24,5 @@ pub mod profiles;
 pub mod proxy;
 #[cfg(target_os = "linux")]
 mod sys;
+
+pub use sys::set_env_while_single_threaded;

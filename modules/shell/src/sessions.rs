@@ -267,11 +267,7 @@ impl Shell {
         loop {
             let spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
-            let (launcher, reports) = spec.command(&self.launcher).map_err(|e| {
-                ShellError::Sandbox(format!("the sandbox spec could not be passed on: {e}"))
-            })?;
-            let child = tokio::process::Command::from(launcher).kill_on_drop(true).output();
-            let out = tokio::time::timeout(CLIENT_TIMEOUT, child)
+            let (out, reports) = tokio::time::timeout(CLIENT_TIMEOUT, spec.output(&self.launcher))
                 .await
                 .map_err(|_| {
                     ShellError::Failed(format!("tmux did not answer within {CLIENT_TIMEOUT:?}"))

@@ -236,6 +236,49 @@ impl Spec {
         launcher_command(launcher, &self.to_json()?)
     }
 
+    /// Runs the launcher to its end and collects what the command printed (a tmux client);
+    /// dropped, the future kills it.
+    pub async fn output(
+        &self,
+        launcher: &Path,
+    ) -> std::io::Result<(std::process::Output, Reports)> {
+        let (command, reports) = self.command(launcher)?;
+        let out = tokio::process::Command::from(command).kill_on_drop(true).output().await?;
+        Ok((out, reports))
+    }
+
+    /// Starts the launcher with the command's stdout and stderr piped to the caller, killed
+    /// when the child is dropped (a `bash` or `run` call).
+    pub fn spawn_piped(
+        &self,
+        launcher: &Path,
+    ) -> std::io::Result<(tokio::process::Child, Reports)> {
+        use std::process::Stdio;
+        let (command, reports) = self.command(launcher)?;
+        let child = tokio::process::Command::from(command)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok((child, reports))
+    }
+
+    /// Starts the launcher to outlive the call (a tmux server): stdout to nowhere, stderr to
+    /// `log`, and a process group of its own, so that a Ctrl-C meant for the daemon does not
+    /// reach it (it ends with its daemon through its parent-death signal, or outlives it with
+    /// `keep_sessions`).
+    pub fn spawn_detached(
+        &self,
+        launcher: &Path,
+        log: std::fs::File,
+    ) -> std::io::Result<(std::process::Child, Reports)> {
+        use std::os::unix::process::CommandExt;
+        let (mut command, reports) = self.command(launcher)?;
+        let child =
+            command.stdout(std::process::Stdio::null()).stderr(log).process_group(0).spawn()?;
+        Ok((child, reports))
+    }
+
     pub(crate) fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
         let roots = self.roots.iter().map(|r| &r.path);

@@ -14,6 +14,23 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// Sets `key` in this process's environment, only while the process has a single thread: what
+/// makes `set_var` unsafe is another thread reading the environment at the same moment, and
+/// only this thread could start one.
+pub fn set_env_while_single_threaded(key: &str, value: &OsStr) -> Result<()> {
+    let threads = std::fs::read_dir("/proc/self/task")
+        .context("cannot count this process's threads in /proc/self/task")?
+        .count();
+    anyhow::ensure!(
+        threads == 1,
+        "{key} can be set only before any thread starts, and {threads} threads run"
+    );
+    // SAFETY: the process has one thread (counted above), so nothing reads the environment
+    // while it changes.
+    unsafe { std::env::set_var(key, value) };
+    Ok(())
+}
+
 /// Wraps a raw descriptor just returned by the kernel.
 pub fn owned(fd: i32) -> OwnedFd {
     // SAFETY: callers pass a descriptor the kernel just returned and nothing else owns.

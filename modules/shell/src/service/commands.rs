@@ -407,24 +407,15 @@ impl Shell {
         output_chars: usize,
         tee: Option<Tee>,
     ) -> Result<(BashOutput, launcher::Reported), ShellError> {
-        use std::process::Stdio;
         let started = Instant::now();
         let mut halt = self.halt.subscribe();
         if *halt.borrow() {
             return Err(ShellError::Braked);
         }
-        let (launcher, reports) = spec.command(&self.launcher).map_err(|e| {
-            ShellError::Sandbox(format!("the sandbox spec could not be passed on: {e}"))
-        })?;
         // Its stdin is the spec and the report channel (the command's is /dev/null).
-        let mut child = tokio::process::Command::from(launcher)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
-            })?;
+        let (mut child, reports) = spec.spawn_piped(&self.launcher).map_err(|e| {
+            ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
+        })?;
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));

@@ -196,8 +196,6 @@ impl Shell {
         widening: Option<&Widening>,
     ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), ShellError>
     {
-        use std::os::unix::process::CommandExt;
-        use std::process::Stdio;
         let t = &self.tmux;
         let socket_dir = t.socket_dir(name);
         let _ = std::fs::remove_dir_all(&socket_dir);
@@ -220,16 +218,8 @@ impl Shell {
             self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker), widening).await?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
-        let (mut command, reports) =
-            spec.command(&self.launcher).map_err(|e| fail("pass the sandbox spec on", e))?;
-        let mut child = command
-            .stdout(Stdio::null())
-            .stderr(log)
-            // Not in the daemon's process group: a Ctrl-C meant for the daemon does not reach
-            // it (a session ends with its daemon through its parent-death signal, or outlives
-            // it with `keep_sessions`).
-            .process_group(0)
-            .spawn()
+        let (mut child, reports) = spec
+            .spawn_detached(&self.launcher, log)
             .map_err(|e| fail("start the sandbox launcher", e))?;
         let pid = child.id() as i32;
         let start = netns::start_time(pid);
