@@ -576,14 +576,18 @@ fn doctor_warns_of_a_tmux_or_git_that_is_missing_too_old_or_unreadable() {
     );
 
     // A program that does not answer is killed, and said so.
-    std::fs::write(bin.join("git"), "#!/bin/sh\nexec sleep 37\n").unwrap();
+    // A sleep of its own length (over the 30 s limit): another run of this test on the machine
+    // has another, so each looks for its own.
+    let secs = super::common::unique_sleep();
+    std::fs::write(bin.join("git"), format!("#!/bin/sh\nexec sleep {secs}\n")).unwrap();
     let text = doctor(&with_fakes, &with_fakes);
     let w = warning(&text, "`git --version` did not answer within 30 s and was killed");
     assert!(w.starts_with("warning: tools-git: cannot tell the version of "), "{w}");
     assert!(text.contains("  git: version not read: `git --version` did not answer"), "{text}");
     // Its sandbox dies with the killed launcher (the init's parent-death signal), soon after.
     let gone = (0..40).any(|_| {
-        let left = std::process::Command::new("pgrep").args(["-f", "^sleep 37$"]).output();
+        let own = format!("^sleep {}$", secs.replace('.', "\\."));
+        let left = std::process::Command::new("pgrep").args(["-f", &own]).output();
         std::thread::sleep(std::time::Duration::from_millis(50));
         left.unwrap().stdout.is_empty()
     });
