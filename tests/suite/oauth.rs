@@ -413,16 +413,14 @@ async fn an_oauth_agent_works_a_runner_through_the_relay_by_its_subject() {
     assert_eq!(get("/runners", Some(idp.token("expired"))).await.0, 401);
     assert_eq!(get("/runners", Some(idp.token("other_audience"))).await.0, 401);
     // A runner the agent may reach but which is not connected: past the door, 503.
-    let (status, _, body) = raw(
-        port,
-        &format!(
-            "POST /runners/box-1/mcp HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream",
-            idp.token("valid")
-        ),
-        INITIALIZE,
-    )
-    .await;
+    let initialize = |token: String| async move {
+        let head = format!(
+            "POST /runners/box-1/mcp HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream"
+        );
+        raw(port, &head, INITIALIZE).await
+    };
+    let (status, _, body) = initialize(idp.token("valid")).await;
     assert_eq!(status, 503, "{body}");
     // The runner connects; the OAuth agent holds whole MCP sessions with it through the relay,
     // in both protocol eras, as `runner:ci`, and its token goes no further than the relay.
@@ -458,17 +456,7 @@ async fn an_oauth_agent_works_a_runner_through_the_relay_by_its_subject() {
     assert!(records.iter().all(|r| r["client"] == "runner:ci"), "{records:?}");
     // A token without the scope is stopped at the relay's door, before the runner.
     let before = fx.audit_records().len();
-    let (status, _, _) = raw(
-        port,
-        &format!(
-            "POST /runners/box-1/mcp HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream",
-            idp.token("no_scope")
-        ),
-        INITIALIZE,
-    )
-    .await;
-    assert_eq!(status, 403);
+    assert_eq!(initialize(idp.token("no_scope")).await.0, 403);
     assert_eq!(fx.audit_records().len(), before);
     fx.assert_canary();
     // No token reached the runner or was logged: not the relay's log, the runner's, the audit.
