@@ -4,7 +4,7 @@
 
 use super::{HALTED, Shell, reachable_by_run_as};
 use crate::caller::Refusal;
-use hands_sandbox::{launcher, probe};
+use hands_sandbox::{container, launcher, probe};
 
 impl Shell {
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
@@ -19,12 +19,12 @@ impl Shell {
                     // command: its words on why it failed are the daemon's to read.
                     let no_userns = why.contains("user namespace");
                     let mut p = probe::failed(why);
-                    p.no_user_namespace = no_userns;
+                    p.no_namespaces = no_userns;
                     p
                 }
             };
             let mut p = run();
-            if !self.enforce && p.userns_refused() {
+            if !self.enforce && p.namespaces_refused() {
                 self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
                 // Commands as `run_as` now reach their home and the tmux sockets through the
                 // host's folders, where a root daemon's state dir is usually closed to them.
@@ -45,6 +45,9 @@ impl Shell {
                 }
             }
             p.mechanisms = self.mechanisms();
+            if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+                p.container = container::detect().map(|c| c.runtime.name().to_string());
+            }
             if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
                 let mut why = self.bound.passed_over.clone();
                 if self.rlimit_unbound() {
@@ -62,10 +65,13 @@ impl Shell {
 
     /// The walls' mechanisms, as the tier names them.
     fn mechanisms(&self) -> Vec<String> {
-        let ns = if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            "no namespaces (Landlock and seccomp alone)"
-        } else {
-            "namespaces"
+        let bare = self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed);
+        // The container tier's name says there are no namespaces; its walls are listed.
+        let in_container = bare && container::detect().is_some();
+        let ns = match (bare, in_container) {
+            (false, _) => "namespaces",
+            (true, false) => "no namespaces (Landlock and seccomp alone)",
+            (true, true) => "no namespaces",
         };
         let landlock = match launcher::landlock_abi() {
             0 => "Landlock unavailable".to_string(),
@@ -77,7 +83,11 @@ impl Shell {
         } else {
             self.bound.bound.name()
         };
-        let mut m = vec![ns.to_string(), landlock, "seccomp".into(), bound.into()];
+        let mut m = vec![ns.to_string(), landlock, "seccomp".into()];
+        if in_container {
+            m.push("rlimits".into());
+        }
+        m.push(bound.into());
         if let Some(ids) = self.run_as {
             m.push(format!("as uid {}", ids.uid));
         }
@@ -153,10 +163,15 @@ impl Shell {
             .map(|c| format!("{}: {}", c.name, c.note))
             .collect::<Vec<_>>()
             .join("; ");
+        // In a container the fix is how it is started: the flags, whatever the note said.
+        let fix = match container::detect() {
+            Some(c) => format!("This is {}: a person can {}", c.described(), c.remedy(false)),
+            None => "A person can fix the host or set sandbox.mode = \"best-effort\"".into(),
+        };
         Some(Refusal(format!(
             "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox \
              self-test found these guarantees missing: {} ({remedy}); `hands doctor` shows why \
-             and how to fix it. A person can fix the host or set sandbox.mode = \"best-effort\"",
+             and how to fix it. {fix}",
             p.missing().join(", ")
         )))
     }

@@ -1,0 +1,349 @@
+//! Whether the daemon runs in a container, which runtime made it, and the `run` flags that let
+//! the sandbox build its namespaces there (SPEC §5.1, §5.2; decision 0071).
+//!
+//! A container as `docker run` or `podman run` gives it is root without `CAP_SYS_ADMIN`, under
+//! the runtime's seccomp profile and with parts of `/proc` masked: the launcher cannot make
+//! (Docker) or cannot use (Podman) the namespaces it needs, so what holds there is Landlock,
+//! seccomp and the rlimits — the *container tier* — unless the container is run with the flags
+//! [`Container::flags`] names. The flags are the ones tried with Debian 12's packages
+//! (`scripts/container-acceptance`): each was needed, and together they give the full tier.
+
+use std::path::Path;
+
+/// The runtime a container was made by, as far as its traces tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runtime {
+    Docker,
+    Podman,
+    Kubernetes,
+    /// Another runtime, by the name it gave (`lxc`, `systemd-nspawn`), or `a container`.
+    Other(String),
+}
+
+impl Runtime {
+    /// The runtime's name, as the tier and the refusal say it.
+    pub fn name(&self) -> &str {
+        match self {
+            Runtime::Docker => "Docker",
+            Runtime::Podman => "Podman",
+            Runtime::Kubernetes => "Kubernetes",
+            Runtime::Other(name) => name,
+        }
+    }
+}
+
+/// A container the daemon runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    pub runtime: Runtime,
+    /// What gave it away: `/.dockerenv`, `/run/.containerenv`, `container=podman`, a cgroup path.
+    pub found: Vec<String>,
+    /// Podman's `/run/.containerenv` says the container is rootless: its root is an ordinary
+    /// user of the host, so id-mapped roots are out of reach whatever the flags.
+    pub rootless: bool,
+    /// The bounding set holds `CAP_SYS_ADMIN` (what `--cap-add SYS_ADMIN` gives).
+    pub sys_admin: bool,
+    /// The AppArmor profile that confines this process, when one does (`docker-default`).
+    pub apparmor: Option<String>,
+}
+
+/// The flags that gave the full tier in rootful Podman (4.3): `CAP_SYS_ADMIN` to join the
+/// module's network namespace, clone and id-map the roots, and an unmasked `/proc`, without
+/// which the kernel refuses a fresh proc mount for the sandbox's PID namespace. Podman's
+/// seccomp profile already allows the rest once the capability is there.
+pub const PODMAN_FLAGS: &str = "--cap-add SYS_ADMIN --security-opt systempaths=unconfined";
+
+/// The flags that gave the full tier in Docker (20.10): as Podman's, and no seccomp filter,
+/// since Docker's default profile refuses `pivot_root` even with `CAP_SYS_ADMIN`.
+pub const DOCKER_FLAGS: &str = "--cap-add SYS_ADMIN --security-opt seccomp=unconfined \
+                                --security-opt systempaths=unconfined";
+
+/// Where AppArmor confines the container (Ubuntu's and Debian's hosts load `docker-default`
+/// or `containers-default`), its profile forbids mounts: this flag lifts it.
+pub const APPARMOR_FLAG: &str = "--security-opt apparmor=unconfined";
+
+/// What the container tier walls and what it does not (decision 0048 and 0071), for `hands
+/// check`, the `initialize` instructions and the README.
+pub const TIER_WALLS: &str = "Landlock keeps reads to the roots and system folders and writes \
+     to the writable roots, and refuses TCP (ABI 4 and up) and signals outside (ABI 6); seccomp \
+     refuses the denied system calls; rlimits bound file size, open files and address space. \
+     Not walled: secrets inside a root (nothing masks them), protected paths in a writable root \
+     (`.git/hooks`, `.vscode`), UDP, the container's processes and unix sockets, chmod outside \
+     the roots, the number of processes";
+
+impl Container {
+    /// `a Podman container`, `a rootless Podman container`, `a Kubernetes pod`.
+    pub fn described(&self) -> String {
+        match &self.runtime {
+            Runtime::Kubernetes => "a Kubernetes pod".into(),
+            Runtime::Podman if self.rootless => "a rootless Podman container".into(),
+            r => format!("a {} container", r.name()),
+        }
+    }
+
+    /// The `run` flags that give the full tier with this container's runtime, as one command
+    /// line prefix (`podman run --cap-add …`); Docker's for a runtime these were not tried with.
+    pub fn flags(&self) -> String {
+        let (run, flags) = match self.runtime {
+            Runtime::Podman => ("podman run", PODMAN_FLAGS),
+            _ => ("docker run", DOCKER_FLAGS),
+        };
+        match &self.apparmor {
+            Some(_) => format!("{run} {flags} {APPARMOR_FLAG}"),
+            None => format!("{run} {flags}"),
+        }
+    }
+
+    /// One line on where the daemon runs and what its commands get, before any sandbox was
+    /// tried (`hands check`, the `initialize` instructions): with `CAP_SYS_ADMIN` the full
+    /// sandbox may be built (the self-test says); without it, the container tier when
+    /// `best_effort`, a refusal of every command otherwise; and the flags that give more.
+    pub fn summary(&self, best_effort: bool) -> String {
+        let found = self.found.join(", ");
+        let gets = match (self.sys_admin, best_effort) {
+            (true, _) => "with CAP_SYS_ADMIN: the full sandbox can be built if the runtime \
+                          allows the rest (the sandbox self-test says)"
+                .to_string(),
+            (false, true) => format!(
+                "without CAP_SYS_ADMIN: commands get the container tier (no namespaces): \
+                 {TIER_WALLS}"
+            ),
+            (false, false) => "without CAP_SYS_ADMIN: sandbox.mode = \"enforce\" refuses every \
+                               command"
+                .to_string(),
+        };
+        format!(
+            "{} (found: {found}), {gets}. Remedy: {}",
+            self.described(),
+            self.remedy(best_effort)
+        )
+    }
+
+    /// What a person can do, as one sentence: the flags for this runtime (and the other's), or
+    /// (unless the daemon is in it already) `sandbox.mode = "best-effort"` for the container
+    /// tier.
+    pub fn remedy(&self, best_effort: bool) -> String {
+        let apparmor = match &self.apparmor {
+            Some(p) => format!(" (with {APPARMOR_FLAG}, since AppArmor confines it: {p})"),
+            None => String::new(),
+        };
+        let how = match &self.runtime {
+            Runtime::Docker => format!("start it with `{}`{apparmor}", self.flags()),
+            Runtime::Podman => format!(
+                "start it with `{}`{apparmor} (Docker: `docker run {DOCKER_FLAGS}`)",
+                self.flags()
+            ),
+            Runtime::Kubernetes => format!(
+                "give the container what these flags give Docker, in its securityContext \
+                 (capability SYS_ADMIN, an unconfined seccomp profile, procMount: Unmasked): \
+                 `docker run {DOCKER_FLAGS}`{apparmor}"
+            ),
+            Runtime::Other(_) => format!(
+                "start it with what these flags give Docker or Podman: `docker run \
+                 {DOCKER_FLAGS}`, `podman run {PODMAN_FLAGS}`{apparmor}"
+            ),
+        };
+        let rootless = if self.rootless {
+            "; a rootless container cannot bind a root-owned project id-mapped: set \
+             sandbox.run_as to the project's owner"
+        } else {
+            ""
+        };
+        let or = if best_effort {
+            ""
+        } else {
+            ", or set sandbox.mode = \"best-effort\" for the container tier (Landlock, seccomp \
+             and rlimits, no namespaces)"
+        };
+        format!("{how} for the full sandbox{rootless}{or}")
+    }
+}
+
+/// The container this process runs in, if any (read once).
+pub fn detect() -> Option<Container> {
+    static FOUND: std::sync::OnceLock<Option<Container>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| detect_from(&Traces::read())).clone()
+}
+
+/// What a container leaves where its processes can read it.
+#[derive(Debug, Default)]
+struct Traces {
+    dockerenv: bool,
+    /// `/run/.containerenv` (Podman, Buildah, CRI-O), with its content (rootful Podman fills
+    /// it in: `engine="podman-4.3.1"`, `rootless=0`).
+    containerenv: Option<String>,
+    /// The `container` environment variable (Podman, LXC and systemd-nspawn set it).
+    container_var: Option<String>,
+    kubernetes: bool,
+    cgroup: String,
+    /// The line of `/proc/self/mountinfo` for `/`.
+    root_mount: String,
+    /// `/proc/self/status`.
+    status: String,
+    /// `/proc/self/attr/current`: the LSM label (AppArmor's profile and mode).
+    label: String,
+}
+
+impl Traces {
+    // procfs and the runtimes' marker files, not paths of a root.
+    #[allow(clippy::disallowed_methods)]
+    fn read() -> Traces {
+        let text = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Traces {
+            dockerenv: Path::new("/.dockerenv").exists(),
+            containerenv: Path::new("/run/.containerenv")
+                .exists()
+                .then(|| std::fs::read_to_string("/run/.containerenv").unwrap_or_default()),
+            container_var: env("container"),
+            kubernetes: env("KUBERNETES_SERVICE_HOST").is_some(),
+            cgroup: text("/proc/self/cgroup"),
+            root_mount: text("/proc/self/mountinfo")
+                .lines()
+                .find(|l| l.split(' ').nth(4) == Some("/"))
+                .unwrap_or_default()
+                .to_string(),
+            status: text("/proc/self/status"),
+            label: text("/proc/self/attr/current"),
+        }
+    }
+}
+
+/// `CAP_SYS_ADMIN`'s bit in the capability sets.
+const CAP_SYS_ADMIN: u32 = 21;
+
+fn detect_from(t: &Traces) -> Option<Container> {
+    let mut found = Vec::new();
+    let mut runtime = None;
+    let mut saw = |what: String, r: Runtime| {
+        found.push(what);
+        runtime.get_or_insert(r);
+    };
+    if t.kubernetes {
+        saw("KUBERNETES_SERVICE_HOST".into(), Runtime::Kubernetes);
+    }
+    if t.cgroup.contains("kubepods") {
+        saw("a kubepods cgroup".into(), Runtime::Kubernetes);
+    }
+    if t.containerenv.is_some() {
+        // CRI-O writes the file too, but under Kubernetes, seen above.
+        saw("/run/.containerenv".into(), Runtime::Podman);
+    }
+    match t.container_var.as_deref() {
+        Some("podman") => saw("container=podman".into(), Runtime::Podman),
+        Some("docker") => saw("container=docker".into(), Runtime::Docker),
+        Some(other) => saw(format!("container={other}"), Runtime::Other(other.to_string())),
+        None => {}
+    }
+    if t.cgroup.contains("libpod") {
+        saw("a libpod cgroup".into(), Runtime::Podman);
+    }
+    if t.dockerenv {
+        saw("/.dockerenv".into(), Runtime::Docker);
+    }
+    if t.cgroup.lines().any(|l| l.contains("/docker/") || l.contains("/docker-")) {
+        saw("a docker cgroup".into(), Runtime::Docker);
+    }
+    if t.root_mount.contains(" - overlay ") {
+        if t.root_mount.contains("/containers/storage/overlay") {
+            saw("/ on Podman's overlay storage".into(), Runtime::Podman);
+        } else if t.root_mount.contains("/overlay2/") {
+            saw("/ on Docker's overlay2 storage".into(), Runtime::Docker);
+        }
+    }
+    if t.cgroup.lines().any(|l| l.contains("/lxc/") || l.contains("/lxc.payload")) {
+        saw("an lxc cgroup".into(), Runtime::Other("LXC".into()));
+    }
+    let runtime = runtime?;
+    let rootless =
+        t.containerenv.as_deref().is_some_and(|e| e.lines().any(|l| l.trim() == "rootless=1"));
+    let bounding = t
+        .status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let label = t.label.trim_end_matches(['\0', '\n']).trim();
+    let apparmor = (!label.is_empty() && label != "unconfined" && label.contains("(enforce)"))
+        .then(|| label.to_string());
+    Some(Container {
+        runtime,
+        found,
+        rootless,
+        sys_admin: bounding & (1 << CAP_SYS_ADMIN) != 0,
+        apparmor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Traces as `docker run` left them (Docker 20.10, Debian 12): `/.dockerenv`, a docker
+    /// cgroup (v1), the root on overlay2, no CAP_SYS_ADMIN.
+    fn docker() -> Traces {
+        Traces {
+            dockerenv: true,
+            cgroup: "8:pids:/docker/3e5dcf92\n0::/docker/3e5dcf92\n".into(),
+            root_mount: "115 53 0:48 / / rw,relatime master:3 - overlay overlay \
+                         rw,lowerdir=/var/lib/docker/overlay2/l/V5X"
+                .into(),
+            status: "CapBnd:\t00000000a80425fb\n".into(),
+            ..Traces::default()
+        }
+    }
+
+    #[test]
+    fn docker_is_named_with_its_own_flags() {
+        let c = detect_from(&docker()).unwrap();
+        assert_eq!(c.runtime, Runtime::Docker);
+        assert!(!c.sys_admin);
+        assert_eq!(c.found.len(), 3, "{:?}", c.found);
+        assert_eq!(c.flags(), format!("docker run {DOCKER_FLAGS}"));
+        assert!(c.remedy(false).contains("seccomp=unconfined"), "{}", c.remedy(false));
+        assert!(c.remedy(false).contains("best-effort"));
+        let confined = Traces { label: "docker-default (enforce)\n".into(), ..docker() };
+        let c = detect_from(&confined).unwrap();
+        assert!(c.flags().ends_with(APPARMOR_FLAG), "{}", c.flags());
+    }
+
+    #[test]
+    fn podman_rootful_and_rootless() {
+        let t = Traces {
+            containerenv: Some("engine=\"podman-4.3.1\"\nrootless=0\n".into()),
+            container_var: Some("podman".into()),
+            cgroup: "0::/libpod_parent/libpod-7550\n".into(),
+            status: "CapBnd:\t00000000a82425fb\n".into(),
+            ..Traces::default()
+        };
+        let c = detect_from(&t).unwrap();
+        assert_eq!(c.runtime, Runtime::Podman);
+        assert!(c.sys_admin && !c.rootless);
+        assert_eq!(c.flags(), format!("podman run {PODMAN_FLAGS}"));
+        assert!(
+            c.remedy(false).contains(DOCKER_FLAGS),
+            "Docker's are named too: {}",
+            c.remedy(false)
+        );
+        let rootless = Traces { containerenv: Some("rootless=1\n".into()), ..t };
+        let c = detect_from(&rootless).unwrap();
+        assert!(c.rootless && c.described().contains("rootless"));
+        assert!(c.remedy(false).contains("sandbox.run_as"), "{}", c.remedy(false));
+    }
+
+    #[test]
+    fn a_host_is_no_container() {
+        // This project's CI host: cgroup v1 paths of its own, / on ext4, every capability.
+        let host = Traces {
+            cgroup: "4:memory:/process_api/1e1f5cb4\n0::/\n".into(),
+            root_mount: "25 1 254:1 / / rw,relatime - ext4 /dev/vda1 rw".into(),
+            status: "CapBnd:\t000001ffffffffff\n".into(),
+            ..Traces::default()
+        };
+        assert_eq!(detect_from(&host), None);
+        let kube = Traces { kubernetes: true, ..host };
+        let c = detect_from(&kube).unwrap();
+        assert_eq!(c.described(), "a Kubernetes pod");
+        assert!(c.remedy(false).contains("securityContext"), "{}", c.remedy(false));
+    }
+}
