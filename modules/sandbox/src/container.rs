@@ -16,7 +16,7 @@ pub enum Runtime {
     Docker,
     Podman,
     Kubernetes,
-    /// Another runtime, by the name it gave (`lxc`, `systemd-nspawn`), or `a container`.
+    /// Another runtime, by the name it gave (`lxc`, `systemd-nspawn`); empty when unknown.
     Other(String),
 }
 
@@ -77,6 +77,7 @@ impl Container {
         match &self.runtime {
             Runtime::Kubernetes => "a Kubernetes pod".into(),
             Runtime::Podman if self.rootless => "a rootless Podman container".into(),
+            Runtime::Other(name) if name.is_empty() => "a container".into(),
             r => format!("a {} container", r.name()),
         }
     }
@@ -212,57 +213,78 @@ impl Traces {
 /// `CAP_SYS_ADMIN`'s bit in the capability sets.
 const CAP_SYS_ADMIN: u32 = 21;
 
+/// A container is named by a trace only a running container leaves (the `container`
+/// variable, a runtime's cgroup, its storage under `/`), or by two of the weaker ones: the
+/// marker files survive in an image turned into a VM's disk (this project's CI host has a
+/// `/.dockerenv`, with every capability, on ext4), an overlay root and a bounding set without
+/// `CAP_SYS_ADMIN` are found elsewhere too.
 fn detect_from(t: &Traces) -> Option<Container> {
-    let mut found = Vec::new();
-    let mut runtime = None;
-    let mut saw = |what: String, r: Runtime| {
-        found.push(what);
-        runtime.get_or_insert(r);
-    };
-    if t.kubernetes {
-        saw("KUBERNETES_SERVICE_HOST".into(), Runtime::Kubernetes);
-    }
-    if t.cgroup.contains("kubepods") {
-        saw("a kubepods cgroup".into(), Runtime::Kubernetes);
-    }
-    if t.containerenv.is_some() {
-        // CRI-O writes the file too, but under Kubernetes, seen above.
-        saw("/run/.containerenv".into(), Runtime::Podman);
-    }
-    match t.container_var.as_deref() {
-        Some("podman") => saw("container=podman".into(), Runtime::Podman),
-        Some("docker") => saw("container=docker".into(), Runtime::Docker),
-        Some(other) => saw(format!("container={other}"), Runtime::Other(other.to_string())),
-        None => {}
-    }
-    if t.cgroup.contains("libpod") {
-        saw("a libpod cgroup".into(), Runtime::Podman);
-    }
-    if t.dockerenv {
-        saw("/.dockerenv".into(), Runtime::Docker);
-    }
-    if t.cgroup.lines().any(|l| l.contains("/docker/") || l.contains("/docker-")) {
-        saw("a docker cgroup".into(), Runtime::Docker);
-    }
-    if t.root_mount.contains(" - overlay ") {
-        if t.root_mount.contains("/containers/storage/overlay") {
-            saw("/ on Podman's overlay storage".into(), Runtime::Podman);
-        } else if t.root_mount.contains("/overlay2/") {
-            saw("/ on Docker's overlay2 storage".into(), Runtime::Docker);
-        }
-    }
-    if t.cgroup.lines().any(|l| l.contains("/lxc/") || l.contains("/lxc.payload")) {
-        saw("an lxc cgroup".into(), Runtime::Other("LXC".into()));
-    }
-    let runtime = runtime?;
-    let rootless =
-        t.containerenv.as_deref().is_some_and(|e| e.lines().any(|l| l.trim() == "rootless=1"));
     let bounding = t
         .status
         .lines()
         .find_map(|l| l.strip_prefix("CapBnd:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    let mut found = Vec::new();
+    let (mut runtime, mut strong, mut weak) = (None, 0, 0);
+    let mut saw = |what: String, r: Option<Runtime>, is_strong: bool| {
+        found.push(what);
+        if is_strong {
+            strong += 1
+        } else {
+            weak += 1
+        }
+        if runtime.is_none() {
+            runtime = r;
+        }
+    };
+    let (docker, podman, kube) =
+        (Some(Runtime::Docker), Some(Runtime::Podman), Some(Runtime::Kubernetes));
+    if t.kubernetes {
+        saw("KUBERNETES_SERVICE_HOST".into(), kube.clone(), true);
+    }
+    if t.cgroup.contains("kubepods") {
+        saw("a kubepods cgroup".into(), kube, true);
+    }
+    match t.container_var.as_deref() {
+        Some("podman") => saw("container=podman".into(), podman.clone(), true),
+        Some("docker") => saw("container=docker".into(), docker.clone(), true),
+        Some(other) => saw(format!("container={other}"), Some(Runtime::Other(other.into())), true),
+        None => {}
+    }
+    if t.cgroup.contains("libpod") {
+        saw("a libpod cgroup".into(), podman.clone(), true);
+    }
+    if t.cgroup.lines().any(|l| l.contains("/docker/") || l.contains("/docker-")) {
+        saw("a docker cgroup".into(), docker.clone(), true);
+    }
+    if t.cgroup.lines().any(|l| l.contains("/lxc/") || l.contains("/lxc.payload")) {
+        saw("an lxc cgroup".into(), Some(Runtime::Other("LXC".into())), true);
+    }
+    if t.root_mount.contains(" - overlay ") {
+        if t.root_mount.contains("/containers/storage/overlay") {
+            saw("/ on Podman's overlay storage".into(), podman.clone(), true);
+        } else if t.root_mount.contains("/overlay2/") {
+            saw("/ on Docker's overlay2 storage".into(), docker.clone(), true);
+        } else {
+            saw("/ on overlayfs".into(), None, false);
+        }
+    }
+    if t.containerenv.is_some() {
+        // CRI-O writes the file too, but under Kubernetes, seen above.
+        saw("/run/.containerenv".into(), podman, false);
+    }
+    if t.dockerenv {
+        saw("/.dockerenv".into(), docker, false);
+    }
+    if bounding.is_some_and(|b| b & (1 << CAP_SYS_ADMIN) == 0) {
+        saw("no CAP_SYS_ADMIN in the bounding set".into(), None, false);
+    }
+    if strong == 0 && weak < 2 {
+        return None;
+    }
+    let runtime = runtime.unwrap_or(Runtime::Other(String::new()));
+    let rootless =
+        t.containerenv.as_deref().is_some_and(|e| e.lines().any(|l| l.trim() == "rootless=1"));
     let label = t.label.trim_end_matches(['\0', '\n']).trim();
     let apparmor = (!label.is_empty() && label != "unconfined" && label.contains("(enforce)"))
         .then(|| label.to_string());
@@ -270,7 +292,7 @@ fn detect_from(t: &Traces) -> Option<Container> {
         runtime,
         found,
         rootless,
-        sys_admin: bounding & (1 << CAP_SYS_ADMIN) != 0,
+        sys_admin: bounding.is_some_and(|b| b & (1 << CAP_SYS_ADMIN) != 0),
         apparmor,
     })
 }
@@ -298,7 +320,13 @@ mod tests {
         let c = detect_from(&docker()).unwrap();
         assert_eq!(c.runtime, Runtime::Docker);
         assert!(!c.sys_admin);
-        assert_eq!(c.found.len(), 3, "{:?}", c.found);
+        let found = [
+            "a docker cgroup",
+            "/ on Docker's overlay2 storage",
+            "/.dockerenv",
+            "no CAP_SYS_ADMIN in the bounding set",
+        ];
+        assert_eq!(c.found, found);
         assert_eq!(c.flags(), format!("docker run {DOCKER_FLAGS}"));
         assert!(c.remedy(false).contains("seccomp=unconfined"), "{}", c.remedy(false));
         assert!(c.remedy(false).contains("best-effort"));
@@ -331,18 +359,39 @@ mod tests {
         assert!(c.remedy(false).contains("sandbox.run_as"), "{}", c.remedy(false));
     }
 
-    #[test]
-    fn a_host_is_no_container() {
-        // This project's CI host: cgroup v1 paths of its own, / on ext4, every capability.
-        let host = Traces {
+    /// This project's CI host: a VM whose disk was a Docker image (a stale `/.dockerenv`),
+    /// cgroup v1 paths of its own, `/` on ext4, every capability.
+    fn ci_host() -> Traces {
+        Traces {
+            dockerenv: true,
             cgroup: "4:memory:/process_api/1e1f5cb4\n0::/\n".into(),
-            root_mount: "25 1 254:1 / / rw,relatime - ext4 /dev/vda1 rw".into(),
-            status: "CapBnd:\t000001ffffffffff\n".into(),
+            root_mount: "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw".into(),
+            status: "CapBnd:\t000001fffeffffff\n".into(),
             ..Traces::default()
+        }
+    }
+
+    #[test]
+    fn a_stale_marker_alone_is_no_container() {
+        assert_eq!(detect_from(&ci_host()), None);
+        assert_eq!(detect_from(&Traces { dockerenv: false, ..ci_host() }), None);
+        // The same marker where CAP_SYS_ADMIN was taken away: a container after all.
+        let status = "CapBnd:\t00000000a80425fb\n".into();
+        let c = detect_from(&Traces { status, ..ci_host() }).unwrap();
+        assert_eq!((c.runtime, c.sys_admin), (Runtime::Docker, false));
+        // Two weak traces of no known runtime.
+        let t = Traces {
+            dockerenv: false,
+            root_mount: "80 53 0:41 / / rw - overlay overlay rw,lowerdir=/x".into(),
+            status: "CapBnd:\t00000000a80425fb\n".into(),
+            ..ci_host()
         };
-        assert_eq!(detect_from(&host), None);
-        let kube = Traces { kubernetes: true, ..host };
-        let c = detect_from(&kube).unwrap();
+        assert_eq!(detect_from(&t).unwrap().described(), "a container");
+    }
+
+    #[test]
+    fn a_kubernetes_pod_is_told_its_security_context() {
+        let c = detect_from(&Traces { kubernetes: true, ..ci_host() }).unwrap();
         assert_eq!(c.described(), "a Kubernetes pod");
         assert!(c.remedy(false).contains("securityContext"), "{}", c.remedy(false));
     }
