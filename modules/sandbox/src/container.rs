@@ -38,8 +38,10 @@ pub struct Container {
     pub runtime: Runtime,
     /// What gave it away: `/.dockerenv`, `/run/.containerenv`, `container=podman`, a cgroup path.
     pub found: Vec<String>,
-    /// Podman's `/run/.containerenv` says the container is rootless: its root is an ordinary
-    /// user of the host, so id-mapped roots are out of reach whatever the flags.
+    /// The container's root is an ordinary user of the host (rootless Podman or Docker, a
+    /// remapped user namespace: `/proc/self/uid_map` is not the identity, or Podman's
+    /// `/run/.containerenv` says `rootless=1`), so id-mapped roots are out of reach whatever
+    /// the flags.
     pub rootless: bool,
     /// The bounding set holds `CAP_SYS_ADMIN` (what `--cap-add SYS_ADMIN` gives).
     pub sys_admin: bool,
@@ -76,8 +78,8 @@ impl Container {
     pub fn described(&self) -> String {
         match &self.runtime {
             Runtime::Kubernetes => "a Kubernetes pod".into(),
-            Runtime::Podman if self.rootless => "a rootless Podman container".into(),
             Runtime::Other(name) if name.is_empty() => "a container".into(),
+            r if self.rootless => format!("a rootless {} container", r.name()),
             r => format!("a {} container", r.name()),
         }
     }
@@ -98,19 +100,23 @@ impl Container {
     /// One line on where the daemon runs and what its commands get, before any sandbox was
     /// tried (`hands check`, the `initialize` instructions): with `CAP_SYS_ADMIN` the full
     /// sandbox may be built (the self-test says); without it, the container tier when
-    /// `best_effort`, a refusal of every command otherwise; and the flags that give more.
+    /// `best_effort`, a refusal of every command otherwise, and the flags that give more.
     pub fn summary(&self, best_effort: bool) -> String {
         let found = self.found.join(", ");
-        let gets = match (self.sys_admin, best_effort) {
-            (true, _) => "with CAP_SYS_ADMIN: the full sandbox can be built if the runtime \
-                          allows the rest (the sandbox self-test says)"
-                .to_string(),
-            (false, true) => format!(
+        if self.sys_admin {
+            return format!(
+                "{} (found: {found}), with CAP_SYS_ADMIN: the full sandbox can be built where \
+                 the runtime allows the rest too, as `{}` does (the sandbox self-test says)",
+                self.described(),
+                self.flags()
+            );
+        }
+        let gets = match best_effort {
+            true => format!(
                 "without CAP_SYS_ADMIN: commands get the container tier (no namespaces): \
                  {TIER_WALLS}"
             ),
-            (false, false) => "without CAP_SYS_ADMIN: sandbox.mode = \"enforce\" refuses every \
-                               command"
+            false => "without CAP_SYS_ADMIN: sandbox.mode = \"enforce\" refuses every command"
                 .to_string(),
         };
         format!(
@@ -183,6 +189,8 @@ struct Traces {
     status: String,
     /// `/proc/self/attr/current`: the LSM label (AppArmor's profile and mode).
     label: String,
+    /// `/proc/self/uid_map`.
+    uid_map: String,
 }
 
 impl Traces {
@@ -206,6 +214,7 @@ impl Traces {
                 .to_string(),
             status: text("/proc/self/status"),
             label: text("/proc/self/attr/current"),
+            uid_map: text("/proc/self/uid_map"),
         }
     }
 }
@@ -283,8 +292,9 @@ fn detect_from(t: &Traces) -> Option<Container> {
         return None;
     }
     let runtime = runtime.unwrap_or(Runtime::Other(String::new()));
-    let rootless =
-        t.containerenv.as_deref().is_some_and(|e| e.lines().any(|l| l.trim() == "rootless=1"));
+    let identity = t.uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    let rootless = (!t.uid_map.is_empty() && !identity)
+        || t.containerenv.as_deref().is_some_and(|e| e.lines().any(|l| l.trim() == "rootless=1"));
     let label = t.label.trim_end_matches(['\0', '\n']).trim();
     let apparmor = (!label.is_empty() && label != "unconfined" && label.contains("(enforce)"))
         .then(|| label.to_string());
@@ -353,9 +363,12 @@ mod tests {
             "Docker's are named too: {}",
             c.remedy(false)
         );
-        let rootless = Traces { containerenv: Some("rootless=1\n".into()), ..t };
+        assert!(c.summary(false).contains("with CAP_SYS_ADMIN"), "{}", c.summary(false));
+        // Podman 4.3 leaves the file empty in a rootless container: its uid map says it.
+        let uid_map = "         0       1004          1\n         1     296608      65536\n";
+        let rootless = Traces { containerenv: Some(String::new()), uid_map: uid_map.into(), ..t };
         let c = detect_from(&rootless).unwrap();
-        assert!(c.rootless && c.described().contains("rootless"));
+        assert_eq!(c.described(), "a rootless Podman container");
         assert!(c.remedy(false).contains("sandbox.run_as"), "{}", c.remedy(false));
     }
 
