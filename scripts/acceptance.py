@@ -3,7 +3,7 @@
 MCP client over stdio (mcp_session.py), for the user running it and the machine it runs on.
 scripts/vm-acceptance runs it inside QEMU VMs, one boot per cell; it runs on a host too.
 
-    acceptance.py HANDS [--strict] [--no-userns]
+    acceptance.py HANDS [--strict] [--no-userns | --container FLAGS]
 
 Each check pairs with a positive control (the allowed neighbour works) and the canary outside
 the roots (world-writable, so only the sandbox keeps it unchanged), and prints one line:
@@ -29,6 +29,10 @@ alone and its result and `hands doctor` state the same tier, naming what is miss
 and that the walls left hold as attacks: write-outside (a write inside works; writing or
 creating outside is refused; a chmod outside is allowed only because the tier names it missing)
 and seccomp.
+--container FLAGS: as --no-userns, in a container whose runtime forbids the namespaces (as
+`docker run`/`podman run` start one; scripts/container-acceptance): the refusals and doctor
+name FLAGS (the `run` flags that give the full tier), the initialize instructions name the
+container, and best-effort's tier is the container tier (`container tier (RUNTIME): …`).
 """
 import json
 import os
@@ -98,6 +102,9 @@ class Run:
         self.results = []
         self.session = None
         self.best_effort_tier = None  # set by check_best_effort
+        self.container = None  # --container's flags
+        # What refusals must name: the container's `run` flags, or the machine's sysctl.
+        self.remedy = "max_user_namespaces"
         self.clock = time.time()
 
     def write_config(self, mode):
@@ -364,11 +371,10 @@ def check_probe(run, refusing):
     if refusing:
         # The missing wall is named, with this machine's remedy.
         read, said = versions_read(out)
-        ok = p.returncode != 0 and "max_user_namespaces" in out and read
+        ok = p.returncode != 0 and run.remedy in out and read
         why = (f"doctor exit {p.returncode}, tier {tier!r}: "
                + (missing[0] if missing else first_line(out)) + f"; {said}")
-        return run.report("probe", ok, why if ok else
-                          f"no refusal naming user.max_user_namespaces: {why}")
+        return run.report("probe", ok, why if ok else f"no refusal naming {run.remedy}: {why}")
     if tier is None:
         return run.report("probe", False, f"no self-test in doctor's output (exit "
                           f"{p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}")
@@ -488,6 +494,7 @@ import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 inside = sys.argv[1] == "inside"
+every = sys.argv[1] == "outside-all"  # the controls a container's own filter may deny too
 buf = ctypes.create_string_buffer(8)
 iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)
 calls = [  # name, number, args, control
@@ -508,7 +515,7 @@ if inside:
               ("clone(CLONE_NEWNS)", 56, (0x20000 | 17, 0, 0, 0, 0), False)]
 seen = {}
 for name, nr, args, control in calls:
-    if not inside and not control:
+    if not inside and not control and not every:
         continue
     r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
     if r == 0 and name.startswith("clone"):
@@ -530,11 +537,15 @@ def check_seccomp(run):
     def parse(text):
         line = next((x for x in text.splitlines() if x.startswith("SECCOMP ")), "")
         return dict(kv.split("=", 1) for kv in line.split()[1:])
-    # Positive control, outside the sandbox as the same user: these calls work.
-    ctl = subprocess.run([sys.executable, path, "outside"], capture_output=True, text=True,
-                         cwd=run.proj, timeout=60)
+    # Positive control, outside the sandbox as the same user: these calls work. A container's
+    # own filter denies some of them (Docker's: process_vm_readv, keyctl): there the controls
+    # are every call the container lets through, and there must be a few.
+    ctl = subprocess.run([sys.executable, path, "outside-all" if run.container else "outside"],
+                         capture_output=True, text=True, cwd=run.proj, timeout=60)
     control = parse(ctl.stdout)
-    if not control or any(v == "EPERM" for v in control.values()):
+    if run.container:
+        control = {k: v for k, v in control.items() if v != "EPERM"}
+    if len(control) < 2 or any(v == "EPERM" for v in control.values()):
         return run.report("seccomp", False, f"control: outside the sandbox {control or ctl.stderr[-200:]}"
                           " (the control calls should not fail with EPERM there)")
     r = run.bash("python3 seccomp_calls.py inside")
@@ -563,9 +574,14 @@ def check_best_effort(run):
     result_tier = str(s.get("containment", ""))
     must = ("no namespaces", "read a masked path", "protected paths read-only",
             "host unix sockets hidden")
+    named = "container tier (" if run.container else "partial (missing: "
     ok = (p.returncode == 0 and not r.is_error and s.get("stdout", "") == "hi\nhome-writable\n"
-          and s.get("exit_code") == 0 and tier.startswith("partial (missing: ")
+          and s.get("exit_code") == 0 and tier.startswith(named)
           and result_tier == tier and all(w in tier for w in must) and rows)
+    if run.container and run.remedy not in out:
+        ok, tier = False, f"{tier}; doctor does not name {run.remedy}"
+    if run.container and "container tier" not in run.session.instructions:
+        ok, tier = False, f"{tier}; initialize's instructions do not name the container tier"
     # Without namespaces RLIMIT_NPROC would count every process of the uid, so it is not set:
     # doctor must not name it as the bound.
     bound = re.search(r"process bound: (.*)", out)
@@ -700,12 +716,15 @@ def check_refusals(run):
     took = time.time() - t0
     ran = os.path.exists(marker)
     said = r.text + " " + st.text
+    # In a container the agent is told before its first command (initialize's instructions).
+    told = not run.container or run.remedy in run.session.instructions
     ok = (r.is_error and st.is_error and not ran and "namespace" in said.lower()
-          and "max_user_namespaces" in said)
+          and run.remedy in said and told)
     run.report("refusal", ok, f"bash and tmux_start refused in {took:.1f} s: {first_line(r.text)}"
                if ok else ("the command ran" if ran else
+                           "initialize's instructions do not name the flags" if not told else
                            f"bash: {outcome(r)}; tmux_start error {st.is_error}: "
-                           f"{first_line(st.text)} (no user.max_user_namespaces remedy?)"))
+                           f"{first_line(st.text)} (no {run.remedy} remedy?)"))
 
 
 def main():
@@ -714,13 +733,17 @@ def main():
         sys.exit(__doc__)
     hands = os.path.abspath(args[0])
     strict, no_userns = "--strict" in args, "--no-userns" in args
+    container = args[args.index("--container") + 1] if "--container" in args[:-1] else None
+    no_userns = no_userns or container is not None
     global SCOPES
     SCOPES = Scopes()
     run = Run(hands, strict, no_userns)
+    if container:
+        run.container = run.remedy = container
     print(f"acceptance: {os.uname().release}, uid {os.getuid()}, cgroup "
           f"{open('/proc/self/cgroup').read().strip().splitlines()[-1]}, base {run.base}"
           + (f"; {SCOPES.describe()}" if SCOPES.describe() else ""), flush=True)
-    if no_userns:
+    if no_userns and not container:
         knob = "/proc/sys/user/max_user_namespaces"
         if open(knob).read().strip() != "0":
             # Positive control of the row: user namespaces really are off.

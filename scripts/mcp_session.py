@@ -42,6 +42,7 @@ class Session:
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.server_info = {}
+        self.instructions = ""
 
     def _write(self, msg):
         with self.write_lock:
@@ -103,6 +104,7 @@ class Session:
                                        "clientInfo": {"name": "mcp_session", "version": "0"}})
         result = self.wait(rid)
         self.server_info = result.get("serverInfo", {})
+        self.instructions = result.get("instructions", "")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return result
 

@@ -289,6 +289,15 @@ impl Daemon {
         self.shell.as_ref().map(|s| s.probed())
     }
 
+    /// Where a daemon whose modules run commands runs in a container: which, and what its
+    /// commands get there (decision 0071), for `hands check` and `initialize`. `None` outside
+    /// a container, or with no such module.
+    pub fn container_line(&self) -> Option<String> {
+        self.shell.as_ref()?;
+        let best_effort = self.config.sandbox_mode == crate::config::SandboxMode::BestEffort;
+        hands_sandbox::container::detect().map(|c| c.summary(best_effort))
+    }
+
     /// tools-shell's commands, when the module runs.
     pub fn shell(&self) -> Option<&Arc<crate::shell_mcp::Shell>> {
         self.shell.as_ref()

@@ -215,7 +215,16 @@ pub fn info() -> ServerConfig {
 
 impl ServerHandler for HandsServer {
     fn get_info(&self) -> ServerConfig {
-        info()
+        let info = info();
+        // In a container the commands' walls differ from the host's: the agent is told which
+        // before its first command (decision 0071).
+        match self.daemon.container_line() {
+            Some(line) => {
+                let said = info.instructions.clone().unwrap_or_default();
+                info.with_instructions(format!("{said} Commands run in {line}"))
+            }
+            None => info,
+        }
     }
 
     async fn list_tools(

@@ -87,6 +87,9 @@ pub fn containment(daemon: &Daemon) -> String {
         let _ = write!(s, " · containment: {} (sandbox self-test)", p.tier());
         if daemon.config.sandbox_mode == SandboxMode::Enforce && !p.missing().is_empty() {
             let _ = write!(s, " · sandbox.mode = enforce: commands refuse to run");
+            if let Some(c) = hands_sandbox::container::detect() {
+                let _ = write!(s, "; this is {}: a person can {}", c.described(), c.remedy(false));
+            }
         }
     }
     s
@@ -112,6 +115,9 @@ pub fn policy(daemon: &Daemon) -> String {
         },
         c.deny.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     );
+    if let Some(line) = daemon.container_line() {
+        let _ = writeln!(s, "container: {line}");
+    }
     let _ = writeln!(s, "secret_patterns: {}", c.secret_patterns.join(", "));
     if !c.protected_extra.is_empty() {
         let _ = writeln!(s, "protected_extra: {}", c.protected_extra.join(", "));

@@ -74,7 +74,7 @@ impl Versions {
         // could say anything.
         if let Some((why, cause)) = reports.read().setup_failed() {
             let why: String = format!("hands sandbox: {why}").chars().take(QUOTED_CHARS).collect();
-            return Err(if cause == launcher::Cause::UserNamespace && !bare {
+            return Err(if cause == launcher::Cause::NoNamespaces && !bare {
                 Failure::NoUserNamespace(why)
             } else {
                 Failure::Sandbox(why)

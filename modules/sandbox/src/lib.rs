@@ -12,6 +12,8 @@
 pub mod launcher;
 #[cfg(target_os = "linux")]
 pub mod listen;
+// Which container the daemon runs in, and the flags that give the full sandbox there.
+pub mod container;
 pub mod masks;
 pub mod netns;
 pub mod probe;

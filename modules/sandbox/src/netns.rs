@@ -162,8 +162,8 @@ impl Netns {
                 format!("the module's private network namespace could not be made: {}", why.trim());
             // Its exit code, not its words, says that no user namespace can be made here.
             let cause = match code {
-                Some(c) if c == i32::from(crate::launcher::NO_USER_NAMESPACE) => {
-                    crate::launcher::Cause::UserNamespace
+                Some(c) if c == i32::from(crate::launcher::NO_NAMESPACES) => {
+                    crate::launcher::Cause::NoNamespaces
                 }
                 _ => crate::launcher::Cause::Other,
             };

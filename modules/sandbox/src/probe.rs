@@ -24,15 +24,19 @@ pub struct Probe {
     /// The walls' mechanisms (`namespaces`, `Landlock ABI 6`, `seccomp`, the bound), which
     /// the tier names.
     pub mechanisms: Vec<String>,
-    /// The launcher reported that it could not make a user namespace
-    /// ([`Cause::UserNamespace`](crate::launcher::Cause)).
-    pub no_user_namespace: bool,
+    /// The launcher reported that the namespaces cannot be had here: no user namespace can
+    /// be made, or a container forbids what they need
+    /// ([`Cause::NoNamespaces`](crate::launcher::Cause)).
+    pub no_namespaces: bool,
+    /// Commands run without namespaces in a container of this runtime (`Docker`, `Podman`):
+    /// the tier is the container tier, named for it (decision 0071).
+    pub container: Option<String>,
 }
 
 impl Probe {
-    /// Whether the sandbox could not be built because no user namespace can be made here.
-    pub fn userns_refused(&self) -> bool {
-        self.no_user_namespace
+    /// Whether the sandbox could not be built because the namespaces cannot be had here.
+    pub fn namespaces_refused(&self) -> bool {
+        self.no_namespaces
     }
 
     pub fn missing(&self) -> Vec<&'static str> {
@@ -43,6 +47,10 @@ impl Probe {
     pub fn tier(&self) -> String {
         let missing = self.missing();
         let with = self.mechanisms.join(", ");
+        if let Some(runtime) = &self.container {
+            // What only namespaces give is always among the missing here.
+            return format!("container tier ({runtime}): {with}; missing: {}", missing.join(", "));
+        }
         match (missing.is_empty(), with.is_empty()) {
             (true, true) => "full".to_string(),
             (true, false) => format!("full ({with})"),
@@ -188,7 +196,7 @@ fn run_in(
         let reported = reports.read();
         let (why, cause) = reported.setup_failed().unwrap_or(("no report", Cause::Other));
         let mut p = failed(format!("the sandbox could not be built (hands sandbox: {why})"));
-        p.no_user_namespace = cause == Cause::UserNamespace;
+        p.no_namespaces = cause == Cause::NoNamespaces;
         return p;
     }
     let said = |key: &str| -> Option<bool> {
@@ -347,7 +355,7 @@ fn run_in(
         );
     }
     checks.extend(owners);
-    Probe { checks, mechanisms: Vec::new(), no_user_namespace: false }
+    Probe { checks, mechanisms: Vec::new(), no_namespaces: false, container: None }
 }
 
 /// For a daemon run as root with namespaces, whose writable roots belong to another user than
@@ -388,7 +396,8 @@ pub fn failed(why: String) -> Probe {
     Probe {
         checks: vec![Check { name: "sandbox can be built", holds: Some(false), note: why }],
         mechanisms: Vec::new(),
-        no_user_namespace: false,
+        no_namespaces: false,
+        container: None,
     }
 }
 
@@ -433,7 +442,8 @@ mod tests {
         let p = Probe {
             checks: vec![check("a", Some(true)), check("b", Some(false)), check("c", None)],
             mechanisms: Vec::new(),
-            no_user_namespace: false,
+            no_namespaces: false,
+            container: None,
         };
         assert_eq!(p.missing(), vec!["b"]);
         assert_eq!(p.tier(), "partial (missing: b)");
@@ -441,11 +451,27 @@ mod tests {
         let full = Probe {
             checks: vec![check("a", Some(true)), check("c", None)],
             mechanisms: vec![],
-            no_user_namespace: false,
+            no_namespaces: false,
+            container: None,
         };
         assert_eq!(full.tier(), "full");
         let named =
             Probe { mechanisms: vec!["namespaces".into(), "cgroup v1 pids".into()], ..full };
         assert_eq!(named.tier(), "full (namespaces, cgroup v1 pids)");
+    }
+
+    #[test]
+    fn the_container_tier_is_named_for_its_runtime_and_says_what_is_missing() {
+        let check = |name, holds| Check { name, holds, note: String::new() };
+        let p = Probe {
+            checks: vec![check("write outside the roots", Some(true)), check("b", Some(false))],
+            mechanisms: vec!["no namespaces".into(), "Landlock ABI 7".into(), "seccomp".into()],
+            no_namespaces: false,
+            container: Some("Podman".into()),
+        };
+        assert_eq!(
+            p.tier(),
+            "container tier (Podman): no namespaces, Landlock ABI 7, seccomp; missing: b"
+        );
     }
 }

@@ -18,13 +18,15 @@ pub enum ShellError {
     #[error(
         "refused before anyone was asked: sandbox.mode = \"enforce\" and the sandbox self-test \
          found these guarantees missing: {missing} ({notes}); `hands doctor` shows why and how to \
-         fix it. A person can fix the host or set sandbox.mode = \"best-effort\""
+         fix it. {fix}"
     )]
     Enforce {
         /// The guarantees that do not hold, as the self-test names them.
         missing: String,
         /// Each missing check's note.
         notes: String,
+        /// What a person can do: fix the host, or in a container start it with the flags.
+        fix: String,
     },
     /// A path was not what the daemon's check saw there (SPEC §3, one resolution), again after
     /// one more walk of the roots.

@@ -31,7 +31,7 @@ pub fn holder_main(pidfile: &Path) -> ExitCode {
         Err(e) => {
             let _ = writeln!(std::io::stderr().lock(), "hands netns: {e:#}");
             match super::Failure::of(&e).cause {
-                super::Cause::UserNamespace => ExitCode::from(super::NO_USER_NAMESPACE),
+                super::Cause::NoNamespaces => ExitCode::from(super::NO_NAMESPACES),
                 _ => ExitCode::from(super::SETUP_FAILED),
             }
         }
@@ -47,10 +47,11 @@ fn hold(pidfile: &Path) -> Result<()> {
         // does (a switched-off sysctl answers ENOSPC, AppArmor and containers EPERM).
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
         let why = super::userns_refused(errno);
-        return Err(super::Failure::new(super::Cause::UserNamespace, why).into());
+        return Err(super::Failure::new(super::Cause::NoNamespaces, why).into());
     }
-    mounts::map_ids(ids)?;
-    sys::loopback_up()?;
+    // A container's runtime may refuse what follows (decision 0071): no namespaces, then.
+    mounts::map_ids(ids).map_err(super::in_container)?;
+    sys::loopback_up().map_err(super::in_container)?;
     let pid = std::process::id() as i32;
     let start = start_time(pid).ok_or_else(|| anyhow!("cannot read /proc/self/stat"))?;
     let mine = format!("{pid} {start}\n");

@@ -48,9 +48,9 @@ use std::process::ExitCode;
 /// Exit code of the launcher when the sandbox could not be built.
 pub const SETUP_FAILED: u8 = 125;
 
-/// Exit code of the network namespace holder (`holder.rs`) when no user namespace can be made:
-/// the daemon's typed cause ([`Cause::UserNamespace`]), so no one reads it from the text.
-pub const NO_USER_NAMESPACE: u8 = 124;
+/// Exit code of the network namespace holder (`holder.rs`) when namespaces cannot be made here:
+/// the daemon's typed cause ([`Cause::NoNamespaces`]), so no one reads it from the text.
+pub const NO_NAMESPACES: u8 = 124;
 
 /// What the launcher's refusal says when a path is not what the daemon's check saw there (SPEC
 /// §3, one resolution; `mounts.rs`), for a person; the daemon acts on [`Cause::Changed`].
@@ -101,7 +101,24 @@ fn failure_read(bytes: &str) -> report::Failure {
     }
 }
 
-/// Why user namespaces could not be made, with the remedy for this machine.
+/// A step of building the namespaces that the kernel refused (EPERM, EACCES) in a container:
+/// its runtime forbids it (a seccomp profile, a masked `/proc`, no `CAP_SYS_ADMIN`), so the
+/// daemon may run without namespaces ([`Cause::NoNamespaces`]); the reason names the
+/// container, and the daemon's refusal and doctor the `run` flags that allow it
+/// ([`crate::container::Container::remedy`]). Anywhere else `e` is passed on as it is.
+fn in_container(e: anyhow::Error) -> anyhow::Error {
+    let refused = matches!(sys::errno_of(&e), Some(libc::EPERM | libc::EACCES));
+    match crate::container::detect() {
+        Some(c) if refused => {
+            let why = format!("{e:#}: {} forbids it", c.described());
+            report::Failure::new(Cause::NoNamespaces, why).into()
+        }
+        _ => e,
+    }
+}
+
+/// Why user namespaces could not be made, with the remedy for this machine (in a container
+/// the refusal and doctor name it: the flags it is started with).
 pub fn userns_refused(errno: i32) -> String {
     let apparmor =
         std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -129,12 +146,21 @@ pub fn userns_refused(errno: i32) -> String {
              (kernel.apparmor_restrict_unprivileged_userns = 1; {why}); a person can install \
              the profile that ships with hands: `hands doctor` prints the two commands"
         )
+    } else if let Some(c) =
+        crate::container::detect().filter(|_| matches!(errno, libc::EPERM | libc::ENOSYS))
+    {
+        let without = if c.sys_admin { "" } else { ", without CAP_SYS_ADMIN" };
+        format!(
+            "the kernel refused to make a user namespace ({why}): {} forbids it (its seccomp \
+             profile{without})",
+            c.described()
+        )
     } else if errno == libc::EPERM || errno == libc::ENOSYS {
+        use crate::container::{DOCKER_FLAGS, PODMAN_FLAGS};
         format!(
             "the kernel refused to make a user namespace ({why}): in a container, its seccomp \
-             profile or missing CAP_SYS_ADMIN forbids it; run the container with user \
-             namespaces allowed (Docker/Podman: `--security-opt seccomp=unconfined`, or \
-             `--privileged`; Kubernetes: `hostUsers: false`), or set sandbox.mode = \
+             profile or missing CAP_SYS_ADMIN forbids it; run the container with `docker run \
+             {DOCKER_FLAGS}` or `podman run {PODMAN_FLAGS}`, or set sandbox.mode = \
              \"best-effort\" to run with Landlock and seccomp alone"
         )
     } else {
@@ -145,6 +171,9 @@ pub fn userns_refused(errno: i32) -> String {
 fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> anyhow::Result<u8> {
     use anyhow::Context;
     spec.validate()?;
+    // Read while the container's traces are in sight: the init inherits the answer, and no
+    // longer sees them once it has its new root.
+    let _ = crate::container::detect();
     if let Some(parent) = spec.parent {
         sys::die_with_parent()?;
         // The parent may have died before the line above: then nothing would signal us.
@@ -198,7 +227,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     let mut namespaces = true;
     if !spec.network && !spec.without_namespaces {
         match spec.netns {
-            Some(h) => holder::join(h, sys::euid() != 0)?,
+            Some(h) => holder::join(h, sys::euid() != 0).map_err(in_container)?,
             None => flags |= libc::CLONE_NEWNET,
         }
     }
@@ -218,9 +247,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         Err(e) => {
             let errno = sys::errno();
             if matches!(errno, libc::EPERM | libc::ENOSPC | libc::EACCES | libc::EINVAL) {
-                return Err(
-                    report::Failure::new(Cause::UserNamespace, userns_refused(errno)).into()
-                );
+                return Err(report::Failure::new(Cause::NoNamespaces, userns_refused(errno)).into());
             }
             return Err(e);
         }
@@ -355,6 +382,8 @@ fn init(
 ) -> anyhow::Result<()> {
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
+    // A container's runtime forbids some of what follows (a masked /proc, seccomp on
+    // pivot_root): `in_container` says so.
     let no_caps = |e: anyhow::Error| {
         let restricted =
             std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -364,9 +393,9 @@ fn init(
                 "{e:#}: the user namespace was made without capabilities: {}",
                 userns_refused(libc::EPERM)
             );
-            report::Failure::new(Cause::UserNamespace, why).into()
+            report::Failure::new(Cause::NoNamespaces, why).into()
         } else {
-            e
+            in_container(e)
         }
     };
     mounts::build_root(spec, premade).map_err(no_caps)?;

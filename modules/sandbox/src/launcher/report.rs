@@ -58,9 +58,11 @@ pub enum Report {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
-    /// No user namespace can be made here: a daemon may run without namespaces
-    /// (`best-effort`, doctor's version lines).
-    UserNamespace,
+    /// The namespaces cannot be had here: no user namespace can be made, or a container's
+    /// runtime forbids what the sandbox needs of them (a fresh `/proc`, `pivot_root`, joining
+    /// the module's network namespace). A daemon may run without namespaces (`best-effort`,
+    /// doctor's version lines).
+    NoNamespaces,
     /// A path was not what the daemon's check saw there (SPEC §3, one resolution): the daemon
     /// walks the roots again once before it gives up.
     Changed,
@@ -263,10 +265,10 @@ mod tests {
     #[test]
     fn a_cause_is_found_under_context() {
         use anyhow::Context;
-        let e: anyhow::Result<()> = Err(Failure::new(Cause::UserNamespace, "no userns").into());
+        let e: anyhow::Result<()> = Err(Failure::new(Cause::NoNamespaces, "no userns").into());
         let e = e.context("building the sandbox").unwrap_err();
         let f = Failure::of(&e);
-        assert_eq!(f.cause, Cause::UserNamespace);
+        assert_eq!(f.cause, Cause::NoNamespaces);
         assert_eq!(f.why, "building the sandbox: no userns");
         assert_eq!(Failure::of(&anyhow::anyhow!("plain")).cause, Cause::Other);
     }

@@ -39,7 +39,30 @@ pub fn owned(fd: i32) -> OwnedFd {
 
 /// The last OS error, prefixed with what was being done.
 pub fn os_err(what: impl std::fmt::Display) -> anyhow::Error {
-    anyhow!("{what}: {}", std::io::Error::last_os_error())
+    anyhow::Error::new(OsError { what: what.to_string(), error: std::io::Error::last_os_error() })
+}
+
+/// A system call that failed: what was being done and the kernel's answer, read as one line
+/// (`mount proc on /newroot/proc: Operation not permitted (os error 1)`); [`errno_of`] finds
+/// the answer again where the launcher must act on it.
+#[derive(Debug)]
+pub struct OsError {
+    what: String,
+    error: std::io::Error,
+}
+
+impl std::fmt::Display for OsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.error)
+    }
+}
+
+// No `source`: the kernel's answer is already in the line, and `{:#}` would say it twice.
+impl std::error::Error for OsError {}
+
+/// The errno of the first failed system call in `e`'s chain ([`os_err`]), if it has one.
+pub fn errno_of(e: &anyhow::Error) -> Option<i32> {
+    e.chain().find_map(|c| c.downcast_ref::<OsError>()).and_then(|o| o.error.raw_os_error())
 }
 
 fn check(ret: libc::c_long, what: impl std::fmt::Display) -> Result<libc::c_long> {

@@ -4,7 +4,7 @@
 
 use super::{Shell, reachable_by_run_as};
 use crate::ShellError;
-use hands_sandbox::{launcher, probe};
+use hands_sandbox::{container, launcher, probe};
 
 impl Shell {
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
@@ -15,14 +15,14 @@ impl Shell {
             let run = || match self.netns_spec(self.base.clone()) {
                 Ok(base) => probe::run(&self.launcher, &base, &self.roots),
                 Err(failure) => {
-                    // The netns holder's exit code says whether no user namespace can be made.
+                    // The netns holder's exit code says whether namespaces can be made here.
                     let mut p = probe::failed(failure.why);
-                    p.no_user_namespace = failure.cause == launcher::Cause::UserNamespace;
+                    p.no_namespaces = failure.cause == launcher::Cause::NoNamespaces;
                     p
                 }
             };
             let mut p = run();
-            if !self.enforce && p.userns_refused() {
+            if !self.enforce && p.namespaces_refused() {
                 self.without_namespaces.store(true, std::sync::atomic::Ordering::Relaxed);
                 // Commands as `run_as` now reach their home and the tmux sockets through the
                 // host's folders, where a root daemon's state dir is usually closed to them.
@@ -43,6 +43,9 @@ impl Shell {
                 }
             }
             p.mechanisms = self.mechanisms();
+            if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
+                p.container = container::detect().map(|c| c.runtime.name().to_string());
+            }
             if self.bound.bound == launcher::Bound::None || self.rlimit_unbound() {
                 let mut why = self.bound.passed_over.clone();
                 if self.rlimit_unbound() {
@@ -60,10 +63,13 @@ impl Shell {
 
     /// The walls' mechanisms, as the tier names them.
     fn mechanisms(&self) -> Vec<String> {
-        let ns = if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
-            "no namespaces (Landlock and seccomp alone)"
-        } else {
-            "namespaces"
+        let bare = self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed);
+        // The container tier's name says there are no namespaces; its walls are listed.
+        let in_container = bare && container::detect().is_some();
+        let ns = match (bare, in_container) {
+            (false, _) => "namespaces",
+            (true, false) => "no namespaces (Landlock and seccomp alone)",
+            (true, true) => "no namespaces",
         };
         let landlock = match launcher::landlock_abi() {
             0 => "Landlock unavailable".to_string(),
@@ -75,7 +81,11 @@ impl Shell {
         } else {
             self.bound.bound.name()
         };
-        let mut m = vec![ns.to_string(), landlock, "seccomp".into(), bound.into()];
+        let mut m = vec![ns.to_string(), landlock, "seccomp".into()];
+        if in_container {
+            m.push("rlimits".into());
+        }
+        m.push(bound.into());
         if let Some(ids) = self.run_as {
             m.push(format!("as uid {}", ids.uid));
         }
@@ -160,6 +170,11 @@ impl Shell {
             .map(|c| format!("{}: {}", c.name, c.note))
             .collect::<Vec<_>>()
             .join("; ");
-        Some(ShellError::Enforce { missing: p.missing().join(", "), notes })
+        // In a container the fix is how it is started: the flags, whatever the note said.
+        let fix = match container::detect() {
+            Some(c) => format!("This is {}: a person can {}", c.described(), c.remedy(false)),
+            None => "A person can fix the host or set sandbox.mode = \"best-effort\"".into(),
+        };
+        Some(ShellError::Enforce { missing: p.missing().join(", "), notes, fix })
     }
 }

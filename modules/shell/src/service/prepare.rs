@@ -133,15 +133,16 @@ impl Shell {
     fn refuse_missing_wall(&self, tool: &str) -> Result<(), Refused> {
         match self.cannot_run() {
             None => Ok(()),
-            Some(e) => Err(refused(
-                tool,
-                "sandbox",
-                e.to_string(),
-                "a person fixes the missing wall as `hands doctor` says, or sets sandbox.mode = \
-                 \"best-effort\""
-                    .into(),
-                None,
-            )),
+            Some(e) => {
+                // In a container the fix is how it is started (decision 0071).
+                let remedy = match hands_sandbox::container::detect() {
+                    Some(c) => format!("a person can {}", c.remedy(false)),
+                    None => "a person fixes the missing wall as `hands doctor` says, or sets \
+                             sandbox.mode = \"best-effort\""
+                        .into(),
+                };
+                Err(refused(tool, "sandbox", e.to_string(), remedy, None))
+            }
         }
     }
 }
