@@ -386,14 +386,14 @@ fn only_the_daemon_depends_on_rmcp() {
 /// bottom, as ARCHITECTURE.md's picture draws them: a module may use (`crate::…`) the modules of
 /// its own layer and of the layers below, never one above (so, for one, the transport never uses
 /// the control socket or the dashboard), and no uses go round in a cycle. `main`,
-/// `conformance_main`, `sandbox_main` and `lib` are the binaries and the library root.
+/// `sandbox_main` and `lib` are the binaries and the library root.
 const LAYERS: &[&[&str]] = &[
-    &["main", "conformance_main", "sandbox_main", "lib", "cli"],
+    &["main", "sandbox_main", "lib", "cli"],
     &["control", "dashboard"],
     &["transport", "runner", "relay", "link"],
     &["server"],
     &["daemon"],
-    &["conformance_tools", "registry", "netgate", "shell_mcp"],
+    &["registry", "netgate", "shell_mcp"],
     &["gate"],
     &["audit", "errors", "config", "shown", "hangup"],
 ];

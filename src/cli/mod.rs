@@ -151,10 +151,16 @@ enum Command {
 
 /// Parses the command line and runs the command it names; `src/main.rs` calls only this.
 pub fn run() -> ExitCode {
+    run_with(Vec::new)
+}
+
+/// [`run`], with `extra` tools served beside the modules' by `serve` (`Daemon::with_tools`):
+/// how the MCP conformance suite's build (`tests/conformance`) adds its scenario tools.
+pub fn run_with(extra: fn() -> Vec<crate::registry::Entry>) -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config, http, log_level, read_only } => {
-            serve::serve(config, http, log_level, read_only)
+            serve::serve(config, http, log_level, read_only, extra())
         }
         Command::Init { force, print } => init::init(force, print),
         Command::Relay { config, log_level } => {

@@ -3,6 +3,7 @@
 
 use super::doctor;
 use super::report::{self, eprint_line};
+use crate::registry::Entry;
 use crate::{config, control, dashboard, server, transport};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,7 @@ pub(super) fn serve(
     http: Option<String>,
     log_level: Option<String>,
     read_only: bool,
+    extra: Vec<Entry>,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
     raise_open_files();
@@ -96,7 +98,7 @@ pub(super) fn serve(
             return ExitCode::from(1);
         }
     };
-    let daemon = match server::Daemon::new(cfg) {
+    let daemon = match server::Daemon::with_tools(cfg, extra) {
         Ok(d) => Arc::new(d),
         Err(e) => {
             eprint_line(&format!("hands: {e:#}"));

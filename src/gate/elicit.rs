@@ -198,9 +198,9 @@ impl Approvals {
     }
 }
 
-/// The approval key's seal for the test-only conformance tools (`src/conformance_tools.rs`):
-/// their own round trips use the same codec, key, client binding and lifetime as the gate's.
-#[cfg(feature = "conformance-tools")]
+/// The approval key's seal for the request state of a tool that speaks MCP itself
+/// (`crate::registry::Seal`): its own round trips use the same codec, key, client binding and
+/// lifetime as the gate's.
 impl Approvals {
     pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
         let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);
