@@ -220,8 +220,8 @@ impl Proxy {
     /// Registers a command; its token is 128 random bits from the kernel.
     pub fn ticket(self: &Arc<Proxy>, asker: Asker) -> std::io::Result<Ticket> {
         let mut bytes = [0u8; 16];
-        getrandom(&mut bytes)?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+        let token = hex::encode(bytes);
         lock(&self.table).by_token.insert(token.clone(), Known { asker, ..Known::default() });
         Ok(Ticket { proxy: Arc::clone(self), token })
     }
@@ -549,14 +549,6 @@ enum RefusedKind {
     Rule,
     /// Allowed, but the host could not be resolved or reached.
     Unreachable,
-}
-
-/// Random bytes from the kernel.
-// A device file, not a path of a root.
-#[allow(clippy::disallowed_methods)]
-fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
 /// The token in `user:password` credentials (the password; the user is always `hands`).
