@@ -1,7 +1,7 @@
 //! Reading a configuration: which file a subcommand uses, the embedded default, and the strict
 //! parse whose errors name the file, the line and the `[[builtins]]` id the parser stopped at.
 
-use super::daemon::{RawConfig, validate};
+use super::daemon_sections::{RawConfig, validate};
 use super::{
     Config, ConfigError, ConfigProblem, Grant, ModuleCfg, ModuleId, ModuleSettings, Problems,
     RootCfg, SandboxMode, ShellSettings, Trust, default_state_dir, home_dir,

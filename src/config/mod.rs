@@ -6,7 +6,7 @@
 //! do. `load` finds and reads the file, `daemon` holds the daemon's own sections, `modules`
 //! the `[[builtins]]` blocks, `trusted` what the host trusts and who could reach it.
 
-mod daemon;
+mod daemon_sections;
 mod load;
 mod modules;
 pub mod oauth;
@@ -89,7 +89,7 @@ impl Default for Trust {
 }
 
 impl Trust {
-    fn overlay(&self, raw: &daemon::RawTrust) -> Trust {
+    fn overlay(&self, raw: &daemon_sections::RawTrust) -> Trust {
         Trust {
             read: raw.read.unwrap_or(self.read),
             write: raw.write.unwrap_or(self.write),

@@ -2,7 +2,7 @@
 //! `config` table dispatched to the schema its module owns, and every problem it reports placed
 //! at the block's line and the key.
 
-use super::daemon::RawTrust;
+use super::daemon_sections::RawTrust;
 use super::{Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RootCfg, Trust, expand_tilde};
 use serde::Deserialize;
 use std::path::Path;
