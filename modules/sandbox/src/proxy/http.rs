@@ -66,14 +66,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
         if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
             return;
         }
-        return match tunnel::open(&proxy, &opened, &client, rest).await {
-            tunnel::Tunnel::Relay { sent, down } => {
-                let (up, more) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
-                proxy.close(&opened, up + sent, down + more);
-            }
-            tunnel::Tunnel::Served { up, down } => proxy.close(&opened, up, down),
-            tunnel::Tunnel::Ended => {}
-        };
+        return through_tunnel(&proxy, &mut opened, &mut client, rest).await;
     };
     let forwarded = request.forward();
     if opened.stream.write_all(&forwarded).await.is_err() {
@@ -84,12 +77,35 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
     proxy.close(&opened, up + forwarded.len() as u64, down);
 }
 
+/// A tunnel the proxy opened (a CONNECT's, or SOCKS5's), from its first flight (`initial`:
+/// what the command sent with its request) to its end: judged (`tunnel.rs`), then relayed, or
+/// served as one plain HTTP request ([`in_tunnel`]), and closed with its byte counts.
+pub(super) async fn through_tunnel(
+    proxy: &Proxy,
+    opened: &mut super::Opened,
+    client: &mut TcpStream,
+    initial: &[u8],
+) {
+    match tunnel::open(proxy, opened, client, initial).await {
+        tunnel::Tunnel::Relay { sent, down } => {
+            let (up, more) = relay(client, &mut opened.stream, proxy.limits.idle).await;
+            proxy.close(opened, up + sent, down + more);
+        }
+        tunnel::Tunnel::Http { bytes, down } => {
+            if let Some((up, more)) = in_tunnel(proxy, opened, client, &bytes).await {
+                proxy.close(opened, up, down + more);
+            }
+        }
+        tunnel::Tunnel::Ended => {}
+    }
+}
+
 /// A plain HTTP request that came as a tunnel's first flight (`bytes`: its whole head and what
 /// followed it), served as a plain request to the tunnel's host: its `Host` must name that
 /// host, only the body its head frames goes up, and it is the tunnel's one request. Returns the
 /// bytes sent up and down; `None` when it was refused (recorded, and answered in the tunnel) or
 /// malformed.
-pub(super) async fn in_tunnel(
+async fn in_tunnel(
     proxy: &Proxy,
     opened: &super::Opened,
     client: &TcpStream,

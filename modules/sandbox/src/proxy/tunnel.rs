@@ -59,16 +59,17 @@ enum Verdict {
 pub(super) enum Tunnel {
     /// Judged and sent upstream: relay the rest (bytes sent up and down so far).
     Relay { sent: u64, down: u64 },
-    /// A plain HTTP request, served whole (bytes up and down): the tunnel is done.
-    Served { up: u64, down: u64 },
+    /// A plain HTTP request (`bytes`: its head and what followed, nothing sent upstream yet;
+    /// `down`: bytes the host sent so far), for `http.rs` to serve as the tunnel's one request.
+    Http { bytes: Vec<u8>, down: u64 },
     /// Refused (recorded, and answered in the tunnel), or ended before anything was judged.
     Ended,
 }
 
 /// Judges the first flight of a tunnel the proxy opened (`initial`: what the command sent
 /// with its request) and goes on with it: a pass is sent upstream, a plain HTTP request is
-/// served by `http.rs`; a refusal is recorded (the command's result lists it) and answered in
-/// the tunnel.
+/// handed back for `http.rs` to serve (`http::through_tunnel`); a refusal is recorded (the
+/// command's result lists it) and answered in the tunnel.
 pub(super) async fn open(
     proxy: &super::Proxy,
     opened: &super::Opened,
@@ -85,12 +86,7 @@ pub(super) async fn open(
                 Err(_) => Tunnel::Ended,
             }
         }
-        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => {
-            match super::http::in_tunnel(proxy, opened, client, &bytes).await {
-                Some((up, more)) => Tunnel::Served { up, down: down + more },
-                None => Tunnel::Ended,
-            }
-        }
+        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => Tunnel::Http { bytes, down },
         Err(Some(refusal)) => {
             proxy.refuse_opened(opened, &refusal.why);
             let _ = write_all(client, &refusal.answer).await;
