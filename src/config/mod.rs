@@ -88,8 +88,18 @@ impl Default for Trust {
     }
 }
 
+/// A `[trust]` table as written: the daemon's, or a module's override of it (`modules.rs`).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawTrust {
+    read: Option<TrustAction>,
+    write: Option<TrustAction>,
+    external: Option<TrustAction>,
+    approval_timeout_secs: Option<u64>,
+}
+
 impl Trust {
-    fn overlay(&self, raw: &daemon_sections::RawTrust) -> Trust {
+    fn overlay(&self, raw: &RawTrust) -> Trust {
         Trust {
             read: raw.read.unwrap_or(self.read),
             write: raw.write.unwrap_or(self.write),
