@@ -9,8 +9,8 @@
 //! seal, the expiry, the nonce (single use) and the digest are checked; a different action
 //! asks again.
 
-use super::action::{Action, Asked, CHOICES, Channel, Choice};
-use super::approvals::{Approvals, now, random_hex};
+use super::{Approvals, now, random_hex};
+use crate::gate::action::{Action, Asked, CHOICES, Channel, Choice};
 use hands_roots::lock;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
