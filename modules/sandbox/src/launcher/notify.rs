@@ -79,7 +79,7 @@ impl Handoff {
     pub fn install(&self, writes: bool) -> Result<()> {
         // A change of uid (`run_as`) made this process undumpable, which would keep the init
         // (same uid, no capabilities) from taking the descriptor; execve sets it again anyway.
-        super::sys::notify::set_dumpable()?;
+        super::sys::seccomp_notify::set_dumpable()?;
         let listener = filter::install_filter(writes)?;
         let n = listener.as_raw_fd().to_ne_bytes();
         std::fs::File::from(dup(&self.to_init.1)?)
@@ -129,5 +129,5 @@ fn dup(fd: &OwnedFd) -> Result<OwnedFd> {
 /// `pidfd_getfd`: a copy of descriptor `n` of process `pid`.
 fn take_fd(pid: libc::pid_t, n: i32) -> Result<OwnedFd> {
     let pidfd = super::sys::pidfd_open(pid)?;
-    super::sys::notify::pidfd_getfd(&pidfd, n)
+    super::sys::seccomp_notify::pidfd_getfd(&pidfd, n)
 }

@@ -11,14 +11,14 @@
 //! by the rules, and is shown as coming from an unidentified command of the module.
 
 mod body;
-mod http;
+mod http_proxy;
+pub mod net_rules;
 mod relay;
-pub mod rules;
+pub mod sni;
 mod socks;
-pub mod tls;
 mod tunnel;
 
-pub use rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
+pub use net_rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
 
 use hands_roots::lock;
 use std::collections::HashMap;
@@ -244,7 +244,7 @@ impl Proxy {
                     let proxy = Arc::clone(&self);
                     tokio::spawn(async move {
                         match protocol {
-                            Protocol::Http => http::serve(proxy, stream).await,
+                            Protocol::Http => http_proxy::serve(proxy, stream).await,
                             Protocol::Socks => socks::serve(proxy, stream).await,
                         }
                     });
@@ -354,7 +354,7 @@ impl Proxy {
         let mut first_refusal = None;
         for address in addresses {
             match self.rules.address(address.ip(), port, &own) {
-                Ok(()) => checked.push(SocketAddr::new(rules::canonical(address.ip()), port)),
+                Ok(()) => checked.push(SocketAddr::new(net_rules::canonical(address.ip()), port)),
                 Err(why) => {
                     first_refusal.get_or_insert((why, address));
                 }

@@ -42,7 +42,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
         return;
     }
     // The tunnel's first bytes are checked as a CONNECT's are (`tunnel.rs`).
-    super::http::through_tunnel(&proxy, &mut opened, &mut client, &[]).await;
+    super::http_proxy::through_tunnel(&proxy, &mut opened, &mut client, &[]).await;
 }
 
 /// The greeting, the credentials and the request. `Err(Some(code))`: answer with that reply;

@@ -1,14 +1,14 @@
 //! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
 //! names the call. The crate's one unsafe zone. By job: `mount_attrs.rs` (mounts and their
 //! attributes), `signals.rs` (signals and reaping), `users.rs` (the passwd database, owners),
-//! `notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses); the
+//! `seccomp_notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses); the
 //! rest here (processes, descriptors, namespaces, exec).
 
 #![allow(unsafe_code)]
 
 pub mod ifaddrs;
 mod mount_attrs;
-pub mod notify;
+pub mod seccomp_notify;
 mod signals;
 mod users;
 pub use ifaddrs::own_addresses;

@@ -88,7 +88,7 @@ pub(super) fn install_filter(writes: bool) -> Result<OwnedFd> {
     let mut flags =
         libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     loop {
-        let errno = match crate::sys::notify::install_filter(&prog, flags) {
+        let errno = match crate::sys::seccomp_notify::install_filter(&prog, flags) {
             Ok(fd) => return Ok(fd),
             Err(errno) => errno,
         };

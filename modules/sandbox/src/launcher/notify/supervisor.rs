@@ -36,12 +36,12 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     let lines = Arc::new(AtomicUsize::new(0));
     let reporter = Arc::new(reporter);
     loop {
-        let req = match crate::sys::notify::receive(&listener) {
+        let req = match crate::sys::seccomp_notify::receive(&listener) {
             Ok(req) => req,
             // Interrupted, or the target died before we read it: next. Once nothing uses the
             // filter, every receive fails at once: stop rather than spin until the init exits
             // (found by a profile of the launcher: a core busy for milliseconds per command).
-            Err(libc::ENOENT) if crate::sys::notify::orphaned(&listener) => return,
+            Err(libc::ENOENT) if crate::sys::seccomp_notify::orphaned(&listener) => return,
             Err(libc::EINTR | libc::ENOENT) => continue,
             Err(_) => return,
         };
@@ -203,7 +203,7 @@ impl Job {
                 vec![Arg { base: cwd, path: t }, arg(*ndir, *new, false)?]
             }
         };
-        if !crate::sys::notify::still_valid(&self.listener, self.req.id) {
+        if !crate::sys::seccomp_notify::still_valid(&self.listener, self.req.id) {
             return Ok(None);
         }
         Ok(Some((call, umask, args)))
@@ -532,7 +532,7 @@ fn send(listener: &OwnedFd, id: u64, answer: Answer) {
         Answer::Value(v) => respond(listener, id, v, 0),
         Answer::Errno(e) => respond(listener, id, 0, e),
         Answer::Fd(fd, cloexec) => {
-            match crate::sys::notify::answer_fd(listener, id, &fd, cloexec) {
+            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec) {
                 Ok(()) | Err(libc::ENOENT) => {}
                 Err(errno) => respond(listener, id, 0, errno),
             }
@@ -541,5 +541,5 @@ fn send(listener: &OwnedFd, id: u64, answer: Answer) {
 }
 
 fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
-    crate::sys::notify::answer(listener, id, val, errno);
+    crate::sys::seccomp_notify::answer(listener, id, val, errno);
 }
