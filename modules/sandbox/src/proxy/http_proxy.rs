@@ -6,7 +6,7 @@
 //! first bytes are checked (`tunnel.rs`: the TLS server name). A refusal is `403` with a
 //! one-line reason; a malformed head is `400`, an oversized one `431`; the proxy keeps serving.
 
-use super::{Proxy, RefusedKind, body, relay::relay, token_of, tunnel};
+use super::{Proxy, RefusedKind, body, cut, find, relay::relay, token_of, tunnel};
 use base64::Engine;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -154,16 +154,6 @@ async fn in_tunnel(
     Some((up + forwarded.len() as u64, down))
 }
 
-/// Where a request head ends (past its empty line), when it has.
-pub(super) fn head_end(bytes: &[u8]) -> Option<usize> {
-    let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
-    let lf = find(bytes, b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// A malformed or unacceptable request: the status line and why.
 struct Bad(&'static str, String);
 
@@ -196,10 +186,6 @@ async fn read_head(client: &mut TcpStream, cap: usize) -> Result<Head, Bad> {
         }
     }
     Err(Bad("431 Request Header Fields Too Large", format!("the request head is over {cap} bytes")))
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 enum Goal {
@@ -378,18 +364,6 @@ fn basic_token(value: &[u8]) -> Option<String> {
     let decoded = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
     let credentials = String::from_utf8(decoded).ok()?;
     token_of(&credentials).map(str::to_string)
-}
-
-pub(super) fn cut(text: &str) -> String {
-    if text.len() <= 200 {
-        text.to_string()
-    } else {
-        let mut end = 200;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}… ({} bytes)", &text[..end], text.len())
-    }
 }
 
 async fn answer(client: &mut TcpStream, status: &str, why: &str) {

@@ -551,6 +551,34 @@ enum RefusedKind {
     Unreachable,
 }
 
+/// Where a request head ends (past its empty line), when it has.
+fn head_end(bytes: &[u8]) -> Option<usize> {
+    let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
+    let lf = find(bytes, b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `text` for a message, cut to 200 bytes (the size said).
+fn cut(text: &str) -> String {
+    if text.len() <= 200 {
+        text.to_string()
+    } else {
+        let mut end = 200;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}… ({} bytes)", &text[..end], text.len())
+    }
+}
+
 /// The token in `user:password` credentials (the password; the user is always `hands`).
 fn token_of(credentials: &str) -> Option<&str> {
     credentials.split_once(':').map(|(_, token)| token).filter(|t| !t.is_empty())

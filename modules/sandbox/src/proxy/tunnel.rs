@@ -175,7 +175,7 @@ fn judge(bytes: &[u8], host: &str) -> Verdict {
     }
     match plain_http(bytes) {
         // A whole head is served as a plain request; a head that never ends is refused.
-        Some(true) if super::http_proxy::head_end(bytes).is_some() => Verdict::Http,
+        Some(true) if super::head_end(bytes).is_some() => Verdict::Http,
         Some(true) if bytes.len() > MAX_LINE => Verdict::Refuse(Refusal {
             why: format!("a plain HTTP request head in a tunnel to {host} over {MAX_LINE} bytes"),
             answer: http_status(
@@ -200,7 +200,7 @@ fn judge_hello(hello: &sni::ClientHello, host: &str) -> Verdict {
         Some(name) if normal(name) == target => Verdict::Pass,
         Some(name) => refuse_tls(format!(
             "the TLS ClientHello names {} (SNI), not {host}, the host the proxy admitted",
-            super::http_proxy::cut(name)
+            super::cut(name)
         )),
         None if is_ip => Verdict::Pass,
         None if hello.ech => refuse_tls(format!(
