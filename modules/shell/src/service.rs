@@ -11,8 +11,8 @@ mod network;
 mod prepare;
 pub mod sessions;
 
-pub use commands::{Checked, Tee};
-pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
+pub use commands::Tee;
+pub use prepare::{ALLOW_REMEDY, Checked, Launching, Prepared};
 
 use crate::ShellError;
 use crate::allow;
