@@ -14,7 +14,7 @@
 //! Its parts, in `approvals/`: `elicit.rs` (asking through the client, the sealed request
 //! state), `parked.rs` (the parked actions and the wait), `always.rs` (the standing *always*
 //! permissions); what is asked and answered is `../action.rs`. *Session* permissions are held by the connection
-//! (`ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
+//! (`verdict/ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
 
 mod always;
 mod elicit;
