@@ -121,6 +121,13 @@ impl Daemon {
     /// the walls themselves.
     /// `serve`, `check` and `doctor` build the same daemon, so what they report is what serves.
     pub fn new(config: Config) -> anyhow::Result<Daemon> {
+        Daemon::with_tools(config, Vec::new())
+    }
+
+    /// The daemon with `extra` tools beside the modules' (the MCP conformance suite's scenario
+    /// tools, `tests/conformance`): published, gated and (under `--read-only`) filtered like
+    /// the rest; one named like a module's tool is refused.
+    pub fn with_tools(config: Config, extra: Vec<Entry>) -> anyhow::Result<Daemon> {
         crate::config::trusted::refuse(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let lists = policy_lists(&config);
         let trust = trust_for(&config, &lists);
@@ -163,8 +170,15 @@ impl Daemon {
                 }
             }
         }
-        #[cfg(feature = "conformance-tools")]
-        tools.extend(crate::conformance_tools::tools());
+        for t in extra {
+            if tools.iter().any(|had| had.name() == t.name()) {
+                anyhow::bail!(
+                    "two tools are named `{}`: a tool added must not shadow one",
+                    t.name()
+                );
+            }
+            tools.push(t);
+        }
         let audit = Arc::new(crate::audit::Audit::open(&absolute(&config.state_dir))?);
         let timeout = std::time::Duration::from_secs(config.trust.approval_timeout_secs.max(1));
         let approvals = Arc::new(crate::gate::approvals::Approvals::new(

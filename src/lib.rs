@@ -8,8 +8,6 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
-#[cfg(feature = "conformance-tools")]
-pub mod conformance_tools;
 pub mod control;
 pub mod daemon;
 pub mod dashboard;

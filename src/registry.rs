@@ -8,6 +8,10 @@
 //! [`Registrar`] is the rmcp-typed adapter of [`hands_tool::Register`]: the module crates pass
 //! each tool's spec with the function implementing it, and the parameter and output types of
 //! that function become the published schemas (rmcp's `schema_for_type`/`schema_for_output`).
+//!
+//! Tools from outside the modules come in through the same [`Entry`]: `Daemon::with_tools`
+//! adds them to the modules' (`tests/conformance` adds the MCP conformance suite's scenario
+//! tools so, as [`Handler::Mcp`] tools).
 
 mod portable;
 
@@ -16,11 +20,15 @@ use crate::errors::{
     Answer, Denial, ToolFailure, internal_failure, invalid_arguments, module_error,
 };
 use crate::gate::Refusal;
+use crate::gate::approvals::Approvals;
 use hands_tool::{Capped, Class, Hints, Output, Params, Register, Run, Spec};
 use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
 use rmcp::model::{
-    CallToolResult, ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ResourceContents, Tool, ToolAnnotations,
 };
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
@@ -49,9 +57,51 @@ pub enum Handler {
     /// `enforce`, `run`'s and `os-*`'s allowlist, the widening `needs` asks for, a widened
     /// session typed into), and prepares what runs once the gate allows.
     Checked(CheckFn),
-    /// A test-only tool of the MCP conformance suite (`src/conformance_tools.rs`).
-    #[cfg(feature = "conformance-tools")]
-    Conformance,
+    /// A tool that speaks MCP itself: once the gate allows the call (judged on its arguments
+    /// as sent), it is given the request whole, with its connection and the gate's [`Seal`],
+    /// and answers it — an input-required result, a request to the client, progress. No
+    /// caller, no audit record of its outcome: for tools that test the protocol, such as the
+    /// MCP conformance suite's scenario tools (`tests/conformance`), never a module's tool.
+    Mcp(McpFn),
+}
+
+/// Serves one call of a [`Handler::Mcp`] tool that the gate allowed.
+pub type McpFn = Arc<dyn Fn(McpCall) -> McpReply + Send + Sync>;
+
+/// A [`Handler::Mcp`] tool's pending answer.
+pub type McpReply = Pin<Box<dyn Future<Output = Result<CallToolResponse, McpError>> + Send>>;
+
+/// One call of a [`Handler::Mcp`] tool: the request as the client sent it (its
+/// `requestState` and `inputResponses` are the tool's own), the connection it came on, and the
+/// gate's seal for the tool's own state.
+pub struct McpCall {
+    pub request: CallToolRequestParams,
+    pub context: RequestContext<RoleServer>,
+    pub seal: Seal,
+}
+
+/// The gate's seal, for a tool's own `requestState`: the codec, key, client binding and
+/// lifetime of the gate's own questions, so a state sealed for one client opens for no other,
+/// and a tampered or expired one for nobody.
+pub struct Seal {
+    approvals: Arc<Approvals>,
+    client: Arc<str>,
+}
+
+impl Seal {
+    pub(crate) fn new(approvals: Arc<Approvals>, client: Arc<str>) -> Seal {
+        Seal { approvals, client }
+    }
+
+    /// `value`, sealed for this connection's client.
+    pub fn seal<T: Serialize>(&self, value: &T) -> Result<String, String> {
+        self.approvals.seal_for(&self.client, value)
+    }
+
+    /// A state the client echoed, opened: sealed by this daemon, for this client, in time.
+    pub fn open<T: DeserializeOwned>(&self, state: &str) -> Result<T, String> {
+        self.approvals.open_for(&self.client, state)
+    }
 }
 
 impl Handler {
@@ -61,13 +111,12 @@ impl Handler {
         match self {
             Handler::Call(call) => Checked::call(call, args),
             Handler::Checked(check) => check(args).await,
-            // `src/server.rs` serves these by their scenario, never through here.
-            #[cfg(feature = "conformance-tools")]
-            Handler::Conformance => Checked::Ready(Ready {
+            // `src/server.rs` hands these the request whole, never through here.
+            Handler::Mcp(_) => Checked::Ready(Ready {
                 shown: JsonObject::new(),
                 confirm: false,
                 run: Box::new(|_| {
-                    let e = "a conformance tool is served by its scenario".to_string();
+                    let e = "a tool that speaks MCP itself is served whole".to_string();
                     Box::pin(async move { Answer::plain(crate::errors::tool_error(e)) })
                 }),
             }),

@@ -6,7 +6,7 @@
 use crate::config::ActionClass;
 use crate::errors::{Answer, refused, tool_error, unknown_tool};
 use crate::gate::{Asker, Call, Refusal, Retry, Verdict};
-use crate::registry::{Checked, Entry, text_of};
+use crate::registry::{Checked, Entry, Handler, McpCall, McpFn, Seal, text_of};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -17,10 +17,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 pub use crate::daemon::{Daemon, absolute, git_agent_socket, policy_lists};
-
-/// Test-only: what the conformance suite's scenario tools do, gated like every other tool.
-#[cfg(feature = "conformance-tools")]
-mod conformance;
 
 /// The rmcp handler of one connection.
 #[derive(Clone)]
@@ -153,6 +149,25 @@ impl HandsServer {
         .into()
     }
 
+    /// A call of a tool that speaks MCP itself ([`Handler::Mcp`]): the gate first, on the
+    /// arguments as sent; then the tool, given the request whole and the gate's seal.
+    async fn served_whole(
+        &self,
+        def: &Entry,
+        serve: &McpFn,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+        match self.verdict(def, &arguments, None, false, Retry::default(), &context).await {
+            Verdict::Allow { .. } => {}
+            Verdict::Deny { why, .. } => return Ok(refused(why.message, vec![why.denial]).into()),
+            Verdict::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
+        }
+        let seal = Seal::new(self.daemon.approvals.clone(), self.client.clone());
+        serve(McpCall { request, context, seal }).await
+    }
+
     /// The gate's verdict on a call of `def` by this connection's client.
     async fn verdict(
         &self,
@@ -245,10 +260,8 @@ impl ServerHandler for HandsServer {
         let Some(def) = self.daemon.tool(request.name.as_ref()) else {
             return Err(unknown_tool(request.name.as_ref()));
         };
-        #[cfg(feature = "conformance-tools")]
-        if matches!(def.handler, crate::registry::Handler::Conformance) {
-            let def = def.clone();
-            return self.conformance(&def, request, &context).await;
+        if let Handler::Mcp(serve) = &def.handler {
+            return self.served_whole(def, serve, request, context).await;
         }
         let retry = Retry { state: request.request_state, responses: request.input_responses };
         let args = request.arguments.unwrap_or_default();

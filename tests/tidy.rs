@@ -2,9 +2,11 @@
 //! `cargo test` (issue 19 point 8). Every `.rs` file opens with a `//!` line; `unsafe` appears
 //! only in the files `UNSAFE_ALLOWED` lists; no process is spawned (`Command::new`) outside the
 //! files `SPAWN_ALLOWED` lists; no file in `src/` is longer than `MAX_LINES` unless `OVERSIZE`
-//! lists it; the daemon's top-level modules use only their own layer and those below, with no
-//! cycle (`LAYERS`, `UPWARD`), and the module crates only the crates below them, never the
-//! daemon (`CRATE_LAYERS`). The lists are the one place to change when a file moves: an entry
+//! lists it, none in `modules/*/src/` longer than `MODULE_MAX_LINES`; no two shipped files of
+//! different jobs share a name (`SAME_JOB` lists the names one job keeps everywhere); the
+//! daemon's top-level modules use only their own layer and those below, with no cycle
+//! (`LAYERS`, `UPWARD`), no two files of one folder use each other, and the module crates use
+//! only the crates below them, never the daemon (`CRATE_LAYERS`). The lists are the one place to change when a file moves: an entry
 //! that matches nothing any more fails the test, so they only shrink. clippy's
 //! `disallowed-methods` (`clippy.toml`) is the other half, the same rules at the call site.
 //!
@@ -54,6 +56,24 @@ const MAX_LINES: usize = 600;
 /// an entry when its file is under the limit or gone (the test says so); add none. (No growth
 /// ceiling while the session's splits and features land at once; one can come back after.)
 const OVERSIZE: &[&str] = &[];
+
+/// The longest a file in `modules/*/src/` may be (issue 35 point 7): a file past it holds
+/// more than one job.
+const MODULE_MAX_LINES: usize = 700;
+
+/// File names that several shipped files share because they do one job each wherever they
+/// are; any other name names one file only (issue 35 point 7: a reader who meets `http.rs`
+/// knows which job it is). An entry no two files share any more fails the test.
+const SAME_JOB: &[(&str, &str)] = &[
+    ("lib.rs", "a crate's root"),
+    ("mod.rs", "a folder module's root"),
+    ("tests.rs", "a module's unit tests, in a file of their own"),
+    ("error.rs", "a crate's error type"),
+    ("catalogue.rs", "a module crate's tools, handed to the daemon's registry"),
+    ("settings.rs", "a module crate's `config` table"),
+    ("read.rs", "a module crate's read-class tools"),
+    ("write.rs", "a module crate's write-class tools"),
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -347,6 +367,263 @@ fn no_file_in_src_is_over_the_size_limit() {
 }
 
 #[test]
+fn no_file_in_the_module_crates_is_over_the_size_limit() {
+    let findings: Vec<String> = rust_files()
+        .iter()
+        .filter(|f| matches("modules/*/src/", f))
+        .filter_map(|f| {
+            let lines = read(f).lines().count();
+            (lines > MODULE_MAX_LINES).then(|| {
+                format!(
+                    "{f}: {lines} lines, over the limit of {MODULE_MAX_LINES}; split it by what \
+                     its parts do"
+                )
+            })
+        })
+        .collect();
+    report("file sizes in modules/*/src", findings);
+}
+
+/// The shipped files (`SHIPPED`, tests in them too) by file name, for the names more than one
+/// file has.
+fn shared_names(files: &[String]) -> Vec<(String, Vec<String>)> {
+    let mut by_name: Vec<(String, Vec<String>)> = Vec::new();
+    for f in files.iter().filter(|f| SHIPPED.iter().any(|p| matches(p, f))) {
+        let name = f.rsplit('/').next().unwrap_or(f).to_string();
+        match by_name.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, all)) => all.push(f.clone()),
+            None => by_name.push((name, vec![f.clone()])),
+        }
+    }
+    by_name.retain(|(_, all)| all.len() > 1);
+    by_name
+}
+
+#[test]
+fn no_two_files_of_different_jobs_share_a_name() {
+    let shared = shared_names(&rust_files());
+    let mut findings: Vec<String> = shared
+        .iter()
+        .filter(|(name, _)| !SAME_JOB.iter().any(|(n, _)| n == name))
+        .map(|(name, all)| {
+            format!(
+                "{name} names {}: rename the one whose job the name says least (or, if every \
+                 one does the same job, add it to SAME_JOB in tests/tidy.rs with that job)",
+                all.join(", ")
+            )
+        })
+        .collect();
+    findings.extend(
+        SAME_JOB
+            .iter()
+            .filter(|(n, _)| !shared.iter().any(|(name, _)| name == n))
+            .map(|(n, _)| format!("SAME_JOB `{n}`: no two files share it any more; delete it")),
+    );
+    report("file names shared by files of different jobs", findings);
+}
+
+/// The names `code` reaches through `prefix` (`super::`, `crate::gate::`): a path, or each
+/// path of a `prefix{…}` group, with its line.
+fn path_uses(code: &str, prefix: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find(prefix) {
+        let at = from + k;
+        from = at + prefix.len();
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| is_ident(c) || c == '$' || c == ':') {
+            continue;
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[at + prefix.len()..];
+        let mut names = Vec::new();
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut item) = (0, String::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => names.push(std::mem::take(&mut item)),
+                    _ => {}
+                }
+                item.push(c);
+            }
+            names.push(item);
+        } else {
+            names.push(rest.to_string());
+        }
+        for n in names {
+            let n = n.trim_start_matches([',', ' ', '\n', '\t']);
+            let ident: String = n.chars().take_while(|c| is_ident(*c)).collect();
+            if !ident.is_empty() && ident != "self" {
+                out.push((ident, line));
+            }
+        }
+    }
+    out
+}
+
+/// A folder's root file re-exports of its children (`pub use parked::{Parked, Pending};`,
+/// `pub use gate::approvals;`, `pub use shell_mcp as shell;`): each name, and the child that
+/// holds it.
+fn reexports(root_code: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for stmt in root_code.split(';') {
+        let stmt = stmt.trim();
+        let Some(path) = ["pub use ", "pub(crate) use ", "pub(super) use ", "use "]
+            .iter()
+            .find_map(|p| stmt.rsplit('\n').next().and_then(|l| l.trim().strip_prefix(p)))
+            .map(|_| stmt.split_once(" use ").map_or(stmt, |(_, p)| p).trim())
+            .or_else(|| stmt.strip_prefix("use ").map(str::trim))
+        else {
+            continue;
+        };
+        let path = path.strip_prefix("self::").unwrap_or(path);
+        let Some((child, rest)) = path.split_once("::") else {
+            if let Some((child, alias)) = path.split_once(" as ") {
+                out.push((alias.trim().to_string(), child.trim().to_string()));
+            }
+            continue;
+        };
+        let child = child.trim();
+        for name in rest.split([',', '{', '}', ' ', '\n', ':']).filter(|n| !n.is_empty()) {
+            if name.chars().all(is_ident) && name != "self" && name != "as" {
+                out.push((name.to_string(), child.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every use of one file of a folder by another file of the same folder (the folder's root
+/// file — `mod.rs`, `lib.rs`, `main.rs` or the `x.rs` beside `x/` — declares them, and is not
+/// one of them): (folder, from, to, where), over the shipped trees, tests left out.
+fn sibling_uses(files: &[String]) -> Vec<(String, String, String, String)> {
+    let is_root = |name: &str| ["mod.rs", "lib.rs", "main.rs"].contains(&name);
+    let mut folders: Vec<String> = files
+        .iter()
+        .filter(|f| shipped(f))
+        .filter_map(|f| f.rsplit_once('/').map(|(d, _)| d.to_string()))
+        .collect();
+    folders.sort();
+    folders.dedup();
+    let mut out = Vec::new();
+    for dir in folders {
+        // The crate's `src/` folder, and the module path of `dir` beneath it.
+        let Some(src_at) =
+            dir.find("src").filter(|i| dir[i + 3..].is_empty() || dir[i + 3..].starts_with('/'))
+        else {
+            continue;
+        };
+        let below = dir[src_at + 3..].trim_start_matches('/');
+        let crate_prefix = if below.is_empty() {
+            "crate::".to_string()
+        } else {
+            format!("crate::{}::", below.replace('/', "::"))
+        };
+        let in_dir: Vec<&String> =
+            files.iter().filter(|f| f.rsplit_once('/').is_some_and(|(d, _)| d == dir)).collect();
+        let mut siblings: Vec<String> = in_dir
+            .iter()
+            .filter_map(|f| f.rsplit('/').next())
+            .filter(|n| !is_root(n))
+            .filter_map(|n| n.strip_suffix(".rs"))
+            .map(str::to_string)
+            .collect();
+        siblings.extend(
+            files
+                .iter()
+                .filter_map(|f| f.strip_prefix(&format!("{dir}/"))?.strip_suffix("/mod.rs"))
+                .filter(|n| !n.contains('/'))
+                .map(str::to_string),
+        );
+        let root_file = ["mod.rs", "lib.rs", "main.rs"]
+            .iter()
+            .map(|n| format!("{dir}/{n}"))
+            .chain(std::iter::once(format!("{dir}.rs")))
+            .find(|f| files.contains(f));
+        let exported = root_file.map(|f| reexports(&code_only(&read(&f)))).unwrap_or_default();
+        for f in in_dir.iter().filter(|f| shipped(f)) {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            if is_root(name) {
+                continue;
+            }
+            let from = name.trim_end_matches(".rs");
+            let text = code_only(&read(f));
+            let code = without_tests(&text);
+            let mut used = path_uses(code, "super::");
+            used.extend(path_uses(code, &crate_prefix));
+            for (n, line) in used {
+                let to = if siblings.contains(&n) {
+                    n
+                } else {
+                    match exported.iter().find(|(e, _)| *e == n) {
+                        Some((_, child)) if siblings.contains(child) => child.clone(),
+                        _ => continue,
+                    }
+                };
+                if to != from {
+                    out.push((dir.clone(), from.to_string(), to, format!("{f}:{line}")));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The pairs of files of one folder that use each other, each with where.
+fn circles(uses: &[(String, String, String, String)]) -> Vec<String> {
+    let mut findings = Vec::new();
+    let mut seen: Vec<(&str, &str, &str)> = Vec::new();
+    for (dir, a, b, at) in uses {
+        if a < b
+            && !seen.contains(&(dir, a, b))
+            && let Some((.., back)) = uses.iter().find(|(d, x, y, _)| d == dir && x == b && y == a)
+        {
+            seen.push((dir, a, b));
+            findings.push(format!(
+                "{dir}: `{a}` and `{b}` use each other ({at}, {back}); move what both need into \
+                 one of them or a file of its own, or make one a part (a submodule) of the other"
+            ));
+        }
+    }
+    findings
+}
+
+#[test]
+fn no_two_files_of_one_folder_use_each_other() {
+    let uses = sibling_uses(&rust_files());
+    assert!(
+        uses.len() > 50,
+        "found only {} uses between files of a folder: is the scan right?",
+        uses.len()
+    );
+    report("files of one folder that use each other", circles(&uses));
+}
+
+#[test]
+fn the_folder_check_sees_uses_through_super_crate_paths_and_re_exports() {
+    let code = code_only("use super::{a::X, b};\nfn f() { super::c::y(); crate::gate::d::z(); }\n");
+    let names: Vec<String> = path_uses(&code, "super::").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    let names: Vec<String> =
+        path_uses(&code, "crate::gate::").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["d"]);
+    let root = code_only(
+        "mod a;\npub use a::{Kind, Walls};\npub(crate) use b::Thing;\npub use c as see;\n",
+    );
+    let r = reexports(&root);
+    for (name, child) in [("Kind", "a"), ("Walls", "a"), ("Thing", "b"), ("see", "c")] {
+        assert!(r.contains(&(name.to_string(), child.to_string())), "{name} in {r:?}");
+    }
+    let u = |d: &str, a: &str, b: &str| (d.to_string(), a.to_string(), b.to_string(), "x".into());
+    assert_eq!(circles(&[u("d", "a", "b"), u("d", "b", "c")]), Vec::<String>::new());
+    assert_eq!(circles(&[u("d", "a", "b"), u("d", "b", "a"), u("d", "a", "b")]).len(), 1);
+    assert!(circles(&[u("d", "a", "b"), u("e", "b", "a")]).is_empty());
+}
+
+#[test]
 fn the_scanner_sees_code_not_comments_or_strings() {
     let code = code_only(
         "// unsafe here\nlet s = \"unsafe { }\"; let r = r#\"Command::new\"#;\n\
@@ -386,14 +663,14 @@ fn only_the_daemon_depends_on_rmcp() {
 /// bottom, as ARCHITECTURE.md's picture draws them: a module may use (`crate::…`) the modules of
 /// its own layer and of the layers below, never one above (so, for one, the transport never uses
 /// the control socket or the dashboard), and no uses go round in a cycle. `main`,
-/// `conformance_main`, `sandbox_main` and `lib` are the binaries and the library root.
+/// `sandbox_main` and `lib` are the binaries and the library root.
 const LAYERS: &[&[&str]] = &[
-    &["main", "conformance_main", "sandbox_main", "lib", "cli"],
+    &["main", "sandbox_main", "lib", "cli"],
     &["control", "dashboard"],
     &["transport", "runner", "relay", "link"],
     &["server"],
     &["daemon"],
-    &["conformance_tools", "registry", "netgate", "shell_mcp"],
+    &["registry", "netgate", "shell_mcp"],
     &["gate"],
     &["audit", "errors", "config", "shown", "hangup"],
 ];

@@ -1,7 +1,7 @@
 //! `hands audit [--follow] [--verify]`: print the audit log, one record a line, or check its
 //! hash chain.
 
-use super::report::{self, state_dir};
+use super::printout::{self, state_dir};
 use crate::audit;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,11 +17,11 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
         return match audit::verify(&path) {
             Ok(v) => {
                 for w in &v.warnings {
-                    report::out(&format!("warning: {w}"));
+                    printout::out(&format!("warning: {w}"));
                 }
                 match v.broken {
                     Some(b) => {
-                        report::out(&format!(
+                        printout::out(&format!(
                             "{}: broken at {b}; {} records before it are intact",
                             path.display(),
                             v.records
@@ -29,7 +29,7 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
                         ExitCode::from(1)
                     }
                     None => {
-                        report::out(&format!(
+                        printout::out(&format!(
                             "{}: {} records, chain intact",
                             path.display(),
                             v.records
@@ -39,7 +39,7 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                report::out(&format!(
+                printout::out(&format!(
                     "hands: there is no audit log at {}: no daemon has served with this \
                      state_dir, or the log was removed",
                     path.display()
@@ -47,7 +47,7 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
                 ExitCode::from(1)
             }
             Err(e) => {
-                report::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
+                printout::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
                 ExitCode::from(1)
             }
         };
@@ -55,7 +55,7 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
     match print_audit(&path, follow) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            report::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
+            printout::out(&format!("hands: cannot read the audit log {}: {e}", path.display()));
             ExitCode::from(1)
         }
     }
@@ -70,7 +70,7 @@ fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
         match std::fs::File::open(path) {
             Ok(f) => break f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !follow => {
-                report::out(&format!("{}: no records yet", path.display()));
+                printout::out(&format!("{}: no records yet", path.display()));
                 return Ok(());
             }
             // The daemon creates the log when it starts; wait for it.
@@ -89,11 +89,11 @@ fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
         pending.extend_from_slice(&chunk);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
-            report::out(&audit::render(&line[..line.len() - 1]));
+            printout::out(&audit::render(&line[..line.len() - 1]));
         }
         if !follow {
             if !pending.is_empty() {
-                report::out(&audit::render(&pending));
+                printout::out(&audit::render(&pending));
             }
             return Ok(());
         }

@@ -1,7 +1,7 @@
 //! `hands check` and `hands doctor`: the resolved policy, and (doctor) tool versions and
 //! warnings; exit 1 when it is not safe to serve.
 
-use super::{doctor, report};
+use super::{doctor, printout};
 use crate::{config, server};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,23 +10,23 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
     let cfg = match config::load(config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            report::out(&e.to_string());
+            printout::out(&e.to_string());
             return ExitCode::from(1);
         }
     };
     let daemon = match server::Daemon::new(cfg) {
         Ok(d) => d,
         Err(e) => {
-            report::out(&format!("hands: {e:#}"));
+            printout::out(&format!("hands: {e:#}"));
             return ExitCode::from(1);
         }
     };
-    report::out(&report::policy(&daemon));
+    printout::out(&printout::policy(&daemon));
     if !doctor {
         // What the file alone shows; `doctor` reports the same among its warnings.
-        let found = report::check_findings(&daemon);
+        let found = printout::check_findings(&daemon);
         for w in &found.warnings {
-            report::out(&format!("warning: {w}"));
+            printout::out(&format!("warning: {w}"));
         }
         if found.serve_refuses {
             return ExitCode::from(1);
@@ -37,9 +37,9 @@ pub(super) fn check(config: Option<PathBuf>, doctor: bool) -> ExitCode {
         // mode a missing guarantee would refuse every command. (`check` validates the file
         // alone: the tokens it names are read at startup, from wherever `serve` runs.)
         let found = doctor::doctor_report(&daemon);
-        report::out(&found.text);
+        printout::out(&found.text);
         if let Some(o) = daemon.config.http.as_ref().and_then(|h| h.oauth.as_ref()) {
-            report::out(&oauth_probe(o, "[server.http.oauth]"));
+            printout::out(&oauth_probe(o, "[server.http.oauth]"));
         }
         let enforce = daemon.config.sandbox_mode == config::SandboxMode::Enforce;
         if found.serve_refuses

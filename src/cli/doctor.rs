@@ -2,7 +2,7 @@
 //! guarantees as the self-test found them, the AppArmor profile to install, and every warning
 //! (SPEC §9). The dashboard shows the same warnings.
 
-use super::report::shell_warnings;
+use super::printout::shell_warnings;
 use crate::config::{Grant, ModuleId, ModuleSettings, SandboxMode};
 use crate::server::Daemon;
 use hands_sandbox::host::Versions;
@@ -429,7 +429,7 @@ pub fn doctor_report(daemon: &Daemon) -> DoctorReport {
             ));
         }
         if let Some(w) = (h.oauth.as_ref())
-            .and_then(|o| super::report::oauth_warning(o, &h.listen, "[server.http.oauth]"))
+            .and_then(|o| super::printout::oauth_warning(o, &h.listen, "[server.http.oauth]"))
         {
             warnings.push(w);
         }

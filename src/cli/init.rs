@@ -12,7 +12,7 @@
 //! folders — its install folder, read-only. Never a folder that is, holds or lies above the
 //! home, a credential path, or the `hands` binary and its launcher.
 
-use super::report::out;
+use super::printout::out;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

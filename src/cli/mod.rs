@@ -2,17 +2,18 @@
 //!
 //! Nothing but the MCP transport writes to stdout while serving; logs and the banner go to
 //! stderr. `check` and `doctor` are the person's commands and print their report on stdout.
-//! One file per subcommand (`serve.rs`, `relay.rs`, `check.rs`, `audit.rs`, `stop.rs`,
-//! `approvals.rs`, `exec.rs`); what `check` and `doctor` print is in `report.rs` and `doctor.rs`.
+//! One file per subcommand (`serve.rs`, `relay_cmd.rs`, `check.rs`, `audit.rs`, `stop.rs`,
+//! `approvals_cmd.rs`, `exec_cmd.rs`: `_cmd` where the daemon has a part of the same name); what
+//! `check` and `doctor` print is in `printout.rs` and `doctor.rs`.
 
-mod approvals;
+mod approvals_cmd;
 mod audit;
 mod check;
 pub mod doctor;
-mod exec;
+mod exec_cmd;
 mod init;
-mod relay;
-pub mod report;
+pub mod printout;
+mod relay_cmd;
 mod serve;
 mod stop;
 
@@ -109,7 +110,7 @@ enum Command {
         #[arg(long, global = true)]
         config: Option<PathBuf>,
         #[command(subcommand)]
-        action: approvals::ApprovalsCmd,
+        action: approvals_cmd::ApprovalsCmd,
     },
     /// A person runs one allowlisted program through the running daemon's policy, sandbox and
     /// audit log; a confirm-listed one asks y/N here first. Prints its output exactly and exits
@@ -151,23 +152,29 @@ enum Command {
 
 /// Parses the command line and runs the command it names; `src/main.rs` calls only this.
 pub fn run() -> ExitCode {
+    run_with(Vec::new)
+}
+
+/// [`run`], with `extra` tools served beside the modules' by `serve` (`Daemon::with_tools`):
+/// how the MCP conformance suite's build (`tests/conformance`) adds its scenario tools.
+pub fn run_with(extra: fn() -> Vec<crate::registry::Entry>) -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config, http, log_level, read_only } => {
-            serve::serve(config, http, log_level, read_only)
+            serve::serve(config, http, log_level, read_only, extra())
         }
         Command::Init { force, print } => init::init(force, print),
         Command::Relay { config, log_level } => {
             serve::init_logging(log_level.as_deref());
-            relay::relay(&config)
+            relay_cmd::relay(&config)
         }
         Command::Check { config } => check::check(config, false),
         Command::Doctor { config } => check::check(config, true),
         Command::Audit { config, follow, verify } => audit::audit_cmd(config, follow, verify),
         Command::Stop { config, release } => stop::stop_cmd(config, release),
-        Command::Approvals { config, action } => approvals::approvals_cmd(config, action),
+        Command::Approvals { config, action } => approvals_cmd::approvals_cmd(config, action),
         Command::Exec { config, cwd, timeout_secs, argv } => {
-            exec::exec_cmd(config, cwd, timeout_secs, argv)
+            exec_cmd::exec_cmd(config, cwd, timeout_secs, argv)
         }
         #[cfg(target_os = "linux")]
         Command::Sandbox => launcher::main(),

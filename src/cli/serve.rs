@@ -2,7 +2,8 @@
 //! dashboard, then serve MCP on stdio or over streamable HTTP.
 
 use super::doctor;
-use super::report::{self, eprint_line};
+use super::printout::{self, eprint_line};
+use crate::registry::Entry;
 use crate::{config, control, dashboard, server, transport};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,7 @@ pub(super) fn serve(
     http: Option<String>,
     log_level: Option<String>,
     read_only: bool,
+    extra: Vec<Entry>,
 ) -> ExitCode {
     init_logging(log_level.as_deref());
     raise_open_files();
@@ -96,7 +98,7 @@ pub(super) fn serve(
             return ExitCode::from(1);
         }
     };
-    let daemon = match server::Daemon::new(cfg) {
+    let daemon = match server::Daemon::with_tools(cfg, extra) {
         Ok(d) => Arc::new(d),
         Err(e) => {
             eprint_line(&format!("hands: {e:#}"));
@@ -105,7 +107,7 @@ pub(super) fn serve(
     };
     // What `hands check` warns about from the file alone, on every start too (a person who
     // never runs check still reads it where the daemon's stderr goes).
-    for w in report::check_findings(&daemon).warnings {
+    for w in printout::check_findings(&daemon).warnings {
         eprint_line(&format!("hands: warning: {w}"));
     }
     // The sandbox self-test (a few seconds: it starts sandboxes) runs beside serving, so that
@@ -114,12 +116,12 @@ pub(super) fn serve(
     // walls it needs are known to hold. The banner comes at once; the tier in a line after it.
     if http.is_none() {
         // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
-        eprint_line(&report::banner(&daemon, "stdio"));
+        eprint_line(&printout::banner(&daemon, "stdio"));
     }
     if daemon.self_test_now().is_some() {
         let daemon = daemon.clone();
         let probe = move || {
-            let tier = report::containment(&daemon);
+            let tier = printout::containment(&daemon);
             eprint_line(&format!("hands: {}", tier.trim_start_matches(" · ")));
         };
         if let Err(e) = std::thread::Builder::new().name("self-test".into()).spawn(probe) {
@@ -169,7 +171,7 @@ pub(super) fn serve(
         if let Some(setup) = http {
             // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
             let banner = daemon.clone();
-            let bound = move |t: &str| eprint_line(&report::banner(&banner, t));
+            let bound = move |t: &str| eprint_line(&printout::banner(&banner, t));
             return transport::http::serve(daemon, setup, bound).await;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();

@@ -1,7 +1,7 @@
 //! `hands stop [--release]`: the brake, pulled (or lifted) on every daemon of the state dir
 //! through its control socket.
 
-use super::report::{self, state_dir};
+use super::printout::{self, state_dir};
 use crate::control;
 use crate::control::protocol::{Reply, Request, Via};
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ pub(super) fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
         let ended = hands_shell::sessions::end_sessions_in(&dir);
         if !ended.is_empty() {
             let names: Vec<String> = ended.iter().map(|(m, n)| format!("{m}/{n}")).collect();
-            report::out(&format!(
+            printout::out(&format!(
                 "hands: no running daemon in {}; ended {} kept tmux session{}: {}",
                 dir.display(),
                 ended.len(),
@@ -36,7 +36,7 @@ pub(super) fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
         }
     }
     if answers.is_empty() {
-        report::out(&format!(
+        printout::out(&format!(
             "hands: no running daemon found in {} (no live control socket); nothing to {op}. \
              Check --config: it must name the daemon's state_dir",
             dir.display()
@@ -47,19 +47,19 @@ pub(super) fn stop_cmd(config: Option<PathBuf>, release: bool) -> ExitCode {
     for (path, answer) in answers {
         match answer {
             Ok(Reply::Brake { pid, stopped: false, .. }) => {
-                report::out(&format!("hands: daemon {pid} released: commands run again"));
+                printout::out(&format!("hands: daemon {pid} released: commands run again"));
             }
-            Ok(Reply::Brake { pid, stopped: true, ended }) => report::out(&format!(
+            Ok(Reply::Brake { pid, stopped: true, ended }) => printout::out(&format!(
                 "hands: daemon {pid} stopped: ended {ended} running commands and tmux sessions; \
                  new commands are refused until `hands stop --release`"
             )),
             Ok(other) => {
                 failed = true;
-                report::out(&format!("hands: {}: {}", path.display(), quoted_error(&other)));
+                printout::out(&format!("hands: {}: {}", path.display(), quoted_error(&other)));
             }
             Err(e) => {
                 failed = true;
-                report::out(&format!("hands: {e}"));
+                printout::out(&format!("hands: {e}"));
             }
         }
     }

@@ -1,15 +1,13 @@
 //! Reading a configuration: which file a subcommand uses, the embedded default, and the strict
 //! parse whose errors name the file, the line and the `[[builtins]]` id the parser stopped at.
 
-use super::daemon::{RawConfig, validate};
+use super::daemon_sections::{RawConfig, validate};
 use super::{
-    Config, ConfigError, ConfigProblem, Grant, ModuleCfg, ModuleId, ModuleSettings, Problems,
-    RootCfg, SandboxMode, ShellSettings, Trust, default_state_dir, home_dir,
+    Config, ConfigError, ConfigProblem, EMBEDDED, Grant, ModuleCfg, ModuleId, ModuleSettings,
+    Problems, RootCfg, SandboxMode, ShellSettings, Trust, default_state_dir, home_dir,
+    user_config_file,
 };
 use std::path::{Path, PathBuf};
-
-/// The name of the embedded default, where a file's name would be.
-pub const EMBEDDED: &str = "embedded default";
 
 /// Where a configuration comes from: a file (and why that one), or the embedded default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,16 +16,6 @@ pub enum Located {
     File { path: PathBuf, from: &'static str },
     /// No file: the embedded default.
     Default,
-}
-
-/// The per-user configuration file: `$XDG_CONFIG_HOME/hands/daemon.toml` when that variable
-/// names an absolute folder, else `~/.config/hands/daemon.toml`; none without a home.
-pub fn user_config_file() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from) {
-        Some(x) if x.is_absolute() => x,
-        _ => home_dir()?.join(".config"),
-    };
-    Some(base.join("hands").join("daemon.toml"))
 }
 
 /// Which file a subcommand uses: `--config F`, else `$HANDS_CONFIG`, else the per-user file

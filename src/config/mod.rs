@@ -6,24 +6,37 @@
 //! do. `load` finds and reads the file, `daemon` holds the daemon's own sections, `modules`
 //! the `[[builtins]]` blocks, `trusted` what the host trusts and who could reach it.
 
-mod daemon;
+mod daemon_sections;
 mod load;
 mod modules;
 pub mod oauth;
-pub mod path_writers;
 mod runner;
 #[cfg(test)]
 mod tests;
 pub mod trusted;
 
-pub use load::{EMBEDDED, Located, embedded_default, load, locate, parse, user_config_file};
+pub use load::{Located, embedded_default, load, locate, parse};
 pub use oauth::OAuthCfg;
 pub use runner::{LINK_FRAME, RunnerApprovals, RunnerCfg, TokenSource, check_url, is_link_name};
+pub use trusted::path_writers;
 pub use trusted::{absolute, lenient_canonical};
 // tools-shell's settings are its own (modules/shell/src/settings.rs); named here as before.
 pub use hands_shell::settings::{DEFAULT_COMMAND_PATH, NetworkMode, ShellSettings, ShellTool};
 // `~` and the daemon's home, shared with the modules' settings (hands-roots).
 pub use hands_roots::{expand_tilde, home_dir};
+
+/// The name of the embedded default, where a file's name would be.
+pub const EMBEDDED: &str = "embedded default";
+
+/// The per-user configuration file: `$XDG_CONFIG_HOME/hands/daemon.toml` when that variable
+/// names an absolute folder, else `~/.config/hands/daemon.toml`; none without a home.
+pub fn user_config_file() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x,
+        _ => home_dir()?.join(".config"),
+    };
+    Some(base.join("hands").join("daemon.toml"))
+}
 
 use serde::Deserialize;
 use std::fmt;
@@ -88,8 +101,18 @@ impl Default for Trust {
     }
 }
 
+/// A `[trust]` table as written: the daemon's, or a module's override of it (`modules.rs`).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawTrust {
+    read: Option<TrustAction>,
+    write: Option<TrustAction>,
+    external: Option<TrustAction>,
+    approval_timeout_secs: Option<u64>,
+}
+
 impl Trust {
-    fn overlay(&self, raw: &daemon::RawTrust) -> Trust {
+    fn overlay(&self, raw: &RawTrust) -> Trust {
         Trust {
             read: raw.read.unwrap_or(self.read),
             write: raw.write.unwrap_or(self.write),

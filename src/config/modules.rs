@@ -2,8 +2,9 @@
 //! `config` table dispatched to the schema its module owns, and every problem it reports placed
 //! at the block's line and the key.
 
-use super::daemon::RawTrust;
-use super::{Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RootCfg, Trust, expand_tilde};
+use super::{
+    Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RawTrust, RootCfg, Trust, expand_tilde,
+};
 use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;

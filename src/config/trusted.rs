@@ -10,6 +10,8 @@
 //! surface are [`HostPath`]s, read-only to every tool and command wherever they lie.
 //! `docs/decisions/0053-what-the-host-trusts.md` has the reasoning.
 
+pub mod path_writers;
+
 use super::{Config, ConfigError, ConfigProblem, ModuleId, ModuleSettings};
 use hands_roots::HostPath;
 pub use hands_roots::lenient_canonical;
@@ -144,7 +146,7 @@ pub fn placement(config: &Config) -> Result<(), ConfigError> {
 /// the state dir in no root and holding none; each token file out of the reach of commands and
 /// file tools.
 pub fn refuse(config: &Config) -> Result<(), ConfigError> {
-    if config.file.is_none() && config.source == super::load::EMBEDDED {
+    if config.file.is_none() && config.source == super::EMBEDDED {
         let homes = homes();
         for m in &config.modules {
             for r in m.roots.iter().filter(|r| r.writable) {
@@ -169,7 +171,7 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
     }
     placement(config)?;
     let surface = home_surface(config);
-    let looked_in = super::load::user_config_file()
+    let looked_in = super::user_config_file()
         .and_then(|f| f.parent().map(Path::to_path_buf))
         .into_iter()
         .chain(std::env::var_os("HANDS_CONFIG").filter(|p| !p.is_empty()).map(PathBuf::from));
@@ -192,7 +194,7 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
         }
     }
     refuse_state_dir(config)?;
-    super::path_writers::refuse(config)?;
+    path_writers::refuse(config)?;
     for t in token_files(config) {
         if let Some(r) = readable(config, &t.file) {
             return Err(problem(
@@ -410,7 +412,7 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     if let Some(f) = &config.file {
         add(f.clone(), "the daemon's configuration file", edit);
     }
-    if let Some(dir) = super::load::user_config_file().and_then(|f| f.parent().map(PathBuf::from)) {
+    if let Some(dir) = super::user_config_file().and_then(|f| f.parent().map(PathBuf::from)) {
         add(dir, "the folder hands takes its configuration from", edit);
     }
     if let Some(p) = std::env::var_os("HANDS_CONFIG").filter(|p| !p.is_empty()) {

@@ -1,5 +1,5 @@
 //! `hands exec -- BIN ARGS…` (SPEC §4.4), the daemon's side: a person's own command from a
-//! terminal (`src/cli/exec.rs`), run by the serving daemon under the same allow/deny policy,
+//! terminal (`src/cli/exec_cmd.rs`), run by the serving daemon under the same allow/deny policy,
 //! sandbox and audit log as `run`.
 //!
 //! Over the control socket, [`Request::Exec`](crate::control::protocol::Request::Exec): the

@@ -11,16 +11,20 @@
 //! the client is pointed at its dashboard entry. Nothing: the action is parked for `hands
 //! approvals` and the dashboard.
 //!
-//! Its parts: `action.rs` (what is asked and answered), `elicit.rs` (asking through the client,
-//! the sealed request state), `parked.rs` (the parked actions and the wait), `always.rs` (the
-//! standing *always* permissions). *Session* permissions are held by the connection
-//! (`ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
+//! Its parts, in `approvals/`: `elicit.rs` (asking through the client, the sealed request
+//! state), `parked.rs` (the parked actions and the wait), `always.rs` (the standing *always*
+//! permissions); what is asked and answered is `../action.rs`. *Session* permissions are held by the connection
+//! (`verdict/ask.rs`). The old paths (`crate::gate::approvals::Action` …) name the parts' items here.
+
+mod always;
+mod elicit;
+mod parked;
 
 pub use super::action::{Action, Asked, CHOICES, Channel, Choice, Reach, widening_rows};
-pub use super::always::{Standing, module_version, read_always, update_always};
-pub use super::elicit::url_params;
-use super::parked::Answer;
-pub use super::parked::{Parked, ParkedView, Pending};
+pub use always::{Standing, module_version, read_always, update_always};
+pub use elicit::url_params;
+use parked::Answer;
+pub use parked::{Parked, ParkedView, Pending};
 
 use rmcp::model::RequestStateCodec;
 use std::collections::{BTreeMap, HashMap};

@@ -4,19 +4,15 @@
 //! runs follows from the verdict's variant alone ([`Verdict::Allow`]); a deny always carries
 //! its reason, and the audit record is derived from the verdict.
 //!
-//! `verdict.rs` holds the enum and the one function that returns it ([`decide`]), `ask.rs` how
-//! a person is asked, `approvals.rs` the approval store, whose parts are `action.rs` (what is
-//! asked and answered), `elicit.rs` (asking through the client, the sealed request state),
-//! `parked.rs` (the parked actions and the wait) and `always.rs` (standing *always*
+//! `verdict.rs` holds the enum and the one function that returns it ([`decide`]), `verdict/ask.rs`
+//! how a person is asked, `action.rs` what is asked and answered, `approvals.rs` the approval store,
+//! whose parts are in `approvals/`: `elicit.rs` (asking through the client, the sealed request
+//! state), `parked.rs` (the parked actions and the wait) and `always.rs` (standing *always*
 //! permissions).
 
 mod action;
-mod always;
 pub mod approvals;
-mod ask;
 mod desktop;
-mod elicit;
-mod parked;
 mod verdict;
 
 pub use verdict::{Refusal, Verdict, decide};

@@ -2,6 +2,8 @@
 //! [`Verdict::Allow`]; [`Verdict::Deny`] cannot be built without its reason, so a refusal with
 //! nothing to say — and a "deny" that runs anyway — cannot be written.
 
+mod ask;
+
 use super::{Asker, Call, Retry};
 use crate::audit::{DecidedBy, Decision};
 use crate::config::{ActionClass, TrustAction};
@@ -137,7 +139,7 @@ pub async fn decide(
         // `ask`, or a confirm-listed run the policy would allow: a person decides.
         TrustAction::Allow | TrustAction::Ask => {}
     }
-    let verdict = super::ask::ask_person(asker, call, retry, ctx).await;
+    let verdict = ask::ask_person(asker, call, retry, ctx).await;
     // A person may answer after `hands stop` (a parked action waits minutes): the brake still
     // wins.
     if verdict.runs() && braked() {

@@ -1,7 +1,7 @@
 //! `hands relay --config relay.toml`: the organization's side of runner mode (SPEC §13), one
 //! process. Runners connect in at `/runner` (a WebSocket; `upgrade.rs`), agents reach runner
 //! NAME at `/runners/NAME/mcp` as a streamable HTTP MCP endpoint served by the same door as
-//! `hands serve --http` (`src/transport/door.rs`: Host/Origin, body cap, both eras, hangups),
+//! `hands serve --http` (`src/transport/mcp_door.rs`: Host/Origin, body cap, both eras, hangups),
 //! and `GET /runners` lists the runners an agent may reach. The relay authenticates both ends,
 //! routes and caps (`hub.rs`, `proxy.rs`); it holds none of a runner's policy. An agent proves
 //! who it is with its bearer token, or with `[relay.oauth]` an OAuth access token whose identity
@@ -14,9 +14,9 @@ mod proxy;
 mod upgrade;
 
 use crate::transport::conns::Timed;
-use crate::transport::door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
 use crate::transport::hangups::Sessions;
 use crate::transport::http_setup::{HostRule, mac, tag_of};
+use crate::transport::mcp_door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
 use anyhow::Context as _;
 use bytes::Bytes;
 use config::RelayCfg;
@@ -160,7 +160,7 @@ pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> an
                 .collect(),
         })
         .collect();
-    let rmcp_config = door::rmcp_config(&shutdown);
+    let rmcp_config = mcp_door::rmcp_config(&shutdown);
     let mut services = HashMap::new();
     for (ai, a) in agents.iter().enumerate() {
         for &ri in &a.reaches {
@@ -323,7 +323,7 @@ impl Relay {
                 serde_json::json!({"error": format!("runner {name} serves {} sessions already; try again in a moment", crate::link::MAX_SESSIONS)}),
             );
         }
-        door::serve_mcp(service, &self.sessions, *index, req).await
+        mcp_door::serve_mcp(service, &self.sessions, *index, req).await
     }
 
     /// The agent whose token the request carries (an index): a bearer token compared in

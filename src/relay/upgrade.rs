@@ -7,8 +7,8 @@ use super::{Relay, refuse};
 use crate::link::drive::{drive, ws_config};
 use crate::link::{INSTANCE_HEADER, SUBPROTOCOL};
 use crate::transport::conns::Timed;
-use crate::transport::door::Body;
 use crate::transport::http_setup::{mac, tag_of};
+use crate::transport::mcp_door::Body;
 use hmac::Mac;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
@@ -38,7 +38,7 @@ pub(super) fn runner(relay: &Arc<Relay>, req: Request<Timed>) -> Response<Body> 
         return refuse(StatusCode::BAD_REQUEST, &format!("the subprotocol must be {SUBPROTOCOL}"));
     }
     let name = h.get("hands-runner").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let presented = crate::transport::door::bearer(h).unwrap_or_default();
+    let presented = crate::transport::mcp_door::bearer(h).unwrap_or_default();
     // The presented token's digest, tagged, against the configured digest's tag: equal-length
     // values compared in constant time, whatever the name.
     let mut m = mac();

@@ -1,20 +1,20 @@
 //! Runner mode, the daemon's side (SPEC §13): with `[runner]`, `hands serve` keeps one outbound
 //! WebSocket to the organization's relay, beside its stdio or HTTP transport, and serves each
-//! agent session the relay opens on it as a client of its own (`sessions.rs`). `dial.rs` makes
+//! agent session the relay opens on it as a client of its own (`agent_sessions.rs`). `dial.rs` makes
 //! one attempt; this file keeps trying, with jittered exponential backoff from 1 s to 60 s,
 //! and writes what happened where `hands doctor` reads it (`runner-status.json` in the state
 //! dir). The relay can open and close sessions and carry their messages; nothing it sends
 //! changes where the daemon connects, its roots, grants, trust or any policy.
 
+pub mod agent_sessions;
 pub mod dial;
-pub mod sessions;
 
 use crate::config::{Config, RunnerApprovals, RunnerCfg, TokenSource};
 use crate::link::LINGER;
 use crate::link::drive::{Outbox, drive};
 use crate::server::Daemon;
+use agent_sessions::Sessions;
 use dial::{Dialer, Linked, Secret};
-use sessions::Sessions;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

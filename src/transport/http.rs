@@ -1,7 +1,7 @@
 //! The streamable HTTP transport: `hands serve --http ADDR` or `[server.http]`, MCP at `/mcp`.
 //!
 //! rmcp's `StreamableHttpService` speaks the protocol (2025-11-25 sessions and the stateless
-//! 2026-07-28 era); this file is the door in front of it, made of `door.rs`'s checks (which the
+//! 2026-07-28 era); this file is the door in front of it, made of `mcp_door.rs`'s checks (which the
 //! relay's door shares). Every request passes, in order:
 //!
 //! 1. the path: `/mcp`, else 404;
@@ -34,9 +34,9 @@
 //! `Host` check.
 
 use super::conns::{self, Timed};
-use super::door::{self, Body, Hosts, bearer, plain, unauthorized};
 use super::hangups::Sessions;
 use super::http_setup::{ANONYMOUS, ClientKey, Setup, mac};
+use super::mcp_door::{self, Body, Hosts, bearer, plain, unauthorized};
 use crate::server::{Daemon, HandsServer};
 use anyhow::Context as _;
 use hmac::Mac;
@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-pub use door::MAX_BODY;
+pub use mcp_door::MAX_BODY;
 
 /// The most OAuth identities served (each keeps a service and its sessions); past it a new one
 /// is refused with 503 until a restart.
@@ -83,7 +83,7 @@ pub async fn serve(
     bound(&setup.describe(addr));
 
     let shutdown = CancellationToken::new();
-    let rmcp_config = door::rmcp_config(&shutdown);
+    let rmcp_config = mcp_door::rmcp_config(&shutdown);
     let make_service = move |name: String| -> Service {
         let daemon = daemon.clone();
         StreamableHttpService::new(
@@ -153,7 +153,7 @@ impl Door {
         // A client's token (or loopback without tokens): this connection is not closed to make
         // room for another while the request is served.
         conns::vouch(&mut req);
-        door::serve_mcp(&service, &self.sessions, index, req).await
+        mcp_door::serve_mcp(&service, &self.sessions, index, req).await
     }
 
     /// The service of the client whose token the request carries: a static client's, else the
@@ -217,7 +217,7 @@ impl Door {
             tracing::warn!(
                 "http: {MAX_OAUTH_IDENTITIES} OAuth identities served; one more refused"
             );
-            return Err(door::bad(
+            return Err(mcp_door::bad(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &format!(
                     "this daemon serves {MAX_OAUTH_IDENTITIES} OAuth identities already; a person \

@@ -3,10 +3,10 @@
 //! and timeouts every HTTP listener (the dashboard's too) holds its connections to.
 
 pub mod conns;
-pub mod door;
 pub mod hangups;
 pub mod http;
 pub mod http_setup;
+pub mod mcp_door;
 pub mod oauth;
 pub mod stdio;
 pub mod tls;

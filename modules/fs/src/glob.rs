@@ -1,8 +1,8 @@
 //! `glob`: the files under a folder whose path matches a pattern, by a parallel walk
-//! (`crate::walk`) with ripgrep's `globset`, never following a link and never surfacing what
+//! (`crate::parallel_walk`) with ripgrep's `globset`, never following a link and never surfacing what
 //! the policy hides; the walk of a settled tree is kept and reused (`walk_cache`).
 
-use crate::walk::{
+use crate::parallel_walk::{
     TIMED_OUT, WALK_BUDGET, Walked, compile_glob, display, display_prefix, shown, skipped_of,
     skipped_text, walked, walker,
 };

@@ -1,8 +1,8 @@
 //! `grep`: the lines matching a regex in a file or under a folder, by a parallel walk
-//! (`crate::walk`) with ripgrep's own crates (`grep-regex`, `grep-searcher`), never following a
+//! (`crate::parallel_walk`) with ripgrep's own crates (`grep-regex`, `grep-searcher`), never following a
 //! link and never searching what the policy hides.
 
-use crate::walk::{
+use crate::parallel_walk::{
     TIMED_OUT, WALK_BUDGET, Walked, check_len, compile_glob, display, display_prefix, shown,
     skipped_of, skipped_text, walked, walker,
 };

@@ -13,10 +13,10 @@ pub mod glob;
 pub mod grep;
 mod ignore_rules;
 pub mod list_dir;
+mod parallel_walk;
 pub mod read;
 pub mod settings;
 pub mod text;
-mod walk;
 mod walk_cache;
 pub mod write;
 

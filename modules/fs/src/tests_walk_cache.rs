@@ -257,7 +257,7 @@ fn a_large_walk_is_kept_after_the_answer_and_then_used() {
 fn walked(r: &Resolver, base: &Path) -> Vec<String> {
     let hider = r.hider(base);
     let found = std::sync::Mutex::new(Vec::new());
-    crate::walk::walker(&hider, base, false, false).0.run(|| {
+    crate::parallel_walk::walker(&hider, base, false, false).0.run(|| {
         Box::new(|entry| {
             if let Ok(e) = entry
                 && e.file_type().is_some_and(|t| t.is_file())

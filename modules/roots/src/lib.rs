@@ -15,13 +15,18 @@ mod error;
 pub mod gitcfg;
 mod home;
 mod lock;
+mod nofollow;
+mod openat;
 mod policy;
 pub mod trust;
 mod walk;
+mod write_checks;
 
 pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
 pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
+pub use openat::fd_path;
+use openat::{fstat, openat2_beneath, openat2_plain, reopen};
 pub use policy::{HostPath, Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use trust::{Trust, Trusted};
@@ -30,12 +35,11 @@ pub use walk::{
     walk_beneath,
 };
 
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -152,11 +156,6 @@ pub struct Resolver {
     /// protected names' link targets): refused to writes like a protected path.
     trust: Option<Arc<Trust>>,
 }
-
-/// What git reads from a git dir that runs programs or moves where it reads config from.
-const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
-
-const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
 impl Resolver {
     /// Pins every root. Fails on the first root that is missing or not a directory.
@@ -423,391 +422,6 @@ impl Resolver {
     pub fn hider(&self, base: &Path) -> Hider<'_> {
         Hider { policy: &self.policy, near: self.policy.denied_near(base) }
     }
-
-    /// Prepares a write of the file at `path`: refuses read-only roots, protected, denied and
-    /// secret paths, hard-linked targets and symlinks that dangle or leave the root; creates
-    /// missing parent folders when `create_parents` is set.
-    pub fn prepare_write(&self, path: &str, create_parents: bool) -> Result<WriteTarget> {
-        let loc = self.locate(path)?;
-        self.prepare_write_at(loc, create_parents, 0)
-    }
-
-    fn prepare_write_at(
-        &self,
-        loc: Located,
-        create_parents: bool,
-        depth: u32,
-    ) -> Result<WriteTarget> {
-        let Some(name) = loc.rel.file_name().map(OsStr::to_os_string) else {
-            return Err(PathError::IsADirectory { path: loc.abs });
-        };
-        self.check_writable(&loc.abs)?;
-        let parent_rel = loc.rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let parent = self.open_parent(&loc, &parent_rel, create_parents)?;
-        let (parent_abs, parent_root) = self.real_path(parent.as_fd(), &loc.abs);
-        let abs = parent_abs.join(&name);
-        // The real location decides: a link inside a writable root into a read-only root or a
-        // protected folder does not make it writable.
-        if parent_root.is_none() {
-            return Err(PathError::Escapes {
-                path: loc.abs,
-                root: self.roots[loc.root].path.clone(),
-            });
-        }
-        self.check_writable(&abs)?;
-        // The folder by identity too: a trusted folder reached under a name the check above
-        // cannot know (a bind mount of it inside the root).
-        let pst = fstat(&parent, &parent_abs)?;
-        self.check_host_path(&abs, Some((pst.st_dev, pst.st_ino)))?;
-        self.check_git_control(parent.as_fd(), &parent_abs, &name)?;
-        match statat_nofollow(parent.as_fd(), &name) {
-            Ok(st) => {
-                let ft = FileType::from_raw_mode(st.st_mode);
-                match ft {
-                    FileType::RegularFile => {
-                        self.check_hidden(&abs, Some(&st), true)?;
-                        self.check_host_path(&abs, Some((st.st_dev, st.st_ino)))?;
-                        if st.st_nlink > 1 {
-                            return Err(PathError::HardLinked { path: abs, links: st.st_nlink });
-                        }
-                        Ok(WriteTarget { parent, name, abs, existing: Some(st) })
-                    }
-                    FileType::Symlink => {
-                        if depth > 0 {
-                            return Err(PathError::LinkLoop { path: abs });
-                        }
-                        // Follow the link only to where it already points, beneath the root.
-                        let fd = self
-                            .open_beneath(loc.root, &loc.rel, OFlags::PATH, &loc.abs)
-                            .map_err(|e| match e {
-                                PathError::NotFound { path } => PathError::DanglingLink { path },
-                                other => other,
-                            })?;
-                        let (target, troot) = self.real_path(fd.as_fd(), &loc.abs);
-                        let troot = troot.ok_or_else(|| PathError::Escapes {
-                            path: loc.abs.clone(),
-                            root: self.roots[loc.root].path.clone(),
-                        })?;
-                        let rel = target
-                            .strip_prefix(&self.roots[troot].path)
-                            .unwrap_or(Path::new(""))
-                            .to_path_buf();
-                        self.prepare_write_at(
-                            Located { root: troot, rel, abs: target },
-                            false,
-                            depth + 1,
-                        )
-                    }
-                    other => Err(PathError::NotRegular { path: abs, kind: kind_name(other) }),
-                }
-            }
-            Err(Errno::NOENT) => {
-                self.check_hidden(&abs, None, true)?;
-                Ok(WriteTarget { parent, name, abs, existing: None })
-            }
-            Err(e) => Err(PathError::Io { path: abs, op: "stat", source: e.into() }),
-        }
-    }
-
-    /// Refuses writes to read-only roots, protected paths and denied paths, by real path.
-    fn check_writable(&self, abs: &Path) -> Result<()> {
-        let Some(root) = self.root_of(abs) else {
-            return Err(PathError::Outside { path: abs.to_path_buf(), roots: self.roots_list() });
-        };
-        let r = &self.roots[root];
-        if let Some(why) = self.policy.denied(abs, None) {
-            return Err(PathError::Denied { path: abs.to_path_buf(), why });
-        }
-        if !r.writable {
-            return Err(PathError::ReadOnlyRoot { path: abs.to_path_buf(), root: r.path.clone() });
-        }
-        self.check_moved_read_only_roots(abs)?;
-        let rel = abs.strip_prefix(&r.path).unwrap_or(Path::new(""));
-        if let Some(rule) = self.policy.protected(rel) {
-            return Err(PathError::Protected { path: abs.to_path_buf(), rule });
-        }
-        self.check_host_path(abs, None)?;
-        self.host_trusted(abs)
-    }
-
-    /// Refuses a write beneath a read-only root that was moved (renamed inside a writable root
-    /// by a command): a root is the folder pinned at startup, not its name, so where its
-    /// descriptor is now is read-only too. Placing a path by name alone made the moved folder
-    /// writable under its new name (decision 0055's "costs and limits", closed by decision
-    /// 0070). One `readlink` of the pinned descriptor per read-only root; a root still at its
-    /// name is the most specific root's business and costs no more than that.
-    fn check_moved_read_only_roots(&self, abs: &Path) -> Result<()> {
-        for r in self.roots.iter().filter(|r| !r.writable) {
-            let Some(now) = fd_path(r.fd()) else { continue };
-            if now != r.path && abs.starts_with(&now) {
-                return Err(PathError::ReadOnlyRoot {
-                    path: abs.to_path_buf(),
-                    root: r.path.clone(),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Refuses a write to a path the host trusts: by name (`abs`, a real path), or by the
-    /// identity `dev_ino` of the file or folder there (another name of the same file).
-    fn check_host_path(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Result<()> {
-        match self.policy.host_path(abs, dev_ino) {
-            Some(t) => Err(PathError::Trusted {
-                path: abs.to_path_buf(),
-                what: t.what.clone(),
-                remedy: t.remedy.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Refuses the writes that would let a tool steer what git on the host reads or runs,
-    /// wherever the repository lies (nested, bare, a submodule's or worktree's git dir named by
-    /// a `gitdir:` line) — by what the folder holds, not by its name or a list made earlier:
-    /// a file named `.git` (a `gitdir:` line choosing the git dir); `config`,
-    /// `config.worktree`, `commondir` or `hooks` in a folder that holds `HEAD` (a git dir), or
-    /// anything below such a `hooks`; and `HEAD` beside one of those (it would turn the folder
-    /// into a git dir whose config the tool wrote first). So the order of the writes does not
-    /// matter.
-    fn check_git_control(
-        &self,
-        parent: BorrowedFd<'_>,
-        parent_abs: &Path,
-        name: &OsStr,
-    ) -> Result<()> {
-        let has = |dir: BorrowedFd<'_>, n: &str| statat_nofollow(dir, OsStr::new(n)).is_ok();
-        let refuse = |rule: String| Err(PathError::Protected { path: parent_abs.join(name), rule });
-        if name == ".git" {
-            return refuse(
-                "a `.git` file names the git dir that git takes config and hooks from; only git \
-                 itself creates one"
-                    .to_string(),
-            );
-        }
-        let n = name.to_str().unwrap_or("");
-        if GIT_CONTROL.contains(&n) && has(parent, "HEAD") {
-            return refuse(format!("`{n}` of a git dir (the folder holds HEAD)"));
-        }
-        if n == "HEAD" && GIT_CONTROL.iter().any(|c| has(parent, c)) {
-            return refuse(
-                "`HEAD` beside a git config or hooks would make the folder a git dir".to_string(),
-            );
-        }
-        // Below a `hooks` folder of a git dir (its `hooks/pre-commit`, `hooks/x/y`).
-        let Some(root) = self.root_of(parent_abs) else { return Ok(()) };
-        let top = &self.roots[root].path;
-        for a in parent_abs.ancestors().take_while(|a| *a != top.as_path()) {
-            if a.file_name() != Some(OsStr::new("hooks")) {
-                continue;
-            }
-            let Some(gitdir) = a.parent() else { continue };
-            let rel = gitdir.strip_prefix(top).unwrap_or(Path::new(""));
-            let flags = OFlags::PATH | OFlags::DIRECTORY;
-            if let Ok(fd) = self.open_beneath(root, rel, flags, gitdir)
-                && has(fd.as_fd(), "HEAD")
-            {
-                return refuse("the hooks of a git dir (the folder above holds HEAD)".to_string());
-            }
-        }
-        Ok(())
-    }
-
-    /// Opens (creating when asked) the parent folder of a write, one component at a time so
-    /// that every folder it makes is made beneath the one before it.
-    fn open_parent(&self, loc: &Located, parent_rel: &Path, create: bool) -> Result<OwnedFd> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        match self.open_beneath(loc.root, parent_rel, flags, &loc.abs) {
-            Err(PathError::NotFound { .. }) if create => {}
-            other => return other,
-        }
-        let root_fd = self.roots[loc.root].fd();
-        let mut cur: OwnedFd = openat2_beneath(root_fd, Path::new("."), flags)
-            .map_err(|e| self.map_open_error(e, &loc.abs, loc.root))?;
-        let mut walked = self.roots[loc.root].path.clone();
-        for comp in parent_rel.components() {
-            let Component::Normal(c) = comp else { continue };
-            walked.push(c);
-            self.check_writable(&walked)?;
-            // The lexical path is not where a folder would be made when an earlier component
-            // is an in-root symlink (`l -> denied`): check the real path too, before `mkdirat`.
-            if let Some(real) = fd_path(cur.as_fd()) {
-                self.check_writable(&real.join(c))?;
-            }
-            match openat2_beneath(cur.as_fd(), Path::new(c), flags) {
-                Ok(fd) => cur = fd,
-                Err(Errno::NOENT) => {
-                    match rustix::fs::mkdirat(cur.as_fd(), c, Mode::from_raw_mode(0o755)) {
-                        Ok(()) => {}
-                        // A dangling symlink occupies the name: refuse rather than follow it.
-                        Err(Errno::EXIST) => {
-                            return Err(PathError::DanglingLink { path: walked });
-                        }
-                        Err(e) => {
-                            return Err(PathError::Io {
-                                path: walked,
-                                op: "mkdir",
-                                source: e.into(),
-                            });
-                        }
-                    }
-                    cur = openat2_beneath(cur.as_fd(), Path::new(c), flags)
-                        .map_err(|e| self.map_open_error(e, &walked, loc.root))?;
-                }
-                Err(e) => return Err(self.map_open_error(e, &walked, loc.root)),
-            }
-        }
-        Ok(cur)
-    }
-}
-
-impl Resolver {
-    /// Opens the folder that holds `abs` (absolute, clean) beneath the most specific root that
-    /// contains it, following no symlink at all (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or
-    /// `O_NOFOLLOW | O_DIRECTORY` per component): a folder on the way that a command swapped for
-    /// a symlink makes it fail, so what the daemon creates there cannot land outside the root.
-    /// Returns the folder's descriptor and the last component's name.
-    pub fn open_parent_nofollow(&self, abs: &Path) -> std::io::Result<(OwnedFd, OsString)> {
-        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not below a root");
-        let root = self.root_of(abs).ok_or_else(bad)?;
-        let rel = abs.strip_prefix(&self.roots[root].path).map_err(|_| bad())?;
-        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(bad());
-        }
-        let name = rel.file_name().ok_or_else(bad)?.to_os_string();
-        let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let flags = OFlags::PATH | OFlags::DIRECTORY;
-        let fd = match openat2_plain(self.roots[root].fd(), parent, flags) {
-            Err(Errno::NOSYS) => walk_nofollow(self.roots[root].fd(), parent, open_flags(flags)),
-            other => other,
-        }?;
-        Ok((fd, name))
-    }
-
-    /// Creates the empty-or-`contents` file `abs` (mode `mode`) through
-    /// [`Resolver::open_parent_nofollow`], never following a symlink, never replacing anything.
-    /// `Ok(false)` when something already has that name.
-    pub fn create_file_nofollow(
-        &self,
-        abs: &Path,
-        contents: &[u8],
-        mode: u32,
-    ) -> std::io::Result<bool> {
-        let (dir, name) = self.open_parent_nofollow(abs)?;
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(mode)) {
-            Ok(fd) => {
-                std::io::Write::write_all(&mut File::from(fd), contents)?;
-                Ok(true)
-            }
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Creates the folder `abs` (mode `mode`) like [`Resolver::create_file_nofollow`].
-    pub fn create_dir_nofollow(&self, abs: &Path, mode: u32) -> std::io::Result<bool> {
-        let (dir, name) = self.open_parent_nofollow(abs)?;
-        match rustix::fs::mkdirat(&dir, &name, Mode::from_raw_mode(mode)) {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-fn openat2_beneath(
-    dir: BorrowedFd<'_>,
-    rel: &Path,
-    flags: OFlags,
-) -> std::result::Result<OwnedFd, Errno> {
-    let flags = open_flags(flags);
-    match rustix::fs::openat2(dir, rel, flags, Mode::empty(), RESOLVE) {
-        Err(Errno::NOSYS) => walk_nofollow(dir, rel, flags),
-        other => other,
-    }
-}
-
-/// `openat2_beneath` that follows no symlink at all: `ELOOP` at the first one on the way (the
-/// last component included); `ENOSYS` where the kernel has no openat2.
-fn openat2_plain(
-    dir: BorrowedFd<'_>,
-    rel: &Path,
-    flags: OFlags,
-) -> std::result::Result<OwnedFd, Errno> {
-    let how = RESOLVE.union(ResolveFlags::NO_SYMLINKS);
-    rustix::fs::openat2(dir, rel, open_flags(flags), Mode::empty(), how)
-}
-
-/// Close-on-exec always, and no controlling terminal for real opens (openat2 refuses any flag
-/// beside O_CLOEXEC/O_DIRECTORY/O_NOFOLLOW with O_PATH, with EINVAL).
-fn open_flags(flags: OFlags) -> OFlags {
-    if flags.contains(OFlags::PATH) {
-        flags | OFlags::CLOEXEC
-    } else {
-        flags | OFlags::CLOEXEC | OFlags::NOCTTY
-    }
-}
-
-/// Fallback for kernels without openat2: a component-by-component walk that follows no symlink
-/// at all (stricter than openat2, which follows links that stay beneath the root).
-fn walk_nofollow(
-    dir: BorrowedFd<'_>,
-    rel: &Path,
-    flags: OFlags,
-) -> std::result::Result<OwnedFd, Errno> {
-    let comps: Vec<&OsStr> = rel
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    let mut cur = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    for (i, c) in comps.iter().enumerate() {
-        let last = i + 1 == comps.len();
-        let f = if last {
-            flags | OFlags::NOFOLLOW
-        } else {
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-        };
-        cur = rustix::fs::openat(cur.as_fd(), *c, f, Mode::empty())?;
-    }
-    if comps.is_empty() {
-        cur = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
-    }
-    Ok(cur)
-}
-
-fn fstat(fd: &OwnedFd, shown: &Path) -> Result<Stat> {
-    rustix::fs::fstat(fd).map_err(|e| PathError::Io {
-        path: shown.to_path_buf(),
-        op: "stat",
-        source: e.into(),
-    })
-}
-
-fn statat_nofollow(dir: BorrowedFd<'_>, name: &OsStr) -> std::result::Result<Stat, Errno> {
-    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-}
-
-/// The path the kernel records for an open descriptor.
-pub fn fd_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let target = std::fs::read_link(link).ok()?;
-    // A deleted or unreachable object is reported with a suffix or without a leading slash.
-    let bytes = target.as_os_str().as_bytes();
-    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
-        return None;
-    }
-    Some(target)
 }
 
 /// The policy's rule for the entries beneath one folder ([`Resolver::hider`]): denied,
@@ -841,13 +455,6 @@ impl Hider<'_> {
             || dev_ino.is_some_and(|(dev, ino)| self.policy.is_denied_identity(dev, ino))
             || (is_file && self.policy.is_secret(Path::new(name)))
     }
-}
-
-/// Reopens the object an `O_PATH` descriptor names, with new flags.
-fn reopen(fd: BorrowedFd<'_>, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
-    use std::os::fd::AsRawFd;
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::open(link.as_str(), flags | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty())
 }
 
 #[cfg(test)]

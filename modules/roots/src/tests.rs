@@ -1,6 +1,7 @@
 //! Unit tests of lexical placement, policy matching and the descriptor-based opens.
 
 use super::*;
+use crate::openat::walk_nofollow;
 use std::os::unix::fs::symlink;
 
 fn resolver(roots: &[(&Path, bool)], lists: PolicyLists) -> Resolver {

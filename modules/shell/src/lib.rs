@@ -25,12 +25,11 @@ pub mod pins;
 pub mod run;
 pub mod running;
 pub mod service;
-pub mod sessions;
 pub mod settings;
 pub mod shell_error;
 pub mod tmux;
 pub mod wrappers;
 
 pub use caller::{Caller, Progress};
-pub use service::{Launching, Prepared, Shell};
+pub use service::{Launching, Prepared, Shell, sessions};
 pub use shell_error::ShellError;

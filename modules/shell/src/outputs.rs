@@ -285,18 +285,18 @@ fn encoded_len(body: &Body) -> u64 {
     }
 }
 
+/// What a path in a `file://` URI keeps as it is: the unreserved characters (RFC 3986) and `/`.
+const KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
 /// `file://` and `abs`, every byte but unreserved ones and `/` percent-encoded.
 fn file_uri(abs: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let mut uri = String::from("file://");
-    for &b in abs.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            uri.push(b as char);
-        } else {
-            uri.push_str(&format!("%{b:02X}"));
-        }
-    }
-    uri
+    format!("file://{}", percent_encoding::percent_encode(abs.as_os_str().as_bytes(), KEPT))
 }
 
 #[cfg(test)]

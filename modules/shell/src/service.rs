@@ -2,19 +2,20 @@
 //! from the module's settings and the daemon's sandbox settings, and the brake (`hands stop`)
 //! that ends its commands and sessions. Running one command is in `commands.rs`, how contained
 //! commands are in `containment.rs`, the network by domain in `network.rs`; the tmux sessions
-//! are in `sessions.rs`.
+//! are in `sessions.rs` (with `sessions/`): all of them parts of the [`Shell`], which holds
+//! their state.
 
 mod commands;
 mod containment;
 mod network;
 mod prepare;
+pub mod sessions;
 
-pub use commands::{Checked, Tee};
-pub use prepare::{ALLOW_REMEDY, Launching, Prepared};
+pub use commands::Tee;
+pub use prepare::{ALLOW_REMEDY, Checked, Launching, Prepared};
 
 use crate::ShellError;
 use crate::allow;
-use crate::sessions;
 use crate::settings::{NetworkMode, ShellSettings, ShellTool};
 use hands_roots::{Resolver, RootSpec};
 use hands_sandbox::{launcher, masks, netns, probe};

@@ -7,7 +7,7 @@
 //! when a token was sent), 403 `insufficient_scope`, 503 when the issuer's keys cannot be had.
 //!
 //! The token is read from the request's `Authorization` header only, never logged, and goes no
-//! further: `door::serve_mcp` removes the header before rmcp sees the request.
+//! further: `mcp_door::serve_mcp` removes the header before rmcp sees the request.
 
 mod fetch;
 mod keys;
@@ -15,7 +15,7 @@ mod token;
 
 pub use token::Refusal;
 
-use super::door::{Body, plain};
+use super::mcp_door::{Body, plain};
 use crate::config::OAuthCfg;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};

@@ -25,12 +25,12 @@
 
 pub mod bounds;
 pub mod holder;
-mod home;
 pub mod idmap;
 mod mounts;
 pub mod notify;
 pub mod remask;
 pub mod report;
+mod run_home;
 mod spec;
 mod walls;
 use crate::sys;

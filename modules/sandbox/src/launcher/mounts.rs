@@ -166,7 +166,7 @@ pub fn build_root(
     // A fresh home each run, with only the caches carried (decision 0068), from the home folder
     // the daemon's check saw, opened the same way.
     let (store, _, _) = open_checked(spec, &scratch, &spec.home)?;
-    super::home::build(
+    super::run_home::build(
         &store,
         &inside(&spec.home),
         &spec.keep,

@@ -11,14 +11,14 @@
 //! by the rules, and is shown as coming from an unidentified command of the module.
 
 mod body;
-mod http;
+mod http_proxy;
+pub mod net_rules;
 mod relay;
-pub mod rules;
+pub mod sni;
 mod socks;
-pub mod tls;
 mod tunnel;
 
-pub use rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
+pub use net_rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
 
 use hands_roots::lock;
 use std::collections::HashMap;
@@ -220,8 +220,8 @@ impl Proxy {
     /// Registers a command; its token is 128 random bits from the kernel.
     pub fn ticket(self: &Arc<Proxy>, asker: Asker) -> std::io::Result<Ticket> {
         let mut bytes = [0u8; 16];
-        getrandom(&mut bytes)?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+        let token = hex::encode(bytes);
         lock(&self.table).by_token.insert(token.clone(), Known { asker, ..Known::default() });
         Ok(Ticket { proxy: Arc::clone(self), token })
     }
@@ -244,7 +244,7 @@ impl Proxy {
                     let proxy = Arc::clone(&self);
                     tokio::spawn(async move {
                         match protocol {
-                            Protocol::Http => http::serve(proxy, stream).await,
+                            Protocol::Http => http_proxy::serve(proxy, stream).await,
                             Protocol::Socks => socks::serve(proxy, stream).await,
                         }
                     });
@@ -354,7 +354,7 @@ impl Proxy {
         let mut first_refusal = None;
         for address in addresses {
             match self.rules.address(address.ip(), port, &own) {
-                Ok(()) => checked.push(SocketAddr::new(rules::canonical(address.ip()), port)),
+                Ok(()) => checked.push(SocketAddr::new(net_rules::canonical(address.ip()), port)),
                 Err(why) => {
                     first_refusal.get_or_insert((why, address));
                 }
@@ -551,12 +551,32 @@ enum RefusedKind {
     Unreachable,
 }
 
-/// Random bytes from the kernel.
-// A device file, not a path of a root.
-#[allow(clippy::disallowed_methods)]
-fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+/// Where a request head ends (past its empty line), when it has.
+fn head_end(bytes: &[u8]) -> Option<usize> {
+    let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
+    let lf = find(bytes, b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `text` for a message, cut to 200 bytes (the size said).
+fn cut(text: &str) -> String {
+    if text.len() <= 200 {
+        text.to_string()
+    } else {
+        let mut end = 200;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}… ({} bytes)", &text[..end], text.len())
+    }
 }
 
 /// The token in `user:password` credentials (the password; the user is always `hands`).

@@ -4,7 +4,7 @@
 //! by ruleset"; a malformed handshake ends the connection with reply 1 where a reply fits. The
 //! tunnel's first bytes are judged as a CONNECT tunnel's (`tunnel.rs`).
 
-use super::{Proxy, RefusedKind, relay::relay, tunnel};
+use super::{Proxy, RefusedKind};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -42,14 +42,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
         return;
     }
     // The tunnel's first bytes are checked as a CONNECT's are (`tunnel.rs`).
-    match tunnel::open(&proxy, &opened, &client, &[]).await {
-        tunnel::Tunnel::Relay { sent, down } => {
-            let (up, more) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
-            proxy.close(&opened, up + sent, down + more);
-        }
-        tunnel::Tunnel::Served { up, down } => proxy.close(&opened, up, down),
-        tunnel::Tunnel::Ended => {}
-    }
+    super::http_proxy::through_tunnel(&proxy, &mut opened, &mut client, &[]).await;
 }
 
 /// The greeting, the credentials and the request. `Err(Some(code))`: answer with that reply;

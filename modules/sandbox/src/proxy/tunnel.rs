@@ -8,7 +8,7 @@
 //!   provider's, which no target matches);
 //! - a plain HTTP/1 request (a method, a space, and ` HTTP/` on its first line: `curl
 //!   --proxytunnel`, an `http://` URL through SOCKS) is served as the HTTP proxy serves a plain
-//!   request (`http.rs`): its `Host` must name the host, only the body its head frames goes
+//!   request (`http_proxy.rs`): its `Host` must name the host, only the body its head frames goes
 //!   up, and it is the tunnel's one request (`Connection: close`), so no later request on the
 //!   connection goes unchecked;
 //! - anything else (SSH, a database's protocol) passes as it is.
@@ -16,7 +16,7 @@
 //! While the command has sent nothing, the host's bytes go to it (a server that speaks first);
 //! once it has sent part of a first message, the rest must come within the handshake time.
 
-use super::tls::{self, Hello};
+use super::sni::{self, Hello};
 use std::io;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -59,16 +59,17 @@ enum Verdict {
 pub(super) enum Tunnel {
     /// Judged and sent upstream: relay the rest (bytes sent up and down so far).
     Relay { sent: u64, down: u64 },
-    /// A plain HTTP request, served whole (bytes up and down): the tunnel is done.
-    Served { up: u64, down: u64 },
+    /// A plain HTTP request (`bytes`: its head and what followed, nothing sent upstream yet;
+    /// `down`: bytes the host sent so far), for `http_proxy.rs` to serve as the tunnel's one request.
+    Http { bytes: Vec<u8>, down: u64 },
     /// Refused (recorded, and answered in the tunnel), or ended before anything was judged.
     Ended,
 }
 
 /// Judges the first flight of a tunnel the proxy opened (`initial`: what the command sent
 /// with its request) and goes on with it: a pass is sent upstream, a plain HTTP request is
-/// served by `http.rs`; a refusal is recorded (the command's result lists it) and answered in
-/// the tunnel.
+/// handed back for `http_proxy.rs` to serve (`http_proxy::through_tunnel`); a refusal is recorded (the
+/// command's result lists it) and answered in the tunnel.
 pub(super) async fn open(
     proxy: &super::Proxy,
     opened: &super::Opened,
@@ -85,12 +86,7 @@ pub(super) async fn open(
                 Err(_) => Tunnel::Ended,
             }
         }
-        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => {
-            match super::http::in_tunnel(proxy, opened, client, &bytes).await {
-                Some((up, more)) => Tunnel::Served { up, down: down + more },
-                None => Tunnel::Ended,
-            }
-        }
+        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => Tunnel::Http { bytes, down },
         Err(Some(refusal)) => {
             proxy.refuse_opened(opened, &refusal.why);
             let _ = write_all(client, &refusal.answer).await;
@@ -171,7 +167,7 @@ async fn first_flight(
 /// Judges the bytes so far.
 fn judge(bytes: &[u8], host: &str) -> Verdict {
     if bytes.first() == Some(&0x16) {
-        return match tls::client_hello(bytes) {
+        return match sni::client_hello(bytes) {
             Hello::Need => Verdict::Need,
             Hello::Bad(why) => refuse_tls(format!("{why}, so its server name cannot be checked")),
             Hello::Done(hello) => judge_hello(&hello, host),
@@ -179,7 +175,7 @@ fn judge(bytes: &[u8], host: &str) -> Verdict {
     }
     match plain_http(bytes) {
         // A whole head is served as a plain request; a head that never ends is refused.
-        Some(true) if super::http::head_end(bytes).is_some() => Verdict::Http,
+        Some(true) if super::head_end(bytes).is_some() => Verdict::Http,
         Some(true) if bytes.len() > MAX_LINE => Verdict::Refuse(Refusal {
             why: format!("a plain HTTP request head in a tunnel to {host} over {MAX_LINE} bytes"),
             answer: http_status(
@@ -192,7 +188,7 @@ fn judge(bytes: &[u8], host: &str) -> Verdict {
     }
 }
 
-fn judge_hello(hello: &tls::ClientHello, host: &str) -> Verdict {
+fn judge_hello(hello: &sni::ClientHello, host: &str) -> Verdict {
     let target = normal(host);
     let is_ip = target.parse::<std::net::IpAddr>().is_ok()
         || target
@@ -204,7 +200,7 @@ fn judge_hello(hello: &tls::ClientHello, host: &str) -> Verdict {
         Some(name) if normal(name) == target => Verdict::Pass,
         Some(name) => refuse_tls(format!(
             "the TLS ClientHello names {} (SNI), not {host}, the host the proxy admitted",
-            super::http::cut(name)
+            super::cut(name)
         )),
         None if is_ip => Verdict::Pass,
         None if hello.ech => refuse_tls(format!(
@@ -287,7 +283,7 @@ pub async fn write_all(s: &TcpStream, mut data: &[u8]) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tls::tests::{hello, sni};
+    use super::super::sni::tests::{hello, sni};
     use super::*;
 
     fn passes(bytes: &[u8], host: &str) -> bool {

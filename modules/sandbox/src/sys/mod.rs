@@ -1,11 +1,20 @@
 //! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
-//! names the call. The crate's one unsafe zone.
+//! names the call. The crate's one unsafe zone. By job: `mount_attrs.rs` (mounts and their
+//! attributes), `signals.rs` (signals and reaping), `users.rs` (the passwd database, owners),
+//! `seccomp_notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses); the
+//! rest here (processes, descriptors, namespaces, exec).
 
 #![allow(unsafe_code)]
 
 pub mod ifaddrs;
-pub mod notify;
+mod mount_attrs;
+pub mod seccomp_notify;
+mod signals;
+mod users;
 pub use ifaddrs::own_addresses;
+pub use mount_attrs::*;
+pub use signals::*;
+pub use users::*;
 
 use anyhow::{Context, Result, anyhow};
 use std::collections::BTreeMap;
@@ -224,156 +233,6 @@ pub fn reader_alive(fd: &impl AsRawFd) -> bool {
     ret >= 0 && p.revents & libc::POLLERR == 0
 }
 
-pub fn mount(
-    src: Option<&Path>,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> Result<()> {
-    let src_c = src.map(cstr).transpose()?;
-    let target_c = cstr(target)?;
-    let fstype_c = fstype.map(cstr).transpose()?;
-    let data_c = data.map(cstr).transpose()?;
-    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
-    let ret = unsafe {
-        libc::mount(
-            ptr(&src_c),
-            target_c.as_ptr(),
-            ptr(&fstype_c),
-            flags,
-            ptr(&data_c).cast::<libc::c_void>(),
-        )
-    };
-    let what =
-        src.map_or_else(|| fstype.unwrap_or("none").to_string(), |s| s.display().to_string());
-    check(ret.into(), format_args!("mount {what} on {}", target.display())).map(drop)
-}
-
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const AT_RECURSIVE: libc::c_int = 0x8000;
-
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-
-/// Makes the mount at `path` (and, when `recursive`, every mount below it) read-only. Unlike a remount, this
-/// changes only the read-only bit, so the locked nosuid/nodev/noexec flags of a mount that came
-/// from the parent user namespace stay as they are (a remount that dropped them is refused).
-pub fn make_read_only(path: &Path, recursive: bool) -> Result<()> {
-    set_attrs(path, MOUNT_ATTR_RDONLY, recursive)
-}
-
-fn set_attrs(path: &Path, attrs: u64, recursive: bool) -> Result<()> {
-    let c = cstr(path)?;
-    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    // SAFETY: `c` is a NUL-terminated path and `attr` a mount_attr of the size passed.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            if recursive { AT_RECURSIVE } else { 0 },
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    check(ret, format_args!("mount_setattr({attrs:#x}) {}", path.display())).map(drop)
-}
-
-/// Makes the detached mount behind `tree` (from `open_tree`) read-only before it is attached.
-pub fn make_fd_read_only(tree: &impl AsRawFd) -> Result<()> {
-    set_fd_attrs(tree, MOUNT_ATTR_RDONLY, 0)
-}
-
-/// [`make_fd_read_only`] for a detached tree and every mount in it.
-pub fn make_tree_read_only(tree: &impl AsRawFd) -> Result<()> {
-    set_fd_attrs(tree, MOUNT_ATTR_RDONLY, AT_RECURSIVE)
-}
-
-/// A root's detached tree, every mount in it, made nosuid and nodev (a set-uid program or a
-/// device node that happens to lie in a root is inert inside the sandbox), and read-only when
-/// asked, before it is attached: the command never sees it otherwise.
-pub fn set_root_attrs(tree: &impl AsRawFd, read_only: bool) -> Result<()> {
-    let ro = if read_only { MOUNT_ATTR_RDONLY } else { 0 };
-    set_fd_attrs(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ro, AT_RECURSIVE)
-}
-
-fn set_fd_attrs(tree: &impl AsRawFd, attrs: u64, flags: libc::c_int) -> Result<()> {
-    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
-    // mount_attr of the size passed.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    check(ret, format_args!("mount_setattr({attrs:#x}) of a detached mount")).map(drop)
-}
-
-/// `MOUNT_ATTR_IDMAP` (Linux 5.12): the mount takes the id mapping of a user namespace.
-const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-
-/// A root's detached tree (from `open_tree` in the host's mount namespace), every mount in it,
-/// id-mapped through the user namespace behind `userns` (its uid and gid maps say which owner
-/// on disk the command sees as itself), made nosuid, nodev and private (no mount made on it
-/// later reaches the host's peers), and read-only when asked, in one call: all or nothing.
-/// The errno when the kernel refuses: EINVAL for a file system without id-mapped mounts (or
-/// a kernel before 5.12: ENOSYS), EPERM without `CAP_SYS_ADMIN` in the host's namespace.
-pub fn set_idmap_attrs(
-    tree: &impl AsRawFd,
-    userns: &impl AsRawFd,
-    read_only: bool,
-) -> std::result::Result<(), i32> {
-    let ro = if read_only { MOUNT_ATTR_RDONLY } else { 0 };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ro,
-        attr_clr: 0,
-        propagation: libc::MS_PRIVATE,
-        userns_fd: userns.as_raw_fd() as u64,
-    };
-    // SAFETY: a valid mount fd, an empty NUL-terminated path with AT_EMPTY_PATH, and a
-    // mount_attr of the size passed.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | AT_RECURSIVE,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if ret < 0 { Err(errno()) } else { Ok(()) }
-}
-
-pub fn pivot_root(new_root: &Path, put_old: &Path) -> Result<()> {
-    let (a, b) = (cstr(new_root)?, cstr(put_old)?);
-    // SAFETY: two NUL-terminated paths.
-    let ret = unsafe { libc::syscall(libc::SYS_pivot_root, a.as_ptr(), b.as_ptr()) };
-    check(ret, "pivot_root").map(drop)
-}
-
-pub fn umount_detach(path: &Path) -> Result<()> {
-    let c = cstr(path)?;
-    // SAFETY: a NUL-terminated path.
-    let ret = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    check(ret.into(), format_args!("umount {}", path.display())).map(drop)
-}
-
 pub fn set_hostname(name: &str) -> Result<()> {
     // SAFETY: the pointer and length describe `name`.
     let ret = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
@@ -557,123 +416,6 @@ pub fn landlock_abi() -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-/// Sends `sig` to `pid` (a negative pid: a process group); errors are ignored (it may be gone).
-pub fn signal(pid: libc::pid_t, sig: i32) {
-    // SAFETY: kill with integer arguments.
-    unsafe { libc::kill(pid, sig) };
-}
-
-/// Sends `sig` to the process group `pgid`; false when there is no such group.
-pub fn signal_group(pgid: libc::pid_t, sig: i32) -> bool {
-    // SAFETY: kill with integer arguments.
-    unsafe { libc::kill(-pgid, sig) == 0 }
-}
-
-/// Sets `sig`'s action to the default (SIGPIPE: the Rust runtime ignores it, and an ignored
-/// signal stays ignored across execve, so a command's `yes | head` would never end).
-pub fn default_action(sig: i32) {
-    // SAFETY: SIG_DFL is a valid handler.
-    unsafe { libc::signal(sig, libc::SIG_DFL) };
-}
-
-extern "C" fn ignore_signal(_: libc::c_int) {}
-
-/// Gives `sig` a handler that does nothing: the kernel drops a signal sent from outside to a
-/// PID namespace's init that has no handler for it; with one it is queued (and read from the
-/// signalfd, since it stays blocked).
-pub fn catch(sig: i32) {
-    // SAFETY: a zeroed sigaction with a valid extern "C" handler.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut act.sa_mask);
-        libc::sigaction(sig, &act, std::ptr::null_mut());
-    }
-}
-
-/// A signalfd for `sigs`, which are blocked first.
-pub fn signalfd(sigs: &[i32]) -> Result<OwnedFd> {
-    // SAFETY: sigset_t is plain data; every pointer is to a local that outlives the call.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for &sig in sigs {
-            libc::sigaddset(&mut set, sig);
-        }
-        check(
-            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()).into(),
-            "sigprocmask",
-        )?;
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
-        check(fd.into(), "signalfd")?;
-        Ok(owned(fd))
-    }
-}
-
-/// Reads one signal number from a signalfd (blocking).
-pub fn read_signal(sigfd: &OwnedFd) -> Result<i32> {
-    loop {
-        // SAFETY: signalfd_siginfo is plain data, read in whole by the kernel.
-        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        // SAFETY: `info` is `size` writable bytes.
-        let n = unsafe {
-            libc::read(sigfd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size)
-        };
-        if n == size as isize {
-            return Ok(info.ssi_signo as i32);
-        }
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        return Err(os_err("read(signalfd)"));
-    }
-}
-
-/// How a reaped child ended.
-pub enum Reaped {
-    /// Nothing more to reap now.
-    None,
-    /// No children left at all.
-    NoChildren,
-    /// `pid` ended with this exit code (128 + the signal when a signal ended it).
-    Ended(libc::pid_t, u8),
-}
-
-/// Reaps one ended child without waiting.
-pub fn reap_one() -> Reaped {
-    let mut status = 0;
-    // SAFETY: `status` is a valid out-pointer.
-    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-    if pid == 0 {
-        return Reaped::None;
-    }
-    if pid < 0 {
-        return if errno() == libc::EINTR { Reaped::None } else { Reaped::NoChildren };
-    }
-    let code = if libc::WIFSIGNALED(status) {
-        128u8.saturating_add(libc::WTERMSIG(status) as u8)
-    } else {
-        libc::WEXITSTATUS(status) as u8
-    };
-    Reaped::Ended(pid, code)
-}
-
-/// Waits for any child (blocking); `None` once there is none.
-pub fn wait_any() -> Option<libc::pid_t> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid > 0 {
-            return Some(pid);
-        }
-        if errno() != libc::EINTR {
-            return None;
-        }
-    }
-}
-
 /// Reads one byte from `fd`; `false` at end of file or on an error.
 pub fn read_byte(fd: &OwnedFd) -> bool {
     let mut b = [0u8; 1];
@@ -688,65 +430,6 @@ pub fn read_byte(fd: &OwnedFd) -> bool {
         }
         return false;
     }
-}
-
-/// Changes the owner of `path` (not following a symlink).
-pub fn chown(path: &Path, uid: libc::uid_t, gid: libc::gid_t) -> Result<()> {
-    let c = cstr(path)?;
-    // SAFETY: a NUL-terminated path and integer ids.
-    let ret = unsafe { libc::lchown(c.as_ptr(), uid, gid) };
-    check(ret.into(), format_args!("chown {}", path.display())).map(drop)
-}
-
-/// The uid and primary gid of the user `name` (or of the uid `name` is), from the passwd
-/// database; a uid without an entry keeps its number as the gid.
-pub fn lookup_user(name: &str) -> Option<(libc::uid_t, libc::gid_t)> {
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: passwd is plain data, filled by the call.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    let ret = match name.parse::<libc::uid_t>() {
-        // SAFETY: valid out-pointers and a buffer of the length passed.
-        Ok(uid) => unsafe {
-            libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found)
-        },
-        Err(_) => {
-            let c = cstr(name).ok()?;
-            // SAFETY: as above, and a NUL-terminated name.
-            unsafe {
-                libc::getpwnam_r(
-                    c.as_ptr(),
-                    &mut pw,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    &mut found,
-                )
-            }
-        }
-    };
-    if ret == 0 && !found.is_null() {
-        return Some((pw.pw_uid, pw.pw_gid));
-    }
-    name.parse::<libc::uid_t>().ok().map(|uid| (uid, uid))
-}
-
-/// The home folder the passwd database gives `uid` (the one a login shell starts in, whatever
-/// `HOME` says), when it has an entry with one.
-pub fn passwd_home(uid: libc::uid_t) -> Option<PathBuf> {
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: passwd is plain data, filled by the call.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: valid out-pointers and a buffer of the length passed.
-    let ret =
-        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
-    if ret != 0 || found.is_null() || pw.pw_dir.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated string inside `buf`, which lives until the copy below.
-    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
-    let dir = PathBuf::from(OsStr::from_bytes(dir.to_bytes()));
-    dir.is_absolute().then_some(dir)
 }
 
 /// Gives the pipes and sockets on descriptors 0-2 to `uid`/`gid`: a command run as

@@ -6,7 +6,7 @@
 //! walls refused what, come from the launcher's reports on a channel of their own, never from
 //! the command's output (which the command can forge).
 
-use super::{DRAIN, GRACE, Shell, halted};
+use super::{Checked, DRAIN, GRACE, Shell, halted};
 use crate::allow::{self, Verdict};
 use crate::bash::{self, BashOutput, BashParams, Ending};
 use crate::capture::Tail;
@@ -36,24 +36,6 @@ struct Run<'a> {
     widening: Option<&'a Widening>,
     program: Option<&'a Checked>,
     outputs: &'a [String],
-}
-
-/// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
-/// person asked and the audit record see it, its `argv` and `binary`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Checked {
-    /// The binary's name, then the arguments, as asked.
-    pub argv: Vec<String>,
-    /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
-    #[serde(rename = "binary")]
-    pub program: PathBuf,
-    /// The device and inode that path had when the configuration was loaded: the launcher
-    /// runs that file or nothing.
-    #[serde(skip)]
-    pub identity: (u64, u64),
-    /// Only a person's yes for this one run lets it run.
-    #[serde(skip)]
-    pub confirm: bool,
 }
 
 impl Shell {

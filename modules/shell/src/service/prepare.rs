@@ -6,10 +6,27 @@
 //! the audit record see besides the arguments as sent, and what the run receives.
 
 use super::Shell;
-use super::commands::Checked;
 use crate::needs::{self, Needs, Widening};
 use hands_tool::Refused;
 use serde::Serialize;
+
+/// One allowlisted command, checked by the policy and resolved on the configured PATH; as the
+/// person asked and the audit record see it, its `argv` and `binary`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Checked {
+    /// The binary's name, then the arguments, as asked.
+    pub argv: Vec<String>,
+    /// The absolute path the binary resolved to; the sandbox runs it as argv[0].
+    #[serde(rename = "binary")]
+    pub program: std::path::PathBuf,
+    /// The device and inode that path had when the configuration was loaded: the launcher
+    /// runs that file or nothing.
+    #[serde(skip)]
+    pub identity: (u64, u64),
+    /// Only a person's yes for this one run lets it run.
+    #[serde(skip)]
+    pub confirm: bool,
+}
 
 /// A call that starts a command, or types into a session, as its check sees it.
 pub enum Launching<'a> {

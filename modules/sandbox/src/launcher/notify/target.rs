@@ -3,13 +3,19 @@
 //! entries, never the init's own), and the folder its final name is in, found by the kernel
 //! (`locate`). See `notify.rs` for why the init performs each call itself.
 
-use super::{Arg, MAX_LINKS, PATH_MAX, trim_slashes};
+use super::{MAX_LINKS, PATH_MAX, trim_slashes};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+
+/// A path argument and the folder it starts from, read while the call was known valid.
+pub(super) struct Arg {
+    pub(super) base: OwnedFd,
+    pub(super) path: Vec<u8>,
+}
 
 /// A NUL-terminated string at `addr` in the target's memory (read page by page, so a string
 /// that ends just before an unmapped page is still read).

@@ -2,7 +2,7 @@
 //! and checks the file, the agents' tokens and the TLS identity before it listens; then serves
 //! until SIGINT or SIGTERM (`src/relay`).
 
-use super::report::eprint_line;
+use super::printout::eprint_line;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -23,7 +23,8 @@ pub(super) fn relay(config: &Path) -> ExitCode {
     }
     if let Some(o) = &cfg.oauth {
         eprint_line(&format!("hands relay: oauth: {}", o.describe()));
-        if let Some(w) = super::report::oauth_warning(o, &cfg.listen.to_string(), "[relay.oauth]") {
+        if let Some(w) = super::printout::oauth_warning(o, &cfg.listen.to_string(), "[relay.oauth]")
+        {
             eprint_line(&format!("hands relay: warning: {w}"));
         }
     }

@@ -2,8 +2,8 @@
 //! point 3, decision 0068): tools-shell's `path` folders, and what a link there leads to,
 //! asked of the one rule of who reaches a path (`trusted::reach`).
 
-use super::trusted::{Reach, reach};
-use super::{Config, ConfigError, ModuleSettings, ShellSettings};
+use super::{Reach, reach};
+use crate::config::{Config, ConfigError, ModuleSettings, ShellSettings};
 use std::path::{Path, PathBuf};
 
 /// Where a module's command or file tool could write a program that tools-shell's `run`,
@@ -45,7 +45,7 @@ pub(super) fn refuse(config: &Config) -> Result<(), ConfigError> {
             continue;
         }
         if let Some((p, r)) = path_writers(config, sh).into_iter().next() {
-            return Err(super::trusted::problem(
+            return Err(super::problem(
                 config,
                 "tools-shell config.path",
                 format!(

@@ -2,9 +2,9 @@
 //! a terminal (`hands approvals approve|deny ID`) or on the dashboard, or the approval timeout
 //! passes; a URL-only 2026-07-28 client's action waits detached, for its retry.
 
-use super::action::{Action, Asked, Channel, Choice};
-use super::approvals::{Approvals, now, random_hex};
 use super::elicit::url_params;
+use super::{Approvals, now, random_hex};
+use crate::gate::action::{Action, Asked, Channel, Choice};
 use hands_roots::lock;
 use rmcp::model::InputRequiredResult;
 use serde::{Deserialize, Serialize};
@@ -99,7 +99,7 @@ impl Approvals {
             a.describe(),
             self.timeout.as_secs()
         );
-        super::desktop::tell(&id, &a.describe(), &how);
+        crate::gate::desktop::tell(&id, &a.describe(), &how);
         Ok((id, rx))
     }
 

@@ -9,8 +9,8 @@
 //! seal, the expiry, the nonce (single use) and the digest are checked; a different action
 //! asks again.
 
-use super::action::{Action, Asked, CHOICES, Channel, Choice};
-use super::approvals::{Approvals, now, random_hex};
+use super::{Approvals, now, random_hex};
+use crate::gate::action::{Action, Asked, CHOICES, Channel, Choice};
 use hands_roots::lock;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
@@ -198,9 +198,9 @@ impl Approvals {
     }
 }
 
-/// The approval key's seal for the test-only conformance tools (`src/conformance_tools.rs`):
-/// their own round trips use the same codec, key, client binding and lifetime as the gate's.
-#[cfg(feature = "conformance-tools")]
+/// The approval key's seal for the request state of a tool that speaks MCP itself
+/// (`crate::registry::Seal`): its own round trips use the same codec, key, client binding and
+/// lifetime as the gate's.
 impl Approvals {
     pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
         let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);

@@ -2,7 +2,7 @@
 //! terminal. Parked actions live in the daemons (asked over their control sockets); the
 //! *always* permissions in `<state_dir>/approvals.json`.
 
-use super::report::{self, state_dir};
+use super::printout::{self, state_dir};
 use crate::control::protocol::{Choice, Reply, Request, Standing, Via};
 use crate::gate::approvals;
 use crate::{control, shown};
@@ -59,7 +59,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
             .filter_map(|(path, a)| match a {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    report::out(&format!("hands: {}: {e}", path.display()));
+                    printout::out(&format!("hands: {}: {e}", path.display()));
                     None
                 }
             })
@@ -76,7 +76,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                     // nothing waiting.
                     Reply::Failed { error, .. } => {
                         refused = true;
-                        report::out(&format!("hands: a daemon {}", shown::shown(&error).text));
+                        printout::out(&format!("hands: a daemon {}", shown::shown(&error).text));
                         continue;
                     }
                     _ => continue,
@@ -86,7 +86,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                     // Described here from its parts (every part escaped, `src/shown.rs`), not
                     // printed as the daemon worded it.
                     let action = approvals::Pending::from(p.clone()).action.describe();
-                    report::out(&format!(
+                    printout::out(&format!(
                         "waiting {} (daemon {pid}, expires at {}): {action}",
                         shown::shown(&p.id).text,
                         p.expires,
@@ -94,20 +94,20 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                 }
             }
             if waiting == 0 && !refused {
-                report::out("no action is waiting for a person");
+                printout::out("no action is waiting for a person");
             }
             match approvals::read_always(&always_path) {
-                Ok(all) if all.is_empty() => report::out("no standing always permissions"),
+                Ok(all) if all.is_empty() => printout::out("no standing always permissions"),
                 Ok(all) => {
                     for s in all {
-                        report::out(&format!(
+                        printout::out(&format!(
                             "always {}: client {} may run `{}` of {} (hands {}, granted at {})",
                             s.id, s.client, s.tool, s.module, s.version, s.granted
                         ));
                     }
                 }
                 Err(e) => {
-                    report::out(&format!("hands: {e:#}"));
+                    printout::out(&format!("hands: {e:#}"));
                     return ExitCode::from(1);
                 }
             }
@@ -128,15 +128,15 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                 None => Standing::All,
             };
             if let Err(e) = revoke(&dir, &always_path, standing) {
-                report::out(&format!("hands: {e}"));
+                printout::out(&format!("hands: {e}"));
                 return ExitCode::from(1);
             }
             if all {
                 // Every live daemon's session permissions end too.
                 live(Request::RevokeSessions);
-                report::out("revoked every standing permission, session permissions included");
+                printout::out("revoked every standing permission, session permissions included");
             } else {
-                report::out("revoked");
+                printout::out("revoked");
             }
             ExitCode::SUCCESS
         }
@@ -175,7 +175,7 @@ fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice)
             }
             Choice::Always => "approved always (`hands approvals revoke` ends it):",
         };
-        report::out(&format!("{said} {id}"));
+        printout::out(&format!("{said} {id}"));
         return ExitCode::SUCCESS;
     }
     let why = answers
@@ -185,6 +185,6 @@ fn answer_parked(live: &dyn Fn(Request) -> Vec<Reply>, id: &str, choice: Choice)
             _ => None,
         })
         .unwrap_or("no running daemon found in the state dir (check --config)");
-    report::out(&format!("hands: {why}"));
+    printout::out(&format!("hands: {why}"));
     ExitCode::from(1)
 }

@@ -2,8 +2,8 @@
 //! [`Standing`] per client, module and tool, bound to the version of hands it was given for,
 //! surviving restarts; replaced whole under a lock file shared with `hands approvals revoke`.
 
-use super::action::Action;
-use super::approvals::{Approvals, now, random_hex};
+use super::{Approvals, now, random_hex};
+use crate::gate::action::Action;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 
 use super::modules::RawBuiltin;
 use super::{
-    Config, DashboardCfg, HttpCfg, HttpClientCfg, Problems, SandboxMode, Trust, TrustAction,
+    Config, DashboardCfg, HttpCfg, HttpClientCfg, Problems, RawTrust, SandboxMode, Trust,
     default_state_dir, expand_tilde, home_dir,
 };
 use serde::Deserialize;
@@ -69,15 +69,6 @@ struct RawDashboard {
 
 fn default_dashboard_listen() -> String {
     "127.0.0.1:8766".to_string()
-}
-
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTrust {
-    pub(super) read: Option<TrustAction>,
-    pub(super) write: Option<TrustAction>,
-    pub(super) external: Option<TrustAction>,
-    pub(super) approval_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -1,18 +1,20 @@
-//! Test-only (cargo feature `conformance-tools`, off by default, never shipped): the catalogue
-//! of the scenario-specific tools the official MCP conformance suite (`@modelcontextprotocol/
-//! conformance` 0.2.0-alpha.12, `scripts/conformance`) calls — `test_simple_text`,
-//! `test_input_required_result_*`, `test_missing_capability` and the rest. What each one does
-//! is the server's (`src/server/conformance.rs`); this file is only the registry's entries, so
-//! that the daemon publishes them without using the server.
+//! Test-only, never shipped: the scenario-specific tools the official MCP conformance suite
+//! (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, `scripts/conformance`) calls —
+//! `test_simple_text`, `test_input_required_result_*`, `test_missing_capability` and the rest —
+//! added to the daemon through the tool registry's public API (`hands::registry::Entry`,
+//! `Handler::Mcp`, `hands::cli::run_with`), so the server has no feature flag for them and its
+//! library is built once. `examples/hands-conformance.rs` is the daemon that serves them; what
+//! each one does is `scenarios.rs`.
 //!
-//! They are published by tools-fs as read-class tools, so every call passes the real gate
-//! (`crate::gate::decide`: the brake, the audit check, the policy) before it does anything, and
-//! rides the real transports.
+//! They are published by tools-fs as read-class tools, so every call passes the real gate (the
+//! brake, the audit check, the policy) before it does anything, and rides the real transports.
 //!
 //! `test_tool_with_logging` / `test_logging_tool` are not here: hands declares no logging.
 
-use crate::config::{ActionClass, ModuleId};
-use crate::registry::{Entry, Handler};
+mod scenarios;
+
+use hands::config::{ActionClass, ModuleId};
+use hands::registry::{Entry, Handler};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -77,7 +79,8 @@ fn object(v: Value) -> JsonObject {
 
 /// The catalogue entries: tools-fs, read class (the default policy allows them; a `deny`
 /// refuses them like any tool).
-pub(crate) fn tools() -> Vec<Entry> {
+pub fn tools() -> Vec<Entry> {
+    let serve: hands::registry::McpFn = Arc::new(|call| Box::pin(scenarios::serve(call)));
     TOOLS
         .iter()
         .map(|(name, description)| {
@@ -94,7 +97,7 @@ pub(crate) fn tools() -> Vec<Entry> {
                 tool,
                 module: ModuleId::Fs,
                 class: ActionClass::Read,
-                handler: Handler::Conformance,
+                handler: Handler::Mcp(serve.clone()),
             }
         })
         .collect()

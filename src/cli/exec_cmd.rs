@@ -25,7 +25,7 @@ pub(super) fn exec_cmd(
     let cfg = match config::load(config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            super::report::out(&e.to_string());
+            super::printout::out(&e.to_string());
             return ExitCode::from(1);
         }
     };

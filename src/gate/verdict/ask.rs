@@ -4,10 +4,10 @@
 //! explicit allow refuses. *Session* permissions are held here: by the connection, or for a
 //! 2026-07-28 client (which has no session) by the daemon, for that client until it restarts.
 
-use super::approvals::{Action, Asked, Channel, Choice, Reach};
-use super::verdict::{ASK_REMEDY, Refusal, Verdict};
-use super::{Asker, Call, Retry, lock};
+use super::{ASK_REMEDY, Refusal, Verdict};
 use crate::audit::DecidedBy;
+use crate::gate::approvals::{Action, Asked, Channel, Choice, Reach};
+use crate::gate::{Asker, Call, Retry, lock};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
@@ -89,7 +89,7 @@ pub(super) async fn ask_person(
             approvals
                 .park_then(&action, |id| {
                     let Some(url) = approvals.dashboard_entry(id) else { return };
-                    let params = super::approvals::url_params(&action, url, id);
+                    let params = crate::gate::approvals::url_params(&action, url, id);
                     tokio::spawn(async move {
                         let _ = peer.create_elicitation_with_timeout(params, Some(timeout)).await;
                     });
@@ -175,7 +175,7 @@ const PARKED_PROGRESS: std::time::Duration = std::time::Duration::from_secs(2);
 /// action's id and how a person answers it — a client that cannot ask still shows something,
 /// where before it showed nothing and only the daemon's stderr said why the call hung.
 async fn park_telling(
-    approvals: &super::approvals::Approvals,
+    approvals: &crate::gate::approvals::Approvals,
     action: &Action,
     ctx: &RequestContext<RoleServer>,
 ) -> Asked {

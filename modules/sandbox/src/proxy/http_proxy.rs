@@ -6,7 +6,7 @@
 //! first bytes are checked (`tunnel.rs`: the TLS server name). A refusal is `403` with a
 //! one-line reason; a malformed head is `400`, an oversized one `431`; the proxy keeps serving.
 
-use super::{Proxy, RefusedKind, body, relay::relay, token_of, tunnel};
+use super::{Proxy, RefusedKind, body, cut, find, relay::relay, token_of, tunnel};
 use base64::Engine;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,14 +66,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
         if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
             return;
         }
-        return match tunnel::open(&proxy, &opened, &client, rest).await {
-            tunnel::Tunnel::Relay { sent, down } => {
-                let (up, more) = relay(&mut client, &mut opened.stream, proxy.limits.idle).await;
-                proxy.close(&opened, up + sent, down + more);
-            }
-            tunnel::Tunnel::Served { up, down } => proxy.close(&opened, up, down),
-            tunnel::Tunnel::Ended => {}
-        };
+        return through_tunnel(&proxy, &mut opened, &mut client, rest).await;
     };
     let forwarded = request.forward();
     if opened.stream.write_all(&forwarded).await.is_err() {
@@ -84,12 +77,35 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
     proxy.close(&opened, up + forwarded.len() as u64, down);
 }
 
+/// A tunnel the proxy opened (a CONNECT's, or SOCKS5's), from its first flight (`initial`:
+/// what the command sent with its request) to its end: judged (`tunnel.rs`), then relayed, or
+/// served as one plain HTTP request ([`in_tunnel`]), and closed with its byte counts.
+pub(super) async fn through_tunnel(
+    proxy: &Proxy,
+    opened: &mut super::Opened,
+    client: &mut TcpStream,
+    initial: &[u8],
+) {
+    match tunnel::open(proxy, opened, client, initial).await {
+        tunnel::Tunnel::Relay { sent, down } => {
+            let (up, more) = relay(client, &mut opened.stream, proxy.limits.idle).await;
+            proxy.close(opened, up + sent, down + more);
+        }
+        tunnel::Tunnel::Http { bytes, down } => {
+            if let Some((up, more)) = in_tunnel(proxy, opened, client, &bytes).await {
+                proxy.close(opened, up, down + more);
+            }
+        }
+        tunnel::Tunnel::Ended => {}
+    }
+}
+
 /// A plain HTTP request that came as a tunnel's first flight (`bytes`: its whole head and what
 /// followed it), served as a plain request to the tunnel's host: its `Host` must name that
 /// host, only the body its head frames goes up, and it is the tunnel's one request. Returns the
 /// bytes sent up and down; `None` when it was refused (recorded, and answered in the tunnel) or
 /// malformed.
-pub(super) async fn in_tunnel(
+async fn in_tunnel(
     proxy: &Proxy,
     opened: &super::Opened,
     client: &TcpStream,
@@ -138,16 +154,6 @@ pub(super) async fn in_tunnel(
     Some((up + forwarded.len() as u64, down))
 }
 
-/// Where a request head ends (past its empty line), when it has.
-pub(super) fn head_end(bytes: &[u8]) -> Option<usize> {
-    let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
-    let lf = find(bytes, b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// A malformed or unacceptable request: the status line and why.
 struct Bad(&'static str, String);
 
@@ -180,10 +186,6 @@ async fn read_head(client: &mut TcpStream, cap: usize) -> Result<Head, Bad> {
         }
     }
     Err(Bad("431 Request Header Fields Too Large", format!("the request head is over {cap} bytes")))
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 enum Goal {
@@ -362,18 +364,6 @@ fn basic_token(value: &[u8]) -> Option<String> {
     let decoded = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
     let credentials = String::from_utf8(decoded).ok()?;
     token_of(&credentials).map(str::to_string)
-}
-
-pub(super) fn cut(text: &str) -> String {
-    if text.len() <= 200 {
-        text.to_string()
-    } else {
-        let mut end = 200;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}… ({} bytes)", &text[..end], text.len())
-    }
 }
 
 async fn answer(client: &mut TcpStream, status: &str, why: &str) {

@@ -1,0 +1,545 @@
+//! The init's side of the in-run walls: it answers each notified call of the command itself,
+//! on a descriptor of the checked parent folder with its own copy of the name, never letting
+//! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
+
+use super::filter::open_mask;
+use super::target::{Arg, base_dir, locate, open_dir, read_path, read_umask, real_path};
+use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
+use crate::launcher::Report;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// At most this many refusals per command are reported and written (a loop of refused creates
+/// must not flood the output or the channel); the rest are counted in one last line.
+const MAX_LINES: usize = 20;
+
+/// Calls handled at once on their own threads (an open of a FIFO blocks until its other end
+/// opens); beyond this the init handles them one by one.
+const MAX_THREADS: usize = 32;
+
+/// The init's side: answers the command's notified calls until the listener closes (every
+/// process of the command has ended). Runs on a thread of its own.
+pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report::Reporter) {
+    // The umask is per process; `CLONE_FS` makes this thread's its own, set per call.
+    if crate::sys::unshare(libc::CLONE_FS).is_err() {
+        return;
+    }
+    let listener = Arc::new(listener);
+    let walls = Arc::new(walls);
+    let busy = Arc::new(AtomicUsize::new(0));
+    let lines = Arc::new(AtomicUsize::new(0));
+    let reporter = Arc::new(reporter);
+    loop {
+        let req = match crate::sys::seccomp_notify::receive(&listener) {
+            Ok(req) => req,
+            // Interrupted, or the target died before we read it: next. Once nothing uses the
+            // filter, every receive fails at once: stop rather than spin until the init exits
+            // (found by a profile of the launcher: a core busy for milliseconds per command).
+            Err(libc::ENOENT) if crate::sys::seccomp_notify::orphaned(&listener) => return,
+            Err(libc::EINTR | libc::ENOENT) => continue,
+            Err(_) => return,
+        };
+        let job = Job {
+            listener: listener.clone(),
+            walls: walls.clone(),
+            lines: lines.clone(),
+            busy: busy.clone(),
+            reporter: reporter.clone(),
+            req,
+        };
+        job.run();
+    }
+}
+
+/// One notified call.
+struct Job {
+    listener: Arc<OwnedFd>,
+    walls: Arc<Walls>,
+    lines: Arc<AtomicUsize>,
+    /// Opens of FIFOs running on threads of their own.
+    busy: Arc<AtomicUsize>,
+    /// The launcher's report channel, where each refusal goes.
+    reporter: Arc<crate::launcher::report::Reporter>,
+    req: libc::seccomp_notif,
+}
+
+/// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
+/// path arguments as addresses in the command's memory.
+enum Call {
+    Open { dir: i32, path: u64, flags: i32, mode: u32 },
+    Mkdir { dir: i32, path: u64, mode: u32 },
+    Mknod { dir: i32, path: u64, mode: u32, dev: u64 },
+    Rename { odir: i32, old: u64, ndir: i32, new: u64, flags: u32 },
+    Link { odir: i32, old: u64, ndir: i32, new: u64, flags: i32 },
+    Symlink { target: u64, ndir: i32, new: u64 },
+}
+
+fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
+    let fd = |v: u64| v as u32 as i32;
+    let cwd = libc::AT_FDCWD;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let creat = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+        match nr {
+            libc::SYS_open => {
+                return Some(Call::Open {
+                    dir: cwd,
+                    path: a[0],
+                    flags: a[1] as i32,
+                    mode: a[2] as u32,
+                });
+            }
+            libc::SYS_creat => {
+                return Some(Call::Open { dir: cwd, path: a[0], flags: creat, mode: a[1] as u32 });
+            }
+            libc::SYS_mkdir => {
+                return Some(Call::Mkdir { dir: cwd, path: a[0], mode: a[1] as u32 });
+            }
+            libc::SYS_mknod => {
+                return Some(Call::Mknod { dir: cwd, path: a[0], mode: a[1] as u32, dev: a[2] });
+            }
+            libc::SYS_rename => {
+                return Some(Call::Rename { odir: cwd, old: a[0], ndir: cwd, new: a[1], flags: 0 });
+            }
+            libc::SYS_link => {
+                return Some(Call::Link { odir: cwd, old: a[0], ndir: cwd, new: a[1], flags: 0 });
+            }
+            libc::SYS_symlink => {
+                return Some(Call::Symlink { target: a[0], ndir: cwd, new: a[1] });
+            }
+            _ => {}
+        }
+    }
+    Some(match nr {
+        libc::SYS_openat => {
+            Call::Open { dir: fd(a[0]), path: a[1], flags: a[2] as i32, mode: a[3] as u32 }
+        }
+        libc::SYS_mkdirat => Call::Mkdir { dir: fd(a[0]), path: a[1], mode: a[2] as u32 },
+        libc::SYS_mknodat => {
+            Call::Mknod { dir: fd(a[0]), path: a[1], mode: a[2] as u32, dev: a[3] }
+        }
+        libc::SYS_renameat => {
+            Call::Rename { odir: fd(a[0]), old: a[1], ndir: fd(a[2]), new: a[3], flags: 0 }
+        }
+        libc::SYS_renameat2 => Call::Rename {
+            odir: fd(a[0]),
+            old: a[1],
+            ndir: fd(a[2]),
+            new: a[3],
+            flags: a[4] as u32,
+        },
+        libc::SYS_linkat => {
+            Call::Link { odir: fd(a[0]), old: a[1], ndir: fd(a[2]), new: a[3], flags: a[4] as i32 }
+        }
+        libc::SYS_symlinkat => Call::Symlink { target: a[0], ndir: fd(a[1]), new: a[2] },
+        _ => return None,
+    })
+}
+
+/// What the call answers: a value, an errno, or a descriptor to install.
+enum Answer {
+    Value(i64),
+    Errno(i32),
+    Fd(OwnedFd, bool),
+    /// Answered by a thread of its own.
+    Later,
+}
+
+fn errno_of(e: rustix::io::Errno) -> Answer {
+    Answer::Errno(e.raw_os_error())
+}
+
+impl Job {
+    fn run(&self) {
+        let tid = self.req.pid;
+        let answer = match self.prepare(tid) {
+            Ok(Some((call, umask, args))) => self.perform(tid, call, umask, args),
+            Ok(None) => return,
+            Err(errno) => Answer::Errno(errno),
+        };
+        send(&self.listener, self.req.id, answer);
+    }
+
+    /// Reads everything of the target the call needs (its paths, umask, the folders its
+    /// descriptors name), then checks the call is still waiting: from then on nothing is read
+    /// from the target again. `Ok(None)`: the call is gone (the target died).
+    fn prepare(&self, tid: u32) -> Result<Option<(Call, u32, Vec<Arg>)>, i32> {
+        let d = &self.req.data;
+        let Some(call) = decode(d.nr as libc::c_long, d.args) else {
+            return Err(libc::ENOSYS);
+        };
+        let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(|_| libc::EPERM)?;
+        let umask = read_umask(tid).ok_or(libc::EPERM)?;
+        let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
+            let path = read_path(&mem, addr)?;
+            if path.is_empty() && !empty_ok {
+                return Err(libc::ENOENT);
+            }
+            Ok(Arg { base: base_dir(tid, dir, &path)?, path })
+        };
+        let args = match &call {
+            Call::Open { dir, path, .. }
+            | Call::Mkdir { dir, path, .. }
+            | Call::Mknod { dir, path, .. } => vec![arg(*dir, *path, false)?],
+            Call::Rename { odir, old, ndir, new, .. } => {
+                vec![arg(*odir, *old, false)?, arg(*ndir, *new, false)?]
+            }
+            Call::Link { odir, old, ndir, new, flags } => {
+                let empty = flags & libc::AT_EMPTY_PATH != 0;
+                vec![arg(*odir, *old, empty)?, arg(*ndir, *new, false)?]
+            }
+            Call::Symlink { target, ndir, new } => {
+                let t = read_path(&mem, *target)?;
+                if t.is_empty() {
+                    return Err(libc::ENOENT);
+                }
+                let cwd = open_dir("/")?;
+                vec![Arg { base: cwd, path: t }, arg(*ndir, *new, false)?]
+            }
+        };
+        if !crate::sys::seccomp_notify::still_valid(&self.listener, self.req.id) {
+            return Ok(None);
+        }
+        Ok(Some((call, umask, args)))
+    }
+
+    /// Checks and performs the call on the descriptors and copies `prepare` made.
+    fn perform(&self, tid: u32, call: Call, umask: u32, mut args: Vec<Arg>) -> Answer {
+        rustix::process::umask(Mode::from_raw_mode(umask));
+        let Some(last) = args.pop() else { return Answer::Errno(libc::EINVAL) };
+        match call {
+            Call::Open { flags, mode, .. } => {
+                let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
+                let (dir, name) = match locate(tid, &last, follow) {
+                    Ok(v) => v,
+                    Err(e) => return Answer::Errno(e),
+                };
+                // Without O_CREAT the open makes nothing: only a write to a sealed config
+                // (below) is refused.
+                if flags & libc::O_CREAT != 0 {
+                    match self.check(&dir, &name, Kind::File) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &name, "a config is not created in place");
+                        }
+                    }
+                }
+                let writes = flags & open_mask(true) as i32 != 0;
+                let watch = writes && self.walls.watches_writes();
+                let sealed = |st: Option<rustix::fs::Stat>| {
+                    st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
+                };
+                let at = if follow { AtFlags::empty() } else { AtFlags::SYMLINK_NOFOLLOW };
+                if watch && sealed(rustix::fs::statat(&dir, OsStr::from_bytes(&name), at).ok()) {
+                    let shown = real_path(&dir).unwrap_or_default();
+                    return self.refuse(&shown, &name, SEALED);
+                }
+                let walls = self.walls.clone();
+                let cloexec = flags & libc::O_CLOEXEC != 0;
+                let fifo = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::empty())
+                    .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
+                let oflags =
+                    OFlags::from_bits_retain((flags | libc::O_CLOEXEC | libc::O_NOCTTY) as u32);
+                let open = move || match rustix::fs::openat(
+                    &dir,
+                    OsStr::from_bytes(&name),
+                    oflags,
+                    Mode::from_raw_mode(mode),
+                ) {
+                    // The file opened is the one checked (a name swapped meanwhile, or a
+                    // descriptor's /proc link, is caught here).
+                    Ok(fd)
+                        if watch
+                            && rustix::fs::fstat(&fd)
+                                .is_ok_and(|st| walls.sealed((st.st_dev, st.st_ino))) =>
+                    {
+                        Answer::Errno(libc::EACCES)
+                    }
+                    Ok(fd) => Answer::Fd(fd, cloexec),
+                    Err(e) => errno_of(e),
+                };
+                if !fifo || self.busy.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
+                    if fifo {
+                        self.busy.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    return open();
+                }
+                // Opening a FIFO waits for its other end, which another of the command's
+                // calls may be about to open: on a thread of its own.
+                let (listener, busy, id) = (self.listener.clone(), self.busy.clone(), self.req.id);
+                let spawned = std::thread::Builder::new().spawn(move || {
+                    if crate::sys::unshare(libc::CLONE_FS).is_ok() {
+                        rustix::process::umask(Mode::from_raw_mode(umask));
+                        send(&listener, id, open());
+                    } else {
+                        respond(&listener, id, 0, libc::EAGAIN);
+                    }
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                });
+                match spawned {
+                    Ok(_) => Answer::Later,
+                    Err(_) => {
+                        self.busy.fetch_sub(1, Ordering::AcqRel);
+                        Answer::Errno(libc::EAGAIN)
+                    }
+                }
+            }
+            Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
+                rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
+            }),
+            Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, Kind::File, |dir, name| {
+                let kind = FileType::from_raw_mode(mode);
+                let kind = if mode & libc::S_IFMT == 0 { FileType::RegularFile } else { kind };
+                rustix::fs::mknodat(dir, name, kind, Mode::from_raw_mode(mode & 0o7777), dev)
+            }),
+            Call::Symlink { .. } => {
+                let Some(target) = args.pop() else { return Answer::Errno(libc::EINVAL) };
+                self.at_name(tid, &last, Kind::Symlink, |dir, name| {
+                    rustix::fs::symlinkat(OsStr::from_bytes(&target.path), dir, name)
+                })
+            }
+            Call::Rename { flags, .. } => {
+                let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
+                let (odir, oname) = match locate(tid, &old, false) {
+                    Ok(v) => v,
+                    Err(e) => return Answer::Errno(e),
+                };
+                // An exchange (or a whiteout) gives the old name a new entry too.
+                let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
+                if swaps {
+                    match self.check(&odir, &oname, Kind::Rename) {
+                        Checked::Go => {}
+                        Checked::Stop(a) => return a,
+                        Checked::Config(real) => {
+                            return self.refuse(&real, &oname, "a config is not exchanged");
+                        }
+                    }
+                }
+                let (dir, name) = match locate(tid, &last, false) {
+                    Ok(v) => v,
+                    Err(e) => return Answer::Errno(e),
+                };
+                match self.check(&dir, &name, Kind::Rename) {
+                    Checked::Go => {}
+                    Checked::Stop(a) => return a,
+                    // `mv` asks not to replace first, then renames plainly.
+                    Checked::Config(real) if flags & !libc::RENAME_NOREPLACE == 0 => {
+                        let flags = RenameFlags::from_bits_retain(flags);
+                        return self.checked_config(&odir, &oname, (&dir, &name), flags, &real);
+                    }
+                    Checked::Config(real) => {
+                        return self.refuse(&real, &name, "a config is renamed in plainly");
+                    }
+                }
+                let flags = RenameFlags::from_bits_retain(flags);
+                let (oname, name) = (OsStr::from_bytes(&oname), OsStr::from_bytes(&name));
+                match rustix::fs::renameat_with(&odir, oname, &dir, name, flags) {
+                    Ok(()) => Answer::Value(0),
+                    Err(e) => errno_of(e),
+                }
+            }
+            Call::Link { flags, .. } => {
+                let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
+                let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+                // `AT_EMPTY_PATH` on a descriptor: its file, through the target's /proc entry
+                // (what the O_TMPFILE idiom does through /proc/self/fd).
+                let (odir, oname, oflags) = if old.path.is_empty() {
+                    match open_dir("/") {
+                        // Our own descriptor of the same file, followed as a magic link (which
+                        // also links an O_TMPFILE file).
+                        Ok(root) => {
+                            let p = format!("/proc/self/fd/{}", old.base.as_raw_fd()).into_bytes();
+                            (root, p, AtFlags::SYMLINK_FOLLOW)
+                        }
+                        Err(e) => return Answer::Errno(e),
+                    }
+                } else {
+                    match locate(tid, &old, false) {
+                        Ok((d, n)) => {
+                            (d, n, if follow { AtFlags::SYMLINK_FOLLOW } else { AtFlags::empty() })
+                        }
+                        Err(e) => return Answer::Errno(e),
+                    }
+                };
+                // A sealed config gets no second name that could be opened for writing.
+                if self.walls.watches_writes() {
+                    let st = if old.path.is_empty() {
+                        rustix::fs::fstat(&old.base)
+                    } else {
+                        rustix::fs::statat(&odir, OsStr::from_bytes(&oname), oflags)
+                    };
+                    if st.is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
+                        let shown = real_path(&odir).unwrap_or_default();
+                        return self.refuse(&shown, &oname, SEALED);
+                    }
+                }
+                self.at_name(tid, &last, Kind::Link, |dir, name| {
+                    rustix::fs::linkat(&odir, OsStr::from_bytes(&oname), dir, name, oflags)
+                })
+            }
+        }
+    }
+
+    /// Locates `arg`'s parent and final name, checks them, and runs `op` on them.
+    fn at_name(
+        &self,
+        tid: u32,
+        arg: &Arg,
+        kind: Kind,
+        op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
+    ) -> Answer {
+        let (dir, name) = match locate(tid, arg, false) {
+            Ok(v) => v,
+            Err(e) => return Answer::Errno(e),
+        };
+        match self.check(&dir, &name, kind) {
+            Checked::Go => {}
+            Checked::Stop(a) => return a,
+            Checked::Config(real) => {
+                return self.refuse(&real, &name, "a config is made by rename");
+            }
+        }
+        match op(dir.as_fd(), OsStr::from_bytes(&name)) {
+            Ok(()) => Answer::Value(0),
+            Err(e) => errno_of(e),
+        }
+    }
+
+    /// The walls for a new entry `name` in `dir` made as `kind`.
+    fn check(&self, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
+        let Some(real) = real_path(dir) else { return Checked::Go };
+        let why = match self.walls.verdict(&real, name, kind) {
+            Verdict::Refuse(why) => why,
+            Verdict::CheckConfig => return Checked::Config(real),
+            Verdict::Allow => {
+                let present = |n: &[u8]| {
+                    trim_slashes(name).eq_ignore_ascii_case(n)
+                        || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
+                            .is_ok()
+                };
+                match self.walls.makes_git_dir(&real, name, present) {
+                    Some(why) => why,
+                    None => return Checked::Go,
+                }
+            }
+        };
+        Checked::Stop(self.refuse(&real, name, &why))
+    }
+
+    /// EACCES for a new entry `name` in `real`, after the report and the line on stderr that
+    /// say why.
+    fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
+        let n = self.lines.fetch_add(1, Ordering::AcqRel);
+        let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
+        let line = if n < MAX_LINES {
+            self.reporter.send(&Report::Refused { path: shown.clone(), wall: why.into() });
+            format!("{REFUSED}{}: {why}\n", shown.display())
+        } else if n == MAX_LINES {
+            "hands sandbox: more creates were refused; only the first ones are listed\n".into()
+        } else {
+            String::new()
+        };
+        if !line.is_empty() {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+        Answer::Errno(libc::EACCES)
+    }
+
+    /// A rename onto the `config` of a repository the run made (git committing its lock
+    /// file): the source is read once, checked, and a copy the init writes itself takes the
+    /// name — so no descriptor the command kept of the source reaches the config — and is
+    /// sealed: never opened for writing again in this run. The next command binds it
+    /// read-only like every repository's.
+    fn checked_config(
+        &self,
+        odir: &OwnedFd,
+        oname: &[u8],
+        (dir, name): (&OwnedFd, &[u8]),
+        flags: RenameFlags,
+        real: &Path,
+    ) -> Answer {
+        let read = || -> Result<(Vec<u8>, u32), rustix::io::Errno> {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let src = rustix::fs::openat(odir, OsStr::from_bytes(oname), flags, Mode::empty())?;
+            let st = rustix::fs::fstat(&src)?;
+            let max = hands_roots::gitcfg::MAX_BYTES;
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+                || st.st_size as u64 > max
+            {
+                return Err(rustix::io::Errno::INVAL);
+            }
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::from(src), max),
+                &mut text,
+            )
+            .map_err(|_| rustix::io::Errno::IO)?;
+            Ok((text, st.st_mode & 0o777))
+        };
+        let (text, mode) = match read() {
+            Ok(v) => v,
+            Err(e) => return errno_of(e),
+        };
+        if let Some(why) = hands_roots::gitcfg::refusal_for_new_repository(&text) {
+            return self.refuse(real, name, &format!("a repository a command made: {why}"));
+        }
+        let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
+        let create =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let written = rustix::fs::openat(dir, tmp.as_str(), create, Mode::from_raw_mode(mode))
+            .and_then(|fd| {
+                std::io::Write::write_all(&mut std::fs::File::from(fd), &text)
+                    .map_err(|_| rustix::io::Errno::IO)
+            });
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        let to = OsStr::from_bytes(name);
+        if let Err(e) = rustix::fs::renameat_with(dir, tmp.as_str(), dir, to, flags) {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+            return errno_of(e);
+        }
+        self.walls.seal(real.join(to));
+        let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
+        Answer::Value(0)
+    }
+}
+
+/// What the walls say about a new entry.
+enum Checked {
+    Go,
+    Stop(Answer),
+    /// A rename onto a new repository's config: check its content ([`Job::checked_config`]).
+    Config(PathBuf),
+}
+
+/// Why an open for writing (or a new name) of a config the init wrote is refused.
+const SEALED: &str = "the config of a repository a command made, which the sandbox checked: \
+                      git changes it only through its lock file";
+
+/// Answers a call: a value, an errno, or a new descriptor of the target's.
+fn send(listener: &OwnedFd, id: u64, answer: Answer) {
+    match answer {
+        Answer::Later => {}
+        Answer::Value(v) => respond(listener, id, v, 0),
+        Answer::Errno(e) => respond(listener, id, 0, e),
+        Answer::Fd(fd, cloexec) => {
+            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec) {
+                Ok(()) | Err(libc::ENOENT) => {}
+                Err(errno) => respond(listener, id, 0, errno),
+            }
+        }
+    }
+}
+
+fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
+    crate::sys::seccomp_notify::answer(listener, id, val, errno);
+}
