@@ -436,32 +436,37 @@ fn path_uses(code: &str, prefix: &str) -> Vec<(String, usize)> {
         }
         let line = code[..at].matches('\n').count() + 1;
         let rest = &code[at + prefix.len()..];
-        let mut names = Vec::new();
-        if let Some(group) = rest.strip_prefix('{') {
-            let (mut depth, mut item) = (0, String::new());
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => names.push(std::mem::take(&mut item)),
-                    _ => {}
-                }
-                item.push(c);
-            }
-            names.push(item);
-        } else {
-            names.push(rest.to_string());
-        }
-        for n in names {
-            let n = n.trim_start_matches([',', ' ', '\n', '\t']);
-            let ident: String = n.chars().take_while(|c| is_ident(*c)).collect();
-            if !ident.is_empty() && ident != "self" {
-                out.push((ident, line));
-            }
-        }
+        out.extend(first_names(rest).into_iter().map(|ident| (ident, line)));
     }
     out
+}
+
+/// The first name of each item a `use` names after its prefix (`x::…` or each top-level item of
+/// a `{…}` group, split at commas outside inner braces), `self` left out.
+fn first_names(rest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Some(group) = rest.strip_prefix('{') {
+        let (mut depth, mut item) = (0, String::new());
+        for c in group.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => names.push(std::mem::take(&mut item)),
+                _ => {}
+            }
+            item.push(c);
+        }
+        names.push(item);
+    } else {
+        names.push(rest.to_string());
+    }
+    names
+        .iter()
+        .map(|n| n.trim_start_matches([',', ' ', '\n', '\t']))
+        .map(|n| n.chars().take_while(|c| is_ident(*c)).collect::<String>())
+        .filter(|ident| !ident.is_empty() && ident != "self")
+        .collect()
 }
 
 /// A folder's root file re-exports of its children (`pub use parked::{Parked, Pending};`,
@@ -710,31 +715,7 @@ fn crate_uses(code: &str) -> Vec<(String, usize)> {
         }
         let line = code[..at].matches('\n').count() + 1;
         let rest = &code[at + 7..];
-        let mut names = Vec::new();
-        if let Some(group) = rest.strip_prefix('{') {
-            // The group's top-level items: split at commas outside inner braces.
-            let (mut depth, mut item) = (0, String::new());
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => names.push(std::mem::take(&mut item)),
-                    _ => {}
-                }
-                item.push(c);
-            }
-            names.push(item);
-        } else {
-            names.push(rest.to_string());
-        }
-        for n in names {
-            let n = n.trim_start_matches([',', ' ', '\n', '\t']);
-            let ident: String = n.chars().take_while(|c| is_ident(*c)).collect();
-            if !ident.is_empty() && ident != "self" {
-                out.push((ident, line));
-            }
-        }
+        out.extend(first_names(rest).into_iter().map(|ident| (ident, line)));
     }
     out
 }
