@@ -106,7 +106,8 @@ fn refusal(errno: i32) -> String {
     match errno {
         libc::EINVAL => format!(
             "its file system does not support id-mapped mounts ({why}; ext4, xfs, btrfs and \
-             vfat do, tmpfs on Linux 6.3+, overlayfs on 5.19+)"
+             vfat do, tmpfs on Linux 6.3+, overlayfs on 5.19+ when mounted on the host, but not a \
+             container's own overlay root: bind-mount the project into the container instead)"
         ),
         libc::ENOSYS => format!("this kernel has no id-mapped mounts ({why}; Linux 5.12+)"),
         libc::EPERM => format!(
