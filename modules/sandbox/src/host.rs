@@ -42,7 +42,7 @@ impl Versions {
         std::fs::create_dir(&home)
             .map_err(|e| format!("cannot make its sandbox's home {}: {e}", home.display()))?;
         let mut answer = self.run(program, flag, limit, &home, false);
-        if matches!(&answer, Err(Failure::NoUserNamespace(_))) {
+        if matches!(&answer, Err(Failure::NoNamespaces(_))) {
             answer = self.run(program, flag, limit, &home, true);
         }
         let _ = std::fs::remove_dir_all(&home);
@@ -75,7 +75,7 @@ impl Versions {
         if let Some((why, cause)) = reports.read().setup_failed() {
             let why: String = format!("hands sandbox: {why}").chars().take(QUOTED_CHARS).collect();
             return Err(if cause == launcher::Cause::NoNamespaces && !bare {
-                Failure::NoUserNamespace(why)
+                Failure::NoNamespaces(why)
             } else {
                 Failure::Sandbox(why)
             });
@@ -124,8 +124,8 @@ impl Versions {
 
 /// Why a version flag gave no line.
 enum Failure {
-    /// The launcher could not make a user namespace: worth a second try without one.
-    NoUserNamespace(String),
+    /// The launcher could not make namespaces here: worth a second try without them.
+    NoNamespaces(String),
     /// The sandbox could not be built (the launcher's own line).
     Sandbox(String),
     /// The program ended with this status, printing nothing on stdout (its stderr's first line).
@@ -137,7 +137,7 @@ enum Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::NoUserNamespace(why) | Failure::Sandbox(why) => {
+            Failure::NoNamespaces(why) | Failure::Sandbox(why) => {
                 write!(f, "could not run in its sandbox ({why})")
             }
             Failure::Program(status, err) if err.is_empty() => {

@@ -493,3 +493,16 @@ pub fn sealed_memfd(name: &str, bytes: &[u8]) -> std::io::Result<OwnedFd> {
     rustix::fs::fcntl_add_seals(&file, seals)?;
     Ok(file.into())
 }
+
+#[cfg(test)]
+mod env_tests {
+    /// A test runs beside the harness's main thread: setting the environment is refused, and
+    /// the variable is left alone. (The one-thread path runs in `hands serve`, suite::git_ssh.)
+    #[test]
+    fn setting_the_environment_with_a_second_thread_running_is_refused() {
+        let key = "HANDS_TEST_SET_ENV_REFUSED";
+        let e = super::set_env_while_single_threaded(key, std::ffi::OsStr::new("x")).unwrap_err();
+        assert!(e.to_string().contains("before any thread starts"), "{e}");
+        assert!(std::env::var_os(key).is_none());
+    }
+}

@@ -350,7 +350,8 @@ impl Shell {
     ) -> Result<(launcher::Spec, Arc<masks::Found>), ShellError> {
         let found = self.found_masks().await?;
         let mut spec = self
-            .with_netns(self.base.clone())?
+            .netns_spec(self.base.clone())
+            .map_err(|f| ShellError::Sandbox(f.why))?
             .mask(found.paths.iter().cloned())
             .protect(found.protected.iter().cloned());
         // What the walk saw at each: the launcher refuses to start when one was moved aside.

@@ -110,17 +110,12 @@ impl Shell {
     }
 
     /// Adds the module's shared network namespace to a launcher spec (starting its holder when
-    /// there is none). Blocks briefly the first time.
-    pub(super) fn with_netns(
+    /// there is none; blocks briefly the first time). Its failure is typed: the self-test takes
+    /// best-effort's path when the cause is that namespaces cannot be made here.
+    pub(super) fn netns_spec(
         &self,
         spec: launcher::Builder,
-    ) -> Result<launcher::Builder, ShellError> {
-        self.netns_spec(spec).map_err(|f| ShellError::Sandbox(f.why))
-    }
-
-    /// `with_netns`, its failure typed: the self-test takes best-effort's path when the cause
-    /// is that no user namespace can be made.
-    fn netns_spec(&self, spec: launcher::Builder) -> Result<launcher::Builder, launcher::Failure> {
+    ) -> Result<launcher::Builder, launcher::Failure> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
             let spec = spec.without_namespaces();
             return Ok(match self.bare_home.get() {
