@@ -940,3 +940,46 @@ fn the_architecture_map_is_short_and_names_every_part_of_src() {
     }
     report("parts of src/ the architecture map does not name", missing);
 }
+
+/// The kinds of test `cargo test` may leave out on a laptop (issue 35): each `#[ignore]` says
+/// which it is, so the `ignored` line names what the machine lacks.
+const IGNORE_KINDS: &[&str] = &["needs ", "stress", "a cost probe"];
+
+/// A test that `cargo test` leaves out must say why, and CI must still run it: `.ci/run`'s test
+/// command, the README's and `scripts/test-as-user` pass `--include-ignored`.
+#[test]
+fn every_ignored_test_says_why_and_ci_runs_it() {
+    let mut findings = Vec::new();
+    for f in rust_files() {
+        let src = read(&f);
+        for (n, line) in src.lines().enumerate() {
+            let t = line.trim_start();
+            if !t.starts_with("#[ignore") {
+                continue;
+            }
+            let reason = t.strip_prefix("#[ignore = \"").unwrap_or("");
+            if !IGNORE_KINDS.iter().any(|k| reason.starts_with(k)) {
+                findings.push(format!(
+                    "{f}:{}: `#[ignore]` without a reason of a known kind ({IGNORE_KINDS:?}): \
+                     write `#[ignore = \"needs sshd; run with --include-ignored\"]`",
+                    n + 1
+                ));
+            }
+        }
+    }
+    let ci = read(".ci/run");
+    if !ci
+        .lines()
+        .any(|l| l.starts_with("cargo test --workspace") && l.contains("--include-ignored"))
+    {
+        findings.push(".ci/run: `cargo test --workspace` without `-- --include-ignored`".into());
+    }
+    let readme = read("README.md");
+    if !readme.contains("cargo test --workspace -- --include-ignored && scripts/conformance") {
+        findings.push("README.md: the test command lost `-- --include-ignored`".into());
+    }
+    if !read("scripts/test-as-user").contains("--include-ignored") {
+        findings.push("scripts/test-as-user: does not pass `--include-ignored`".into());
+    }
+    report("ignored tests", findings);
+}

@@ -78,6 +78,7 @@ fn text(out: &Output) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs root (a daemon as another user); run with --include-ignored"]
 async fn an_unprivileged_daemon_answers_root_and_refuses_a_namespaced_root() {
     if !needs_root("control_socket", "being root and another user at once needs root") {
         return;

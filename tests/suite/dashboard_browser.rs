@@ -128,6 +128,7 @@ async fn gone(b: &Browser, css: &str) -> bool {
 }
 
 #[tokio::test]
+#[ignore = "needs Chromium and chromedriver; run with --include-ignored"]
 async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
     let fx = Fixture::new();
     let (c, addr) = start(&fx, &config(&fx, "ask")).await;
@@ -279,6 +280,7 @@ async fn a_person_answers_stops_and_revokes_in_a_real_browser() {
 /// section alone — else an entry that went away above could slide another action's Allow under
 /// the click. Positive control: once the pointer leaves, the page catches up.
 #[tokio::test]
+#[ignore = "needs Chromium and chromedriver; run with --include-ignored"]
 async fn pending_approvals_hold_still_under_the_pointer() {
     use fantoccini::actions::{InputSource, MouseActions, PointerAction};
     let fx = Fixture::new();
@@ -442,6 +444,7 @@ const read = async (name, url, init) => {
 /// get the browser's cookies of its own (cookies do not separate ports), and the person then
 /// answers the action on the dashboard.
 #[tokio::test]
+#[ignore = "needs Chromium and chromedriver; run with --include-ignored"]
 async fn a_page_on_another_port_of_the_host_cannot_see_or_answer_the_dashboard() {
     let fx = Fixture::new();
     let (c, addr) = start(&fx, &config(&fx, "ask")).await;
@@ -505,6 +508,7 @@ async fn a_page_on_another_port_of_the_host_cannot_see_or_answer_the_dashboard()
 /// reject), while a plain parked call beside it has one; the widening, allowed once from its
 /// button, runs.
 #[tokio::test]
+#[ignore = "needs Chromium and chromedriver; run with --include-ignored"]
 async fn a_widening_has_no_always_button_in_a_real_browser() {
     let fx = Fixture::new();
     let (c, addr) = start(&fx, &config(&fx, "ask")).await;

@@ -262,6 +262,7 @@ async fn a_client_that_disconnects_mid_bash_leaves_no_process() {
 /// returns to what it was after a warm-up, and its resident memory does not grow with the
 /// number of cycles (at most 8 MiB over the warm-up figure, for allocator slack).
 #[tokio::test]
+#[ignore = "stress; run with --include-ignored"]
 async fn a_thousand_http_connect_disconnect_cycles_leak_no_fd_or_memory() {
     let fx = Fixture::new();
     fx.write("small/a.txt", "a\n");
@@ -293,6 +294,7 @@ async fn a_thousand_http_connect_disconnect_cycles_leak_no_fd_or_memory() {
 /// no `hands serve` of this config still alive, no descriptor left open in the test process,
 /// no new entry in the state dir after the first cycle (sockets, pid files, locks).
 #[tokio::test]
+#[ignore = "stress (about a minute); run with --include-ignored"]
 async fn a_thousand_stdio_connect_disconnect_cycles_leave_nothing_behind() {
     let fx = Fixture::new();
     fx.write("small/a.txt", "a\n");
@@ -373,6 +375,7 @@ async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
 /// (the bench runs 50 × 1,000): zero errors, a fresh client is served while the load runs,
 /// and the daemon's peak resident memory stays under 256 MiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "stress; run with --include-ignored"]
 async fn fifty_http_clients_at_once_get_no_errors_and_a_fresh_client_is_served() {
     let fx = Fixture::new();
     for i in 0..50 {

@@ -283,6 +283,7 @@ fn task_x() -> Value {
 }
 
 #[tokio::test]
+#[ignore = "needs sshd (a real SSH server on loopback); run with --include-ignored"]
 async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
     let Some(sshd) = sshd_path() else {
         return skip("push_over_ssh_checks_the_host_key_against_known_hosts");
@@ -401,6 +402,7 @@ async fn push_over_ssh_checks_the_host_key_against_known_hosts() {
 }
 
 #[tokio::test]
+#[ignore = "needs sshd (a real SSH server on loopback); run with --include-ignored"]
 async fn push_over_ssh_trusts_the_first_host_key_and_refuses_a_changed_one() {
     let Some(sshd) = sshd_path() else {
         return skip("push_over_ssh_trusts_the_first_host_key_and_refuses_a_changed_one");
@@ -449,6 +451,7 @@ async fn push_over_ssh_trusts_the_first_host_key_and_refuses_a_changed_one() {
 /// another port — what a command could point `origin` at — is refused before any connection,
 /// that repository unchanged.
 #[tokio::test]
+#[ignore = "needs sshd (a real SSH server on loopback); run with --include-ignored"]
 async fn push_over_ssh_goes_only_to_a_listed_url() {
     let Some(sshd) = sshd_path() else {
         return skip("push_over_ssh_goes_only_to_a_listed_url");

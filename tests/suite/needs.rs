@@ -173,6 +173,7 @@ async fn a_network_expansion_approved_once_reaches_that_host_once() {
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn as_an_ordinary_user_a_network_expansion_approved_once_reaches_that_host_once() {
     network_once(Who::User).await;
 }
@@ -352,6 +353,7 @@ async fn the_form_for_a_widening_offers_no_always() {
 /// folder's owner); on a ramfs, which has none, the call is refused before anyone is asked,
 /// saying why and naming `sandbox.run_as`, and nothing is made there.
 #[tokio::test]
+#[ignore = "needs root (mount); run with --include-ignored"]
 async fn a_root_owned_write_path_is_id_mapped_or_refused_before_asking() {
     use std::os::unix::fs::MetadataExt;
     if !super::common::needs_root("a_root_owned_write_path_is_id_mapped_or_refused", "mount") {

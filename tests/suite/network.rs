@@ -272,11 +272,13 @@ pub(super) fn denied_hosts(out: &Value) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn allowed_names_reach_the_test_host_and_nothing_else_leaves() {
     allowed_and_refused(Who::Root).await;
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn as_an_ordinary_user_allowed_names_reach_the_test_host_and_nothing_else_leaves() {
     allowed_and_refused(Who::User).await;
 }
@@ -415,11 +417,13 @@ async fn answer(fx: &Fixture, id: &str, choice: &str, who: Who) {
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn an_unknown_host_asks_a_person_once_for_the_session_and_again_after_revoke() {
     asked(Who::Root).await;
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn as_an_ordinary_user_an_unknown_host_asks_a_person() {
     asked(Who::User).await;
 }
@@ -543,11 +547,13 @@ async fn pane_until(c: &Client, session: &str, marker: &str) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn a_tmux_pane_gets_the_proxy_and_its_rules() {
     tmux_pane(Who::Root).await;
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn as_an_ordinary_user_a_tmux_pane_gets_the_proxy_and_its_rules() {
     tmux_pane(Who::User).await;
 }
@@ -593,6 +599,7 @@ async fn tmux_pane(who: Who) {
 }
 
 #[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
 async fn a_client_that_declared_elicitation_is_asked_during_the_bash_call() {
     let fx = Fixture::new();
     let Some(net) = TestNet::new(&fx) else { return };

@@ -611,6 +611,7 @@ fn sigterm_to_the_launcher_reaches_the_command_and_its_children() {
 /// and set-uid bits do nothing (nosuid): a host device file planted in a project cannot be a
 /// way to the device. Positive control: the sandbox's own /dev/null takes writes.
 #[test]
+#[ignore = "needs root (device nodes); run with --include-ignored"]
 fn device_nodes_in_a_root_are_inert() {
     let why = "only root can plant a device node (mknod), so an ordinary user has none to try";
     if !super::common::needs_root("device_nodes_in_a_root_are_inert", why) {
@@ -737,6 +738,7 @@ fn a_root_launcher_runs_commands_as_run_as_only() {
 /// overflow id, 65534, which is not the command).
 /// Positive control: the writable root, which `nobody` owns, is written as before.
 #[test]
+#[ignore = "needs root (run_as); run with --include-ignored"]
 fn a_root_owned_read_only_root_reads_as_its_owner_and_stays_read_only() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     if !super::common::needs_root("a_root_owned_read_only_root_reads_as_its_owner", "run_as") {

@@ -192,6 +192,7 @@ fn a_config_its_own_commands_or_file_tools_could_write_is_refused() {
 
 /// The same, resolved by identity: a bind mount of the root elsewhere is the root.
 #[test]
+#[ignore = "needs root (mount --bind); run with --include-ignored"]
 fn a_config_reached_through_a_bind_mount_of_a_root_is_refused() {
     if !needs_root("a_config_reached_through_a_bind_mount_of_a_root_is_refused", "mount --bind") {
         return;
@@ -341,6 +342,7 @@ async fn a_command_cannot_create_the_launcher_beside_hands() {
 /// (one a command running as `run_as` made) is never run; the daemon starts commands through
 /// `hands __sandbox` itself. The planted one would write beside the canary.
 #[tokio::test]
+#[ignore = "needs root (files of another owner); run with --include-ignored"]
 async fn a_launcher_another_user_owns_is_passed_over() {
     if !needs_root("a_launcher_another_user_owns_is_passed_over", "files of another owner") {
         return;

@@ -159,7 +159,7 @@ fn follow_records_each_link_and_keeps_a_missing_tail() {
 /// The walk's cost on a real tree (`HANDS_TRUST_ROOT=DIR cargo test -p hands-roots --
 /// --ignored trust_walk_cost --nocapture`).
 #[test]
-#[ignore]
+#[ignore = "a cost probe: HANDS_TRUST_ROOT=DIR, --ignored --nocapture"]
 #[allow(clippy::print_stderr)] // the figures, for the record
 fn trust_walk_cost() {
     let Some(dir) = std::env::var_os("HANDS_TRUST_ROOT") else { return };

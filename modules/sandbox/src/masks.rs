@@ -475,7 +475,7 @@ mod cost {
     /// The masks walk's cost beside the trust walk's (`HANDS_TRUST_ROOT=DIR cargo test -p
     /// hands-sandbox -- --ignored masks_walk_cost --nocapture`).
     #[test]
-    #[ignore]
+    #[ignore = "a cost probe: HANDS_TRUST_ROOT=DIR, --ignored --nocapture"]
     #[allow(clippy::print_stderr)] // the figures, for the record
     fn masks_walk_cost() {
         let Some(dir) = std::env::var_os("HANDS_TRUST_ROOT") else { return };

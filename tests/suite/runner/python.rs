@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 #[tokio::test]
+#[ignore = "needs the Python SDK (pip); run with --include-ignored"]
 async fn the_python_sdk_reaches_a_runner_through_the_relay_in_both_eras() {
     let fx = Fixture::new();
     let org = Org::start(&fx).await;

@@ -522,7 +522,7 @@ mod cost {
     /// What the rules add to each notified create (`cargo test -p hands-sandbox -- --ignored
     /// verdict_cost --nocapture`): a spec with 2,000 absolute paths, a create 8 folders deep.
     #[test]
-    #[ignore]
+    #[ignore = "a cost probe: --ignored --nocapture"]
     #[allow(clippy::print_stderr)] // the figures, for the record
     fn verdict_cost() {
         let roots = vec![super::super::super::Root { path: "/w".into(), writable: true }];
