@@ -75,6 +75,36 @@ pub struct BashOutput {
     pub files: Vec<hands_tool::Attachment>,
 }
 
+/// What `run` and `os-*` return: `bash`'s result, whose schema leaves out `outputs` — those
+/// tools take no `outputs` parameter, so a model must not be told the field can come back.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct RunOutput(pub BashOutput);
+
+impl JsonSchema for RunOutput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RunOutput".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // `BashOutput`'s own schema, inline (not a `$ref`), without the one property.
+        let mut schema = BashOutput::json_schema(generator);
+        if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+            props.remove("outputs");
+        }
+        // Only `outputs` names it; each published schema has a generator of its own (rmcp's
+        // `schema_for_output`), so no other schema loses the definition.
+        generator.definitions_mut().remove("OutputFile");
+        schema
+    }
+}
+
+impl fmt::Display for RunOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl BashOutput {
     /// Takes the files the result returns ([`hands_tool::Files`]).
     pub fn take_files(&mut self) -> Vec<hands_tool::Attachment> {

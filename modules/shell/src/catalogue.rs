@@ -101,7 +101,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
                 Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
             },
             ToString::to_string,
-            BashOutput::take_files,
+            no_files,
         );
     }
     let mut names: Vec<String> = Vec::new();
@@ -124,7 +124,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
                 Box::pin(async move { sh.run_checked(g, p.cwd, p.timeout_secs, c).await })
             },
             ToString::to_string,
-            BashOutput::take_files,
+            no_files,
         );
     }
 }

@@ -8,7 +8,7 @@
 
 use super::{Checked, DRAIN, GRACE, Shell, halted};
 use crate::allow::{self, Verdict};
-use crate::bash::{self, BashOutput, BashParams, Ending};
+use crate::bash::{self, BashOutput, BashParams, Ending, RunOutput};
 use crate::capture::Tail;
 use crate::needs::Widening;
 use crate::{Caller, ShellError};
@@ -114,11 +114,11 @@ impl Shell {
         cwd: Option<String>,
         timeout_secs: Option<u64>,
         caller: Caller,
-    ) -> Result<BashOutput, ShellError> {
+    ) -> Result<RunOutput, ShellError> {
         let Some(c) = prepared.program else {
             return Err(ShellError::Failed("the program was not checked before it ran".into()));
         };
-        self.run_program(&c, cwd, timeout_secs, caller, None).await
+        self.run_program(&c, cwd, timeout_secs, caller, None).await.map(RunOutput)
     }
 
     /// Runs one checked program with exactly its arguments (no shell), output capped at
