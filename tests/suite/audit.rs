@@ -1,8 +1,9 @@
-//! The audit log through the real binary: which calls leave a record and what it says, that
-//! the record is on disk when the result arrives, `hands audit --verify` on an intact and on an
-//! edited log, and the chain across a restart.
+//! The audit log: which calls leave a record and what it says, that the record is on disk when
+//! the result arrives, `hands audit --verify` on an intact and on an edited log, and the chain
+//! across a restart. The daemon runs in process but for the two tests that run commands (the
+//! sandbox); `hands audit` is always the binary.
 
-use super::common::{Client, Fixture};
+use super::common::{Client, Era, Fixture};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -46,7 +47,7 @@ async fn hands_audit(fx: &Fixture, config: &std::path::Path, args: &[&str]) -> (
 async fn writes_and_refusals_are_recorded_before_their_result_and_read_successes_are_not() {
     let fx = Fixture::new();
     let config = config(&fx);
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
 
     // A write: the record is there as soon as the result is.
     c.ok("write", json!({ "path": "a.txt", "content": "hello" })).await;
@@ -161,10 +162,10 @@ async fn a_bash_call_is_recorded_with_its_command_and_exit() {
 async fn the_chain_continues_across_a_restart() {
     let fx = Fixture::new();
     let config = config(&fx);
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("write", json!({ "path": "a.txt", "content": "1" })).await;
     c.stop().await;
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("edit", json!({ "path": "a.txt", "old_string": "1", "new_string": "2" })).await;
     c.stop().await;
     let r = fx.audit_records();
@@ -185,7 +186,7 @@ async fn the_chain_continues_across_a_restart() {
 async fn deleting_the_newest_records_is_found_by_verify() {
     let fx = Fixture::new();
     let config = config(&fx);
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     for i in 0..4 {
         c.ok("write", json!({ "path": format!("{i}.txt"), "content": "x" })).await;
     }
@@ -202,7 +203,7 @@ async fn deleting_the_newest_records_is_found_by_verify() {
     let (code, out) = hands_audit(&fx, &config, &["--verify"]).await;
     assert_eq!((code, out.contains("4 records, chain intact")), (0, true), "{out}");
     // A restart continues the chain and the head.
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("write", json!({ "path": "5.txt", "content": "x" })).await;
     c.stop().await;
     assert_eq!(head()["seq"], 5);
@@ -221,7 +222,7 @@ async fn deleting_the_newest_records_is_found_by_verify() {
     );
     assert!(out.contains("3 records before it are intact"), "{out}");
     // A daemon started on the cut log does not hide it.
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("write", json!({ "path": "6.txt", "content": "x" })).await;
     c.stop().await;
     assert_eq!(fx.audit_records().last().unwrap()["seq"], 6);
@@ -234,7 +235,7 @@ async fn deleting_the_newest_records_is_found_by_verify() {
 async fn follow_prints_records_as_they_are_written() {
     let fx = Fixture::new();
     let config = config(&fx);
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("write", json!({ "path": "a.txt", "content": "1" })).await;
     let mut follow = fx.command(&["audit", "--follow", "--config", config.to_str().unwrap()]);
     follow.stdout(std::process::Stdio::piped()).kill_on_drop(true);
@@ -259,7 +260,7 @@ async fn follow_prints_records_as_they_are_written() {
 async fn a_large_argument_is_recorded_by_digest_and_size() {
     use sha2::Digest;
     let fx = Fixture::new();
-    let c = Client::start(&fx, &config(&fx)).await;
+    let c = Client::in_process(&fx, &config(&fx), Era::Legacy).await;
     let big = "x".repeat(4 * 1024 * 1024);
     c.ok("write", json!({ "path": "big.txt", "content": big })).await;
     c.ok("write", json!({ "path": "small.txt", "content": "short" })).await;

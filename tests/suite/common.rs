@@ -1,6 +1,7 @@
 //! Shared test fixture: a temp folder with a root, an outside folder holding a canary, a fake
 //! home (so the credential denylist points at files the test controls), and an rmcp client
-//! that drives the real `hands` binary over stdio in either protocol era.
+//! that drives the real `hands` binary over stdio, or the same daemon in process over
+//! `tokio::io::duplex`, in either protocol era.
 #![allow(dead_code)]
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
@@ -272,8 +273,12 @@ where
     }
 }
 
-pub struct Client {
-    pub service: RunningService<RoleClient, ()>,
+/// A client of one daemon: `hands serve` as a process ([`Client::start`] and its kin), or a
+/// [`Daemon`](hands::server::Daemon) built in this process from the same config file and served
+/// over an in-memory duplex ([`Client::in_process`]: no process start, no sandbox self-test).
+/// `H` answers what the daemon asks the client (a [`Person`] for the gate's questions).
+pub struct Client<H: rmcp::ClientHandler = ()> {
+    pub service: RunningService<RoleClient, H>,
 }
 
 impl Client {
@@ -311,10 +316,57 @@ impl Client {
     }
 
     /// Connects to the `hands serve` that `cmd` starts (any arguments, folder, environment).
-    pub async fn start_cmd(mut cmd: Command, era: Era) -> Client {
+    pub async fn start_cmd(cmd: Command, era: Era) -> Client {
+        Client::start_cmd_as(cmd, era, ()).await
+    }
+
+    /// The daemon of `config` in this process, with a 2025-11-25 or 2026-07-28 client.
+    pub async fn in_process(fx: &Fixture, config: &Path, era: Era) -> Client {
+        Client::in_process_as(fx, config, era, ()).await
+    }
+}
+
+impl<H: rmcp::ClientHandler> Client<H> {
+    /// [`Client::start_era`] with `handler` answering the daemon's questions.
+    pub async fn start_as(fx: &Fixture, config: &Path, era: Era, handler: H) -> Client<H> {
+        let cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
+        Client::start_cmd_as(cmd, era, handler).await
+    }
+
+    /// [`Client::start_cmd`] with `handler` answering the daemon's questions.
+    pub async fn start_cmd_as(mut cmd: Command, era: Era, handler: H) -> Client<H> {
         cmd.stderr(std::process::Stdio::inherit());
         let transport = TokioChildProcess::new(cmd).unwrap();
-        Client { service: handshake((), transport, era).await }
+        Client { service: handshake(handler, transport, era).await }
+    }
+
+    /// The daemon `hands serve --config CONFIG` would build (the same loading, the same
+    /// `HandsServer` for a client named `stdio`), served in this process over
+    /// `tokio::io::duplex`; `handler` answers its questions. What `serve` adds around the
+    /// daemon is not here: no control socket (`hands stop`, `hands approvals`), no dashboard,
+    /// no sandbox self-test. The daemon reads this process's environment (HOME, XDG_*, PATH)
+    /// and folder, not the fixture's: tests that depend on those start the binary.
+    pub async fn in_process_as(fx: &Fixture, config: &Path, era: Era, handler: H) -> Client<H> {
+        use hands::server::{Daemon, HandsServer};
+        let cfg = hands::config::load(Some(config)).unwrap_or_else(|e| panic!("{e}"));
+        // A config without a state dir would put this daemon's audit log and approvals in the
+        // tester's own state folder (the binary's comes from the fixture's XDG_STATE_HOME).
+        let base = fx.root.parent().unwrap();
+        let state = hands::server::absolute(&cfg.state_dir);
+        assert!(state.starts_with(base), "in process, a config names a state_dir in the fixture");
+        let daemon = std::sync::Arc::new(Daemon::new(cfg).unwrap());
+        let (server_end, client_end) = tokio::io::duplex(1 << 20);
+        let server = HandsServer::new(daemon.clone(), "stdio");
+        // The daemon ends when the client does (its end of the duplex closes), as `hands serve`
+        // does; like the process, `stop` does not wait for it.
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_end).await {
+                let _ = running.waiting().await;
+            }
+            // As a stdio daemon does when its client has gone.
+            daemon.shutdown().await;
+        });
+        Client { service: handshake(handler, client_end, era).await }
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {

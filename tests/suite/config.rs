@@ -1,4 +1,6 @@
 //! `hands check`: one test per configuration error class, and the example config loading.
+//! All on the binary: they read `hands check`'s output and exit code, or what `serve` takes
+//! from its own folder (the embedded default) and stdin.
 
 use super::common::Fixture;
 

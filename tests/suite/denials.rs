@@ -5,8 +5,10 @@
 //! the network wall a running command met — and every tool's `outputSchema` documents
 //! `denied`. (`needs` refusals: `suite::needs`.) Each refusal is paired with its allowed neighbour, and the world is
 //! checked: nothing was written, the canary is unchanged.
+//! Only the gate's policy deny runs in process: the rest runs commands (the sandbox), stops them
+//! with `hands stop` (the control socket) or parks an action (see gate.rs).
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Era, Fixture, text_of};
 use serde_json::{Value, json};
 
 /// Asserts a refusal by `layer` whose `what` contains `what`; returns the denial.
@@ -103,14 +105,15 @@ async fn the_gate_says_which_rule_refused_and_how_to_allow_it() {
          filesystem = [{ path = \"{root}\", write = true }]\n",
     );
     fx.write("ok.txt", "fine\n");
-    let c = Client::start(&fx, &config).await;
+    let c = Client::in_process(&fx, &config, Era::Legacy).await;
     c.ok("read", json!({ "path": "ok.txt" })).await;
     let r = c.call("write", json!({ "path": "d.txt", "content": "x" })).await;
     let d = denied(&r, "gate", "write");
     assert!(d["remedy"].as_str().unwrap().contains("trust.write"), "{d}");
     assert!(!fx.root.join("d.txt").exists());
     c.stop().await;
-    // An ask nobody answered in time (a client that cannot ask: parked, then expired).
+    // An ask nobody answered in time (a client that cannot ask: parked, then expired). On the
+    // binary: parking tells the desktop from the daemon's environment, in process the tester's.
     let fx = Fixture::new();
     let config = super::gate::ask_config(&fx, 1);
     let c = Client::start(&fx, &config).await;

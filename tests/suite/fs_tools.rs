@@ -1,13 +1,14 @@
-//! Every file tool and every parameter through the real binary: windows and limits, encodings
-//! and line endings, atomic writes, edit matching, listing order, glob and grep switches.
+//! Every file tool and every parameter: windows and limits, encodings and line endings, atomic
+//! writes, edit matching, listing order, glob and grep switches. In process, but for the
+//! gigabyte read (it is about `hands serve`'s one-thread runtime) and the cached walk (bash).
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Era, Fixture, text_of};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 async fn setup() -> (Fixture, Client) {
     let fx = Fixture::new();
-    let c = Client::start(&fx, &fx.fs_config()).await;
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
     (fx, c)
 }
 
@@ -93,7 +94,8 @@ async fn read_encodings_and_binary_refusal() {
 
 #[tokio::test]
 async fn read_one_line_window_at_the_end_of_a_sparse_gigabyte_file() {
-    let (fx, c) = setup().await;
+    let fx = Fixture::new();
+    let c = Client::start(&fx, &fx.fs_config()).await;
     {
         use std::io::{Seek, SeekFrom, Write};
         let mut f = std::fs::File::create(fx.root.join("huge.txt")).unwrap();

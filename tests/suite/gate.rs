@@ -1,15 +1,15 @@
-//! The trust gate's `ask` through the real binary: a 2026-07-28 client answering an
-//! input-required result, a 2025-era client answering an elicitation request, a client that
-//! can do neither (the action parks for `hands approvals`), standing permissions (session and
-//! always, surviving a restart, bound to the version, revocable), and a model that tries to
-//! approve for itself. Each refusal is checked against the world: the file the call would
-//! write does not appear.
+//! The trust gate's `ask`: a 2026-07-28 client answering an input-required result, a 2025-era
+//! client answering an elicitation request, a client that can do neither (the action parks for
+//! `hands approvals`), standing permissions (session and always, surviving a restart, bound to
+//! the version, revocable), and a model that tries to approve for itself. Each refusal is
+//! checked against the world: the file the call would write does not appear.
+//! In process (`inproc`) where only the client answers; on the binary (`connect`) where a
+//! person answers at `hands approvals` (the control socket), over HTTP, or where an action
+//! parks (which tells the desktop from the daemon's environment, in process the tester's).
 
-use super::common::{Era, Fixture, Person, handshake, text_of};
+use super::common::{Client, Era, Fixture, Person, handshake, text_of};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,26 +24,30 @@ pub(super) fn ask_config(fx: &Fixture, timeout: u64) -> PathBuf {
     ))
 }
 
+/// `hands serve --config CONFIG`, its client speaking `era` and answering as `person`.
 async fn connect(
     fx: &Fixture,
     config: &std::path::Path,
     era: Era,
     person: Person,
-) -> RunningService<RoleClient, Person> {
-    let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
-    cmd.stderr(std::process::Stdio::inherit());
-    let transport = TokioChildProcess::new(cmd).unwrap();
-    handshake(person, transport, era).await
+) -> Client<Person> {
+    Client::start_as(fx, config, era, person).await
 }
 
-async fn write(
-    c: &RunningService<RoleClient, Person>,
-    path: &str,
-    content: &str,
-) -> CallToolResult {
+/// [`connect`] to the same daemon in process.
+async fn inproc(
+    fx: &Fixture,
+    config: &std::path::Path,
+    era: Era,
+    person: Person,
+) -> Client<Person> {
+    Client::in_process_as(fx, config, era, person).await
+}
+
+async fn write(c: &Client<Person>, path: &str, content: &str) -> CallToolResult {
     let Value::Object(args) = json!({ "path": path, "content": content }) else { unreachable!() };
     // RunningService::call_tool answers input-required rounds through the handler.
-    c.call_tool(CallToolRequestParams::new("write").with_arguments(args)).await.unwrap()
+    c.service.call_tool(CallToolRequestParams::new("write").with_arguments(args)).await.unwrap()
 }
 
 /// Who decided the last call, as the audit log says.
@@ -61,7 +65,7 @@ async fn each_answer_of_a_person_through_either_era_of_client() {
     for era in [Era::Modern, Era::Legacy] {
         let fx = Fixture::new();
         let person = Person::new(Some("allow_once"), true);
-        let c = connect(&fx, &ask_config(&fx, 30), era, person.clone()).await;
+        let c = inproc(&fx, &ask_config(&fx, 30), era, person.clone()).await;
         // Accept, once: it runs, and the person saw the exact action.
         let r = write(&c, "a.txt", "A").await;
         assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
@@ -91,7 +95,7 @@ async fn each_answer_of_a_person_through_either_era_of_client() {
             .collect();
         assert_eq!(by[..5], ["person-via-client"; 5], "{by:?}");
         assert_eq!(by[5], "policy", "{by:?}");
-        let _ = c.cancel().await;
+        c.stop().await;
     }
 }
 
@@ -100,38 +104,38 @@ async fn a_session_permission_ends_with_the_connection_and_always_survives_a_res
     let fx = Fixture::new();
     let config = ask_config(&fx, 30);
     let person = Person::new(Some("allow_session"), true);
-    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    let c = inproc(&fx, &config, Era::Modern, person.clone()).await;
     assert_ne!(write(&c, "s1.txt", "1").await.is_error, Some(true));
     person.set(None);
     assert_ne!(write(&c, "s2.txt", "2").await.is_error, Some(true), "the session allows it");
     assert_eq!(person.times_asked(), 1);
-    let _ = c.cancel().await;
+    c.stop().await;
     // A new connection asks again (and the person declines now).
-    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    let c = inproc(&fx, &config, Era::Modern, person.clone()).await;
     assert!(refused(&write(&c, "s3.txt", "3").await));
     assert!(!fx.root.join("s3.txt").exists());
     // Always: recorded in the state dir, good after a restart without asking.
     person.set(Some("allow_always"));
     assert_ne!(write(&c, "al1.txt", "1").await.is_error, Some(true));
-    let _ = c.cancel().await;
+    c.stop().await;
     let quiet = Person::new(None, true);
-    let c = connect(&fx, &config, Era::Modern, quiet.clone()).await;
+    let c = inproc(&fx, &config, Era::Modern, quiet.clone()).await;
     assert_ne!(write(&c, "al2.txt", "2").await.is_error, Some(true));
     assert_eq!(quiet.times_asked(), 0, "always must not ask again");
     let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
     let standing = audit.lines().filter(|l| l.contains("\"standing-permission\"")).count();
     assert_eq!(standing, 2, "s2.txt (session) and al2.txt (always): {audit}");
-    let _ = c.cancel().await;
+    c.stop().await;
     // A version bump asks again: the record names the version it was given for.
     let file = fx.state.join("approvals.json");
     let text = std::fs::read_to_string(&file).unwrap();
     let version = env!("CARGO_PKG_VERSION");
     assert!(text.contains(version), "{text}");
     std::fs::write(&file, text.replace(version, "0.0.0-older")).unwrap();
-    let c = connect(&fx, &config, Era::Modern, quiet.clone()).await;
+    let c = inproc(&fx, &config, Era::Modern, quiet.clone()).await;
     assert!(refused(&write(&c, "al3.txt", "3").await));
     assert_eq!(quiet.times_asked(), 1);
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// Over HTTP a 2026-07-28 client has no session — every call is served by a fresh handler — so
@@ -145,7 +149,7 @@ async fn a_session_permission_holds_for_a_stateless_http_client() {
     let (_child, addr) = super::common::serve_http(&fx, &config, &[]).await;
     let person = Person::new(Some("allow_session"), true);
     let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
-    let c = handshake(person.clone(), transport, Era::Modern).await;
+    let c = Client { service: handshake(person.clone(), transport, Era::Modern).await };
     assert_ne!(write(&c, "h1.txt", "1").await.is_error, Some(true));
     person.set(None);
     let r = write(&c, "h2.txt", "2").await;
@@ -158,7 +162,7 @@ async fn a_session_permission_holds_for_a_stateless_http_client() {
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("h3.txt").exists());
     assert_eq!(person.times_asked(), 2);
-    let _ = c.cancel().await;
+    c.stop().await;
     fx.assert_canary();
 }
 
@@ -166,7 +170,7 @@ async fn a_session_permission_holds_for_a_stateless_http_client() {
 async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() {
     let fx = Fixture::new();
     let person = Person::new(Some("allow_once"), true);
-    let c = connect(&fx, &ask_config(&fx, 30), Era::Modern, person).await;
+    let c = inproc(&fx, &ask_config(&fx, 30), Era::Modern, person).await;
     let call = |path: &str, state: Option<String>, answer: Option<&str>| {
         let Value::Object(args) = json!({ "path": path, "content": "S" }) else { unreachable!() };
         let mut p = CallToolRequestParams::new("write").with_arguments(args);
@@ -183,7 +187,7 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
         }
         p
     };
-    let first = c.peer().call_tool_once(call("t.txt", None, None)).await.unwrap();
+    let first = c.service.peer().call_tool_once(call("t.txt", None, None)).await.unwrap();
     let CallToolResponse::InputRequired(ir) = first else { panic!("expected input_required") };
     let state = ir.request_state.clone().unwrap();
     assert!(ir.input_requests.unwrap().contains_key("approval"));
@@ -191,13 +195,19 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
     let mut bad = state.clone();
     let last = bad.pop().unwrap();
     bad.push(if last == 'A' { 'B' } else { 'A' });
-    let r = c.peer().call_tool_once(call("t.txt", Some(bad), Some("allow_once"))).await.unwrap();
+    let r = c
+        .service
+        .peer()
+        .call_tool_once(call("t.txt", Some(bad), Some("allow_once")))
+        .await
+        .unwrap();
     let CallToolResponse::Complete(r) = r else { panic!("tampered state must be refused") };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("t.txt").exists());
     assert_eq!(last_decided_by(&fx), "policy", "nobody answered a tampered state");
     // Other arguments with this state: asked again, nothing written.
     let r = c
+        .service
         .peer()
         .call_tool_once(call("other.txt", Some(state.clone()), Some("allow_once")))
         .await
@@ -206,6 +216,7 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
     assert!(!fx.root.join("other.txt").exists());
     // The real answer works once...
     let r = c
+        .service
         .peer()
         .call_tool_once(call("t.txt", Some(state.clone()), Some("allow_once")))
         .await
@@ -214,21 +225,27 @@ async fn sealed_state_cannot_be_tampered_replayed_or_moved_to_other_arguments() 
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
     std::fs::remove_file(fx.root.join("t.txt")).unwrap();
     // ...and a replay is refused.
-    let r = c.peer().call_tool_once(call("t.txt", Some(state), Some("allow_once"))).await.unwrap();
+    let r = c
+        .service
+        .peer()
+        .call_tool_once(call("t.txt", Some(state), Some("allow_once")))
+        .await
+        .unwrap();
     let CallToolResponse::Complete(r) = r else { panic!("a replay must be refused") };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("t.txt").exists());
     assert_eq!(last_decided_by(&fx), "policy", "nobody answered a replay");
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn an_expired_state_is_refused() {
     let fx = Fixture::new();
-    let c = connect(&fx, &ask_config(&fx, 1), Era::Modern, Person::new(None, true)).await;
+    let c = inproc(&fx, &ask_config(&fx, 1), Era::Modern, Person::new(None, true)).await;
     let Value::Object(args) = json!({ "path": "late.txt", "content": "L" }) else { unreachable!() };
     let p = CallToolRequestParams::new("write").with_arguments(args);
-    let CallToolResponse::InputRequired(ir) = c.peer().call_tool_once(p.clone()).await.unwrap()
+    let CallToolResponse::InputRequired(ir) =
+        c.service.peer().call_tool_once(p.clone()).await.unwrap()
     else {
         panic!("expected input_required")
     };
@@ -239,13 +256,14 @@ async fn an_expired_state_is_refused() {
         json!({ "action": "accept", "content": { "decision": "allow_once" } }),
     );
     let retry = p.with_request_state(ir.request_state.unwrap()).with_input_responses(r);
-    let CallToolResponse::Complete(r) = c.peer().call_tool_once(retry).await.unwrap() else {
+    let CallToolResponse::Complete(r) = c.service.peer().call_tool_once(retry).await.unwrap()
+    else {
         panic!("an expired state must be refused")
     };
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("late.txt").exists());
     assert_eq!(last_decided_by(&fx), "policy");
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -253,7 +271,7 @@ async fn a_model_cannot_approve_for_itself() {
     let fx = Fixture::new();
     // The client declines every question; the "model" stuffs approval-looking arguments.
     let person = Person::new(None, true);
-    let c = connect(&fx, &ask_config(&fx, 30), Era::Legacy, person.clone()).await;
+    let c = inproc(&fx, &ask_config(&fx, 30), Era::Legacy, person.clone()).await;
     for extra in [
         json!({ "approved": true }),
         json!({ "decision": "allow_always" }),
@@ -263,6 +281,7 @@ async fn a_model_cannot_approve_for_itself() {
         args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         let Value::Object(args) = args else { unreachable!() };
         let r = c
+            .service
             .peer()
             .call_tool(CallToolRequestParams::new("write").with_arguments(args))
             .await
@@ -271,10 +290,10 @@ async fn a_model_cannot_approve_for_itself() {
         assert!(!fx.root.join("m.txt").exists());
     }
     // No tool exists that approves, and the standing permissions file was never made.
-    let tools = c.peer().list_all_tools().await.unwrap();
+    let tools = c.service.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().all(|t| !t.name.contains("approv")));
     assert!(!fx.state.join("approvals.json").exists());
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// Runs `hands approvals ARGS --config CONFIG`; returns (success, stdout).
@@ -345,7 +364,7 @@ async fn a_terminal_can_approve_for_the_session_or_always() {
     let fx = Fixture::new();
     let config = ask_config(&fx, 30);
     let parked = fx.root.join("parked.txt");
-    let park = |c: &Arc<RunningService<RoleClient, Person>>, content: &'static str| {
+    let park = |c: &Arc<Client<Person>>, content: &'static str| {
         let c = c.clone();
         tokio::spawn(async move { write(&c, "parked.txt", content).await })
     };
@@ -398,7 +417,7 @@ async fn a_parked_action_expires_into_a_refusal_that_says_what_to_run() {
     assert!(!fx.root.join("late.txt").exists());
     // Nobody at a terminal answered: the gate's rule refused, not a person.
     assert_eq!(last_decided_by(&fx), "policy");
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -428,7 +447,7 @@ async fn revoke_makes_it_ask_again() {
     assert!(approvals(&fx, &config, &["revoke", "--all"]).0);
     assert!(refused(&write(&c, "r5.txt", "5").await));
     assert!(!fx.root.join("r5.txt").exists());
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -441,7 +460,7 @@ async fn a_denied_path_is_refused_before_anyone_is_asked() {
          filesystem = [{ path = \"{root}\", write = true }]\n",
     );
     let person = Person::new(Some("allow_once"), true);
-    let c = connect(&fx, &config, Era::Modern, person.clone()).await;
+    let c = inproc(&fx, &config, Era::Modern, person.clone()).await;
     for path in ["private/x.txt", "vault.txt", "a/b/c/d.txt", "private"] {
         let r = write(&c, path, "S").await;
         assert_eq!(r.is_error, Some(true), "{path}: {}", text_of(&r));
@@ -454,7 +473,7 @@ async fn a_denied_path_is_refused_before_anyone_is_asked() {
     assert_eq!(person.times_asked(), 1);
     let audit = std::fs::read_to_string(fx.state.join("audit.jsonl")).unwrap();
     assert_eq!(audit.lines().filter(|l| l.contains("refused")).count(), 4, "{audit}");
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -467,28 +486,32 @@ async fn policy_allow_and_deny_need_no_person_for_any_kind_of_client() {
              config = { trust = { write = \"deny\", read = \"allow\" } }\n",
         );
         let person = Person::new(Some("allow_once"), elicitation);
-        let c = connect(&fx, &config, era, person.clone()).await;
+        let c = inproc(&fx, &config, era, person.clone()).await;
         let r = write(&c, "d.txt", "D").await;
         assert!(text_of(&r).contains("refused by policy"), "{}", text_of(&r));
         assert!(!fx.root.join("d.txt").exists());
         std::fs::write(fx.root.join("r.txt"), "R").unwrap();
         let Value::Object(args) = json!({ "path": "r.txt" }) else { unreachable!() };
-        let r = c.call_tool(CallToolRequestParams::new("read").with_arguments(args)).await.unwrap();
+        let r = c
+            .service
+            .call_tool(CallToolRequestParams::new("read").with_arguments(args))
+            .await
+            .unwrap();
         assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
         assert_eq!(person.times_asked(), 0);
-        let _ = c.cancel().await;
+        c.stop().await;
     }
 }
 
 #[tokio::test]
 async fn a_person_who_does_not_answer_in_time_is_a_refusal() {
     let fx = Fixture::new();
-    let c = connect(&fx, &ask_config(&fx, 1), Era::Legacy, Person::new(Some("slow"), true)).await;
+    let c = inproc(&fx, &ask_config(&fx, 1), Era::Legacy, Person::new(Some("slow"), true)).await;
     let r = write(&c, "slow.txt", "S").await;
     assert!(refused(&r), "{}", text_of(&r));
     assert!(!fx.root.join("slow.txt").exists());
     assert_eq!(last_decided_by(&fx), "policy");
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// A client that records each form it is sent (the question and the schema's choice names) and
@@ -535,14 +558,12 @@ async fn the_session_choice_says_what_it_means_in_either_era() {
         let fx = Fixture::new();
         let config = ask_config(&fx, 30);
         let reader = FormReader::default();
-        let mut cmd = fx.command(&["serve", "--config", config.to_str().unwrap()]);
-        cmd.stderr(std::process::Stdio::inherit());
-        let c = handshake(reader.clone(), TokioChildProcess::new(cmd).unwrap(), era).await;
+        let c = Client::in_process_as(&fx, &config, era, reader.clone()).await;
         let call = |path: &str| {
             let Value::Object(args) = json!({ "path": path, "content": "x" }) else {
                 unreachable!()
             };
-            c.call_tool(CallToolRequestParams::new("write").with_arguments(args))
+            c.service.call_tool(CallToolRequestParams::new("write").with_arguments(args))
         };
         let r = call("one.txt").await.unwrap();
         assert_ne!(r.is_error, Some(true), "{era:?}: {}", text_of(&r));
@@ -559,7 +580,7 @@ async fn the_session_choice_says_what_it_means_in_either_era() {
         assert_ne!(r.is_error, Some(true), "{era:?}: {}", text_of(&r));
         assert_eq!(reader.forms.lock().unwrap().len(), 1, "{era:?}: asked again");
         assert_eq!(last_decided_by(&fx), "standing-permission");
-        let _ = c.cancel().await;
+        c.stop().await;
     }
     // A 2026-07-28 client that cannot be asked: its parked action says so at the terminal.
     let fx = Fixture::new();

@@ -1,42 +1,17 @@
-//! The daemon's MCP layer in process: a real `HandsServer` (real config, roots, audit log)
-//! served over an in-memory duplex transport to rmcp's own client, as rmcp's tests do. For the
-//! gate's verdicts, the tool registry and the error map, which need no process of their own;
-//! what needs the real binary (the sandbox, stdio framing, signals) stays in the other suites.
+//! The daemon's MCP layer in process (`Client::in_process`, tests/suite/common.rs): the tool
+//! catalogue and error texts models read (snapshots), the registry, and the error map's
+//! refusals in the audit. The gate, denials, audit and protocol suites run in process too
+//! where nothing but the real binary gives what they test (the sandbox, stdio framing,
+//! signals, the control socket, the daemon's own environment).
 
-use super::common::{Era, Fixture, Person, handshake, text_of};
-use hands::server::{Daemon, HandsServer};
+use super::common::{Client, Era, Fixture, Person, text_of};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
-/// A daemon built from `config` (the fixture's placeholders replaced), serving one connection
-/// named `stdio` in this process; the client end speaks `era` and answers as `person`.
-async fn connect(
-    fx: &Fixture,
-    config: &str,
-    person: Person,
-    era: Era,
-) -> RunningService<RoleClient, Person> {
-    let path = fx.config(config);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let cfg = hands::config::parse(&text, path.to_str().unwrap()).unwrap();
-    let daemon = Arc::new(Daemon::new(cfg).unwrap());
-    let (server_end, client_end) = tokio::io::duplex(1 << 20);
-    let server = HandsServer::new(daemon, "stdio");
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_end).await {
-            let _ = running.waiting().await;
-        }
-    });
-    handshake(person, client_end, era).await
-}
-
-async fn call(c: &RunningService<RoleClient, Person>, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(map) = args else { panic!("arguments must be an object") };
-    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(map);
-    c.peer().call_tool(params).await.unwrap()
+/// The daemon of `config` (the fixture's placeholders replaced) in this process, with a
+/// 2025-11-25 client that cannot be asked.
+async fn connect(fx: &Fixture, config: &str) -> Client<Person> {
+    Client::in_process_as(fx, &fx.config(config), Era::Legacy, Person::new(None, false)).await
 }
 
 /// tools-fs, tools-git and tools-shell (bash on, an allowlist and one `os-*` tool) on the
@@ -58,11 +33,11 @@ const EVERY_TOOL: &str = "[daemon]\nstate_dir = \"{state}\"\n\n\
 #[tokio::test]
 async fn the_tool_catalogue_is_what_models_read() {
     let fx = Fixture::new();
-    let c = connect(&fx, EVERY_TOOL, Person::new(None, false), Era::Legacy).await;
-    let tools = c.peer().list_all_tools().await.unwrap();
+    let c = connect(&fx, EVERY_TOOL).await;
+    let tools = c.service.peer().list_all_tools().await.unwrap();
     let listed = serde_json::to_value(&tools).unwrap();
     insta::assert_json_snapshot!("tool_catalogue", listed);
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// tools-fs (a writable root and a read-only one) and tools-git, whose read class is denied
@@ -92,7 +67,7 @@ async fn the_error_texts_are_what_models_read() {
     fx.write("ro/kept.txt", "kept\n");
     fx.write("a.txt", "one\ntwo\n");
     fx.write(".env", "TOKEN=x\n");
-    let c = connect(&fx, FS_GIT, Person::new(None, false), Era::Legacy).await;
+    let c = connect(&fx, FS_GIT).await;
     let outside = fx.outside.join("canary.txt");
     let calls = [
         ("read", json!({ "path": 5 })),
@@ -108,10 +83,11 @@ async fn the_error_texts_are_what_models_read() {
     ];
     let mut seen = Vec::new();
     for (tool, args) in calls {
-        let r = call(&c, tool, args.clone()).await;
+        let r = c.call(tool, args.clone()).await;
         seen.push(json!({ "call": [tool, args], "result": as_read(&r) }));
     }
     let unknown = c
+        .service
         .peer()
         .call_tool(CallToolRequestParams::new("no_such_tool".to_string()))
         .await
@@ -125,7 +101,7 @@ async fn the_error_texts_are_what_models_read() {
         insta::assert_json_snapshot!("error_texts", seen);
     });
     fx.assert_canary();
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// `s` as a regex that matches it literally.
@@ -151,7 +127,7 @@ async fn the_audit_tells_a_refusal_from_a_plain_failure() {
     fx.write("ro/kept.txt", "kept\n");
     fx.write("a.txt", "one\n");
     let config = FS_GIT.replace("read = \"deny\", write = \"ask\"", "write = \"allow\"");
-    let c = connect(&fx, &config, Person::new(None, false), Era::Legacy).await;
+    let c = connect(&fx, &config).await;
     let outside = fx.outside.join("canary.txt");
     let calls = [
         ("write", json!({ "path": outside, "content": "no" }), "refused: "),
@@ -164,7 +140,7 @@ async fn the_audit_tells_a_refusal_from_a_plain_failure() {
         ("git_commit", json!({ "message": "m" }), "error: "),
     ];
     for (i, (tool, args, outcome)) in calls.iter().enumerate() {
-        let r = call(&c, tool, args.clone()).await;
+        let r = c.call(tool, args.clone()).await;
         assert_eq!(r.is_error, Some(true), "{tool} {args}: {}", text_of(&r));
         let records = fx.audit_records();
         let last = records.last().unwrap();
@@ -174,12 +150,12 @@ async fn the_audit_tells_a_refusal_from_a_plain_failure() {
         assert!(got.starts_with(outcome), "{tool} {args}: {got}");
     }
     // Positive control: the allowed neighbour succeeds and is recorded as `ok`.
-    let r = call(&c, "write", json!({ "path": "b.txt", "content": "fine" })).await;
+    let r = c.call("write", json!({ "path": "b.txt", "content": "fine" })).await;
     assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
     assert_eq!(fx.audit_records().last().unwrap()["outcome"], "ok");
     assert_eq!(std::fs::read_to_string(fx.root.join("ro/kept.txt")).unwrap(), "kept\n");
     fx.assert_canary();
-    let _ = c.cancel().await;
+    c.stop().await;
 }
 
 /// The registry: every tool is listed once under a unique name, and a call of each reaches
@@ -193,8 +169,8 @@ async fn every_listed_tool_is_unique_and_reaches_its_own_handler() {
         "state_dir = \"{state}\"\n",
         "state_dir = \"{state}\"\n\n[trust]\nexternal = \"allow\"\n",
     );
-    let c = connect(&fx, &config, Person::new(None, false), Era::Legacy).await;
-    let tools = c.peer().list_all_tools().await.unwrap();
+    let c = connect(&fx, &config).await;
+    let tools = c.service.peer().list_all_tools().await.unwrap();
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     let mut unique = names.clone();
     unique.sort();
@@ -208,7 +184,7 @@ async fn every_listed_tool_is_unique_and_reaches_its_own_handler() {
         "text": 5, "lines": "many", "limit": "many",
     });
     for name in &names {
-        let r = call(&c, name, wrong.clone()).await;
+        let r = c.call(name, wrong.clone()).await;
         let text = text_of(&r);
         assert_eq!(r.is_error, Some(true), "{name}: {text}");
         assert!(
@@ -217,5 +193,5 @@ async fn every_listed_tool_is_unique_and_reaches_its_own_handler() {
         );
     }
     fx.assert_canary();
-    let _ = c.cancel().await;
+    c.stop().await;
 }

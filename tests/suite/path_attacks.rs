@@ -1,13 +1,24 @@
 //! The path attack suite: each refusal is paired with a positive control (the allowed neighbour
 //! succeeds) and the canary outside the roots is asserted unchanged. The tests run as root, so
 //! nothing here is stopped by file permissions: every refusal comes from the resolver.
+//! In process, but for the credential tests (the denylist is the daemon's HOME, the fixture's
+//! only in a process of its own), /proc/self/cwd (the daemon's folder, the root likewise), and
+//! what must not block or loop (in process a hung daemon hangs the test instead of failing it).
 
-use super::common::{Client, Fixture};
+use super::common::{Client, Era, Fixture};
 use serde_json::{Value, json};
 use std::os::unix::fs::symlink;
 
-/// A fixture with `root/a.txt` and a running client over the usual tools-fs config.
+/// A fixture with `root/a.txt` and a client of the usual tools-fs config's daemon, in process.
 async fn setup() -> (Fixture, Client) {
+    let fx = Fixture::new();
+    fx.write("a.txt", "alpha\n");
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
+    (fx, c)
+}
+
+/// [`setup`] with `hands serve` as a process of its own.
+async fn setup_bin() -> (Fixture, Client) {
     let fx = Fixture::new();
     fx.write("a.txt", "alpha\n");
     let c = Client::start(&fx, &fx.fs_config()).await;
@@ -301,7 +312,7 @@ async fn dangling_symlink_write_is_refused() {
 
 #[tokio::test]
 async fn proc_magic_links_are_refused() {
-    let (fx, c) = setup().await;
+    let (fx, c) = setup_bin().await;
     symlink("/proc/self/root", fx.root.join("procroot")).unwrap();
     symlink("/proc/self/cwd", fx.root.join("proccwd")).unwrap();
     refused(&fx, &c, "read", json!({"path": "procroot/etc/passwd"}), "leaves root", read_a()).await;
@@ -320,7 +331,7 @@ async fn proc_magic_links_are_refused() {
 
 #[tokio::test]
 async fn fifo_is_refused_without_blocking() {
-    let (fx, c) = setup().await;
+    let (fx, c) = setup_bin().await;
     let fifo = fx.root.join("fifo");
     rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
     let r = tokio::time::timeout(
@@ -422,9 +433,9 @@ async fn runner_denied_path_inside_a_root_is_refused() {
     fx.write("private/plan.txt", "do not read\n");
     fx.write("public/plan.txt", "read me\n");
     let cfg = fx.config(
-        "[sandbox]\ndeny = [\"{root}/private\"]\n\n[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
+        "[daemon]\nstate_dir = \"{state}\"\n\n[sandbox]\ndeny = [\"{root}/private\"]\n\n[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n",
     );
-    let c = Client::start(&fx, &cfg).await;
+    let c = Client::in_process(&fx, &cfg, Era::Legacy).await;
     let control = ("read", json!({"path": "public/plan.txt"}));
     refused(&fx, &c, "read", json!({"path": "private/plan.txt"}), "sandbox.deny", control.clone())
         .await;
@@ -571,9 +582,9 @@ async fn read_only_root_refuses_writes_naming_the_root() {
     fx.write("a.txt", "alpha\n");
     fx.write("ro/doc.txt", "doc\n");
     let cfg = fx.config(
-        "[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }, { path = \"{root}/ro\" }]\n",
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\nfilesystem = [{ path = \"{root}\", write = true }, { path = \"{root}/ro\" }]\n",
     );
-    let c = Client::start(&fx, &cfg).await;
+    let c = Client::in_process(&fx, &cfg, Era::Legacy).await;
     let ro = fx.root.join("ro");
     let e = c.err("write", json!({"path": "ro/new.txt", "content": "x"})).await;
     assert!(e.contains("read-only root") && e.contains(ro.to_str().unwrap()), "{e}");
@@ -639,7 +650,7 @@ async fn glob_and_grep_through_a_link_to_slash_stay_inside() {
 
 #[tokio::test]
 async fn link_loops_terminate_and_are_refused() {
-    let (fx, c) = setup().await;
+    let (fx, c) = setup_bin().await;
     symlink("loop2", fx.root.join("loop1")).unwrap();
     symlink("loop1", fx.root.join("loop2")).unwrap();
     std::fs::create_dir(fx.root.join("d")).unwrap();

@@ -1,5 +1,6 @@
 //! The MCP surface: both protocol eras at once, the tool list, and bad input that must get a
-//! clear error while the server keeps serving.
+//! clear error while the server keeps serving. In process, but for the raw JSON-RPC lines
+//! (`Raw`), which test the binary's stdio framing.
 
 use super::common::{Client, Era, Fixture, text_of};
 use serde_json::{Value, json};
@@ -30,8 +31,8 @@ async fn exercise_every_tool(c: &Client, tag: &str) {
 async fn both_protocol_eras_connect_at_once_and_call_every_tool() {
     let fx = Fixture::new();
     let cfg = fx.fs_config();
-    let legacy = Client::start_era(&fx, &cfg, Era::Legacy).await;
-    let modern = Client::start_era(&fx, &cfg, Era::Modern).await;
+    let legacy = Client::in_process(&fx, &cfg, Era::Legacy).await;
+    let modern = Client::in_process(&fx, &cfg, Era::Modern).await;
     assert_eq!(
         legacy.service.peer_info().and_then(|i| i.server_info.clone()).map(|s| s.name),
         Some("hands".to_string())
@@ -67,7 +68,7 @@ async fn both_protocol_eras_connect_at_once_and_call_every_tool() {
 async fn wrong_types_and_unknown_parameters_are_tool_errors_and_serving_continues() {
     let fx = Fixture::new();
     fx.write("a.txt", "x\n");
-    let c = Client::start(&fx, &fx.fs_config()).await;
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
     let e = c.err("read", json!({"path": 42})).await;
     assert!(e.contains("invalid arguments for `read`"), "{e}");
     let e = c.err("read", json!({"path": "a.txt", "limt": 3})).await;
@@ -86,7 +87,7 @@ async fn wrong_types_and_unknown_parameters_are_tool_errors_and_serving_continue
 async fn unknown_tool_is_a_protocol_error_and_serving_continues() {
     let fx = Fixture::new();
     fx.write("a.txt", "x\n");
-    let c = Client::start(&fx, &fx.fs_config()).await;
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
     let params = rmcp::model::CallToolRequestParams::new("rm_rf");
     let e = c.service.peer().call_tool(params).await.unwrap_err().to_string();
     assert!(e.contains("unknown tool `rm_rf`"), "{e}");
@@ -97,7 +98,7 @@ async fn unknown_tool_is_a_protocol_error_and_serving_continues() {
 #[tokio::test]
 async fn ten_megabyte_argument_gets_a_clear_answer() {
     let fx = Fixture::new();
-    let c = Client::start(&fx, &fx.fs_config()).await;
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
     let big = "y".repeat(10 * 1024 * 1024);
     // A 10 MB path: refused clearly, nothing created.
     let e = c.err("read", json!({"path": big.clone()})).await;

@@ -1,10 +1,10 @@
 //! An error never echoes an input whole (SPEC §10): a path longer than the kernel's
 //! `PATH_MAX` is refused as too long, and every path, pattern, name or command an error quotes
-//! is cut to a few hundred characters with its length (`hands_roots::shown`), through the real
-//! binary — file, git and shell tools, argument parsing, unknown tools — and the server keeps
-//! serving after each.
+//! is cut to a few hundred characters with its length (`hands_roots::shown`) — file, git and
+//! shell tools, argument parsing, unknown tools — and the server keeps serving after each.
+//! The 10 MB path test runs in process; the other runs commands (`run`: the binary).
 
-use super::common::{Client, Fixture, text_of};
+use super::common::{Client, Era, Fixture, text_of};
 use serde_json::json;
 
 /// An error that quotes an input stays this short (the cut keeps 240 characters).
@@ -36,7 +36,7 @@ fn config(fx: &Fixture) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_ten_megabyte_path_gets_a_short_error_and_the_server_keeps_serving() {
     let fx = Fixture::new();
-    let c = Client::start(&fx, &config(&fx)).await;
+    let c = Client::in_process(&fx, &config(&fx), Era::Legacy).await;
     fx.write("ok.txt", "fine\n");
     let huge = "a".repeat(10 << 20);
     for (tool, args) in [

@@ -1,11 +1,14 @@
-//! Special files in a root never hang the file tools (issue 23.4), through the real binary: a
+//! Special files in a root never hang the file tools (issue 23.4): a
 //! FIFO where an ignore file would be (`.gitignore`, `.ignore`, `.git/info/exclude`, a `.git`
 //! file's `commondir`), a FIFO among the walked files or as `.git` itself, and a `.gitignore`
 //! swapped for a FIFO over and over while `glob` and `grep` run, and a folder swapped for a link
 //! out of the root under `glob`. Every call answers at once with
 //! the right files (the FIFO skipped and named), and the daemon goes on serving.
+//! Only the folder swap runs in process: a daemon hung on a FIFO in process would hang the test
+//! (tokio waits for its blocking threads) where a process's only fails it; and libgit2 reads
+//! the global git config of the daemon's HOME, the fixture's only in a process of its own.
 
-use super::common::{Client, Fixture, host_git, text_of};
+use super::common::{Client, Era, Fixture, host_git, text_of};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -232,7 +235,7 @@ async fn a_fifo_in_a_git_dir_is_refused_at_once_never_read() {
 #[tokio::test]
 async fn a_folder_swapped_for_a_link_never_shows_outside_names() {
     let fx = Fixture::new();
-    let c = Client::start(&fx, &fx.fs_config()).await;
+    let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
     fx.write("keep/a.txt", "a\n");
     let outside = fx.root.parent().unwrap().join("outside-folder");
     std::fs::create_dir_all(&outside).unwrap();
