@@ -5,7 +5,7 @@
 //! Why not the `ignore` crate's own reading: it opens ignore files (and a `.git` file, and the
 //! `commondir` that names) by path with a blocking `open`, so a FIFO named `.gitignore` — or one
 //! swapped in between any check of ours and its open — hangs a walker thread forever. So the
-//! walker reads none (`walk::walker` switches all of it off), and the rules are rebuilt here
+//! walker reads none (`parallel_walk::walker` switches all of it off), and the rules are rebuilt here
 //! with the crate's own [`Gitignore`] matcher over what was read this way. A FIFO, socket,
 //! device or symlink where an ignore file would be is skipped, treated as absent, and named in
 //! the tool's answer ([`Rules::skipped`]); the walk goes on.
