@@ -100,7 +100,7 @@ fn tool_check(
     let answer = versions
         .as_ref()
         .map_err(Clone::clone)
-        .and_then(|v| v.line(&program, n.flag, VERSION_TIMEOUT));
+        .and_then(|v| v.line(&program, n.flag, VERSION_TIMEOUT).map_err(|e| e.to_string()));
     let (shown, warning) = match &answer {
         Err(why) => (
             format!("version not read: `{bin} {}` {why}", n.flag),

@@ -37,16 +37,21 @@ impl Versions {
     /// built, the program failed (with the first line of its stderr), or it did not answer
     /// within `limit` and was killed. The caller decides whether the program may be run at
     /// all (doctor runs none that lies in a writable root, where a command could have put it).
-    pub fn line(&self, program: &Path, flag: &str, limit: Duration) -> Result<String, String> {
+    pub fn line(
+        &self,
+        program: &Path,
+        flag: &str,
+        limit: Duration,
+    ) -> Result<String, VersionError> {
         let home = crate::probe::unique_dir("hands-version");
         std::fs::create_dir(&home)
-            .map_err(|e| format!("cannot make its sandbox's home {}: {e}", home.display()))?;
+            .map_err(|source| VersionError::Home { path: home.clone(), source })?;
         let mut answer = self.run(program, flag, limit, &home, false);
-        if matches!(&answer, Err(Failure::NoNamespaces(_))) {
+        if matches!(&answer, Err(VersionError::NoNamespaces(_))) {
             answer = self.run(program, flag, limit, &home, true);
         }
         let _ = std::fs::remove_dir_all(&home);
-        answer.map_err(|f| f.to_string())
+        answer
     }
 
     fn run(
@@ -56,7 +61,7 @@ impl Versions {
         limit: Duration,
         home: &Path,
         bare: bool,
-    ) -> Result<String, Failure> {
+    ) -> Result<String, VersionError> {
         let spec = self.spec(program, flag, home, bare);
         let (child, reports) = spec
             .command(&self.launcher)
@@ -64,20 +69,20 @@ impl Versions {
                 Ok((c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?, reports))
             })
             .map_err(|e| {
-                Failure::Sandbox(format!(
+                VersionError::Sandbox(format!(
                     "the launcher {} cannot start: {e}",
                     self.launcher.display()
                 ))
             })?;
-        let out = crate::probe::wait(child, limit).ok_or(Failure::Hung(limit))?;
+        let out = crate::probe::wait(child, limit).ok_or(VersionError::Hung(limit))?;
         // The launcher's report alone says the sandbox was not built: the program's stderr
         // could say anything.
         if let Some((why, cause)) = reports.read().setup_failed() {
             let why: String = format!("hands sandbox: {why}").chars().take(QUOTED_CHARS).collect();
             return Err(if cause == launcher::Cause::NoNamespaces && !bare {
-                Failure::NoNamespaces(why)
+                VersionError::NoNamespaces(why)
             } else {
-                Failure::Sandbox(why)
+                VersionError::Sandbox(why)
             });
         }
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -88,7 +93,7 @@ impl Versions {
         let line =
             String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
         if line.is_empty() && !out.status.success() {
-            return Err(Failure::Program(out.status.to_string(), said("")));
+            return Err(VersionError::Program { status: out.status.to_string(), said: said("") });
         }
         Ok(line)
     }
@@ -122,35 +127,31 @@ impl Versions {
     }
 }
 
-/// Why a version flag gave no line.
-enum Failure {
-    /// The launcher could not make namespaces here: worth a second try without them.
+/// Why a version flag gave no line ([`Versions::line`]); doctor shows it beside the program and
+/// warns when a module needs that program.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// The version flag's sandbox needs a home of its own, and it could not be made.
+    #[error("cannot make its sandbox's home {}: {source}", path.display())]
+    Home { path: PathBuf, source: std::io::Error },
+    /// The launcher could not make namespaces here. `line` never returns it: it tries again
+    /// without them, and a failure of that try is [`VersionError::Sandbox`].
+    #[error("could not run in its sandbox ({0})")]
     NoNamespaces(String),
-    /// The sandbox could not be built (the launcher's own line).
+    /// The sandbox could not be built, or the launcher could not start (the launcher's own
+    /// line, or why it did not start).
+    #[error("could not run in its sandbox ({0})")]
     Sandbox(String),
-    /// The program ended with this status, printing nothing on stdout (its stderr's first line).
-    Program(String, String),
-    /// It had not ended within this long.
+    /// The program ended with `status`, printing nothing on stdout; `said` is its stderr's
+    /// first line (empty when it said nothing).
+    #[error(
+        "printed nothing and ended with {status}{}",
+        if said.is_empty() { String::new() } else { format!(", saying {said:?}") }
+    )]
+    Program { status: String, said: String },
+    /// It had not ended within this long, and was killed.
+    #[error("did not answer within {} s and was killed", .0.as_secs())]
     Hung(Duration),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::NoNamespaces(why) | Failure::Sandbox(why) => {
-                write!(f, "could not run in its sandbox ({why})")
-            }
-            Failure::Program(status, err) if err.is_empty() => {
-                write!(f, "printed nothing and ended with {status}")
-            }
-            Failure::Program(status, err) => {
-                write!(f, "printed nothing and ended with {status}, saying {err:?}")
-            }
-            Failure::Hung(limit) => {
-                write!(f, "did not answer within {} s and was killed", limit.as_secs())
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -169,6 +170,8 @@ mod tests {
             run_as: None,
         };
         let why = v.line(Path::new("/bin/sh"), "--version", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(why, super::VersionError::Sandbox(_)), "{why:?}");
+        let why = why.to_string();
         assert!(why.starts_with("could not run in its sandbox (the launcher "), "{why}");
         assert!(why.contains("/nonexistent/hands-sandbox cannot start"), "{why}");
         let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();

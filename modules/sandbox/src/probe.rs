@@ -371,7 +371,7 @@ fn owner_check(base: &crate::launcher::Builder) -> Option<Check> {
         match crate::launcher::idmap::support(root, to) {
             Ok(None) => {}
             Ok(Some(owner)) => mapped.push(format!("uid {owner} of {}", root.display())),
-            Err(why) => refused.push(why),
+            Err(why) => refused.push(why.to_string()),
         }
     }
     if mapped.is_empty() && refused.is_empty() {

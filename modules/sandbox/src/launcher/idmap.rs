@@ -118,10 +118,65 @@ fn refusal(errno: i32) -> String {
     }
 }
 
+/// Why a root cannot be bound id-mapped: the step of the trial that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Unmapped {
+    /// The host's `/` could not be opened to reach the root from it.
+    #[error("cannot open / ({0})")]
+    HostRoot(std::io::Error),
+    /// The root is not there, or its path goes through a symbolic link.
+    #[error("it is gone, or reached through a symbolic link")]
+    Gone,
+    /// The root could not be opened.
+    #[error("cannot open it ({0})")]
+    Open(std::io::Error),
+    /// The helper user namespace that carries the map could not be made.
+    #[error("{0:#}")]
+    Namespace(anyhow::Error),
+    /// The root's mount could not be cloned.
+    #[error("cannot clone its mount ({0})")]
+    Clone(rustix::io::Errno),
+    /// The kernel refused to id-map the clone (this errno; the text says which file systems and
+    /// kernels can).
+    #[error("{}", refusal(*.0))]
+    Refused(i32),
+}
+
+/// Why commands cannot use a root as its owner ([`support`]); the text says what a person can
+/// do. Doctor warns with it; tools-shell refuses a `needs.write` grant with it before asking.
+#[derive(Debug, thiserror::Error)]
+pub enum IdmapError {
+    /// The root could not be looked at.
+    #[error("cannot stat {}: {source}", path.display())]
+    Stat { path: PathBuf, source: std::io::Error },
+    /// The root belongs to `owner`, commands run as `to`, and the id-mapped bind failed.
+    #[error(
+        "commands run as uid {to} but {} belongs to uid {owner} and cannot be bound id-mapped: \
+         {why}; they can write there only what its modes allow; {}",
+        path.display(),
+        fix(*owner, *to)
+    )]
+    Unmappable { path: PathBuf, owner: u32, to: u32, why: Unmapped },
+}
+
+/// What a person can do about a root of `owner` that commands run as `to` cannot use as its
+/// owner.
+fn fix(owner: u32, to: u32) -> String {
+    if owner == 0 {
+        format!(
+            "a person can give the root to an ordinary user (`chown -R`) and set \
+             sandbox.run_as to that user, or set sandbox.run_as to a user who may write it \
+             (commands now run as uid {to})"
+        )
+    } else {
+        format!("a person can set sandbox.run_as = \"{owner}\" (the root's owner)")
+    }
+}
+
 /// A detached, id-mapped copy of the tree behind `at` (an `O_PATH` descriptor of a root).
-fn mapped_tree(at: &OwnedFd, ns: &OwnedFd, read_only: bool) -> Result<OwnedFd, String> {
-    let tree = remask::clone_tree(at).map_err(|e| format!("cannot clone its mount ({e})"))?;
-    sys::set_idmap_attrs(&tree, ns, read_only).map_err(refusal)?;
+fn mapped_tree(at: &OwnedFd, ns: &OwnedFd, read_only: bool) -> Result<OwnedFd, Unmapped> {
+    let tree = remask::clone_tree(at).map_err(Unmapped::Clone)?;
+    sys::set_idmap_attrs(&tree, ns, read_only).map_err(Unmapped::Refused)?;
     Ok(tree)
 }
 
@@ -166,41 +221,28 @@ pub(super) fn prepare(spec: &Spec) -> BTreeMap<PathBuf, Premade> {
 /// root, before anyone is asked): `Ok(None)` when they are its owner, `Ok(Some(owner))` when
 /// it can be bound id-mapped (tried now on a detached copy, thrown away), else why not, with
 /// what a person can do.
-pub fn support(path: &Path, to: Ids) -> Result<Option<u32>, String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+pub fn support(path: &Path, to: Ids) -> Result<Option<u32>, IdmapError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|source| IdmapError::Stat { path: path.to_path_buf(), source })?;
     if meta.uid() == to.uid {
         return Ok(None);
     }
     let owner = Ids { uid: meta.uid(), gid: meta.gid() };
-    let tried = (|| -> Result<(), String> {
-        let host = crate::resolve::host_root().map_err(|e| format!("cannot open / ({e})"))?;
+    let tried = (|| -> Result<(), Unmapped> {
+        let host = crate::resolve::host_root().map_err(Unmapped::HostRoot)?;
         let at = match crate::resolve::open_nofollow(&host, path) {
             Ok(Target::Found(fd, _)) => fd,
-            Ok(_) => return Err("it is gone, or reached through a symbolic link".into()),
-            Err(e) => return Err(format!("cannot open it ({e})")),
+            Ok(_) => return Err(Unmapped::Gone),
+            Err(e) => return Err(Unmapped::Open(e)),
         };
-        let ns = userns(owner, to).map_err(|e| format!("{e:#}"))?;
+        let ns = userns(owner, to).map_err(Unmapped::Namespace)?;
         mapped_tree(&at, &ns, true).map(drop)
     })();
-    tried.map(|()| Some(owner.uid)).map_err(|why| {
-        let fix = if owner.uid == 0 {
-            format!(
-                "a person can give the root to an ordinary user (`chown -R`) and set \
-                 sandbox.run_as to that user, or set sandbox.run_as to a user who may write it \
-                 (commands now run as uid {})",
-                to.uid
-            )
-        } else {
-            format!("a person can set sandbox.run_as = \"{}\" (the root's owner)", owner.uid)
-        };
-        format!(
-            "commands run as uid {} but {} belongs to uid {} and cannot be bound id-mapped: \
-             {why}; they can write there only what its modes allow; {fix}",
-            to.uid,
-            path.display(),
-            owner.uid
-        )
+    tried.map(|()| Some(owner.uid)).map_err(|why| IdmapError::Unmappable {
+        path: path.to_path_buf(),
+        owner: owner.uid,
+        to: to.uid,
+        why,
     })
 }
 

@@ -56,6 +56,23 @@ pub struct Answer {
     pub absent: Vec<PathBuf>,
 }
 
+/// Why `hands __remask` masked nothing ([`request`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RemaskError {
+    /// It had not ended within this long (it was killed).
+    #[error("the helper did not finish within {0:?}")]
+    Timeout(std::time::Duration),
+    /// It could not be started, fed or waited on.
+    #[error("the helper could not run: {0}")]
+    Run(std::io::Error),
+    /// It failed, saying this on its stderr (its own `hands remask: …` line).
+    #[error("{0}")]
+    Failed(String),
+    /// It answered something that is not an [`Answer`].
+    #[error("the helper's answer is unreadable: {0}")]
+    Unreadable(serde_json::Error),
+}
+
 /// Asks `hands __remask` (the binary at `exe`) to mask `paths` in the running sandbox of the
 /// launcher `launcher`, waiting at most `limit`: what it masked and what was absent, or why it
 /// could not. The one place the daemon starts `__remask`.
@@ -64,7 +81,7 @@ pub async fn request(
     launcher: &Process,
     paths: &[&Path],
     limit: std::time::Duration,
-) -> std::result::Result<Answer, String> {
+) -> std::result::Result<Answer, RemaskError> {
     use std::process::Stdio;
     use tokio::io::AsyncWriteExt;
     let request = serde_json::json!({ "launcher": launcher, "paths": paths }).to_string();
@@ -84,13 +101,12 @@ pub async fn request(
     };
     let out = tokio::time::timeout(limit, run)
         .await
-        .map_err(|_| format!("the helper did not finish within {limit:?}"))?
-        .map_err(|e| format!("the helper could not run: {e}"))?;
+        .map_err(|_| RemaskError::Timeout(limit))?
+        .map_err(RemaskError::Run)?;
     if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        return Err(RemaskError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("the helper's answer is unreadable: {e}"))
+    serde_json::from_slice(&out.stdout).map_err(RemaskError::Unreadable)
 }
 
 /// Runs `hands __remask`: the request comes on stdin (it may name more paths than one argument

@@ -22,8 +22,22 @@ pub enum Framing {
     Chunked,
 }
 
+/// Why a request's framing is ambiguous ([`framing`]): the proxy answers `400 Bad Request`
+/// with it, and sends nothing on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("a request with both Transfer-Encoding and Content-Length")]
+    Both,
+    #[error("a request whose Transfer-Encoding does not end in one chunked")]
+    NotChunked,
+    #[error("a request whose Content-Length is not a number")]
+    NotANumber,
+    #[error("a request with differing Content-Length values")]
+    Differing,
+}
+
 /// The framing of a request with these headers, or why it is refused (RFC 9112 §6).
-pub fn framing(headers: &[(String, Vec<u8>)]) -> Result<Framing, String> {
+pub fn framing(headers: &[(String, Vec<u8>)]) -> Result<Framing, FramingError> {
     let values = |name: &str| -> Vec<String> {
         headers
             .iter()
@@ -41,12 +55,12 @@ pub fn framing(headers: &[(String, Vec<u8>)]) -> Result<Framing, String> {
     let lengths = values("content-length");
     if !codings.is_empty() {
         if !lengths.is_empty() {
-            return Err("a request with both Transfer-Encoding and Content-Length".into());
+            return Err(FramingError::Both);
         }
         if codings.last().map(String::as_str) != Some("chunked")
             || codings.iter().filter(|c| *c == "chunked").count() != 1
         {
-            return Err("a request whose Transfer-Encoding does not end in one chunked".into());
+            return Err(FramingError::NotChunked);
         }
         return Ok(Framing::Chunked);
     }
@@ -57,8 +71,8 @@ pub fn framing(headers: &[(String, Vec<u8>)]) -> Result<Framing, String> {
             .ok()
             .filter(|_| first.bytes().all(|b| b.is_ascii_digit()))
             .map(Framing::Length)
-            .ok_or_else(|| "a request whose Content-Length is not a number".into()),
-        _ => Err("a request with differing Content-Length values".into()),
+            .ok_or(FramingError::NotANumber),
+        _ => Err(FramingError::Differing),
     }
 }
 
@@ -189,15 +203,18 @@ mod tests {
         assert_eq!(framing(&h(&[("Content-Length", "12")])), Ok(Framing::Length(12)));
         assert_eq!(framing(&h(&[("content-length", "5, 5")])), Ok(Framing::Length(5)));
         assert_eq!(framing(&h(&[("Transfer-Encoding", "gzip, chunked")])), Ok(Framing::Chunked));
-        for bad in [
-            h(&[("Content-Length", "5"), ("Content-Length", "6")]),
-            h(&[("Content-Length", "-1")]),
-            h(&[("Content-Length", "+5")]),
-            h(&[("Transfer-Encoding", "chunked"), ("Content-Length", "5")]),
-            h(&[("Transfer-Encoding", "chunked, gzip")]),
-            h(&[("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "chunked")]),
+        for (bad, why) in [
+            (h(&[("Content-Length", "5"), ("Content-Length", "6")]), FramingError::Differing),
+            (h(&[("Content-Length", "-1")]), FramingError::NotANumber),
+            (h(&[("Content-Length", "+5")]), FramingError::NotANumber),
+            (h(&[("Transfer-Encoding", "chunked"), ("Content-Length", "5")]), FramingError::Both),
+            (h(&[("Transfer-Encoding", "chunked, gzip")]), FramingError::NotChunked),
+            (
+                h(&[("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "chunked")]),
+                FramingError::NotChunked,
+            ),
         ] {
-            assert!(framing(&bad).is_err(), "{bad:?}");
+            assert_eq!(framing(&bad), Err(why), "{bad:?}");
         }
     }
 

@@ -46,7 +46,9 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
             }
             match body::framing(&request.headers) {
                 Ok(f) => Some(f),
-                Err(why) => return answer(&mut client, "400 Bad Request", &why).await,
+                Err(why) => {
+                    return answer(&mut client, "400 Bad Request", &why.to_string()).await;
+                }
             }
         }
     };
@@ -142,7 +144,7 @@ async fn in_tunnel(
     let framing = match body::framing(&request.headers) {
         Ok(f) => f,
         Err(why) => {
-            let _ = tunnel::write_all(client, &refuse("400 Bad Request", &why)).await;
+            let _ = tunnel::write_all(client, &refuse("400 Bad Request", &why.to_string())).await;
             return None;
         }
     };

@@ -18,7 +18,7 @@ pub mod sni;
 mod socks;
 mod tunnel;
 
-pub use net_rules::{Entry, RuleError, Rules, Target, Unknown, Verdict};
+pub use net_rules::{AddressRefusal, Entry, HostError, RuleError, Rules, Target, Unknown, Verdict};
 
 use hands_roots::lock;
 use std::collections::HashMap;
@@ -276,7 +276,7 @@ impl Proxy {
         };
         let target = match Target::parse(host) {
             Ok(t) => t,
-            Err(why) => return Err(refuse("proxy", why, None)),
+            Err(why) => return Err(refuse("proxy", why.to_string(), None)),
         };
         let shown = target.to_string();
         let granted = token.as_deref().and_then(|t| {
@@ -356,7 +356,7 @@ impl Proxy {
             match self.rules.address(address.ip(), port, &own) {
                 Ok(()) => checked.push(SocketAddr::new(net_rules::canonical(address.ip()), port)),
                 Err(why) => {
-                    first_refusal.get_or_insert((why, address));
+                    first_refusal.get_or_insert((why.to_string(), address));
                 }
             }
         }

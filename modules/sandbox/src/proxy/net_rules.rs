@@ -22,6 +22,34 @@ pub struct RuleError {
     pub hint: String,
 }
 
+/// A host, as an entry or a command named it, that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// Not letters, digits, `-` and `_` in labels of 1 to 63 between dots, or over 253 in all
+    /// (the text as given, cut).
+    #[error("`{0}` is not a host name")]
+    NotAName(String),
+    /// Digits and dots only: an IPv4 address written oddly (`127.1`), not taken as a name.
+    #[error("`{0}` is neither a host name nor an IP address")]
+    Numeric(String),
+}
+
+/// Why a resolved address is refused ([`Rules::address`]); the proxy refuses the connection
+/// with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressRefusal {
+    /// A deny entry covers the address.
+    #[error("{ip} is refused by deny entry `{entry}`")]
+    Denied { ip: IpAddr, entry: String },
+    /// A special address (loopback, private, the host's own, …: `kind` says which) that no
+    /// allow entry names.
+    #[error(
+        "it resolves to {ip}, {kind}, which is reached only when an allow entry names that \
+         address or its range"
+    )]
+    Special { ip: IpAddr, kind: &'static str },
+}
+
 /// The host part of an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Host {
@@ -119,13 +147,13 @@ fn parse_host(text: &str) -> Result<Host, String> {
         return Ok(Host::Net(net.trunc()));
     }
     if let Some(suffix) = text.strip_prefix("*.") {
-        return Ok(Host::Below(name(suffix)?));
+        return Ok(Host::Below(name(suffix).map_err(|e| e.to_string())?));
     }
-    Ok(Host::Name(name(text)?))
+    Ok(Host::Name(name(text).map_err(|e| e.to_string())?))
 }
 
 /// A host name as DNS allows it (letters, digits, `-`, `_`, dots between labels), lowercased.
-pub fn name(text: &str) -> Result<String, String> {
+pub fn name(text: &str) -> Result<String, HostError> {
     let lower = text.trim_end_matches('.').to_ascii_lowercase();
     let ok_label = |l: &str| {
         !l.is_empty()
@@ -135,11 +163,11 @@ pub fn name(text: &str) -> Result<String, String> {
             && !l.ends_with('-')
     };
     if lower.is_empty() || lower.len() > 253 || !lower.split('.').all(ok_label) {
-        return Err(format!("`{}` is not a host name", cut(text)));
+        return Err(HostError::NotAName(cut(text)));
     }
     // A name of digits and dots only would be an IPv4 address written oddly (`127.1`).
     if lower.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return Err(format!("`{}` is neither a host name nor an IP address", cut(text)));
+        return Err(HostError::Numeric(cut(text)));
     }
     Ok(lower)
 }
@@ -185,7 +213,7 @@ pub enum Target {
 
 impl Target {
     /// Parses what a client sent as the host: an IP literal or a host name.
-    pub fn parse(host: &str) -> Result<Target, String> {
+    pub fn parse(host: &str) -> Result<Target, HostError> {
         let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         match bare.parse::<IpAddr>() {
             Ok(ip) => Ok(Target::Ip(canonical(ip))),
@@ -280,11 +308,11 @@ impl Rules {
     /// Checks a resolved address: special addresses (loopback, link-local, private, the host's
     /// own, …) pass only when an allow entry names the address or a range holding it, and no
     /// deny entry does.
-    pub fn address(&self, ip: IpAddr, port: u16, own: &[IpAddr]) -> Result<(), String> {
+    pub fn address(&self, ip: IpAddr, port: u16, own: &[IpAddr]) -> Result<(), AddressRefusal> {
         let ip = canonical(ip);
         let target = Target::Ip(ip);
         if let Some(e) = self.deny.iter().find(|e| e.covers(&target, port)) {
-            return Err(format!("{ip} is refused by deny entry `{e}`"));
+            return Err(AddressRefusal::Denied { ip, entry: e.to_string() });
         }
         let kind = match special(ip) {
             Some(kind) => kind,
@@ -294,10 +322,7 @@ impl Rules {
         if self.allow.iter().any(|e| e.covers(&target, port)) {
             return Ok(());
         }
-        Err(format!(
-            "it resolves to {ip}, {kind}, which is reached only when an allow entry names that \
-             address or its range"
-        ))
+        Err(AddressRefusal::Special { ip, kind })
     }
 }
 

@@ -333,7 +333,7 @@ impl Shell {
             CLIENT_TIMEOUT,
         )
         .await
-        .map_err(refuse)?;
+        .map_err(|e| refuse(e.to_string()))?;
         tracing::info!(
             session = %name,
             masked = ?answer.masked,
