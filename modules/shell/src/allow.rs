@@ -131,7 +131,7 @@ pub enum AllowError {
     )]
     TooDeep(String),
     #[error("the wrappers profile is broken, so no argv can be checked: {0}")]
-    Profile(String),
+    Profile(crate::wrappers::ProfileError),
     #[error(
         "the published name `{}` is not a valid MCP tool name (1 to {MAX_TOOL_NAME} characters \
          of A-Z a-z 0-9 _ . -); shorten the entry or pass such arguments through `args`",

@@ -40,17 +40,42 @@ pub struct OutputFile {
     pub why: Option<String>,
 }
 
+/// Why `bash`'s `outputs` is refused before anything runs ([`check`]); the text says what to
+/// change. tools-shell refuses the call with it (the layer `arguments`).
+#[derive(Debug, thiserror::Error)]
+pub enum OutputsError {
+    /// It names this many files, more than [`MAX_FILES`].
+    #[error(
+        "`outputs` names {0} files, more than the {MAX_FILES} one call returns; nothing ran — \
+         ask for at most {MAX_FILES} (pack more into one archive, or read the rest in a later \
+         call)"
+    )]
+    TooMany(usize),
+    /// The entry at this index is empty.
+    #[error("`outputs[{0}]` is empty; nothing ran — give a file's path")]
+    Empty(usize),
+    /// This path is named twice.
+    #[error("`outputs` names `{}` twice; nothing ran — name each file once", hands_roots::shown(.0))]
+    Twice(String),
+    /// A relative `path` cannot be joined to the working folder `base`, which is not UTF-8.
+    #[error(
+        "the working folder {} is not valid UTF-8, so `{}` cannot be placed under it; give an \
+         absolute path",
+        base.display(),
+        hands_roots::shown(path)
+    )]
+    NotUtf8 { base: PathBuf, path: String },
+    /// The entry at `index` is not under the roots (or the resolver refuses it by name).
+    #[error("`outputs[{index}]`: {source}; nothing ran")]
+    Path { index: usize, source: hands_roots::PathError },
+}
+
 /// The check before anything runs: at most [`MAX_FILES`] paths, none empty or given twice,
 /// each under the roots by name (relative ones to the command's working folder `cwd`, as given:
 /// the first root when it is absent). Returns why the call is refused.
-pub fn check(resolver: &Resolver, cwd: Option<&str>, paths: &[String]) -> Result<(), String> {
+pub fn check(resolver: &Resolver, cwd: Option<&str>, paths: &[String]) -> Result<(), OutputsError> {
     if paths.len() > MAX_FILES {
-        return Err(format!(
-            "`outputs` names {} files, more than the {MAX_FILES} one call returns; nothing ran — \
-             ask for at most {MAX_FILES} (pack more into one archive, or read the rest in a \
-             later call)",
-            paths.len()
-        ));
+        return Err(OutputsError::TooMany(paths.len()));
     }
     let base = match resolver.locate(cwd.unwrap_or_default()) {
         Ok(l) => l.abs,
@@ -59,33 +84,25 @@ pub fn check(resolver: &Resolver, cwd: Option<&str>, paths: &[String]) -> Result
     };
     for (i, p) in paths.iter().enumerate() {
         if p.is_empty() {
-            return Err(format!("`outputs[{i}]` is empty; nothing ran — give a file's path"));
+            return Err(OutputsError::Empty(i));
         }
         if paths[..i].contains(p) {
-            return Err(format!(
-                "`outputs` names `{}` twice; nothing ran — name each file once",
-                hands_roots::shown(p)
-            ));
+            return Err(OutputsError::Twice(p.clone()));
         }
         let joined = joined(&base, p)?;
-        if let Err(e) = resolver.locate(&joined) {
-            return Err(format!("`outputs[{i}]`: {e}; nothing ran"));
+        if let Err(source) = resolver.locate(&joined) {
+            return Err(OutputsError::Path { index: i, source });
         }
     }
     Ok(())
 }
 
 /// `p` as the resolver takes it: absolute as it is, relative under `base` (a real folder).
-fn joined(base: &Path, p: &str) -> Result<String, String> {
+fn joined(base: &Path, p: &str) -> Result<String, OutputsError> {
     let abs = if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) };
-    abs.into_os_string().into_string().map_err(|_| {
-        format!(
-            "the working folder {} is not valid UTF-8, so `{}` cannot be placed under it; give \
-             an absolute path",
-            base.display(),
-            hands_roots::shown(p)
-        )
-    })
+    abs.into_os_string()
+        .into_string()
+        .map_err(|_| OutputsError::NotUtf8 { base: base.to_path_buf(), path: p.to_string() })
 }
 
 /// Reads the files `paths` names after the command ran in `cwd` (its real path), in order,
@@ -165,7 +182,7 @@ fn read_one(
     p: &str,
     left: u64,
 ) -> Result<(PathBuf, Vec<u8>), (String, Option<u64>)> {
-    let path = joined(cwd, p).map_err(|why| (why, None))?;
+    let path = joined(cwd, p).map_err(|why| (why.to_string(), None))?;
     let opened = resolver.open_file(&path).map_err(|e| (format!("not returned: {e}"), None))?;
     let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
     let over = |n: u64| {
@@ -342,9 +359,11 @@ mod tests {
         assert_eq!(files[0].body, Body::Text("small".into()));
         let (report, files) = collect(&resolver, &root, &paths, None);
         assert!(report.iter().all(|r| r.returned) && files.len() == 2, "{report:?}");
-        assert_eq!(check(&resolver, None, &paths), Ok(()));
+        assert!(check(&resolver, None, &paths).is_ok());
         let nine: Vec<String> = (0..9).map(|i| format!("{i}")).collect();
-        assert!(check(&resolver, None, &nine).unwrap_err().contains("more than the 8"));
+        let e = check(&resolver, None, &nine).unwrap_err();
+        assert!(matches!(e, OutputsError::TooMany(9)), "{e:?}");
+        assert!(e.to_string().contains("more than the 8"), "{e}");
     }
 
     #[test]

@@ -283,24 +283,35 @@ pub fn page(data: &[u8], max_lines: usize, max_chars: usize) -> Page {
     Page { lines: out.len(), text: out.join("\n"), consumed, more, cut }
 }
 
+/// Why a `ready`/`wait` pattern cannot be waited for ([`pattern`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatternError {
+    #[error("pattern is empty; give a regular expression such as `listening on`")]
+    Empty,
+    /// It has this many characters, more than [`MAX_PATTERN`].
+    #[error("pattern is {0} characters; at most {MAX_PATTERN}")]
+    TooLong(usize),
+    /// The regex crate refused it (bad syntax, or its compiled form is over the bound).
+    #[error("pattern is not a valid regular expression (Rust `regex` syntax): {0}")]
+    Invalid(regex::Error),
+}
+
 /// How `ready`/`wait` patterns are compiled: `^` and `$` match at line ends, and the compiled
 /// form is bounded. A bad pattern is an error that says why.
-pub fn pattern(p: &str) -> Result<regex::Regex, String> {
+pub fn pattern(p: &str) -> Result<regex::Regex, PatternError> {
     if p.is_empty() {
-        return Err("pattern is empty; give a regular expression such as `listening on`".into());
+        return Err(PatternError::Empty);
     }
     let chars = p.chars().count();
     if chars > MAX_PATTERN {
-        return Err(format!("pattern is {chars} characters; at most {MAX_PATTERN}"));
+        return Err(PatternError::TooLong(chars));
     }
     regex::RegexBuilder::new(p)
         .multi_line(true)
         .size_limit(1 << 20)
         .dfa_size_limit(1 << 20)
         .build()
-        .map_err(|e| {
-            format!("pattern is not a valid regular expression (Rust `regex` syntax): {e}")
-        })
+        .map_err(PatternError::Invalid)
 }
 
 /// TCP sockets in LISTEN state in a `/proc/net/tcp` or `/proc/net/tcp6` table: `(port, inode)`.
@@ -389,9 +400,13 @@ mod tests {
 
     #[test]
     fn patterns_are_checked_and_match_per_line() {
-        assert!(pattern("(").unwrap_err().contains("not a valid regular expression"));
-        assert!(pattern("").is_err());
-        assert!(pattern(&"a".repeat(MAX_PATTERN + 1)).unwrap_err().contains("at most"));
+        let bad = pattern("(").unwrap_err();
+        assert!(matches!(bad, PatternError::Invalid(_)), "{bad:?}");
+        assert!(bad.to_string().contains("not a valid regular expression"), "{bad}");
+        assert!(matches!(pattern(""), Err(PatternError::Empty)));
+        let long = pattern(&"a".repeat(MAX_PATTERN + 1)).unwrap_err();
+        assert_eq!(long, PatternError::TooLong(MAX_PATTERN + 1));
+        assert!(long.to_string().contains("at most"), "{long}");
         assert!(pattern("^ready$").unwrap().is_match("x\nready\ny"));
     }
 

@@ -24,6 +24,35 @@ pub struct Pin {
     pub ino: u64,
 }
 
+/// Why a program cannot run as the one the configuration admitted ([`Pins::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// No folder of the module's PATH had `bin` when the configuration was loaded.
+    #[error(
+        "`{}` was not found in the module's PATH ({path}) when the daemon loaded its \
+         configuration; a person can install it there (or add its folder to tools-shell's \
+         `path`) and restart the daemon",
+        hands_roots::shown(bin)
+    )]
+    NotFound { bin: String, path: String },
+    /// The file `bin` was pinned to is another one now (`now`: its device and inode), or gone
+    /// (`None`).
+    #[error(
+        "`{}` resolved to {} (device {}, inode {}) when the daemon loaded its configuration, \
+         and that file is {} now: refused, the program that would run is not the one the \
+         configuration admitted; a person who changed it on purpose restarts the daemon",
+        hands_roots::shown(bin),
+        pinned.path.display(),
+        pinned.dev,
+        pinned.ino,
+        match now {
+            Some((dev, ino)) => format!("another (device {dev}, inode {ino})"),
+            None => "gone, or no longer an executable file".to_string(),
+        }
+    )]
+    Changed { bin: String, pinned: Pin, now: Option<(u64, u64)> },
+}
+
 /// Every allowed name's program, found once.
 #[derive(Debug, Clone, Default)]
 pub struct Pins {
@@ -65,30 +94,17 @@ impl Pins {
     }
 
     /// The program `bin` runs as: the file recorded at load, if it is still that file.
-    pub fn resolve(&self, bin: &str, path: &str) -> Result<&Pin, String> {
-        let shown = hands_roots::shown(bin);
+    pub fn resolve(&self, bin: &str, path: &str) -> Result<&Pin, PinError> {
         let Some(pin) = self.by_name.get(bin) else {
-            return Err(format!(
-                "`{shown}` was not found in the module's PATH ({path}) when the daemon loaded its \
-                 configuration; a person can install it there (or add its folder to \
-                 tools-shell's `path`) and restart the daemon"
-            ));
+            return Err(PinError::NotFound { bin: bin.to_string(), path: path.to_string() });
         };
         match at(&pin.path) {
             Some(now) if now == *pin => Ok(pin),
-            now => Err(format!(
-                "`{shown}` resolved to {} (device {}, inode {}) when the daemon loaded its \
-                 configuration, and that file is {} now: refused, the program that would run \
-                 is not the one the configuration admitted; a person who changed it on purpose \
-                 restarts the daemon",
-                pin.path.display(),
-                pin.dev,
-                pin.ino,
-                match now {
-                    Some(n) => format!("another (device {}, inode {})", n.dev, n.ino),
-                    None => "gone, or no longer an executable file".to_string(),
-                }
-            )),
+            now => Err(PinError::Changed {
+                bin: bin.to_string(),
+                pinned: pin.clone(),
+                now: now.map(|n| (n.dev, n.ino)),
+            }),
         }
     }
 }
@@ -129,11 +145,15 @@ mod tests {
         let policy = Policy::new(&["tool".into()], &[], Some(&[])).unwrap();
         let pins = Pins::load(&policy, &[], &path);
         assert_eq!(pins.resolve("tool", &path).unwrap().path, bin.join("tool"));
-        assert!(pins.resolve("other", &path).unwrap_err().contains("was not found"));
+        let err = pins.resolve("other", &path).unwrap_err();
+        assert!(matches!(err, PinError::NotFound { .. }), "{err:?}");
+        assert!(err.to_string().contains("was not found"), "{err}");
         // Replaced as the file tools do (a new file renamed over it, exec bit kept).
         exe(&bin.join("new"), "#!/bin/sh\necho agent\n");
         std::fs::rename(bin.join("new"), bin.join("tool")).unwrap();
         let err = pins.resolve("tool", &path).unwrap_err();
+        assert!(matches!(err, PinError::Changed { now: Some(_), .. }), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("is another") && err.contains("restarts the daemon"), "{err}");
         // `*`: every executable of the folders, found at load.
         let all = Policy::new(&["*".into()], &[], Some(&[])).unwrap();

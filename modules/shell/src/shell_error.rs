@@ -41,6 +41,13 @@ pub enum ShellError {
     /// The client cancelled the call (or went away); the text says at which point.
     #[error("{0}")]
     Cancelled(String),
+    /// A tmux tool's argument cannot be used (session name, `ready`/`wait`, timeout).
+    #[error(transparent)]
+    Arguments(#[from] crate::tmux::ArgError),
+    /// The program an argv names is not the one the configuration admitted: not found at load,
+    /// or another file now ([`crate::pins::Pins::resolve`]).
+    #[error(transparent)]
+    Pin(#[from] crate::pins::PinError),
     /// Anything else: bad arguments, no such session, a tmux failure, I/O; the text says what
     /// and what to do.
     #[error("{0}")]

@@ -42,6 +42,7 @@ pub const LOG_DROPPED: &str = "dropped";
 pub const LOG_PREFIX: &str = "out.";
 
 mod tool_types;
+pub use tool_types::ArgError;
 pub use tool_types::{
     Condition, Facts, KillOutput, KillParams, ListOutput, ListParams, ReadOutput, ReadParams,
     SendOutput, SendParams, Session, StartParams, Started, State, Until, wait_secs,
@@ -49,13 +50,10 @@ pub use tool_types::{
 
 /// Checks a session name: tmux target syntax (`:`, `.`), option-like names, whitespace and
 /// anything outside `[A-Za-z0-9_-]` are refused.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), ArgError> {
     let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if name.is_empty() || name.len() > MAX_NAME || !ok_chars || name.starts_with('-') {
-        return Err(format!(
-            "invalid session name {name:?}: use 1 to {MAX_NAME} letters, digits, `_` or `-`, \
-             not starting with `-` (tmux target syntax such as `:` or `.` is not allowed)"
-        ));
+        return Err(ArgError::SessionName(name.to_string()));
     }
     Ok(())
 }

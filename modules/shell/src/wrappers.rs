@@ -42,25 +42,45 @@ pub enum Inner {
     Unknown(usize, String),
 }
 
+/// A line of `sandbox-profiles/wrappers.txt` that cannot be read ([`Profile::parse`]); `line`
+/// counts from 1. The embedded profile's parse is tested, so this is a build's mistake: the
+/// allowlist then refuses every argv and names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("sandbox-profiles/wrappers.txt line {line}: `wrap` needs a program")]
+    NoProgram { line: usize },
+    #[error("sandbox-profiles/wrappers.txt line {line}: bad {word}")]
+    BadSkip { line: usize, word: String },
+    #[error("sandbox-profiles/wrappers.txt line {line}: unknown field `{word}`")]
+    UnknownField { line: usize, word: String },
+    #[error("sandbox-profiles/wrappers.txt line {line}: `{option}` is not `-x` or `--long`")]
+    NotAnOption { line: usize, option: String },
+    #[error(
+        "sandbox-profiles/wrappers.txt line {line}: a line starts with `wrap` or `opaque`: \
+         `{text}`"
+    )]
+    BadLine { line: usize, text: String },
+}
+
 fn list(v: &str) -> Vec<String> {
     v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()
 }
 
 impl Profile {
     /// Parses the profile's text; an error names the line and what is wrong with it.
-    pub fn parse(text: &str) -> Result<Profile, String> {
+    pub fn parse(text: &str) -> Result<Profile, ProfileError> {
         let mut p = Profile::default();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let at = |why: String| format!("sandbox-profiles/wrappers.txt line {}: {why}", n + 1);
+            let at = n + 1;
             let mut words = line.split_whitespace();
             match words.next() {
                 Some("opaque") => p.opaque.extend(words.map(str::to_string)),
                 Some("wrap") => {
-                    let name = words.next().ok_or_else(|| at("`wrap` needs a program".into()))?;
+                    let name = words.next().ok_or(ProfileError::NoProgram { line: at })?;
                     let mut w = Wrapper::default();
                     for word in words {
                         let (key, value) = word.split_once('=').unwrap_or((word, ""));
@@ -73,10 +93,18 @@ impl Profile {
                             "numeric" => w.numeric = true,
                             "assign" => w.assign = true,
                             "skip" => {
-                                w.skip = value.parse().map_err(|_| at(format!("bad {word}")))?
+                                w.skip = value.parse().map_err(|_| ProfileError::BadSkip {
+                                    line: at,
+                                    word: word.to_string(),
+                                })?
                             }
                             "bare" => w.bare = Some(value.to_string()),
-                            _ => return Err(at(format!("unknown field `{word}`"))),
+                            _ => {
+                                return Err(ProfileError::UnknownField {
+                                    line: at,
+                                    word: word.to_string(),
+                                });
+                            }
                         }
                     }
                     let options = [&w.flags, &w.values, &w.optional, &w.text];
@@ -84,12 +112,14 @@ impl Profile {
                         let long = o.len() > 2 && o.starts_with("--");
                         let short = o.len() == 2 && o.starts_with('-') && o != "--";
                         if !long && !short {
-                            return Err(at(format!("`{o}` is not `-x` or `--long`")));
+                            return Err(ProfileError::NotAnOption { line: at, option: o.clone() });
                         }
                     }
                     p.wrappers.insert(name.to_string(), w);
                 }
-                _ => return Err(at(format!("a line starts with `wrap` or `opaque`: `{line}`"))),
+                _ => {
+                    return Err(ProfileError::BadLine { line: at, text: line.to_string() });
+                }
             }
         }
         Ok(p)
@@ -98,8 +128,8 @@ impl Profile {
     /// The embedded profile, parsed once. Its parse is tested; were it broken, no program
     /// would be a wrapper and every `wrap` line's program would be refused by [`Profile::get`]'s
     /// caller instead (see `allow::Policy::new`, which reports the error at startup).
-    pub fn embedded() -> Result<&'static Profile, String> {
-        static PARSED: OnceLock<Result<Profile, String>> = OnceLock::new();
+    pub fn embedded() -> Result<&'static Profile, ProfileError> {
+        static PARSED: OnceLock<Result<Profile, ProfileError>> = OnceLock::new();
         PARSED.get_or_init(|| Profile::parse(PROFILE)).as_ref().map_err(Clone::clone)
     }
 
@@ -325,9 +355,13 @@ mod tests {
 
     #[test]
     fn bad_profile_lines_are_named() {
-        assert!(Profile::parse("wrap x flags=-ff").unwrap_err().contains("line 1"));
-        assert!(Profile::parse("\nwrap x colour=red").unwrap_err().contains("line 2"));
-        assert!(Profile::parse("frob x").is_err());
-        assert!(Profile::parse("wrap").is_err());
+        let e = Profile::parse("wrap x flags=-ff").unwrap_err();
+        assert_eq!(e, ProfileError::NotAnOption { line: 1, option: "-ff".into() });
+        assert!(e.to_string().contains("line 1"), "{e}");
+        let e = Profile::parse("\nwrap x colour=red").unwrap_err();
+        assert_eq!(e, ProfileError::UnknownField { line: 2, word: "colour=red".into() });
+        assert!(e.to_string().contains("line 2"), "{e}");
+        assert!(matches!(Profile::parse("frob x"), Err(ProfileError::BadLine { line: 1, .. })));
+        assert_eq!(Profile::parse("wrap").unwrap_err(), ProfileError::NoProgram { line: 1 });
     }
 }

@@ -91,7 +91,7 @@ impl Shell {
     pub fn check(&self, argv: &[String]) -> Result<Checked, ShellError> {
         let verdict = self.policy.decide(argv).map_err(|e| ShellError::Failed(e.to_string()))?;
         let bin = argv.first().map(String::as_str).unwrap_or_default();
-        let pin = self.pins.resolve(bin, &self.path).map_err(ShellError::Failed)?;
+        let pin = self.pins.resolve(bin, &self.path)?;
         let (program, identity) = (pin.path.clone(), (pin.dev, pin.ino));
         // By the file, not the name: `rbash` is `bash`, a link named `ls` to busybox is busybox
         // (decision 0067).

@@ -117,9 +117,9 @@ impl Shell {
     /// `bash`'s `outputs` before anything runs (`crate::outputs::check`): how many, and each
     /// under the roots by name; refused before anyone is asked.
     pub fn check_outputs(&self, cwd: Option<&str>, outputs: &[String]) -> Result<(), Refused> {
-        crate::outputs::check(&self.resolver, cwd, outputs).map_err(|message| {
+        crate::outputs::check(&self.resolver, cwd, outputs).map_err(|e| {
             let remedy = "fix `outputs` as the message says, and call again".into();
-            refused("outputs", "arguments", message, remedy, None)
+            refused("outputs", "arguments", e.to_string(), remedy, None)
         })
     }
 

@@ -238,7 +238,7 @@ fn no_session(name: &str) -> ShellError {
 impl Shell {
     /// The recorded, live session `name`, or the refusal that says it does not exist.
     fn live_session(&self, name: &str) -> Result<Meta, ShellError> {
-        check_name(name).map_err(ShellError::Failed)?;
+        check_name(name)?;
         let t = &self.tmux;
         match t.read_meta(name) {
             Some(m) if m.launcher.alive() => Ok(m),
@@ -458,7 +458,7 @@ impl Shell {
 
     /// `tmux_kill`.
     pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, ShellError> {
-        check_name(&p.session).map_err(ShellError::Failed)?;
+        check_name(&p.session)?;
         let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
         let cursor = self.cursor(&m);
         end_launcher(m.launcher).await;

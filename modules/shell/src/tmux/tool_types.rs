@@ -2,8 +2,9 @@
 //! of `tmux_start`, `tmux_read`, `tmux_send`, `tmux_list` and `tmux_kill`, a `ready`/`wait`
 //! condition, and each result with the text a person reads.
 
-use super::{DEFAULT_WAIT_SECS, MAX_QUIET_MS, MAX_WAIT_SECS, MIN_QUIET_MS};
+use super::{DEFAULT_WAIT_SECS, MAX_NAME, MAX_QUIET_MS, MAX_WAIT_SECS, MIN_QUIET_MS};
 use crate::needs::{Needs, Widening};
+use crate::pane::PatternError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -68,10 +69,47 @@ pub enum Until {
     Exit,
 }
 
+/// A tmux tool's argument that cannot be used: a session name, a `ready`/`wait` condition
+/// (`what` names which), a timeout. The call fails before tmux is asked anything; the text says
+/// what to send instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgError {
+    #[error(
+        "invalid session name {0:?}: use 1 to {MAX_NAME} letters, digits, `_` or `-`, not \
+         starting with `-` (tmux target syntax such as `:` or `.` is not allowed)"
+    )]
+    SessionName(String),
+    /// None, or more than one, of the condition's fields is given (`allowed` lists them).
+    #[error("{what} takes exactly one of {allowed}; e.g. {{\"pattern\": \"ready\"}}")]
+    NotOne { what: &'static str, allowed: &'static str },
+    /// `port` outside `tmux_start`'s `ready`.
+    #[error("{what} takes {allowed}; port is for tmux_start's ready")]
+    PortNotHere { what: &'static str, allowed: &'static str },
+    #[error("ready.port must be between 1 and 65535; got 0")]
+    PortZero,
+    #[error("{what}.{source}")]
+    Pattern { what: &'static str, source: PatternError },
+    #[error("{what}.quiet_ms must be between {MIN_QUIET_MS} and {MAX_QUIET_MS}; got {ms}")]
+    QuietRange { what: &'static str, ms: u64 },
+    /// A quiet spell no shorter than the wait could only time out.
+    #[error(
+        "{what}.quiet_ms ({ms}) must be shorter than timeout_secs ({timeout} s), or the wait \
+         could only time out"
+    )]
+    QuietTooLong { what: &'static str, ms: u64, timeout: u64 },
+    /// `exit` outside `tmux_send`'s `wait`.
+    #[error("{what} takes {allowed}; exit is for tmux_send's wait")]
+    ExitNotHere { what: &'static str, allowed: &'static str },
+    #[error("{what}.exit can only be true; leave wait out to return at once")]
+    ExitFalse { what: &'static str },
+    #[error("timeout_secs must be between 1 and {MAX_WAIT_SECS}; got {0}")]
+    Timeout(u64),
+}
+
 impl Condition {
     /// Checks that exactly one condition is given and that it can be waited for; `what` is
     /// the parameter's name (`ready` or `wait`), `timeout` the wait's bound.
-    pub fn check(&self, what: &str, timeout: u64) -> Result<Until, String> {
+    pub fn check(&self, what: &'static str, timeout: u64) -> Result<Until, ArgError> {
         let given = [
             self.port.is_some(),
             self.pattern.is_some(),
@@ -81,49 +119,44 @@ impl Condition {
         let allowed =
             if what == "ready" { "port, pattern or quiet_ms" } else { "pattern, quiet_ms or exit" };
         if given.iter().filter(|g| **g).count() != 1 {
-            return Err(format!(
-                "{what} takes exactly one of {allowed}; e.g. {{\"pattern\": \"ready\"}}"
-            ));
+            return Err(ArgError::NotOne { what, allowed });
         }
         if let Some(p) = self.port {
             if what != "ready" {
-                return Err(format!("{what} takes {allowed}; port is for tmux_start's ready"));
+                return Err(ArgError::PortNotHere { what, allowed });
             }
             if p == 0 {
-                return Err("ready.port must be between 1 and 65535; got 0".into());
+                return Err(ArgError::PortZero);
             }
             return Ok(Until::Port(p));
         }
         if let Some(p) = &self.pattern {
-            return crate::pane::pattern(p).map(Until::Pattern).map_err(|e| format!("{what}.{e}"));
+            return crate::pane::pattern(p)
+                .map(Until::Pattern)
+                .map_err(|source| ArgError::Pattern { what, source });
         }
         if let Some(ms) = self.quiet_ms {
             if !(MIN_QUIET_MS..=MAX_QUIET_MS).contains(&ms) {
-                return Err(format!(
-                    "{what}.quiet_ms must be between {MIN_QUIET_MS} and {MAX_QUIET_MS}; got {ms}"
-                ));
+                return Err(ArgError::QuietRange { what, ms });
             }
             if ms >= timeout.saturating_mul(1000) {
-                return Err(format!(
-                    "{what}.quiet_ms ({ms}) must be shorter than timeout_secs ({timeout} s), or \
-                     the wait could only time out"
-                ));
+                return Err(ArgError::QuietTooLong { what, ms, timeout });
             }
             return Ok(Until::Quiet(std::time::Duration::from_millis(ms)));
         }
         match self.exit {
             Some(true) if what != "ready" => Ok(Until::Exit),
-            Some(true) => Err(format!("{what} takes {allowed}; exit is for tmux_send's wait")),
-            _ => Err(format!("{what}.exit can only be true; leave wait out to return at once")),
+            Some(true) => Err(ArgError::ExitNotHere { what, allowed }),
+            _ => Err(ArgError::ExitFalse { what }),
         }
     }
 }
 
 /// Checks `timeout_secs` of a wait: the default, or 1 to 600.
-pub fn wait_secs(t: Option<u64>) -> Result<u64, String> {
+pub fn wait_secs(t: Option<u64>) -> Result<u64, ArgError> {
     let t = t.unwrap_or(DEFAULT_WAIT_SECS);
     if t == 0 || t > MAX_WAIT_SECS {
-        return Err(format!("timeout_secs must be between 1 and {MAX_WAIT_SECS}; got {t}"));
+        return Err(ArgError::Timeout(t));
     }
     Ok(t)
 }

@@ -15,9 +15,9 @@ impl Shell {
         p: tmux::SendParams,
         caller: Caller,
     ) -> Result<SendOutput, ShellError> {
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(ShellError::Failed)?;
+        let timeout = tmux::wait_secs(p.timeout_secs)?;
         let until = match &p.wait {
-            Some(c) => Some(c.check("wait", timeout).map_err(ShellError::Failed)?),
+            Some(c) => Some(c.check("wait", timeout)?),
             None => None,
         };
         self.refuse_when_unsafe()?;

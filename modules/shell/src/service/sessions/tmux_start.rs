@@ -25,9 +25,9 @@ impl Shell {
         caller: Caller,
     ) -> Result<Started, ShellError> {
         // Checked before anything starts: a bad `ready` starts nothing.
-        let timeout = tmux::wait_secs(p.timeout_secs).map_err(ShellError::Failed)?;
+        let timeout = tmux::wait_secs(p.timeout_secs)?;
         let ready = match &p.ready {
-            Some(c) => Some(c.check("ready", timeout).map_err(ShellError::Failed)?),
+            Some(c) => Some(c.check("ready", timeout)?),
             None => None,
         };
         self.refuse_when_unsafe()?;
@@ -35,7 +35,7 @@ impl Shell {
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
-                check_name(&n).map_err(ShellError::Failed)?;
+                check_name(&n)?;
                 n
             }
             None => tmux::default_name(&t.names()),
