@@ -268,7 +268,7 @@ pub(crate) fn compile_push(p: PushSettings) -> Result<PushPolicy, Problem> {
                 .enumerate()
                 .map(|(i, u)| {
                     push::Listed::parse(u)
-                        .map_err(|m| Problem::new(format!("push.urls[{i}]"), m, None))
+                        .map_err(|e| Problem::new(format!("push.urls[{i}]"), e.to_string(), None))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         ),

@@ -98,17 +98,30 @@ pub(crate) enum Listed {
     Ssh { user: Option<String>, host: String, port: u16, path: String },
 }
 
+/// Why a `push.urls` entry is refused when the settings are loaded ([`Listed::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ListedError {
+    /// An SSH URL with `%`-escapes: libgit2 decodes them, and a listed URL is compared as
+    /// written.
+    #[error("push.urls entry `{entry}` cannot be pushed to: write it without `%`-escapes")]
+    Escaped { entry: String },
+    /// The URL is one hands never pushes to (the push check's reason).
+    #[error("push.urls entry `{entry}` cannot be pushed to: {why}")]
+    Refused { entry: String, why: String },
+}
+
 impl Listed {
     /// Parses one `push.urls` entry (`~` already expanded); the error names the entry.
-    pub(crate) fn parse(entry: &str) -> Result<Listed, String> {
-        let bad = |why: &str| format!("push.urls entry `{entry}` cannot be pushed to: {why}");
+    pub(crate) fn parse(entry: &str) -> Result<Listed, ListedError> {
+        let refused = |why: String| ListedError::Refused { entry: entry.to_string(), why };
         match classify("push.urls", entry, None) {
             Ok(Target::Local(p)) => Ok(Listed::Local(lexical(&p))),
-            // libgit2 decodes `%`-escapes in SSH paths; a listed URL is compared as written.
-            Ok(Target::Ssh(_)) if entry.contains('%') => Err(bad("write it without `%`-escapes")),
+            Ok(Target::Ssh(_)) if entry.contains('%') => {
+                Err(ListedError::Escaped { entry: entry.to_string() })
+            }
             Ok(Target::Ssh(ssh)) => Ok(Listed::ssh(&ssh, entry)),
-            Err(GitError::PushUrl { why, .. }) => Err(bad(why)),
-            Err(e) => Err(bad(&e.to_string())),
+            Err(GitError::PushUrl { why, .. }) => Err(refused(why.to_string())),
+            Err(e) => Err(refused(e.to_string())),
         }
     }
 
@@ -393,7 +406,7 @@ impl Git {
             url: job.url.clone(),
             why,
         };
-        let agent = agent(configured_sock.as_deref()).map_err(setup)?;
+        let agent = agent(configured_sock.as_deref()).map_err(|e| setup(e.to_string()))?;
         let user = match &ssh.user {
             Some(u) => u.clone(),
             None => ["USER", "LOGNAME"]
@@ -433,33 +446,52 @@ impl Git {
     }
 }
 
+/// Why SSH push has no agent to authenticate through ([`agent`]); the push fails before any
+/// connection, with [`GitError::PushSshSetup`].
+#[derive(Debug, thiserror::Error)]
+enum AgentError {
+    /// `push.ssh_auth_sock` is set, and the daemon's `SSH_AUTH_SOCK` (`env`, as shown) is not it.
+    #[error(
+        "push.ssh_auth_sock is `{}` but the daemon's SSH_AUTH_SOCK is {env}; libssh2 finds the agent only through SSH_AUTH_SOCK, which the daemon sets at startup — restart it",
+        configured.display()
+    )]
+    Mismatch { configured: PathBuf, env: String },
+    #[error(
+        "push over SSH authenticates only through an ssh-agent, and neither push.ssh_auth_sock nor the daemon's SSH_AUTH_SOCK names one; a person sets push.ssh_auth_sock"
+    )]
+    None,
+    #[error("{0} is not a socket")]
+    NotASocket(Agent),
+    #[error("{agent} cannot be used ({source}); is the agent running?")]
+    Unusable { agent: Agent, source: std::io::Error },
+}
+
 /// The agent socket SSH push will use: `push.ssh_auth_sock`, else the process's own
 /// `SSH_AUTH_SOCK`. libssh2 reads only `SSH_AUTH_SOCK`, so a configured socket must be what
 /// the daemon exported at startup. Checked to exist and be a socket, so a missing agent is
 /// reported before any connection.
-fn agent(configured: Option<&std::path::Path>) -> Result<Agent, String> {
+fn agent(configured: Option<&std::path::Path>) -> Result<Agent, AgentError> {
     use std::os::unix::fs::FileTypeExt;
     let env = std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from);
     let agent = match (configured, env) {
         (Some(sock), env) => {
             if env.as_deref() != Some(sock) {
-                return Err(format!(
-                    "push.ssh_auth_sock is `{}` but the daemon's SSH_AUTH_SOCK is {}; libssh2 finds the agent only through SSH_AUTH_SOCK, which the daemon sets at startup — restart it",
-                    sock.display(),
-                    env.map(|e| format!("`{}`", e.display())).unwrap_or_else(|| "unset".into())
-                ));
+                return Err(AgentError::Mismatch {
+                    configured: sock.to_path_buf(),
+                    env: env
+                        .map(|e| format!("`{}`", e.display()))
+                        .unwrap_or_else(|| "unset".into()),
+                });
             }
             Agent { socket: sock.to_path_buf(), configured: true }
         }
         (None, Some(env)) => Agent { socket: env, configured: false },
-        (None, None) => {
-            return Err("push over SSH authenticates only through an ssh-agent, and neither push.ssh_auth_sock nor the daemon's SSH_AUTH_SOCK names one; a person sets push.ssh_auth_sock".into());
-        }
+        (None, None) => return Err(AgentError::None),
     };
     match std::fs::metadata(&agent.socket) {
         Ok(m) if m.file_type().is_socket() => Ok(agent),
-        Ok(_) => Err(format!("{agent} is not a socket")),
-        Err(e) => Err(format!("{agent} cannot be used ({e}); is the agent running?")),
+        Ok(_) => Err(AgentError::NotASocket(agent)),
+        Err(source) => Err(AgentError::Unusable { agent, source }),
     }
 }
 
@@ -596,7 +628,7 @@ mod tests {
         assert_ne!(p("ssh://h.example:2222/r.git"), p("ssh://h.example/r.git"));
         assert_eq!(p("h:/abs/r.git"), p("ssh://h/abs/r.git"));
         for bad in ["https://h/x.git", "x.git", "../x.git", "ssh://h/r%2e.git", "ext::sh"] {
-            let e = p(bad).unwrap_err();
+            let e = p(bad).unwrap_err().to_string();
             assert!(e.contains("push.urls entry") && e.contains(bad), "{e}");
         }
     }
