@@ -317,22 +317,24 @@ impl Daemon {
         self.shell.as_ref()
     }
 
-    /// Writes one record (`hands exec`); an error says the record is missing.
     /// Whether the audit log can take a record now (see [`crate::audit::Audit::ready`]).
-    pub fn audit_ready(&self) -> Result<(), String> {
+    pub fn audit_ready(&self) -> Result<(), crate::audit::AuditError> {
         self.audit.ready()
     }
 
-    pub async fn append_audit(&self, entry: crate::audit::Entry) -> Result<(), String> {
+    /// Writes one record (`hands exec`, the control socket's acts); an error says the record
+    /// is missing.
+    pub async fn append_audit(
+        &self,
+        entry: crate::audit::Entry,
+    ) -> Result<(), crate::audit::AuditError> {
+        use crate::audit::AuditError;
         let audit = self.audit.clone();
+        let log = || self.audit.path().to_path_buf();
         match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
-            }
-            Err(e) => {
-                Err(format!("cannot write the audit log {}: {e}", self.audit.path().display()))
-            }
+            Ok(Err(source)) => Err(AuditError::Write { log: log(), source }),
+            Err(source) => Err(AuditError::Task { log: log(), source }),
         }
     }
 }

@@ -66,22 +66,36 @@ fn newest(bytes: &[u8]) -> Option<(usize, Head)> {
         .max_by_key(|(_, h)| h.seq)
 }
 
+/// Why the head beside a log cannot be read ([`read`]); `hands audit --verify` names it as the
+/// place the chain breaks.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// Longer than its two slots: not a file the daemon wrote.
+    #[error("{} is not a head record: {len} bytes", path.display())]
+    TooLong { path: PathBuf, len: usize },
+    /// Neither slot is a head whose check holds (edited, or never written whole).
+    #[error("{} is not a head record (no slot whose check holds)", path.display())]
+    NoSlot { path: PathBuf },
+}
+
 /// Reads the head beside `log`: `None` when there is none; an error says why it is unreadable.
 // The state dir's audit head.
 #[allow(clippy::disallowed_methods)]
-pub fn read(log: &Path) -> Result<Option<Head>, String> {
+pub fn read(log: &Path) -> Result<Option<Head>, HeadError> {
     let path = path_beside(log);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(source) => return Err(HeadError::Read { path, source }),
     };
     if bytes.len() > 2 * SLOT {
-        return Err(format!("{} is not a head record: {} bytes", path.display(), bytes.len()));
+        return Err(HeadError::TooLong { path, len: bytes.len() });
     }
     match newest(&bytes) {
         Some((_, head)) => Ok(Some(head)),
-        None => Err(format!("{} is not a head record (no slot whose check holds)", path.display())),
+        None => Err(HeadError::NoSlot { path }),
     }
 }
 

@@ -116,6 +116,36 @@ pub const MAX_LOGGED_STRING: usize = 4096;
 /// runs: a record is well under this (arguments are condensed), so an append then fits.
 pub const MIN_FREE: u64 = 256 * 1024;
 
+/// Why the audit log cannot take a record ([`Audit::ready`], `Daemon::append_audit`): a write-
+/// or external-class call is refused with it, and `hands exec` reports a record it could not
+/// write. The text says what a person can do.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The free space of the log's file system could not be asked.
+    #[error("cannot check the free space of {}: {source}", dir.display())]
+    FreeSpace { dir: PathBuf, source: rustix::io::Errno },
+    /// The log's file system has `free` bytes free, under [`MIN_FREE`].
+    #[error(
+        "the audit log {} cannot be written safely: its file system has {free} bytes free (at \
+         least {MIN_FREE} are needed); a person can free space there",
+        log.display()
+    )]
+    Full { log: PathBuf, free: u64 },
+    /// The last append failed (`why`), and space has not come back since.
+    #[error(
+        "the last write to the audit log {} failed ({why}); a person can free space or fix the \
+         state dir",
+        log.display()
+    )]
+    LastWriteFailed { log: PathBuf, why: String },
+    /// This append failed.
+    #[error("cannot write the audit log {}: {source}", log.display())]
+    Write { log: PathBuf, source: std::io::Error },
+    /// The task that appends (off the async runtime) ended without an answer.
+    #[error("cannot write the audit log {}: {source}", log.display())]
+    Task { log: PathBuf, source: tokio::task::JoinError },
+}
+
 /// `v` with every string longer than [`MAX_LOGGED_STRING`] replaced by its digest and size.
 pub fn condensed(v: &Value) -> Value {
     match v {
@@ -224,27 +254,19 @@ impl Audit {
     /// Whether a write- or external-class call may run: the last append succeeded and the
     /// log's file system has [`MIN_FREE`] bytes free. Otherwise the reason, for a refusal that
     /// tells a person what to do.
-    pub fn ready(&self) -> Result<(), String> {
+    pub fn ready(&self) -> Result<(), AuditError> {
         let dir = self.path.parent().unwrap_or(Path::new("/"));
         let failed = hands_roots::lock(&self.failed).clone();
         let free = rustix::fs::statvfs(dir)
             .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
-            .map_err(|e| format!("cannot check the free space of {}: {e}", dir.display()))?;
+            .map_err(|source| AuditError::FreeSpace { dir: dir.to_path_buf(), source })?;
         if free < MIN_FREE {
-            return Err(format!(
-                "the audit log {} cannot be written safely: its file system has {free} bytes \
-                 free (at least {MIN_FREE} are needed); a person can free space there",
-                self.path.display()
-            ));
+            return Err(AuditError::Full { log: self.path.clone(), free });
         }
         match failed {
             // Space is back: the next append will tell (and clears this when it succeeds).
             Some(_) if free >= MIN_FREE * 4 => Ok(()),
-            Some(why) => Err(format!(
-                "the last write to the audit log {} failed ({why}); a person can free space \
-                 or fix the state dir",
-                self.path.display()
-            )),
+            Some(why) => Err(AuditError::LastWriteFailed { log: self.path.clone(), why }),
             None => Ok(()),
         }
     }

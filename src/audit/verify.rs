@@ -31,7 +31,7 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
     let mut prev_at = String::from("the start of the log");
     let mut seq = 0u64;
     // An unreadable line waiting to learn whether the next record links across it.
-    let mut pending: Option<(usize, String)> = None;
+    let mut pending: Option<(usize, Unreadable)> = None;
     let head = super::head::read(path);
     let head_seq = head.as_ref().ok().and_then(|h| h.as_ref()).map(|h| h.seq);
     // Whether the record the head names has the hash the head records, once it is read.
@@ -51,11 +51,11 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
             .filter(|v| v.get("seq").and_then(Value::as_u64).is_some() && v.get("hash").is_some());
         let Some(v) = record else {
             if let Some((line, why)) = pending.take() {
-                out.broken = Some(broken_line(line, &why));
+                out.broken = Some(broken_line(line, why));
                 return Ok(out);
             }
-            let why = if complete { "is not a readable record" } else { "is an incomplete record" };
-            pending = Some((n, why.to_string()));
+            let why = if complete { Unreadable::NotARecord } else { Unreadable::Incomplete };
+            pending = Some((n, why));
             continue;
         };
         let this_seq = v.get("seq").and_then(Value::as_u64).unwrap_or_default();
@@ -66,7 +66,7 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
             out.broken = Some(match pending.take() {
                 // The record after an unreadable line links to that line, not across it: the
                 // unreadable line was a record, and it was changed.
-                Some((line, why)) => broken_line(line, &why),
+                Some((line, why)) => broken_line(line, why),
                 None if link != prev => {
                     format!("{at}: its prev does not match the hash of {prev_at}")
                 }
@@ -99,16 +99,16 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
         prev = stored.to_string();
         prev_at = at;
     }
-    if let Some((line, why)) = pending {
-        if why.starts_with("is an incomplete") {
-            out.warnings.push(format!(
-                "line {line} is an incomplete last record (a write torn by a crash); the next \
-                 record will continue from {prev_at}"
-            ));
-        } else {
-            out.broken = Some(broken_line(line, &why));
+    match pending {
+        Some((line, Unreadable::Incomplete)) => out.warnings.push(format!(
+            "line {line} is an incomplete last record (a write torn by a crash); the next record \
+             will continue from {prev_at}"
+        )),
+        Some((line, why)) => {
+            out.broken = Some(broken_line(line, why));
             return Ok(out);
         }
+        None => {}
     }
     out.broken = match head {
         Err(why) => Some(format!("the log's head: {why}")),
@@ -146,7 +146,17 @@ pub fn verify(path: &Path) -> std::io::Result<Verified> {
     Ok(out)
 }
 
-fn broken_line(line: usize, why: &str) -> String {
+/// What is wrong with a line that is not a record: a whole line that does not read as one, or
+/// a last line without its newline (a write torn by a crash, when nothing follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Unreadable {
+    #[error("is not a readable record")]
+    NotARecord,
+    #[error("is an incomplete record")]
+    Incomplete,
+}
+
+fn broken_line(line: usize, why: Unreadable) -> String {
     format!("line {line} {why}, and no later record links across it (edited or truncated)")
 }
 

@@ -168,6 +168,6 @@ where
         timed_out: out.timed_out,
         duration_ms: out.duration_ms,
         containment: out.containment,
-        audit_error: daemon.append_audit(entry).await.err(),
+        audit_error: daemon.append_audit(entry).await.err().map(|e| e.to_string()),
     })
 }
