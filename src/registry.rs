@@ -21,6 +21,7 @@ use crate::errors::{
 };
 use crate::gate::Refusal;
 use crate::gate::approvals::Approvals;
+pub use crate::gate::approvals::SealError;
 use hands_tool::{Capped, Class, Hints, Output, Params, Register, Run, Spec};
 use rmcp::handler::server::tool::{schema_for_output, schema_for_type};
 use rmcp::model::{
@@ -94,12 +95,12 @@ impl Seal {
     }
 
     /// `value`, sealed for this connection's client.
-    pub fn seal<T: Serialize>(&self, value: &T) -> Result<String, String> {
+    pub fn seal<T: Serialize>(&self, value: &T) -> Result<String, SealError> {
         self.approvals.seal_for(&self.client, value)
     }
 
     /// A state the client echoed, opened: sealed by this daemon, for this client, in time.
-    pub fn open<T: DeserializeOwned>(&self, state: &str) -> Result<T, String> {
+    pub fn open<T: DeserializeOwned>(&self, state: &str) -> Result<T, SealError> {
         self.approvals.open_for(&self.client, state)
     }
 }

@@ -45,7 +45,7 @@ impl Daemon {
                 }
                 match self.approvals.answer_as(&id, choice.into(), via.channel()) {
                     Ok(()) => Reply::Done { pid },
-                    Err(e) => Reply::failed(Failure::Conflict, e),
+                    Err(e) => Reply::failed(Failure::Conflict, e.to_string()),
                 }
             }
             Request::Revoke { standing, via } => self.revoke(standing, via).await,

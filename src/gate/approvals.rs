@@ -33,6 +33,44 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 
+/// Why a person could not be asked, or a parked action not answered. Asking fails closed: the
+/// gate refuses the call with this text (`Asked::Refused`); `hands approvals` and the dashboard
+/// show an answer's failure as a conflict.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// The form could not be built (its schema is fixed: a bug if it happens).
+    #[error("cannot build the approval form: {0}")]
+    Form(serde_json::Error),
+    /// The kernel gave no random bytes for the request state's nonce.
+    #[error("cannot make a nonce: {0}")]
+    Nonce(std::io::Error),
+    /// The kernel gave no random bytes for a parked action's id.
+    #[error("cannot park: {0}")]
+    Park(std::io::Error),
+    /// The request state could not be sealed.
+    #[error("cannot seal the request state: {0}")]
+    Seal(rmcp::model::RequestStateError),
+    /// A URL-only client was to be pointed at the dashboard, which does not serve (any more).
+    #[error("the dashboard does not serve")]
+    NoDashboard,
+    /// The action under `id` was parked, but its call no longer waits for the answer.
+    #[error("approval {id} is no longer waiting")]
+    NotWaiting { id: String },
+    /// No action is parked under `id` (answered, expired, or never).
+    #[error("no action is waiting under {id}; `hands approvals list` shows them")]
+    NoSuchAction { id: String },
+}
+
+/// Why a tool's own `requestState` was not sealed or opened (`crate::registry::Seal`).
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("cannot seal the state: {0}")]
+    Seal(rmcp::model::RequestStateError),
+    /// Not sealed by this daemon for this client, tampered with, or expired.
+    #[error("the request state is not valid ({0})")]
+    Open(rmcp::model::RequestStateError),
+}
+
 /// The approval store of one daemon (`Daemon::approvals`); its methods live with the part they
 /// serve (see the module's documentation).
 pub struct Approvals {

@@ -9,7 +9,7 @@
 //! seal, the expiry, the nonce (single use) and the digest are checked; a different action
 //! asks again.
 
-use super::{Approvals, now, random_hex};
+use super::{ApprovalError, Approvals, SealError, now, random_hex};
 use crate::gate::action::{Action, Asked, CHOICES, Channel, Choice};
 use hands_roots::lock;
 use rmcp::model::{
@@ -51,7 +51,7 @@ pub fn url_params(a: &Action, url: String, id: &str) -> ElicitRequestParams {
 
 impl Approvals {
     /// The form a person answers: one choice among [`CHOICES`].
-    pub(super) fn request(&self, a: &Action) -> Result<ElicitRequestParams, String> {
+    pub(super) fn request(&self, a: &Action) -> Result<ElicitRequestParams, ApprovalError> {
         let mut choices: Vec<&str> = CHOICES.to_vec();
         let mut names = vec!["Allow once", a.session_choice(), "Always for this client", "Reject"];
         // A one-run expansion is never offered *always* (SPEC §6).
@@ -71,9 +71,10 @@ impl Approvals {
             },
             "required": ["decision"],
         });
-        let Value::Object(schema) = schema else { return Err("schema".into()) };
-        let requested_schema = ElicitationSchema::from_json_schema(schema)
-            .map_err(|e| format!("cannot build the approval form: {e}"))?;
+        // What `ElicitationSchema::from_json_schema` does, without its map: the literal above is
+        // an object.
+        let requested_schema: ElicitationSchema =
+            serde_json::from_value(schema).map_err(ApprovalError::Form)?;
         Ok(ElicitRequestParams::FormElicitationParams {
             meta: None,
             message: format!("hands needs a person's approval.\n{}", a.describe()),
@@ -116,7 +117,7 @@ impl Approvals {
     }
 
     /// The first round of a 2026-07-28 client: the form plus the sealed state.
-    pub fn input_required(&self, a: &Action) -> Result<InputRequiredResult, String> {
+    pub fn input_required(&self, a: &Action) -> Result<InputRequiredResult, ApprovalError> {
         self.sealed_request(a, self.request(a)?, None)
     }
 
@@ -126,15 +127,12 @@ impl Approvals {
         a: &Action,
         params: ElicitRequestParams,
         parked: Option<String>,
-    ) -> Result<InputRequiredResult, String> {
-        let nonce = random_hex(16).map_err(|e| format!("cannot make a nonce: {e}"))?;
+    ) -> Result<InputRequiredResult, ApprovalError> {
+        let nonce = random_hex(16).map_err(ApprovalError::Nonce)?;
         let expires = now() + self.timeout.as_secs();
         let sealed = Sealed { nonce, digest: a.digest(), expires, parked };
         let opts = SealOptions::new().associated_data(a.client.as_bytes()).ttl(self.timeout);
-        let state = self
-            .codec
-            .seal_json_with(&sealed, &opts)
-            .map_err(|e| format!("cannot seal the request state: {e}"))?;
+        let state = self.codec.seal_json_with(&sealed, &opts).map_err(ApprovalError::Seal)?;
         let req = InputRequest::Elicitation(ElicitRequest::new(params));
         let mut requests = BTreeMap::new();
         requests.insert(INPUT_KEY.to_string(), req);
@@ -159,7 +157,7 @@ impl Approvals {
                 if sealed.parked.is_some() { self.url_round(a) } else { self.input_required(a) };
             return match again {
                 Ok(r) => Asked::InputRequired(r),
-                Err(e) => refuse(e),
+                Err(e) => refuse(e.to_string()),
             };
         }
         {
@@ -189,7 +187,7 @@ impl Approvals {
     pub async fn elicit(&self, a: &Action, peer: &rmcp::Peer<rmcp::RoleServer>) -> Asked {
         let params = match self.request(a) {
             Ok(p) => p,
-            Err(e) => return Asked::Refused(e, None),
+            Err(e) => return Asked::Refused(e.to_string(), None),
         };
         match peer.create_elicitation_with_timeout(params, Some(self.timeout)).await {
             Ok(r) => Self::person_said(&r),
@@ -202,18 +200,17 @@ impl Approvals {
 /// (`crate::registry::Seal`): its own round trips use the same codec, key, client binding and
 /// lifetime as the gate's.
 impl Approvals {
-    pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, String> {
+    pub fn seal_for<T: Serialize>(&self, client: &str, value: &T) -> Result<String, SealError> {
         let opts = SealOptions::new().associated_data(client.as_bytes()).ttl(self.timeout);
-        (self.codec.seal_json_with(value, &opts)).map_err(|e| format!("cannot seal the state: {e}"))
+        (self.codec.seal_json_with(value, &opts)).map_err(SealError::Seal)
     }
 
     pub fn open_for<T: serde::de::DeserializeOwned>(
         &self,
         client: &str,
         state: &str,
-    ) -> Result<T, String> {
-        (self.codec.open_json_with(state, client.as_bytes()))
-            .map_err(|e| format!("the request state is not valid ({e})"))
+    ) -> Result<T, SealError> {
+        (self.codec.open_json_with(state, client.as_bytes())).map_err(SealError::Open)
     }
 }
 

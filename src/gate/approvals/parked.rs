@@ -3,7 +3,7 @@
 //! passes; a URL-only 2026-07-28 client's action waits detached, for its retry.
 
 use super::elicit::url_params;
-use super::{Approvals, now, random_hex};
+use super::{ApprovalError, Approvals, now, random_hex};
 use crate::gate::action::{Action, Asked, Channel, Choice};
 use hands_roots::lock;
 use rmcp::model::InputRequiredResult;
@@ -48,16 +48,19 @@ impl Approvals {
     /// is parked (the dashboard and `hands approvals` show it), and the client is asked to open
     /// its dashboard entry; the retry waits for the person's answer there. `None` when the
     /// dashboard does not serve: the caller parks the call itself.
-    pub fn input_required_url(&self, a: &Action) -> Option<Result<InputRequiredResult, String>> {
+    pub fn input_required_url(
+        &self,
+        a: &Action,
+    ) -> Option<Result<InputRequiredResult, ApprovalError>> {
         self.dashboard.get()?;
         Some(self.url_round(a))
     }
 
-    pub(super) fn url_round(&self, a: &Action) -> Result<InputRequiredResult, String> {
+    pub(super) fn url_round(&self, a: &Action) -> Result<InputRequiredResult, ApprovalError> {
         let (id, rx) = self.enter(a)?;
         let Some(url) = self.dashboard_entry(&id) else {
             lock(&self.parked).remove(&id);
-            return Err("the dashboard does not serve".into());
+            return Err(ApprovalError::NoDashboard);
         };
         // The client may never retry: `prune` drops the action once its time is up.
         lock(&self.detached).insert(id.clone(), rx);
@@ -75,7 +78,7 @@ impl Approvals {
     pub async fn park_then(&self, a: &Action, parked: impl FnOnce(&str)) -> Asked {
         let (id, rx) = match self.enter(a) {
             Ok(entered) => entered,
-            Err(e) => return Asked::Refused(e, None),
+            Err(e) => return Asked::Refused(e.to_string(), None),
         };
         parked(&id);
         self.wait(&id, rx, self.timeout).await
@@ -83,10 +86,9 @@ impl Approvals {
 
     /// Parks the action under a new id (the daemon's stderr names it); the receiver gets the
     /// person's answer.
-    fn enter(&self, a: &Action) -> Result<(String, oneshot::Receiver<Answer>), String> {
+    fn enter(&self, a: &Action) -> Result<(String, oneshot::Receiver<Answer>), ApprovalError> {
         self.prune();
-        let id =
-            random_hex(4).map(|h| format!("a-{h}")).map_err(|e| format!("cannot park: {e}"))?;
+        let id = random_hex(4).map(|h| format!("a-{h}")).map_err(ApprovalError::Park)?;
         let (tx, rx) = oneshot::channel();
         let expires = now() + self.timeout.as_secs();
         lock(&self.parked).insert(
@@ -165,16 +167,19 @@ impl Approvals {
     /// person's choice (`None` denies), made through `via`. A
     /// parked action's client cannot ask its person, so the dashboard may answer it with any
     /// of the four choices; a session or always choice binds that client, as if it had asked.
-    pub fn answer_as(&self, id: &str, choice: Option<Choice>, via: Channel) -> Result<(), String> {
+    pub fn answer_as(
+        &self,
+        id: &str,
+        choice: Option<Choice>,
+        via: Channel,
+    ) -> Result<(), ApprovalError> {
         let parked = lock(&self.parked).remove(id);
         match parked {
             Some(p) => p
                 .answer
                 .send((choice, via))
-                .map_err(|_| format!("approval {id} is no longer waiting")),
-            None => {
-                Err(format!("no action is waiting under {id}; `hands approvals list` shows them"))
-            }
+                .map_err(|_| ApprovalError::NotWaiting { id: id.to_string() }),
+            None => Err(ApprovalError::NoSuchAction { id: id.to_string() }),
         }
     }
 

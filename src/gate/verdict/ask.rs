@@ -70,13 +70,13 @@ pub(super) async fn ask_person(
         (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
         (None, true, Reach::Form) => match approvals.input_required(&action) {
             Ok(r) => Asked::InputRequired(r),
-            Err(e) => Asked::Refused(e, None),
+            Err(e) => Asked::Refused(e.to_string(), None),
         },
         // The action is parked and the client asked to open its dashboard entry; the retry
         // waits for the person there. Without a dashboard the call itself waits.
         (None, true, Reach::Url) => match approvals.input_required_url(&action) {
             Some(Ok(r)) => Asked::InputRequired(r),
-            Some(Err(e)) => Asked::Refused(e, None),
+            Some(Err(e)) => Asked::Refused(e.to_string(), None),
             None => park_telling(approvals, &action, ctx).await,
         },
         (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,

@@ -364,7 +364,7 @@ fn ask(
                 .unwrap_or(0)
         );
         let s = State { tool: tool.to_string(), round, nonce };
-        Some(seal.seal(&s).map_err(|e| McpError::internal_error(e, None))?)
+        Some(seal.seal(&s).map_err(|e| McpError::internal_error(e.to_string(), None))?)
     } else {
         None
     };
@@ -373,7 +373,7 @@ fn ask(
 
 /// Opens an echoed state: sealed by this daemon, for this client and this tool, in time.
 fn opened(seal: &Seal, tool: &str, state: &str) -> Result<State, McpError> {
-    let s: State = seal.open(state).map_err(|e| McpError::invalid_params(e, None))?;
+    let s: State = seal.open(state).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
     if s.tool != tool {
         return Err(McpError::invalid_params(
             format!("the request state belongs to `{}`, not `{tool}`", s.tool),
