@@ -80,13 +80,31 @@ pub fn is_link_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
 }
 
+/// Why a runner's `url` may not be dialled ([`check_url`]); the config problem quotes the URL
+/// before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("not a URL")]
+    NotAUrl,
+    #[error("the URL has no host")]
+    NoHost,
+    /// `user:password@` in the URL: a secret in the config, and sent where it should not be.
+    #[error("the URL carries user info; the token goes in token_file or token_env")]
+    UserInfo,
+    /// `ws://` to a host that is not a loopback address: the token would cross in plain text.
+    #[error("ws:// (no TLS) is allowed to a loopback address only")]
+    PlainText,
+    #[error("the scheme must be wss:// (or ws:// to a loopback address)")]
+    Scheme,
+}
+
 /// Whether `url` may be dialled: `wss://HOST[:PORT]/…`, or `ws://` to a loopback address only
 /// (plain text leaves this machine never); no user info, no fragment. `Err` says why not.
-pub fn check_url(url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|_| "not a URL".to_string())?;
-    let host = uri.host().ok_or("the URL has no host")?;
+pub fn check_url(url: &str) -> Result<(), UrlError> {
+    let uri: http::Uri = url.parse().map_err(|_| UrlError::NotAUrl)?;
+    let host = uri.host().ok_or(UrlError::NoHost)?;
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err("the URL carries user info; the token goes in token_file or token_env".into());
+        return Err(UrlError::UserInfo);
     }
     match uri.scheme_str() {
         Some("wss") => Ok(()),
@@ -95,10 +113,10 @@ pub fn check_url(url: &str) -> Result<(), String> {
             if bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
                 Ok(())
             } else {
-                Err("ws:// (no TLS) is allowed to a loopback address only".into())
+                Err(UrlError::PlainText)
             }
         }
-        _ => Err("the scheme must be wss:// (or ws:// to a loopback address)".into()),
+        _ => Err(UrlError::Scheme),
     }
 }
 
@@ -162,10 +180,10 @@ mod tests {
         assert!(check_url("wss://relay.example.com/runner").is_ok());
         assert!(check_url("ws://127.0.0.1:9/runner").is_ok());
         assert!(check_url("ws://[::1]:9/runner").is_ok());
-        assert!(check_url("ws://relay.example.com/runner").is_err());
-        assert!(check_url("ws://localhost.example.com/runner").is_err());
-        assert!(check_url("https://relay.example.com/runner").is_err());
-        assert!(check_url("wss://user:pw@relay.example.com/runner").is_err());
+        assert_eq!(check_url("ws://relay.example.com/runner"), Err(UrlError::PlainText));
+        assert_eq!(check_url("ws://localhost.example.com/runner"), Err(UrlError::PlainText));
+        assert_eq!(check_url("https://relay.example.com/runner"), Err(UrlError::Scheme));
+        assert_eq!(check_url("wss://user:pw@relay.example.com/runner"), Err(UrlError::UserInfo));
     }
 
     #[test]
