@@ -153,7 +153,7 @@ fn revoke(dir: &std::path::Path, file: &std::path::Path, standing: Standing) -> 
         Some((path, Ok(other))) => {
             Err(format!("{}: an answer this hands does not expect: {other:?}", path.display()))
         }
-        Some((_, Err(e))) => Err(e),
+        Some((_, Err(e))) => Err(e.to_string()),
         None => match control::act::revoke_standing(file, &standing) {
             Ok(true) => Ok(()),
             Ok(false) => Err(control::act::unknown(&standing)),

@@ -2,7 +2,7 @@
 //! state dir (`hands stop`, `hands approvals`, a dashboard reaching the other daemons), or to
 //! the first one (`hands exec`, a revoke), and their [`Reply`] lines back.
 
-use crate::control::protocol::{MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
+use crate::control::protocol::{LineError, MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
 use std::io::{BufRead, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -10,6 +10,27 @@ use std::time::Duration;
 
 /// How long a front end waits for an answer (`stop` waits for commands to end).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why a daemon of the state dir gave no answer; each text names the socket (or the state dir).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No live control socket in the state dir: no daemon serves it.
+    #[error(
+        "no running daemon found in {} (no live control socket); start `hands serve` with this \
+         config, or check --config: it must name the daemon's state_dir",
+        state_dir.display()
+    )]
+    NoDaemon { state_dir: PathBuf },
+    /// The socket is there, and connecting to it failed (other than nobody listening).
+    #[error("cannot connect to {}: {source}", socket.display())]
+    Connect { socket: PathBuf, source: std::io::Error },
+    /// The request could not be sent, or the answer not read in time.
+    #[error("{}: {source}", socket.display())]
+    Exchange { socket: PathBuf, source: std::io::Error },
+    /// The answer is not a reply this `hands` reads.
+    #[error("{}: {source}", socket.display())]
+    Reply { socket: PathBuf, source: LineError },
+}
 
 /// The control sockets in a state dir: `control.sock` first, then `control-<pid>.sock`.
 fn sockets(state_dir: &Path) -> Vec<PathBuf> {
@@ -29,7 +50,7 @@ fn sockets(state_dir: &Path) -> Vec<PathBuf> {
 
 /// Connects to each live daemon of the state dir in turn: the connected stream, or the
 /// error that prevented it, with its socket. Stale sockets are removed and skipped.
-fn live(state_dir: &Path) -> impl Iterator<Item = (PathBuf, Result<UnixStream, String>)> {
+fn live(state_dir: &Path) -> impl Iterator<Item = (PathBuf, Result<UnixStream, ClientError>)> {
     sockets(state_dir).into_iter().filter_map(|path| match UnixStream::connect(&path) {
         Ok(s) => Some((path, Ok(s))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -38,8 +59,8 @@ fn live(state_dir: &Path) -> impl Iterator<Item = (PathBuf, Result<UnixStream, S
             let _ = std::fs::remove_file(&path);
             None
         }
-        Err(e) => {
-            let why = format!("cannot connect to {}: {e}", path.display());
+        Err(source) => {
+            let why = ClientError::Connect { socket: path.clone(), source };
             Some((path, Err(why)))
         }
     })
@@ -47,21 +68,22 @@ fn live(state_dir: &Path) -> impl Iterator<Item = (PathBuf, Result<UnixStream, S
 
 /// Sends one request to every live daemon of the state dir; each answer (or the error that
 /// prevented one) with its socket.
-pub fn request_all(state_dir: &Path, req: &Request) -> Vec<(PathBuf, Result<Reply, String>)> {
+pub fn request_all(state_dir: &Path, req: &Request) -> Vec<(PathBuf, Result<Reply, ClientError>)> {
     live(state_dir)
         .map(|(path, stream)| {
-            let answer = stream
-                .and_then(|s| exchange(s, req).map_err(|e| format!("{}: {e}", path.display())));
+            let answer = stream.and_then(|s| exchange(s, req, &path));
             (path, answer)
         })
         .collect()
 }
 
 /// Sends one request to the first live daemon of the state dir; `None` when none runs.
-pub fn request_one(state_dir: &Path, req: &Request) -> Option<(PathBuf, Result<Reply, String>)> {
+pub fn request_one(
+    state_dir: &Path,
+    req: &Request,
+) -> Option<(PathBuf, Result<Reply, ClientError>)> {
     let (path, stream) = live(state_dir).next()?;
-    let answer =
-        stream.and_then(|s| exchange(s, req).map_err(|e| format!("{}: {e}", path.display())));
+    let answer = stream.and_then(|s| exchange(s, req, &path));
     Some((path, answer))
 }
 
@@ -69,7 +91,7 @@ pub fn request_one(state_dir: &Path, req: &Request) -> Option<(PathBuf, Result<R
 pub async fn request_all_async(
     state_dir: PathBuf,
     req: Request,
-) -> Vec<(PathBuf, Result<Reply, String>)> {
+) -> Vec<(PathBuf, Result<Reply, ClientError>)> {
     tokio::task::spawn_blocking(move || request_all(&state_dir, &req)).await.unwrap_or_default()
 }
 
@@ -79,13 +101,9 @@ pub fn stream_one(
     state_dir: &Path,
     req: &Request,
     wait: Duration,
-) -> Result<std::io::BufReader<UnixStream>, String> {
+) -> Result<std::io::BufReader<UnixStream>, ClientError> {
     let Some((path, stream)) = live(state_dir).next() else {
-        return Err(format!(
-            "no running daemon found in {} (no live control socket); start `hands serve` with \
-             this config, or check --config: it must name the daemon's state_dir",
-            state_dir.display()
-        ));
+        return Err(ClientError::NoDaemon { state_dir: state_dir.to_path_buf() });
     };
     let mut stream = stream?;
     let sent = (|| {
@@ -95,11 +113,12 @@ pub fn stream_one(
     })();
     match sent {
         Ok(()) => Ok(std::io::BufReader::new(stream)),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(ClientError::Exchange { socket: path, source }),
     }
 }
 
-fn exchange(mut stream: UnixStream, req: &Request) -> Result<Reply, String> {
+/// Sends `req` on `stream` (connected to `socket`) and reads the one reply line.
+fn exchange(mut stream: UnixStream, req: &Request, socket: &Path) -> Result<Reply, ClientError> {
     let answer = (|| {
         stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
         stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
@@ -108,6 +127,7 @@ fn exchange(mut stream: UnixStream, req: &Request) -> Result<Reply, String> {
         std::io::BufReader::new(std::io::Read::take(stream, MAX_LINE)).read_line(&mut answer)?;
         std::io::Result::Ok(answer)
     })()
-    .map_err(|e| e.to_string())?;
+    .map_err(|source| ClientError::Exchange { socket: socket.to_path_buf(), source })?;
     Reply::from_line(&answer)
+        .map_err(|source| ClientError::Reply { socket: socket.to_path_buf(), source })
 }

@@ -199,6 +199,21 @@ pub struct Exited {
     pub audit_error: Option<String>,
 }
 
+/// A line that is not a request or reply this end reads (another version's, or not JSON).
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// The daemon answered `line`, which this `hands` cannot read.
+    #[error("the daemon's answer is not one this hands reads ({source}): {line:?}")]
+    Reply { line: String, source: serde_json::Error },
+    /// A front end sent a request this daemon does not know; the daemon answers `invalid`.
+    #[error(
+        "the request is not one this daemon knows ({0}); send one JSON line such as \
+         {{\"op\": \"status\"}} (ops: status, stop, release, approvals, answer, revoke, \
+         revoke_sessions, stop_command, stop_session, exec)"
+    )]
+    Request(serde_json::Error),
+}
+
 impl Reply {
     /// A failure of `kind`, said in `error`.
     pub fn failed(kind: Failure, error: impl Into<String>) -> Reply {
@@ -224,9 +239,9 @@ impl Reply {
     }
 
     /// Reads one reply line (its `ok` is implied by its tag and not read).
-    pub fn from_line(line: &str) -> Result<Reply, String> {
+    pub fn from_line(line: &str) -> Result<Reply, LineError> {
         serde_json::from_str(line)
-            .map_err(|e| format!("the daemon's answer is not one this hands reads ({e}): {line:?}"))
+            .map_err(|source| LineError::Reply { line: line.to_string(), source })
     }
 }
 
@@ -240,14 +255,8 @@ impl Request {
     }
 
     /// Reads one request line; the error says what this daemon understands.
-    pub fn from_line(line: &str) -> Result<Request, String> {
-        serde_json::from_str(line).map_err(|e| {
-            format!(
-                "the request is not one this daemon knows ({e}); send one JSON line such as \
-                 {{\"op\": \"status\"}} (ops: status, stop, release, approvals, answer, revoke, \
-                 revoke_sessions, stop_command, stop_session, exec)"
-            )
-        })
+    pub fn from_line(line: &str) -> Result<Request, LineError> {
+        serde_json::from_str(line).map_err(LineError::Request)
     }
 }
 
@@ -343,7 +352,7 @@ mod tests {
         for r in all {
             let line = r.to_line();
             assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line}");
-            assert_eq!(Request::from_line(&line), Ok(r.clone()), "{line}");
+            assert_eq!(Request::from_line(&line).unwrap(), r, "{line}");
         }
     }
 
@@ -388,7 +397,7 @@ mod tests {
             let line = r.to_line();
             let v: serde_json::Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["ok"], ok, "{line}");
-            assert_eq!(Reply::from_line(&line), Ok(r), "{line}");
+            assert_eq!(Reply::from_line(&line).unwrap(), r, "{line}");
         }
     }
 
@@ -396,19 +405,22 @@ mod tests {
     #[test]
     fn hand_written_lines_are_understood() {
         assert_eq!(
-            Request::from_line("{\"op\":\"stop\"}\n"),
-            Ok(Request::Stop { via: Via::Terminal, except: None })
+            Request::from_line("{\"op\":\"stop\"}\n").unwrap(),
+            Request::Stop { via: Via::Terminal, except: None }
         );
         assert_eq!(
             Request::from_line(
                 "{\"op\":\"answer\",\"id\":\"a-9\",\"choice\":\"session\",\"via\":\"dashboard\"}"
-            ),
-            Ok(Request::Answer { id: "a-9".into(), choice: Choice::Session, via: Via::Dashboard })
+            )
+            .unwrap(),
+            Request::Answer { id: "a-9".into(), choice: Choice::Session, via: Via::Dashboard }
         );
         let line = Reply::Brake { pid: 5, stopped: true, ended: 1 }.to_line();
         assert!(line.contains("\"ok\":true") && line.contains("\"stopped\":true"), "{line}");
         assert!(line.contains("\"ended\":1"), "{line}");
         let e = Request::from_line("{\"op\":\"fly\"}").unwrap_err();
+        assert!(matches!(e, LineError::Request(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("fly") && e.contains("ops: status"), "{e}");
     }
 }

@@ -144,7 +144,7 @@ async fn connection(stream: tokio::net::UnixStream, daemon: Arc<Daemon>) {
                     return;
                 }
                 Ok(req) => daemon.act(req).await,
-                Err(e) => Reply::failed(Failure::Invalid, e),
+                Err(e) => Reply::failed(Failure::Invalid, e.to_string()),
             },
             _ => Reply::failed(Failure::Invalid, "no request line arrived"),
         },
