@@ -201,6 +201,21 @@ struct State {
     sessions: HashMap<String, Arc<LinkSession>>,
 }
 
+/// Why an agent's session with a runner was not opened ([`Runner::open`]); the agent's
+/// request fails with it (an MCP internal error), and a later one may succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The runner's link is down (it never came, or it dropped and has not come back).
+    #[error("runner {runner} is not connected")]
+    NotConnected { runner: String },
+    /// The runner serves [`MAX_SESSIONS`] sessions already.
+    #[error("runner {runner} serves {MAX_SESSIONS} sessions already; try again in a moment")]
+    Busy { runner: String },
+    /// The link's outbound queue had no room for the session's opening.
+    #[error(transparent)]
+    Queue(#[from] Full),
+}
+
 /// One configured runner.
 pub struct Runner {
     pub name: String,
@@ -302,16 +317,13 @@ impl Runner {
         &self,
         agent: &str,
         loose: mpsc::Sender<Delivery<Value>>,
-    ) -> Result<Arc<LinkSession>, String> {
+    ) -> Result<Arc<LinkSession>, OpenError> {
         let mut s = hands_roots::lock(&self.state);
         if s.live.is_none() {
-            return Err(format!("runner {} is not connected", self.name));
+            return Err(OpenError::NotConnected { runner: self.name.to_string() });
         }
         if s.sessions.len() >= MAX_SESSIONS {
-            return Err(format!(
-                "runner {} serves {MAX_SESSIONS} sessions already; try again in a moment",
-                self.name
-            ));
+            return Err(OpenError::Busy { runner: self.name.to_string() });
         }
         let id = crate::link::random_id();
         let session = Arc::new(LinkSession {
@@ -326,7 +338,7 @@ impl Runner {
         s.sessions.insert(id.clone(), session.clone());
         drop(s);
         let open = Envelope::Open { session: id.clone(), agent: agent.to_string() };
-        self.outbox.push(&id, open.to_text()).map_err(|e| e.to_string())?;
+        self.outbox.push(&id, open.to_text())?;
         Ok(session)
     }
 

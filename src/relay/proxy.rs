@@ -56,7 +56,7 @@ impl Proxy {
             .inner
             .runner
             .open(&self.inner.agent, tx)
-            .map_err(|why| McpError::internal_error(why, None))?;
+            .map_err(|why| McpError::internal_error(why.to_string(), None))?;
         tokio::spawn(loose(s.clone(), rx, ctx.peer.clone()));
         *slot = Some(s.clone());
         Ok(s)
