@@ -8,7 +8,7 @@
 //! (ES256), OKP Ed25519 (EdDSA). A key that names its `alg` serves only that one; a key for
 //! encryption (`use` other than `sig`) serves none. HMAC (`oct`) keys are never kept.
 
-use super::fetch::Fetcher;
+use super::fetch::{FetchError, Fetcher};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use std::sync::Arc;
@@ -48,6 +48,33 @@ pub enum Missing {
     Unknown(String),
     /// The issuer's keys could not be fetched at all.
     Unavailable(String),
+}
+
+/// Why the issuer's keys could not be fetched ([`Keys::probe`]; a token's check says
+/// "unavailable" with it).
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    /// The JWKS could not be fetched.
+    #[error(transparent)]
+    Fetch(FetchError),
+    /// The document at `uri` has no `keys` array.
+    #[error("{uri} is not a JWKS (no `keys`)")]
+    NotJwks { uri: String },
+    /// The metadata at `url` names another issuer (`stated`) than the configured one.
+    #[error(
+        "the metadata at {url} is for issuer `{}`, not `{expected}`; set `issuer` to the \
+         identifier the provider itself states",
+        hands_roots::shown(stated)
+    )]
+    OtherIssuer { url: String, stated: String, expected: String },
+    #[error("the metadata at {url} names no jwks_uri")]
+    NoJwksUri { url: String },
+    /// Neither metadata URL could be fetched (each one's error).
+    #[error(
+        "cannot fetch the issuer's metadata: {}",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    NoMetadata(Vec<FetchError>),
 }
 
 /// The issuer's keys, fetched on demand.
@@ -92,7 +119,7 @@ impl Keys {
             state.tried = Some(Instant::now());
             match self.fetch(&mut state).await {
                 Ok(()) => state.fetched = true,
-                Err(e) if !state.fetched => return Err(Missing::Unavailable(e)),
+                Err(e) if !state.fetched => return Err(Missing::Unavailable(e.to_string())),
                 Err(e) => tracing::warn!("oauth: cannot refetch the issuer's JWKS: {e}"),
             }
             if let Some(k) = self.known(kid, alg) {
@@ -115,7 +142,7 @@ impl Keys {
     }
 
     /// Fetches the metadata and the JWKS now (`hands doctor`): how many usable keys it holds.
-    pub async fn probe(&self) -> Result<usize, String> {
+    pub async fn probe(&self) -> Result<usize, KeysError> {
         let mut state = self.state.lock().await;
         state.tried = Some(Instant::now());
         self.fetch(&mut state).await?;
@@ -124,7 +151,7 @@ impl Keys {
     }
 
     /// Fetches the metadata (once) and the JWKS into `state`.
-    async fn fetch(&self, state: &mut State) -> Result<(), String> {
+    async fn fetch(&self, state: &mut State) -> Result<(), KeysError> {
         let uri = match &state.jwks_uri {
             Some(u) => u.clone(),
             None => {
@@ -133,15 +160,15 @@ impl Keys {
                 u
             }
         };
-        let doc = self.fetcher.json(&uri).await?;
-        let keys = parse_jwks(&doc).ok_or_else(|| format!("{uri} is not a JWKS (no `keys`)"))?;
+        let doc = self.fetcher.json(&uri).await.map_err(KeysError::Fetch)?;
+        let keys = parse_jwks(&doc).ok_or_else(|| KeysError::NotJwks { uri: uri.clone() })?;
         tracing::info!("oauth: fetched {} signing keys of {} from {uri}", keys.len(), self.issuer);
         *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
         Ok(())
     }
 
     /// The issuer's `jwks_uri`, from its RFC 8414 metadata, else its OpenID configuration.
-    async fn jwks_uri(&self) -> Result<String, String> {
+    async fn jwks_uri(&self) -> Result<String, KeysError> {
         let mut errors = Vec::new();
         for url in metadata_urls(&self.issuer) {
             let doc = match self.fetcher.json(&url).await {
@@ -153,19 +180,18 @@ impl Keys {
             };
             let issuer = doc.get("issuer").and_then(|v| v.as_str()).unwrap_or_default();
             if issuer != self.issuer {
-                return Err(format!(
-                    "the metadata at {url} is for issuer `{}`, not `{}`; set `issuer` to the \
-                     identifier the provider itself states",
-                    hands_roots::shown(issuer),
-                    self.issuer
-                ));
+                return Err(KeysError::OtherIssuer {
+                    url,
+                    stated: issuer.to_string(),
+                    expected: self.issuer.clone(),
+                });
             }
             return match doc.get("jwks_uri").and_then(|v| v.as_str()) {
                 Some(u) => Ok(u.to_string()),
-                None => Err(format!("the metadata at {url} names no jwks_uri")),
+                None => Err(KeysError::NoJwksUri { url }),
             };
         }
-        Err(format!("cannot fetch the issuer's metadata: {}", errors.join("; ")))
+        Err(KeysError::NoMetadata(errors))
     }
 }
 

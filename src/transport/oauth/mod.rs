@@ -15,6 +15,19 @@ mod token;
 
 pub use token::Refusal;
 
+/// Why doctor (and `hands relay` at start) warns about the issuer ([`ResourceServer::probe`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The JWKS holds no key of an algorithm hands checks.
+    #[error(
+        "the JWKS of {issuer} holds no RS256, ES256 or EdDSA signature key; no token could be \
+         checked"
+    )]
+    NoKeys { issuer: String },
+    #[error("cannot fetch the keys of {issuer}: {source}; tokens are answered 503 until it can")]
+    Keys { issuer: String, source: keys::KeysError },
+}
+
 use super::mcp_door::{Body, plain};
 use crate::config::OAuthCfg;
 use bytes::Bytes;
@@ -76,18 +89,12 @@ impl ResourceServer {
     }
 
     /// `hands doctor`'s line: whether the issuer's metadata and keys can be fetched from here.
-    pub async fn probe(&self) -> Result<String, String> {
+    pub async fn probe(&self) -> Result<String, ProbeError> {
+        let issuer = self.cfg.issuer.clone();
         match self.keys.probe().await {
-            Ok(0) => Err(format!(
-                "the JWKS of {} holds no RS256, ES256 or EdDSA signature key; no token could be \
-                 checked",
-                self.cfg.issuer
-            )),
-            Ok(n) => Ok(format!("the issuer {} answers: {n} signing keys", self.cfg.issuer)),
-            Err(e) => Err(format!(
-                "cannot fetch the keys of {}: {e}; tokens are answered 503 until it can",
-                self.cfg.issuer
-            )),
+            Ok(0) => Err(ProbeError::NoKeys { issuer }),
+            Ok(n) => Ok(format!("the issuer {issuer} answers: {n} signing keys")),
+            Err(source) => Err(ProbeError::Keys { issuer, source }),
         }
     }
 
