@@ -983,3 +983,144 @@ fn every_ignored_test_says_why_and_ci_runs_it() {
     }
     report("ignored tests", findings);
 }
+
+/// The return types of the `pub` functions (and `pub type` aliases) of `code`, any visibility
+/// `pub(…)` included: `(line, type)`, the type as written between `->` and the body (or `;`,
+/// or `where`). `code` is [`code_only`]'s: strings and comments are blank.
+fn public_return_types(code: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let b = code.as_bytes();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("pub") {
+        let at = from + k;
+        from = at + 3;
+        if at > 0 && is_ident(code[..at].chars().next_back().unwrap_or(' ')) {
+            continue;
+        }
+        let mut rest = code[at + 3..].trim_start();
+        if rest.starts_with('(') {
+            let Some(close) = rest.find(')') else { continue };
+            rest = rest[close + 1..].trim_start();
+        }
+        for q in ["const ", "async ", "unsafe ", "extern \"\" "] {
+            rest = rest.strip_prefix(q).map_or(rest, str::trim_start);
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        if let Some(alias) = rest.strip_prefix("type ") {
+            if let Some(eq) = alias.find('=') {
+                let end = alias[eq..].find(';').map_or(alias.len(), |e| eq + e);
+                out.push((line, alias[eq + 1..end].trim().to_string()));
+            }
+            continue;
+        }
+        let Some(sig) = rest.strip_prefix("fn ") else { continue };
+        let start = b.len() - sig.len();
+        // Past the generics and the parameters (which may hold `-> …` of closure types).
+        let mut i = start;
+        let mut depth = 0i32;
+        while i < b.len() {
+            match b[i] {
+                b'-' if b.get(i + 1) == Some(&b'>') => i += 1,
+                b'<' | b'(' | b'[' => depth += 1,
+                b'>' | b']' => depth -= 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b'{' | b';' if depth == 0 => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        let after = code[(i + 1).min(b.len())..].trim_start();
+        let Some(ret) = after.strip_prefix("->") else { continue };
+        let rs = b.len() - ret.len();
+        let (mut j, mut depth) = (rs, 0i32);
+        while j < b.len() {
+            match b[j] {
+                b'-' if b.get(j + 1) == Some(&b'>') => j += 1,
+                b'<' | b'(' | b'[' => depth += 1,
+                b'>' | b')' | b']' => depth -= 1,
+                b'{' | b';' if depth <= 0 => break,
+                b'w' if depth <= 0 && code[j..].starts_with("where") => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        out.push((line, code[rs..j].split_whitespace().collect::<Vec<_>>().join(" ")));
+    }
+    out
+}
+
+/// Whether a type holds a `Result<_, String>` anywhere (`Option<Result<T, String>>`, a
+/// `Vec` of pairs with one): the error as text.
+fn has_string_error(ty: &str) -> bool {
+    let mut from = 0;
+    while let Some(k) = ty[from..].find("Result<") {
+        let open = from + k + "Result<".len();
+        from = open;
+        if ty[..open - "Result<".len()].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        // The top-level arguments of this `Result<…>`.
+        let (mut depth, mut args, mut arg) = (0i32, Vec::new(), String::new());
+        for c in ty[open..].chars() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '>' if depth == 0 => break,
+                '>' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(std::mem::take(&mut arg));
+                    continue;
+                }
+                _ => {}
+            }
+            arg.push(c);
+        }
+        args.push(arg);
+        if args.len() == 2 && matches!(args[1].trim(), "String" | "std::string::String") {
+            return true;
+        }
+    }
+    false
+}
+
+/// Issue 35 point 2: what fails crosses as a type, never as text. No `pub` function (any
+/// `pub(…)` too) of the daemon or a module crate returns a `Result<_, String>`, nor a type that
+/// holds one: each area has a `thiserror` enum whose variants say what failed, and a caller
+/// that decides something matches the variant. The text is made where it is shown. Private
+/// helpers that never leave their file may still return text.
+#[test]
+fn no_public_function_returns_its_error_as_text() {
+    let mut findings = Vec::new();
+    for f in rust_files().iter().filter(|f| shipped(f)) {
+        let text = code_only(&read(f));
+        for (line, ty) in public_return_types(without_tests(&text)) {
+            if has_string_error(&ty) {
+                findings.push(format!(
+                    "{f}:{line}: a public function returns `{ty}`: give its area a thiserror \
+                     enum whose variants say what failed (keep the text in `#[error(…)]`)"
+                ));
+            }
+        }
+    }
+    report("errors returned as text", findings);
+}
+
+#[test]
+fn the_string_error_check_reads_signatures_as_rustc_does() {
+    let code = "pub fn a(x: u8) -> Result<(), String> {}\n\
+                pub(crate) async fn b<T: Into<String>>(f: impl Fn(u8) -> Result<u8, String>) \
+                -> std::io::Result<String> where T: Clone {}\n\
+                pub fn c() -> Vec<(PathBuf, Result<Reply, String>)> {}\n\
+                pub fn d() -> Option<Result<Vec<u8>, E>> {}\n\
+                pub type K = Result<Arc<u8>, String>;\n\
+                pub(super) fn e(&self) -> Result<HashMap<String, u8>, Error>;\n\
+                fn private() -> Result<(), String> {}\n";
+    let found: Vec<(usize, bool)> =
+        public_return_types(code).iter().map(|(l, t)| (*l, has_string_error(t))).collect();
+    assert_eq!(found, [(1, true), (2, false), (3, true), (4, false), (5, true), (6, false)]);
+}
