@@ -29,7 +29,7 @@ pub use openat::fd_path;
 use openat::{fstat, openat2_beneath, openat2_plain, reopen};
 pub use policy::{HostPath, Policy, PolicyLists};
 pub use rustix::fs::FileType;
-pub use trust::{Trust, Trusted};
+pub use trust::{Trust, TrustError, Trusted};
 pub use walk::{
     Folder, Item, Listing, WalkError, lenient_canonical, lexical, open_start, open_start_at,
     walk_beneath,

@@ -60,7 +60,32 @@ pub struct Trust {
     cache: Mutex<Option<(Instant, Duration, Known)>>,
 }
 
-type Known = Result<Arc<Trusted>, Arc<str>>;
+/// A walk's result as it is cached and handed out: every caller of one walk gets the same.
+type Known = Result<Arc<Trusted>, Arc<TrustError>>;
+
+/// Why the walk could not tell what the host trusts in the roots ([`Trust::current`]): then
+/// nothing may be written there. The text says what a person can do.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// A root could not be opened.
+    #[error("a root cannot be opened ({0})")]
+    Open(std::io::Error),
+    /// The roots hold more than `limit` entries: the rest was not looked at.
+    #[error(
+        "the roots hold more than {limit} files and folders, so hands cannot check which of them \
+         git on the host reads; a person can narrow the roots"
+    )]
+    TooMany { limit: usize },
+    /// A folder could not be listed (other than for permission): what lies beneath is unknown.
+    #[error("{0}; a person can fix or remove that folder")]
+    Unlisted(WalkError<std::convert::Infallible>),
+    /// The repositories name more config files than one walk reads.
+    #[error(
+        "the repositories in the roots name more than {FILE_BUDGET} config files; a person can \
+         narrow the roots"
+    )]
+    TooManyConfigs,
+}
 
 /// One walk's result.
 #[derive(Debug, Default)]
@@ -135,7 +160,7 @@ impl Trust {
             return known.clone();
         }
         let started = Instant::now();
-        let known = self.walk().map(Arc::new).map_err(Arc::<str>::from);
+        let known = self.walk().map(Arc::new).map_err(Arc::new);
         let ttl = TTL.max(started.elapsed().saturating_mul(10));
         *cache = Some((Instant::now(), ttl, known.clone()));
         known
@@ -146,24 +171,21 @@ impl Trust {
         *crate::lock(&self.cache) = None;
     }
 
-    fn walk(&self) -> Result<Trusted, String> {
+    fn walk(&self) -> Result<Trusted, TrustError> {
         let start = self
             .tops
             .iter()
             .map(|p| crate::open_start(p).map(|fd| (p.clone(), fd)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("a root cannot be opened ({})", std::io::Error::from(e)))?;
+            .map_err(|e| TrustError::Open(std::io::Error::from(e)))?;
         let mut v = Visitor { trust: self, found: Found::default(), steer: true };
         let seen = crate::walk_beneath::<std::convert::Infallible>(start, self.limit, |l| {
             v.visit(l);
             Ok(())
         })
         .map_err(|e| match e {
-            WalkError::Limit { limit } => format!(
-                "the roots hold more than {limit} files and folders, so hands cannot check \
-                 which of them git on the host reads; a person can narrow the roots"
-            ),
-            other => format!("{other}; a person can fix or remove that folder"),
+            WalkError::Limit { limit } => TrustError::TooMany { limit },
+            other => TrustError::Unlisted(other),
         })?;
         self.finish(v.found, seen)
     }
@@ -183,14 +205,14 @@ impl Trust {
     /// The result of a walk that carried `v` over every folder of the roots (`seen` entries),
     /// cached as this walk's own.
     pub fn accept(&self, v: Visitor<'_>, seen: usize, took: Duration) {
-        let known = self.finish(v.found, seen).map(Arc::new).map_err(Arc::<str>::from);
+        let known = self.finish(v.found, seen).map(Arc::new).map_err(Arc::new);
         let ttl = TTL.max(took.saturating_mul(10));
         *crate::lock(&self.cache) = Some((Instant::now(), ttl, known));
     }
 
     /// What the folders of a complete walk showed, resolved: each git dir's config as git reads
     /// it, the global configs, the links.
-    fn finish(&self, mut found: Found, seen: usize) -> Result<Trusted, String> {
+    fn finish(&self, mut found: Found, seen: usize) -> Result<Trusted, TrustError> {
         for top in &self.tops {
             self.enclosing(top, &mut found);
         }
@@ -212,10 +234,7 @@ impl Trust {
             self.links_below(&link, &mut out);
         }
         if budget == 0 {
-            return Err(format!(
-                "the repositories in the roots name more than {FILE_BUDGET} config files; a \
-                 person can narrow the roots"
-            ));
+            return Err(TrustError::TooManyConfigs);
         }
         Ok(out)
     }

@@ -43,7 +43,59 @@ pub struct Masks {
     home: PathBuf,
 }
 
-type Walked = Result<Arc<Found>, Arc<str>>;
+/// A walk's result as it is cached and handed out: every command of one walk gets the same.
+type Walked = Result<Arc<Found>, Arc<MaskError>>;
+
+/// Why no command may start: the roots could not be checked completely ([`Masks::current`]),
+/// so it would run with part of the masks. Each text says what a person can do.
+#[derive(Debug, thiserror::Error)]
+pub enum MaskError {
+    /// A root could not be opened to walk it.
+    #[error(
+        "refused: the root {} cannot be opened to check it for secret files and protected paths \
+         ({source}), so commands do not start; a person can make it readable again or remove it \
+         from the roots",
+        root.display()
+    )]
+    Root { root: PathBuf, source: std::io::Error },
+    /// The walk did not finish: past its bound (`limit`), or a folder could not be listed.
+    #[error(
+        "refused: the roots could not be checked completely for secret files and protected \
+         paths, so the command did not start (it would have run with part of the masks): {}",
+        unfinished(walk)
+    )]
+    Walk { walk: WalkError<Infallible> },
+    /// The walk of what the host trusts failed.
+    #[error(
+        "refused: the roots could not be checked for what git on the host reads (its config, \
+         includes and hooks), so the command did not start: {0}"
+    )]
+    Trust(Arc<hands_roots::TrustError>),
+    /// Something the host trusts (`from`) leads into the sandbox's home (`to`).
+    #[error(
+        "refused: {} leads to {}, inside the sandbox's home, which commands can write: a program \
+         on the host (git, an editor) would run what a command put there. A person can remove \
+         the link or point it elsewhere",
+        from.display(),
+        to.display()
+    )]
+    HomeLink { from: PathBuf, to: PathBuf },
+}
+
+/// Why a walk did not finish, and what a person can do.
+fn unfinished(e: &WalkError<Infallible>) -> String {
+    match e {
+        WalkError::Limit { limit } => format!(
+            "the roots hold more than {limit} files and folders (a command may have made them: a \
+             flood of files or hard links). A person can remove them, narrow the roots, or raise \
+             tools-shell's `limits.walk_entries`"
+        ),
+        other => format!(
+            "{other}. A person can fix or remove that folder (or narrow the roots); the next \
+             command walks again"
+        ),
+    }
+}
 
 /// One walk's result.
 #[derive(Debug, Default)]
@@ -87,7 +139,7 @@ impl Masks {
     /// [`TTL`] (longer for a slow walk), else a new walk's. An error, saying why and what to
     /// do, when the walk could not check everything: the command must not start. Blocking;
     /// call it off the async runtime.
-    pub fn current(&self) -> Result<Arc<Found>, Arc<str>> {
+    pub fn current(&self) -> Result<Arc<Found>, Arc<MaskError>> {
         let mut cache = hands_roots::lock(&self.cache);
         if let Some((at, ttl, found)) = cache.as_ref()
             && at.elapsed() < *ttl
@@ -127,15 +179,8 @@ impl Masks {
                     Some(r) => hands_roots::open_start_at(r.fd()),
                     None => hands_roots::open_start(p),
                 };
-                fd.map(|fd| (p.clone(), fd)).map_err(|e| {
-                    Arc::<str>::from(format!(
-                        "refused: the root {} cannot be opened to check it for secret files \
-                         and protected paths ({}), so commands do not start; a person can make \
-                         it readable again or remove it from the roots",
-                        p.display(),
-                        std::io::Error::from(e)
-                    ))
-                })
+                fd.map(|fd| (p.clone(), fd))
+                    .map_err(|e| Arc::new(MaskError::Root { root: p.clone(), source: e.into() }))
             })
             .collect::<Result<Vec<(PathBuf, OwnedFd)>, _>>()?;
         // What the host trusts is found in the same pass when its walk is due and covers the
@@ -147,24 +192,10 @@ impl Masks {
         if let (Some(t), Some(v), Ok(found)) = (trust, visitor, &walked) {
             t.accept(v, found.seen, started.elapsed());
         }
-        let mut found = walked.map_err(|e| {
-            let what = match &e {
-                WalkError::Limit { limit } => format!(
-                    "the roots hold more than {limit} files and folders (a command may have \
-                     made them: a flood of files or hard links). A person can remove them, \
-                     narrow the roots, or raise tools-shell's `limits.walk_entries`"
-                ),
-                other => format!(
-                    "{other}. A person can fix or remove that folder (or narrow the roots); the \
-                     next command walks again"
-                ),
-            };
+        let mut found = walked.map_err(|walk| {
+            let what = unfinished(&walk);
             tracing::warn!("commands refused: the walk of the roots did not finish: {what}");
-            Arc::<str>::from(format!(
-                "refused: the roots could not be checked completely for secret files and \
-                 protected paths, so the command did not start (it would have run with part of \
-                 the masks): {what}"
-            ))
+            Arc::new(MaskError::Walk { walk })
         })?;
         self.host_trusted(&mut found)?;
         Ok(Arc::new(found))
@@ -173,14 +204,9 @@ impl Masks {
     /// Adds what the host trusts in these roots (the resolver's shared walk) to the protected
     /// paths; refuses when that walk failed, or when something the host trusts leads into the
     /// sandbox home, which commands write.
-    fn host_trusted(&self, found: &mut Found) -> Result<(), Arc<str>> {
+    fn host_trusted(&self, found: &mut Found) -> Result<(), Arc<MaskError>> {
         let Some(trust) = self.resolver.trust() else { return Ok(()) };
-        let known = trust.current().map_err(|why| {
-            Arc::<str>::from(format!(
-                "refused: the roots could not be checked for what git on the host reads (its \
-                 config, includes and hooks), so the command did not start: {why}"
-            ))
-        })?;
+        let known = trust.current().map_err(|why| Arc::new(MaskError::Trust(why)))?;
         // Only below this module's writable roots does a command need them (a read-only root
         // refuses every write already).
         let writable: Vec<&Path> =
@@ -192,13 +218,7 @@ impl Masks {
             }
         }
         if let Some((from, to)) = known.outside.iter().find(|(_, to)| to.starts_with(&self.home)) {
-            return Err(Arc::from(format!(
-                "refused: {} leads to {}, inside the sandbox's home, which commands can write: \
-                 a program on the host (git, an editor) would run what a command put there. A \
-                 person can remove the link or point it elsewhere",
-                from.display(),
-                to.display()
-            )));
+            return Err(Arc::new(MaskError::HomeLink { from: from.clone(), to: to.clone() }));
         }
         Ok(())
     }
@@ -466,7 +486,8 @@ mod tests {
         std::os::unix::fs::symlink(&home, root.join("sub/.vscode")).unwrap();
         trust.expire();
         let why = Masks::new(&roots, r, home, 1000).current().unwrap_err();
-        assert!(why.contains("sandbox's home"), "{why}");
+        assert!(matches!(*why, MaskError::HomeLink { .. }), "{why:?}");
+        assert!(why.to_string().contains("sandbox's home"), "{why}");
     }
 }
 
