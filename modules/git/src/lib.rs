@@ -4,9 +4,14 @@
 //! from a parameter struct to an output struct (both with JSON schemas, the output also a
 //! `Display` text mirror) or a [`GitError`].
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 pub mod catalogue;
 mod confine;

@@ -317,8 +317,7 @@ pub fn setns(pidfd: &OwnedFd, nstypes: libc::c_int) -> Result<()> {
 }
 
 /// Points stdout at `/dev/null`, so whoever reads the pipe behind it sees its end.
-// /dev/null, for the launcher's own stdout.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "/dev/null, for the launcher's own stdout")]
 pub fn stdout_to_null() -> Result<()> {
     let null = std::fs::File::options().write(true).open("/dev/null").context("/dev/null")?;
     // SAFETY: dup2 of a descriptor we own onto fd 1.
