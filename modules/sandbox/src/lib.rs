@@ -33,3 +33,6 @@ pub mod proxy;
 mod sys;
 
 pub use sys::set_env_while_single_threaded;
+// libgit2's process-global options, for hands-git (decision 0072).
+#[cfg(target_os = "linux")]
+pub use sys::libgit2;
