@@ -1,9 +1,14 @@
 //! The `hands` daemon as a library: every layer of the binary, so tests can drive a
 //! `HandsServer` in process and `src/main.rs` stays one line.
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 pub mod audit;
 pub mod cli;

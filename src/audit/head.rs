@@ -81,8 +81,7 @@ pub enum HeadError {
 }
 
 /// Reads the head beside `log`: `None` when there is none; an error says why it is unreadable.
-// The state dir's audit head.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir's audit head")]
 pub fn read(log: &Path) -> Result<Option<Head>, HeadError> {
     let path = path_beside(log);
     let bytes = match std::fs::read(&path) {
@@ -101,8 +100,7 @@ pub fn read(log: &Path) -> Result<Option<Head>, HeadError> {
 
 /// Records `head` beside `log`, in the slot that does not hold the newest head, and
 /// `fdatasync`s it. Call it under the log's lock.
-// The state dir's audit head.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir's audit head")]
 pub fn write(log: &Path, head: &Head) -> std::io::Result<()> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let path = path_beside(log);

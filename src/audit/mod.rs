@@ -195,8 +195,7 @@ pub fn path_in(state_dir: &Path) -> PathBuf {
 
 impl Audit {
     /// Opens (creating the state dir and the file, mode 0600) and finds the end of the chain.
-    // The state dir's audit log.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(clippy::disallowed_methods, reason = "the state dir's audit log")]
     pub fn open(state_dir: &Path) -> anyhow::Result<Audit> {
         use anyhow::Context;
         use std::os::unix::fs::OpenOptionsExt;

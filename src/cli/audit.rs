@@ -62,8 +62,7 @@ pub(super) fn audit_cmd(config: Option<PathBuf>, follow: bool, verify: bool) -> 
 }
 
 /// Prints every complete record; with `follow`, keeps polling for new ones.
-// The state dir's audit log, printed for the person.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir's audit log, printed for the person")]
 fn print_audit(path: &std::path::Path, follow: bool) -> std::io::Result<()> {
     use std::io::{Read, Seek};
     let mut file = loop {

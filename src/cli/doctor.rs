@@ -230,8 +230,10 @@ fn apparmor_commands(exe: &std::path::Path) -> String {
 
 /// The doctor's lines on how commands are contained here: the process bound and what was
 /// passed over, Landlock, who commands run as, and the remedy for a missing wall.
-// procfs (/proc/sys/kernel/...), not a path of a root.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs (/proc/sys/kernel/...), not a path of a root"
+)]
 fn sandbox_section(
     sh: &crate::shell_mcp::Shell,
     daemon: &Daemon,

@@ -42,8 +42,10 @@ pub(super) fn exec_cmd(
 /// The terminal's side: `hands exec [--cwd DIR] [--timeout-secs N] -- BIN ARGS…`. Prints the
 /// command's stdout and stderr exactly as it wrote them and returns its exit status (128 + N
 /// for signal N); [`REFUSED`] when refused or declined; [`UNREACHABLE`] when no daemon answers.
-// `hands exec` prints the program's output exactly, on the person's terminal.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "`hands exec` prints the program's output exactly, on the person's terminal"
+)]
 fn client(state_dir: &Path, argv: &[String], cwd: Option<String>, timeout: Option<u64>) -> u8 {
     let mut req = Exec { argv: argv.to_vec(), cwd, timeout_secs: timeout, answer: None };
     let wait = std::time::Duration::from_secs(timeout.unwrap_or(120) + 60);

@@ -132,8 +132,10 @@ pub(super) fn init(force: bool, print: bool) -> ExitCode {
 }
 
 /// The file, atomically (a temp file beside it, renamed), folder 0700 and file 0600.
-// The person's own config folder, outside every root: this is the person's command.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the person's own config folder, outside every root: this is the person's command"
+)]
 fn write(target: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -243,8 +245,10 @@ fn rustup(home: &Path, never: &Never, found: &mut Found) {
 
 /// `~/.rustup/settings.toml`'s `default_toolchain`, as a folder of `toolchains/` (`stable`
 /// matches `stable-<host>`).
-// Reading the person's rustup settings; the person's own command.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "reading the person's rustup settings; the person's own command"
+)]
 fn default_toolchain(rustup_home: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(rustup_home.join("settings.toml")).ok()?;
     let table: toml::Table = toml::from_str(&text).ok()?;
@@ -296,8 +300,10 @@ fn venv(project: &Path, never: &Never, found: &mut Found) {
 }
 
 /// nvm's default Node (`~/.nvm/alias/default`, matched against `versions/node/`).
-// Reading the person's nvm alias; the person's own command.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "reading the person's nvm alias; the person's own command"
+)]
 fn nvm(home: &Path, never: &Never, found: &mut Found) {
     let dir = std::env::var_os("NVM_DIR").map(PathBuf::from).unwrap_or_else(|| home.join(".nvm"));
     let Ok(alias) = std::fs::read_to_string(dir.join("alias/default")) else { return };

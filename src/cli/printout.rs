@@ -11,8 +11,10 @@ use std::process::ExitCode;
 
 /// Prints a report on stdout. Only `check` and `doctor` call it; `serve` never does, because
 /// on stdio, stdout is the protocol.
-// The report printer (`hands check`/`doctor`): stdout is the person's terminal.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the report printer (`hands check`/`doctor`): stdout is the person's terminal"
+)]
 pub fn out(s: &str) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{s}");

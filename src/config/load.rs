@@ -41,8 +41,10 @@ pub fn locate(explicit: Option<&Path>) -> Located {
 
 /// Loads the configuration a subcommand should use ([`locate`]), and refuses a file that a
 /// command or file tool of that configuration could write ([`super::trusted::placement`]).
-// The config file the person names (or the per-user one).
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the config file the person names (or the per-user one)"
+)]
 pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
     match locate(explicit) {
         Located::File { path, from } => {

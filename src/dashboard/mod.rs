@@ -105,8 +105,7 @@ impl Setup {
     }
 }
 
-// The token file the person configured.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the token file the person configured")]
 fn read_token(cfg: &DashboardCfg) -> anyhow::Result<String> {
     let (raw, source) = match (&cfg.token_env, &cfg.token_file) {
         (Some(var), _) => {

@@ -81,8 +81,7 @@ pub struct AgentEntry {
 }
 
 /// Reads and validates `file`.
-// The relay's config file, named on its command line.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the relay's config file, named on its command line")]
 pub fn load(file: &Path) -> Result<RelayCfg, ConfigError> {
     let shown = file.display().to_string();
     let src = std::fs::read_to_string(file).map_err(|e| ConfigError {

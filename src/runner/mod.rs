@@ -180,8 +180,7 @@ fn write_status(setup: &Setup, state: &str, why: Option<&str>) {
         "why": why,
     });
     let tmp = setup.status.with_extension("json.tmp");
-    // The state dir is the daemon's own.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(clippy::disallowed_methods, reason = "the state dir is the daemon's own")]
     let written =
         std::fs::write(&tmp, body.to_string()).and_then(|()| std::fs::rename(&tmp, &setup.status));
     if let Err(e) = written {
@@ -190,8 +189,7 @@ fn write_status(setup: &Setup, state: &str, why: Option<&str>) {
 }
 
 /// What `hands doctor` says about the runner's link: the last state a running daemon wrote.
-// The state dir is the daemon's own.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir is the daemon's own")]
 pub fn last_status(config: &Config) -> Option<String> {
     let file = crate::server::absolute(&config.state_dir).join(STATUS_FILE);
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;

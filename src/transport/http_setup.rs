@@ -197,8 +197,7 @@ pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<Str
 /// Reads a credential from `env` or `file` (exactly one is given), trimmed; refuses a missing,
 /// empty, short or non-printable one. `what` names its owner in errors (`[runner]`,
 /// `[[relay.agents]] `alice``); no error ever quotes the credential.
-// The token file the person configured.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the token file the person configured")]
 pub(crate) fn read_secret(
     what: &str,
     env: Option<&str>,

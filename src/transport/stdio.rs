@@ -191,8 +191,7 @@ where
 
 /// Whether the reader of this process's stdout has gone (a pipe's or socket's other end
 /// closed: `POLLERR`/`POLLHUP`).
-// The stdio transport: stdout is the protocol.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the stdio transport: stdout is the protocol")]
 fn stdout_broken() -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let stdout = std::io::stdout();

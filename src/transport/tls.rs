@@ -8,8 +8,6 @@ use std::sync::Arc;
 
 /// A TLS client config trusting the system's roots and the PEM certificates of `ca_file`;
 /// `what` names the setting in errors (`[runner] ca_file`).
-// The CA file the person configured.
-#[allow(clippy::disallowed_methods)]
 pub fn client_config(ca_file: Option<&Path>, what: &str) -> anyhow::Result<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();

@@ -2,9 +2,14 @@
 //! [`hands_roots::Resolver`] confines. Knows nothing of MCP: each tool is a function from a
 //! parameter struct to an output struct (both with JSON schemas) or an [`FsError`].
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 pub mod catalogue;
 pub mod edit;

@@ -92,8 +92,10 @@ pub(crate) fn open_repository(abs: &Path) -> Result<Repository, GitError> {
 /// The files libgit2 reads by path when it opens the repository whose git dir is `gitdir`,
 /// and in the common dir its `commondir` names; those that exist must be regular files (the
 /// walk of the git dir after the open checks everything else before any tool reads it).
-// libgit2 reads these files by path; they lie in a git dir already confined to the roots.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "libgit2 reads these by path, in a git dir already confined to the roots"
+)]
 fn opened_files_regular(repo: &Path, gitdir: &Path) -> Result<(), GitError> {
     const OPENED: [&str; 5] = ["HEAD", "config", "config.worktree", "commondir", "gitdir"];
     let check = |dir: &Path| -> Result<(), GitError> {
@@ -388,8 +390,10 @@ impl Git {
 
     /// Refuses `objects/info/alternates` entries that borrow objects from outside the roots,
     /// following chains as deep as libgit2 does.
-    // libgit2 reads this file by path too; it lies in a repository already confined to the roots.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "libgit2 reads it by path too, in a repository already confined to the roots"
+    )]
     fn check_alternates(&self, repo: &Path, objects: &Path, depth: u32) -> Result<(), GitError> {
         if depth > ALTERNATES_DEPTH {
             return Ok(());

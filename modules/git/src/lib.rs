@@ -4,9 +4,14 @@
 //! from a parameter struct to an output struct (both with JSON schemas, the output also a
 //! `Display` text mirror) or a [`GitError`].
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 pub mod catalogue;
 mod confine;
@@ -35,7 +40,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use hands_roots::Resolver;
 use settings::Problem;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 /// Push settings once compiled.
 #[derive(Debug)]
@@ -99,49 +104,11 @@ impl Drop for Sending<'_> {
     }
 }
 
-static ISOLATE: Once = Once::new();
-
-/// Makes libgit2 read no global, XDG, system or ProgramData config: only the repository's own
-/// config counts, so nothing outside the roots (a `~/.gitconfig` with includes, helpers or
-/// `safe.directory`) steers a tool. Process-wide, done once.
-fn isolate_libgit2() {
-    ISOLATE.call_once(|| {
-        for level in [
-            git2::ConfigLevel::Global,
-            git2::ConfigLevel::XDG,
-            git2::ConfigLevel::System,
-            git2::ConfigLevel::ProgramData,
-        ] {
-            // `set_search_path` is unsafe only because libgit2 options are process-global and
-            // not synchronised; the `Once` runs it before this crate makes any other libgit2
-            // call, and nothing else in the daemon uses libgit2. An empty path means "search
-            // nowhere". Failure leaves libgit2's default, so it is ignored here and the
-            // repository config scan still applies.
-            #[allow(unsafe_code)]
-            let _ = unsafe { git2::opts::set_search_path(level, "") };
-        }
-        // A root daemon runs commands as `sandbox.run_as`, so the repositories in its roots
-        // belong to that user; libgit2's ownership check (git's `safe.directory`) would refuse
-        // every one of them. The check guards against a repository another user planted on the
-        // way to a path; here every repository lies under a root the person declared, and no
-        // config of it can make a tool run a program (confine.rs). Same soundness as above.
-        #[allow(unsafe_code)]
-        let _ = unsafe { git2::opts::set_verify_owner_validation(false) };
-        // Bounds on push over SSH, so a silent server cannot hold a worker thread forever:
-        // 30 s to connect, 5 min for any one read or write. Same soundness argument as above
-        // (process-global libgit2 options, set once before any other libgit2 call).
-        #[allow(unsafe_code)]
-        let _ = unsafe { git2::opts::set_server_connect_timeout_in_milliseconds(30_000) };
-        #[allow(unsafe_code)]
-        let _ = unsafe { git2::opts::set_server_timeout_in_milliseconds(300_000) };
-    });
-}
-
 impl Git {
     /// Validates the settings (author, push remote and patterns) and isolates libgit2 from
     /// config outside the repositories.
     pub fn new(resolver: Arc<Resolver>, settings: GitSettings) -> Result<Git, GitError> {
-        isolate_libgit2();
+        hands_sandbox::libgit2::set_process_options();
         // The daemon's config validation ran these checks already (settings.rs); they run again
         // because a library caller may build `GitSettings` by hand.
         if let Some((name, email)) = &settings.author {

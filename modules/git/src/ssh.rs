@@ -49,8 +49,10 @@ impl KeySource {
 
     /// The file's entries; a missing trust-on-first-use file is empty, a missing configured
     /// file is an error.
-    // known_hosts: the file the person configured, or the state dir's trust-on-first-use file.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the known_hosts the person configured, or the state dir's trust-on-first-use file"
+    )]
     fn entries(&self, host: &str) -> Result<Vec<Entry>, GitError> {
         match std::fs::read_to_string(self.path()) {
             Ok(text) => Ok(parse_known_hosts(&text)),

@@ -274,9 +274,10 @@ fn value(cs: &mut Chars<'_>) -> Option<Vec<u8>> {
 /// Reads a config file as git would (following symlinks), bounded; None when it is missing,
 /// not a regular file, or larger than [`MAX_BYTES`]. Opened non-blocking, so a FIFO planted
 /// under the name cannot stall the reader.
-// By path, following links, anywhere (an include may name `~/x`): what git on the host reads
-// is the point, and it is only read, never a path a tool was given.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "what git on the host reads: by path, following links, anywhere; only read"
+)]
 pub fn read(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;

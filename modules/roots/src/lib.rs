@@ -7,9 +7,14 @@
 //! so a symlink that leaves the root or a `/proc` magic link fails in the kernel, not in a
 //! check that could race. Callers then work on the descriptors returned, never on the path.
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 mod error;
 pub mod gitcfg;

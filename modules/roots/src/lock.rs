@@ -9,8 +9,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// a set, a cache or a command's output tail that each holder leaves consistent before it could
 /// panic, so a panic in one connection (or one walker thread, one command) must not take down
 /// every other one.
-// The one place that may call `Mutex::lock` (clippy.toml).
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the one place that may call `Mutex::lock` (clippy.toml)"
+)]
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }

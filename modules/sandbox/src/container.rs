@@ -194,8 +194,10 @@ struct Traces {
 }
 
 impl Traces {
-    // procfs and the runtimes' marker files, not paths of a root.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "procfs and the runtimes' marker files, not paths of a root"
+    )]
     fn read() -> Traces {
         let text = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());

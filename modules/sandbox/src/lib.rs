@@ -4,9 +4,14 @@
 //! shows which walls this machine gives ([`probe`]), the policy lists ([`profiles`]), and how
 //! a checked path is opened again without being resolved by name ([`resolve`]).
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 #[cfg(target_os = "linux")]
 pub mod launcher;
@@ -28,3 +33,6 @@ pub mod proxy;
 mod sys;
 
 pub use sys::set_env_while_single_threaded;
+// libgit2's process-global options, for hands-git (decision 0072).
+#[cfg(target_os = "linux")]
+pub use sys::libgit2;

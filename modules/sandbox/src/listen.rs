@@ -50,7 +50,7 @@ fn child(pid: i32, start: u64) -> io::Result<()> {
     let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
     // The pidfd names one process for good; checking the start time after opening it makes
     // sure that process is the holder and not a reused pid.
-    if start_time(pid.as_raw_nonzero().get()) != Some(start) {
+    if crate::netns::start_time(pid.as_raw_nonzero().get()) != Some(start) {
         return Err(io::ErrorKind::NotFound.into());
     }
     rustix::thread::move_into_thread_name_spaces(
@@ -70,18 +70,11 @@ fn child(pid: i32, start: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// The start time of `pid` (field 22 of `/proc/PID/stat`).
-// procfs, not a root: the sandbox's own bookkeeping of the holder it started.
-#[allow(clippy::disallowed_methods)]
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
 /// The daemon's side: the listeners inside the namespace held by `pid` (started at `start`).
-// The sandbox starts its own binary (`hands __netns-listen`) to bind inside the namespace.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "starts the daemon's own `hands __netns-listen`, which binds inside the namespace"
+)]
 pub fn acquire(exe: &Path, pid: i32, start: u64) -> io::Result<Listeners> {
     let (ours, theirs) = UnixStream::pair()?;
     let mut child = Command::new(exe)

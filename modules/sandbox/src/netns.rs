@@ -3,8 +3,6 @@
 //! or start one, and hand its pid and start time to every launcher of the module. The holder
 //! lives while one of its users does: each daemon that uses it and each tmux session kept past
 //! its daemon is a file `PID-START` in `<module>.users/` beside the pid file.
-// The netns holder: starts the launcher's binary; procfs and its state-dir pid file.
-#![allow(clippy::disallowed_methods)]
 
 use anyhow::{Context, Result, anyhow};
 use std::io::{BufRead, Read};
@@ -29,6 +27,10 @@ impl Process {
 
 /// The start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since boot): with the pid
 /// it names one process for good, since a reused pid starts later.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: a process's start time, which names it for good"
+)]
 pub fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses; the fields after it do not.
@@ -61,6 +63,7 @@ pub fn any_user_alive(dir: &Path) -> bool {
 }
 
 /// Names `p` among the holder's users in `dir`.
+#[expect(clippy::disallowed_methods, reason = "the holder's users folder in the state dir")]
 fn add_user(dir: &Path, p: Process) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let entry = dir.join(format!("{}-{}", p.pid, p.start));
@@ -101,6 +104,7 @@ impl Netns {
             return Ok(h);
         }
         let lock_path = self.pidfile.with_extension("lock");
+        #[expect(clippy::disallowed_methods, reason = "the holder's lock file in the state dir")]
         let lock = std::fs::File::create(&lock_path)
             .with_context(|| format!("cannot open {}", lock_path.display()))?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
@@ -124,6 +128,10 @@ impl Netns {
     }
 
     /// The holder named by the pid file, when that process is alive and is a holder.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the holder's pid file in the state dir, and its cmdline in procfs"
+    )]
     fn read_live(&self) -> Option<Process> {
         let text = std::fs::read_to_string(&self.pidfile).ok()?;
         let mut f = text.split_whitespace();
@@ -133,6 +141,10 @@ impl Netns {
         (is_holder && h.alive()).then_some(h)
     }
 
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "starts the daemon's own binary as the netns holder (`hands __netns`)"
+    )]
     fn spawn(&self) -> Result<Process> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;

@@ -1,8 +1,6 @@
 //! The sandbox self-test (SPEC §5 item 6): one probe command run through the launcher with the
 //! module's own spec, trying the escapes; the daemon checks the host side (canaries, listeners)
 //! and records, per guarantee, whether it holds.
-// The sandbox self-test: runs the launcher on probe files in the state dir.
-#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -143,6 +141,10 @@ fn run_in(
     let bare = base.has_no_namespaces();
     let by = |with_ns: &'static str, without: &'static str| if bare { without } else { with_ns };
     let (out, inside) = (dir.join("out"), dir.join("in"));
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the probe's own files, in its folder of the state dir"
+    )]
     let setup = (|| -> std::io::Result<()> {
         std::fs::create_dir_all(&out)?;
         std::fs::create_dir_all(&inside)?;
@@ -210,6 +212,10 @@ fn run_in(
         // write check below must see its content, not the chmod.
         let _ = std::fs::set_permissions(out.join("canary"), PermissionsExt::from_mode(0o644));
     }
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the probe's canary, in its folder of the state dir"
+    )]
     let canary_same = std::fs::read_to_string(out.join("canary")).is_ok_and(|c| c == "canary\n")
         && !out.join("new").exists();
     let mut udp_received = false;

@@ -6,9 +6,14 @@
 //! allowlist and its parameters, the programs that run other programs (`wrappers`), the tmux
 //! tools' command lines and results, and a pane's output read as a person sees it (`pane`).
 
-// Unit tests make and read their fixtures by path and spawn what they test against; the
-// lib target itself is checked without this (clippy.toml, SPEC §11).
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The lib target itself is checked without this (clippy.toml, SPEC §11).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests make and read their fixtures by path and spawn what they test against"
+    )
+)]
 
 pub mod allow;
 pub mod bash;

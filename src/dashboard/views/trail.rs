@@ -53,8 +53,7 @@ async fn chain_state(cache: &Cache, path: &std::path::Path) -> ChainState {
 }
 
 /// The latest records (newest first), read from the end of the log.
-// The state dir's audit log, shown on the dashboard.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir's audit log, shown on the dashboard")]
 fn latest_records(path: &std::path::Path) -> std::io::Result<Vec<Value>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = match std::fs::File::open(path) {

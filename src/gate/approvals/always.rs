@@ -26,8 +26,7 @@ pub fn module_version() -> &'static str {
 }
 
 /// Reads the standing *always* permissions (a missing file is none).
-// The state dir's standing permissions.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the state dir's standing permissions")]
 pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
@@ -40,8 +39,10 @@ pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
 
 /// Replaces the standing permissions atomically (temp file, fsync, rename), under a lock file
 /// shared with `hands approvals revoke`.
-// The state dir's standing permissions, replaced whole.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the state dir's standing permissions, replaced whole"
+)]
 pub fn update_always(
     path: &Path,
     f: impl FnOnce(&mut Vec<Standing>) -> anyhow::Result<()>,

@@ -158,8 +158,10 @@ pub(super) fn verdict(entries: &[Entry], name: &str, key_type: &str, blob: &[u8]
 }
 
 /// Appends `name type key` to the trust-on-first-use file (made `0600`, its folder `0700`).
-// The state dir's trust-on-first-use file (`<state_dir>/known_hosts`).
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the state dir's trust-on-first-use file (`<state_dir>/known_hosts`)"
+)]
 pub(super) fn record(path: &Path, name: &str, key_type: &str, blob: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {

@@ -88,6 +88,10 @@ pub struct Choice {
 
 /// The daemon's own cgroup: the cgroup2 mount (or the v1 hierarchy of `controller`) and the
 /// path in it from `/proc/self/cgroup`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: the daemon's own cgroup (/proc/self/cgroup), not a path of a root"
+)]
 fn own_cgroup(controller: Option<&str>) -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     text.lines().find_map(|l| {
@@ -103,6 +107,10 @@ fn own_cgroup(controller: Option<&str>) -> Option<String> {
 
 /// Where cgroup2 is mounted (`/sys/fs/cgroup` on v2-only hosts, `/sys/fs/cgroup/unified` on
 /// hybrid ones), from `/proc/self/mountinfo`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: where cgroup2 is mounted (/proc/self/mountinfo), not a path of a root"
+)]
 fn cgroup2_mount() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(|l| {
@@ -138,6 +146,10 @@ pub fn choose(nonroot_command: bool) -> Choice {
     Choice { bound: Bound::None, passed_over }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "cgroupfs: the daemon's own cgroup, read and set by path"
+)]
 fn v2() -> Result<Bound> {
     let mount = cgroup2_mount().ok_or_else(|| anyhow!("no cgroup2 file system is mounted"))?;
     let own = own_cgroup(None).ok_or_else(|| anyhow!("/proc/self/cgroup names no cgroup v2"))?;
@@ -241,6 +253,10 @@ impl Leaf {
     /// Makes the leaf for `max` processes and `memory_mb` of memory (cgroup v2 with the memory
     /// controller); `None` for the rlimit bound and none. Leaves of launchers that are gone
     /// (killed before they could clean up) are removed on the way.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "cgroupfs: the command's leaf cgroup, made, set and opened by path"
+    )]
     pub fn create(bound: &Bound, max: u64, memory_mb: u64) -> Result<Option<Leaf>> {
         let (dir, v2, memory, prefix) = match bound {
             Bound::CgroupV2 { dir, memory } => (dir, true, *memory, LEAF_PREFIX),
@@ -360,6 +376,10 @@ fn read_in(dir: &File, path: &str) -> Option<String> {
 
 /// The command's leaf in the v1 memory hierarchy `dir`, named like its pids leaf (the launcher's
 /// pid), limited to `memory_mb` (and as much with swap, where swap is accounted).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "cgroupfs: the command's v1 memory leaf, made, set and opened by path"
+)]
 fn v1_memory_leaf(dir: &Path, memory_mb: u64) -> Result<(File, File)> {
     let parent = File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
     sweep(dir, "");

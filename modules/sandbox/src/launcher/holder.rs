@@ -38,6 +38,10 @@ pub fn holder_main(pidfile: &Path) -> ExitCode {
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the holder's pid and lock files in the state dir; stdout is the daemon's `ready` pipe"
+)]
 fn hold(pidfile: &Path) -> Result<()> {
     // No controlling terminal: a Ctrl-C meant for the daemon does not end the namespace.
     let _ = sys::setsid();

@@ -85,6 +85,10 @@ fn userns(owner: Ids, to: Ids) -> Result<OwnedFd> {
         sys::exit_now(0);
     }
     drop(wait_read);
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "procfs: the new user namespace's maps and its ns/user link"
+    )]
     let made = (|| -> Result<OwnedFd> {
         let write = |file: &str, text: String| {
             let path = format!("/proc/{pid}/{file}");

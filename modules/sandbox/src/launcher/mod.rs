@@ -20,8 +20,6 @@
 //! cannot be built the launcher sends [`Report::SetupFailed`], prints `hands sandbox: ...` on
 //! stderr for a person, and exits 125, and the command never starts. The daemon decides on the
 //! report alone: a command can exit 125 and print such a line too.
-// The launcher: the one place that spawns, and that opens procfs, cgroup and mount paths.
-#![allow(clippy::disallowed_methods)]
 
 pub mod bounds;
 pub mod holder;
@@ -119,6 +117,10 @@ fn in_container(e: anyhow::Error) -> anyhow::Error {
 
 /// Why user namespaces could not be made, with the remedy for this machine (in a container
 /// the refusal and doctor name it: the flags it is started with).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: the kernel's user-namespace switches, read to name the remedy"
+)]
 pub fn userns_refused(errno: i32) -> String {
     let apparmor =
         std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -205,6 +207,10 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         sys::give_stdio(uid, gid);
     }
     // Opened now: the launcher joins the sandbox's mount namespace below.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the `watch` file is a session marker in the state dir, not a path of a root"
+    )]
     let watch = match &spec.watch {
         Some(p) => {
             Some(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
@@ -384,6 +390,10 @@ fn init(
     // takes every capability in it away: the first mount is where that shows.
     // A container's runtime forbids some of what follows (a masked /proc, seccomp on
     // pivot_root): `in_container` says so.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "procfs: AppArmor's user-namespace switch, read to name the remedy"
+    )]
     let no_caps = |e: anyhow::Error| {
         let restricted =
             std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -558,6 +568,10 @@ fn command(
 }
 
 /// The interpreter on `program`'s `#!` line, when its real file is one of `masked`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the command's own program, read inside the built sandbox, under its walls"
+)]
 fn masked_interpreter(
     program: &std::path::Path,
     masked: &[std::path::PathBuf],

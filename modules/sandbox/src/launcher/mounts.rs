@@ -23,6 +23,10 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// `sandbox.run_as` to themselves: the init builds the root as root (it must reach the state
 /// folder and create mount points), and the command becomes `run_as` before it runs, with no
 /// capability and `no_new_privs`, so it never gets root back.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: the sandbox's uid and gid maps, written from outside"
+)]
 pub fn write_maps(pid: libc::pid_t, run_as: Option<super::Ids>) -> Result<()> {
     let write = |file: &str, text: String| {
         let path = format!("/proc/{pid}/{file}");
@@ -40,6 +44,7 @@ pub fn write_maps(pid: libc::pid_t, run_as: Option<super::Ids>) -> Result<()> {
 
 /// Maps the caller's uid and gid (read before it unshared: inside, they read as the overflow
 /// id until mapped) to themselves in the user namespace it just entered.
+#[expect(clippy::disallowed_methods, reason = "procfs: this process's own uid and gid maps")]
 pub fn map_ids((uid, gid): (libc::uid_t, libc::gid_t)) -> Result<()> {
     let write = |file: &str, text: String| {
         std::fs::write(file, text).with_context(|| format!("cannot write {file}"))
@@ -66,6 +71,10 @@ fn mkdirs(p: &Path) -> Result<()> {
 }
 
 /// Binds `src` on `dst` (creating the mount point), read-only when asked.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a mount point in the new root being built, not a path of a root"
+)]
 fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<()> {
     // A source that vanished (removed since the daemon made or listed it) gets a message that
     // says so: the daemon makes the sandbox home again before the next command, so the next
@@ -230,6 +239,10 @@ pub fn build_root(
     // writing it both fail; /dev/null would have taken writes as if they had worked. The file
     // lives in the scratch root, which is detached below; its clones stay.
     let blank = Path::new("/masked");
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the masks' blank file, in the scratch root nothing of the sandbox reaches"
+    )]
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -76,6 +76,10 @@ pub enum RemaskError {
 /// Asks `hands __remask` (the binary at `exe`) to mask `paths` in the running sandbox of the
 /// launcher `launcher`, waiting at most `limit`: what it masked and what was absent, or why it
 /// could not. The one place the daemon starts `__remask`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "starts the daemon's own `hands __remask`, which masks paths in a sandbox"
+)]
 pub async fn request(
     exe: &Path,
     launcher: &Process,
@@ -115,6 +119,10 @@ pub fn main() -> ExitCode {
     let done = serde_json::from_reader::<_, Request>(std::io::stdin().lock())
         .context("the request is not valid")
         .and_then(|r| remask(&r));
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "stdout is the pipe that carries the helper's answer to the daemon"
+    )]
     let mut out = std::io::stdout().lock();
     match done.and_then(|a| Ok(serde_json::to_string(&a)?)) {
         Ok(line) => {

@@ -419,6 +419,10 @@ pub fn launcher_binary(exe: &Path) -> std::path::PathBuf {
 /// `LAUNCHER __sandbox` (a [`launcher_binary`], found once by the caller) with `spec` (JSON)
 /// on its stdin (see [`attach_spec`]), and the channel of its reports. The environment is
 /// empty; the caller sets stdout and stderr, never stdin.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the one place the launcher starts: `LAUNCHER __sandbox` with its spec"
+)]
 pub fn launcher_command(
     launcher: &Path,
     spec: &[u8],

@@ -1,12 +1,14 @@
 //! Thin wrappers over the libc calls the launcher needs, each turning `-1` into an error that
 //! names the call. The crate's one unsafe zone. By job: `mount_attrs.rs` (mounts and their
 //! attributes), `signals.rs` (signals and reaping), `users.rs` (the passwd database, owners),
-//! `seccomp_notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses); the
-//! rest here (processes, descriptors, namespaces, exec).
+//! `seccomp_notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses),
+//! `libgit2.rs` (libgit2's process-global options, for hands-git); the rest here (processes,
+//! descriptors, namespaces, exec).
 
 #![allow(unsafe_code)]
 
 pub mod ifaddrs;
+pub mod libgit2;
 mod mount_attrs;
 pub mod seccomp_notify;
 mod signals;
@@ -317,8 +319,7 @@ pub fn setns(pidfd: &OwnedFd, nstypes: libc::c_int) -> Result<()> {
 }
 
 /// Points stdout at `/dev/null`, so whoever reads the pipe behind it sees its end.
-// /dev/null, for the launcher's own stdout.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "/dev/null, for the launcher's own stdout")]
 pub fn stdout_to_null() -> Result<()> {
     let null = std::fs::File::options().write(true).open("/dev/null").context("/dev/null")?;
     // SAFETY: dup2 of a descriptor we own onto fd 1.

@@ -380,7 +380,6 @@ impl Shell {
 
     // Starts the launcher (`hands` re-executed), the one way a command runs; its output, and
     // what the launcher reported.
-    #[allow(clippy::disallowed_methods)]
     async fn run(
         &self,
         spec: &launcher::Spec,

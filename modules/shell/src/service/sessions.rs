@@ -18,8 +18,6 @@
 //! Here: the session records, the masking of secret files that appear while a session runs,
 //! reading, listing and ending sessions; `tmux_start.rs` starts one, `tmux_send.rs` types into
 //! one, `wait.rs` waits on a pane's output.
-// tmux sessions: started through the launcher; their metadata and logs live in the state dir.
-#![allow(clippy::disallowed_methods)]
 
 mod tmux_send;
 mod tmux_start;
@@ -131,6 +129,7 @@ impl Sessions {
         self.socket_dir(name).join("tmux.sock").to_string_lossy().into_owned()
     }
 
+    #[expect(clippy::disallowed_methods, reason = "a session's record in the state dir")]
     fn read_meta(&self, name: &str) -> Option<Meta> {
         let text = std::fs::read_to_string(self.meta_path(name)).ok()?;
         serde_json::from_str(&text).ok()
@@ -509,6 +508,7 @@ impl Shell {
 }
 
 /// Writes a file through a temporary name and a rename, so a reader never sees half of it.
+#[expect(clippy::disallowed_methods, reason = "the sessions' records in the state dir")]
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, text)?;

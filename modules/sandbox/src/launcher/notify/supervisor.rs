@@ -174,6 +174,10 @@ impl Job {
         let Some(call) = decode(d.nr as libc::c_long, d.args) else {
             return Err(libc::ENOSYS);
         };
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "procfs: the waiting caller's memory, where the path it passed lies"
+        )]
         let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(|_| libc::EPERM)?;
         let umask = read_umask(tid).ok_or(libc::EPERM)?;
         let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {

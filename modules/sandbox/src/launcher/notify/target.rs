@@ -42,6 +42,7 @@ pub(super) fn read_path(mem: &std::fs::File, addr: u64) -> Result<Vec<u8>, i32> 
     Err(libc::ENAMETOOLONG)
 }
 
+#[expect(clippy::disallowed_methods, reason = "procfs: the caller's umask in /proc/TID/status")]
 pub(super) fn read_umask(tid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;

@@ -1,7 +1,5 @@
 //! `tmux_start`: a new session's tmux server started in its own sandbox, in a process group of
 //! its own, its record written, its command typed, and its readiness waited for.
-// tmux sessions: started through the launcher; their metadata and logs live in the state dir.
-#![allow(clippy::disallowed_methods)]
 
 use super::{
     MAX_SOCKET_PATH, Meta, SERVER_START, START_CHECK, START_LINES, end_launcher, now_secs, wait,
@@ -209,8 +207,10 @@ impl Shell {
                 .map_err(|e| fail("give the tmux socket folder to sandbox.run_as", e))?;
         }
         let marker = t.marker(name);
+        #[expect(clippy::disallowed_methods, reason = "the session's marker in the state dir")]
         std::fs::write(&marker, b"").map_err(|e| fail("create the session marker", e))?;
         let log_path = t.dir.join(format!("{name}.log"));
+        #[expect(clippy::disallowed_methods, reason = "the session's log in the state dir")]
         let log =
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
@@ -227,6 +227,10 @@ impl Shell {
         std::thread::spawn(move || child.wait());
         // The launcher's report says why a server never started (its sandbox could not be
         // built); the log, which tmux writes too, is only shown.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the session's log in the state dir, shown when its server never started"
+        )]
         let not_started = |how: &str, reports: hands_sandbox::launcher::Reports| {
             let reported = reports.read();
             let (why, cause) = match reported.setup_failed() {

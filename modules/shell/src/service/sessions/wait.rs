@@ -6,8 +6,6 @@
 //! The socket folder is writable from inside the session's sandbox, so the log is read as
 //! untrusted: no symlink is followed, only regular files are read, and every read is bounded.
 //! A pane that tampers with its own log only spoils what is reported about itself.
-// procfs of the session's launcher, and the session logs in the state dir.
-#![allow(clippy::disallowed_methods)]
 
 use super::Meta;
 use crate::pane::{Mark, Screen};
@@ -171,6 +169,7 @@ fn pid_ns(pid: &str, which: &str) -> Option<PathBuf> {
 
 /// The session's init: the launcher's child, made in the sandbox's namespaces (the launcher
 /// itself stays outside them). The launcher's own pid when it has no child to name.
+#[expect(clippy::disallowed_methods, reason = "procfs: the child of the session's launcher")]
 fn init_of(launcher: netns::Process) -> i32 {
     std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.pid))
         .ok()
@@ -204,6 +203,10 @@ pub fn session_listens(launcher: netns::Process, port: u16) -> bool {
 
 /// Every TCP listener in the network namespace of the session's launcher (the module's shared
 /// one, or the host's with the `network` grant): `(port, inode)`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: the TCP listeners of the session's network namespace"
+)]
 fn listening(launcher: netns::Process) -> Vec<(u16, u64)> {
     let mut v = Vec::new();
     for t in ["tcp", "tcp6"] {
