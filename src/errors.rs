@@ -136,6 +136,11 @@ impl ToolFailure for hands_shell::ShellError {
                 "a person puts the folder back (or restarts the daemon when a configured root \
                  was replaced on purpose); a widening is asked for again",
             ),
+            S::Pin(hands_shell::pins::PinError::Changed { .. }) => (
+                "tools-shell (pinned programs)",
+                "a person who replaced the program on purpose restarts the daemon, which pins \
+                 the new file",
+            ),
             _ => return None,
         };
         // What was blocked is the call itself: `shell_failure` names the tool.

@@ -386,6 +386,14 @@ async fn an_allowed_program_replaced_after_loading_is_refused() {
     let r = run(&c, &["mytool"]).await;
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("not the one the configuration admitted"), "{}", text_of(&r));
+    // A refusal, said as one: its layer in `denied`, and `refused:` in the audit log.
+    let denied = r.structured_content.as_ref().map(|v| v["denied"].to_string());
+    assert!(
+        denied.as_deref().is_some_and(|d| d.contains("tools-shell (pinned programs)")),
+        "{denied:?}"
+    );
+    let last = fx.audit_records().into_iter().rev().find(|r| r["tool"] == "run").unwrap();
+    assert!(last["outcome"].as_str().unwrap().starts_with("refused: "), "{last}");
     assert!(!made(&fx, "replaced-ran"));
     let _ = c.cancel().await;
     // The launcher's: checked, then swapped while the call waits for a person.
@@ -402,6 +410,8 @@ async fn an_allowed_program_replaced_after_loading_is_refused() {
     let r = waiting.await.unwrap();
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("not the file the configuration admitted"), "{}", text_of(&r));
+    let last = fx.audit_records().into_iter().rev().find(|r| r["tool"] == "run").unwrap();
+    assert!(last["outcome"].as_str().unwrap().starts_with("refused: "), "{last}");
     assert!(!made(&fx, "replaced-ran"));
     fx.assert_canary();
     if super::common::is_root() {

@@ -58,6 +58,12 @@ impl ShellError {
     /// Whether a layer decided this (audited `refused:`, with denial feedback), rather than
     /// something going wrong.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, ShellError::Braked | ShellError::Enforce { .. } | ShellError::Changed(_))
+        matches!(
+            self,
+            ShellError::Braked
+                | ShellError::Enforce { .. }
+                | ShellError::Changed(_)
+                | ShellError::Pin(crate::pins::PinError::Changed { .. })
+        )
     }
 }

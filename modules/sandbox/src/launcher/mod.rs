@@ -540,14 +540,17 @@ fn command(
     if let Some((dev, ino)) = spec.program {
         use std::os::unix::fs::MetadataExt;
         let now = std::fs::metadata(&program).map(|m| (m.dev(), m.ino())).ok();
-        anyhow::ensure!(
-            now == Some((dev, ino)),
-            "refused to start: {} is not the file the configuration admitted (device {dev}, \
-             inode {ino}; now {}): it was replaced after the daemon loaded its configuration; \
-             a person who changed it on purpose restarts the daemon",
-            program.display(),
-            now.map_or_else(|| "gone".to_string(), |(d, i)| format!("device {d}, inode {i}"))
-        );
+        if now != Some((dev, ino)) {
+            // Not what the check saw: a refusal of one resolution (SPEC §3), typed as such.
+            let why = format!(
+                "refused to start: {} is not the file the configuration admitted (device {dev}, \
+                 inode {ino}; now {}): it was replaced after the daemon loaded its \
+                 configuration; a person who changed it on purpose restarts the daemon",
+                program.display(),
+                now.map_or_else(|| "gone".to_string(), |(d, i)| format!("device {d}, inode {i}"))
+            );
+            return Err(report::Failure::new(Cause::Changed, why).into());
+        }
         if let Some(interpreter) = masked_interpreter(&program, &spec.masked) {
             anyhow::bail!(
                 "refused to start: {} is a script run by {}, a program this run may not use (a \
