@@ -533,11 +533,13 @@ async fn network_entries_are_checked_strictly() {
     assert!(err.contains("config.network") && err.contains("`network` grant"), "{err}");
 }
 
-/// Reads a tmux session until its text holds `marker` (or 30 s pass); returns the text.
-async fn pane_until(c: &Client, session: &str, marker: &str) -> String {
+/// Reads a tmux session until its text holds `marker` (or 30 s pass); returns the text and
+/// every `denied` entry the reads listed, added to `denied`.
+async fn pane_until(c: &Client, session: &str, marker: &str, denied: &mut Vec<Value>) -> String {
     let start = std::time::Instant::now();
     loop {
         let r = c.ok("tmux_read", json!({ "session": session, "lines": 200 })).await;
+        denied.extend(r["denied"].as_array().cloned().unwrap_or_default());
         let text = r["text"].as_str().unwrap_or_default().to_string();
         if text.contains(marker) || start.elapsed() > Duration::from_secs(30) {
             return text;
@@ -575,8 +577,15 @@ async fn tmux_pane(who: Who) {
          curl -sS --noproxy '*' -m 5 http://{SERVER_IP}:{PORT}/file.txt || echo no-route; \
          echo pane-done"
     );
-    c.ok("tmux_start", json!({ "command": command, "name": "net" })).await;
-    let text = pane_until(&c, "net", "pane-done").await;
+    let started = c.ok("tmux_start", json!({ "command": command, "name": "net" })).await;
+    let mut denied = started["denied"].as_array().cloned().unwrap_or_default();
+    let text = pane_until(&c, "net", "pane-done", &mut denied).await;
+    // The session's results list the refused connection, as `bash`'s do.
+    assert!(
+        denied.iter().any(|d| d["layer"] == "network"
+            && d["what"].as_str().is_some_and(|w| w.starts_with("denied.test:"))),
+        "{denied:?}"
+    );
     assert!(text.contains("from the test host"), "the allowed host was not reached: {text}");
     assert!(text.contains("hands: ") && text.contains("deny entry"), "{text}");
     assert!(text.contains("no-route"), "{text}");

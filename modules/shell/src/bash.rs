@@ -112,6 +112,14 @@ impl BashOutput {
     }
 }
 
+/// A result's `denied`, a line each, as a person and a model read it.
+pub(crate) fn write_denied(f: &mut fmt::Formatter<'_>, denied: &[Denied]) -> fmt::Result {
+    for d in denied {
+        write!(f, "\ndenied by {}: {} ({}); {}", d.layer, d.what, d.why, d.remedy)?;
+    }
+    Ok(())
+}
+
 /// One refusal a command met: what, by which layer, why, and what a person can do.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct Denied {
@@ -198,9 +206,7 @@ impl fmt::Display for BashOutput {
         if self.invalid_utf8 {
             write!(f, " · invalid UTF-8 replaced")?;
         }
-        for d in &self.denied {
-            write!(f, "\ndenied by {}: {} ({}); {}", d.layer, d.what, d.why, d.remedy)?;
-        }
+        write_denied(f, &self.denied)?;
         for o in &self.outputs {
             match (&o.why, &o.uri) {
                 (None, Some(uri)) => write!(

@@ -9,6 +9,7 @@ mod commands;
 mod containment;
 mod network;
 mod prepare;
+mod session_walls;
 pub mod sessions;
 
 pub use commands::Tee;
@@ -59,6 +60,8 @@ pub struct Shell {
     network: Option<Network>,
     /// The module's tmux sessions (`sessions.rs`).
     pub(crate) tmux: sessions::Sessions,
+    /// The report channels of the sessions this daemon started (`session_walls.rs`).
+    session_walls: Mutex<std::collections::HashMap<String, session_walls::SessionWalls>>,
     /// `keep_sessions`: tmux sessions outlive this daemon (else they end with it).
     pub(crate) keep_sessions: bool,
     /// Secret files and hard links to denied files in the roots, added to `masked` per call.
@@ -371,6 +374,7 @@ impl Shell {
             network,
             tmux: sessions,
             keep_sessions: cfg.keep_sessions,
+            session_walls: Mutex::default(),
             answer_cap,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),
             bound,

@@ -286,6 +286,7 @@ pub fn read_output(
         more: false,
         lost_lines: 0,
         needs: None,
+        denied: Vec::new(),
     })
 }
 

@@ -133,6 +133,12 @@ impl Reports {
     /// that is all of them: its init ends before it does, and the command never held the
     /// channel.
     pub fn read(self) -> Reported {
+        self.drain()
+    }
+
+    /// The reports queued so far, read without waiting, the channel kept: a tmux session's
+    /// launcher lives on, and each of its results takes what its walls reported since the last.
+    pub fn drain(&self) -> Reported {
         use rustix::net::RecvFlags;
         let mut got = Reported::default();
         let mut buf = vec![0u8; MAX_REPORT];

@@ -197,6 +197,17 @@ impl Ticket {
         let table = lock(&self.proxy.table);
         table.by_token.get(&self.token).map(|k| k.denied.clone()).unwrap_or_default()
     }
+
+    /// The refusals since the last take, taken: a tmux session's results each list the
+    /// connections refused since the one before, and the session goes on recording new ones.
+    pub fn take_denied(&self) -> Vec<Denial> {
+        let mut table = lock(&self.proxy.table);
+        table
+            .by_token
+            .get_mut(&self.token)
+            .map(|k| std::mem::take(&mut k.denied))
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for Ticket {

@@ -107,6 +107,42 @@ impl Shell {
         Ok(Checked { argv: argv.to_vec(), program, identity, confirm })
     }
 
+    /// The walls a command hit, as a result lists them (`walls_hit`: the launcher's reports,
+    /// then error lines naming a walled path). A wall at a path the host trusts says what that
+    /// path is and what a person can do; a masked program's file is left to the list that
+    /// keeps it out.
+    pub(crate) fn wall_denials(
+        &self,
+        reports: &[launcher::Report],
+        stderr: &str,
+        spec: &launcher::Spec,
+    ) -> Vec<crate::bash::Denied> {
+        let policy = self.resolver.policy();
+        let program_file = |what: &str| {
+            let p = Path::new(what);
+            self.hidden.denied.paths.iter().chain(&self.hidden.confirm.paths).any(|f| f == p)
+        };
+        let walls = launcher::notify::walls_hit(reports, stderr, spec);
+        walls
+            .into_iter()
+            .filter(|h| !program_file(&h.what))
+            .map(|h| match policy.host_path(Path::new(&h.what), None) {
+                Some(t) => crate::bash::Denied {
+                    why: format!("{}: the host trusts it, so it is read-only here", t.what),
+                    remedy: t.remedy.clone(),
+                    what: h.what,
+                    layer: h.layer.into(),
+                },
+                None => crate::bash::Denied {
+                    what: h.what,
+                    layer: h.layer.into(),
+                    why: h.why,
+                    remedy: h.remedy,
+                },
+            })
+            .collect()
+    }
+
     /// Runs the program a call's check prepared (`run`, `os-*`; see [`Shell::prepare`]).
     pub async fn run_checked(
         &self,
@@ -197,30 +233,7 @@ impl Shell {
             }
         };
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
-        // A wall at a path the host trusts says what that path is and what a person can do.
-        let policy = self.resolver.policy();
-        // A masked program's file is reported below, by the list that keeps it out.
-        let program_file = |what: &str| {
-            let p = Path::new(what);
-            self.hidden.denied.paths.iter().chain(&self.hidden.confirm.paths).any(|f| f == p)
-        };
-        let walls = launcher::notify::walls_hit(&reported.reports, &out.stderr, &spec);
-        out.denied.extend(walls.into_iter().filter(|h| !program_file(&h.what)).map(|h| {
-            match policy.host_path(Path::new(&h.what), None) {
-                Some(t) => crate::bash::Denied {
-                    why: format!("{}: the host trusts it, so it is read-only here", t.what),
-                    remedy: t.remedy.clone(),
-                    what: h.what,
-                    layer: h.layer.into(),
-                },
-                None => crate::bash::Denied {
-                    what: h.what,
-                    layer: h.layer.into(),
-                    why: h.why,
-                    remedy: h.remedy,
-                },
-            }
-        }));
+        out.denied.extend(self.wall_denials(&reported.reports, &out.stderr, &spec));
         // A denied program, or a confirm-listed one in a run no person confirmed, is not in
         // the run (decision 0067): say so rather than leave a bare "Permission denied".
         let mut groups = vec![(&self.hidden.denied, true)];
@@ -260,16 +273,7 @@ impl Shell {
             out.denied.extend(crate::hints::missing_programs(&out.stderr, &person, &self.path));
         }
         if let Some(t) = ticket {
-            out.denied.extend(t.denied().into_iter().map(|d| {
-                crate::bash::Denied {
-                    what: format!("{}:{}", d.host, d.port),
-                    layer: "network".into(),
-                    why: d.why,
-                    remedy: "a person can add the host to tools-shell's config.network.allow, or \
-                         approve it when asked (unknown = \"ask\")"
-                        .into(),
-                }
-            }));
+            out.denied.extend(network_denials(t.denied()));
         }
         if !outputs.is_empty() {
             self.collect_outputs(&cwd, outputs.to_vec(), &mut out).await;
@@ -552,4 +556,21 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
             child.wait().await
         }
     }
+}
+
+/// The connections the network proxy refused a command, as a result lists them.
+pub(crate) fn network_denials(
+    refused: Vec<hands_sandbox::proxy::Denial>,
+) -> Vec<crate::bash::Denied> {
+    refused
+        .into_iter()
+        .map(|d| crate::bash::Denied {
+            what: format!("{}:{}", d.host, d.port),
+            layer: "network".into(),
+            why: d.why,
+            remedy: "a person can add the host to tools-shell's config.network.allow, or approve \
+                     it when asked (unknown = \"ask\")"
+                .into(),
+        })
+        .collect()
 }

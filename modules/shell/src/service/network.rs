@@ -122,10 +122,22 @@ impl Shell {
         }
     }
 
-    /// Ends a tmux session's ticket: its token names no command any more.
+    /// Ends a tmux session's ticket: its token names no command any more. Its report channel
+    /// goes with it.
     pub(crate) fn end_session_ticket(&self, session: &str) {
+        self.end_session_walls(session);
         if let Some(n) = &self.network {
             lock(&n.sessions).remove(session);
         }
+    }
+
+    /// The connections the proxy refused a tmux session since the last take (`None` without
+    /// the network by domain, or without the session's ticket).
+    pub(crate) fn session_ticket_denied(
+        &self,
+        session: &str,
+    ) -> Option<Vec<hands_sandbox::proxy::Denial>> {
+        let n = self.network.as_ref()?;
+        lock(&n.sessions).get(session).map(|t| t.take_denied())
     }
 }

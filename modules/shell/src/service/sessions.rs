@@ -387,6 +387,7 @@ impl Shell {
             let mut r = self.read_settled(&m.name, &m.cwd, lines).await?;
             r.cursor = self.cursor(&m);
             r.needs = m.needs;
+            r.denied = self.session_denied(&m.name);
             return Ok(r);
         };
         if !m.log {
@@ -401,6 +402,7 @@ impl Shell {
         let log = wait::Log::new(self.tmux.socket_dir(&m.name));
         let c = log.read(since, wait::READ_CAP)?;
         let page = crate::pane::page(&c.data, lines as usize, self.output_chars);
+        let denied = self.session_denied(&m.name);
         Ok(ReadOutput {
             session: m.name,
             lines: page.lines,
@@ -412,6 +414,7 @@ impl Shell {
             more: page.more || c.more,
             lost_lines: c.lost_lines,
             needs: m.needs,
+            denied,
         })
     }
 

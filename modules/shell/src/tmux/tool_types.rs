@@ -304,6 +304,11 @@ pub struct Started {
     pub ports: Vec<u16>,
     /// Pass as `since` to tmux_read to get only what the pane prints after this result.
     pub cursor: u64,
+    /// What the session's walls refused while it started (a `.git` or protected path its
+    /// command tried to create, a connection the network proxy refused); `tmux_read` and
+    /// `tmux_send` list what comes after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<crate::bash::Denied>,
 }
 
 impl fmt::Display for Started {
@@ -324,7 +329,8 @@ impl fmt::Display for Started {
         if !self.text.is_empty() {
             write!(f, "\n{}", self.text)?;
         }
-        write!(f, "\n[cursor {}]", self.cursor)
+        write!(f, "\n[cursor {}]", self.cursor)?;
+        crate::bash::write_denied(f, &self.denied)
     }
 }
 
@@ -375,6 +381,11 @@ pub struct ReadOutput {
     /// The widening a person approved for the session, if any (see `tmux_list`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub needs: Option<Widening>,
+    /// What the session's walls refused since the result before (a `.git` or protected path
+    /// a pane tried to create, a connection the network proxy refused), so a denial is not
+    /// taken for a broken tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<crate::bash::Denied>,
 }
 
 impl fmt::Display for ReadOutput {
@@ -390,10 +401,10 @@ impl fmt::Display for ReadOutput {
         }
         let more = if self.more { "; more follows" } else { "" };
         write!(f, "; cursor {}{more}]", self.cursor)?;
-        match &self.needs {
-            Some(w) => write!(f, "\n[widened: {w}; every tmux_send into it is asked]"),
-            None => Ok(()),
+        if let Some(w) = &self.needs {
+            write!(f, "\n[widened: {w}; every tmux_send into it is asked]")?;
         }
+        crate::bash::write_denied(f, &self.denied)
     }
 }
 
@@ -429,6 +440,11 @@ pub struct SendOutput {
     pub sent_at: u64,
     /// Pass as `since` to tmux_read to get what the pane prints after this result.
     pub cursor: u64,
+    /// What the session's walls refused since the result before (a `.git` or protected path
+    /// a pane tried to create, a connection the network proxy refused), so a denial is not
+    /// taken for a broken tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<crate::bash::Denied>,
 }
 
 impl fmt::Display for SendOutput {
@@ -452,7 +468,8 @@ impl fmt::Display for SendOutput {
             let cut = if self.truncated { "[...]\n" } else { "" };
             write!(f, "\n{cut}{}", self.text)?;
         }
-        write!(f, "\n[cursor {}]", self.cursor)
+        write!(f, "\n[cursor {}]", self.cursor)?;
+        crate::bash::write_denied(f, &self.denied)
     }
 }
 

@@ -62,6 +62,7 @@ impl Shell {
             waited_ms: 0,
             sent_at,
             cursor: sent_at,
+            denied: Vec::new(),
         };
         if let Some(u) = &until {
             let w = self
@@ -76,6 +77,7 @@ impl Shell {
             out.truncated = w.truncated;
             out.cursor = w.cursor;
         }
+        out.denied = self.session_denied(&m.name);
         Ok(out)
     }
 }

@@ -7,11 +7,16 @@ use super::{
 };
 use crate::needs::Widening;
 use crate::service::Shell;
+use crate::service::session_walls::SessionWalls;
 use crate::tmux::{self, Facts, Started, State, check_name};
 use crate::{Caller, ShellError};
 use hands_sandbox::netns;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// A session's server as it started: its launcher, the secret files its sandbox masks, its
+/// network ticket, and its report channel.
+type Server = (netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>, SessionWalls);
 
 impl Shell {
     /// `tmux_start`, with the widening its check admitted (`needs`): the session's server gets
@@ -58,7 +63,7 @@ impl Shell {
         let cwd_s = cwd.to_string_lossy().into_owned();
         let label = format!("tmux session {name}: {}", p.command);
         let start = || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref());
-        let (launcher, masked, ticket) = match start().await {
+        let (launcher, masked, ticket, walls) = match start().await {
             // A walk that saw an entry moved aside since: once more, after a new walk.
             Err(ShellError::Changed(why)) => {
                 self.walk_again(&why);
@@ -153,6 +158,7 @@ impl Shell {
             _ => None,
         };
         self.keep_session_ticket(&name, ticket);
+        self.keep_session_walls(&name, walls);
         // The last lines as tmux shows them, and the state once more.
         let (text, state) = match self.read_settled(&name, &cwd_s, START_LINES).await {
             Ok(r) => (r.text, if r.ended { (true, r.exit_status) } else { state }),
@@ -178,6 +184,7 @@ impl Shell {
             text: wait::last_lines(&text, START_LINES as usize),
             ports: wait::session_ports(meta.launcher),
             cursor: self.cursor(&meta),
+            denied: self.session_denied(&meta.name),
         })
     }
 
@@ -192,8 +199,7 @@ impl Shell {
         label: &str,
         client: &str,
         widening: Option<&Widening>,
-    ) -> Result<(netns::Process, Vec<PathBuf>, Option<hands_sandbox::proxy::Ticket>), ShellError>
-    {
+    ) -> Result<Server, ShellError> {
         let t = &self.tmux;
         let socket_dir = t.socket_dir(name);
         let _ = std::fs::remove_dir_all(&socket_dir);
@@ -218,6 +224,7 @@ impl Shell {
             self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker), widening).await?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
+        let walls_spec = spec.clone();
         let (mut child, reports) = spec
             .spawn_detached(&self.launcher, log)
             .map_err(|e| fail("start the sandbox launcher", e))?;
@@ -263,9 +270,9 @@ impl Shell {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // The session's walls report to no one while it runs: a pane's refused create shows
-        // as its own error, and as the launcher's line in the session log.
-        drop(reports);
-        Ok((launcher, found.paths.clone(), ticket))
+        // The session's walls report on while it runs: each result takes what came since the
+        // last (`session_walls.rs`).
+        let walls = SessionWalls { reports, spec: walls_spec };
+        Ok((launcher, found.paths.clone(), ticket, walls))
     }
 }
