@@ -136,6 +136,11 @@ impl ToolFailure for hands_shell::ShellError {
                 "a person puts the folder back (or restarts the daemon when a configured root \
                  was replaced on purpose); a widening is asked for again",
             ),
+            S::Masks(_) => (
+                "sandbox (masks)",
+                "a person does what the message says: commands start again once every root can \
+                 be checked completely",
+            ),
             S::Pin(hands_shell::pins::PinError::Changed { .. }) => (
                 "tools-shell (pinned programs)",
                 "a person who replaced the program on purpose restarts the daemon, which pins \

@@ -100,6 +100,11 @@ async fn a_flood_of_hard_links_makes_commands_refuse_never_run_unmasked() {
     assert!(!text.contains(SECRET), "the flood unmasked the secret: {text}");
     assert_eq!(r.is_error, Some(true), "{text}");
     assert!(text.contains("could not be checked completely") && text.contains("remove"), "{text}");
+    // A refusal, said as one: its layer in `denied`, and `refused:` in the audit log.
+    let denied = r.structured_content.as_ref().map(|v| v["denied"].to_string());
+    assert!(denied.as_deref().is_some_and(|d| d.contains("sandbox (masks)")), "{denied:?}");
+    let last = fx.audit_records().into_iter().rev().find(|r| r["tool"] == "bash").unwrap();
+    assert!(last["outcome"].as_str().unwrap().starts_with("refused: "), "{last}");
     // A person removes the flood: commands run again, the secret still masked.
     for e in std::fs::read_dir(&fx.root).unwrap() {
         let e = e.unwrap();

@@ -48,6 +48,10 @@ pub enum ShellError {
     /// or another file now ([`crate::pins::Pins::resolve`]).
     #[error(transparent)]
     Pin(#[from] crate::pins::PinError),
+    /// The roots could not be checked completely for what the sandbox must hide or keep
+    /// read-only, so no command starts (fail closed; the text says what a person can do).
+    #[error(transparent)]
+    Masks(std::sync::Arc<hands_sandbox::masks::MaskError>),
     /// Anything else: bad arguments, no such session, a tmux failure, I/O; the text says what
     /// and what to do.
     #[error("{0}")]
@@ -64,6 +68,7 @@ impl ShellError {
                 | ShellError::Enforce { .. }
                 | ShellError::Changed(_)
                 | ShellError::Pin(crate::pins::PinError::Changed { .. })
+                | ShellError::Masks(_)
         )
     }
 }

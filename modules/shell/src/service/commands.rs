@@ -331,7 +331,7 @@ impl Shell {
             .map_err(|e| {
                 ShellError::Failed(format!("the roots could not be scanned for secret files: {e}"))
             })?
-            .map_err(|why| ShellError::Failed(why.to_string()))?;
+            .map_err(ShellError::Masks)?;
         if let Some(p) = &found.unmaskable {
             return Err(ShellError::Failed(format!(
                 "refused: {} must be hidden from commands or read-only to them (a secret file, \
