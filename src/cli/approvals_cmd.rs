@@ -56,10 +56,11 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
     let live = |req: Request| -> Vec<Reply> {
         control::client::request_all(&dir, &req)
             .into_iter()
-            .filter_map(|(path, a)| match a {
+            .filter_map(|(_, a)| match a {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    printout::out(&format!("hands: {}: {e}", path.display()));
+                    // The error names its socket.
+                    printout::out(&format!("hands: {e}"));
                     None
                 }
             })
