@@ -136,16 +136,8 @@ impl ToolFailure for hands_shell::ShellError {
                 "a person puts the folder back (or restarts the daemon when a configured root \
                  was replaced on purpose); a widening is asked for again",
             ),
-            S::Masks(_) => (
-                "sandbox (masks)",
-                "a person does what the message says: commands start again once every root can \
-                 be checked completely",
-            ),
-            S::Pin(hands_shell::pins::PinError::Changed { .. }) => (
-                "tools-shell (pinned programs)",
-                "a person who replaced the program on purpose restarts the daemon, which pins \
-                 the new file",
-            ),
+            // Only a refusal carries a denial (a program not found is a plain failure here).
+            other if other.is_refusal() => other.own_layer()?,
             _ => return None,
         };
         // What was blocked is the call itself: `shell_failure` names the tool.

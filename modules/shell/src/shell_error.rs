@@ -71,4 +71,29 @@ impl ShellError {
                 | ShellError::Masks(_)
         )
     }
+
+    /// The layer and remedy of the refusals tools-shell names itself (a pinned program missing
+    /// or replaced, an incomplete masks walk), for the check before the gate and for the
+    /// daemon's `denied` alike; `None` for the others.
+    pub fn own_layer(&self) -> Option<(&'static str, &'static str)> {
+        use crate::pins::PinError;
+        match self {
+            ShellError::Pin(PinError::Changed { .. }) => Some((
+                "tools-shell (pinned programs)",
+                "a person who replaced the program on purpose restarts the daemon, which pins \
+                 the new file",
+            )),
+            ShellError::Pin(PinError::NotFound { .. }) => Some((
+                "tools-shell (path)",
+                "a person installs the program in the module's PATH (or adds its folder to \
+                 tools-shell's `path`) and restarts the daemon",
+            )),
+            ShellError::Masks(_) => Some((
+                "sandbox (masks)",
+                "a person does what the message says: commands start again once every root \
+                 can be checked completely",
+            )),
+            _ => None,
+        }
+    }
 }

@@ -122,9 +122,9 @@ impl Shell {
         }
     }
 
-    /// Ends a tmux session's ticket: its token names no command any more. Its report channel
-    /// goes with it.
-    pub(crate) fn end_session_ticket(&self, session: &str) {
+    /// Forgets what the daemon holds of an ended tmux session: its ticket (its token names no
+    /// command any more) and its report channel.
+    pub(crate) fn end_session_state(&self, session: &str) {
         self.end_session_walls(session);
         if let Some(n) = &self.network {
             lock(&n.sessions).remove(session);

@@ -6,7 +6,6 @@
 //! the audit record see besides the arguments as sent, and what the run receives.
 
 use super::Shell;
-use crate::ShellError;
 use crate::needs::{self, Needs, Widening};
 use hands_tool::Refused;
 use serde::Serialize;
@@ -62,25 +61,6 @@ impl hands_tool::Prepared for Prepared {
 pub const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in \
                                 daemon.toml (commands.deny always wins)";
 
-/// The layer and remedy of a program's refused check: the allowlist's, unless the program's
-/// pinned file is missing or was replaced since the daemon loaded its configuration.
-fn check_layer(e: &ShellError) -> (&'static str, &'static str) {
-    use crate::pins::PinError;
-    match e {
-        ShellError::Pin(PinError::Changed { .. }) => (
-            "tools-shell (pinned programs)",
-            "a person who replaced the program on purpose restarts the daemon, which pins the \
-             new file",
-        ),
-        ShellError::Pin(PinError::NotFound { .. }) => (
-            "tools-shell (path)",
-            "a person installs the program in the module's PATH (or adds its folder to \
-             tools-shell's `path`) and restarts the daemon",
-        ),
-        _ => ("allowlist", ALLOW_REMEDY),
-    }
-}
-
 impl Shell {
     /// The check of one call before the gate (see the module's documentation): what it
     /// prepared, or why it is refused before anyone is asked. May block (a `needs` folder is
@@ -124,7 +104,7 @@ impl Shell {
                     Err(e) => {
                         let msg = e.to_string();
                         let what = crate::allow::show(&argv);
-                        let (layer, remedy) = check_layer(&e);
+                        let (layer, remedy) = e.own_layer().unwrap_or(("allowlist", ALLOW_REMEDY));
                         Err(refused(&what, layer, msg, remedy.into(), Some(argv)))
                     }
                 }

@@ -243,7 +243,7 @@ impl Shell {
             Some(m) if m.launcher.alive() => Ok(m),
             Some(_) => {
                 t.forget(name);
-                self.end_session_ticket(name);
+                self.end_session_state(name);
                 Err(ShellError::Failed(format!(
                     "tmux session {name:?} is gone (its server ended, e.g. with the machine); \
                      start it again with tmux_start"
@@ -471,7 +471,7 @@ impl Shell {
             )));
         }
         self.tmux.forget(&m.name);
-        self.end_session_ticket(&m.name);
+        self.end_session_state(&m.name);
         Ok(KillOutput { session: m.name, killed: true, cursor })
     }
 
@@ -490,7 +490,7 @@ impl Shell {
                 n += 1;
             }
             self.tmux.forget(&name);
-            self.end_session_ticket(&name);
+            self.end_session_state(&name);
         }
         n
     }
@@ -504,7 +504,7 @@ impl Shell {
                 n += 1;
             }
             self.tmux.forget(&name);
-            self.end_session_ticket(&name);
+            self.end_session_state(&name);
         }
         n
     }
