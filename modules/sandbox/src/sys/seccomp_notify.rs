@@ -45,8 +45,46 @@ pub fn install_filter(prog: &[libc::sock_filter], flags: libc::c_ulong) -> Resul
     if fd < 0 { Err(errno()) } else { Ok(owned(fd as i32)) }
 }
 
-/// Waits for the next request on `listener`; the errno when there is none.
+/// Asks the kernel to wake the command on the init's own CPU when a call is answered, and the
+/// init on the command's when a call comes (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, Linux 6.6):
+/// each notified call is a hand-off between two threads, never a cross-CPU wake-up.
+/// Whether the kernel took it (older kernels answer EINVAL; the walls are the same).
+pub fn sync_wake_up(listener: &OwnedFd) -> bool {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+    // SAFETY: an integer argument; the kernel reads no memory of ours.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    ret >= 0
+}
+
+/// Reads `buf.len()` bytes at `addr` in the memory of thread `tid` (`process_vm_readv`: one
+/// call, where opening `/proc/TID/mem` took three); the count read, fewer when the range runs
+/// into an unmapped page. The caller checks the request is still valid afterwards, so a
+/// thread that ended and whose number was taken again is never trusted.
+pub fn read_memory(tid: u32, addr: u64, buf: &mut [u8]) -> Result<usize, i32> {
+    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let remote = libc::iovec { iov_base: addr as usize as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: `local` describes `buf`, alive and writable for the call; the kernel only reads
+    // the other process's memory through `remote`.
+    let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n < 0 { Err(errno()) } else { Ok(n as usize) }
+}
+
+/// Waits for the next request on `listener`; the errno when there is none. It waits in
+/// `poll` first: the kernel's same-CPU wake-up (`sync_wake_up`) is for a poller, a thread
+/// blocked in the receive itself is woken wherever the scheduler likes.
 pub fn receive(listener: &OwnedFd) -> Result<libc::seccomp_notif, i32> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    match poll(&mut fds, None) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        Err(e) => return Err(e.raw_os_error()),
+    }
     // SAFETY: an all-zero seccomp_notif is what the kernel expects to fill.
     let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
     // SAFETY: `req` is a valid seccomp_notif for the kernel to write.

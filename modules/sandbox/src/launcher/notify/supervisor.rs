@@ -3,7 +3,7 @@
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
 use super::filter::open_mask;
-use super::target::{Arg, base_dir, locate, open_dir, read_path, read_umask, real_path};
+use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, real_path, root};
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 use crate::launcher::Report;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
@@ -30,6 +30,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     if crate::sys::unshare(libc::CLONE_FS).is_err() {
         return;
     }
+    let _ = crate::sys::seccomp_notify::sync_wake_up(&listener);
     let listener = Arc::new(listener);
     let walls = Arc::new(walls);
     let busy = Arc::new(AtomicUsize::new(0));
@@ -142,6 +143,10 @@ fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
     })
 }
 
+/// A call read from the target: the call, the caller's umask when it makes something with a
+/// mode, and its path arguments.
+type Prepared = (Call, Option<u32>, Vec<Arg>);
+
 /// What the call answers: a value, an errno, or a descriptor to install.
 enum Answer {
     Value(i64),
@@ -169,19 +174,21 @@ impl Job {
     /// Reads everything of the target the call needs (its paths, umask, the folders its
     /// descriptors name), then checks the call is still waiting: from then on nothing is read
     /// from the target again. `Ok(None)`: the call is gone (the target died).
-    fn prepare(&self, tid: u32) -> Result<Option<(Call, u32, Vec<Arg>)>, i32> {
+    fn prepare(&self, tid: u32) -> Result<Option<Prepared>, i32> {
         let d = &self.req.data;
         let Some(call) = decode(d.nr as libc::c_long, d.args) else {
             return Err(libc::ENOSYS);
         };
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "procfs: the waiting caller's memory, where the path it passed lies"
-        )]
-        let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(|_| libc::EPERM)?;
-        let umask = read_umask(tid).ok_or(libc::EPERM)?;
+        // Only what is made with a mode needs the caller's umask (a rename, a link or a
+        // symbolic link does not): reading it makes the kernel render all of /proc/TID/status.
+        let moded = match &call {
+            Call::Open { flags, .. } => flags & libc::O_CREAT != 0,
+            Call::Mkdir { .. } | Call::Mknod { .. } => true,
+            Call::Rename { .. } | Call::Link { .. } | Call::Symlink { .. } => false,
+        };
+        let umask = if moded { Some(read_umask(tid).ok_or(libc::EPERM)?) } else { None };
         let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
-            let path = read_path(&mem, addr)?;
+            let path = read_path(tid, addr)?;
             if path.is_empty() && !empty_ok {
                 return Err(libc::ENOENT);
             }
@@ -199,12 +206,11 @@ impl Job {
                 vec![arg(*odir, *old, empty)?, arg(*ndir, *new, false)?]
             }
             Call::Symlink { target, ndir, new } => {
-                let t = read_path(&mem, *target)?;
+                let t = read_path(tid, *target)?;
                 if t.is_empty() {
                     return Err(libc::ENOENT);
                 }
-                let cwd = open_dir("/")?;
-                vec![Arg { base: cwd, path: t }, arg(*ndir, *new, false)?]
+                vec![Arg { base: Base::Root, path: t }, arg(*ndir, *new, false)?]
             }
         };
         if !crate::sys::seccomp_notify::still_valid(&self.listener, self.req.id) {
@@ -214,16 +220,22 @@ impl Job {
     }
 
     /// Checks and performs the call on the descriptors and copies `prepare` made.
-    fn perform(&self, tid: u32, call: Call, umask: u32, mut args: Vec<Arg>) -> Answer {
-        rustix::process::umask(Mode::from_raw_mode(umask));
+    fn perform(&self, tid: u32, call: Call, umask: Option<u32>, mut args: Vec<Arg>) -> Answer {
+        if let Some(umask) = umask {
+            rustix::process::umask(Mode::from_raw_mode(umask));
+        }
         let Some(last) = args.pop() else { return Answer::Errno(libc::EINVAL) };
         match call {
             Call::Open { flags, mode, .. } => {
                 let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
-                let (dir, name) = match locate(tid, &last, follow) {
+                let place = match locate(tid, &last, follow) {
                     Ok(v) => v,
                     Err(e) => return Answer::Errno(e),
                 };
+                // The entry as it is now, looked at once: whether it is a sealed config or a
+                // FIFO (advisory: the descriptor opened is checked again below).
+                let (lstat, stat) = place.entry();
+                let Place { dir, name, .. } = place;
                 // Without O_CREAT the open makes nothing: only a write to a sealed config
                 // (below) is refused.
                 if flags & libc::O_CREAT != 0 {
@@ -240,15 +252,14 @@ impl Job {
                 let sealed = |st: Option<rustix::fs::Stat>| {
                     st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
                 };
-                let at = if follow { AtFlags::empty() } else { AtFlags::SYMLINK_NOFOLLOW };
-                if watch && sealed(rustix::fs::statat(&dir, OsStr::from_bytes(&name), at).ok()) {
+                if watch && sealed(if follow { stat } else { lstat }) {
                     let shown = real_path(&dir).unwrap_or_default();
                     return self.refuse(&shown, &name, SEALED);
                 }
                 let walls = self.walls.clone();
                 let cloexec = flags & libc::O_CLOEXEC != 0;
-                let fifo = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::empty())
-                    .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
+                let fifo =
+                    stat.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
                 let oflags =
                     OFlags::from_bits_retain((flags | libc::O_CLOEXEC | libc::O_NOCTTY) as u32);
                 let open = move || match rustix::fs::openat(
@@ -280,7 +291,9 @@ impl Job {
                 let (listener, busy, id) = (self.listener.clone(), self.busy.clone(), self.req.id);
                 let spawned = std::thread::Builder::new().spawn(move || {
                     if crate::sys::unshare(libc::CLONE_FS).is_ok() {
-                        rustix::process::umask(Mode::from_raw_mode(umask));
+                        if let Some(umask) = umask {
+                            rustix::process::umask(Mode::from_raw_mode(umask));
+                        }
                         send(&listener, id, open());
                     } else {
                         respond(&listener, id, 0, libc::EAGAIN);
@@ -312,7 +325,7 @@ impl Job {
             Call::Rename { flags, .. } => {
                 let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
                 let (odir, oname) = match locate(tid, &old, false) {
-                    Ok(v) => v,
+                    Ok(p) => (p.dir, p.name),
                     Err(e) => return Answer::Errno(e),
                 };
                 // An exchange (or a whiteout) gives the old name a new entry too.
@@ -327,7 +340,7 @@ impl Job {
                     }
                 }
                 let (dir, name) = match locate(tid, &last, false) {
-                    Ok(v) => v,
+                    Ok(p) => (p.dir, p.name),
                     Err(e) => return Answer::Errno(e),
                 };
                 match self.check(&dir, &name, Kind::Rename) {
@@ -354,20 +367,28 @@ impl Job {
                 let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
                 // `AT_EMPTY_PATH` on a descriptor: its file, through the target's /proc entry
                 // (what the O_TMPFILE idiom does through /proc/self/fd).
+                let old_base = match old.base.fd() {
+                    Ok(fd) => fd,
+                    Err(e) => return Answer::Errno(e),
+                };
+                let located;
                 let (odir, oname, oflags) = if old.path.is_empty() {
-                    match open_dir("/") {
+                    match root() {
                         // Our own descriptor of the same file, followed as a magic link (which
                         // also links an O_TMPFILE file).
                         Ok(root) => {
-                            let p = format!("/proc/self/fd/{}", old.base.as_raw_fd()).into_bytes();
+                            let p = format!("/proc/self/fd/{}", old_base.as_raw_fd()).into_bytes();
                             (root, p, AtFlags::SYMLINK_FOLLOW)
                         }
                         Err(e) => return Answer::Errno(e),
                     }
                 } else {
                     match locate(tid, &old, false) {
-                        Ok((d, n)) => {
-                            (d, n, if follow { AtFlags::SYMLINK_FOLLOW } else { AtFlags::empty() })
+                        Ok(p) => {
+                            located = p.dir;
+                            let flags =
+                                if follow { AtFlags::SYMLINK_FOLLOW } else { AtFlags::empty() };
+                            (located.as_fd(), p.name, flags)
                         }
                         Err(e) => return Answer::Errno(e),
                     }
@@ -375,17 +396,17 @@ impl Job {
                 // A sealed config gets no second name that could be opened for writing.
                 if self.walls.watches_writes() {
                     let st = if old.path.is_empty() {
-                        rustix::fs::fstat(&old.base)
+                        rustix::fs::fstat(old_base)
                     } else {
-                        rustix::fs::statat(&odir, OsStr::from_bytes(&oname), oflags)
+                        rustix::fs::statat(odir, OsStr::from_bytes(&oname), oflags)
                     };
                     if st.is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
-                        let shown = real_path(&odir).unwrap_or_default();
+                        let shown = real_path(odir).unwrap_or_default();
                         return self.refuse(&shown, &oname, SEALED);
                     }
                 }
                 self.at_name(tid, &last, Kind::Link, |dir, name| {
-                    rustix::fs::linkat(&odir, OsStr::from_bytes(&oname), dir, name, oflags)
+                    rustix::fs::linkat(odir, OsStr::from_bytes(&oname), dir, name, oflags)
                 })
             }
         }
@@ -399,8 +420,8 @@ impl Job {
         kind: Kind,
         op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
     ) -> Answer {
-        let (dir, name) = match locate(tid, arg, false) {
-            Ok(v) => v,
+        let Place { dir, name, .. } = match locate(tid, arg, false) {
+            Ok(p) => p,
             Err(e) => return Answer::Errno(e),
         };
         match self.check(&dir, &name, kind) {
@@ -495,6 +516,9 @@ impl Job {
             return self.refuse(real, name, &format!("a repository a command made: {why}"));
         }
         let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
+        // The copy gets the source's own mode bits (its creator's umask applied then), not
+        // whatever umask an earlier call left on this thread.
+        rustix::process::umask(Mode::empty());
         let create =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let written = rustix::fs::openat(dir, tmp.as_str(), create, Mode::from_raw_mode(mode))

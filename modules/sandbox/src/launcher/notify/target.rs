@@ -4,31 +4,59 @@
 //! (`locate`). See `notify.rs` for why the init performs each call itself.
 
 use super::{MAX_LINKS, PATH_MAX, trim_slashes};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// A path argument and the folder it starts from, read while the call was known valid.
 pub(super) struct Arg {
-    pub(super) base: OwnedFd,
+    pub(super) base: Base,
     pub(super) path: Vec<u8>,
+}
+
+/// Where a path argument starts: the root, or a folder or file of the target's (its working
+/// folder, a descriptor it named).
+pub(super) enum Base {
+    Root,
+    Fd(OwnedFd),
+}
+
+impl Base {
+    pub(super) fn fd(&self) -> Result<BorrowedFd<'_>, i32> {
+        match self {
+            Base::Root => root(),
+            Base::Fd(fd) => Ok(fd.as_fd()),
+        }
+    }
+}
+
+/// The init's root (the sandbox's, fixed since its `pivot_root`), opened once: every absolute
+/// path starts there.
+pub(super) fn root() -> Result<BorrowedFd<'static>, i32> {
+    static ROOT: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = ROOT.get() {
+        return Ok(fd.as_fd());
+    }
+    let fd = open_dir("/")?;
+    Ok(ROOT.get_or_init(|| fd).as_fd())
 }
 
 /// A NUL-terminated string at `addr` in the target's memory (read page by page, so a string
 /// that ends just before an unmapped page is still read).
-pub(super) fn read_path(mem: &std::fs::File, addr: u64) -> Result<Vec<u8>, i32> {
+pub(super) fn read_path(tid: u32, addr: u64) -> Result<Vec<u8>, i32> {
     if addr == 0 {
         return Err(libc::EFAULT);
     }
     let mut out = Vec::new();
     let mut at = addr;
+    let mut buf = [0u8; 4096];
     while out.len() < PATH_MAX {
         let room = (4096 - (at % 4096) as usize).min(PATH_MAX - out.len());
-        let mut buf = vec![0u8; room];
-        let n = mem.read_at(&mut buf, at).map_err(|_| libc::EFAULT)?;
+        let n = crate::sys::seccomp_notify::read_memory(tid, at, &mut buf[..room])
+            .map_err(|_| libc::EFAULT)?;
         if n == 0 {
             return Err(libc::EFAULT);
         }
@@ -42,9 +70,15 @@ pub(super) fn read_path(mem: &std::fs::File, addr: u64) -> Result<Vec<u8>, i32> 
     Err(libc::ENAMETOOLONG)
 }
 
-#[expect(clippy::disallowed_methods, reason = "procfs: the caller's umask in /proc/TID/status")]
+/// The caller's umask, from the second line of `/proc/TID/status` (one read: the kernel
+/// renders the whole file, the buffer takes its start).
 pub(super) fn read_umask(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let path = format!("/proc/{tid}/status");
+    let fd =
+        rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut buf = [0u8; 512];
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    let status = std::str::from_utf8(&buf[..n]).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
     u32::from_str_radix(line.trim(), 8).ok()
 }
@@ -56,9 +90,9 @@ pub(super) fn open_dir(p: &str) -> Result<OwnedFd, i32> {
 
 /// Where a path argument starts: `/` for an absolute one, else the target's working folder or
 /// the descriptor it named (through its /proc entry: the target's, not ours).
-pub(super) fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<OwnedFd, i32> {
+pub(super) fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<Base, i32> {
     if path.first() == Some(&b'/') {
-        return open_dir("/");
+        return Ok(Base::Root);
     }
     let at = if dir == libc::AT_FDCWD {
         format!("/proc/{tid}/cwd")
@@ -68,16 +102,17 @@ pub(super) fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<OwnedFd, i32> 
         format!("/proc/{tid}/fd/{dir}")
     };
     rustix::fs::open(at.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map(Base::Fd)
         .map_err(|e| if e == rustix::io::Errno::NOENT { libc::EBADF } else { e.raw_os_error() })
 }
 
 /// The real path of one of our descriptors.
-pub(super) fn real_path(fd: &OwnedFd) -> Option<PathBuf> {
+pub(super) fn real_path(fd: impl AsFd) -> Option<PathBuf> {
     base_path_of(fd).map(|b| PathBuf::from(OsStr::from_bytes(&b)))
 }
 
-pub(super) fn base_path_of(fd: &OwnedFd) -> Option<Vec<u8>> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+pub(super) fn base_path_of(fd: impl AsFd) -> Option<Vec<u8>> {
+    let link = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
     rustix::fs::readlink(link.as_str(), Vec::new()).ok().map(|c| c.into_bytes())
 }
 
@@ -113,14 +148,41 @@ fn as_target_from(path: &[u8], prefix: &[u8], tid: u32) -> Vec<u8> {
     out
 }
 
+/// Where a path's final name is: the folder (a descriptor), the name, and the entry as `lstat`
+/// saw it when `locate` looked (`Some(None)`: absent).
+pub(super) struct Place {
+    pub(super) dir: OwnedFd,
+    pub(super) name: Vec<u8>,
+    pub(super) entry: Option<Option<Stat>>,
+}
+
+impl Place {
+    /// The entry as `lstat` sees it (looked at once), and as `stat` does (following a link).
+    pub(super) fn entry(&self) -> (Option<Stat>, Option<Stat>) {
+        let name = OsStr::from_bytes(&self.name);
+        let lstat = match self.entry {
+            Some(e) => e,
+            None => rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).ok(),
+        };
+        let link = lstat.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
+        let stat =
+            if link { rustix::fs::statat(&self.dir, name, AtFlags::empty()).ok() } else { lstat };
+        (lstat, stat)
+    }
+}
+
 /// The folder a path's final name is in (a descriptor) and that name. The folder is found by
 /// the kernel (`openat2`, magic links refused first, then allowed: `/proc/TID/cwd/x`); with
 /// `follow`, a symbolic link at the end is followed as `open(O_CREAT)` would, and its target
 /// located again, so what is checked is the entry the open creates.
-pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<u8>), i32> {
-    let mut base = arg.base.try_clone().map_err(|_| libc::EMFILE)?;
+pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
+    let mut next: Option<OwnedFd> = None;
     let mut path = as_target(&arg.path, tid);
     for _ in 0..MAX_LINKS {
+        let base = match &next {
+            Some(fd) => fd.as_fd(),
+            None => arg.base.fd()?,
+        };
         let trimmed = trim_slashes(&path).len();
         // The final name keeps a trailing slash: the kernel gives it its meaning (a folder).
         let (parent, name): (Vec<u8>, Vec<u8>) = if trimmed == 0 {
@@ -135,10 +197,10 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<
         let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let parent = OsStr::from_bytes(&parent);
         let none = Mode::empty();
-        let dir = match rustix::fs::openat2(&base, parent, how, none, ResolveFlags::NO_MAGICLINKS) {
+        let dir = match rustix::fs::openat2(base, parent, how, none, ResolveFlags::NO_MAGICLINKS) {
             Ok(d) => d,
             Err(rustix::io::Errno::LOOP) => {
-                rustix::fs::openat2(&base, parent, how, none, ResolveFlags::empty())
+                rustix::fs::openat2(base, parent, how, none, ResolveFlags::empty())
                     .map_err(|e| e.raw_os_error())?
             }
             Err(e) => return Err(e.raw_os_error()),
@@ -155,23 +217,29 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<(OwnedFd, Vec<
                 path = ours;
                 path.push(b'/');
                 path.extend_from_slice(&name);
-                base = open_dir("/")?;
+                next = Some(root()?.try_clone_to_owned().map_err(|_| libc::EMFILE)?);
                 continue;
             }
         }
         if !follow {
-            return Ok((dir, name));
+            return Ok(Place { dir, name, entry: None });
         }
-        let is_link = rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
+        let entry =
+            rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::SYMLINK_NOFOLLOW).ok();
+        let is_link =
+            entry.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
         // Nothing can be created in /proc; its links (fd/N, cwd) are opened as they are.
         if !is_link || on_proc {
-            return Ok((dir, name));
+            return Ok(Place { dir, name, entry: Some(entry) });
         }
         let target = rustix::fs::readlinkat(&dir, OsStr::from_bytes(&name), Vec::new())
             .map_err(|e| e.raw_os_error())?;
         path = as_target(target.as_bytes(), tid);
-        base = if path.first() == Some(&b'/') { open_dir("/")? } else { dir };
+        next = Some(if path.first() == Some(&b'/') {
+            root()?.try_clone_to_owned().map_err(|_| libc::EMFILE)?
+        } else {
+            dir
+        });
     }
     Err(libc::ELOOP)
 }
