@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Issue 34's heavy rows, side by side in one run, interleaved run by run:
+
+  work   benches/real-work.sh (copy a ~7,400-file tree, byte-compile it, tar it, git add and
+         commit it, checksum every file) run bare, under `bwrap --unshare-all`, and through
+         the `bash` tool of the real `hands serve` over stdio.
+  cargo  `cargo test --offline` of the memchr crate from the cargo registry (its target folder
+         removed first), bare and through `bash` (`nproc` printed by each, so the parallelism
+         the sandbox lets cargo see shows).
+
+    python3 benches/work.py [--bin target/release/hands] [--runs 3] [work] [cargo]
+
+Needs bash, python3, git, tar, sha256sum, bwrap (for the bwrap column) and, for `cargo`, the
+memchr sources in ~/.cargo/registry/src with their dev-dependencies fetched. The daemon runs
+with tools-shell on a writable root in the bench cache (~/.cache/hands-bench/work/root; the
+source tree is made there once), so every way writes to the same file system.
+"""
+import argparse, glob, json, os, shutil, statistics, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hands-bench", "work")
+ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+
+class Hands:
+    """`hands serve` over stdio, spoken to with bare JSON-RPC (no client library's cost)."""
+
+    def __init__(self, binary, root, state):
+        cfg = os.path.join(state, "daemon.toml")
+        with open(cfg, "w") as f:
+            f.write(f'[daemon]\nstate_dir = "{state}"\n\n[[builtins]]\nid = "tools-shell"\n'
+                    f'grants = ["filesystem", "spawn"]\n'
+                    f'filesystem = [{{ path = "{root}", write = true }}]\n'
+                    'config = { trust = { external = "allow" }, new_repositories = "allow" }\n')
+        self.p = subprocess.Popen([binary, "serve", "--config", cfg], cwd=root, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.id = 0
+        self.rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                "clientInfo": {"name": "work-bench", "version": "0"}})
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+
+    def rpc(self, method, params):
+        self.id += 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}) + "\n")
+        self.p.stdin.flush()
+        while True:
+            msg = json.loads(self.p.stdout.readline())
+            if msg.get("id") == self.id:
+                return msg
+
+    def bash(self, command, cwd):
+        r = self.rpc("tools/call", {"name": "bash", "arguments": {"command": command, "cwd": cwd, "timeout_secs": 600}})
+        out = r["result"].get("structuredContent") or {}
+        if out.get("exit_code") != 0:
+            sys.exit(f"hands: {command} failed: {json.dumps(r)[:2000]}")
+        return out
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def bare(argv, cwd):
+    r = subprocess.run(argv, cwd=cwd, env=ENV, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{argv[0]}: failed: {r.stderr[-2000:]}")
+    return r.stdout
+
+
+def bwrap(root, argv):
+    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+            "--bind", root, root, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--chdir", root] + argv
+
+
+def source_tree(dest):
+    """~7,400 files: ten copies of the Python standard library (without byte code)."""
+    if os.path.isdir(dest):
+        return
+    lib = sorted(glob.glob("/usr/lib/python3.[0-9]*"))[-1]
+    tmp = dest + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for i in range(10):
+        shutil.copytree(lib, os.path.join(tmp, f"copy{i}"), symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "site-packages", "dist-packages"))
+    os.rename(tmp, dest)
+
+
+def timed(f):
+    t = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t, out
+
+
+def row(name, times, base="bare"):
+    b = statistics.median(times[base])
+    cells = []
+    for k, v in times.items():
+        m = statistics.median(v)
+        cells.append(f"{k} {m:.2f} s" + ("" if k == base else f" ({m / b:.2f}×)"))
+    print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(HERE, "..", "target", "release", "hands"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("rows", nargs="*", default=["work"])
+    a = ap.parse_args()
+    binary = os.path.abspath(a.bin)
+    root = os.path.join(CACHE, "root")
+    state = os.path.join(CACHE, "state")
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(root, exist_ok=True)
+    os.makedirs(state)
+    for w in glob.glob(os.path.join(root, "w-*")):
+        shutil.rmtree(w)
+    src = os.path.join(root, "src")
+    source_tree(src)
+    script = os.path.join(root, "real-work.sh")
+    shutil.copy(os.path.join(HERE, "real-work.sh"), script)
+    hands = Hands(binary, root, state)
+    nfiles = sum(len(f) for _, _, f in os.walk(src))
+    print(f"source: {src} ({nfiles} files); hands: {binary}; load {os.getloadavg()[0]:.1f}", flush=True)
+
+    if "work" in a.rows:
+        ways = {
+            "bare": lambda w: bare(["bash", script, src, w], root),
+            "bwrap": lambda w: bare(bwrap(root, ["bash", script, src, w]), root),
+            "hands": lambda w: hands.bash(f"bash {script} {src} {w}", root),
+        }
+        times = {k: [] for k in ways}
+        for i in range(a.runs):
+            order = list(ways)[i % 3:] + list(ways)[:i % 3]
+            for k in order:
+                w = os.path.join(root, f"w-{k}-{i}")
+                dt, _ = timed(lambda: ways[k](w))
+                times[k].append(dt)
+                shutil.rmtree(w)
+            print(f"run {i}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+        row("real work", times)
+
+    if "cargo" in a.rows:
+        crate = sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/memchr-2.*")))[-1]
+        dest = os.path.join(root, "memchr")
+        shutil.copytree(crate, dest, dirs_exist_ok=True)
+        cmd = "nproc; rm -rf target && cargo test --offline -q >/dev/null 2>&1; echo $?"
+        home = os.path.expanduser("~")
+        cargo_env = f"CARGO_HOME={home}/.cargo RUSTUP_HOME={home}/.rustup PATH={home}/.cargo/bin:$PATH "
+        times = {"bare": [], "hands": []}
+        for i in range(a.runs):
+            for k in (["bare", "hands"] if i % 2 == 0 else ["hands", "bare"]):
+                if k == "bare":
+                    dt, out = timed(lambda: bare(["bash", "-c", cargo_env + "bash -c '" + cmd + "'"], dest))
+                else:
+                    dt, out = timed(lambda: hands.bash(cargo_env + "bash -c '" + cmd + "'", dest)["stdout"])
+                times[k].append(dt)
+                print(f"run {i} {k}: {dt:.1f} s, nproc and status: {out.split()}", flush=True)
+        row("cargo test (memchr)", times)
+    hands.close()
+
+
+if __name__ == "__main__":
+    main()
