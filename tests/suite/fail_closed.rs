@@ -466,3 +466,47 @@ print("MADE", made, "GIT", os.path.lexists("race/.git"))
     assert!(std::fs::symlink_metadata(fx.root.join("race/.git")).is_err());
     fx.assert_canary();
 }
+
+/// The init makes each new entry itself, so it must give it the mode the command's own call
+/// would have: `mode & ~umask` with the caller's umask. Until a process of the command calls
+/// `umask(2)`, the init uses the umask every process started with (no `/proc` read per
+/// create); from the first call on, each caller's own. Files made before and after a change,
+/// in the shell and in a child, in a subshell with another umask, and a folder, all get the
+/// modes `stat` shows for what the command asked.
+#[tokio::test]
+async fn what_the_init_creates_gets_the_callers_umask() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let cmd = "touch first; python3 -c 'open(\"child\", \"w\")'; u=$(umask); \
+               umask 027; touch a; mkdir d; (umask 077; touch b; mkdir e); touch c; \
+               python3 -c 'open(\"g\", \"w\")'; \
+               echo \"UMASK $u\"; stat -c 'MODE %n %a' first child a d b e c g";
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = shown(&r);
+    c.stop().await;
+    let umask = out
+        .split("UMASK ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|u| u32::from_str_radix(u, 8).ok())
+        .unwrap_or_else(|| panic!("no umask printed: {out}"));
+    let mode = |name: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("MODE {name} ")))
+            .unwrap_or_else(|| panic!("no mode for {name}: {out}"))
+            .to_string()
+    };
+    let before = format!("{:o}", 0o666 & !umask);
+    assert_eq!(mode("first"), before, "{out}");
+    assert_eq!(mode("child"), before, "{out}");
+    for (name, want) in [("a", "640"), ("d", "750"), ("b", "600"), ("e", "700"), ("c", "640")] {
+        assert_eq!(mode(name), want, "{name}: {out}");
+    }
+    assert_eq!(mode("g"), "640", "a child after the change: {out}");
+    // What the host sees is what the command saw.
+    use std::os::unix::fs::PermissionsExt;
+    let host = std::fs::metadata(fx.root.join("b")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(host, 0o600);
+    fx.assert_canary();
+}

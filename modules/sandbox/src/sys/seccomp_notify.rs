@@ -130,6 +130,21 @@ pub fn answer_fd(listener: &OwnedFd, id: u64, fd: &OwnedFd, cloexec: bool) -> Re
     if ret < 0 { Err(errno()) } else { Ok(()) }
 }
 
+/// Lets request `id` run as the caller made it (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): only for
+/// a call whose arguments are all values (`umask`), never one with a path in memory, which
+/// the kernel would read again after the check.
+pub fn let_continue(listener: &OwnedFd, id: u64) {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp for the kernel to read.
+    let _ =
+        unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &resp) };
+}
+
 /// Answers request `id` with `val`, or with the error `errno` when it is not 0. ENOENT (the
 /// call was interrupted or its process died) needs nothing, so the result is not returned.
 pub fn answer(listener: &OwnedFd, id: u64, val: i64, errno: i32) {

@@ -10,9 +10,11 @@ const ARCH: u32 = 0xc000_003e;
 #[cfg(target_arch = "aarch64")]
 const ARCH: u32 = 0xc000_00b7;
 
-/// Calls sent to the init whatever their arguments.
+/// Calls sent to the init whatever their arguments. `umask` makes no name: the init only notes
+/// that the command changed its umask, and lets the call run (see `supervisor::Umask`).
 fn notified() -> Vec<libc::c_long> {
     let mut v = vec![
+        libc::SYS_umask,
         libc::SYS_mkdirat,
         libc::SYS_mknodat,
         libc::SYS_renameat2,

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// At most this many refusals per command are reported and written (a loop of refused creates
 /// must not flood the output or the channel); the rest are counted in one last line.
@@ -31,6 +31,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
         return;
     }
     let _ = crate::sys::seccomp_notify::sync_wake_up(&listener);
+    let umask = Arc::new(Umask::now());
     let listener = Arc::new(listener);
     let walls = Arc::new(walls);
     let busy = Arc::new(AtomicUsize::new(0));
@@ -46,7 +47,13 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             Err(libc::EINTR | libc::ENOENT) => continue,
             Err(_) => return,
         };
+        if req.data.nr as libc::c_long == libc::SYS_umask {
+            umask.changed.store(true, Ordering::Release);
+            crate::sys::seccomp_notify::let_continue(&listener, req.id);
+            continue;
+        }
         let job = Job {
+            umask: umask.clone(),
             listener: listener.clone(),
             walls: walls.clone(),
             lines: lines.clone(),
@@ -58,8 +65,36 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     }
 }
 
+/// The command's umask without reading it: every process of the command starts with the
+/// init's (a fork copies it, an exec keeps it), and only `umask(2)` changes it, which the
+/// filter sends here. Until a process of the command calls it, a call that makes something
+/// with a mode uses `initial`; from the first `umask` call on (noted before the call runs, so
+/// no read can be taken for current after it) each such call reads its caller's from
+/// `/proc/TID/status`, which makes the kernel render the whole file (a fifth of a create's
+/// cost through the walls, measured). None of the real-work bench's programs (cp, python,
+/// tar, git, sha256sum) calls it.
+struct Umask {
+    initial: u32,
+    changed: AtomicBool,
+}
+
+impl Umask {
+    /// The umask of this thread, which has just unshared `CLONE_FS` from the init: the init's,
+    /// which the command was forked with.
+    fn now() -> Umask {
+        let initial = rustix::process::umask(Mode::empty());
+        rustix::process::umask(initial);
+        Umask { initial: initial.bits(), changed: AtomicBool::new(false) }
+    }
+
+    fn of(&self, tid: u32) -> Option<u32> {
+        if self.changed.load(Ordering::Acquire) { read_umask(tid) } else { Some(self.initial) }
+    }
+}
+
 /// One notified call.
 struct Job {
+    umask: Arc<Umask>,
     listener: Arc<OwnedFd>,
     walls: Arc<Walls>,
     lines: Arc<AtomicUsize>,
@@ -180,13 +215,13 @@ impl Job {
             return Err(libc::ENOSYS);
         };
         // Only what is made with a mode needs the caller's umask (a rename, a link or a
-        // symbolic link does not): reading it makes the kernel render all of /proc/TID/status.
+        // symbolic link does not).
         let moded = match &call {
             Call::Open { flags, .. } => flags & libc::O_CREAT != 0,
             Call::Mkdir { .. } | Call::Mknod { .. } => true,
             Call::Rename { .. } | Call::Link { .. } | Call::Symlink { .. } => false,
         };
-        let umask = if moded { Some(read_umask(tid).ok_or(libc::EPERM)?) } else { None };
+        let umask = if moded { Some(self.umask.of(tid).ok_or(libc::EPERM)?) } else { None };
         let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
             let path = read_path(tid, addr)?;
             if path.is_empty() && !empty_ok {
