@@ -14,8 +14,10 @@
 //! performs the call itself on that descriptor with its own copy of the name, returning the
 //! result (a new descriptor through `SECCOMP_IOCTL_NOTIF_ADDFD`). What is checked is what is
 //! created. The init has the command's uid, no capabilities and the same Landlock rules, so
-//! it can create nothing the command could not. `docs/decisions/0046-walls-in-run.md` has the
-//! reasoning and what is left.
+//! it can create nothing the command could not. `umask` is sent too, and is the one call let
+//! continue (its arguments are values): the init notes that the command changed its umask,
+//! which it otherwise need not read per create. `docs/decisions/0046-walls-in-run.md` has the
+//! reasoning and what is left, 0074 what a call costs.
 //!
 //! A refused call fails with EACCES; the init sends [`Report::Refused`](super::Report) on the
 //! launcher's report channel, which the daemon lists in the result's `denied`, and writes one
