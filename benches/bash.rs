@@ -1,13 +1,16 @@
 //! The cost of the sandbox: the `bash` tool running `true` through the real binary over stdio,
-//! against a bare spawn of the same command and a direct run of the sandbox launcher with the
-//! spec the daemon builds, all in the same run, interleaved call by call.
+//! against a bare spawn of the same command, a direct run of the sandbox launcher with the
+//! spec the daemon builds, and the same command under bubblewrap (`bwrap --unshare-all`, the
+//! peer of issue 34), all in the same run, interleaved call by call.
 //!
 //! Run: `cargo bench --bench bash`. The spec is taken from the daemon itself: while a
 //! `sleep` runs through the tool, the launcher's spec descriptor (`/proc/<launcher>/fd/3`, a
 //! sealed memfd the launcher keeps open) is read, and its `argv` swapped for `true`.
 //!
-//! `HANDS_BENCH_BIN=/path/to/hands` times that binary and builds nothing (so the bench binary
-//! can run as an ordinary user, or in a VM); `HANDS_BENCH_RUNS=N` changes the 200 runs.
+//! By default it times the `hands` and `hands-sandbox` that `cargo bench` builds;
+//! `HANDS_BENCH_BIN=/path/to/hands` times that binary instead (so the bench binary can run as an
+//! ordinary user, or in a VM). `HANDS_BENCH_RUNS=N` changes the 200 runs. Without `bwrap` on
+//! `PATH` its column is left out, with a note.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // Benchmarks spawn the binary and ripgrep, and make their trees by path.
 #![allow(clippy::disallowed_methods)]
@@ -27,9 +30,30 @@ type Client = RunningService<RoleClient, ()>;
 
 const SLEEP: &str = "sleep 2.71828";
 
+/// bubblewrap running bash: every namespace, the host's root read-only, its
+/// own `/dev`, `/proc` and `/tmp` (issue 34's peer).
+const BWRAP: [&str; 14] = [
+    "bwrap",
+    "--unshare-all",
+    "--die-with-parent",
+    "--new-session",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "bash",
+];
+
 fn bin() -> PathBuf {
     std::env::var_os("HANDS_BENCH_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands"),
+        // Built by `cargo bench` itself (the bench profile, which is the release one): a
+        // `cargo build --release` here would link it again under the other profile's name.
+        || PathBuf::from(env!("CARGO_BIN_EXE_hands")),
         PathBuf::from,
     )
 }
@@ -109,13 +133,6 @@ async fn main() {
     #[allow(non_snake_case)]
     let RUNS: usize =
         std::env::var("HANDS_BENCH_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
-    if std::env::var_os("HANDS_BENCH_BIN").is_none() {
-        let build = std::process::Command::new("cargo")
-            .args(["build", "--release", "--bin", "hands", "--bin", "hands-sandbox"])
-            .status()
-            .unwrap();
-        assert!(build.success());
-    }
     let root = tempfile::tempdir().unwrap();
     let root_path = std::fs::canonicalize(root.path()).unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -150,9 +167,17 @@ async fn main() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         tokio::process::Command::from(cmd)
     };
-    let bare = || {
-        let mut cmd = tokio::process::Command::new("bash");
-        cmd.args(["--noprofile", "--norc", "-c", "true"])
+    // bubblewrap, when this machine has it, with the same environment and folder as the bare
+    // spawn (the folder is under the `/tmp` its tmpfs hides: bwrap falls back to `/`).
+    let has_bwrap = std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    // `words`: the program and its arguments before bash's own.
+    let spawn_in = |words: &[&str]| {
+        let mut cmd = tokio::process::Command::new(words[0]);
+        cmd.args(&words[1..])
+            .args(["--noprofile", "--norc", "-c", "true"])
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .current_dir(&root_path)
@@ -161,17 +186,23 @@ async fn main() {
             .stderr(Stdio::piped());
         cmd
     };
+    let bare = || spawn_in(&["bash"]);
+    let bwrap = || spawn_in(&BWRAP);
 
     // Warm-up: page cache, the daemon's first call.
     for _ in 0..10 {
         assert_eq!(bash(&peer, "true").await["exit_code"], 0);
         timed(&mut launcher()).await;
         timed(&mut bare()).await;
+        if has_bwrap {
+            timed(&mut bwrap()).await;
+        }
     }
 
     let mut tool = Vec::with_capacity(RUNS);
     let mut direct = Vec::with_capacity(RUNS);
     let mut spawn = Vec::with_capacity(RUNS);
+    let mut bubble = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
         let t = Instant::now();
         let r = bash(&peer, "true").await;
@@ -179,8 +210,10 @@ async fn main() {
         assert_eq!(r["exit_code"], 0, "{r}");
         direct.push(timed(&mut launcher()).await);
         spawn.push(timed(&mut bare()).await);
+        if has_bwrap {
+            bubble.push(timed(&mut bwrap()).await);
+        }
     }
-    c.cancel().await.unwrap();
 
     // The launcher with each process bound this machine offers (SPEC §5.2 item 4): the daemon's
     // choice, and RLIMIT_NPROC (what an ordinary user without a cgroup of its own gets).
@@ -207,6 +240,9 @@ async fn main() {
         }
         per_bound.push((name.clone(), stats(times), stats(bare_times)));
     }
+    // Only now: the spec joins the module's network namespace, whose holder ends within 2 s of
+    // its last daemon.
+    c.cancel().await.unwrap();
 
     let (tool, tool90) = stats(tool);
     let (direct, direct90) = stats(direct);
@@ -223,9 +259,26 @@ async fn main() {
     println!("  bash tool over MCP         median {tool:.2} ms · p90 {tool90:.2} ms");
     println!("  launcher (direct)          median {direct:.2} ms · p90 {direct90:.2} ms");
     println!("  bare spawn                 median {spawn:.2} ms · p90 {spawn90:.2} ms");
+    let bwrap_median = has_bwrap.then(|| {
+        let (bw, bw90) = stats(bubble);
+        println!("  bwrap --unshare-all        median {bw:.2} ms · p90 {bw90:.2} ms");
+        bw
+    });
+    if !has_bwrap {
+        println!("  bwrap: not on PATH, its column is left out");
+    }
     println!("  overhead (tool − bare)     {:.2} ms (goal ≤ 15 ms)", tool - spawn);
     println!("  launcher only (direct − bare) {:.2} ms", direct - spawn);
     println!("  MCP + daemon (tool − direct)  {:.2} ms", tool - direct);
+    if let Some(bw) = bwrap_median {
+        let over = bw - spawn;
+        println!("  bwrap overhead (bwrap − bare) {over:.2} ms");
+        println!(
+            "  hands over bwrap: tool {:.2}× · launcher {:.2}× bwrap's overhead (issue 34: ≤ 1.0×)",
+            (tool - spawn) / over,
+            (direct - spawn) / over
+        );
+    }
     for (name, (median, p90), (bare, _)) in per_bound {
         println!(
             "  launcher, bound {name}: median {median:.2} ms · p90 {p90:.2} ms · \

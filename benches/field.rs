@@ -107,11 +107,12 @@ fn fs_config(root: &Path, state: &Path, shell: bool) -> PathBuf {
     cfg
 }
 
-/// The `hands` binary measured: this build's, or `HANDS_BENCH_BIN` (to compare with another
-/// build on the same data in the same hour).
+/// The `hands` binary measured: the one `cargo bench` built (the bench profile, which is the
+/// release one), or `HANDS_BENCH_BIN` (to compare with another build on the same data in the
+/// same hour).
 fn hands_bin() -> PathBuf {
     std::env::var_os("HANDS_BENCH_BIN")
-        .map_or_else(|| manifest().join("target/release/hands"), PathBuf::from)
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hands")), PathBuf::from)
 }
 
 /// `hands serve` over stdio on `cfg`; the client and the daemon's pid.
@@ -672,11 +673,6 @@ async fn section_load(t: &mut Table) {
 fn main() {
     let single = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let multi = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let build = std::process::Command::new("cargo")
-        .args(["build", "--release", "--bin", "hands", "--bin", "hands-sandbox"])
-        .status()
-        .unwrap();
-    assert!(build.success());
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let want = |s: &str| args.is_empty() || args.iter().any(|a| a == s);
     let entry = reference_server();

@@ -161,7 +161,8 @@ async fn start(root: &Path, state: &Path) -> Client {
         ),
     )
     .unwrap();
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/hands");
+    // Built by `cargo bench` (the bench profile, which is the release one).
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_hands"));
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
     ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap()
@@ -175,9 +176,6 @@ fn git_time(dir: &Path, args: &[&str]) -> (Duration, String) {
 
 #[tokio::main]
 async fn main() {
-    let build =
-        Command::new("cargo").args(["build", "--release", "--bin", "hands"]).status().unwrap();
-    assert!(build.success());
     let version = String::from_utf8(run(Path::new("."), &["--version"]).stdout).unwrap();
     let repo = repository();
     let tracked = run(&repo, &["ls-files"]).stdout.iter().filter(|b| **b == b'\n').count();

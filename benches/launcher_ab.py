@@ -9,8 +9,9 @@
 `capture` starts `HANDS serve` with tools-shell on a fresh writable root (mode 0777, so a root
 daemon's `nobody` can enter it), runs `bash` `sleep` through it, reads the launcher's spec off
 `/proc/<launcher>/fd/3` (where the launcher keeps the spec it read on stdin), swaps its argv for `bash --noprofile --norc -c true`, drops `parent`
-and writes it to SPEC.json (the daemon exits; its network namespace holder stays while the
-state folder does, so the spec keeps joining it, as the daemon's commands do). `run` times N
+and writes it to SPEC.json (the daemon exits, and its network namespace holder about 2 s later:
+a spec that names `netns` then fails to join it, so time such a spec while a daemon of that
+state folder runs, as `benches/launcher_phases.py` does, or drop `netns` as `run-idmap` does). `run` times N
 rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
 bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
 compare. `run-idmap` (a root daemon's spec, which names `run_as`) times one build in rounds of
@@ -41,7 +42,10 @@ def own_scope():
     return scopes.preexec()
 
 
-def capture(hands, out, preexec=None):
+def capture(hands, out, preexec=None, keep=False):
+    """Writes the daemon's spec to `out`. With `keep`, the daemon is left running and returned
+    (close its stdin and wait to end it): the module's network namespace holder, which the spec
+    joins, ends about 2 s after its last daemon."""
     root = tempfile.mkdtemp(prefix="hands-ab-root-")
     os.chmod(root, 0o777)
     state = tempfile.mkdtemp(prefix="hands-ab-state-")
@@ -80,8 +84,9 @@ def capture(hands, out, preexec=None):
                 pass
         time.sleep(0.02)
     p.stdout.readline()
-    p.stdin.close()
-    p.wait()
+    if not keep:
+        p.stdin.close()
+        p.wait()
     if spec is None:
         sys.exit("no launcher running the sleep was seen in /proc")
     spec["argv"] = ["bash", "--noprofile", "--norc", "-c", "true"]
@@ -89,6 +94,7 @@ def capture(hands, out, preexec=None):
     with open(out, "w") as f:
         json.dump(spec, f)
     print(f"bound {spec.get('bound')}, netns {spec.get('netns')}, run_as {spec.get('run_as')}")
+    return p if keep else None
 
 
 def launch(hands, spec):
