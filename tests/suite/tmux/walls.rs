@@ -56,3 +56,42 @@ async fn a_pane_s_refused_create_is_listed_in_the_next_result_once() {
     fx.assert_canary();
     c.ok("tmux_kill", json!({ "session": "walls" })).await;
 }
+
+/// A session lives for hours: after a burst of refusals (more than the init lists at once), a
+/// refusal made later is still listed — the init's budget of listed refusals refills over time
+/// (once a second) instead of ending for the session's life at the twentieth.
+#[tokio::test]
+async fn a_refusal_after_a_burst_is_still_listed() {
+    let fx = Fixture::new();
+    let c = Client::start_era(&fx, &super::shell_config(&fx), Era::Legacy).await;
+    c.ok("tmux_start", json!({ "command": "bash", "name": "burst" })).await;
+    let send = |text: &str| json!({ "session": "burst", "text": text, "wait": { "exit": true } });
+    // The burst: thirty refused creates of distinct protected names at once.
+    let r = c
+        .ok(
+            "tmux_send",
+            send("for i in $(seq 30); do mkdir d$i; touch d$i/.envrc; done 2>/dev/null"),
+        )
+        .await;
+    let burst = denied_paths(&r).len();
+    assert!((1..=20).contains(&burst), "the burst is listed, bounded: {burst}: {r}");
+    assert!(fx.root.join("d30").is_dir(), "positive control: the folders were made: {r}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Later: one more refusal, which the result must still name.
+    let r = c.ok("tmux_send", send("mkdir later && touch later/.envrc")).await;
+    let later = fx.root.join("later/.envrc").display().to_string();
+    let start = Instant::now();
+    let (mut listed, mut last) = (denied_paths(&r), r);
+    while !listed.iter().any(|(what, _)| *what == later)
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        last = c.ok("tmux_read", json!({ "session": "burst" })).await;
+        listed = denied_paths(&last);
+    }
+    assert!(listed.iter().any(|(what, _)| *what == later), "{listed:?} {last}");
+    assert!(!fx.root.join("later/.envrc").exists());
+    assert!(!fx.root.join("d1/.envrc").exists());
+    fx.assert_canary();
+    c.ok("tmux_kill", json!({ "session": "burst" })).await;
+}

@@ -15,9 +15,48 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// At most this many refusals per command are reported and written (a loop of refused creates
-/// must not flood the output or the channel); the rest are counted in one last line.
-const MAX_LINES: usize = 20;
+/// Refusals reported and written: at most this many at once (a loop of refused creates must
+/// not flood the output or the channel), and one more per [`REFILL`] after that, up to this
+/// many again — so a tmux session that lives for hours still lists a refusal made long after
+/// its first burst. What goes unlisted is said in one line per burst.
+const MAX_LINES: u32 = 20;
+
+/// How often one more refusal may be listed once the first [`MAX_LINES`] are spent.
+const REFILL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The refusals that may still be listed now.
+struct Budget {
+    left: u32,
+    since: std::time::Instant,
+    /// The "more were refused" line was written for the current burst.
+    said: bool,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget { left: MAX_LINES, since: std::time::Instant::now(), said: false }
+    }
+
+    /// Whether this refusal is listed; `Some(false)` once per burst when it is not (write the
+    /// line that says so), `None` after that.
+    fn take(&mut self) -> Option<bool> {
+        let earned = (self.since.elapsed().as_millis() / REFILL.as_millis()) as u32;
+        if earned > 0 {
+            self.left = (self.left + earned).min(MAX_LINES);
+            self.since += REFILL * earned;
+        }
+        if self.left > 0 {
+            self.left -= 1;
+            self.said = false;
+            Some(true)
+        } else if !self.said {
+            self.said = true;
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
 
 /// Calls handled at once on their own threads (an open of a FIFO blocks until its other end
 /// opens); beyond this the init handles them one by one.
@@ -35,7 +74,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     let listener = Arc::new(listener);
     let walls = Arc::new(walls);
     let busy = Arc::new(AtomicUsize::new(0));
-    let lines = Arc::new(AtomicUsize::new(0));
+    let lines = Arc::new(std::sync::Mutex::new(Budget::new()));
     let reporter = Arc::new(reporter);
     loop {
         let req = match crate::sys::seccomp_notify::receive(&listener) {
@@ -97,7 +136,7 @@ struct Job {
     umask: Arc<Umask>,
     listener: Arc<OwnedFd>,
     walls: Arc<Walls>,
-    lines: Arc<AtomicUsize>,
+    lines: Arc<std::sync::Mutex<Budget>>,
     /// Opens of FIFOs running on threads of their own.
     busy: Arc<AtomicUsize>,
     /// The launcher's report channel, where each refusal goes.
@@ -496,15 +535,17 @@ impl Job {
     /// EACCES for a new entry `name` in `real`, after the report and the line on stderr that
     /// say why.
     fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
-        let n = self.lines.fetch_add(1, Ordering::AcqRel);
+        let listed = hands_roots::lock(&self.lines).take();
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
-        let line = if n < MAX_LINES {
-            self.reporter.send(&Report::Refused { path: shown.clone(), wall: why.into() });
-            format!("{REFUSED}{}: {why}\n", shown.display())
-        } else if n == MAX_LINES {
-            "hands sandbox: more creates were refused; only the first ones are listed\n".into()
-        } else {
-            String::new()
+        let line = match listed {
+            Some(true) => {
+                self.reporter.send(&Report::Refused { path: shown.clone(), wall: why.into() });
+                format!("{REFUSED}{}: {why}\n", shown.display())
+            }
+            Some(false) => {
+                "hands sandbox: more creates were refused; only some are listed\n".into()
+            }
+            None => String::new(),
         };
         if !line.is_empty() {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
