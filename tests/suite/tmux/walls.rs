@@ -20,6 +20,23 @@ fn denied_paths(r: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// Whether `path` is listed in `first`'s `denied` or, within 15 s, in a later `tmux_read` of
+/// `session` (a refusal made while no call waited reaches the next result); the last result.
+async fn listed_soon(c: &Client, session: &str, first: Value, path: &str) -> (bool, Value) {
+    let start = Instant::now();
+    let mut last = first;
+    loop {
+        if denied_paths(&last).iter().any(|(what, _)| what == path) {
+            return (true, last);
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            return (false, last);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        last = c.ok("tmux_read", json!({ "session": session })).await;
+    }
+}
+
 #[tokio::test]
 async fn a_pane_s_refused_create_is_listed_in_the_next_result_once() {
     let fx = Fixture::new();
@@ -44,14 +61,8 @@ async fn a_pane_s_refused_create_is_listed_in_the_next_result_once() {
     // Refused while no call waited: the send's own result, or the next read, lists it.
     let r = c.ok("tmux_send", json!({ "session": "walls", "text": "touch .envrc" })).await;
     let envrc = fx.root.join(".envrc").display().to_string();
-    let start = Instant::now();
-    let (mut listed, mut last) = (denied_paths(&r), r);
-    while listed.is_empty() && start.elapsed() < Duration::from_secs(15) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        last = c.ok("tmux_read", json!({ "session": "walls" })).await;
-        listed = denied_paths(&last);
-    }
-    assert!(listed.iter().any(|(what, _)| *what == envrc), "{listed:?} {last}");
+    let (listed, last) = listed_soon(&c, "walls", r, &envrc).await;
+    assert!(listed, "{last}");
     assert!(!fx.root.join(".envrc").exists());
     fx.assert_canary();
     c.ok("tmux_kill", json!({ "session": "walls" })).await;
@@ -80,16 +91,8 @@ async fn a_refusal_after_a_burst_is_still_listed() {
     // Later: one more refusal, which the result must still name.
     let r = c.ok("tmux_send", send("mkdir later && touch later/.envrc")).await;
     let later = fx.root.join("later/.envrc").display().to_string();
-    let start = Instant::now();
-    let (mut listed, mut last) = (denied_paths(&r), r);
-    while !listed.iter().any(|(what, _)| *what == later)
-        && start.elapsed() < Duration::from_secs(10)
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        last = c.ok("tmux_read", json!({ "session": "burst" })).await;
-        listed = denied_paths(&last);
-    }
-    assert!(listed.iter().any(|(what, _)| *what == later), "{listed:?} {last}");
+    let (listed, last) = listed_soon(&c, "burst", r, &later).await;
+    assert!(listed, "{last}");
     assert!(!fx.root.join("later/.envrc").exists());
     assert!(!fx.root.join("d1/.envrc").exists());
     fx.assert_canary();

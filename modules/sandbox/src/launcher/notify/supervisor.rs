@@ -37,9 +37,8 @@ impl Budget {
         Budget { left: MAX_LINES, since: std::time::Instant::now(), said: false }
     }
 
-    /// Whether this refusal is listed; `Some(false)` once per burst when it is not (write the
-    /// line that says so), `None` after that.
-    fn take(&mut self) -> Option<bool> {
+    /// Whether this refusal is listed.
+    fn take(&mut self) -> Listing {
         let earned = (self.since.elapsed().as_millis() / REFILL.as_millis()) as u32;
         if earned > 0 {
             self.left = (self.left + earned).min(MAX_LINES);
@@ -48,14 +47,22 @@ impl Budget {
         if self.left > 0 {
             self.left -= 1;
             self.said = false;
-            Some(true)
+            Listing::Listed
         } else if !self.said {
             self.said = true;
-            Some(false)
+            Listing::FirstUnlisted
         } else {
-            None
+            Listing::Unlisted
         }
     }
+}
+
+/// What becomes of one refusal in the report and on stderr.
+enum Listing {
+    Listed,
+    /// The first of a burst past the budget: one line says more were refused.
+    FirstUnlisted,
+    Unlisted,
 }
 
 /// Calls handled at once on their own threads (an open of a FIFO blocks until its other end
@@ -538,14 +545,14 @@ impl Job {
         let listed = hands_roots::lock(&self.lines).take();
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = match listed {
-            Some(true) => {
+            Listing::Listed => {
                 self.reporter.send(&Report::Refused { path: shown.clone(), wall: why.into() });
                 format!("{REFUSED}{}: {why}\n", shown.display())
             }
-            Some(false) => {
+            Listing::FirstUnlisted => {
                 "hands sandbox: more creates were refused; only some are listed\n".into()
             }
-            None => String::new(),
+            Listing::Unlisted => String::new(),
         };
         if !line.is_empty() {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
