@@ -2,7 +2,7 @@
 //! FIFO where an ignore file would be (`.gitignore`, `.ignore`, `.git/info/exclude`, a `.git`
 //! file's `commondir`), a FIFO among the walked files or as `.git` itself, and a `.gitignore`
 //! swapped for a FIFO over and over while `glob` and `grep` run, and a folder swapped for a link
-//! out of the root under `glob`. Every call answers at once with
+//! out of the root under `glob` and `grep`. Every call answers at once with
 //! the right files (the FIFO skipped and named), and the daemon goes on serving.
 //! Only the folder swap runs in process: a daemon hung on a FIFO in process would hang the test
 //! (tokio waits for its blocking threads) where a process's only fails it; and libgit2 reads
@@ -234,13 +234,29 @@ async fn a_fifo_in_a_git_dir_is_refused_at_once_never_read() {
 /// file (positive control); the outside folder (the canary) is unchanged.
 #[tokio::test]
 async fn a_folder_swapped_for_a_link_never_shows_outside_names() {
+    folder_swapped_for_a_link("glob", json!({ "pattern": "**/*.txt", "limit": 1000 })).await;
+}
+
+/// The same swap under `grep`, which opens each file in its folder as resolved once beneath
+/// the root for all the folder's files (`Resolver::open_walked_in`): no call shows an outside
+/// file's name or its line; every call finds the root's own file (positive control).
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_never_lets_grep_read_outside() {
+    let args = json!({ "pattern": "x-marks", "output": "content", "limit": 1000 });
+    folder_swapped_for_a_link("grep", args).await;
+}
+
+/// `tool` with `args` 80 times while a thread flips `sub` between a real folder and a link to
+/// a folder outside the root; every file holds `x-marks` and a `.txt` name.
+async fn folder_swapped_for_a_link(tool: &str, args: Value) {
     let fx = Fixture::new();
     let c = Client::in_process(&fx, &fx.fs_config(), Era::Legacy).await;
-    fx.write("keep/a.txt", "a\n");
+    fx.write("keep/a.txt", "x-marks a\n");
     let outside = fx.root.parent().unwrap().join("outside-folder");
     std::fs::create_dir_all(&outside).unwrap();
     for i in 0..200 {
-        std::fs::write(outside.join(format!("host-secret-name-{i}.txt")), "x").unwrap();
+        let text = format!("x-marks host-secret-line-{i}\n");
+        std::fs::write(outside.join(format!("host-secret-name-{i}.txt")), text).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
     let swaps = Arc::new(AtomicUsize::new(0));
@@ -250,7 +266,7 @@ async fn a_folder_swapped_for_a_link_never_shows_outside_names() {
             (fx.root.join("sub"), fx.root.join("sub.real"), fx.root.join("sub.link"));
         std::fs::create_dir_all(&real).unwrap();
         for i in 0..200 {
-            std::fs::write(real.join(format!("own-{i}.txt")), "x").unwrap();
+            std::fs::write(real.join(format!("own-{i}.txt")), "x-marks own\n").unwrap();
         }
         let target = outside.clone();
         std::thread::spawn(move || {
@@ -268,11 +284,11 @@ async fn a_folder_swapped_for_a_link_never_shows_outside_names() {
         })
     };
     for i in 0..80 {
-        let r = soon(&c, "glob", json!({ "pattern": "**/*.txt", "limit": 1000 })).await;
+        let r = soon(&c, tool, args.clone()).await;
         let said = text_of(&r);
-        assert_ne!(r.is_error, Some(true), "glob call {i}: {said}");
-        assert!(said.contains("keep/a.txt"), "glob call {i}: {said}");
-        assert!(!said.contains("host-secret-name"), "glob call {i} showed outside names: {said}");
+        assert_ne!(r.is_error, Some(true), "{tool} call {i}: {said}");
+        assert!(said.contains("keep/a.txt"), "{tool} call {i}: {said}");
+        assert!(!said.contains("host-secret"), "{tool} call {i} showed outside files: {said}");
     }
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();

@@ -8,7 +8,7 @@ use crate::parallel_walk::{
 };
 use crate::{FsError, ToolText, walk_cache};
 use globset::GlobMatcher;
-use hands_roots::{Hider, Resolver, lock};
+use hands_roots::{Hider, LastDir, Resolver, lock};
 use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -95,7 +95,8 @@ pub(crate) fn glob_within(
         walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
     let picker = || {
         let mine = pick.clone();
-        move |rel: &Path| mine.cached(rel)
+        let mut last = LastDir::default();
+        move |rel: &Path| mine.cached(rel, &mut last)
     };
     let cached = walk_cache::answer(&key, picker, cap);
     let (mut files, overflow, skipped, timed_out) = match cached {
@@ -153,36 +154,48 @@ struct Pick<'a> {
 
 impl Pick<'_> {
     /// The file as `glob` shows it, if kept; `path` is absolute, `rel` below the base.
-    /// `ino`: the inode the walk read, when it read one.
-    fn pick(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
+    /// `ino`: the inode the walk read, when it read one; `last`: the thread's folder.
+    fn pick(
+        &self,
+        path: &Path,
+        rel: &Path,
+        ino: Option<u64>,
+        last: &mut LastDir,
+    ) -> Option<String> {
         let subject = if self.absolute { path } else { rel };
         if !self.matcher.is_match(subject) {
             return None;
         }
-        self.unless_hidden(path, rel, ino)
+        self.unless_hidden(path, rel, ino, last)
     }
 
     /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
     /// costs an allocation, made only when the pattern needs it or the file matched.
-    fn cached(&self, rel: &Path) -> Option<String> {
+    fn cached(&self, rel: &Path, last: &mut LastDir) -> Option<String> {
         if self.absolute {
-            return self.pick(&self.base.join(rel), rel, None);
+            return self.pick(&self.base.join(rel), rel, None, last);
         }
         if !self.matcher.is_match(rel) {
             return None;
         }
-        self.unless_hidden(&self.base.join(rel), rel, None)
+        self.unless_hidden(&self.base.join(rel), rel, None, last)
     }
 
     /// The matching file as `glob` shows it, unless the policy hides it or it is not the
     /// entry beneath the root the walk read (the walk reads by path: see
-    /// [`Resolver::entry_ino`]).
-    fn unless_hidden(&self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
+    /// [`Resolver::entry_ino_in`]).
+    fn unless_hidden(
+        &self,
+        path: &Path,
+        rel: &Path,
+        ino: Option<u64>,
+        last: &mut LastDir,
+    ) -> Option<String> {
         let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
         if self.hider.hides(dir, name, None, true) {
             return None;
         }
-        let now = self.resolver.entry_ino(path)?;
+        let now = self.resolver.entry_ino_in(last, path)?;
         if ino.is_some_and(|read| read != now) {
             return None;
         }
@@ -209,6 +222,7 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
         Box::new(GlobVisitor {
             walk: self,
             pick: self.pick.clone(),
+            last: LastDir::default(),
             hits: Vec::new(),
             found: walk_cache::Found::default(),
         })
@@ -219,6 +233,8 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
 struct GlobVisitor<'a> {
     walk: &'a GlobWalk<'a>,
     pick: Pick<'a>,
+    /// The folder of the last file checked ([`Resolver::entry_ino_in`]).
+    last: LastDir,
     hits: Vec<String>,
     found: walk_cache::Found,
 }
@@ -272,7 +288,7 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
                 self.found = walk_cache::Found::default();
             }
         }
-        let Some(hit) = self.pick.pick(path, rel, entry.ino()) else {
+        let Some(hit) = self.pick.pick(path, rel, entry.ino(), &mut self.last) else {
             return WalkState::Continue;
         };
         self.hits.push(hit);

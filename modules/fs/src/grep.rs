@@ -12,7 +12,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use hands_roots::{PathError, Resolver, lock};
+use hands_roots::{LastDir, PathError, Resolver, lock};
 use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -274,6 +274,8 @@ fn walk_grep(
         walker(&hider, base, p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
     walker.run(|| {
         let mut searcher = builder.build();
+        // The folder of the last file opened (`Resolver::open_walked_in`).
+        let mut last = LastDir::default();
         Box::new(move |entry| {
             if shared.limit_reached() {
                 // Something was still left to visit when the limit stopped the search.
@@ -292,7 +294,9 @@ fn walk_grep(
             }
             // The resolver re-resolves the path beneath its root and refuses denied, secret
             // and non-regular files; such files are simply not searched.
-            let Ok(opened) = resolver.open_walked(path) else { return WalkState::Continue };
+            let Ok(opened) = resolver.open_walked_in(&mut last, path) else {
+                return WalkState::Continue;
+            };
             shared.search(&mut searcher, &opened.file, shown(prefix, rel));
             WalkState::Continue
         })

@@ -31,7 +31,7 @@ pub use error::{PATH_MAX, PathError, QUOTE_MAX, Result, Shown, shown};
 pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
 pub use openat::fd_path;
-use openat::{fstat, openat2_beneath, openat2_plain, reopen};
+use openat::{fstat, open_flags, openat2_beneath, openat2_plain, reopen};
 pub use policy::{HostPath, Policy, PolicyLists};
 pub use rustix::fs::FileType;
 pub use trust::{Trust, TrustError, Trusted};
@@ -403,11 +403,62 @@ impl Resolver {
     /// walk read drops what it found there (`glob` shows names only: one descriptor-based
     /// resolve per name shown is the whole cost).
     pub fn entry_ino(&self, abs: &Path) -> Option<u64> {
+        let fd = self.open_plain(abs, OFlags::PATH | OFlags::NOFOLLOW)?;
+        Some(fstat(&fd, abs).ok()?.st_ino)
+    }
+
+    /// [`Resolver::entry_ino`] for a walker thread, which is handed one folder's entries
+    /// together: the folder is resolved (beneath its root, without any symlink) once and kept
+    /// in `last` ([`Resolver::walked_dir`]), and each of its entries costs one `fstatat` on it.
+    pub fn entry_ino_in(&self, last: &mut LastDir, abs: &Path) -> Option<u64> {
+        let Some((dir, name)) = self.walked_dir(last, abs) else { return self.entry_ino(abs) };
+        Some(openat::statat_nofollow(dir.as_fd(), name).ok()?.st_ino)
+    }
+
+    /// [`Resolver::open_walked`] for a walker thread: the file is opened (`O_NOFOLLOW`) in its
+    /// folder as [`Resolver::walked_dir`] resolved it, then checked as `open_walked` checks it.
+    /// Anything unusual (the folder cannot be resolved, the open fails) takes `open_walked`'s
+    /// own way, which says why.
+    pub fn open_walked_in(&self, last: &mut LastDir, abs: &Path) -> Result<OpenedFile> {
+        let Some((dir, name)) = self.walked_dir(last, abs) else { return self.open_walked(abs) };
+        let flags = open_flags(OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW);
+        let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
+            return self.open_walked(abs);
+        };
+        let st = fstat(&fd, abs)?;
+        let ft = FileType::from_raw_mode(st.st_mode);
+        if ft != FileType::RegularFile {
+            return Err(PathError::NotRegular { path: abs.to_path_buf(), kind: kind_name(ft) });
+        }
+        self.check_hidden(abs, Some(&st), true)?;
+        Ok(OpenedFile { file: File::from(fd), abs: abs.to_path_buf(), stat: st })
+    }
+
+    /// The folder of `abs`, an entry a walk found, and its name in it: the folder resolved
+    /// beneath its root without any symlink, once for all the entries a walker thread takes
+    /// from it in a row (kept in `last`). It is resolved after the walk read it, as each entry
+    /// was before, so what is checked or opened there is still what lies beneath the root now;
+    /// a folder swapped for a symlink since is a new resolution for the next folder's entries.
+    /// `None` for a path no folder of a root holds (a root that is a file).
+    fn walked_dir<'l, 'p>(
+        &self,
+        last: &'l mut LastDir,
+        abs: &'p Path,
+    ) -> Option<(&'l OwnedFd, &'p OsStr)> {
+        let (dir, name) = (abs.parent()?, abs.file_name()?);
+        if !matches!(&last.0, Some((kept, _)) if kept == dir) {
+            last.0 = None;
+            let fd = self.open_plain(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW)?;
+            last.0 = Some((dir.to_path_buf(), fd));
+        }
+        last.0.as_ref().map(|(_, fd)| (fd, name))
+    }
+
+    /// `abs` opened beneath its root with `flags`, following no symlink on the way.
+    fn open_plain(&self, abs: &Path, flags: OFlags) -> Option<OwnedFd> {
         let loc = self.locate(abs.to_str()?).ok()?;
         let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
-        let flags = OFlags::PATH | OFlags::NOFOLLOW;
-        let fd = openat2_plain(self.roots[loc.root].fd(), rel, flags).ok()?;
-        Some(fstat(&fd, &loc.abs).ok()?.st_ino)
+        openat2_plain(self.roots[loc.root].fd(), rel, flags).ok()
     }
 
     /// Opens a directory (for listing or walking).
@@ -428,6 +479,10 @@ impl Resolver {
         Hider { policy: &self.policy, near: self.policy.denied_near(base) }
     }
 }
+
+/// The folder a walker thread resolved last ([`Resolver::entry_ino_in`]), with its descriptor.
+#[derive(Default)]
+pub struct LastDir(Option<(PathBuf, OwnedFd)>);
 
 /// The policy's rule for the entries beneath one folder ([`Resolver::hider`]): denied,
 /// credential or secret. Only the denied paths near the folder (beneath it, or above it) are
