@@ -4,11 +4,12 @@
   work   benches/real-work.sh (copy a ~7,400-file tree, byte-compile it, tar it, git add and
          commit it, checksum every file) run bare, under `bwrap --unshare-all`, and through
          the `bash` tool of the real `hands serve` over stdio.
+  steps  the same work, each step timed on its own, bare and through `bash`.
   cargo  `cargo test --offline` of the memchr crate from the cargo registry (its target folder
          removed first), bare and through `bash` (`nproc` printed by each, so the parallelism
          the sandbox lets cargo see shows).
 
-    python3 benches/work.py [--bin target/release/hands] [--runs 3] [work] [cargo]
+    python3 benches/work.py [--bin target/release/hands] [--runs 3] [work] [steps] [cargo]
 
 Needs bash, python3, git, tar, sha256sum, bwrap (for the bwrap column) and, for `cargo`, the
 memchr sources in ~/.cargo/registry/src with their dev-dependencies fetched. The daemon runs
@@ -144,6 +145,30 @@ def main():
                 os.sync()
             print(f"run {i}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
         row("real work", times)
+
+    if "steps" in a.rows:
+        # Each step of the real work on its own (REAL_WORK_STEPS=1: the script prints "N ms:
+        # STEP" on stderr), bare and through `bash`, interleaved: which step the walls cost.
+        steps = {"bare": {}, "hands": {}}
+        for i in range(a.runs):
+            for k in (["bare", "hands"] if i % 2 == 0 else ["hands", "bare"]):
+                w = os.path.join(root, f"w-{k}-{i}")
+                if k == "bare":
+                    r = subprocess.run(["bash", script, src, w], cwd=root, capture_output=True,
+                                       text=True, env=dict(ENV, REAL_WORK_STEPS="1"))
+                    err = r.stderr
+                else:
+                    err = hands.bash(f"REAL_WORK_STEPS=1 bash {script} {src} {w}", root)["stderr"]
+                for line in err.splitlines():
+                    ms, _, name = line.partition(" ms: ")
+                    if name and ms.isdigit():
+                        steps[k].setdefault(name, []).append(int(ms))
+                shutil.rmtree(w)
+                os.sync()
+        for name, v in steps["bare"].items():
+            b, h = statistics.median(v), statistics.median(steps["hands"].get(name, [0]))
+            print(f"| {name} | bare {b:.0f} ms | hands {h:.0f} ms ({h / max(b, 1):.2f}×, +{h - b:.0f} ms) |",
+                  flush=True)
 
     if "cargo" in a.rows:
         crate = sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/memchr-2.*")))[-1]
