@@ -7,7 +7,6 @@ use crate::openat::{open_flags, openat2_plain, walk_nofollow};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsString;
-use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path};
 
@@ -34,29 +33,9 @@ impl Resolver {
         Ok((fd, name))
     }
 
-    /// Creates the empty-or-`contents` file `abs` (mode `mode`) through
-    /// [`Resolver::open_parent_nofollow`], never following a symlink, never replacing anything.
-    /// `Ok(false)` when something already has that name.
-    pub fn create_file_nofollow(
-        &self,
-        abs: &Path,
-        contents: &[u8],
-        mode: u32,
-    ) -> std::io::Result<bool> {
-        let (dir, name) = self.open_parent_nofollow(abs)?;
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(mode)) {
-            Ok(fd) => {
-                std::io::Write::write_all(&mut File::from(fd), contents)?;
-                Ok(true)
-            }
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Creates the folder `abs` (mode `mode`) like [`Resolver::create_file_nofollow`].
+    /// Creates the folder `abs` (mode `mode`) through [`Resolver::open_parent_nofollow`],
+    /// never following a symlink, never replacing anything. `Ok(false)` when something already
+    /// has that name.
     pub fn create_dir_nofollow(&self, abs: &Path, mode: u32) -> std::io::Result<bool> {
         let (dir, name) = self.open_parent_nofollow(abs)?;
         match rustix::fs::mkdirat(&dir, &name, Mode::from_raw_mode(mode)) {

@@ -340,6 +340,22 @@ fn walk_beneath_follows_no_link_and_fails_past_its_limit() {
     assert!(matches!(stopped, Err(crate::WalkError::Limit { limit: 3 })), "{stopped:?}");
 }
 
+/// A file created as the daemon creates what it makes beneath a root: in the folder
+/// [`Resolver::open_parent_nofollow`] opened, never replacing anything (`Ok(false)`).
+fn create_file_nofollow(r: &Resolver, abs: &Path, contents: &[u8]) -> std::io::Result<bool> {
+    use rustix::fs::{Mode, OFlags};
+    let (dir, name) = r.open_parent_nofollow(abs)?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(&dir, &name, flags, Mode::from_raw_mode(0o644)) {
+        Ok(fd) => {
+            std::io::Write::write_all(&mut std::fs::File::from(fd), contents)?;
+            Ok(true)
+        }
+        Err(rustix::io::Errno::EXIST) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The host-side creates go through descriptors with no symlink followed: a folder on the way
 /// that is a symlink (out of the root, or even inside it) makes them fail, and nothing appears
 /// at the link's target.
@@ -357,17 +373,17 @@ fn creates_beneath_a_root_never_follow_a_symlinked_folder() {
         Policy::new(&PolicyLists::default()).unwrap(),
     )
     .unwrap();
-    assert!(r.create_file_nofollow(&root.join("swapped/commondir"), b"./\n", 0o644).is_err());
+    assert!(create_file_nofollow(&r, &root.join("swapped/commondir"), b"./\n").is_err());
     assert!(r.create_dir_nofollow(&root.join("swapped/.ssh"), 0o700).is_err());
-    assert!(r.create_file_nofollow(&root.join("inner/x"), b"", 0o644).is_err());
+    assert!(create_file_nofollow(&r, &root.join("inner/x"), b"").is_err());
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "created outside the root");
     assert_eq!(std::fs::read_dir(root.join("real")).unwrap().count(), 0);
     // The positive control: a plain folder takes the file, once.
-    assert!(r.create_file_nofollow(&root.join("real/commondir"), b"./\n", 0o644).unwrap());
-    assert!(!r.create_file_nofollow(&root.join("real/commondir"), b"x", 0o644).unwrap());
+    assert!(create_file_nofollow(&r, &root.join("real/commondir"), b"./\n").unwrap());
+    assert!(!create_file_nofollow(&r, &root.join("real/commondir"), b"x").unwrap());
     assert_eq!(std::fs::read(root.join("real/commondir")).unwrap(), b"./\n");
     assert!(r.create_dir_nofollow(&root.join("real/d"), 0o700).unwrap());
-    assert!(r.create_file_nofollow(&out.join("x"), b"", 0o644).is_err(), "outside every root");
+    assert!(create_file_nofollow(&r, &out.join("x"), b"").is_err(), "outside every root");
 }
 
 /// The file tools cannot steer what git on the host reads or runs, in any repository shape
