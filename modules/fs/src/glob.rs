@@ -90,13 +90,14 @@ pub(crate) fn glob_within(
 
     let hider = resolver.hider(&base);
     let (hidden, ignored) = (p.hidden.unwrap_or(false), p.ignored.unwrap_or(false));
-    let pick = Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider, resolver };
+    let last = LastDir::default();
+    let pick =
+        Pick { matcher, absolute, base: &base, prefix: &prefix, hider: &hider, resolver, last };
     let key =
         walk_cache::Key { base: base.clone(), hidden, ignored, denied: hider.near().to_vec() };
     let picker = || {
-        let mine = pick.clone();
-        let mut last = LastDir::default();
-        move |rel: &Path| mine.cached(rel, &mut last)
+        let mut mine = pick.clone();
+        move |rel: &Path| mine.cached(rel)
     };
     let cached = walk_cache::answer(&key, picker, cap);
     let (mut files, overflow, skipped, timed_out) = match cached {
@@ -150,52 +151,43 @@ struct Pick<'a> {
     prefix: &'a Path,
     hider: &'a Hider<'a>,
     resolver: &'a Resolver,
+    /// The folder of the last file checked ([`Resolver::entry_ino_in`]); a clone (another
+    /// thread's picker) starts without one.
+    last: LastDir,
 }
 
 impl Pick<'_> {
     /// The file as `glob` shows it, if kept; `path` is absolute, `rel` below the base.
-    /// `ino`: the inode the walk read, when it read one; `last`: the thread's folder.
-    fn pick(
-        &self,
-        path: &Path,
-        rel: &Path,
-        ino: Option<u64>,
-        last: &mut LastDir,
-    ) -> Option<String> {
+    /// `ino`: the inode the walk read, when it read one.
+    fn pick(&mut self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
         let subject = if self.absolute { path } else { rel };
         if !self.matcher.is_match(subject) {
             return None;
         }
-        self.unless_hidden(path, rel, ino, last)
+        self.unless_hidden(path, rel, ino)
     }
 
     /// `pick` for a file of a cached walk, known by its path below the base: the absolute path
     /// costs an allocation, made only when the pattern needs it or the file matched.
-    fn cached(&self, rel: &Path, last: &mut LastDir) -> Option<String> {
+    fn cached(&mut self, rel: &Path) -> Option<String> {
         if self.absolute {
-            return self.pick(&self.base.join(rel), rel, None, last);
+            return self.pick(&self.base.join(rel), rel, None);
         }
         if !self.matcher.is_match(rel) {
             return None;
         }
-        self.unless_hidden(&self.base.join(rel), rel, None, last)
+        self.unless_hidden(&self.base.join(rel), rel, None)
     }
 
     /// The matching file as `glob` shows it, unless the policy hides it or it is not the
     /// entry beneath the root the walk read (the walk reads by path: see
     /// [`Resolver::entry_ino_in`]).
-    fn unless_hidden(
-        &self,
-        path: &Path,
-        rel: &Path,
-        ino: Option<u64>,
-        last: &mut LastDir,
-    ) -> Option<String> {
+    fn unless_hidden(&mut self, path: &Path, rel: &Path, ino: Option<u64>) -> Option<String> {
         let (dir, name) = (path.parent().unwrap_or(path), path.file_name().unwrap_or_default());
         if self.hider.hides(dir, name, None, true) {
             return None;
         }
-        let now = self.resolver.entry_ino_in(last, path)?;
+        let now = self.resolver.entry_ino_in(&mut self.last, path)?;
         if ino.is_some_and(|read| read != now) {
             return None;
         }
@@ -222,7 +214,6 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
         Box::new(GlobVisitor {
             walk: self,
             pick: self.pick.clone(),
-            last: LastDir::default(),
             hits: Vec::new(),
             found: walk_cache::Found::default(),
         })
@@ -233,8 +224,6 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s GlobWalk<'s> {
 struct GlobVisitor<'a> {
     walk: &'a GlobWalk<'a>,
     pick: Pick<'a>,
-    /// The folder of the last file checked ([`Resolver::entry_ino_in`]).
-    last: LastDir,
     hits: Vec<String>,
     found: walk_cache::Found,
 }
@@ -288,7 +277,7 @@ impl ignore::ParallelVisitor for GlobVisitor<'_> {
                 self.found = walk_cache::Found::default();
             }
         }
-        let Some(hit) = self.pick.pick(path, rel, entry.ino(), &mut self.last) else {
+        let Some(hit) = self.pick.pick(path, rel, entry.ino()) else {
             return WalkState::Continue;
         };
         self.hits.push(hit);

@@ -484,6 +484,13 @@ impl Resolver {
 #[derive(Default)]
 pub struct LastDir(Option<(PathBuf, OwnedFd)>);
 
+/// A copy is another thread's: it starts with no folder (a descriptor is not shared).
+impl Clone for LastDir {
+    fn clone(&self) -> LastDir {
+        LastDir::default()
+    }
+}
+
 /// The policy's rule for the entries beneath one folder ([`Resolver::hider`]): denied,
 /// credential or secret. Only the denied paths near the folder (beneath it, or above it) are
 /// compared by name — the dozens of others cannot match there.
