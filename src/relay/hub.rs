@@ -338,7 +338,11 @@ impl Runner {
         s.sessions.insert(id.clone(), session.clone());
         drop(s);
         let open = Envelope::Open { session: id.clone(), agent: agent.to_string() };
-        self.outbox.push(&id, open.to_text())?;
+        if let Err(full) = self.outbox.push(&id, open.to_text()) {
+            // Never opened on the runner: it must not hold one of its sessions either.
+            hands_roots::lock(&self.state).sessions.remove(&id);
+            return Err(full.into());
+        }
         Ok(session)
     }
 
@@ -456,6 +460,30 @@ mod tests {
         assert_eq!(r.held.load(Ordering::SeqCst), held);
         drop(rx);
         assert_eq!(r.held.load(Ordering::SeqCst), 0);
+    }
+
+    /// A session whose opening finds the link's queue full is refused and holds no place: a
+    /// slow runner's link cannot fill the relay's table with sessions that never opened (they
+    /// stayed, and after 64 refusals the runner was "busy" until its link dropped).
+    #[tokio::test]
+    async fn an_opening_the_queue_refuses_leaves_no_session() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        r.connected("one-instance");
+        let chunk = "x".repeat(1024 * 1024);
+        for _ in 0..=crate::link::MAX_OUTBOUND_BYTES / chunk.len() {
+            r.outbox.push_control(chunk.clone());
+        }
+        for _ in 0..=MAX_SESSIONS {
+            let (tx, _rx) = mpsc::channel(MAX_QUEUED);
+            assert!(matches!(r.open("alice", tx), Err(OpenError::Queue(_))));
+        }
+        assert!(hands_roots::lock(&r.state).sessions.is_empty());
+        assert!(!r.busy());
+        // The positive control: once the queue drains, a session opens and is held.
+        r.outbox.clear();
+        let (tx, _rx) = mpsc::channel(MAX_QUEUED);
+        let s = r.open("alice", tx).unwrap();
+        assert!(hands_roots::lock(&r.state).sessions.contains_key(&s.id));
     }
 
     #[tokio::test]
