@@ -292,8 +292,9 @@ fn walk_grep(
             {
                 return WalkState::Continue;
             }
-            // The resolver re-resolves the path beneath its root and refuses denied, secret
-            // and non-regular files; such files are simply not searched.
+            // The resolver opens the file in its folder as resolved beneath its root (once per
+            // folder) and refuses denied, secret and non-regular files; such files are simply
+            // not searched.
             let Ok(opened) = resolver.open_walked_in(&mut last, path) else {
                 return WalkState::Continue;
             };

@@ -377,9 +377,9 @@ impl Resolver {
     }
 
     /// Opens a file a walk produced (the walk follows no symlinks): one beneath-open that
-    /// follows no symlink at all, so the walked path is the real path, then one `fstat` to refuse
-    /// anything but a regular file and to check the policy by name and by identity. `O_NONBLOCK`
-    /// keeps a FIFO swapped in under the walker from blocking the open.
+    /// follows no symlink at all, so the walked path is the real path, then the checks of
+    /// [`Resolver::walked_file`]. `O_NONBLOCK` keeps a FIFO swapped in under the walker from
+    /// blocking the open.
     pub fn open_walked(&self, abs: &Path) -> Result<OpenedFile> {
         let s = abs.to_str().ok_or_else(|| PathError::NotUtf8 { path: abs.to_path_buf() })?;
         let loc = self.locate(s)?;
@@ -387,13 +387,19 @@ impl Resolver {
         let rel: &Path = if loc.rel.as_os_str().is_empty() { Path::new(".") } else { &loc.rel };
         let fd = openat2_plain(self.roots[loc.root].fd(), rel, flags)
             .map_err(|e| self.map_open_error(e, &loc.abs, loc.root))?;
-        let st = fstat(&fd, &loc.abs)?;
+        self.walked_file(fd, loc.abs)
+    }
+
+    /// A file a walk produced, just opened: one `fstat` refuses anything but a regular file
+    /// and checks the policy by name and by identity.
+    fn walked_file(&self, fd: OwnedFd, abs: PathBuf) -> Result<OpenedFile> {
+        let st = fstat(&fd, &abs)?;
         let ft = FileType::from_raw_mode(st.st_mode);
         if ft != FileType::RegularFile {
-            return Err(PathError::NotRegular { path: loc.abs, kind: kind_name(ft) });
+            return Err(PathError::NotRegular { path: abs, kind: kind_name(ft) });
         }
-        self.check_hidden(&loc.abs, Some(&st), true)?;
-        Ok(OpenedFile { file: File::from(fd), abs: loc.abs, stat: st })
+        self.check_hidden(&abs, Some(&st), true)?;
+        Ok(OpenedFile { file: File::from(fd), abs, stat: st })
     }
 
     /// The inode of the entry `abs` a walk found, when it is, now, beneath its root and
@@ -425,13 +431,7 @@ impl Resolver {
         let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
             return self.open_walked(abs);
         };
-        let st = fstat(&fd, abs)?;
-        let ft = FileType::from_raw_mode(st.st_mode);
-        if ft != FileType::RegularFile {
-            return Err(PathError::NotRegular { path: abs.to_path_buf(), kind: kind_name(ft) });
-        }
-        self.check_hidden(abs, Some(&st), true)?;
-        Ok(OpenedFile { file: File::from(fd), abs: abs.to_path_buf(), stat: st })
+        self.walked_file(fd, abs.to_path_buf())
     }
 
     /// The folder of `abs`, an entry a walk found, and its name in it: the folder resolved
