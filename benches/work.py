@@ -159,10 +159,14 @@ def main():
                     err = r.stderr
                 else:
                     err = hands.bash(f"REAL_WORK_STEPS=1 bash {script} {src} {w}", root)["stderr"]
+                seen = {}
                 for line in err.splitlines():
                     ms, _, name = line.partition(" ms: ")
                     if name and ms.isdigit():
-                        steps[k].setdefault(name, []).append(int(ms))
+                        # `git -C` twice (add, then commit): each its own row.
+                        seen[name] = seen.get(name, 0) + 1
+                        key = name if seen[name] == 1 else f"{name} ({seen[name]})"
+                        steps[k].setdefault(key, []).append(int(ms))
                 shutil.rmtree(w)
                 os.sync()
         for name, v in steps["bare"].items():
