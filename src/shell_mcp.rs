@@ -119,8 +119,8 @@ struct Shape<O> {
     files: Files<O>,
 }
 
-/// One call's phase before the gate: its arguments parsed as `P`, then `check` on a blocking
-/// thread (it may walk a folder); refused with its reason and layer, or ready with what the
+/// One call's phase before the gate: its arguments parsed as `P`, then `check` (on a blocking
+/// thread when it may walk a folder); refused with its reason and layer, or ready with what the
 /// check prepared — shown to the person asked, kept by the audit record, and given to `run`.
 async fn prepare<P: Params, G: Prepared, O: Output>(
     sh: Arc<Shell>,
@@ -137,6 +137,9 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
         }
         Checked::Refused { why, shown }
     };
+    // `needs` may walk a folder; without it the check is a few lookups, done in place on a
+    // one-thread runtime (`briefly`).
+    let light = args.get("needs").is_none_or(serde_json::Value::is_null);
     let params = match parse::<P>(args, &name) {
         Ok(p) => p,
         Err(e) => {
@@ -149,11 +152,15 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
         }
     };
     let on = sh.clone();
-    let checked = tokio::task::spawn_blocking(move || {
+    let checking = move || {
         let r = check(&on, &params);
         (params, r)
-    })
-    .await;
+    };
+    let checked = if light {
+        hands_shell::service::briefly(checking).await
+    } else {
+        tokio::task::spawn_blocking(checking).await.map_err(|e| e.to_string())
+    };
     let (params, prepared) = match checked {
         Ok(done) => done,
         Err(e) => {

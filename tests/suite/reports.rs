@@ -139,6 +139,52 @@ async fn a_real_refusal_is_listed_though_the_command_hides_its_stderr() {
     fx.assert_canary();
 }
 
+/// The answer comes as soon as the run has ended, before the launcher has taken down its
+/// namespaces and cgroup leaf (issue 34): by then nothing the command started is left, and
+/// what its walls refused is in the result. The command leaves a process behind under a name
+/// of its own and hits a wall; the process is seen running inside (positive control), the
+/// refusal is listed, and no process of that name is on the host the moment the call returns.
+/// Ten runs, so a result that beat the teardown is among them.
+#[tokio::test]
+async fn the_answer_waits_for_every_process_of_the_run_and_its_reports_only() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let envrc = fx.root.join(".envrc");
+    let left = |marker: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|cmd| String::from_utf8_lossy(&cmd).contains(marker))
+    };
+    for i in 0..10 {
+        let id = format!("{}-{i}", std::process::id());
+        let marker = format!("hands-left-behind-{id}");
+        // The marker is put together in the shell, so that only the process left behind
+        // carries it (bash's own command line has `$n` where the word is); the process lets
+        // go of the output, so that the pipes' end cannot be what the answer waited for.
+        let r = bash(
+            &c,
+            &format!(
+                "n=behind; (exec -a hands-left-$n-{id} sleep 300 >/dev/null 2>&1) & p=$!; sleep 0.05; \
+                 tr '\\0' ' ' < /proc/$p/cmdline | grep -q hands-left-$n && echo running; \
+                 echo 'export A=1' > .envrc; exit 7"
+            ),
+        )
+        .await;
+        assert!(!left(&marker), "a process of the run outlived its answer: {marker}");
+        assert_eq!(r["exit_code"], 7, "{r}");
+        assert!(r["stdout"].as_str().unwrap().contains("running"), "positive control: {r}");
+        let listed = denied(&r).iter().any(|d| {
+            d["what"].as_str() == envrc.to_str() && d["layer"] == "sandbox (in-run walls)"
+        });
+        assert!(listed, "the refusal is in the result: {r}");
+    }
+    c.stop().await;
+    assert!(!envrc.exists(), "the walls held");
+    fx.assert_canary();
+}
+
 /// The commands' home in the state dir made a file: the launcher cannot create it, the sandbox
 /// is not built, and the call says so — from the launcher's report, the only thing the daemon
 /// reads. The command never ran. Positive control: the same call before, and after the home is

@@ -44,7 +44,7 @@ pub struct Masks {
 }
 
 /// A walk's result as it is cached and handed out: every command of one walk gets the same.
-type Walked = Result<Arc<Found>, Arc<MaskError>>;
+pub type Walked = Result<Arc<Found>, Arc<MaskError>>;
 
 /// Why no command may start: the roots could not be checked completely ([`Masks::current`]),
 /// so it would run with part of the masks. Each text says what a person can do.
@@ -161,6 +161,14 @@ impl Masks {
         let ttl = TTL.max(started.elapsed().saturating_mul(10));
         *cache = Some((Instant::now(), ttl, walked.clone()));
         walked
+    }
+
+    /// The last walk's result while it may be reused, without waiting: `None` when it is
+    /// stale, or a walk holds the cache now (then [`Masks::current`], off the runtime).
+    pub fn fresh(&self) -> Option<Walked> {
+        let cache = self.cache.try_lock().ok()?;
+        let (at, ttl, found) = cache.as_ref()?;
+        (at.elapsed() < *ttl).then(|| found.clone())
     }
 
     /// Drops the last walk's result: the next command walks again (the launcher found an entry

@@ -456,3 +456,20 @@ impl Shell {
         if *self.halt.borrow() { Err(ShellError::Braked) } else { Ok(()) }
     }
 }
+
+/// Runs `f`, a few system calls of work that must not hold up the daemon's other calls: on a
+/// one-thread runtime (a stdio daemon: one client) in place, since a hop to tokio's blocking
+/// threads costs two wake-ups across threads, each a halted CPU woken on an idle machine
+/// (issue 34: tens of microseconds in a VM); on a multi-thread runtime (HTTP, many clients) on
+/// those threads. A panic is the caller's error either way, never the runtime's end.
+pub async fn briefly<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let one_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if one_thread {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|_| "it panicked".to_string());
+    }
+    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())
+}

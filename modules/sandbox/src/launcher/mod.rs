@@ -10,7 +10,9 @@
 //! seccomp, and execs. PID 1 stays as a small init:
 //! it reaps, forwards SIGTERM, SIGINT and SIGHUP to the command's process group, and kills
 //! what is left once the command has ended, so the command is an ordinary process (`kill $$`
-//! ends it as anywhere) and nothing outlives it.
+//! ends it as anywhere) and nothing outlives it. Once all of it is reaped and the walls' last
+//! report sent, the init and the launcher let go of the output and the launcher sends
+//! [`Report::Ended`]: the daemon answers then, while the namespaces are taken down.
 //!
 //! Signals: SIGTERM, SIGINT or SIGHUP sent to the launcher is passed to the init, which passes
 //! it to the command; SIGKILL to the launcher kills the init (parent-death signal), and with
@@ -224,6 +226,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     let mut leaf = bounds::Leaf::create(&spec.bound, spec.limits.processes, spec.limits.memory_mb)?;
     let (err_read, err_write) = sys::pipe()?;
     let (go_read, go_write) = sys::pipe()?;
+    // The init's word that the command and all it left have ended (one byte: the status).
+    let (done_read, done_write) = sys::pipe()?;
     let (signals, old_mask) = sys::catch_stop_signals()?;
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -265,6 +269,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         drop(spec_fd);
         drop(err_read);
         drop(go_write);
+        drop(done_read);
         drop(signals);
         let mut err_write = Some(std::fs::File::from(err_write));
         // Killing the launcher kills the init, and with it every process of the namespace. A
@@ -277,7 +282,8 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
             sys::exit_now(SETUP_FAILED);
         }
         let failed = if namespaces {
-            init(&spec, &mut premade, &old_mask, &mut err_write, &go_read, reporter)
+            let pipes = Pipes { err_write: &mut err_write, placed: &go_read, done: done_write };
+            init(&spec, &mut premade, &old_mask, pipes, reporter)
         } else {
             command(&spec, &old_mask, None)
         };
@@ -288,6 +294,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     }
     drop(err_write);
     drop(go_read);
+    drop(done_write);
     // The init holds its own copies of the trees.
     drop(premade);
     let pidfd = sys::pidfd_open(pid);
@@ -324,10 +331,26 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     // read means the command started; anything else is why it did not.
     let mut why = String::new();
     let _ = std::fs::File::from(err_read).read_to_string(&mut why);
+    // Whether the daemon was told the run ended (`Report::Ended`) before the init was gone.
+    let mut told = false;
+    let mut done = namespaces.then_some(done_read);
     if let Ok(pidfd) = &pidfd {
         let tick = if watch.is_some() { WATCH_MS } else { -1 };
         loop {
-            match sys::wait_event(pidfd, &signals, tick) {
+            match sys::wait_event(pidfd, &signals, done.as_ref(), tick) {
+                // Every process of the command is gone: the daemon may answer now, while the
+                // init's namespaces are taken down and the cgroup leaf removed (issue 34: half
+                // a millisecond of every command).
+                Ok(sys::Event::Done(Some(code))) => {
+                    done = None;
+                    if why.is_empty() {
+                        out_of_memory(leaf.as_ref(), &spec, reporter);
+                        sys::let_go_of_output();
+                        reporter.send(&Report::Ended { code });
+                        told = true;
+                    }
+                }
+                Ok(sys::Event::Done(None)) => done = None,
                 // The init passes it on to the command's process group; without namespaces
                 // the child is the command, the leader of its own group.
                 Ok(sys::Event::Signal(sig)) => {
@@ -352,22 +375,39 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
             l.kill_all();
         }
     }
-    let oom = leaf.as_ref().is_some_and(bounds::Leaf::oom_killed);
-    drop(leaf);
     if !why.is_empty() {
+        drop(leaf);
         return Err(failure_read(&why).into());
     }
-    if oom {
-        reporter.send(&Report::OutOfMemory { limit_mb: spec.limits.memory_mb });
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(
-            err,
-            "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
-            notify::OUT_OF_MEMORY,
-            spec.limits.memory_mb
-        );
+    if !told {
+        out_of_memory(leaf.as_ref(), &spec, reporter);
     }
+    drop(leaf);
     status
+}
+
+/// When the memory bound killed the command's processes: the report, and a line on stderr
+/// for a person.
+fn out_of_memory(leaf: Option<&bounds::Leaf>, spec: &Spec, reporter: &report::Reporter) {
+    if !leaf.is_some_and(bounds::Leaf::oom_killed) {
+        return;
+    }
+    reporter.send(&Report::OutOfMemory { limit_mb: spec.limits.memory_mb });
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
+        notify::OUT_OF_MEMORY,
+        spec.limits.memory_mb
+    );
+}
+
+/// The pipes the init is given: the error pipe (closed at the command's exec), the go pipe's
+/// read end (the launcher has placed it in its cgroup), and the done pipe.
+struct Pipes<'a> {
+    err_write: &'a mut Option<std::fs::File>,
+    placed: &'a std::os::fd::OwnedFd,
+    done: std::os::fd::OwnedFd,
 }
 
 /// Whether the launcher will make namespaces for `spec` (a root daemon's roots may then be
@@ -382,10 +422,10 @@ fn init(
     spec: &Spec,
     premade: &mut std::collections::BTreeMap<std::path::PathBuf, idmap::Premade>,
     old_mask: &libc::sigset_t,
-    err_write: &mut Option<std::fs::File>,
-    placed: &std::os::fd::OwnedFd,
+    pipes: Pipes<'_>,
     reporter: &report::Reporter,
 ) -> anyhow::Result<()> {
+    let Pipes { err_write, placed, done } = pipes;
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
     // A container's runtime forbids some of what follows (a masked /proc, seccomp on
@@ -443,12 +483,14 @@ fn init(
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
+        drop(done);
         let failed = command(spec, old_mask, Some(&handoff));
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
             let _ = w.write_all(&failure_bytes(&e));
         }
         sys::exit_now(SETUP_FAILED);
     }
+    let mut walls_done = None;
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
@@ -460,9 +502,12 @@ fn init(
             spec.new_repositories,
         );
         let reporter = reporter.clone();
-        let _ = std::thread::Builder::new()
-            .name("walls".into())
-            .spawn(move || notify::serve(listener, walls, reporter));
+        let (served, ended) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new().name("walls".into()).spawn(move || {
+            notify::serve(listener, walls, reporter);
+            let _ = served.send(());
+        });
+        walls_done = spawned.ok().map(|_| ended);
     }
     // The command's copy of the error pipe closes at its execve; the init's now.
     *err_write = None;
@@ -495,8 +540,21 @@ fn init(
     // The command has ended: whatever it left running ends with it.
     sys::signal(-1, libc::SIGKILL);
     while sys::wait_any().is_some() {}
+    // Every process of the command is reaped. Once the walls' thread has sent its last report
+    // and written its last line (it stops when nothing uses the filter), the launcher may tell
+    // the daemon; this process's own end (its namespaces) is then nobody's wait. A thread that
+    // does not stop in time leaves the word unsaid: the daemon waits for the exit as before.
+    let stopped = walls_done.is_none_or(|ended| ended.recv_timeout(WALLS_STOP).is_ok());
+    if stopped {
+        sys::let_go_of_output();
+        let _ = rustix::io::write(&done, &[code]);
+    }
     sys::exit_now(code)
 }
+
+/// How long the init waits for its walls' thread to stop once the command's last process is
+/// gone (the kernel wakes it at once: this bounds a thread busy with a slow call's answer).
+const WALLS_STOP: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The command's own process: confines itself, then execs. Returns only on failure. With
 /// namespaces there is an init, and `handoff` passes it the in-run walls' listener.

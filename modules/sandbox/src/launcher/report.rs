@@ -11,8 +11,9 @@
 //! is still started with `posix_spawn`, as the spec's module explains. The launcher moves the
 //! socket above the standard streams, close-on-exec; its init keeps a copy for the in-run
 //! walls; the command never has it (only fds 0–2 reach it, SPEC §5.2 item 7). One report is
-//! one message of JSON. The daemon reads them to the end once the launcher has ended: every
-//! writer (the launcher and its init) is gone by then.
+//! one message of JSON. The daemon reads them as they come until [`Report::Ended`] (every
+//! process of the command reaped, the output let go: the answer need not wait for the
+//! namespaces' teardown, decision 0076), or to the end once the launcher has ended.
 
 use serde::{Deserialize, Serialize};
 use std::io::IoSlice;
@@ -51,6 +52,15 @@ pub enum Report {
     OutOfMemory {
         /// The bound, in MiB (tools-shell's `limits.memory_mb`).
         limit_mb: u64,
+    },
+    /// The command and every process it left have ended, and neither the launcher nor its
+    /// init holds the command's output any more: what is left of the run is tidying up (the
+    /// namespaces, the cgroup leaf), which nobody need wait for. Sent last, after any
+    /// [`Report::OutOfMemory`].
+    Ended {
+        /// The status the launcher will exit with: the command's exit code, or 128 + the
+        /// signal that ended it.
+        code: u8,
     },
 }
 
@@ -139,26 +149,83 @@ impl Reports {
     /// The reports queued so far, read without waiting, the channel kept: a tmux session's
     /// launcher lives on, and each of its results takes what its walls reported since the last.
     pub fn drain(&self) -> Reported {
-        use rustix::net::RecvFlags;
         let mut got = Reported::default();
         let mut buf = vec![0u8; MAX_REPORT];
         for _ in 0..MAX_READ {
-            match rustix::net::recv(&self.0, &mut buf[..], RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
-                // The end: every writer has closed its copy.
-                Ok((_, 0)) => break,
-                Ok((n, len)) if len <= n => match serde_json::from_slice(&buf[..n]) {
-                    Ok(r) => got.reports.push(r),
-                    Err(_) => got.unreadable += 1,
-                },
-                Ok(_) => got.unreadable += 1,
-                Err(rustix::io::Errno::INTR) => {}
+            match self.next(&mut buf) {
+                Next::Report(r) => got.reports.push(r),
+                Next::Unreadable => got.unreadable += 1,
+                Next::Interrupted => {}
                 // Nothing more queued (a writer is still alive: what it sends later is lost),
-                // or the channel is broken.
-                Err(_) => break,
+                // the end, or a broken channel.
+                Next::Empty | Next::End => break,
             }
         }
         got
     }
+
+    /// Waits for [`Report::Ended`], keeping the reports before it in `got`, and returns the
+    /// status the launcher will exit with: from then on the run's result is whole, though the
+    /// launcher is still tidying up. Pending for good when the channel ends without one (the
+    /// sandbox could not be built, the launcher was killed, a launcher of an older build):
+    /// the caller waits for the launcher's exit beside it. Cancel-safe: a report read is in
+    /// `got` before anything waits again.
+    pub async fn ended(&self, got: &mut Reported) -> u8 {
+        let Ok(fd) = crate::sys::async_readable(self.0.as_fd()) else {
+            return std::future::pending().await;
+        };
+        let mut buf = vec![0u8; MAX_REPORT];
+        let mut read = 0;
+        loop {
+            let Ok(mut ready) = fd.readable().await else {
+                return std::future::pending().await;
+            };
+            loop {
+                match self.next(&mut buf) {
+                    Next::Report(Report::Ended { code }) => return code,
+                    Next::Report(r) if read < MAX_READ => got.reports.push(r),
+                    Next::Report(_) => {}
+                    Next::Unreadable => got.unreadable += 1,
+                    Next::Interrupted => continue,
+                    Next::Empty => {
+                        ready.clear_ready();
+                        break;
+                    }
+                    Next::End => return std::future::pending().await,
+                }
+                read += 1;
+            }
+        }
+    }
+
+    /// One message, read without waiting.
+    fn next(&self, buf: &mut [u8]) -> Next {
+        use rustix::net::RecvFlags;
+        match rustix::net::recv(&self.0, &mut *buf, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
+            // The end: every writer has closed its copy.
+            Ok((_, 0)) => Next::End,
+            Ok((n, len)) if len <= n => match serde_json::from_slice(&buf[..n]) {
+                Ok(r) => Next::Report(r),
+                Err(_) => Next::Unreadable,
+            },
+            Ok(_) => Next::Unreadable,
+            Err(rustix::io::Errno::INTR) => Next::Interrupted,
+            Err(rustix::io::Errno::AGAIN) => Next::Empty,
+            Err(_) => Next::End,
+        }
+    }
+}
+
+/// What one read of the channel found.
+enum Next {
+    Report(Report),
+    /// A message that is not a report of this build (cut, or from another version).
+    Unreadable,
+    Interrupted,
+    /// Nothing queued now.
+    Empty,
+    /// Every writer has closed its end, or the channel is broken.
+    End,
 }
 
 /// The launcher's and its init's end of the channel: sends one report, never waits (a full
@@ -266,6 +333,35 @@ mod tests {
         let (why, cause) = got.setup_failed().unwrap();
         assert_eq!(cause, Cause::Changed);
         assert!(why.len() <= MAX_WHY + 3, "{}", why.len());
+    }
+
+    #[tokio::test]
+    async fn ended_keeps_the_reports_before_it_and_waits_for_good_without_one() {
+        let memfd = crate::sys::sealed_memfd("t", b"{}").unwrap();
+        let (theirs, ours) = channel(memfd).unwrap();
+        receive_spec(theirs.as_fd()).unwrap();
+        let to = Reporter::new(theirs);
+        let refused = Report::Refused { path: "/w/.envrc".into(), wall: "a protected path".into() };
+        let waiting = tokio::spawn(async move {
+            let mut got = Reported::default();
+            let code = ours.ended(&mut got).await;
+            (code, got, ours)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        to.send(&refused);
+        to.send(&Report::OutOfMemory { limit_mb: 64 });
+        to.send(&Report::Ended { code: 137 });
+        let (code, got, ours) = waiting.await.unwrap();
+        assert_eq!(code, 137);
+        assert_eq!(got.reports, vec![refused.clone(), Report::OutOfMemory { limit_mb: 64 }]);
+        // Without the word: the channel's end is no answer (the launcher's exit is).
+        to.send(&refused);
+        drop(to);
+        let mut got = Reported::default();
+        let wait =
+            tokio::time::timeout(std::time::Duration::from_millis(100), ours.ended(&mut got));
+        assert!(wait.await.is_err(), "no Ended, no answer");
+        assert_eq!(got.reports, vec![refused], "what came is kept");
     }
 
     #[test]

@@ -176,20 +176,33 @@ pub enum Event {
     Ended,
     /// A signal arrived on the signalfd.
     Signal(i32),
-    /// `timeout_ms` passed with neither.
+    /// The `done` pipe said something: the byte written on it, or `None` at its end without one.
+    Done(Option<u8>),
+    /// `timeout_ms` passed with none of them.
     Tick,
 }
 
-/// Waits until the process behind `pidfd` ends, a signal arrives on `sigfd`, or `timeout_ms`
-/// passes (-1: no timeout).
-pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd, timeout_ms: i32) -> Result<Event> {
+/// Waits until the process behind `pidfd` ends, a signal arrives on `sigfd`, `done` (when
+/// there is one) is readable, or `timeout_ms` passes (-1: no timeout).
+pub fn wait_event(
+    pidfd: &OwnedFd,
+    sigfd: &OwnedFd,
+    done: Option<&OwnedFd>,
+    timeout_ms: i32,
+) -> Result<Event> {
     loop {
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sigfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            // A negative descriptor is left out by poll.
+            libc::pollfd {
+                fd: done.map_or(-1, |d| d.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        // SAFETY: two valid pollfds.
-        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+        // SAFETY: three valid pollfds.
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
         if ret < 0 {
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
@@ -215,8 +228,47 @@ pub fn wait_event(pidfd: &OwnedFd, sigfd: &OwnedFd, timeout_ms: i32) -> Result<E
                 return Ok(Event::Signal(info.ssi_signo as i32));
             }
         }
+        if let Some(d) = done
+            && fds[2].revents != 0
+        {
+            let mut b = [0u8; 1];
+            // SAFETY: one writable byte.
+            let n = unsafe { libc::read(d.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return Ok(Event::Done((n == 1).then_some(b[0])));
+        }
         if fds[0].revents != 0 {
             return Ok(Event::Ended);
+        }
+    }
+}
+
+/// `fd` watched by the tokio runtime for when it can be read, for as long as it is borrowed.
+pub fn async_readable(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::BorrowedFd<'_>>> {
+    use tokio::io::{Interest, unix::AsyncFd};
+    // SAFETY: the `AsyncFd` holds the borrow, so the descriptor stays open, the same one,
+    // for all its life.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
+}
+
+/// Puts `/dev/null` on descriptors 1 and 2 (or closes them where it cannot be opened): a
+/// process that outlives its command lets go of the command's output pipes, whose readers
+/// then see their end.
+pub fn let_go_of_output() {
+    // SAFETY: a constant C string; the descriptors are this process's own standard streams.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        for fd in [1, 2] {
+            if null < 0 || libc::dup2(null, fd) < 0 {
+                libc::close(fd);
+            }
+        }
+        if null >= 0 {
+            libc::close(null);
         }
     }
 }

@@ -85,6 +85,12 @@ pub fn receive(listener: &OwnedFd) -> Result<libc::seccomp_notif, i32> {
         Ok(_) | Err(rustix::io::Errno::INTR) => {}
         Err(e) => return Err(e.raw_os_error()),
     }
+    // Nothing uses the filter any more and nothing waits: a kernel before 6.6 would block in
+    // the receive for good (it waits on a count that no process will raise again).
+    let revents = fds[0].revents();
+    if revents.contains(PollFlags::HUP) && !revents.contains(PollFlags::IN) {
+        return Err(libc::ENOENT);
+    }
     // SAFETY: an all-zero seccomp_notif is what the kernel expects to fill.
     let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
     // SAFETY: `req` is a valid seccomp_notif for the kernel to write.

@@ -43,7 +43,7 @@ impl Shell {
     pub(crate) async fn resolve_cwd(&self, cwd: Option<String>) -> Result<PathBuf, ShellError> {
         let resolver = self.resolver.clone();
         let cwd_arg = cwd.unwrap_or_default();
-        tokio::task::spawn_blocking(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
+        super::briefly(move || resolver.open_dir(&cwd_arg).map(|d| d.abs))
             .await
             .map_err(|e| ShellError::Failed(format!("cwd could not be checked: {e}")))?
             .map_err(|e| ShellError::Failed(format!("bad cwd: {e}")))
@@ -325,9 +325,15 @@ impl Shell {
     /// The secret files and hard links to denied files in the roots now (the walk, cached for
     /// a moment), refusing a name the sandbox cannot mask.
     pub(crate) async fn found_masks(&self) -> Result<Arc<masks::Found>, ShellError> {
-        let masks = self.masks.clone();
-        let found = tokio::task::spawn_blocking(move || masks.current())
-            .await
+        // A walk's result still fresh is taken in place; a walk runs on a blocking thread.
+        let found = match self.masks.fresh() {
+            Some(found) => Ok(found),
+            None => {
+                let masks = self.masks.clone();
+                tokio::task::spawn_blocking(move || masks.current()).await
+            }
+        };
+        let found = found
             .map_err(|e| {
                 ShellError::Failed(format!("the roots could not be scanned for secret files: {e}"))
             })?
@@ -421,9 +427,18 @@ impl Shell {
         let mut cancelled = false;
         let mut stopped = false;
         let mut by_person = false;
+        // The reports read before the launcher's word that the run ended, if it came.
+        let mut early = launcher::Reported::default();
+        let mut told = false;
         let status = loop {
             tokio::select! {
                 s = child.wait() => break s,
+                // Every process of the run has ended and the output is whole: the answer need
+                // not wait for the launcher to take down the namespaces and the cgroup leaf.
+                code = reports.ended(&mut early) => {
+                    told = true;
+                    break Ok(std::os::unix::process::ExitStatusExt::from_raw(i32::from(code) << 8));
+                }
                 () = &mut deadline, if !timed_out && !cancelled => {
                     timed_out = true;
                     break stop(&mut child).await;
@@ -451,7 +466,15 @@ impl Shell {
                 }
             }
         };
-        // Every process of the sandbox is gone once the launcher is; the pipes close with them.
+        if told {
+            // Reaped when it has tidied up; a daemon that exits first leaves the leaf to the
+            // next launcher's sweep, or its own at exit.
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
+        // Every process of the sandbox is gone once the launcher is, or has told it was; the
+        // pipes close with them.
         for r in readers.into_iter().flatten() {
             let abort = r.abort_handle();
             if tokio::time::timeout(drain_for, r).await.is_err() {
@@ -479,10 +502,13 @@ impl Shell {
             (None, Some(sig)) => Ending::Signal(sig),
             (None, None) => Ending::Exit(-1),
         };
-        // Every writer of the channel (the launcher, its init) has ended: all of it is there.
-        // Its report alone says the command never started; an exit code of 125 and a
-        // `hands sandbox:` line on stderr are what any command can produce.
-        let reported = reports.read();
+        // Every writer of the channel (the launcher, its init) has ended, or said its last
+        // word: all of it is there. Its report alone says the command never started; an exit
+        // code of 125 and a `hands sandbox:` line on stderr are what any command can produce.
+        let mut reported = early;
+        let rest = reports.read();
+        reported.reports.extend(rest.reports);
+        reported.unreadable += rest.unreadable;
         if let Some((why, cause)) = reported.setup_failed() {
             let why = format!(
                 "the command did not run: the sandbox could not be built (hands sandbox: {why})"

@@ -57,7 +57,7 @@ pub fn walls_hit(reports: &[Report], stderr: &str, spec: &Spec) -> Vec<Hit> {
                          config.new_repositories = \"allow\""
                     .into(),
             }),
-            Report::SetupFailed { .. } => {}
+            Report::SetupFailed { .. } | Report::Ended { .. } => {}
         }
     }
     for line in stderr.lines() {
