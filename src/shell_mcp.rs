@@ -159,7 +159,7 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
     let checked = if light {
         hands_shell::service::briefly(checking).await
     } else {
-        tokio::task::spawn_blocking(checking).await.map_err(|e| e.to_string())
+        tokio::task::spawn_blocking(checking).await.map_err(hands_shell::service::Unfinished::from)
     };
     let (params, prepared) = match checked {
         Ok(done) => done,

@@ -464,12 +464,21 @@ impl Shell {
 /// those threads. A panic is the caller's error either way, never the runtime's end.
 pub async fn briefly<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, Unfinished> {
     let one_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
     if one_thread {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-            .map_err(|_| "it panicked".to_string());
+            .map_err(|_| Unfinished::Panicked);
     }
-    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())
+    Ok(tokio::task::spawn_blocking(f).await?)
+}
+
+/// Why work handed to [`briefly`] (or to tokio's blocking threads) gave no result.
+#[derive(Debug, thiserror::Error)]
+pub enum Unfinished {
+    #[error("it panicked")]
+    Panicked,
+    #[error("its thread ended without a result: {0}")]
+    Lost(#[from] tokio::task::JoinError),
 }
