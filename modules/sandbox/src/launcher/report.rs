@@ -129,6 +129,12 @@ pub struct Reported {
 }
 
 impl Reported {
+    /// `more`, read after these, added to them.
+    pub fn extend(&mut self, more: Reported) {
+        self.reports.extend(more.reports);
+        self.unreadable += more.unreadable;
+    }
+
     /// The setup failure, when the sandbox could not be built (the command never started).
     pub fn setup_failed(&self) -> Option<(&str, Cause)> {
         self.reports.iter().find_map(|r| match r {
@@ -139,9 +145,9 @@ impl Reported {
 }
 
 impl Reports {
-    /// Every report sent so far, read without waiting. Called once the launcher has ended,
-    /// that is all of them: its init ends before it does, and the command never held the
-    /// channel.
+    /// Every report sent so far, read without waiting. Called once the launcher has ended or
+    /// sent [`Report::Ended`], that is all of them: its init ends before it does, nothing is
+    /// sent after that word, and the command never held the channel.
     pub fn read(self) -> Reported {
         self.drain()
     }

@@ -236,15 +236,42 @@ impl Spec {
         launcher_command(launcher, &self.to_json()?)
     }
 
-    /// Runs the launcher to its end and collects what the command printed (a tmux client);
-    /// dropped, the future kills it.
+    /// Runs the command to its end and collects what it printed and what the launcher reported
+    /// (a tmux client); dropped, the future kills the launcher. Like `bash`, it is done on the
+    /// launcher's [`report::Report::Ended`] (decision 0076), and the launcher is reaped in the
+    /// background while it tidies up; without that word, when the launcher has exited.
     pub async fn output(
         &self,
         launcher: &Path,
-    ) -> std::io::Result<(std::process::Output, Reports)> {
-        let (command, reports) = self.command(launcher)?;
-        let out = tokio::process::Command::from(command).kill_on_drop(true).output().await?;
-        Ok((out, reports))
+    ) -> std::io::Result<(std::process::Output, report::Reported)> {
+        use tokio::io::{AsyncRead, AsyncReadExt};
+        async fn all<R: AsyncRead + Unpin>(r: Option<R>) -> std::io::Result<Vec<u8>> {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                r.read_to_end(&mut buf).await?;
+            }
+            Ok(buf)
+        }
+        let (mut child, reports) = self.spawn_piped(launcher)?;
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        let read = async { tokio::join!(all(out), all(err)) };
+        let mut reported = report::Reported::default();
+        let ended = async {
+            tokio::select! {
+                s = child.wait() => (s, false),
+                code = reports.ended(&mut reported) => {
+                    (Ok(std::os::unix::process::ExitStatusExt::from_raw(i32::from(code) << 8)), true)
+                }
+            }
+        };
+        let ((status, told), (stdout, stderr)) = tokio::join!(ended, read);
+        if told {
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
+        reported.extend(reports.read());
+        Ok((std::process::Output { status: status?, stdout: stdout?, stderr: stderr? }, reported))
     }
 
     /// Starts the launcher with the command's stdout and stderr piped to the caller, killed

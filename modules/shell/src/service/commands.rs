@@ -506,9 +506,7 @@ impl Shell {
         // word: all of it is there. Its report alone says the command never started; an exit
         // code of 125 and a `hands sandbox:` line on stderr are what any command can produce.
         let mut reported = early;
-        let rest = reports.read();
-        reported.reports.extend(rest.reports);
-        reported.unreadable += rest.unreadable;
+        reported.extend(reports.read());
         if let Some((why, cause)) = reported.setup_failed() {
             let why = format!(
                 "the command did not run: the sandbox could not be built (hands sandbox: {why})"

@@ -266,7 +266,7 @@ impl Shell {
         loop {
             let spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
-            let (out, reports) = tokio::time::timeout(CLIENT_TIMEOUT, spec.output(&self.launcher))
+            let (out, reported) = tokio::time::timeout(CLIENT_TIMEOUT, spec.output(&self.launcher))
                 .await
                 .map_err(|_| {
                     ShellError::Failed(format!("tmux did not answer within {CLIENT_TIMEOUT:?}"))
@@ -278,7 +278,6 @@ impl Shell {
                 return Ok(out.stdout);
             }
             // The launcher's report, not what tmux printed, says whether the sandbox was built.
-            let reported = reports.read();
             if let Some((why, cause)) = reported.setup_failed() {
                 if cause == hands_sandbox::launcher::Cause::Changed && !walked_again {
                     self.walk_again(why);
