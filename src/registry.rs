@@ -376,9 +376,7 @@ where
     O: Serialize + Send + 'static,
     E: ToolFailure + Send + 'static,
 {
-    let one_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-    if one_thread {
+    if hands_shell::service::on_one_thread() {
         let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             small(&state, params.clone(), Some(hands_fs::INLINE_CAP))
         }));

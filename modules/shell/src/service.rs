@@ -465,13 +465,18 @@ impl Shell {
 pub async fn briefly<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Unfinished> {
-    let one_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-    if one_thread {
+    if on_one_thread() {
         return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .map_err(|_| Unfinished::Panicked);
     }
     Ok(tokio::task::spawn_blocking(f).await?)
+}
+
+/// Whether the caller runs on a one-thread tokio runtime (a stdio daemon: one client), where
+/// short work is done in place rather than on the blocking threads.
+pub fn on_one_thread() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
 }
 
 /// Why work handed to [`briefly`] (or to tokio's blocking threads) gave no result.

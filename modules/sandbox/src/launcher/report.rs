@@ -171,12 +171,13 @@ impl Reports {
     }
 
     /// Waits for [`Report::Ended`], keeping the reports before it in `got`, and returns the
-    /// status the launcher will exit with: from then on the run's result is whole, though the
-    /// launcher is still tidying up. Pending for good when the channel ends without one (the
+    /// status the launcher will exit with, as its wait status would give it: from then on the
+    /// run's result is whole, though the launcher is still tidying up (reap it with
+    /// [`reap_later`]). Pending for good when the channel ends without one (the
     /// sandbox could not be built, the launcher was killed, a launcher of an older build):
     /// the caller waits for the launcher's exit beside it. Cancel-safe: a report read is in
     /// `got` before anything waits again.
-    pub async fn ended(&self, got: &mut Reported) -> u8 {
+    pub async fn ended(&self, got: &mut Reported) -> std::process::ExitStatus {
         let Ok(fd) = crate::sys::async_readable(self.0.as_fd()) else {
             return std::future::pending().await;
         };
@@ -188,7 +189,11 @@ impl Reports {
             };
             loop {
                 match self.next(&mut buf) {
-                    Next::Report(Report::Ended { code }) => return code,
+                    Next::Report(Report::Ended { code }) => {
+                        return std::os::unix::process::ExitStatusExt::from_raw(
+                            i32::from(code) << 8,
+                        );
+                    }
                     Next::Report(r) if read < MAX_READ => got.reports.push(r),
                     Next::Report(_) => {}
                     Next::Unreadable => got.unreadable += 1,
@@ -232,6 +237,15 @@ enum Next {
     Empty,
     /// Every writer has closed its end, or the channel is broken.
     End,
+}
+
+/// Reaps a launcher that has sent [`Report::Ended`] once it has tidied up, off the caller's
+/// way; a daemon that exits first leaves its cgroup leaf to the next launcher's sweep, or its
+/// own at exit.
+pub fn reap_later(mut launcher: tokio::process::Child) {
+    tokio::spawn(async move {
+        let _ = launcher.wait().await;
+    });
 }
 
 /// The launcher's and its init's end of the channel: sends one report, never waits (a full
@@ -358,7 +372,7 @@ mod tests {
         to.send(&Report::OutOfMemory { limit_mb: 64 });
         to.send(&Report::Ended { code: 137 });
         let (code, got, ours) = waiting.await.unwrap();
-        assert_eq!(code, 137);
+        assert_eq!(std::os::unix::process::ExitStatusExt::into_raw(code) >> 8, 137);
         assert_eq!(got.reports, vec![refused.clone(), Report::OutOfMemory { limit_mb: 64 }]);
         // Without the word: the channel's end is no answer (the launcher's exit is).
         to.send(&refused);

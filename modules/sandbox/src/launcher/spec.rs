@@ -259,16 +259,12 @@ impl Spec {
         let ended = async {
             tokio::select! {
                 s = child.wait() => (s, false),
-                code = reports.ended(&mut reported) => {
-                    (Ok(std::os::unix::process::ExitStatusExt::from_raw(i32::from(code) << 8)), true)
-                }
+                s = reports.ended(&mut reported) => (Ok(s), true),
             }
         };
         let ((status, told), (stdout, stderr)) = tokio::join!(ended, read);
         if told {
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
+            report::reap_later(child);
         }
         reported.extend(reports.read());
         Ok((std::process::Output { status: status?, stdout: stdout?, stderr: stderr? }, reported))

@@ -435,9 +435,9 @@ impl Shell {
                 s = child.wait() => break s,
                 // Every process of the run has ended and the output is whole: the answer need
                 // not wait for the launcher to take down the namespaces and the cgroup leaf.
-                code = reports.ended(&mut early) => {
+                s = reports.ended(&mut early) => {
                     told = true;
-                    break Ok(std::os::unix::process::ExitStatusExt::from_raw(i32::from(code) << 8));
+                    break Ok(s);
                 }
                 () = &mut deadline, if !timed_out && !cancelled => {
                     timed_out = true;
@@ -467,11 +467,7 @@ impl Shell {
             }
         };
         if told {
-            // Reaped when it has tidied up; a daemon that exits first leaves the leaf to the
-            // next launcher's sweep, or its own at exit.
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
+            launcher::report::reap_later(child);
         }
         // Every process of the sandbox is gone once the launcher is, or has told it was; the
         // pipes close with them.
