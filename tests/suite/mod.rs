@@ -56,6 +56,8 @@ mod path_attacks;
 mod protocol;
 mod quoting;
 #[cfg(target_os = "linux")]
+mod ready;
+#[cfg(target_os = "linux")]
 mod reports;
 #[cfg(target_os = "linux")]
 mod resolve;

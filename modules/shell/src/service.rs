@@ -9,6 +9,7 @@ mod commands;
 mod containment;
 mod network;
 mod prepare;
+mod ready;
 mod session_walls;
 pub mod sessions;
 
@@ -85,6 +86,8 @@ pub struct Shell {
     pub(crate) halt: tokio::sync::watch::Sender<bool>,
     /// The commands running now, for the dashboard.
     running: crate::running::Registry,
+    /// A sandbox made ready ahead of the next command (`ready.rs`).
+    ready: Arc<ready::Slot>,
     /// The process bound chosen at startup, and why better ones were passed over.
     bound: launcher::bounds::Choice,
     /// Who commands run as when the daemon is root (`sandbox.run_as`).
@@ -359,6 +362,7 @@ impl Shell {
             )),
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
+            ready: Default::default(),
             resolver,
             state_dir: state.clone(),
             state_id,
@@ -417,6 +421,7 @@ impl Shell {
     pub async fn stop_all(&self) -> usize {
         let running = self.halt.receiver_count();
         self.halt.send_replace(true);
+        self.ready.clear();
         let sessions = self.tmux_kill_all().await;
         let until = Instant::now() + GRACE + DRAIN + Duration::from_secs(1);
         while self.halt.receiver_count() > 0 && Instant::now() < until {
@@ -431,6 +436,7 @@ impl Shell {
     /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
     /// outright leaves none either. Returns how many ended.
     pub async fn shutdown(&self) -> usize {
+        self.ready.clear();
         if self.keep_sessions { 0 } else { self.tmux_end_own().await }
     }
 

@@ -480,6 +480,14 @@ fn init(
     if !err_write.as_ref().is_some_and(sys::reader_alive) {
         sys::exit_now(SETUP_FAILED);
     }
+    // A sandbox made ready ahead waits here for its call (decision 0077).
+    let call;
+    let spec = if spec.ready {
+        call = wait_for_call(spec, reporter)?;
+        &call
+    } else {
+        spec
+    };
     let child = sys::fork()?;
     if child == 0 {
         drop(sigs);
@@ -550,6 +558,35 @@ fn init(
         let _ = rustix::io::write(&done, &[code]);
     }
     sys::exit_now(code)
+}
+
+/// The call a sandbox made ready ahead runs (decision 0077): its spec, received on the report
+/// channel, refused unless it names this very sandbox ([`Spec::sandbox_key`]) and unless the
+/// command's view is still what it was once built ([`mounts::marks`]: the host may have taken a
+/// mask or a read-only bind off meanwhile). A refusal is [`Cause::Changed`]: the daemon walks
+/// the roots again and starts the call in a sandbox of its own.
+fn wait_for_call(ready: &Spec, reporter: &report::Reporter) -> anyhow::Result<Spec> {
+    use anyhow::Context;
+    let built = mounts::marks(ready);
+    let fd = reporter.receive_call().context("no call came for the sandbox made ready")?;
+    let (call, _) = Spec::read(fd)?;
+    call.validate()?;
+    anyhow::ensure!(!call.ready, "the call's spec is one of a sandbox made ready, not a call");
+    let (same, key) = (ready.sandbox_key()?, call.sandbox_key()?);
+    if same != key {
+        let why = "refused to start in the sandbox made ready: the call's spec is of another \
+                   sandbox; the daemon starts it in one of its own";
+        return Err(report::Failure::new(Cause::Changed, why).into());
+    }
+    if mounts::marks(ready) != built {
+        let why = format!(
+            "refused to start in the sandbox made ready: a root, protected or masked path is \
+             not what it was when the sandbox was built ({CHANGED}: the host replaced or moved \
+             it); the daemon walks the roots again and starts the command in a new sandbox"
+        );
+        return Err(report::Failure::new(Cause::Changed, why).into());
+    }
+    Ok(call)
 }
 
 /// How long the init waits for its walls' thread to stop once the command's last process is

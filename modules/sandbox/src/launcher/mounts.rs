@@ -281,6 +281,27 @@ pub fn build_root(
     sys::make_read_only(Path::new("/"), false)
 }
 
+/// What the command's view shows at every root, protected and masked path, as the init sees it
+/// from inside the built root: a sandbox made ready ahead (decision 0077) takes them once built
+/// and again when its call comes, and refuses the call when one differs. A mask or read-only
+/// bind whose entry the host renamed over or unlinked since is taken off in every other mount
+/// namespace (the kernel detaches it lazily), so the file now there would show unmasked or
+/// writable; so would a folder above it swapped on the host. `None` where nothing can be seen
+/// (absent, or out of the init's reach as the command's user, as it is out of the command's).
+pub fn marks(spec: &Spec) -> Vec<Option<(u64, u64, u32)>> {
+    use rustix::fs::{AtFlags, CWD, statat};
+    let roots = spec.roots.iter().map(|r| &r.path);
+    roots
+        .chain(&spec.protected)
+        .chain(&spec.masked)
+        .map(|p| {
+            statat(CWD, p, AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| (st.st_dev, st.st_ino, st.st_mode))
+        })
+        .collect()
+}
+
 /// The entry at `p` in the new root as an `O_PATH` descriptor (see `crate::resolve`), and
 /// whether it is a folder; `None` when it is absent or a symlink itself (nothing to cover: a
 /// symlink's target is masked by its real name) and no check saw it. A folder on the way that

@@ -145,6 +145,13 @@ impl Reported {
 }
 
 impl Reports {
+    /// Gives a sandbox made ready ahead (decision 0077) its call: the call's whole spec, in a
+    /// sealed memfd like the first, which its init reads before it forks the command.
+    pub fn send_call(&self, call: &super::Spec) -> std::io::Result<()> {
+        let fd = crate::sys::sealed_memfd("hands-call", &call.to_json()?)?;
+        send_spec(&self.0, &fd)
+    }
+
     /// Every report sent so far, read without waiting. Called once the launcher has ended or
     /// sent [`Report::Ended`], that is all of them: its init ends before it does, nothing is
     /// sent after that word, and the command never held the channel.
@@ -259,6 +266,19 @@ impl Reporter {
         Reporter(Some(Arc::new(fd)))
     }
 
+    /// The descriptor of the call's spec, waited for (a sandbox made ready ahead: its init).
+    pub(crate) fn receive_call(&self) -> std::io::Result<OwnedFd> {
+        let Some(fd) = &self.0 else {
+            return Err(std::io::Error::other("no channel to the daemon to receive a call on"));
+        };
+        loop {
+            match receive_spec(fd.as_fd(), true) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                got => return got,
+            }
+        }
+    }
+
     pub fn send(&self, report: &Report) {
         use rustix::net::SendFlags;
         let Some(fd) = &self.0 else { return };
@@ -272,27 +292,34 @@ impl Reporter {
 /// The daemon's side of a launch: the launcher's end of a new channel (its stdin) with the
 /// spec's memfd queued on it, and the daemon's end.
 pub(crate) fn channel(spec: OwnedFd) -> std::io::Result<(OwnedFd, Reports)> {
-    use rustix::net::{AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    use rustix::net::{SocketFlags, SocketType};
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
         SocketFlags::CLOEXEC,
         None,
     )?;
+    send_spec(&ours, &spec)?;
+    Ok((theirs, Reports(ours)))
+}
+
+/// Queues a spec's descriptor on the channel (one byte carries it).
+fn send_spec(channel: &OwnedFd, spec: &OwnedFd) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let fds = [spec.as_fd()];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
         return Err(std::io::ErrorKind::OutOfMemory.into());
     }
-    rustix::net::sendmsg(&ours, &[IoSlice::new(b"S")], &mut control, SendFlags::NOSIGNAL)?;
-    Ok((theirs, Reports(ours)))
+    let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+    rustix::net::sendmsg(channel, &[IoSlice::new(b"S")], &mut control, flags)?;
+    Ok(())
 }
 
 /// The launcher's side: the spec's descriptor, received on `channel` (its stdin), where the
 /// daemon queued it before the launcher started (so nothing waits).
-pub(crate) fn receive_spec(channel: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+pub(crate) fn receive_spec(channel: BorrowedFd<'_>, wait: bool) -> std::io::Result<OwnedFd> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     let mut byte = [0u8; 1];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -301,7 +328,7 @@ pub(crate) fn receive_spec(channel: BorrowedFd<'_>) -> std::io::Result<OwnedFd> 
         channel,
         &mut [std::io::IoSliceMut::new(&mut byte)],
         &mut control,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+        if wait { RecvFlags::CMSG_CLOEXEC } else { RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT },
     )?;
     let mut fds: Vec<OwnedFd> = Vec::new();
     for message in control.drain() {
@@ -326,7 +353,7 @@ mod tests {
     fn reports_cross_typed_and_a_cut_or_foreign_message_is_counted_not_taken() {
         let memfd = crate::sys::sealed_memfd("t", b"{}").unwrap();
         let (theirs, ours) = channel(memfd).unwrap();
-        let spec = receive_spec(theirs.as_fd()).unwrap();
+        let spec = receive_spec(theirs.as_fd(), false).unwrap();
         assert_eq!(
             std::fs::read_to_string(format!("/proc/self/fd/{}", {
                 use std::os::fd::AsRawFd;
@@ -355,11 +382,36 @@ mod tests {
         assert!(why.len() <= MAX_WHY + 3, "{}", why.len());
     }
 
+    /// A call reaches the init of a sandbox made ready whatever its size (a memfd, like the
+    /// spec); a channel whose daemon end is gone ends the wait with an error.
+    #[test]
+    fn a_call_crosses_the_channel_after_the_spec_and_a_closed_one_ends_the_wait() {
+        let memfd = crate::sys::sealed_memfd("t", b"{}").unwrap();
+        let (theirs, ours) = channel(memfd).unwrap();
+        receive_spec(theirs.as_fd(), false).unwrap();
+        let mut call = super::super::Spec::builder(super::super::Confinement {
+            roots: vec![],
+            protected: vec![],
+            protected_rules: vec![],
+            masked: vec![],
+            system: vec![],
+            home: "/h".into(),
+        })
+        .build(vec!["true".into()], "/w".into());
+        call.set_env("BIG", "x".repeat(1 << 20));
+        ours.send_call(&call).unwrap();
+        let to = Reporter::new(theirs);
+        let (got, _) = super::super::Spec::read(to.receive_call().unwrap()).unwrap();
+        assert_eq!(got.env["BIG"].len(), 1 << 20);
+        drop(ours);
+        assert!(to.receive_call().is_err(), "the daemon's end is gone");
+    }
+
     #[tokio::test]
     async fn ended_keeps_the_reports_before_it_and_waits_for_good_without_one() {
         let memfd = crate::sys::sealed_memfd("t", b"{}").unwrap();
         let (theirs, ours) = channel(memfd).unwrap();
-        receive_spec(theirs.as_fd()).unwrap();
+        receive_spec(theirs.as_fd(), false).unwrap();
         let to = Reporter::new(theirs);
         let refused = Report::Refused { path: "/w/.envrc".into(), wall: "a protected path".into() };
         let waiting = tokio::spawn(async move {

@@ -105,6 +105,12 @@ pub struct Spec {
     /// when it is killed with SIGKILL. None for what must outlive the daemon (tmux servers).
     #[serde(default)]
     pub(crate) parent: Option<i32>,
+    /// A sandbox made ready ahead of its command (decision 0077): built whole, its init waits
+    /// before the command's fork for the call's spec on the report channel
+    /// ([`Reports::send_call`]), which must name the same sandbox ([`Spec::sandbox_key`]); its
+    /// `argv`, `cwd`, `env` and `program` are the call's. Empty `argv` and `cwd` here.
+    #[serde(default)]
+    pub(crate) ready: bool,
 }
 
 /// A uid and gid of the host.
@@ -190,6 +196,7 @@ impl Spec {
             seen: BTreeMap::new(),
             watch: None,
             parent: None,
+            ready: false,
         })
     }
 
@@ -207,6 +214,42 @@ impl Spec {
     /// Sets one variable of the command's environment (the proxy's, per call).
     pub fn set_env(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.env.insert(key.into(), value.into());
+    }
+
+    /// What a sandbox built from this spec is, whatever command it runs: the spec as JSON
+    /// without the call's own fields (`argv`, `cwd`, `env`, `program`). A sandbox made ready
+    /// ahead (decision 0077) runs a call only when the call's key is its own: every mount,
+    /// mask, wall, limit and identity the daemon's checks saw is the same.
+    pub fn sandbox_key(&self) -> std::io::Result<Vec<u8>> {
+        let mut bare = self.clone();
+        bare.argv.clear();
+        bare.cwd = PathBuf::new();
+        bare.env.clear();
+        bare.program = None;
+        bare.ready = false;
+        bare.to_json()
+    }
+
+    /// The spec of a sandbox made ready ahead for the next call like this one (decision 0077),
+    /// and its key; `None` where none can wait: without namespaces (no init to wait in), or a
+    /// tmux server's (it outlives the call).
+    pub fn ready_for_next(&self) -> Option<(Spec, Vec<u8>)> {
+        if self.without_namespaces || self.watch.is_some() || self.parent.is_none() {
+            return None;
+        }
+        let key = self.sandbox_key().ok()?;
+        let mut ready = self.clone();
+        ready.argv.clear();
+        ready.cwd = PathBuf::new();
+        ready.env.clear();
+        ready.program = None;
+        ready.ready = true;
+        Some((ready, key))
+    }
+
+    /// The sandbox's home folder on the host.
+    pub fn home_dir(&self) -> &Path {
+        &self.home
     }
 
     /// The paths the command has hidden from it.
@@ -303,11 +346,18 @@ impl Spec {
     }
 
     pub(crate) fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.argv.is_empty(), "argv is empty");
+        // A ready sandbox's command comes later, in the call's spec, validated then.
+        let ready = self.ready && self.argv.is_empty() && self.cwd.as_os_str().is_empty();
+        anyhow::ensure!(ready || !self.argv.is_empty(), "argv is empty");
+        anyhow::ensure!(
+            !self.ready || (self.watch.is_none() && !self.without_namespaces),
+            "a sandbox made ready ahead has an init to wait in and no watch file"
+        );
+        let cwd = (!ready).then_some(&self.cwd);
         let roots = self.roots.iter().map(|r| &r.path);
         let lists = self.protected.iter().chain(&self.masked).chain(&self.system);
         let seen = self.seen.keys();
-        for p in roots.chain(lists).chain(seen).chain([&self.cwd, &self.home]).chain(&self.watch) {
+        for p in roots.chain(lists).chain(seen).chain(cwd).chain([&self.home]).chain(&self.watch) {
             anyhow::ensure!(is_clean(p), "{} is not a clean absolute path below /", p.display());
         }
         for k in &self.keep {
@@ -354,7 +404,7 @@ impl Spec {
         }
         let stdin = std::io::stdin();
         // Received first, so that it is the lowest descriptor above the standard streams.
-        let fd = report::receive_spec(stdin.as_fd()).and_then(|fd| {
+        let fd = report::receive_spec(stdin.as_fd(), false).and_then(|fd| {
             if fd.as_raw_fd() >= SPEC_FD {
                 Ok(fd)
             } else {
@@ -374,7 +424,7 @@ impl Spec {
         (reporter, spec)
     }
 
-    fn read(fd: std::os::fd::OwnedFd) -> anyhow::Result<(Spec, std::fs::File)> {
+    pub(crate) fn read(fd: std::os::fd::OwnedFd) -> anyhow::Result<(Spec, std::fs::File)> {
         use anyhow::Context;
         use std::io::{Read, Seek};
         let mut file = std::fs::File::from(fd);
@@ -642,5 +692,50 @@ mod tests {
         v.as_object_mut().unwrap().remove("masks");
         let err = serde_json::from_value::<Spec>(v).unwrap_err().to_string();
         assert!(err.contains("missing field `masked`"), "{err}");
+    }
+
+    /// A sandbox made ready ahead runs a call only when the call names the same sandbox: the
+    /// call's own fields do not change the key, anything the sandbox is built from does.
+    #[test]
+    fn the_sandbox_key_leaves_out_the_call_and_nothing_else() {
+        let call = |argv: &str, cwd: &str| {
+            let ids = Some(Ids { uid: 1000, gid: 1000 });
+            let mut s = Spec::builder(confinement())
+                .run_as(ids)
+                .parent(7)
+                .build(vec![argv.into()], cwd.into());
+            s.set_env("TOKEN", argv);
+            s
+        };
+        let (a, b) = (call("true", "/w"), call("false", "/w/sub"));
+        let mut c = b.clone();
+        c.expect_program(1, 2);
+        let key = a.sandbox_key().unwrap();
+        assert_eq!(key, b.sandbox_key().unwrap());
+        assert_eq!(key, c.sandbox_key().unwrap());
+        let (ready, ready_key) = a.ready_for_next().unwrap();
+        assert_eq!(ready_key, key);
+        assert!(ready.ready && ready.argv.is_empty() && ready.env.is_empty());
+        ready.validate().unwrap();
+        assert_eq!(ready.sandbox_key().unwrap(), key, "the ready spec is the same sandbox");
+        // Anything the sandbox is built from is another sandbox.
+        let mut masked = a.clone();
+        masked.add_masks(["/w/b/.env".into()]);
+        let mut seen = a.clone();
+        seen.seen.insert("/w/.env".into(), Identity { dev: 1, ino: 2 });
+        let mut limits = a.clone();
+        limits.limits.memory_mb = 1;
+        let mut widened = a.clone();
+        widened.roots.push(Root { path: "/x".into(), writable: true });
+        for other in [masked, seen, limits, widened] {
+            assert_ne!(other.sandbox_key().unwrap(), key);
+        }
+        // None waits for a tmux server's call, or where there is no init.
+        let mut watched = a.clone();
+        watched.watch = Some("/s/marker".into());
+        assert!(watched.ready_for_next().is_none());
+        let mut flat = a.clone();
+        flat.without_namespaces = true;
+        assert!(flat.ready_for_next().is_none());
     }
 }

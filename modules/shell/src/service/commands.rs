@@ -232,6 +232,11 @@ impl Shell {
                 Err(e) => return Err(e),
             }
         };
+        // The next command's sandbox, built while the agent reads this one's answer; not one
+        // like a call a person widened (`needs`), which the next is unlikely to be.
+        if widening.is_none() {
+            self.ready.prepare(&spec, &self.launcher);
+        }
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         out.denied.extend(self.wall_denials(&reported.reports, &out.stderr, &spec));
         // A denied program, or a confirm-listed one in a run no person confirmed, is not in
@@ -404,10 +409,14 @@ impl Shell {
         if *halt.borrow() {
             return Err(ShellError::Braked);
         }
-        // Its stdin is the spec and the report channel (the command's is /dev/null).
-        let (mut child, reports) = spec.spawn_piped(&self.launcher).map_err(|e| {
-            ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
-        })?;
+        // Its stdin is the spec and the report channel (the command's is /dev/null); a sandbox
+        // made ready for this very spec is given it instead (decision 0077).
+        let (mut child, reports) = match self.ready.take(spec) {
+            Some(ready) => ready,
+            None => spec.spawn_piped(&self.launcher).map_err(|e| {
+                ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
+            })?,
+        };
         let keep = output_chars.saturating_mul(4);
         let out = Arc::new(Mutex::new(Tail::new(keep)));
         let err = Arc::new(Mutex::new(Tail::new(keep)));
@@ -469,6 +478,7 @@ impl Shell {
         if told {
             launcher::report::reap_later(child);
         }
+
         // Every process of the sandbox is gone once the launcher is, or has told it was; the
         // pipes close with them.
         for r in readers.into_iter().flatten() {

@@ -1,0 +1,91 @@
+//! A sandbox made ready ahead of the next command (decision 0077): once a command has ended,
+//! the daemon starts a launcher with the same spec but no command; it builds the whole sandbox
+//! (namespaces, the new root, masks, the cgroup leaf, Landlock) and its init waits before the
+//! command's fork. The next call whose spec names the same sandbox ([`launcher::Spec::
+//! sandbox_key`]: the same masks and identities the daemon's checks see now, the same roots,
+//! limits and walls) sends its spec on the report channel and runs at once; any other call, or
+//! one that comes after the ready one has gone, starts a launcher of its own as before. The
+//! init refuses a call when the view it built is not what it was ([`launcher::Cause::Changed`]:
+//! the daemon walks again and starts the call afresh), so a sandbox that waited is held to what
+//! a fresh one is. At most one waits; it dies with the daemon (its parent-death signal), with
+//! the module, and at the brake.
+
+use hands_roots::lock;
+use hands_sandbox::launcher;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long after a command's end its successor's sandbox is started: the call's answer is on
+/// its way first (the launcher's start takes the runtime's thread for its `vfork`).
+const AFTER: Duration = Duration::from_millis(2);
+
+/// The module's one sandbox made ready ahead, if any.
+#[derive(Default)]
+pub(crate) struct Slot(Mutex<Option<Ready>>);
+
+/// A launcher whose init waits for a call, the key of the sandbox it built, and the identity
+/// of the home folder it built it from (the launcher checks the home at every start; a ready
+/// one is passed over once the home on the host is another, or gone).
+struct Ready {
+    key: Vec<u8>,
+    home: Option<(u64, u64)>,
+    child: tokio::process::Child,
+    reports: launcher::Reports,
+}
+
+impl Slot {
+    /// The sandbox made ready for `spec`, given its call: `None` when none waits, it is another
+    /// sandbox (dropped: its launcher is killed), it has ended, or the call cannot be sent.
+    pub(crate) fn take(
+        &self,
+        spec: &launcher::Spec,
+    ) -> Option<(tokio::process::Child, launcher::Reports)> {
+        let mut ready = lock(&self.0).take()?;
+        if spec.sandbox_key().ok()? != ready.key
+            || home_id(spec).is_none()
+            || home_id(spec) != ready.home
+            || !matches!(ready.child.try_wait(), Ok(None))
+        {
+            return None;
+        }
+        ready.reports.send_call(spec).ok()?;
+        Some((ready.child, ready.reports))
+    }
+
+    /// Makes a sandbox ready for a call like the one of `spec` (which ran to its end), unless
+    /// one waits already or none can ([`launcher::Spec::ready_for_next`]). Started from a task
+    /// of the runtime, never from a blocking thread: the launcher's parent-death signal is the
+    /// thread's that started it, and the blocking pool ends idle threads.
+    pub(crate) fn prepare(self: &Arc<Self>, spec: &launcher::Spec, launcher_bin: &std::path::Path) {
+        if lock(&self.0).is_some() {
+            return;
+        }
+        let Some((ready, key)) = spec.ready_for_next() else { return };
+        let (slot, bin): (Arc<Self>, PathBuf) = (self.clone(), launcher_bin.to_path_buf());
+        tokio::spawn(async move {
+            tokio::time::sleep(AFTER).await;
+            let mut held = lock(&slot.0);
+            if held.is_some() {
+                return;
+            }
+            let home = home_id(&ready);
+            match ready.spawn_piped(&bin) {
+                Ok((child, reports)) => *held = Some(Ready { key, home, child, reports }),
+                Err(e) => tracing::debug!("no sandbox made ready ahead: {e}"),
+            }
+        });
+    }
+
+    /// Ends the sandbox that waits, if any (the brake, the module's end).
+    pub(crate) fn clear(&self) {
+        lock(&self.0).take();
+    }
+}
+
+/// The device and inode of the folder at `spec`'s home, if it is one (not followed).
+fn home_id(spec: &launcher::Spec) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(spec.home_dir()).ok()?;
+    m.is_dir().then(|| (m.dev(), m.ino()))
+}

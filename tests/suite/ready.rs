@@ -1,0 +1,169 @@
+//! A sandbox made ready ahead of the next command (decision 0077, issue 34), through the real
+//! binary: after a command the daemon builds the next one's sandbox, whose init waits for the
+//! call; the next call runs in it (proved by the host's process tree), it is fresh (nothing of
+//! the last run's `/tmp`), and each serves one command. As attacks: a protected file and a
+//! secret file replaced on the host while the sandbox waits (the host's rename takes the mask
+//! and the read-only bind off in every other mount namespace) stay walled in the next call,
+//! with its positive control and the canary outside the roots.
+
+use super::common::{Client, Era, Fixture, host_git, unique_sleep, wait_until};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const SECRET: &str = "hunter2-hands-ready-secret";
+
+/// tools-shell on the writable root, every call allowed.
+fn config(fx: &Fixture) -> PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    )
+}
+
+async fn bash(c: &Client, command: &str) -> Value {
+    c.ok("bash", json!({ "command": command })).await
+}
+
+fn out(v: &Value) -> &str {
+    v["stdout"].as_str().unwrap()
+}
+
+/// The parent pid of `pid` on the host.
+fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The launchers of this fixture's daemon whose init waits for a call: their spec (on their
+/// descriptor 3) says `ready` and names the fixture's state dir.
+fn ready_launchers(fx: &Fixture) -> Vec<u32> {
+    let state = fx.state.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(spec) = std::fs::read(format!("/proc/{pid}/fd/3")) else { return false };
+            let Ok(spec) = serde_json::from_slice::<Value>(&spec) else { return false };
+            spec["ready"] == true && spec["home"].as_str().is_some_and(|h| h.starts_with(&state))
+        })
+        .collect()
+}
+
+/// Waits until one launcher is ready, and returns it.
+async fn one_ready(fx: &Fixture) -> u32 {
+    assert!(
+        wait_until(Duration::from_secs(10), || ready_launchers(fx).len() == 1).await,
+        "a sandbox is made ready after a command: {:?}",
+        ready_launchers(fx)
+    );
+    ready_launchers(fx)[0]
+}
+
+#[tokio::test]
+async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
+    let fx = Fixture::new();
+    let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
+    let r = bash(&c, "echo first > /tmp/left-by-the-first; echo one > one.txt").await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let ready = one_ready(&fx).await;
+    // The next call's command, found on the host while it runs: its launcher is the one that
+    // was ready (sleep → the init → the launcher).
+    // Short, and no other test's: `1.` and the digits of a unique duration.
+    let sleep = format!("1.{}", unique_sleep().replace('.', ""));
+    let call = {
+        let peer = c.service.peer().clone();
+        let command =
+            format!("test -e /tmp/left-by-the-first && echo stale-tmp; cat one.txt; sleep {sleep}");
+        let params = rmcp::model::CallToolRequestParams::new("bash")
+            .with_arguments(json!({ "command": command }).as_object().cloned().unwrap());
+        tokio::spawn(async move { peer.call_tool(params).await.unwrap() })
+    };
+    let mut found = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            found = super::common::host_processes(&["sleep", &sleep]);
+            !found.is_empty()
+        })
+        .await,
+        "the second command runs"
+    );
+    // bash execs its last command: the sleep's parent is the init, whose parent is the launcher.
+    let launcher = ppid(found[0]).and_then(ppid);
+    assert_eq!(launcher, Some(ready), "the command runs in the sandbox made ready");
+    let r = call.await.unwrap();
+    let r = r.structured_content.unwrap();
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(out(&r).contains("one"), "positive control: the root is there: {r}");
+    assert!(!out(&r).contains("stale-tmp"), "a sandbox made ready is fresh: {r}");
+    // It served that command and is gone; another waits.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let now = ready_launchers(&fx);
+            std::fs::metadata(format!("/proc/{ready}")).is_err() && now.len() == 1
+        })
+        .await,
+        "the used sandbox ended and another was made ready"
+    );
+    c.stop().await;
+    assert!(
+        wait_until(Duration::from_secs(10), || ready_launchers(&fx).is_empty()).await,
+        "the sandbox made ready ends with its daemon"
+    );
+    fx.assert_canary();
+}
+
+/// While a sandbox waits, the host replaces `.env` (masked) and `.git/config` (read-only to
+/// commands) by renaming new files over them, as an editor or git does. The kernel takes the
+/// mask and the bind off in the waiting sandbox's namespace; the next call must still see
+/// neither the new secret nor a writable config. Positive control: the call runs, reads
+/// `.env.example` and writes a plain file.
+#[tokio::test]
+async fn files_replaced_on_the_host_while_a_sandbox_waits_stay_walled() {
+    let fx = Fixture::new();
+    host_git(&fx.home, &fx.root, &["init", "-q"]);
+    fx.write(".env", "TOKEN=old\n");
+    fx.write(".env.example", "TOKEN=example-value\n");
+    let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
+    for round in 0..3 {
+        let r = bash(&c, "cat .env; echo x >> .git/config && echo wrote-config").await;
+        assert!(!out(&r).contains("TOKEN=old") && !out(&r).contains(SECRET), "{r}");
+        assert!(!out(&r).contains("wrote-config"), "{r}");
+        let ready = one_ready(&fx).await;
+        // Replaced at once, while the daemon's walk of the roots is still the one it reuses.
+        let new_env = fx.write(&format!("env-{round}.tmp"), &format!("TOKEN={SECRET}-{round}\n"));
+        std::fs::rename(&new_env, fx.root.join(".env")).unwrap();
+        let config_text = format!("[core]\n\trepositoryformatversion = 0\n# round {round}\n");
+        let new_config = fx.write(&format!("config-{round}.tmp"), &config_text);
+        std::fs::rename(&new_config, fx.root.join(".git/config")).unwrap();
+        let r = bash(
+            &c,
+            "cat .env; echo '[alias] x = !touch /tmp/pwned' >> .git/config && echo wrote-config; \
+             cat .env.example; echo plain > plain.txt && cat plain.txt",
+        )
+        .await;
+        assert!(
+            !out(&r).contains(SECRET),
+            "a secret replaced while the sandbox waited leaked: {r}"
+        );
+        assert!(!out(&r).contains("wrote-config"), "the replaced config was writable: {r}");
+        assert!(out(&r).contains("TOKEN=example-value"), "positive control: {r}");
+        assert!(out(&r).contains("plain"), "positive control: {r}");
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(".git/config")).unwrap(),
+            config_text,
+            "the host's config is as the host wrote it"
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || std::fs::metadata(format!("/proc/{ready}"))
+                .is_err())
+            .await,
+            "the sandbox that waited was not kept"
+        );
+    }
+    c.stop().await;
+    fx.assert_canary();
+}
