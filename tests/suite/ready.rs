@@ -91,9 +91,13 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
         .await,
         "the second command runs"
     );
-    // bash execs its last command: the sleep's parent is the init, whose parent is the launcher.
-    let launcher = ppid(found[0]).and_then(ppid);
-    assert_eq!(launcher, Some(ready), "the command runs in the sandbox made ready");
+    // Its ancestors on the host (bash may exec its last command): the init, then the launcher.
+    let ancestors: Vec<u32> =
+        std::iter::successors(Some(found[0]), |p| ppid(*p)).skip(1).take(3).collect();
+    assert!(
+        ancestors.contains(&ready),
+        "the command runs in the sandbox made ready: {ancestors:?}"
+    );
     let r = call.await.unwrap();
     let r = r.structured_content.unwrap();
     assert_eq!(r["exit_code"], 0, "{r}");
@@ -108,10 +112,15 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
         .await,
         "the used sandbox ended and another was made ready"
     );
+    let left = ready_launchers(&fx);
     c.stop().await;
     assert!(
         wait_until(Duration::from_secs(10), || ready_launchers(&fx).is_empty()).await,
-        "the sandbox made ready ends with its daemon"
+        "the sandbox made ready ends with its daemon: {left:?} then {:?}",
+        ready_launchers(&fx)
+            .iter()
+            .map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default())
+            .collect::<Vec<_>>()
     );
     fx.assert_canary();
 }
@@ -164,6 +173,43 @@ async fn files_replaced_on_the_host_while_a_sandbox_waits_stay_walled() {
             "the sandbox that waited was not kept"
         );
     }
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// The brake (`hands stop`) ends the sandbox that waits and no other is made while it holds;
+/// once it is lifted, a command runs (positive control) and the next is made ready again.
+#[tokio::test]
+async fn the_brake_ends_the_sandbox_that_waits_and_the_release_brings_it_back() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = Client::start_with_env(&fx, &config, Era::Legacy, &[]).await;
+    assert_eq!(bash(&c, "true").await["exit_code"], 0);
+    let ready = one_ready(&fx).await;
+    let stop = |release: bool| {
+        let mut args = vec!["stop", "--config", config.to_str().unwrap()];
+        if release {
+            args.push("--release");
+        }
+        fx.command(&args)
+    };
+    let out = stop(false).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        wait_until(Duration::from_secs(10), || ready_launchers(&fx).is_empty()).await,
+        "the brake ended the sandbox that waited ({ready})"
+    );
+    let refused = c.err("bash", json!({ "command": "echo braked > braked.txt" })).await;
+    assert!(refused.contains("hands stop --release"), "{refused}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(ready_launchers(&fx).is_empty(), "none is made while the brake holds");
+    let out = stop(true).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = bash(&c, "echo again > again.txt").await;
+    assert_eq!(r["exit_code"], 0, "positive control: {r}");
+    assert_ne!(one_ready(&fx).await, ready, "another is made ready after the release");
+    assert!(!fx.root.join("braked.txt").exists());
+    assert!(fx.root.join("again.txt").exists());
     c.stop().await;
     fx.assert_canary();
 }

@@ -421,7 +421,7 @@ impl Shell {
     pub async fn stop_all(&self) -> usize {
         let running = self.halt.receiver_count();
         self.halt.send_replace(true);
-        self.ready.clear();
+        self.ready.hold_off();
         let sessions = self.tmux_kill_all().await;
         let until = Instant::now() + GRACE + DRAIN + Duration::from_secs(1);
         while self.halt.receiver_count() > 0 && Instant::now() < until {
@@ -436,7 +436,7 @@ impl Shell {
     /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
     /// outright leaves none either. Returns how many ended.
     pub async fn shutdown(&self) -> usize {
-        self.ready.clear();
+        self.ready.hold_off();
         if self.keep_sessions { 0 } else { self.tmux_end_own().await }
     }
 
@@ -452,6 +452,7 @@ impl Shell {
 
     /// Lifts the brake: commands run again.
     pub fn release(&self) {
+        self.ready.resume();
         self.halt.send_replace(false);
     }
 

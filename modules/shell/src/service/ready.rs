@@ -22,7 +22,14 @@ const AFTER: Duration = Duration::from_millis(2);
 
 /// The module's one sandbox made ready ahead, if any.
 #[derive(Default)]
-pub(crate) struct Slot(Mutex<Option<Ready>>);
+pub(crate) struct Slot(Mutex<State>);
+
+#[derive(Default)]
+struct State {
+    ready: Option<Ready>,
+    /// The brake holds, or the module is ending: none is made.
+    held_off: bool,
+}
 
 /// A launcher whose init waits for a call, the key of the sandbox it built, and the identity
 /// of the home folder it built it from (the launcher checks the home at every start; a ready
@@ -41,7 +48,7 @@ impl Slot {
         &self,
         spec: &launcher::Spec,
     ) -> Option<(tokio::process::Child, launcher::Reports)> {
-        let mut ready = lock(&self.0).take()?;
+        let mut ready = lock(&self.0).ready.take()?;
         if spec.sandbox_key().ok()? != ready.key
             || home_id(spec).is_none()
             || home_id(spec) != ready.home
@@ -58,28 +65,38 @@ impl Slot {
     /// of the runtime, never from a blocking thread: the launcher's parent-death signal is the
     /// thread's that started it, and the blocking pool ends idle threads.
     pub(crate) fn prepare(self: &Arc<Self>, spec: &launcher::Spec, launcher_bin: &std::path::Path) {
-        if lock(&self.0).is_some() {
+        if let Ok(s) = self.0.try_lock().as_deref()
+            && (s.ready.is_some() || s.held_off)
+        {
             return;
         }
         let Some((ready, key)) = spec.ready_for_next() else { return };
         let (slot, bin): (Arc<Self>, PathBuf) = (self.clone(), launcher_bin.to_path_buf());
         tokio::spawn(async move {
             tokio::time::sleep(AFTER).await;
-            let mut held = lock(&slot.0);
-            if held.is_some() {
+            let mut state = lock(&slot.0);
+            if state.ready.is_some() || state.held_off {
                 return;
             }
             let home = home_id(&ready);
             match ready.spawn_piped(&bin) {
-                Ok((child, reports)) => *held = Some(Ready { key, home, child, reports }),
+                Ok((child, reports)) => state.ready = Some(Ready { key, home, child, reports }),
                 Err(e) => tracing::debug!("no sandbox made ready ahead: {e}"),
             }
         });
     }
 
-    /// Ends the sandbox that waits, if any (the brake, the module's end).
-    pub(crate) fn clear(&self) {
-        lock(&self.0).take();
+    /// Ends the sandbox that waits, if any, and makes none until [`Slot::resume`] (the brake,
+    /// the module's end).
+    pub(crate) fn hold_off(&self) {
+        let mut state = lock(&self.0);
+        state.held_off = true;
+        state.ready = None;
+    }
+
+    /// Sandboxes are made ready again (the brake lifted).
+    pub(crate) fn resume(&self) {
+        lock(&self.0).held_off = false;
     }
 }
 
