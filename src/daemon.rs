@@ -331,7 +331,9 @@ impl Daemon {
         use crate::audit::AuditError;
         let audit = self.audit.clone();
         let log = || self.audit.path().to_path_buf();
-        match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
+        let written = tokio::task::spawn_blocking(move || audit.append(&entry)).await;
+        self.audit.settle_later();
+        match written {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(source)) => Err(AuditError::Write { log: log(), source }),
             Err(source) => Err(AuditError::Task { log: log(), source }),

@@ -75,6 +75,7 @@ impl NetGate {
                 if let Err(e) = audit.append(&entry) {
                     tracing::error!("the audit log could not record a network decision: {e}");
                 }
+                audit.settle();
             }
         });
         Arc::new(NetGate {

@@ -141,6 +141,7 @@ impl HandsServer {
         };
         let audit = self.daemon.audit.clone();
         let written = tokio::task::spawn_blocking(move || audit.append(&entry)).await;
+        self.daemon.audit.settle_later();
         match written {
             Ok(Ok(_)) => result,
             Ok(Err(e)) => self.unaudited(def, &result, &e.to_string()),

@@ -169,6 +169,10 @@ struct Tail {
     end: u64,
     seq: u64,
     prev: String,
+    /// The head may not be on the disk yet (written after a record, synced after the answer
+    /// by [`Audit::settle`], or before the next record). True at open: another daemon's last
+    /// head may not be either.
+    head_unsynced: bool,
 }
 
 /// Holds an exclusive flock until dropped.
@@ -233,7 +237,7 @@ impl Audit {
             }
             (end, seq, prev)
         };
-        let tail = Tail { file, end, seq, prev };
+        let tail = Tail { file, end, seq, prev, head_unsynced: true };
         Ok(Audit { path, tail: Mutex::new(tail), failed: Mutex::new(None) })
     }
 
@@ -275,6 +279,13 @@ impl Audit {
         let t = &mut *t;
         let _lock = Flock::exclusive(&t.file)?;
         let len = t.file.metadata()?.len();
+        // The head on the disk names the last record before another is written: a crash then
+        // leaves it at most one behind. Another daemon's append (the log grew) may have left
+        // its head unsynced as this one does.
+        if t.head_unsynced || len != t.end {
+            head::sync(&self.path)?;
+            t.head_unsynced = false;
+        }
         let mut line = Vec::new();
         if len != t.end {
             // Another daemon appended (or a torn line is there, or the log was cut short):
@@ -313,9 +324,40 @@ impl Audit {
         t.file.sync_data()?;
         t.end = len + line.len() as u64;
         t.seq = seq;
-        head::write(&self.path, &head::Head { seq, hash: hash.clone() })?;
+        // The log is on the disk (SPEC §8: before the answer); the head follows it after the
+        // answer ([`Audit::settle`]).
+        head::write_unsynced(&self.path, &head::Head { seq, hash: hash.clone() })?;
+        t.head_unsynced = true;
         t.prev = hash;
         Ok(seq)
+    }
+
+    /// Makes the head of the last record durable, when it is not yet: called once the answer
+    /// that record goes with is on its way (decision 0077), off the async runtime's workers.
+    pub fn settle(&self) {
+        let mut t = hands_roots::lock(&self.tail);
+        let t = &mut *t;
+        if !t.head_unsynced {
+            return;
+        }
+        let Ok(_lock) = Flock::exclusive(&t.file) else { return };
+        match head::sync(&self.path) {
+            Ok(()) => t.head_unsynced = false,
+            Err(e) => tracing::warn!("the audit log's head could not be flushed: {e}"),
+        }
+    }
+
+    /// [`Audit::settle`] on a blocking thread, not waited for.
+    pub fn settle_later(self: &std::sync::Arc<Self>) {
+        let audit = self.clone();
+        tokio::task::spawn_blocking(move || audit.settle());
+    }
+}
+
+impl Drop for Audit {
+    /// The last head on the disk when the daemon lets go of its log.
+    fn drop(&mut self) {
+        self.settle();
     }
 }
 
@@ -479,6 +521,28 @@ mod tests {
         assert_eq!(v["b"][0], json!(edge));
         assert_eq!(v["b"][1]["c"]["bytes"], MAX_LOGGED_STRING + 1);
         assert_eq!(v["n"], 3);
+    }
+
+    /// The head follows the answer (decision 0077): unsynced after a record, synced by
+    /// `settle` or before the next record, whoever wrote it; the chain and head verify.
+    #[test]
+    fn the_head_is_flushed_after_the_answer_and_before_the_next_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Audit::open(dir.path()).unwrap();
+        let unsynced = |a: &Audit| hands_roots::lock(&a.tail).head_unsynced;
+        assert!(unsynced(&a), "another daemon's last head may not be on the disk");
+        a.append(&entry("write")).unwrap();
+        assert!(unsynced(&a), "the record's answer does not wait for the head");
+        a.settle();
+        assert!(!unsynced(&a));
+        a.append(&entry("write")).unwrap();
+        let b = Audit::open(dir.path()).unwrap();
+        assert_eq!(b.append(&entry("edit")).unwrap(), 3);
+        assert_eq!(a.append(&entry("edit")).unwrap(), 4, "continued after the other's record");
+        let h = head::read(a.path()).unwrap().unwrap();
+        assert_eq!(h.seq, 4);
+        let v = verify::verify(a.path()).unwrap();
+        assert_eq!((v.records, v.broken), (4, None));
     }
 
     fn entry(tool: &str) -> Entry {
