@@ -467,3 +467,23 @@ fn sweep(dir: &Path, prefix: &str) {
         }
     }
 }
+
+/// When the memory bound killed the command's processes: the report, and a line on stderr
+/// for a person.
+pub(super) fn out_of_memory(
+    leaf: Option<&Leaf>,
+    spec: &super::Spec,
+    reporter: &super::report::Reporter,
+) {
+    if !leaf.is_some_and(Leaf::oom_killed) {
+        return;
+    }
+    reporter.send(&super::Report::OutOfMemory { limit_mb: spec.limits.memory_mb });
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
+        super::notify::OUT_OF_MEMORY,
+        spec.limits.memory_mb
+    );
+}

@@ -24,6 +24,7 @@
 //! report alone: a command can exit 125 and print such a line too.
 
 pub mod bounds;
+mod call;
 pub mod holder;
 pub mod idmap;
 mod mounts;
@@ -32,6 +33,8 @@ pub mod remask;
 pub mod report;
 mod run_home;
 mod spec;
+#[cfg(test)]
+mod tests_spec;
 mod walls;
 use crate::sys;
 
@@ -344,7 +347,7 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
                 Ok(sys::Event::Done(Some(code))) => {
                     done = None;
                     if why.is_empty() {
-                        out_of_memory(leaf.as_ref(), &spec, reporter);
+                        bounds::out_of_memory(leaf.as_ref(), &spec, reporter);
                         sys::let_go_of_output();
                         reporter.send(&Report::Ended { code });
                         told = true;
@@ -380,26 +383,10 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         return Err(failure_read(&why).into());
     }
     if !told {
-        out_of_memory(leaf.as_ref(), &spec, reporter);
+        bounds::out_of_memory(leaf.as_ref(), &spec, reporter);
     }
     drop(leaf);
     status
-}
-
-/// When the memory bound killed the command's processes: the report, and a line on stderr
-/// for a person.
-fn out_of_memory(leaf: Option<&bounds::Leaf>, spec: &Spec, reporter: &report::Reporter) {
-    if !leaf.is_some_and(bounds::Leaf::oom_killed) {
-        return;
-    }
-    reporter.send(&Report::OutOfMemory { limit_mb: spec.limits.memory_mb });
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(
-        err,
-        "{} ({} MiB, tools-shell limits.memory_mb) and were killed",
-        notify::OUT_OF_MEMORY,
-        spec.limits.memory_mb
-    );
 }
 
 /// The pipes the init is given: the error pipe (closed at the command's exec), the go pipe's
@@ -483,7 +470,7 @@ fn init(
     // A sandbox made ready ahead waits here for its call (decision 0077).
     let call;
     let spec = if spec.ready {
-        call = wait_for_call(spec, reporter)?;
+        call = call::wait_for_call(spec, reporter)?;
         &call
     } else {
         spec
@@ -558,35 +545,6 @@ fn init(
         let _ = rustix::io::write(&done, &[code]);
     }
     sys::exit_now(code)
-}
-
-/// The call a sandbox made ready ahead runs (decision 0077): its spec, received on the report
-/// channel, refused unless it names this very sandbox ([`Spec::sandbox_key`]) and unless the
-/// command's view is still what it was once built ([`mounts::marks`]: the host may have taken a
-/// mask or a read-only bind off meanwhile). A refusal is [`Cause::Changed`]: the daemon walks
-/// the roots again and starts the call in a sandbox of its own.
-fn wait_for_call(ready: &Spec, reporter: &report::Reporter) -> anyhow::Result<Spec> {
-    use anyhow::Context;
-    let built = mounts::marks(ready);
-    let fd = reporter.receive_call().context("no call came for the sandbox made ready")?;
-    let (call, _) = Spec::read(fd)?;
-    call.validate()?;
-    anyhow::ensure!(!call.ready, "the call's spec is one of a sandbox made ready, not a call");
-    let (same, key) = (ready.sandbox_key()?, call.sandbox_key()?);
-    if same != key {
-        let why = "refused to start in the sandbox made ready: the call's spec is of another \
-                   sandbox; the daemon starts it in one of its own";
-        return Err(report::Failure::new(Cause::Changed, why).into());
-    }
-    if mounts::marks(ready) != built {
-        let why = format!(
-            "refused to start in the sandbox made ready: a root, protected or masked path is \
-             not what it was when the sandbox was built ({CHANGED}: the host replaced or moved \
-             it); the daemon walks the roots again and starts the command in a new sandbox"
-        );
-        return Err(report::Failure::new(Cause::Changed, why).into());
-    }
-    Ok(call)
 }
 
 /// How long the init waits for its walls' thread to stop once the command's last process is

@@ -1,0 +1,34 @@
+//! The call a sandbox made ready ahead waits for (decision 0077): its init, once the sandbox is
+//! built, takes the command's spec from the report channel and checks that it names this very
+//! sandbox and that the view is still what was built.
+
+use super::{CHANGED, Cause, Spec, mounts, report};
+
+/// The call a sandbox made ready ahead runs (decision 0077): its spec, received on the report
+/// channel, refused unless it names this very sandbox ([`Spec::sandbox_key`]) and unless the
+/// command's view is still what it was once built ([`mounts::marks`]: the host may have taken a
+/// mask or a read-only bind off meanwhile). A refusal is [`Cause::Changed`]: the daemon walks
+/// the roots again and starts the call in a sandbox of its own.
+pub(super) fn wait_for_call(ready: &Spec, reporter: &report::Reporter) -> anyhow::Result<Spec> {
+    use anyhow::Context;
+    let built = mounts::marks(ready);
+    let fd = reporter.receive_call().context("no call came for the sandbox made ready")?;
+    let (call, _) = Spec::read(fd)?;
+    call.validate()?;
+    anyhow::ensure!(!call.ready, "the call's spec is one of a sandbox made ready, not a call");
+    let (same, key) = (ready.sandbox_key()?, call.sandbox_key()?);
+    if same != key {
+        let why = "refused to start in the sandbox made ready: the call's spec is of another \
+                   sandbox; the daemon starts it in one of its own";
+        return Err(report::Failure::new(Cause::Changed, why).into());
+    }
+    if mounts::marks(ready) != built {
+        let why = format!(
+            "refused to start in the sandbox made ready: a root, protected or masked path is \
+             not what it was when the sandbox was built ({CHANGED}: the host replaced or moved \
+             it); the daemon walks the roots again and starts the command in a new sandbox"
+        );
+        return Err(report::Failure::new(Cause::Changed, why).into());
+    }
+    Ok(call)
+}
