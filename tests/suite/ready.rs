@@ -7,21 +7,11 @@
 //! with its positive control and the canary outside the roots.
 
 use super::common::{Client, Era, Fixture, host_git, unique_sleep, wait_until};
+use super::reports::config;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const SECRET: &str = "hunter2-hands-ready-secret";
-
-/// tools-shell on the writable root, every call allowed.
-fn config(fx: &Fixture) -> PathBuf {
-    fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
-         grants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { external = \"allow\" } }\n",
-    )
-}
 
 async fn bash(c: &Client, command: &str) -> Value {
     c.ok("bash", json!({ "command": command })).await
@@ -53,8 +43,16 @@ fn ready_launchers(fx: &Fixture) -> Vec<u32> {
         .collect()
 }
 
+/// Waits until the daemon's next sandbox is made ready and built (a launcher that waits, then
+/// half a second for its build), so that a test may change the state dir's home without
+/// racing the launcher that builds from it.
+pub(super) async fn settled(fx: &Fixture) {
+    one_ready(fx).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
 /// Waits until one launcher is ready, and returns it.
-async fn one_ready(fx: &Fixture) -> u32 {
+pub(super) async fn one_ready(fx: &Fixture) -> u32 {
     assert!(
         wait_until(Duration::from_secs(10), || ready_launchers(fx).len() == 1).await,
         "a sandbox is made ready after a command: {:?}",

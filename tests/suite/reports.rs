@@ -11,8 +11,8 @@ use super::common::{Client, Era, Fixture, own, text_of};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// tools-shell on the writable root, every call allowed.
-fn config(fx: &Fixture) -> PathBuf {
+/// tools-shell on the writable root, every call allowed (`ready.rs` too).
+pub(super) fn config(fx: &Fixture) -> PathBuf {
     fx.config(
         "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
          grants = [\"filesystem\", \"spawn\"]\n\
@@ -197,6 +197,10 @@ async fn a_sandbox_that_cannot_be_built_is_still_reported() {
     assert_eq!(r["exit_code"], 0, "positive control: {r}");
     let home = fx.state.join("sandbox-home/tools-shell");
     assert!(home.is_dir(), "the commands' home is {}", home.display());
+    // The next command's sandbox is built from the home once the command has ended (decision
+    // 0077): once it waits, the home is the test's to break (the daemon passes over a ready
+    // sandbox whose home is gone).
+    super::ready::settled(&fx).await;
     std::fs::remove_dir_all(&home).unwrap();
     std::fs::write(&home, "not a folder\n").unwrap();
     let r = c.call("bash", json!({ "command": "echo ran > made.txt" })).await;

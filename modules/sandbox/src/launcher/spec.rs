@@ -221,13 +221,19 @@ impl Spec {
     /// ahead (decision 0077) runs a call only when the call's key is its own: every mount,
     /// mask, wall, limit and identity the daemon's checks saw is the same.
     pub fn sandbox_key(&self) -> std::io::Result<Vec<u8>> {
+        let mut bare = self.without_call();
+        bare.ready = false;
+        bare.to_json()
+    }
+
+    /// This spec without the call's own fields (`argv`, `cwd`, `env`, `program`).
+    fn without_call(&self) -> Spec {
         let mut bare = self.clone();
         bare.argv.clear();
         bare.cwd = PathBuf::new();
         bare.env.clear();
         bare.program = None;
-        bare.ready = false;
-        bare.to_json()
+        bare
     }
 
     /// The spec of a sandbox made ready ahead for the next call like this one (decision 0077),
@@ -238,11 +244,7 @@ impl Spec {
             return None;
         }
         let key = self.sandbox_key().ok()?;
-        let mut ready = self.clone();
-        ready.argv.clear();
-        ready.cwd = PathBuf::new();
-        ready.env.clear();
-        ready.program = None;
+        let mut ready = self.without_call();
         ready.ready = true;
         Some((ready, key))
     }
