@@ -9,6 +9,7 @@
 use super::common::{Client, Era, Fixture, host_git, unique_sleep, wait_until};
 use super::reports::config;
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const SECRET: &str = "hunter2-hands-ready-secret";
@@ -111,6 +112,8 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
         "the used sandbox ended and another was made ready"
     );
     let left = ready_launchers(&fx);
+    // The cgroup leaves its init is in (none under an rlimit bound): gone with it.
+    let leaves = left.iter().flat_map(|p| leaves_of(*p)).collect::<Vec<_>>();
     c.stop().await;
     assert!(
         wait_until(Duration::from_secs(10), || ready_launchers(&fx).is_empty()).await,
@@ -120,7 +123,37 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
             .map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default())
             .collect::<Vec<_>>()
     );
+    assert!(
+        wait_until(Duration::from_secs(10), || leaves.iter().all(|l| !l.exists())).await,
+        "its cgroup leaves are removed: {leaves:?}"
+    );
     fx.assert_canary();
+}
+
+/// The cgroup folders the init of launcher `pid` is in that this test process is not in: the
+/// run's leaves (cgroup v1 `pids`, `memory`; v2's one).
+fn leaves_of(pid: u32) -> Vec<PathBuf> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
+    let Some(init) = children.ok().and_then(|c| c.split_whitespace().next().map(String::from))
+    else {
+        return Vec::new();
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let theirs = std::fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap_or_default();
+    theirs
+        .lines()
+        .filter(|l| !own.lines().any(|o| o == *l))
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let base = match controllers {
+                "" => PathBuf::from("/sys/fs/cgroup"),
+                c => PathBuf::from("/sys/fs/cgroup").join(c.split(',').next()?),
+            };
+            let dir = base.join(path.trim_start_matches('/'));
+            dir.is_dir().then_some(dir)
+        })
+        .collect()
 }
 
 /// While a sandbox waits, the host replaces `.env` (masked) and `.git/config` (read-only to

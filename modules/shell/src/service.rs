@@ -421,7 +421,7 @@ impl Shell {
     pub async fn stop_all(&self) -> usize {
         let running = self.halt.receiver_count();
         self.halt.send_replace(true);
-        self.ready.hold_off();
+        self.ready.end().await;
         let sessions = self.tmux_kill_all().await;
         let until = Instant::now() + GRACE + DRAIN + Duration::from_secs(1);
         while self.halt.receiver_count() > 0 && Instant::now() < until {
@@ -436,7 +436,7 @@ impl Shell {
     /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
     /// outright leaves none either. Returns how many ended.
     pub async fn shutdown(&self) -> usize {
-        self.ready.hold_off();
+        self.ready.end().await;
         if self.keep_sessions { 0 } else { self.tmux_end_own().await }
     }
 

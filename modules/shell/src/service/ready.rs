@@ -20,6 +20,9 @@ use std::time::Duration;
 /// its way first (the launcher's start takes the runtime's thread for its `vfork`).
 const AFTER: Duration = Duration::from_millis(2);
 
+/// How long [`Slot::end`] waits for the launcher that waited to tidy up and exit.
+const END_WAIT: Duration = Duration::from_secs(2);
+
 /// The module's one sandbox made ready ahead, if any.
 #[derive(Default)]
 pub(crate) struct Slot(Mutex<State>);
@@ -87,11 +90,21 @@ impl Slot {
     }
 
     /// Ends the sandbox that waits, if any, and makes none until [`Slot::resume`] (the brake,
-    /// the module's end).
-    pub(crate) fn hold_off(&self) {
-        let mut state = lock(&self.0);
-        state.held_off = true;
-        state.ready = None;
+    /// the module's end). Its channel is closed, so its init's wait ends and the launcher
+    /// tidies up as after any start that failed — its cgroup leaf removed, which a killed
+    /// launcher would leave behind (found by the VM matrix's leftovers check on cgroup v2);
+    /// killed only when it has not ended within [`END_WAIT`].
+    pub(crate) async fn end(&self) {
+        let ready = {
+            let mut state = lock(&self.0);
+            state.held_off = true;
+            state.ready.take()
+        };
+        let Some(Ready { mut child, reports, .. }) = ready else { return };
+        drop(reports);
+        if tokio::time::timeout(END_WAIT, child.wait()).await.is_err() {
+            let _ = child.kill().await;
+        }
     }
 
     /// Sandboxes are made ready again (the brake lifted).
