@@ -53,8 +53,7 @@ impl Slot {
     ) -> Option<(tokio::process::Child, launcher::Reports)> {
         let mut ready = lock(&self.0).ready.take()?;
         if spec.sandbox_key().ok()? != ready.key
-            || home_id(spec).is_none()
-            || home_id(spec) != ready.home
+            || home_id(spec).is_none_or(|home| Some(home) != ready.home)
             || !matches!(ready.child.try_wait(), Ok(None))
         {
             return None;
