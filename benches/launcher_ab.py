@@ -12,7 +12,8 @@ daemon's `nobody` can enter it), runs `bash` `sleep` through it, reads the launc
 and writes it to SPEC.json (the daemon exits, and its network namespace holder about 2 s later:
 a spec that names `netns` then fails to join it, so time such a spec while a daemon of that
 state folder runs, as `benches/launcher_phases.py` does, or drop `netns` as `run-idmap` does). `run` times N
-rounds of `HANDS __sandbox` with that spec for each build in turn, then a bare spawn of the same
+rounds of `HANDS __sandbox` with that spec for each build in turn (each after a pause of
+`HANDS_AB_PAUSE_MS` ms, 0 unless set: an agent reading the last answer), then a bare spawn of the same
 bash, and prints medians and p90s: on a shared machine only builds timed in the same rounds
 compare. `run-idmap` (a root daemon's spec, which names `run_as`) times one build in rounds of
 three: the spec's writable root given to root (the launcher binds it id-mapped, decision
@@ -146,9 +147,12 @@ def run(n, spec_path, builds):
     times["bare spawn"] = []
     for b in builds:
         launch(b, specs[b])
+    pause = float(os.environ.get("HANDS_AB_PAUSE_MS", "0")) / 1000
     for _ in range(n):
         for b in builds:
+            time.sleep(pause)
             times[b].append(launch(b, specs[b]))
+        time.sleep(pause)
         times["bare spawn"].append(bare())
 
     def stats(v):

@@ -241,11 +241,13 @@ fn v1_memory() -> Option<PathBuf> {
 pub struct Leaf {
     parent: File,
     name: String,
+    /// cgroup v2: the leaf's `cgroup.procs`, where the launcher writes the init's pid when
+    /// `clone3` was refused; cgroup v1: its `tasks`, where the init writes `0` itself.
     procs: File,
     /// The leaf's own folder, for `clone3(CLONE_INTO_CGROUP)`; cgroup v2 only.
     v2: Option<File>,
-    /// cgroup v1: the sibling in the memory hierarchy (its parent folder and `cgroup.procs`),
-    /// of the same name.
+    /// cgroup v1: the sibling in the memory hierarchy (its parent folder and `tasks`), of the
+    /// same name.
     memory_v1: Option<(File, File)>,
 }
 
@@ -289,10 +291,11 @@ impl Leaf {
             // Swap would let the tree outgrow memory.max; absent without swap accounting.
             let _ = std::fs::write(leaf.join("memory.swap.max"), "0");
         }
+        let procs_file = if v2 { "cgroup.procs" } else { "tasks" };
         let procs = File::options()
             .write(true)
-            .open(leaf.join("cgroup.procs"))
-            .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
+            .open(leaf.join(procs_file))
+            .with_context(|| format!("cannot open {}/{procs_file}", leaf.display()))?;
         let v2 = if v2 {
             Some(File::open(&leaf).with_context(|| format!("cannot open {}", leaf.display()))?)
         } else {
@@ -307,16 +310,39 @@ impl Leaf {
         self.v2.as_ref()
     }
 
-    /// Puts `pid` (the sandbox's init, before it forks the command) into the leaf.
+    /// Whether the launcher puts the init into the leaf ([`Leaf::add`], cgroup v2 where
+    /// `clone3` was refused) rather than the init itself ([`Leaf::enter`], cgroup v1).
+    pub fn added_by_launcher(&self) -> bool {
+        self.v2.is_some()
+    }
+
+    /// Puts `pid` (the sandbox's init, before it forks the command) into the cgroup v2 leaf.
+    /// A write of another process's pid takes the cgroup rwsem for writing, which waits for
+    /// an RCU grace period when none was taken lately (~12 ms here after 25 ms of idleness).
     pub fn add(&mut self, pid: libc::pid_t) -> Result<()> {
-        if let Some((_, procs)) = &mut self.memory_v1 {
-            procs.write_all(pid.to_string().as_bytes()).with_context(|| {
-                format!("cannot put the sandbox into the memory cgroup {}", self.name)
-            })?;
-        }
         self.procs
             .write_all(pid.to_string().as_bytes())
             .with_context(|| format!("cannot put the sandbox into the cgroup {}", self.name))
+    }
+
+    /// cgroup v1: moves the calling process, which must have one thread (the sandbox's init
+    /// before it forks the command, or the command without namespaces), into the leaves by
+    /// writing `0` to their `tasks`. A thread that moves itself is the one migration the kernel
+    /// makes without the cgroup rwsem (`cgroup_procs_write_start`), so it never waits for an
+    /// RCU grace period; with one thread, the thread is the whole process. A no-op on v2.
+    pub fn enter(&self) -> Result<()> {
+        if self.v2.is_some() {
+            return Ok(());
+        }
+        let memory = self.memory_v1.as_ref().map(|(_, tasks)| tasks);
+        for (tasks, what) in
+            memory.into_iter().map(|t| (t, "memory cgroup")).chain([(&self.procs, "cgroup")])
+        {
+            (&*tasks)
+                .write_all(b"0")
+                .with_context(|| format!("cannot put the sandbox into the {what} {}", self.name))?;
+        }
+        Ok(())
     }
 
     /// Kills every process of the leaf (the sandbox without namespaces has no init to do it).
@@ -375,7 +401,8 @@ fn read_in(dir: &File, path: &str) -> Option<String> {
 }
 
 /// The command's leaf in the v1 memory hierarchy `dir`, named like its pids leaf (the launcher's
-/// pid), limited to `memory_mb` (and as much with swap, where swap is accounted).
+/// pid), limited to `memory_mb` (and as much with swap, where swap is accounted): its parent
+/// folder and its `tasks`.
 #[expect(
     clippy::disallowed_methods,
     reason = "cgroupfs: the command's v1 memory leaf, made, set and opened by path"
@@ -394,11 +421,11 @@ fn v1_memory_leaf(dir: &Path, memory_mb: u64) -> Result<(File, File)> {
         .with_context(|| format!("cannot set {}/memory.limit_in_bytes", leaf.display()))?;
     // Swap would let the tree outgrow the limit; absent without swap accounting.
     let _ = std::fs::write(leaf.join("memory.memsw.limit_in_bytes"), &bytes);
-    let procs = File::options()
+    let tasks = File::options()
         .write(true)
-        .open(leaf.join("cgroup.procs"))
-        .with_context(|| format!("cannot open {}/cgroup.procs", leaf.display()))?;
-    Ok((parent, procs))
+        .open(leaf.join("tasks"))
+        .with_context(|| format!("cannot open {}/tasks", leaf.display()))?;
+    Ok((parent, tasks))
 }
 
 impl Drop for Leaf {

@@ -280,15 +280,21 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         if sys::die_with_parent().is_err() || !sys::read_byte(&go_read) {
             sys::exit_now(SETUP_FAILED);
         }
+        let enter = || leaf.as_ref().map_or(Ok(()), bounds::Leaf::enter);
         // Without namespaces the child is the command: it waits until it is in its cgroup.
         if !namespaces && !sys::read_byte(&go_read) {
             sys::exit_now(SETUP_FAILED);
         }
         let failed = if namespaces {
-            let pipes = Pipes { err_write: &mut err_write, placed: &go_read, done: done_write };
+            let pipes = Pipes {
+                err_write: &mut err_write,
+                placed: &go_read,
+                enter: &enter,
+                done: done_write,
+            };
             init(&spec, &mut premade, &old_mask, pipes, reporter)
         } else {
-            command(&spec, &old_mask, None)
+            enter().and_then(|()| command(&spec, &old_mask, None))
         };
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
             let _ = w.write_all(&failure_bytes(&e));
@@ -302,16 +308,18 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     drop(premade);
     let pidfd = sys::pidfd_open(pid);
     // Two bytes on the go pipe: the first once the maps are written (the init may build the
-    // root), the second once the init is in its cgroup (it may fork the command). On cgroup v1
-    // the move waits for an RCU grace period (milliseconds under load), which so overlaps
-    // the building of the root instead of adding to it.
+    // root), the second once the launcher has put the init in its cgroup v2 leaf where
+    // `clone3` was refused (the move may wait for an RCU grace period, which so overlaps the
+    // building of the root). On cgroup v1 the init moves itself (`Leaf::enter`).
     let mut go = std::fs::File::from(go_write);
     let started = (|| -> anyhow::Result<()> {
         if namespaces {
             mounts::write_maps(pid, spec.run_as)?;
         }
         let _ = go.write_all(b"1");
-        if let (Some(l), false) = (leaf.as_mut(), placed) {
+        if let (Some(l), false) = (leaf.as_mut(), placed)
+            && l.added_by_launcher()
+        {
             l.add(pid)?;
         }
         Ok(())
@@ -390,10 +398,12 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
 }
 
 /// The pipes the init is given: the error pipe (closed at the command's exec), the go pipe's
-/// read end (the launcher has placed it in its cgroup), and the done pipe.
+/// read end (the launcher has placed it in its cgroup v2 leaf, if it does), the init's own
+/// move into its cgroup v1 leaves, and the done pipe.
 struct Pipes<'a> {
     err_write: &'a mut Option<std::fs::File>,
     placed: &'a std::os::fd::OwnedFd,
+    enter: &'a dyn Fn() -> anyhow::Result<()>,
     done: std::os::fd::OwnedFd,
 }
 
@@ -412,7 +422,7 @@ fn init(
     pipes: Pipes<'_>,
     reporter: &report::Reporter,
 ) -> anyhow::Result<()> {
-    let Pipes { err_write, placed, done } = pipes;
+    let Pipes { err_write, placed, enter, done } = pipes;
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
     // A container's runtime forbids some of what follows (a masked /proc, seccomp on
@@ -442,11 +452,12 @@ fn init(
         sys::loopback_up()?;
     }
     let _ = sys::set_hostname("sandbox");
-    // The launcher has put us in the command's cgroup by now (or has died): a cgroup namespace
-    // rooted at that leaf, and nothing is forked before.
+    // The launcher has put us in the command's cgroup by now (or has died), or we enter it
+    // ourselves: a cgroup namespace rooted at that leaf, and nothing is forked before.
     if !sys::read_byte(placed) {
         sys::exit_now(SETUP_FAILED);
     }
+    enter()?;
     sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
     // The launcher's stop signals stay blocked here and come through a signalfd; each gets a
     // handler too, so the kernel does not drop one sent from outside the namespace.
