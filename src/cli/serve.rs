@@ -162,6 +162,10 @@ pub(super) fn serve(
                 Err(e) => eprint_line(&format!("hands: warning: {e:#}; no dashboard here")),
             }
         }
+        // The first command's sandbox, built once the self-test has passed (decision 0078).
+        if let Some(shell) = daemon.shell().cloned() {
+            tokio::spawn(async move { shell.ready_first().await });
+        }
         // The runner's link lives as long as the process; it never ends serving.
         let runner_on = runner.is_some();
         if let Some(setup) = runner {

@@ -1,10 +1,11 @@
 //! A sandbox made ready ahead of the next command (decision 0077, issue 34), through the real
 //! binary: after a command the daemon builds the next one's sandbox, whose init waits for the
 //! call; the next call runs in it (proved by the host's process tree), it is fresh (nothing of
-//! the last run's `/tmp`), and each serves one command. As attacks: a protected file and a
-//! secret file replaced on the host while the sandbox waits (the host's rename takes the mask
-//! and the read-only bind off in every other mount namespace) stay walled in the next call,
-//! with its positive control and the canary outside the roots.
+//! the last run's `/tmp`), and each serves one command; the first call's is made ready at the
+//! start (decision 0078). As attacks: a protected file and a secret file replaced on the host
+//! while the sandbox waits (the host's rename takes the mask and the read-only bind off in
+//! every other mount namespace) stay walled in the next call, with its positive control and
+//! the canary outside the roots.
 
 use super::common::{Client, Era, Fixture, host_git, unique_sleep, wait_until};
 use super::reports::config;
@@ -69,36 +70,12 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
     let r = bash(&c, "echo first > /tmp/left-by-the-first; echo one > one.txt").await;
     assert_eq!(r["exit_code"], 0, "{r}");
     let ready = one_ready(&fx).await;
-    // The next call's command, found on the host while it runs: its launcher is the one that
-    // was ready (sleep → the init → the launcher).
-    // Short, and no other test's: `1.` and the digits of a unique duration.
-    let sleep = format!("1.{}", unique_sleep().replace('.', ""));
-    let call = {
-        let peer = c.service.peer().clone();
-        let command =
-            format!("test -e /tmp/left-by-the-first && echo stale-tmp; cat one.txt; sleep {sleep}");
-        let params = rmcp::model::CallToolRequestParams::new("bash")
-            .with_arguments(json!({ "command": command }).as_object().cloned().unwrap());
-        tokio::spawn(async move { peer.call_tool(params).await.unwrap() })
-    };
-    let mut found = Vec::new();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            found = super::common::host_processes(&["sleep", &sleep]);
-            !found.is_empty()
-        })
-        .await,
-        "the second command runs"
-    );
-    // Its ancestors on the host (bash may exec its last command): the init, then the launcher.
-    let ancestors: Vec<u32> =
-        std::iter::successors(Some(found[0]), |p| ppid(*p)).skip(1).take(3).collect();
+    let (ancestors, r) =
+        run_watched(&c, "test -e /tmp/left-by-the-first && echo stale-tmp; cat one.txt").await;
     assert!(
         ancestors.contains(&ready),
         "the command runs in the sandbox made ready: {ancestors:?}"
     );
-    let r = call.await.unwrap();
-    let r = r.structured_content.unwrap();
     assert_eq!(r["exit_code"], 0, "{r}");
     assert!(out(&r).contains("one"), "positive control: the root is there: {r}");
     assert!(!out(&r).contains("stale-tmp"), "a sandbox made ready is fresh: {r}");
@@ -112,8 +89,18 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
         "the used sandbox ended and another was made ready"
     );
     let left = ready_launchers(&fx);
-    // The cgroup leaves its init is in (none under an rlimit bound): gone with it.
-    let leaves = left.iter().flat_map(|p| leaves_of(*p)).collect::<Vec<_>>();
+    // The cgroup leaves its init is in (none under an rlimit bound): gone with it. The init
+    // enters them once its root is built, so they are waited for.
+    let bounded = left.iter().any(|p| cgroup_bound(*p));
+    let mut leaves = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            leaves = left.iter().flat_map(|p| leaves_of(*p)).collect();
+            !bounded || !leaves.is_empty()
+        })
+        .await,
+        "a sandbox bound by a cgroup is in its leaves: {left:?}"
+    );
     c.stop().await;
     assert!(
         wait_until(Duration::from_secs(10), || ready_launchers(&fx).is_empty()).await,
@@ -127,6 +114,62 @@ async fn the_next_command_runs_in_the_sandbox_made_ready_and_each_serves_one() {
         wait_until(Duration::from_secs(10), || leaves.iter().all(|l| !l.exists())).await,
         "its cgroup leaves are removed: {leaves:?}"
     );
+    fx.assert_canary();
+}
+
+/// Runs `command` through `bash` with a `sleep` after it, finds the sleep on the host while it
+/// runs, and returns its ancestors there (bash may exec its last command: the init, then the
+/// launcher) and the call's result.
+async fn run_watched(c: &Client, command: &str) -> (Vec<u32>, Value) {
+    // Short, and no other test's: `1.` and the digits of a unique duration.
+    let sleep = format!("1.{}", unique_sleep().replace('.', ""));
+    let call = {
+        let peer = c.service.peer().clone();
+        let command = format!("{command}; sleep {sleep}");
+        let params = rmcp::model::CallToolRequestParams::new("bash")
+            .with_arguments(json!({ "command": command }).as_object().cloned().unwrap());
+        tokio::spawn(async move { peer.call_tool(params).await.unwrap() })
+    };
+    let mut found = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            found = super::common::host_processes(&["sleep", &sleep]);
+            !found.is_empty()
+        })
+        .await,
+        "the command runs"
+    );
+    let ancestors = std::iter::successors(Some(found[0]), |p| ppid(*p)).skip(1).take(3).collect();
+    let r = call.await.unwrap();
+    (ancestors, r.structured_content.unwrap())
+}
+
+/// Whether the launcher `pid` bounds its command with a cgroup (its spec's `bound`).
+fn cgroup_bound(pid: u32) -> bool {
+    let spec = std::fs::read(format!("/proc/{pid}/fd/3")).unwrap_or_default();
+    serde_json::from_slice::<Value>(&spec)
+        .is_ok_and(|s| s["bound"]["kind"].as_str().is_some_and(|k| k.starts_with("cgroup")))
+}
+
+/// The first command's sandbox is made ready once the self-test has passed, before any call
+/// (decision 0078): the daemon's first call runs in it (the host's process tree), with the
+/// root there (positive control), and the next is made ready after it.
+#[tokio::test]
+async fn the_first_command_runs_in_a_sandbox_made_ready_at_the_start() {
+    let fx = Fixture::new();
+    fx.write("one.txt", "one\n");
+    let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
+    let ready = one_ready(&fx).await;
+    let (ancestors, r) = run_watched(&c, "cat one.txt; echo two > two.txt").await;
+    assert!(
+        ancestors.contains(&ready),
+        "the first command runs in the sandbox made ready at the start: {ancestors:?}"
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(out(&r).contains("one"), "positive control: the root is there: {r}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("two.txt")).unwrap(), "two\n");
+    assert_ne!(one_ready(&fx).await, ready, "the next is made ready after it");
+    c.stop().await;
     fx.assert_canary();
 }
 

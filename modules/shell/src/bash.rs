@@ -9,6 +9,11 @@ use std::fmt;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
 
+/// The argv that runs `command` as a `bash` call does: no profile, no rc file.
+pub(crate) fn argv(command: &str) -> Vec<String> {
+    ["bash", "--noprofile", "--norc", "-c", command].map(String::from).into()
+}
+
 /// Parameters of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

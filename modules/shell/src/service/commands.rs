@@ -63,7 +63,7 @@ impl Shell {
                 crate::outputs::MAX_FILES
             )));
         }
-        let argv = json!(["bash", "--noprofile", "--norc", "-c", p.command]);
+        let argv = json!(crate::bash::argv(&p.command));
         let run = Run {
             output_chars: self.output_chars,
             tee: None,

@@ -112,6 +112,28 @@ impl Slot {
     }
 }
 
+impl super::Shell {
+    /// At the daemon's start, once the sandbox self-test has passed: the first `bash` call's
+    /// sandbox made ready, as every later one is after the command before it (decision 0078).
+    /// Its spec is a `bash` call's in the default working folder; the key leaves the command,
+    /// folder and environment out, so it serves any first call that the walk of the roots
+    /// then finds the same. Nothing is made where a command could not run now (the brake,
+    /// `enforce` with a wall missing) or none can wait (no namespaces).
+    pub async fn ready_first(self: &Arc<Self>) {
+        let me = self.clone();
+        let runs = tokio::task::spawn_blocking(move || me.refuse_when_unsafe().is_ok());
+        if !runs.await.unwrap_or(false) {
+            return;
+        }
+        let Ok(cwd) = self.resolve_cwd(None).await else { return };
+        let argv = crate::bash::argv("true");
+        match self.spec(argv, &cwd, None, None, None).await {
+            Ok(spec) => self.ready.prepare(&spec, &self.launcher),
+            Err(e) => tracing::debug!("no sandbox made ready for the first call: {e}"),
+        }
+    }
+}
+
 /// The device and inode of the folder at `spec`'s home, if it is one (not followed).
 fn home_id(spec: &launcher::Spec) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
