@@ -38,7 +38,13 @@ fn ready_launchers(fx: &Fixture) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            let Ok(spec) = std::fs::read(format!("/proc/{pid}/fd/3")) else { return false };
+            // Only a memfd is read: another process's descriptor 3 may be a pipe (a tmux
+            // server's), whose read would wait for ever.
+            let fd = format!("/proc/{pid}/fd/3");
+            if !std::fs::read_link(&fd).is_ok_and(|l| l.to_string_lossy().starts_with("/memfd:")) {
+                return false;
+            }
+            let Ok(spec) = std::fs::read(&fd) else { return false };
             let Ok(spec) = serde_json::from_slice::<Value>(&spec) else { return false };
             spec["ready"] == true && spec["home"].as_str().is_some_and(|h| h.starts_with(&state))
         })
@@ -286,4 +292,99 @@ async fn the_brake_ends_the_sandbox_that_waits_and_the_release_brings_it_back() 
     assert!(fx.root.join("again.txt").exists());
     c.stop().await;
     fx.assert_canary();
+}
+
+/// The tmux tools' client commands run in a sandbox made ready for the session (decision
+/// 0078). The session's tmux server is stopped (SIGSTOP) so that the next `tmux_send`'s client
+/// waits for it, found on the host under the launcher that was ready; the text then arrives
+/// (positive control), and the session's end ends the sandbox that waited for it.
+#[tokio::test]
+async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() {
+    let fx = Fixture::new();
+    let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
+    let name = format!("rt{}", std::process::id());
+    c.ok("tmux_start", json!({ "command": "bash --norc", "name": name })).await;
+    c.ok("tmux_read", json!({ "session": name })).await;
+    // The one made ready for the session binds its socket folder, named after it.
+    let for_session = |fx: &Fixture| -> Vec<u32> {
+        ready_launchers(fx)
+            .into_iter()
+            .filter(|p| {
+                let spec = std::fs::read(format!("/proc/{p}/fd/3")).unwrap_or_default();
+                String::from_utf8_lossy(&spec).contains(&format!("/{name}\""))
+            })
+            .collect()
+    };
+    let mut ready = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            ready = for_session(&fx);
+            ready.len() == 1
+        })
+        .await,
+        "a sandbox is made ready for the session's next client command: {ready:?}"
+    );
+    let server = cmdlines()
+        .into_iter()
+        .find(|(_, c)| c.starts_with("tmux -D ") && c.contains(&format!("/{name}/")))
+        .map(|(p, _)| p)
+        .expect("the session's tmux server runs");
+    let pid = rustix::process::Pid::from_raw(server as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    let send = {
+        let peer = c.service.peer().clone();
+        let args = json!({ "session": name, "text": "echo from-the-ready-one" });
+        let params = rmcp::model::CallToolRequestParams::new("tmux_send")
+            .with_arguments(args.as_object().cloned().unwrap());
+        tokio::spawn(async move { peer.call_tool(params).await.unwrap() })
+    };
+    let mut client = None;
+    let found = wait_until(Duration::from_secs(10), || {
+        client = cmdlines()
+            .into_iter()
+            .find(|(_, c)| c.contains("send-keys") && c.contains(&name))
+            .map(|(p, _)| p);
+        client.is_some()
+    })
+    .await;
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    assert!(found, "the tmux client runs while its server is stopped");
+    let ancestors: Vec<u32> = std::iter::successors(client, |p| ppid(*p)).skip(1).take(3).collect();
+    assert!(
+        ancestors.contains(&ready[0]),
+        "the client runs in the sandbox made ready for the session: {ancestors:?}, {ready:?}"
+    );
+    let r = send.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let mut typed = Value::Null;
+    for _ in 0..40 {
+        typed = c.ok("tmux_read", json!({ "session": name })).await;
+        if typed.to_string().matches("from-the-ready-one").count() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let seen = typed.to_string().matches("from-the-ready-one").count();
+    assert!(seen >= 2, "positive control: the text was typed and ran: {typed}");
+    c.ok("tmux_kill", json!({ "session": name })).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || for_session(&fx).is_empty()).await,
+        "the session's end ends the sandbox made ready for it: {:?}",
+        for_session(&fx)
+    );
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// Every process on the host with its command line (arguments joined by spaces).
+fn cmdlines() -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let c = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&c).replace('\0', " ")))
+        })
+        .collect()
 }

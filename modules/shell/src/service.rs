@@ -88,6 +88,9 @@ pub struct Shell {
     running: crate::running::Registry,
     /// A sandbox made ready ahead of the next command (`ready.rs`).
     ready: Arc<ready::Slot>,
+    /// The same for the next tmux client command (`capture-pane`, `send-keys`) of the session
+    /// last used: its spec binds that session's socket folder.
+    ready_tmux: Arc<ready::Slot>,
     /// The process bound chosen at startup, and why better ones were passed over.
     bound: launcher::bounds::Choice,
     /// Who commands run as when the daemon is root (`sandbox.run_as`).
@@ -363,6 +366,7 @@ impl Shell {
             halt: tokio::sync::watch::channel(false).0,
             running: Default::default(),
             ready: Default::default(),
+            ready_tmux: Default::default(),
             resolver,
             state_dir: state.clone(),
             state_id,
@@ -421,7 +425,7 @@ impl Shell {
     pub async fn stop_all(&self) -> usize {
         let running = self.halt.receiver_count();
         self.halt.send_replace(true);
-        self.ready.end().await;
+        tokio::join!(self.ready.end(), self.ready_tmux.end());
         let sessions = self.tmux_kill_all().await;
         let until = Instant::now() + GRACE + DRAIN + Duration::from_secs(1);
         while self.halt.receiver_count() > 0 && Instant::now() < until {
@@ -436,7 +440,7 @@ impl Shell {
     /// also dies with the daemon that started it (its parent-death signal), so a daemon killed
     /// outright leaves none either. Returns how many ended.
     pub async fn shutdown(&self) -> usize {
-        self.ready.end().await;
+        tokio::join!(self.ready.end(), self.ready_tmux.end());
         if self.keep_sessions { 0 } else { self.tmux_end_own().await }
     }
 
@@ -453,6 +457,7 @@ impl Shell {
     /// Lifts the brake: commands run again.
     pub fn release(&self) {
         self.ready.resume();
+        self.ready_tmux.resume();
         self.halt.send_replace(false);
     }
 

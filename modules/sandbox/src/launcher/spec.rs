@@ -281,13 +281,14 @@ impl Spec {
         launcher_command(launcher, &self.to_json()?)
     }
 
-    /// Runs the command to its end and collects what it printed and what the launcher reported
-    /// (a tmux client); dropped, the future kills the launcher. Like `bash`, it is done on the
-    /// launcher's [`report::Report::Ended`] (decision 0076), and the launcher is reaped in the
-    /// background while it tidies up; without that word, when the launcher has exited.
-    pub async fn output(
-        &self,
-        launcher: &Path,
+    /// Runs the command of a launcher started with its stdout and stderr piped (by
+    /// [`Spec::spawn_piped`], or one made ready ahead and given its call) to its end, and
+    /// collects what it printed and what the launcher reported (a tmux client); dropped, the
+    /// future kills the launcher. Like `bash`, it is done on the launcher's
+    /// [`report::Report::Ended`] (decision 0076), and the launcher is reaped in the background
+    /// while it tidies up; without that word, when the launcher has exited.
+    pub async fn output_of(
+        (mut child, reports): (tokio::process::Child, Reports),
     ) -> std::io::Result<(std::process::Output, report::Reported)> {
         use tokio::io::{AsyncRead, AsyncReadExt};
         async fn all<R: AsyncRead + Unpin>(r: Option<R>) -> std::io::Result<Vec<u8>> {
@@ -297,7 +298,6 @@ impl Spec {
             }
             Ok(buf)
         }
-        let (mut child, reports) = self.spawn_piped(launcher)?;
         let (out, err) = (child.stdout.take(), child.stderr.take());
         let read = async { tokio::join!(all(out), all(err)) };
         let mut reported = report::Reported::default();

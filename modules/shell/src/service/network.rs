@@ -125,6 +125,8 @@ impl Shell {
     /// Forgets what the daemon holds of an ended tmux session: its ticket (its token names no
     /// command any more) and its report channel.
     pub(crate) fn end_session_state(&self, session: &str) {
+        // A client command's sandbox made ready binds the session's socket folder.
+        self.ready_tmux.discard();
         self.end_session_walls(session);
         if let Some(n) = &self.network {
             lock(&n.sessions).remove(session);

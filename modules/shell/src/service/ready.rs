@@ -7,8 +7,9 @@
 //! one that comes after the ready one has gone, starts a launcher of its own as before. The
 //! init refuses a call when the view it built is not what it was ([`launcher::Cause::Changed`]:
 //! the daemon walks again and starts the call afresh), so a sandbox that waited is held to what
-//! a fresh one is. At most one waits; it dies with the daemon (its parent-death signal), with
-//! the module, and at the brake.
+//! a fresh one is. At most one waits in a slot (a module has one for its commands and one for
+//! the tmux client commands of the session last used, decision 0078); it dies with the daemon
+//! (its parent-death signal), with the module, and at the brake.
 
 use hands_roots::lock;
 use hands_sandbox::launcher;
@@ -103,6 +104,17 @@ impl Slot {
         drop(reports);
         if tokio::time::timeout(END_WAIT, child.wait()).await.is_err() {
             let _ = child.kill().await;
+        }
+    }
+
+    /// Ends the sandbox that waits, if any, without holding the next off: its channel closed,
+    /// its launcher tidies up and is reaped in the background (a tmux session ended, whose
+    /// socket folder the waiting sandbox binds).
+    pub(crate) fn discard(&self) {
+        let ready = lock(&self.0).ready.take();
+        if let Some(Ready { child, reports, .. }) = ready {
+            drop(reports);
+            launcher::report::reap_later(child);
         }
     }
 

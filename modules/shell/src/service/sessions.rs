@@ -266,7 +266,14 @@ impl Shell {
         loop {
             let spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
-            let (out, reported) = tokio::time::timeout(CLIENT_TIMEOUT, spec.output(&self.launcher))
+            // A sandbox made ready for this session's client commands, else one of its own
+            // (decision 0078).
+            let started = match self.ready_tmux.take(&spec) {
+                Some(ready) => Ok(ready),
+                None => spec.spawn_piped(&self.launcher),
+            };
+            let run = async { hands_sandbox::launcher::Spec::output_of(started?).await };
+            let (out, reported) = tokio::time::timeout(CLIENT_TIMEOUT, run)
                 .await
                 .map_err(|_| {
                     ShellError::Failed(format!("tmux did not answer within {CLIENT_TIMEOUT:?}"))
@@ -275,6 +282,7 @@ impl Shell {
                     ShellError::Sandbox(format!("the sandbox launcher could not start: {e}"))
                 })?;
             if out.status.success() {
+                self.ready_tmux.prepare(&spec, &self.launcher);
                 return Ok(out.stdout);
             }
             // The launcher's report, not what tmux printed, says whether the sandbox was built.
