@@ -388,3 +388,36 @@ fn cmdlines() -> Vec<(u32, String)> {
         })
         .collect()
 }
+
+/// As an attack: a tmux session in the same root keeps trying to put a new secret in place of
+/// the masked `.env` (a rename over it, a write into it, a link to it) while sandboxes wait
+/// for the next `bash` calls. A session's command cannot: `.env` is a mount point in its own
+/// namespace and the in-run walls refuse a secret name, so no waiting sandbox can show it.
+/// Positive control: the session writes a plain file that every call reads; the host's `.env`
+/// is unchanged and the canary outside the roots too.
+#[tokio::test]
+async fn a_tmux_session_racing_the_sandbox_that_waits_cannot_unmask_a_secret() {
+    let fx = Fixture::new();
+    fx.write(".env", "TOKEN=kept\n");
+    let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
+    let name = format!("race{}", std::process::id());
+    let racer = format!(
+        "i=0; while :; do i=$((i+1)); echo TOKEN={SECRET}-$i > new.env; mv -f new.env .env; \
+         echo TOKEN={SECRET}-w$i > .env; ln -f new.env .env; echo $i > plain.txt; done"
+    );
+    c.ok("tmux_start", json!({ "command": racer, "name": name })).await;
+    for round in 0..8 {
+        let r = bash(&c, "cat .env; cat plain.txt").await;
+        assert!(!out(&r).contains(SECRET), "round {round}: a secret the session wrote: {r}");
+        assert!(!out(&r).contains("TOKEN=kept"), "round {round}: the masked secret: {r}");
+        assert!(
+            round == 0 || out(&r).lines().any(|l| l.parse::<u64>().is_ok()),
+            "positive control: the session runs and writes plain.txt: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.ok("tmux_kill", json!({ "session": name })).await;
+    assert_eq!(std::fs::read_to_string(fx.root.join(".env")).unwrap(), "TOKEN=kept\n");
+    c.stop().await;
+    fx.assert_canary();
+}
