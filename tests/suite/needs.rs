@@ -107,6 +107,62 @@ async fn an_expansion_approved_once_works_once_and_asks_again() {
     fx.assert_canary();
 }
 
+/// After a call a person widened, the next ordinary call's sandbox is made ready (decision
+/// 0078), not one like the widened call's: the next plain call runs in it (the host's process
+/// tree) and still cannot write where only the widening could. Positive control: the widened
+/// call wrote there.
+#[tokio::test]
+async fn after_a_widened_call_the_next_plain_call_runs_in_a_sandbox_made_ready() {
+    use super::common::{host_processes, unique_sleep, wait_until};
+    use super::ready::{ppid, ready_launchers};
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = connect(&fx, &config).await;
+    let dir = grant_dir(&fx);
+    let d = dir.display();
+    let once = bash(
+        &c,
+        json!({ "command": format!("echo yes > {d}/once.txt"), "needs": { "write": [dir] } }),
+    );
+    let (id, _) = parked_id(&fx, &config, "once.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = once.await.unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(dir.join("once.txt")).unwrap(), "yes\n");
+    // One waits, and it is not the widened call's: its spec does not name the folder.
+    let named = |p: &u32| {
+        let spec = std::fs::read(format!("/proc/{p}/fd/3")).unwrap_or_default();
+        String::from_utf8_lossy(&spec).contains(&d.to_string())
+    };
+    let mut ready = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            ready = ready_launchers(&fx);
+            ready.len() == 1 && !ready.iter().any(named)
+        })
+        .await,
+        "an ordinary call's sandbox is made ready after the widened one: {ready:?}"
+    );
+    let sleep = format!("1.{}", unique_sleep().replace('.', ""));
+    let late = bash(&c, json!({ "command": format!("echo late > {d}/late.txt; sleep {sleep}") }));
+    let mut found = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            found = host_processes(&["sleep", &sleep]);
+            !found.is_empty()
+        })
+        .await,
+        "the plain call runs"
+    );
+    let ancestors: Vec<u32> =
+        std::iter::successors(Some(found[0]), |p| ppid(*p)).skip(1).take(3).collect();
+    assert!(ancestors.contains(&ready[0]), "it runs in the one made ready: {ancestors:?}");
+    let r = late.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(!dir.join("late.txt").exists(), "the grant did not outlive its run");
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn needs_cannot_name_credential_or_secret_paths() {
     let fx = Fixture::new();

@@ -24,14 +24,14 @@ fn out(v: &Value) -> &str {
 }
 
 /// The parent pid of `pid` on the host.
-fn ppid(pid: u32) -> Option<u32> {
+pub(super) fn ppid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The launchers of this fixture's daemon whose init waits for a call: their spec (on their
 /// descriptor 3) says `ready` and names the fixture's state dir.
-fn ready_launchers(fx: &Fixture) -> Vec<u32> {
+pub(super) fn ready_launchers(fx: &Fixture) -> Vec<u32> {
     let state = fx.state.to_string_lossy().into_owned();
     std::fs::read_dir("/proc")
         .unwrap()

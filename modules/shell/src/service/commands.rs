@@ -232,10 +232,12 @@ impl Shell {
                 Err(e) => return Err(e),
             }
         };
-        // The next command's sandbox, built while the agent reads this one's answer; not one
-        // like a call a person widened (`needs`), which the next is unlikely to be.
+        // The next command's sandbox, built while the agent reads this one's answer; after a
+        // call a person widened (`needs`), an ordinary call's, which the next is likelier to be.
         if widening.is_none() {
             self.ready.prepare(&spec, &self.launcher);
+        } else {
+            self.prepare_ordinary().await;
         }
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         out.denied.extend(self.wall_denials(&reported.reports, &out.stderr, &spec));
