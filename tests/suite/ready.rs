@@ -393,8 +393,9 @@ fn cmdlines() -> Vec<(u32, String)> {
 /// the masked `.env` (a rename over it, a write into it, a link to it) while sandboxes wait
 /// for the next `bash` calls. A session's command cannot: `.env` is a mount point in its own
 /// namespace and the in-run walls refuse a secret name, so no waiting sandbox can show it.
-/// Positive control: the session writes a plain file that every call reads; the host's `.env`
-/// is unchanged and the canary outside the roots too.
+/// Positive control: the session writes a plain file (renamed into place, so that no read
+/// finds it half written) that every call reads; the host's `.env` is unchanged and the canary
+/// outside the roots too.
 #[tokio::test]
 async fn a_tmux_session_racing_the_sandbox_that_waits_cannot_unmask_a_secret() {
     let fx = Fixture::new();
@@ -403,7 +404,8 @@ async fn a_tmux_session_racing_the_sandbox_that_waits_cannot_unmask_a_secret() {
     let name = format!("race{}", std::process::id());
     let racer = format!(
         "i=0; while :; do i=$((i+1)); echo TOKEN={SECRET}-$i > new.env; mv -f new.env .env; \
-         echo TOKEN={SECRET}-w$i > .env; ln -f new.env .env; echo $i > plain.txt; done"
+         echo TOKEN={SECRET}-w$i > .env; ln -f new.env .env; \
+         echo $i > plain.tmp; mv -f plain.tmp plain.txt; done"
     );
     c.ok("tmux_start", json!({ "command": racer, "name": name })).await;
     for round in 0..8 {
