@@ -9,9 +9,18 @@ use super::{CHANGED, Cause, Spec, mounts, report};
 /// command's view is still what it was once built ([`mounts::marks`]: the host may have taken a
 /// mask or a read-only bind off meanwhile). A refusal is [`Cause::Changed`]: the daemon walks
 /// the roots again and starts the call in a sandbox of its own.
-pub(super) fn wait_for_call(ready: &Spec, reporter: &report::Reporter) -> anyhow::Result<Spec> {
+///
+/// `built` are the marks taken right after the root was built (as root in the sandbox's user
+/// namespace): taken later, a rename on the host between the mounts and then would pass for
+/// what was built (found by suite::ready under load). The call's are taken as the command's
+/// user, so an entry it cannot reach (`None`) is not compared: it is out of the command's
+/// reach too.
+pub(super) fn wait_for_call(
+    ready: &Spec,
+    built: &[Option<(u64, u64, u32)>],
+    reporter: &report::Reporter,
+) -> anyhow::Result<Spec> {
     use anyhow::Context;
-    let built = mounts::marks(ready);
     let fd = reporter.receive_call().context("no call came for the sandbox made ready")?;
     let (call, _) = Spec::read(fd)?;
     call.validate()?;
@@ -22,7 +31,10 @@ pub(super) fn wait_for_call(ready: &Spec, reporter: &report::Reporter) -> anyhow
                    sandbox; the daemon starts it in one of its own";
         return Err(report::Failure::new(Cause::Changed, why).into());
     }
-    if mounts::marks(ready) != built {
+    let now = mounts::marks(ready);
+    let changed = now.len() != built.len()
+        || now.iter().zip(built).any(|(now, built)| now.is_some() && now != built);
+    if changed {
         let why = format!(
             "refused to start in the sandbox made ready: a root, protected or masked path is \
              not what it was when the sandbox was built ({CHANGED}: the host replaced or moved \

@@ -446,6 +446,9 @@ fn init(
         }
     };
     mounts::build_root(spec, premade).map_err(no_caps)?;
+    // A sandbox made ready ahead takes its view's marks at once: a host rename over a masked
+    // or protected entry after this is seen when the call comes (decision 0077).
+    let built = if spec.ready { mounts::marks(spec) } else { Vec::new() };
     // Every tree was attached (or is not needed): none stays open in the init.
     premade.clear();
     if !spec.network && spec.netns.is_none() {
@@ -481,7 +484,7 @@ fn init(
     // A sandbox made ready ahead waits here for its call (decision 0077).
     let call;
     let spec = if spec.ready {
-        call = call::wait_for_call(spec, reporter)?;
+        call = call::wait_for_call(spec, &built, reporter)?;
         &call
     } else {
         spec
