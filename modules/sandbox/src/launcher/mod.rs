@@ -280,7 +280,6 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
         if sys::die_with_parent().is_err() || !sys::read_byte(&go_read) {
             sys::exit_now(SETUP_FAILED);
         }
-        let enter = || leaf.as_ref().map_or(Ok(()), bounds::Leaf::enter);
         // Without namespaces the child is the command: it waits until it is in its cgroup.
         if !namespaces && !sys::read_byte(&go_read) {
             sys::exit_now(SETUP_FAILED);
@@ -289,12 +288,14 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
             let pipes = Pipes {
                 err_write: &mut err_write,
                 placed: &go_read,
-                enter: &enter,
+                leaf: leaf.as_ref(),
                 done: done_write,
             };
             init(&spec, &mut premade, &old_mask, pipes, reporter)
         } else {
-            enter().and_then(|()| command(&spec, &old_mask, None))
+            leaf.as_ref()
+                .map_or(Ok(()), bounds::Leaf::enter)
+                .and_then(|()| command(&spec, &old_mask, None))
         };
         if let (Err(e), Some(w)) = (failed, err_write.as_mut()) {
             let _ = w.write_all(&failure_bytes(&e));
@@ -398,12 +399,12 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
 }
 
 /// The pipes the init is given: the error pipe (closed at the command's exec), the go pipe's
-/// read end (the launcher has placed it in its cgroup v2 leaf, if it does), the init's own
-/// move into its cgroup v1 leaves, and the done pipe.
+/// read end (the launcher has placed it in its cgroup v2 leaf, if it does), the leaf the init
+/// enters itself on cgroup v1 ([`bounds::Leaf::enter`]), and the done pipe.
 struct Pipes<'a> {
     err_write: &'a mut Option<std::fs::File>,
     placed: &'a std::os::fd::OwnedFd,
-    enter: &'a dyn Fn() -> anyhow::Result<()>,
+    leaf: Option<&'a bounds::Leaf>,
     done: std::os::fd::OwnedFd,
 }
 
@@ -422,7 +423,7 @@ fn init(
     pipes: Pipes<'_>,
     reporter: &report::Reporter,
 ) -> anyhow::Result<()> {
-    let Pipes { err_write, placed, enter, done } = pipes;
+    let Pipes { err_write, placed, leaf, done } = pipes;
     // Ubuntu's AppArmor restriction lets an unprivileged process make a user namespace but
     // takes every capability in it away: the first mount is where that shows.
     // A container's runtime forbids some of what follows (a masked /proc, seccomp on
@@ -460,7 +461,9 @@ fn init(
     if !sys::read_byte(placed) {
         sys::exit_now(SETUP_FAILED);
     }
-    enter()?;
+    if let Some(l) = leaf {
+        l.enter()?;
+    }
     sys::unshare(libc::CLONE_NEWCGROUP).map_err(no_caps)?;
     // The launcher's stop signals stay blocked here and come through a signalfd; each gets a
     // handler too, so the kernel does not drop one sent from outside the namespace.
