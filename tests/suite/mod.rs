@@ -29,6 +29,8 @@ mod git_tools;
 #[cfg(target_os = "linux")]
 mod home;
 #[cfg(target_os = "linux")]
+mod host_replaced;
+#[cfg(target_os = "linux")]
 mod host_trust;
 mod http;
 #[cfg(target_os = "linux")]

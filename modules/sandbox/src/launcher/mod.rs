@@ -31,6 +31,7 @@ mod mounts;
 pub mod notify;
 pub mod remask;
 pub mod report;
+use report::{failure_bytes, failure_read};
 mod run_home;
 mod spec;
 #[cfg(test)]
@@ -87,20 +88,6 @@ pub fn main() -> ExitCode {
             let _ = writeln!(err, "hands sandbox: {}", failure.why);
             ExitCode::from(SETUP_FAILED)
         }
-    }
-}
-
-/// What the sandbox's init or the command's process writes on the error pipe when it fails
-/// before the command starts: the report the launcher passes on.
-fn failure_bytes(e: &anyhow::Error) -> Vec<u8> {
-    serde_json::to_vec(&report::Failure::of(e).report()).unwrap_or_else(|_| format!("{e:#}").into())
-}
-
-/// The failure the error pipe carried (see [`failure_bytes`]).
-fn failure_read(bytes: &str) -> report::Failure {
-    match serde_json::from_str(bytes) {
-        Ok(Report::SetupFailed { why, cause }) => report::Failure::new(cause, why),
-        _ => report::Failure::new(Cause::Other, bytes),
     }
 }
 
@@ -446,10 +433,9 @@ fn init(
             in_container(e)
         }
     };
-    mounts::build_root(spec, premade).map_err(no_caps)?;
-    // A sandbox made ready ahead takes its view's marks at once: a host rename over a masked
-    // or protected entry after this is seen when the call comes (decision 0077).
-    let built = if spec.ready { mounts::marks(spec) } else { Vec::new() };
+    let walled = mounts::build_root(spec, premade).map_err(no_caps)?;
+    // What a sandbox made ready ahead checks when its call comes (decision 0077).
+    let built = spec.ready.then(|| call::Built { marks: mounts::marks(spec), walled });
     // Every tree was attached (or is not needed): none stays open in the init.
     premade.clear();
     if !spec.network && spec.netns.is_none() {
@@ -486,11 +472,12 @@ fn init(
     }
     // A sandbox made ready ahead waits here for its call (decision 0077).
     let call;
-    let spec = if spec.ready {
-        call = call::wait_for_call(spec, &built, reporter)?;
-        &call
-    } else {
-        spec
+    let spec = match &built {
+        Some(built) => {
+            call = call::wait_for_call(spec, built, reporter)?;
+            &call
+        }
+        None => spec,
     };
     let child = sys::fork()?;
     if child == 0 {
@@ -634,7 +621,7 @@ fn command(
     // Before the main filter, which refuses any later listener: the newest filter's listener
     // would get the calls first.
     if let Some(h) = handoff {
-        h.install(spec.new_repositories)?;
+        h.install()?;
     }
     walls::seccomp()?;
     sys::exec(&program, &spec.argv, &env)

@@ -112,7 +112,7 @@ fn tmpfs(dst: &Path, flags: libc::c_ulong, data: &str) -> Result<()> {
 pub fn build_root(
     spec: &Spec,
     premade: &mut std::collections::BTreeMap<PathBuf, super::idmap::Premade>,
-) -> Result<()> {
+) -> Result<Vec<PathBuf>> {
     // Nothing done here may propagate back to the host.
     sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     // A scratch tmpfs becomes the root first, with the host's root under it at /oldroot: then
@@ -228,12 +228,14 @@ pub fn build_root(
         let tree = remask::clone_tree(fd).with_context(|| format!("cannot pin {}", p.display()))?;
         remask::attach(&tree, fd).with_context(|| format!("cannot pin {}", p.display()))?;
     }
+    let mut walled: Vec<PathBuf> = Vec::new();
     for p in &spec.protected {
         let Some((fd, _)) = target(spec, &scratch, p)? else { continue };
         let what = || format!("cannot make {} read-only", p.display());
         let tree = remask::clone_tree(&fd).with_context(what)?;
         sys::make_tree_read_only(&tree).with_context(what)?;
         remask::attach(&tree, &fd).with_context(what)?;
+        walled.push(p.clone());
     }
     // A masked file is covered by an empty mode-000 file bound read-only, so reading it and
     // writing it both fail; /dev/null would have taken writes as if they had worked. The file
@@ -278,7 +280,27 @@ pub fn build_root(
     sys::pivot_root(Path::new("."), Path::new("."))?;
     sys::umount_detach(Path::new("."))?;
     std::env::set_current_dir("/").context("chdir /")?;
-    sys::make_read_only(Path::new("/"), false)
+    sys::make_read_only(Path::new("/"), false)?;
+    // What was walled and stays in view: a read-only bind under a masked folder is hidden.
+    walled.retain(|p| !covered.iter().any(|m| p.starts_with(m) && p != m));
+    walled.extend(covered.iter().map(|p| p.to_path_buf()));
+    Ok(walled)
+}
+
+/// The first of `walled` ([`build_root`]'s) that is no longer a mount's root in this view: a
+/// host rename over the entry (or unlinking it) took its read-only bind or mask off in every
+/// namespace, and the file now there shows writable or unmasked. One the init cannot reach
+/// as the command's user is out of the command's reach too; a kernel without
+/// `STATX_ATTR_MOUNT_ROOT` (before 5.8) says nothing (the marks are compared still).
+pub fn unwalled(walled: &[PathBuf]) -> Option<&Path> {
+    use rustix::fs::{AtFlags, CWD, StatxAttributes, StatxFlags, statx};
+    let root = StatxAttributes::MOUNT_ROOT;
+    walled.iter().map(PathBuf::as_path).find(|p| {
+        match statx(CWD, *p, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::TYPE) {
+            Ok(st) => st.stx_attributes_mask.contains(root) && !st.stx_attributes.contains(root),
+            Err(e) => e != rustix::io::Errno::ACCESS,
+        }
+    })
 }
 
 /// What the command's view shows at every root, protected and masked path, as the init sees it

@@ -45,6 +45,12 @@ pub use supervisor::serve;
 /// The start of the line the init writes for each refused create, for a person.
 pub const REFUSED: &str = "hands sandbox: refused creating ";
 
+/// The start of the line the init writes for each refused open for writing (decision 0079).
+pub const REFUSED_WRITE: &str = "hands sandbox: refused writing ";
+
+/// How the reason for a refused open for writing begins (`Walls::written`).
+pub(crate) const WRITTEN: &str = "opening an existing file for writing";
+
 /// How the launcher's last line on the command's stderr begins when the memory bound's cgroup
 /// killed the command's processes for lack of memory, for a person.
 pub const OUT_OF_MEMORY: &str = "hands sandbox: the command's processes ran out of memory";
@@ -78,11 +84,11 @@ impl Handoff {
     /// In the command, after its other filters: installs the notifying filter, tells the init
     /// the listener's number and waits until the init holds it (the command's own copy is
     /// close-on-exec, so it never reaches the program).
-    pub fn install(&self, writes: bool) -> Result<()> {
+    pub fn install(&self) -> Result<()> {
         // A change of uid (`run_as`) made this process undumpable, which would keep the init
         // (same uid, no capabilities) from taking the descriptor; execve sets it again anyway.
         super::sys::seccomp_notify::set_dumpable()?;
-        let listener = filter::install_filter(writes)?;
+        let listener = filter::install_filter()?;
         let n = listener.as_raw_fd().to_ne_bytes();
         std::fs::File::from(dup(&self.to_init.1)?)
             .write_all(&n)

@@ -113,6 +113,46 @@ pub async fn request(
     serde_json::from_slice(&out.stdout).map_err(RemaskError::Unreadable)
 }
 
+/// The mount points in the sandbox of the session launcher `launcher`, as its processes see
+/// them (`/proc/PID/mountinfo`, rendered from the sandbox's root): a mask the host took off by
+/// renaming over or removing its file is no longer among them (decision 0079). `None` when
+/// the launcher is gone or its table cannot be read.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "procfs: a session launcher's mount table, read to find masks the host took off"
+)]
+pub fn mount_points(launcher: &Process) -> Option<std::collections::HashSet<PathBuf>> {
+    let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", launcher.pid)).ok()?;
+    // Read before the table is trusted: the pid is still the launcher's.
+    if !launcher.alive() {
+        return None;
+    }
+    Some(text.lines().filter_map(|l| l.split(' ').nth(4)).map(unescape).collect())
+}
+
+/// A mountinfo field with its octal escapes (`\040` for a space) decoded.
+fn unescape(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
 /// Runs `hands __remask`: the request comes on stdin (it may name more paths than one argument
 /// can hold).
 pub fn main() -> ExitCode {

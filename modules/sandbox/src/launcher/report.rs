@@ -348,6 +348,20 @@ pub(crate) fn receive_spec(channel: BorrowedFd<'_>, wait: bool) -> std::io::Resu
     }
 }
 
+/// What the sandbox's init or the command's process writes on the error pipe when it fails
+/// before the command starts: the report the launcher passes on.
+pub(super) fn failure_bytes(e: &anyhow::Error) -> Vec<u8> {
+    serde_json::to_vec(&Failure::of(e).report()).unwrap_or_else(|_| format!("{e:#}").into())
+}
+
+/// The failure the error pipe carried (see [`failure_bytes`]).
+pub(super) fn failure_read(bytes: &str) -> Failure {
+    match serde_json::from_str(bytes) {
+        Ok(Report::SetupFailed { why, cause }) => Failure::new(cause, why),
+        _ => Failure::new(Cause::Other, bytes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -316,8 +316,18 @@ impl Shell {
     /// could read them.
     async fn remask(&self, m: &mut Meta) -> Result<(), ShellError> {
         let found = self.found_masks().await?;
-        let known: std::collections::HashSet<&PathBuf> = m.masked.iter().collect();
-        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !known.contains(p)).collect();
+        let known: std::collections::HashSet<PathBuf> = m.masked.iter().cloned().collect();
+        // A mask stays only while it is a mount in the session's view: a host rename over its
+        // file (an editor's atomic save) took it off, and the new file counts as not masked
+        // (decision 0079). One under a masked folder is covered by that folder's mask.
+        let mounted = hands_sandbox::launcher::remask::mount_points(&m.launcher);
+        let held = |p: &PathBuf| {
+            known.contains(p)
+                && mounted.as_ref().is_none_or(|on| {
+                    p.ancestors().any(|a| on.contains(a) && known.contains(a))
+                })
+        };
+        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !held(p)).collect();
         if new.is_empty() {
             return Ok(());
         }
@@ -346,7 +356,7 @@ impl Shell {
             absent = ?answer.absent,
             "masked secret files that appeared after the tmux session started"
         );
-        m.masked.extend(answer.masked);
+        m.masked.extend(answer.masked.into_iter().filter(|p| !known.contains(p)));
         let text = serde_json::to_string(&*m).map_err(|e| refuse(e.to_string()))?;
         write_atomic(&self.tmux.meta_path(name), &text)
             .map_err(|e| refuse(format!("cannot record the session: {e}")))

@@ -44,10 +44,10 @@ fn notified_when_creating() -> Vec<(libc::c_long, u32)> {
     v
 }
 
-/// The filter, as classic BPF: foreign architectures pass (the main filter kills them). With
-/// `writes`, an open for writing is sent too, not only one that creates (`new_repositories =
-/// "allow"`: a config the init wrote for a new repository is never opened for writing).
-fn program(writes: bool) -> Vec<libc::sock_filter> {
+/// The filter, as classic BPF: foreign architectures pass (the main filter kills them). An open
+/// that writes is sent as well as one that creates: a protected file whose read-only bind the
+/// host took off by renaming over it is refused by its real path (decision 0079).
+fn program() -> Vec<libc::sock_filter> {
     const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
@@ -68,7 +68,7 @@ fn program(writes: bool) -> Vec<libc::sock_filter> {
         // The low word of the argument (little-endian), tested for O_CREAT; both ends return.
         p.push(ins(JEQ, 0, 4, nr as u32));
         p.push(ins(LD_ABS, 0, 0, 16 + 8 * arg));
-        p.push(ins(JSET, 0, 1, open_mask(writes)));
+        p.push(ins(JSET, 0, 1, open_mask()));
         p.push(ins(RET, 0, 0, notify));
         p.push(ins(RET, 0, 0, allow));
     }
@@ -77,16 +77,15 @@ fn program(writes: bool) -> Vec<libc::sock_filter> {
 }
 
 /// The open flags that send an open to the init.
-pub(super) fn open_mask(writes: bool) -> u32 {
-    let w = libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC;
-    (libc::O_CREAT | if writes { w } else { 0 }) as u32
+fn open_mask() -> u32 {
+    (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32
 }
 
 /// Installs the filter with a new listener (close-on-exec). With the kernel's
 /// `WAIT_KILLABLE_RECV` (5.19+), a signal to the command while the init works on its call
 /// does not restart the call behind the init's back.
-pub(super) fn install_filter(writes: bool) -> Result<OwnedFd> {
-    let prog = program(writes);
+pub(super) fn install_filter() -> Result<OwnedFd> {
+    let prog = program();
     let mut flags =
         libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     loop {

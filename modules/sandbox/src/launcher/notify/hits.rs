@@ -52,10 +52,14 @@ pub fn walls_hit(reports: &[Report], stderr: &str, spec: &Spec) -> Vec<Hit> {
                 what: path.display().to_string(),
                 layer: "sandbox (in-run walls)",
                 why: wall.clone(),
-                remedy: "a person can create it on the host; a command may make repositories \
-                         outside the roots (/tmp), or in them when a person sets tools-shell's \
-                         config.new_repositories = \"allow\""
-                    .into(),
+                remedy: if wall.starts_with(super::WRITTEN) {
+                    "a person can change it on the host".into()
+                } else {
+                    "a person can create it on the host; a command may make repositories \
+                     outside the roots (/tmp), or in them when a person sets tools-shell's \
+                     config.new_repositories = \"allow\""
+                        .into()
+                },
             }),
             Report::SetupFailed { .. } | Report::Ended { .. } => {}
         }

@@ -253,6 +253,30 @@ impl Walls {
         self.relative(&rel, kind).map_or(Verdict::Allow, Verdict::Refuse)
     }
 
+    /// Why the existing file whose real path is `path` may not be opened for writing
+    /// (decision 0079): a new entry at its name would be refused (a host rename over a
+    /// protected file takes the read-only bind off it in every sandbox, so the bind alone
+    /// does not hold for a command that outlives it), or it is the lock file through which git
+    /// replaces one (`.git/config.lock` becomes `.git/config` when the host's git renames it;
+    /// a descriptor the command held would then write the config). `None`: it may be written.
+    pub fn written(&self, path: &Path) -> Option<String> {
+        let (parent, name) = (path.parent()?, path.file_name()?.as_bytes());
+        let lock = name.len().checked_sub(5).map(|n| name.split_at(n));
+        let stem = lock.filter(|(s, l)| !s.is_empty() && l.eq_ignore_ascii_case(b".lock"));
+        for n in std::iter::once(name).chain(stem.map(|(s, _)| s)) {
+            if let Verdict::Refuse(why) = self.verdict(parent, n, Kind::File) {
+                let lock =
+                    if n == name { "" } else { " (this is the lock file git renames onto it)" };
+                return Some(format!(
+                    "{}{lock}, where a new file would be refused too ({why}); the host may \
+                     have replaced it while the command ran, which takes its read-only wall off",
+                    super::WRITTEN
+                ));
+            }
+        }
+        None
+    }
+
     /// The spec's absolute paths: the new entry is one, lies below one, or (carried) leads to
     /// one. Walked from the root down, stopping at the first folder that leads to none: one
     /// lookup for most creates.
@@ -270,7 +294,8 @@ impl Walls {
                     "{} is read or run by a program on the host (git's config, hooks and \
                      includes as git resolves them, a protected name's target) or is a denied \
                      path; it cannot be created",
-                    String::from_utf8_lossy(p)
+                    // As written (lowering keeps every byte where it was).
+                    String::from_utf8_lossy(&full.as_os_str().as_bytes()[..end])
                 ));
             }
             if !self.above.contains(p) {
@@ -443,6 +468,26 @@ mod tests {
             Kind::Dir
         )));
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn existing_protected_files_and_their_git_lock_files_are_not_written() {
+        let w = walls();
+        let no = |p: &str| w.written(Path::new(p)).is_some();
+        assert!(no("/w/a/.git/hooks/pre-commit"));
+        assert!(no("/w/a/.envrc"));
+        assert!(no("/w/a/.envrc.lock"), "the lock git renames onto a protected name");
+        assert!(no("/w/a/.ENVRC.LOCK"));
+        assert!(no("/w/a/.git"), "a gitdir link file");
+        assert!(no("/w/home/.ssh/id"), "below an absolute path of the spec");
+        // Positive controls: ordinary files, a lone `.lock`, outside the writable roots.
+        assert!(!no("/w/a/src/main.rs"));
+        assert!(!no("/w/a/.lock"));
+        assert!(!no("/w/a/.git/index.lock"));
+        assert!(!no("/w/ro/.envrc"), "a read-only root's own bind refuses writes");
+        assert!(!no("/tmp/.envrc"));
+        let why = w.written(Path::new("/w/a/.envrc.lock")).unwrap_or_default();
+        assert!(why.contains("lock file") && why.contains(".envrc"), "{why}");
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! on a descriptor of the checked parent folder with its own copy of the name, never letting
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
-use super::filter::open_mask;
 use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, real_path, root};
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
+
+mod open;
 use crate::launcher::Report;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use std::ffi::OsStr;
@@ -139,6 +140,7 @@ impl Umask {
 }
 
 /// One notified call.
+#[derive(Clone)]
 struct Job {
     umask: Arc<Umask>,
     listener: Arc<OwnedFd>,
@@ -307,88 +309,7 @@ impl Job {
         }
         let Some(last) = args.pop() else { return Answer::Errno(libc::EINVAL) };
         match call {
-            Call::Open { flags, mode, .. } => {
-                let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
-                let place = match locate(tid, &last, follow) {
-                    Ok(v) => v,
-                    Err(e) => return Answer::Errno(e),
-                };
-                // The entry as it is now, looked at once: whether it is a sealed config or a
-                // FIFO (advisory: the descriptor opened is checked again below).
-                let (lstat, stat) = place.entry();
-                let Place { dir, name, .. } = place;
-                // Without O_CREAT the open makes nothing: only a write to a sealed config
-                // (below) is refused.
-                if flags & libc::O_CREAT != 0 {
-                    match self.check(&dir, &name, Kind::File) {
-                        Checked::Go => {}
-                        Checked::Stop(a) => return a,
-                        Checked::Config(real) => {
-                            return self.refuse(&real, &name, "a config is not created in place");
-                        }
-                    }
-                }
-                let writes = flags & open_mask(true) as i32 != 0;
-                let watch = writes && self.walls.watches_writes();
-                let sealed = |st: Option<rustix::fs::Stat>| {
-                    st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
-                };
-                if watch && sealed(if follow { stat } else { lstat }) {
-                    let shown = real_path(&dir).unwrap_or_default();
-                    return self.refuse(&shown, &name, SEALED);
-                }
-                let walls = self.walls.clone();
-                let cloexec = flags & libc::O_CLOEXEC != 0;
-                let fifo =
-                    stat.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
-                let oflags =
-                    OFlags::from_bits_retain((flags | libc::O_CLOEXEC | libc::O_NOCTTY) as u32);
-                let open = move || match rustix::fs::openat(
-                    &dir,
-                    OsStr::from_bytes(&name),
-                    oflags,
-                    Mode::from_raw_mode(mode),
-                ) {
-                    // The file opened is the one checked (a name swapped meanwhile, or a
-                    // descriptor's /proc link, is caught here).
-                    Ok(fd)
-                        if watch
-                            && rustix::fs::fstat(&fd)
-                                .is_ok_and(|st| walls.sealed((st.st_dev, st.st_ino))) =>
-                    {
-                        Answer::Errno(libc::EACCES)
-                    }
-                    Ok(fd) => Answer::Fd(fd, cloexec),
-                    Err(e) => errno_of(e),
-                };
-                if !fifo || self.busy.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
-                    if fifo {
-                        self.busy.fetch_sub(1, Ordering::AcqRel);
-                    }
-                    return open();
-                }
-                // Opening a FIFO waits for its other end, which another of the command's
-                // calls may be about to open: on a thread of its own.
-                let (listener, busy, id) = (self.listener.clone(), self.busy.clone(), self.req.id);
-                let spawned = std::thread::Builder::new().spawn(move || {
-                    if crate::sys::unshare(libc::CLONE_FS).is_ok() {
-                        if let Some(umask) = umask {
-                            rustix::process::umask(Mode::from_raw_mode(umask));
-                        }
-                        send(&listener, id, open());
-                    } else {
-                        respond(&listener, id, 0, libc::EAGAIN);
-                    }
-                    busy.fetch_sub(1, Ordering::AcqRel);
-                });
-                match spawned {
-                    Ok(_) => Answer::Later,
-                    Err(_) => {
-                        self.busy.fetch_sub(1, Ordering::AcqRel);
-                        Answer::Errno(libc::EAGAIN)
-                    }
-                }
-            }
+            Call::Open { flags, mode, .. } => self.open(tid, &last, flags, mode, umask),
             Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
                 rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
             }),
@@ -474,6 +395,24 @@ impl Job {
                         Err(e) => return Answer::Errno(e),
                     }
                 };
+                // A protected file, or git's lock file on its way to a protected name, gets no
+                // second name that could be opened for writing (decision 0079): found by its
+                // real path, as an open for writing is.
+                let source = if old.path.is_empty() {
+                    real_path(old_base)
+                } else {
+                    let flags = OFlags::PATH | OFlags::CLOEXEC;
+                    let flags = if follow { flags } else { flags | OFlags::NOFOLLOW };
+                    rustix::fs::openat(odir, OsStr::from_bytes(&oname), flags, Mode::empty())
+                        .ok()
+                        .and_then(real_path)
+                };
+                if let Some(why) = source.as_deref().and_then(|s| self.walls.written(s)) {
+                    let shown = source.unwrap_or_default();
+                    let (dir, name) = (shown.parent().unwrap_or(&shown), shown.file_name());
+                    let name = name.unwrap_or_default().as_bytes();
+                    return self.refuse_as(super::REFUSED_WRITE, dir, name, &why);
+                }
                 // A sealed config gets no second name that could be opened for writing.
                 if self.walls.watches_writes() {
                     let st = if old.path.is_empty() {
@@ -542,12 +481,18 @@ impl Job {
     /// EACCES for a new entry `name` in `real`, after the report and the line on stderr that
     /// say why.
     fn refuse(&self, real: &Path, name: &[u8], why: &str) -> Answer {
+        self.refuse_as(REFUSED, real, name, why)
+    }
+
+    /// EACCES for `name` in `real`, after the report and a line on stderr that begins with
+    /// `start` ([`REFUSED`], or [`super::REFUSED_WRITE`] for an open for writing).
+    fn refuse_as(&self, start: &str, real: &Path, name: &[u8], why: &str) -> Answer {
         let listed = hands_roots::lock(&self.lines).take();
         let shown = real.join(OsStr::from_bytes(trim_slashes(name)));
         let line = match listed {
             Listing::Listed => {
                 self.reporter.send(&Report::Refused { path: shown.clone(), wall: why.into() });
-                format!("{REFUSED}{}: {why}\n", shown.display())
+                format!("{start}{}: {why}\n", shown.display())
             }
             Listing::FirstUnlisted => {
                 "hands sandbox: more creates were refused; only some are listed\n".into()

@@ -1,0 +1,169 @@
+//! The init's answer to an `open` the filter sent it: one that creates (decision 0046: the new
+//! name is checked before it is made) or one that writes (decision 0079: the file opened is
+//! checked by its real path once it is open, and refused when the walls protect it).
+//!
+//! A read-only bind keeps a protected file from being written only while it lasts: a host
+//! rename over the file (`git config` on the host commits `.git/config.lock` by rename) takes
+//! the bind off in every sandbox, and a command that outlives it would find the new file
+//! writable. So every open for writing comes here, and what is checked is the file the init
+//! holds, whatever name or `/proc` link led to it. Truncation waits for the check.
+
+use super::super::Walls;
+use super::super::target::{Arg, Place, locate, real_path};
+use super::{Answer, Job, MAX_THREADS, SEALED, errno_of, send};
+use rustix::fs::{FileType, Mode, OFlags};
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// An open as the init performs it, on the folder it located and its own copy of the name.
+struct Open {
+    flags: i32,
+    mode: u32,
+    walls: Arc<Walls>,
+    /// Whether configs the init sealed are watched (`new_repositories = "allow"`).
+    watch: bool,
+}
+
+/// What became of an open.
+enum Opened {
+    Answer(Answer),
+    /// Refused by the walls: the file's real path, and why.
+    Refused(PathBuf, String),
+}
+
+impl Open {
+    fn run(&self, dir: &OwnedFd, name: &[u8]) -> Opened {
+        let flags = self.flags;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let trunc = writes && flags & libc::O_TRUNC != 0;
+        let base = (flags | libc::O_CLOEXEC | libc::O_NOCTTY) & !(libc::O_TRUNC * trunc as i32);
+        let open = |f: i32| {
+            let f = OFlags::from_bits_retain(f as u32);
+            rustix::fs::openat(dir, OsStr::from_bytes(name), f, Mode::from_raw_mode(self.mode))
+        };
+        // Whether this open made the file: a new file is the command's own, its name checked
+        // before; an existing one is checked below. Without O_EXCL the create is tried first,
+        // so the answer is the kernel's, not a look taken before.
+        let creating = flags & libc::O_CREAT != 0;
+        let opened = if !creating || flags & libc::O_EXCL != 0 {
+            open(base).map(|fd| (fd, creating))
+        } else {
+            match open(base | libc::O_EXCL) {
+                Err(rustix::io::Errno::EXIST) => open(base & !libc::O_CREAT).map(|fd| (fd, false)),
+                other => other.map(|fd| (fd, true)),
+            }
+        };
+        let (fd, made) = match opened {
+            Ok(v) => v,
+            Err(e) => return Opened::Answer(errno_of(e)),
+        };
+        if writes && !made {
+            // The file opened, by its real path: a name swapped meanwhile, a descriptor's
+            // /proc link or a symbolic link lead here as well as the name does.
+            let Some(real) = real_path(&fd) else {
+                return Opened::Answer(Answer::Errno(libc::EACCES));
+            };
+            if let Some(why) = self.walls.written(&real) {
+                return Opened::Refused(real, why);
+            }
+        }
+        let st = rustix::fs::fstat(&fd);
+        if self.watch && st.as_ref().is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
+            return Opened::Answer(Answer::Errno(libc::EACCES));
+        }
+        let regular = st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file());
+        if trunc
+            && !made
+            && regular
+            && let Err(e) = rustix::fs::ftruncate(&fd, 0)
+        {
+            return Opened::Answer(errno_of(e));
+        }
+        Opened::Answer(Answer::Fd(fd, flags & libc::O_CLOEXEC != 0))
+    }
+}
+
+impl Job {
+    /// Checks and performs an open that creates or writes.
+    pub(super) fn open(
+        &self,
+        tid: u32,
+        last: &Arg,
+        flags: i32,
+        mode: u32,
+        umask: Option<u32>,
+    ) -> Answer {
+        let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
+        let place = match locate(tid, last, follow) {
+            Ok(v) => v,
+            Err(e) => return Answer::Errno(e),
+        };
+        // The entry as it is now, looked at once: whether it is a sealed config or a FIFO
+        // (advisory: the descriptor opened is checked again).
+        let (lstat, stat) = place.entry();
+        let Place { dir, name, .. } = place;
+        if flags & libc::O_CREAT != 0 {
+            match self.check(&dir, &name, super::super::Kind::File) {
+                super::Checked::Go => {}
+                super::Checked::Stop(a) => return a,
+                super::Checked::Config(real) => {
+                    return self.refuse(&real, &name, "a config is not created in place");
+                }
+            }
+        }
+        let watch = self.walls.watches_writes() && flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let sealed = |st: Option<rustix::fs::Stat>| {
+            st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
+        };
+        if watch && sealed(if follow { stat } else { lstat }) {
+            let shown = real_path(&dir).unwrap_or_default();
+            return self.refuse(&shown, &name, SEALED);
+        }
+        let how = Open { flags, mode, walls: self.walls.clone(), watch };
+        let fifo = stat.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Fifo);
+        if !fifo || self.busy.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
+            if fifo {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+            }
+            return self.answer(how.run(&dir, &name));
+        }
+        // Opening a FIFO waits for its other end, which another of the command's calls may be
+        // about to open: on a thread of its own.
+        let job = self.clone();
+        let spawned = std::thread::Builder::new().spawn(move || {
+            let answer = if crate::sys::unshare(libc::CLONE_FS).is_ok() {
+                if let Some(umask) = umask {
+                    rustix::process::umask(Mode::from_raw_mode(umask));
+                }
+                job.answer(how.run(&dir, &name))
+            } else {
+                Answer::Errno(libc::EAGAIN)
+            };
+            send(&job.listener, job.req.id, answer);
+            job.busy.fetch_sub(1, Ordering::AcqRel);
+        });
+        match spawned {
+            Ok(_) => Answer::Later,
+            Err(_) => {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+                Answer::Errno(libc::EAGAIN)
+            }
+        }
+    }
+
+    /// The answer for an open, with the report and the line a refusal gets.
+    fn answer(&self, opened: Opened) -> Answer {
+        match opened {
+            Opened::Answer(a) => a,
+            Opened::Refused(real, why) => {
+                let (dir, name) =
+                    (real.parent().unwrap_or(&real), real.file_name().unwrap_or_default());
+                self.refuse_as(super::super::REFUSED_WRITE, dir, name.as_bytes(), &why)
+            }
+        }
+    }
+}
