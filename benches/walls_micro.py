@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The in-run walls' cost per call (decision 0074): 20,000 creates, stats, opens and renames in
-a loop in DIR, each figure per call. Run it bare and through the `bash` tool on the same file
+"""The in-run walls' cost per call (decision 0074): 20,000 creates, stats, opens, opens for
+writing of an existing file (sent to the init since decision 0079: plain, and with O_CREAT and
+O_TRUNC as a shell's `>` does) and renames in a loop in DIR, each figure per call. Run it bare and through the `bash` tool on the same file
 system (a tmpfs keeps the disk out of it) and compare:
 
     python3 benches/walls_micro.py DIR
@@ -21,6 +22,15 @@ for i in range(20000):
     fd = os.open(f"{d}/f{i}", os.O_RDONLY); os.close(fd)
 t4 = time.perf_counter()
 for i in range(20000):
-    os.rename(f"{d}/f{i}", f"{d}/g{i}")
+    fd = os.open(f"{d}/f{i}", os.O_WRONLY); os.close(fd)
 t5 = time.perf_counter()
-print(f"create {(t1-t)/20000*1e6:.1f} us, stat {(t2-t1)/20000*1e6:.1f} us, getppid {(t3-t2)/200000*1e6:.2f} us, open {(t4-t3)/20000*1e6:.1f} us, rename {(t5-t4)/20000*1e6:.1f} us")
+for i in range(20000):
+    fd = os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644); os.close(fd)
+t6 = time.perf_counter()
+for i in range(20000):
+    os.rename(f"{d}/f{i}", f"{d}/g{i}")
+t7 = time.perf_counter()
+us = lambda a, b, n=20000: (b - a) / n * 1e6
+print(f"create {us(t, t1):.1f} us, stat {us(t1, t2):.1f} us, getppid {us(t2, t3, 200000):.2f} us, "
+      f"open {us(t3, t4):.1f} us, open-write {us(t4, t5):.1f} us, rewrite {us(t5, t6):.1f} us, "
+      f"rename {us(t6, t7):.1f} us")

@@ -67,9 +67,10 @@ pub fn made_by_commands_uid() -> u32 {
     if root_owned() { 0 } else { COMMAND_UID }
 }
 
-/// Gives `path` to [`COMMAND_UID`] (not following a symlink); nothing in a [`root_owned`] run.
+/// Gives `path` to [`COMMAND_UID`] (not following a symlink); nothing in a [`root_owned`] run
+/// or as an ordinary user (whose commands run as that user).
 pub fn own(path: &Path) {
-    if root_owned() {
+    if root_owned() || !is_root() {
         return;
     }
     std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();

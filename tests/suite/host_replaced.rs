@@ -151,8 +151,7 @@ async fn a_secret_the_host_replaces_under_a_tmux_session_is_masked_before_the_ne
     own_tree(&fx.root);
     let c = Client::start(&fx, &fx.fs_shell_config()).await;
     c.ok("tmux_start", json!({ "command": "bash --norc", "cwd": "app", "name": "rep" })).await;
-    c.ok("tmux_send", json!({ "session": "rep", "text": "cat .env plain.txt; echo one-$?" }))
-        .await;
+    c.ok("tmux_send", json!({ "session": "rep", "text": "cat .env plain.txt; echo one-$?" })).await;
     let shown = read_until(&c, "rep", "one-").await;
     assert!(shown.contains("plain-one") && !shown.contains("SECRET=first"), "{shown}");
     let unique = format!("second-{}", std::process::id());

@@ -323,9 +323,9 @@ impl Shell {
         let mounted = hands_sandbox::launcher::remask::mount_points(&m.launcher);
         let held = |p: &PathBuf| {
             known.contains(p)
-                && mounted.as_ref().is_none_or(|on| {
-                    p.ancestors().any(|a| on.contains(a) && known.contains(a))
-                })
+                && mounted
+                    .as_ref()
+                    .is_none_or(|on| p.ancestors().any(|a| on.contains(a) && known.contains(a)))
         };
         let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !held(p)).collect();
         if new.is_empty() {
