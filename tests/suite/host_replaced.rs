@@ -154,6 +154,12 @@ async fn a_secret_the_host_replaces_under_a_tmux_session_is_masked_before_the_ne
     c.ok("tmux_send", json!({ "session": "rep", "text": "cat .env plain.txt; echo one-$?" })).await;
     let shown = read_until(&c, "rep", "one-").await;
     assert!(shown.contains("plain-one") && !shown.contains("SECRET=first"), "{shown}");
+    // A mask that holds is left alone: a send with nothing replaced stacks no second one.
+    let mounts = |n: u32| format!("echo mounts{n}-$(grep -c \" $PWD/.env \" /proc/self/mountinfo)");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    c.ok("tmux_send", json!({ "session": "rep", "text": mounts(1) })).await;
+    let shown = read_until(&c, "rep", "mounts1-").await;
+    assert!(shown.lines().any(|l| l == "mounts1-1"), "{shown}");
     let unique = format!("second-{}", std::process::id());
     save_atomically(&fx, "app/.env", &format!("SECRET={unique}\n"));
     save_atomically(&fx, "app/plain.txt", "plain-two\n");
@@ -165,6 +171,11 @@ async fn a_secret_the_host_replaces_under_a_tmux_session_is_masked_before_the_ne
     assert!(shown.contains("plain-two"), "positive control: {shown}");
     assert!(shown.contains(".env: Permission denied"), "{shown}");
     assert!(!shown.contains(&unique), "the host's new secret was read: {shown}");
+    // The new file's mask is the one mount there: the old one went with the old file.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    c.ok("tmux_send", json!({ "session": "rep", "text": mounts(2) })).await;
+    let shown = read_until(&c, "rep", "mounts2-").await;
+    assert!(shown.lines().any(|l| l == "mounts2-1"), "{shown}");
     c.ok("tmux_kill", json!({ "session": "rep" })).await;
     c.stop().await;
     let env = std::fs::read_to_string(fx.root.join("app/.env")).unwrap();
