@@ -33,6 +33,9 @@ const FLOOD_BOUND: Duration = Duration::from_secs(25);
 /// timeouts (10 s), plus room.
 const ANSWER_BOUND: Duration = Duration::from_secs(20);
 
+/// How long one attempt to open an MCP session may take while flooded, before the next.
+const ATTEMPT_BOUND: Duration = Duration::from_secs(5);
+
 /// How long `hands stop` and each of the person's dashboard requests may take while flooded: they
 /// answer in tens of milliseconds (hundreds on a loaded machine); before the caps, `hands stop`
 /// took 13–15 s.
@@ -240,7 +243,10 @@ async fn mcp_call(addr: SocketAddr) -> Result<(Duration, usize), String> {
         let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
             .auth_header(MCP_TOKEN);
         let transport = StreamableHttpClientTransport::from_config(cfg);
-        match tokio::time::timeout(ANSWER_BOUND, ().serve(transport)).await {
+        // Each attempt gets a bound of its own, as a client's retry would: one connection
+        // stuck behind the flood must not spend the whole bound (seen once under -r).
+        let attempt = ATTEMPT_BOUND.min(ANSWER_BOUND.saturating_sub(start.elapsed()));
+        match tokio::time::timeout(attempt, ().serve(transport)).await {
             Ok(Ok(service)) => {
                 let client = Client { service };
                 let r = tokio::time::timeout(

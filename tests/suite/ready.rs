@@ -316,7 +316,9 @@ async fn the_brake_ends_the_sandbox_that_waits_and_the_release_brings_it_back() 
 async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() {
     let fx = Fixture::new();
     let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
-    let name = format!("rt{}", std::process::id());
+    // Unique across copies of the suite running at once, and never a prefix of another's.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let name = format!("rt{}x{}", std::process::id(), nanos.subsec_nanos());
     c.ok("tmux_start", json!({ "command": "bash --norc", "name": name })).await;
     c.ok("tmux_read", json!({ "session": name })).await;
     // The one made ready for the session binds its socket folder, named after it.
@@ -357,14 +359,15 @@ async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() 
     let found = wait_until(Duration::from_secs(10), || {
         client = cmdlines()
             .into_iter()
-            .find(|(_, c)| c.contains("send-keys") && c.contains(&name))
+            .find(|(_, c)| c.contains("send-keys") && c.contains(&format!("/{name}/")))
             .map(|(p, _)| p);
         client.is_some()
     })
     .await;
+    // Read while the client still waits: once the server goes on, it ends.
+    let ancestors: Vec<u32> = std::iter::successors(client, |p| ppid(*p)).skip(1).take(3).collect();
     rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
     assert!(found, "the tmux client runs while its server is stopped");
-    let ancestors: Vec<u32> = std::iter::successors(client, |p| ppid(*p)).skip(1).take(3).collect();
     assert!(
         ancestors.iter().any(|p| ready.contains(p)),
         "the client runs in a sandbox made ready for the session: {ancestors:?}, {ready:?}"
