@@ -116,12 +116,20 @@ pub async fn request(
 /// The mount points in the sandbox of the session launcher `launcher`, as its processes see
 /// them (`/proc/PID/mountinfo`, rendered from the sandbox's root): a mask the host took off by
 /// renaming over or removing its file is no longer among them (decision 0079). `None` when
-/// the launcher is gone or its table cannot be read.
+/// the launcher is gone, its table cannot be read, or it has no mount namespace of its own
+/// (`best-effort` without namespaces masks nothing).
 #[expect(
     clippy::disallowed_methods,
     reason = "procfs: a session launcher's mount table, read to find masks the host took off"
 )]
 pub fn mount_points(launcher: &Process) -> Option<std::collections::HashSet<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |pid: &str| std::fs::metadata(format!("/proc/{pid}/ns/mnt")).map(|m| m.ino());
+    if let (Ok(theirs), Ok(ours)) = (ns(&launcher.pid.to_string()), ns("self"))
+        && theirs == ours
+    {
+        return None;
+    }
     let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", launcher.pid)).ok()?;
     // Read before the table is trusted: the pid is still the launcher's.
     if !launcher.alive() {
