@@ -182,3 +182,61 @@ async fn a_secret_the_host_replaces_under_a_tmux_session_is_masked_before_the_ne
     assert_eq!(env, format!("SECRET={unique}\n"), "the host's file is the person's");
     fx.assert_canary();
 }
+
+/// A read-only root nested in a writable one is bound on the host's folder: the host moving
+/// that folder aside and putting a new one in its place (a checkout, a tool's rebuild) carries
+/// the read-only bind away, and the new folder would be writable through the writable root
+/// around it. The init refuses writes and creates there itself; before the move the kernel's
+/// `Read-only file system` does. Positive control: the writable root is written; the canary.
+#[tokio::test]
+async fn a_read_only_root_the_host_moves_aside_during_a_run_stays_unwritable() {
+    let fx = Fixture::new();
+    fx.write("ro/kept.txt", "kept\n");
+    fx.write("plain.txt", "plain\n");
+    own_tree(&fx.root);
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }, { path = \"{root}/ro\" }]\n\
+         config = { trust = { external = \"allow\" } }\n",
+    );
+    let c = Client::start(&fx, &config).await;
+    let cmd = "echo x >> ro/kept.txt && echo BEFORE-WROTE || echo before-refused; touch started; \
+               for i in $(seq 600); do [ -e go ] && break; sleep 0.05; done; \
+               echo x >> ro/kept.txt && echo KEPT-WROTE || echo kept-refused; \
+               python3 -c 'open(\"ro/kept.txt\", \"r+\").write(\"x\")' && echo RPLUS-WROTE \
+                 || echo rplus-refused; \
+               echo n > ro/new.txt && echo NEW-WROTE || echo new-refused; \
+               mkdir ro/d && echo DIR-MADE || echo dir-refused; \
+               echo y >> plain.txt && echo plain-wrote";
+    let run = c.ok("bash", json!({ "command": cmd, "timeout_secs": 60 }));
+    let host = async {
+        let started = fx.root.join("started");
+        for _ in 0..600 {
+            if started.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(started.exists(), "the command never started");
+        std::fs::rename(fx.root.join("ro"), fx.root.join("ro.old")).unwrap();
+        fx.write("ro.new/kept.txt", "host\n");
+        own_tree(&fx.root.join("ro.new"));
+        std::fs::rename(fx.root.join("ro.new"), fx.root.join("ro")).unwrap();
+        std::fs::write(fx.root.join("go"), "").unwrap();
+    };
+    let (r, ()) = tokio::join!(run, host);
+    let out = r["stdout"].as_str().unwrap_or_default().to_string();
+    let err = r["stderr"].as_str().unwrap_or_default();
+    assert!(out.contains("before-refused") && err.contains("Read-only file system"), "{r}");
+    for word in ["kept-refused", "rplus-refused", "new-refused", "dir-refused"] {
+        assert!(out.contains(word), "{word}: {r}");
+    }
+    assert!(out.contains("plain-wrote"), "positive control: {r}");
+    assert!(err.contains("read-only root whose read-only bind is gone"), "{err}");
+    c.stop().await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("ro/kept.txt")).unwrap(), "host\n");
+    assert_eq!(std::fs::read_to_string(fx.root.join("ro.old/kept.txt")).unwrap(), "kept\n");
+    assert!(!fx.root.join("ro/new.txt").exists() && !fx.root.join("ro/d").exists());
+    fx.assert_canary();
+}

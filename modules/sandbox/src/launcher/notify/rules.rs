@@ -46,6 +46,11 @@ pub enum Verdict {
     CheckConfig,
 }
 
+/// Why a write or a create in a read-only root whose bind is gone is refused.
+pub const READ_ONLY_GONE: &str = "it lies in a read-only root whose read-only bind is gone (the host \
+     moved the folder aside or replaced it while the command ran); a person can restart the \
+     daemon to bind the folder there now";
+
 /// The files of a git dir through which git reads config or moves where it reads it from.
 const CONTROL: &[&[u8]] = &[b"config", b"config.worktree", b"commondir"];
 
@@ -158,6 +163,15 @@ impl Walls {
         }
     }
 
+    /// Whether the innermost root holding `parent` is a read-only one. Its bind refuses every
+    /// write while it lasts; one the host moved aside or renamed over (a nested read-only root
+    /// is mounted on the host's entry) leaves the host's new folder writable through the
+    /// writable root around it, so the init refuses there itself (decision 0079).
+    pub fn in_read_only_root(&self, parent: &Path) -> bool {
+        let innermost = self.roots.iter().filter(|(r, _)| parent.starts_with(r));
+        innermost.max_by_key(|(r, _)| r.components().count()).is_some_and(|(_, w)| !w)
+    }
+
     /// The innermost root holding `parent`, when it is writable.
     fn writable_root(&self, parent: &Path) -> Option<&Path> {
         let (root, writable) = self
@@ -261,6 +275,9 @@ impl Walls {
     /// a descriptor the command held would then write the config). `None`: it may be written.
     pub fn written(&self, path: &Path) -> Option<String> {
         let (parent, name) = (path.parent()?, path.file_name()?.as_bytes());
+        if self.in_read_only_root(parent) {
+            return Some(format!("{}: {READ_ONLY_GONE}", super::WRITTEN));
+        }
         let lock = name.len().checked_sub(5).map(|n| name.split_at(n));
         let stem = lock.filter(|(s, l)| !s.is_empty() && l.eq_ignore_ascii_case(b".lock"));
         for n in std::iter::once(name).chain(stem.map(|(s, _)| s)) {
@@ -484,7 +501,11 @@ mod tests {
         assert!(!no("/w/a/src/main.rs"));
         assert!(!no("/w/a/.lock"));
         assert!(!no("/w/a/.git/index.lock"));
-        assert!(!no("/w/ro/.envrc"), "a read-only root's own bind refuses writes");
+        assert!(no("/w/ro/.envrc"), "reached only when the read-only root's bind is gone");
+        assert!(no("/w/ro/sub/file"));
+        assert!(
+            w.in_read_only_root(Path::new("/w/ro/sub")) && !w.in_read_only_root(Path::new("/w/a"))
+        );
         assert!(!no("/tmp/.envrc"));
         let why = w.written(Path::new("/w/a/.envrc.lock")).unwrap_or_default();
         assert!(why.contains("lock file") && why.contains(".envrc"), "{why}");

@@ -463,6 +463,11 @@ impl Job {
         let why = match self.walls.verdict(&real, name, kind) {
             Verdict::Refuse(why) => why,
             Verdict::CheckConfig => return Checked::Config(real),
+            // A read-only root's bind refuses the create itself (EROFS, as always); one the
+            // host moved aside or replaced left a writable folder there (decision 0079).
+            Verdict::Allow if self.walls.in_read_only_root(&real) && !read_only_mount(dir) => {
+                super::rules::READ_ONLY_GONE.to_string()
+            }
             Verdict::Allow => {
                 let present = |n: &[u8]| {
                     trim_slashes(name).eq_ignore_ascii_case(n)
@@ -567,6 +572,12 @@ impl Job {
         let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
         Answer::Value(0)
     }
+}
+
+/// Whether `dir` lies on a read-only mount (an unreadable answer counts as not).
+fn read_only_mount(dir: &OwnedFd) -> bool {
+    rustix::fs::fstatvfs(dir)
+        .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 /// What the walls say about a new entry.
