@@ -43,6 +43,7 @@ attempt("proc", proc)
 attempt("link", lambda: link(".git/config", "cfg-link"))
 attempt("lock", lambda: rplus(".git/config.lock"))
 attempt("locklink", lambda: link(".git/config.lock", "lock-link"))
+attempt("newrepo", lambda: rplus("sub/.git/config"))
 attempt("plain", lambda: rplus("plain.txt"))
 attempt("plaintrunc", lambda: os.close(os.open("plain2.txt", os.O_WRONLY | os.O_TRUNC)))
 "#;
@@ -86,13 +87,18 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
         own(&fx.root.join(".git/config"));
         std::fs::write(fx.root.join(".git/config.lock"), "[core]\n").unwrap();
         own(&fx.root.join(".git/config.lock"));
+        // A repository the person makes while the command runs: no bind was ever placed.
+        std::fs::create_dir(fx.root.join("sub")).unwrap();
+        let o = super::common::host_git_output(&fx.home, &fx.root.join("sub"), &["init", "-q"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        own_tree(&fx.root.join("sub"));
         std::fs::write(fx.root.join("go"), "").unwrap();
     };
     let (r, ()) = tokio::join!(run, host);
     let out = r["stdout"].as_str().unwrap_or_default().to_string();
     // The scenario is real: the host's rename took the read-only bind off.
     assert!(out.contains("before:1") && out.contains("after:0"), "{out}\n{r}");
-    for tag in ["rplus", "trunc", "append", "proc", "link", "lock", "locklink"] {
+    for tag in ["rplus", "trunc", "append", "proc", "link", "lock", "locklink", "newrepo"] {
         assert!(out.contains(&format!("{tag}:refused 13")), "{tag}: {out}\n{r}");
     }
     // Positive controls: an ordinary file is written, and truncated, as before.
@@ -106,6 +112,8 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
     assert!(err.contains("hands sandbox: refused writing"), "{err}");
     c.stop().await;
     // The host's config is the person's, whole; its lock is untouched.
+    let sub = std::fs::read_to_string(fx.root.join("sub/.git/config")).unwrap();
+    assert!(!sub.contains("fsmonitor"), "{sub}");
     let cfg = std::fs::read_to_string(fx.root.join(".git/config")).unwrap();
     assert!(cfg.contains("example.org/x.git") && !cfg.contains("fsmonitor"), "{cfg}");
     let lock = fx.root.join(".git/config.lock");
