@@ -44,6 +44,10 @@ attempt("link", lambda: link(".git/config", "cfg-link"))
 attempt("lock", lambda: rplus(".git/config.lock"))
 attempt("locklink", lambda: link(".git/config.lock", "lock-link"))
 attempt("newrepo", lambda: rplus("sub/.git/config"))
+attempt("truncpath", lambda: os.truncate(".git/config", 0))
+attempt("truncro", lambda: os.close(os.open(".git/config", os.O_RDONLY | os.O_TRUNC)))
+attempt("plainro", lambda: os.close(os.open("plain4.txt", os.O_RDONLY | os.O_TRUNC)))
+attempt("plaincut", lambda: os.truncate("plain3.txt", 2))
 attempt("plain", lambda: rplus("plain.txt"))
 attempt("plaintrunc", lambda: os.close(os.open("plain2.txt", os.O_WRONLY | os.O_TRUNC)))
 "#;
@@ -62,6 +66,8 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
     git(&fx, &["init", "-q", "-b", "main"]);
     fx.write("plain.txt", "plain\n");
     fx.write("plain2.txt", "plain2\n");
+    fx.write("plain3.txt", "plain3\n");
+    fx.write("plain4.txt", "plain4\n");
     std::fs::write(fx.root.join("attempts.py"), ATTEMPTS).unwrap();
     own_tree(&fx.root);
     let c = Client::start(&fx, &fx.fs_shell_config()).await;
@@ -98,13 +104,22 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
     let out = r["stdout"].as_str().unwrap_or_default().to_string();
     // The scenario is real: the host's rename took the read-only bind off.
     assert!(out.contains("before:1") && out.contains("after:0"), "{out}\n{r}");
-    for tag in ["rplus", "trunc", "append", "proc", "link", "lock", "locklink", "newrepo"] {
+    let refused = ["rplus", "trunc", "append", "proc", "link", "lock", "locklink", "newrepo"];
+    for tag in refused.iter().chain(&["truncpath", "truncro"]) {
         assert!(out.contains(&format!("{tag}:refused 13")), "{tag}: {out}\n{r}");
     }
     // Positive controls: an ordinary file is written, and truncated, as before.
     assert!(out.contains("plain:WROTE") && out.contains("plaintrunc:WROTE"), "{out}");
     assert!(std::fs::read_to_string(fx.root.join("plain.txt")).unwrap().contains("fsmonitor"));
     assert_eq!(std::fs::read_to_string(fx.root.join("plain2.txt")).unwrap(), "");
+    assert!(out.contains("plaincut:WROTE"), "{out}");
+    assert_eq!(std::fs::read_to_string(fx.root.join("plain3.txt")).unwrap(), "pl");
+    assert!(out.contains("plainro:WROTE"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("plain4.txt")).unwrap(),
+        "",
+        "O_RDONLY|O_TRUNC"
+    );
     // The refusal says what and why, and what a person can do.
     let denied = r["denied"].to_string();
     assert!(denied.contains(".git/config") && denied.contains("change it on the host"), "{r}");

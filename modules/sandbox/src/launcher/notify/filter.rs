@@ -20,6 +20,7 @@ fn notified() -> Vec<libc::c_long> {
         libc::SYS_renameat2,
         libc::SYS_linkat,
         libc::SYS_symlinkat,
+        libc::SYS_truncate,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([

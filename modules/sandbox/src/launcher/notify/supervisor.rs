@@ -156,12 +156,47 @@ struct Job {
 /// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
 /// path arguments as addresses in the command's memory.
 enum Call {
-    Open { dir: i32, path: u64, flags: i32, mode: u32 },
-    Mkdir { dir: i32, path: u64, mode: u32 },
-    Mknod { dir: i32, path: u64, mode: u32, dev: u64 },
-    Rename { odir: i32, old: u64, ndir: i32, new: u64, flags: u32 },
-    Link { odir: i32, old: u64, ndir: i32, new: u64, flags: i32 },
-    Symlink { target: u64, ndir: i32, new: u64 },
+    Open {
+        dir: i32,
+        path: u64,
+        flags: i32,
+        mode: u32,
+    },
+    Mkdir {
+        dir: i32,
+        path: u64,
+        mode: u32,
+    },
+    Mknod {
+        dir: i32,
+        path: u64,
+        mode: u32,
+        dev: u64,
+    },
+    Rename {
+        odir: i32,
+        old: u64,
+        ndir: i32,
+        new: u64,
+        flags: u32,
+    },
+    Link {
+        odir: i32,
+        old: u64,
+        ndir: i32,
+        new: u64,
+        flags: i32,
+    },
+    Symlink {
+        target: u64,
+        ndir: i32,
+        new: u64,
+    },
+    /// `truncate(2)` by path: a write, checked as an open for writing is (decision 0079).
+    Truncate {
+        path: u64,
+        length: u64,
+    },
 }
 
 fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
@@ -222,6 +257,7 @@ fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
             Call::Link { odir: fd(a[0]), old: a[1], ndir: fd(a[2]), new: a[3], flags: a[4] as i32 }
         }
         libc::SYS_symlinkat => Call::Symlink { target: a[0], ndir: fd(a[1]), new: a[2] },
+        libc::SYS_truncate => Call::Truncate { path: a[0], length: a[1] },
         _ => return None,
     })
 }
@@ -268,6 +304,7 @@ impl Job {
             Call::Open { flags, .. } => flags & libc::O_CREAT != 0,
             Call::Mkdir { .. } | Call::Mknod { .. } => true,
             Call::Rename { .. } | Call::Link { .. } | Call::Symlink { .. } => false,
+            Call::Truncate { .. } => false,
         };
         let umask = if moded { Some(self.umask.of(tid).ok_or(libc::EPERM)?) } else { None };
         let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
@@ -281,6 +318,7 @@ impl Job {
             Call::Open { dir, path, .. }
             | Call::Mkdir { dir, path, .. }
             | Call::Mknod { dir, path, .. } => vec![arg(*dir, *path, false)?],
+            Call::Truncate { path, .. } => vec![arg(libc::AT_FDCWD, *path, false)?],
             Call::Rename { odir, old, ndir, new, .. } => {
                 vec![arg(*odir, *old, false)?, arg(*ndir, *new, false)?]
             }
@@ -310,6 +348,7 @@ impl Job {
         let Some(last) = args.pop() else { return Answer::Errno(libc::EINVAL) };
         match call {
             Call::Open { flags, mode, .. } => self.open(tid, &last, flags, mode, umask),
+            Call::Truncate { length, .. } => self.truncate(tid, &last, length),
             Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
                 rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
             }),

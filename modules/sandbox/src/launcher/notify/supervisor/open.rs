@@ -13,7 +13,7 @@ use super::super::target::{Arg, Place, locate, real_path};
 use super::{Answer, Job, MAX_THREADS, SEALED, errno_of, send};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::ffi::OsStr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,8 +38,10 @@ enum Opened {
 impl Open {
     fn run(&self, dir: &OwnedFd, name: &[u8]) -> Opened {
         let flags = self.flags;
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let trunc = writes && flags & libc::O_TRUNC != 0;
+        // Linux truncates on O_TRUNC whatever the access mode (O_RDONLY too, given the right
+        // to write): a truncation is a write.
+        let trunc = flags & libc::O_TRUNC != 0;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || trunc;
         let base = (flags | libc::O_CLOEXEC | libc::O_NOCTTY) & !(libc::O_TRUNC * trunc as i32);
         let open = |f: i32| {
             let f = OFlags::from_bits_retain(f as u32);
@@ -76,12 +78,20 @@ impl Open {
             return Opened::Answer(Answer::Errno(libc::EACCES));
         }
         let regular = st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file());
-        if trunc
-            && !made
-            && regular
-            && let Err(e) = rustix::fs::ftruncate(&fd, 0)
-        {
-            return Opened::Answer(errno_of(e));
+        if trunc && !made && regular {
+            // On a descriptor that can write: this one, or the same file opened again through
+            // its /proc link (O_RDONLY|O_TRUNC).
+            let cut = if flags & libc::O_ACCMODE == libc::O_RDONLY {
+                let again = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let w = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
+                rustix::fs::open(again.as_str(), w, Mode::empty())
+                    .and_then(|w| rustix::fs::ftruncate(&w, 0))
+            } else {
+                rustix::fs::ftruncate(&fd, 0)
+            };
+            if let Err(e) = cut {
+                return Opened::Answer(errno_of(e));
+            }
         }
         Opened::Answer(Answer::Fd(fd, flags & libc::O_CLOEXEC != 0))
     }
@@ -115,7 +125,8 @@ impl Job {
                 }
             }
         }
-        let watch = self.walls.watches_writes() && flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let watch = self.walls.watches_writes() && writes;
         let sealed = |st: Option<rustix::fs::Stat>| {
             st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
         };
@@ -152,6 +163,27 @@ impl Job {
                 self.busy.fetch_sub(1, Ordering::AcqRel);
                 Answer::Errno(libc::EAGAIN)
             }
+        }
+    }
+
+    /// `truncate(path, length)`: the file is opened for writing as an open is (checked by its
+    /// real path once open), then cut on that descriptor.
+    pub(super) fn truncate(&self, tid: u32, last: &Arg, length: u64) -> Answer {
+        let Place { dir, name, .. } = match locate(tid, last, true) {
+            Ok(v) => v,
+            Err(e) => return Answer::Errno(e),
+        };
+        // Non-blocking: a FIFO there answers at once (truncate(2) never waits for a reader).
+        let flags = libc::O_WRONLY | libc::O_NONBLOCK;
+        let watch = self.walls.watches_writes();
+        let how = Open { flags, mode: 0, walls: self.walls.clone(), watch };
+        match self.answer(how.run(&dir, &name)) {
+            Answer::Fd(fd, _) => match rustix::fs::ftruncate(&fd, length) {
+                Ok(()) => Answer::Value(0),
+                Err(e) => errno_of(e),
+            },
+            Answer::Errno(libc::ENXIO) => Answer::Errno(libc::EINVAL),
+            other => other,
         }
     }
 
