@@ -52,6 +52,18 @@ attempt("plain", lambda: rplus("plain.txt"))
 attempt("plaintrunc", lambda: os.close(os.open("plain2.txt", os.O_WRONLY | os.O_TRUNC)))
 "#;
 
+/// Waits until the command running in the root has written its `started` marker.
+async fn started(fx: &Fixture) {
+    let started = fx.root.join("started");
+    for _ in 0..600 {
+        if started.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the command never started");
+}
+
 /// How often `.git/config` is a mount point in the command's view.
 const MOUNTED: &str = "grep -c ' '\"$PWD\"'/.git/config ' /proc/self/mountinfo";
 
@@ -79,14 +91,7 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
     );
     let run = c.ok("bash", json!({ "command": cmd, "timeout_secs": 60 }));
     let host = async {
-        let started = fx.root.join("started");
-        for _ in 0..600 {
-            if started.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(started.exists(), "the command never started");
+        started(&fx).await;
         // The person's ordinary `git config`: git writes `.git/config.lock` and renames it
         // over `.git/config`. Then a lock of another `git config` caught in flight.
         git(&fx, &["config", "remote.origin.url", "https://example.org/x.git"]);
@@ -234,14 +239,7 @@ async fn a_read_only_root_the_host_moves_aside_during_a_run_stays_unwritable() {
                echo y >> plain.txt && echo plain-wrote";
     let run = c.ok("bash", json!({ "command": cmd, "timeout_secs": 60 }));
     let host = async {
-        let started = fx.root.join("started");
-        for _ in 0..600 {
-            if started.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(started.exists(), "the command never started");
+        started(&fx).await;
         std::fs::rename(fx.root.join("ro"), fx.root.join("ro.old")).unwrap();
         fx.write("ro.new/kept.txt", "host\n");
         own_tree(&fx.root.join("ro.new"));
