@@ -1097,3 +1097,26 @@ async fn the_brake_ends_a_pending_wait() {
     assert!(super::common::text_of(&r).contains("hands stop"), "{}", super::common::text_of(&r));
     assert!(host_processes(&["sleep", &marker]).is_empty(), "the session survived the brake");
 }
+
+/// A program in a pane opens `/dev/tty` for writing (ssh's and git's prompts, sudo do): every
+/// open for writing goes to the sandbox's init (decision 0079), which has no terminal of its
+/// own, so it opens the caller's controlling terminal in the sandbox's devpts. The text appears
+/// in the pane; the same open from a `bash` call, which controls no terminal, fails as the
+/// kernel would (ENXIO).
+#[tokio::test]
+async fn a_pane_program_writes_to_its_terminal_through_dev_tty() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    c.ok("tmux_start", json!({ "command": "bash --norc", "name": "tty" })).await;
+    let typed = "python3 -c \"import os; os.write(os.open('/dev/tty', os.O_RDWR), b'from-the'+b'-tty\\n')\"; echo done-$?";
+    c.ok("tmux_send", json!({ "session": "tty", "text": typed })).await;
+    let r = read_until(&c, "tty", |r| text(r).lines().any(|l| l.starts_with("done-"))).await;
+    let shown = text(&r);
+    assert!(shown.lines().any(|l| l == "from-the-tty"), "{shown}");
+    assert!(shown.lines().any(|l| l == "done-0"), "{shown}");
+    c.ok("tmux_kill", json!({ "session": "tty" })).await;
+    let probe = "python3 -c \"import os; os.open('/dev/tty', os.O_RDWR)\" 2>&1 | tail -1";
+    let r = c.ok("bash", json!({ "command": probe })).await;
+    assert!(r["stdout"].as_str().unwrap_or_default().contains("No such device or address"), "{r}");
+    fx.assert_canary();
+}

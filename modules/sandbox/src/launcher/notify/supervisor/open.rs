@@ -116,6 +116,12 @@ impl Job {
         // (advisory: the descriptor opened is checked again).
         let (lstat, stat) = place.entry();
         let Place { dir, name, .. } = place;
+        let tty = libc::makedev(5, 0);
+        if stat.is_some_and(|s| {
+            FileType::from_raw_mode(s.st_mode).is_char_device() && s.st_rdev == tty
+        }) {
+            return self.controlling_terminal(tid, flags);
+        }
         if flags & libc::O_CREAT != 0 {
             match self.check(&dir, &name, super::super::Kind::File) {
                 super::Checked::Go => {}
@@ -163,6 +169,36 @@ impl Job {
                 self.busy.fetch_sub(1, Ordering::AcqRel);
                 Answer::Errno(libc::EAGAIN)
             }
+        }
+    }
+
+    /// `/dev/tty` means the caller's controlling terminal, which the init (with none) cannot
+    /// open as itself: the caller's, from its `/proc/TID/stat`, opened in the sandbox's own
+    /// devpts (the command starts a session of its own, so any terminal it controls is one
+    /// it opened there) and checked to be that device. None: ENXIO, as the kernel says.
+    fn controlling_terminal(&self, tid: u32, flags: i32) -> Answer {
+        #[expect(clippy::disallowed_methods, reason = "procfs: the caller's controlling terminal")]
+        let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap_or_default();
+        // After the command's name (which may hold anything but ends at the last `)`): state,
+        // ppid, pgrp, session, tty_nr.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let nr: u64 = after.split_whitespace().nth(4).and_then(|n| n.parse().ok()).unwrap_or(0);
+        let (major, minor) = ((nr >> 8) & 0xfff, (nr & 0xff) | ((nr >> 12) & 0xfff00));
+        if !(136..144).contains(&major) {
+            return Answer::Errno(libc::ENXIO);
+        }
+        let Ok(pts) = super::super::target::open_dir("/dev/pts") else {
+            return Answer::Errno(libc::ENXIO);
+        };
+        let name = ((major - 136) * 256 + minor).to_string();
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+        let how = Open { flags, mode: 0, walls: self.walls.clone(), watch: false };
+        match self.answer(how.run(&pts, name.as_bytes())) {
+            Answer::Fd(fd, c) if rustix::fs::fstat(&fd).is_ok_and(|s| s.st_rdev == nr) => {
+                Answer::Fd(fd, c)
+            }
+            Answer::Fd(..) => Answer::Errno(libc::ENXIO),
+            other => other,
         }
     }
 
