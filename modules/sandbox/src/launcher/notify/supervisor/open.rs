@@ -19,6 +19,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// Whether an open with `flags` writes: Linux truncates on O_TRUNC whatever the access mode
+/// (O_RDONLY too, given the right to write), so a truncation is a write.
+fn writes(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
+}
+
 /// An open as the init performs it, on the folder it located and its own copy of the name.
 struct Open {
     flags: i32,
@@ -38,10 +44,7 @@ enum Opened {
 impl Open {
     fn run(&self, dir: &OwnedFd, name: &[u8]) -> Opened {
         let flags = self.flags;
-        // Linux truncates on O_TRUNC whatever the access mode (O_RDONLY too, given the right
-        // to write): a truncation is a write.
-        let trunc = flags & libc::O_TRUNC != 0;
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || trunc;
+        let (trunc, writes) = (flags & libc::O_TRUNC != 0, writes(flags));
         let base = (flags | libc::O_CLOEXEC | libc::O_NOCTTY) & !(libc::O_TRUNC * trunc as i32);
         let open = |f: i32| {
             let f = OFlags::from_bits_retain(f as u32);
@@ -131,8 +134,7 @@ impl Job {
                 }
             }
         }
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        let watch = self.walls.watches_writes() && writes;
+        let watch = self.walls.watches_writes() && writes(flags);
         let sealed = |st: Option<rustix::fs::Stat>| {
             st.is_some_and(|st| self.walls.sealed((st.st_dev, st.st_ino)))
         };
