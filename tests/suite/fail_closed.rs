@@ -514,3 +514,64 @@ async fn what_the_init_creates_gets_the_callers_umask() {
     assert_eq!(host, 0o600);
     fx.assert_canary();
 }
+
+/// A descriptor the init made is handed over with both threads held on the caller's CPU
+/// (decision 0080: the kernel's plain wake-up of `ADDFD` woke an idle CPU twice per create).
+/// What the command sees of its own CPUs must not change: after each create its affinity is
+/// what it was (all CPUs; one CPU it chose), and a program that pins itself right after a
+/// create keeps its pin (the init gives the affinity back before the call returns). The files
+/// are made and written (positive control).
+#[allow(clippy::print_stderr)] // says what one CPU leaves unchecked
+#[tokio::test]
+async fn a_create_leaves_the_callers_cpus_as_they_were() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None)
+os.makedirs("aff", exist_ok=True)
+cpus = os.sched_getaffinity(0)
+print("CPUS", len(cpus))
+bad = []
+def make(name):
+    fd = os.open("aff/" + name, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+    os.write(fd, b"x"); os.close(fd)
+for i in range(200):
+    make(f"a{i}")
+    if os.sched_getaffinity(0) != cpus: bad.append(("all", i, os.sched_getaffinity(0))); break
+if len(cpus) > 1:
+    one = {max(cpus)}
+    os.sched_setaffinity(0, one)
+    for i in range(100):
+        make(f"b{i}")
+        if os.sched_getaffinity(0) != one: bad.append(("one", i, os.sched_getaffinity(0))); break
+    os.sched_setaffinity(0, cpus)
+    for i in range(200):
+        make(f"c{i}")
+        here = {libc.sched_getcpu()}
+        os.sched_setaffinity(0, here)
+        for _ in range(2000): pass
+        if os.sched_getaffinity(0) != here: bad.append(("pinned", i, os.sched_getaffinity(0))); break
+        os.sched_setaffinity(0, cpus)
+print("BAD", bad, "MADE", len(os.listdir("aff")))
+"#;
+    let cmd = format!("python3 - <<'PY'\n{script}\nPY");
+    let r = c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await;
+    let out = shown(&r);
+    c.stop().await;
+    assert!(out.contains("BAD []"), "the command's affinity changed: {out}");
+    let cpus: u32 = out
+        .split("CPUS ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no CPU count: {out}"));
+    let made = if cpus > 1 { 500 } else { 200 };
+    assert!(out.contains(&format!("MADE {made}")), "positive control: {out}");
+    assert_eq!(std::fs::read(fx.root.join("aff/a199")).unwrap(), b"x");
+    if cpus == 1 {
+        eprintln!("one CPU here: only the unchanged affinity of the first loop was checked");
+    }
+    fx.assert_canary();
+}

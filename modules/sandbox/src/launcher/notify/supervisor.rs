@@ -287,7 +287,7 @@ impl Job {
             Ok(None) => return,
             Err(errno) => Answer::Errno(errno),
         };
-        send(&self.listener, self.req.id, answer);
+        send(&self.listener, self.req.id, answer, self.req.pid);
     }
 
     /// Reads everything of the target the call needs (its paths, umask, the folders its
@@ -632,13 +632,13 @@ const SEALED: &str = "the config of a repository a command made, which the sandb
                       git changes it only through its lock file";
 
 /// Answers a call: a value, an errno, or a new descriptor of the target's.
-fn send(listener: &OwnedFd, id: u64, answer: Answer) {
+fn send(listener: &OwnedFd, id: u64, answer: Answer, tid: u32) {
     match answer {
         Answer::Later => {}
         Answer::Value(v) => respond(listener, id, v, 0),
         Answer::Errno(e) => respond(listener, id, 0, e),
         Answer::Fd(fd, cloexec) => {
-            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec) {
+            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec, tid) {
                 Ok(()) | Err(libc::ENOENT) => {}
                 Err(errno) => respond(listener, id, 0, errno),
             }

@@ -162,7 +162,7 @@ impl Job {
             } else {
                 Answer::Errno(libc::EAGAIN)
             };
-            send(&job.listener, job.req.id, answer);
+            send(&job.listener, job.req.id, answer, job.req.pid);
             job.busy.fetch_sub(1, Ordering::AcqRel);
         });
         match spawned {
