@@ -12,7 +12,8 @@ the roots (world-writable, so only the sandbox keeps it unchanged), and prints o
 then `ACCEPTANCE: N ok, M FAIL`. Exit 0 only when every check is ok.
 
 Checks: probe (`hands doctor`: its self-test, and tmux's and git's versions read in a sandbox),
-bash, write-outside, secret (.env masked), loopback (a listener
+bash, write-outside, secret (.env masked), host-replaced (a `.git/config` the host replaced
+by rename mid-run stays unwritable, decision 0079), loopback (a listener
 on this machine's 127.0.0.1, outside the sandbox, gets no connection), seccomp (the denied system
 calls fail with EPERM inside; outside, the controls among them work), forkbomb (bounded while
 a second call answers), kill (`kill $$` ends with SIGTERM), tmux (start, send, read, kill),
@@ -447,6 +448,75 @@ def check_secret(run):
                ("the secret was read" if run.secret in seen else outcome(r)))
 
 
+def check_host_replaced(run):
+    """A protected file the host replaces by rename while a command runs (git's `config.lock`
+    renamed onto `.git/config`, as `git config` does) takes the read-only bind with it in every
+    mount namespace; the command's write to the new file must still be refused (decision
+    0079). The command waits for the host's rename, then appends a program to `.git/config`
+    (`>>`, and `dd` opening it without O_CREAT).
+    Positive control: a plain file the host replaced the same way takes the command's write.
+    Every file is mode 666 (and the project's owner's): only the sandbox can refuse."""
+    repo = os.path.join(run.proj, "repo")
+    git = os.path.join(repo, ".git")
+    config, plain = os.path.join(git, "config"), os.path.join(repo, "plain.txt")
+    ready, go = (os.path.join(run.proj, f"{w}-{run.mark}") for w in ("ready", "go"))
+    owned = []
+    for d in (repo, git, os.path.join(git, "objects"), os.path.join(git, "refs")):
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o777)
+        owned.append(d)
+    def put(path, text):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o666)
+        if os.getuid() == 0:
+            os.chown(path, 65534, 65534)
+    put(os.path.join(git, "HEAD"), "ref: refs/heads/main\n")
+    put(config, "[core]\n\trepositoryformatversion = 0\n")
+    put(plain, "plain\n")
+    if os.getuid() == 0:
+        for d in owned:
+            os.chown(d, 65534, 65534)
+    person = f"# the person's change {run.mark}"
+    def host():
+        deadline = time.time() + 60
+        while not os.path.exists(ready) and time.time() < deadline:
+            time.sleep(0.02)
+        put(config + ".lock", f"[core]\n\trepositoryformatversion = 0\n{person}\n")
+        os.rename(config + ".lock", config)
+        put(plain + ".new", "plain, saved again\n")
+        os.rename(plain + ".new", plain)
+        open(go, "w").close()
+    t = threading.Thread(target=host, daemon=True)
+    t.start()
+    r = run.bash(f"touch {ready}; i=0; while [ ! -e {go} ] && [ $i -lt 1200 ]; do sleep 0.05; "
+                 f"i=$((i+1)); done; [ -e {go} ] && echo HOST-DONE; "
+                 f"printf '[core]\\n\\tfsmonitor = /bin/false-{run.mark}\\n' >> "
+                 f"repo/.git/config && echo CONFIG-WRITTEN; "
+                 # Opened for writing without O_CREAT (the exploit of decision 0079: no name is
+                 # made, so only the check of the file the open reached refuses it).
+                 f"printf '[core]\\n\\tfsmonitor = /bin/false-{run.mark}\\n' | dd "
+                 f"of=repo/.git/config conv=nocreat,notrunc oflag=append status=none "
+                 f"&& echo CONFIG-WRITTEN; "
+                 f"echo plain-{run.mark} >> repo/plain.txt && echo PLAIN-WRITTEN; true",
+                 timeout_secs=120)
+    t.join(5)
+    s = r.structured
+    out, err = s.get("stdout", ""), s.get("stderr", "")
+    now, plain_now = open(config).read(), open(plain).read()
+    bad = []
+    if "CONFIG-WRITTEN" in out or "fsmonitor" in now:
+        bad.append("the replaced .git/config took the command's write")
+    if person not in now:
+        bad.append("the person's change is not in .git/config")
+    control = "HOST-DONE" in out and "PLAIN-WRITTEN" in out and f"plain-{run.mark}" in plain_now
+    said = "hands sandbox: refused" in err and ".git/config" in err
+    ok = not r.is_error and not bad and control and said
+    run.report("host-replaced", ok, "the replaced .git/config refused, saying so; the replaced "
+               "plain file took the write" if ok else (f"{bad}" if bad else
+               f"control or refusal text missing: {outcome(r)}"))
+
+
 def check_loopback(run):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -775,8 +845,8 @@ def main():
         if no_userns:
             steps(check_refusals)
         else:
-            steps(check_bash, check_write_outside, check_secret, check_loopback, check_seccomp,
-                  check_forkbomb, check_kill, check_tmux)
+            steps(check_bash, check_write_outside, check_secret, check_host_replaced,
+                  check_loopback, check_seccomp, check_forkbomb, check_kill, check_tmux)
     code, tail = run.session.close() if run.session else (None, [])
     if no_userns and code is not None:
         # The same machine in best-effort: a second daemon, the walls that remain as attacks.
