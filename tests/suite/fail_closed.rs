@@ -417,6 +417,17 @@ async fn new_repositories_allowed_leave_existing_repositories_walled() {
     fx.assert_canary();
 }
 
+/// Runs a Python script through `bash` (its output, stdout and stderr).
+async fn python(c: &Client, script: &str) -> String {
+    let cmd = format!("python3 - <<'PY'\n{script}\nPY");
+    shown(&c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await)
+}
+
+/// The number printed after `key` in `out`.
+fn number_after(out: &str, key: &str) -> Option<u32> {
+    out.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
 /// The path a notified call names lives in the command's memory, which another of its threads
 /// can rewrite between the init's check and the kernel's own read (why the kernel warns against
 /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The init makes the entry itself from its one copy, so
@@ -455,17 +466,10 @@ for i in range(30000):
 stop = True; t.join()
 print("MADE", made, "GIT", os.path.lexists("race/.git"))
 "#;
-    let cmd = format!("python3 - <<'PY'\n{script}\nPY");
-    let r = c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await;
-    let out = shown(&r);
+    let out = python(&c, script).await;
     c.stop().await;
     assert!(out.contains("GIT False"), "the flipped name got through: {out}");
-    let made: u32 = out
-        .split("MADE ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let made = number_after(&out, "MADE ").unwrap_or(0);
     assert!(made > 10, "positive control: the allowed name was made only {made} times: {out}");
     assert!(std::fs::symlink_metadata(fx.root.join("race/.git")).is_err());
     fx.assert_canary();
@@ -556,17 +560,10 @@ if len(cpus) > 1:
         os.sched_setaffinity(0, cpus)
 print("BAD", bad, "MADE", len(os.listdir("aff")))
 "#;
-    let cmd = format!("python3 - <<'PY'\n{script}\nPY");
-    let r = c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await;
-    let out = shown(&r);
+    let out = python(&c, script).await;
     c.stop().await;
     assert!(out.contains("BAD []"), "the command's affinity changed: {out}");
-    let cpus: u32 = out
-        .split("CPUS ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no CPU count: {out}"));
+    let cpus = number_after(&out, "CPUS ").unwrap_or_else(|| panic!("no CPU count: {out}"));
     let made = if cpus > 1 { 500 } else { 200 };
     assert!(out.contains(&format!("MADE {made}")), "positive control: {out}");
     assert_eq!(std::fs::read(fx.root.join("aff/a199")).unwrap(), b"x");

@@ -78,12 +78,22 @@ pub fn read_memory(tid: u32, addr: u64, buf: &mut [u8]) -> Result<usize, i32> {
 /// Waits for the next request on `listener`; the errno when there is none. It waits in
 /// `poll` first: the kernel's same-CPU wake-up (`sync_wake_up`) is for a poller, a thread
 /// blocked in the receive itself is woken wherever the scheduler likes.
-pub fn receive(listener: &OwnedFd) -> Result<libc::seccomp_notif, i32> {
-    use rustix::event::{PollFd, PollFlags, poll};
+///
+/// With the request, whether this thread waited for it: then the request's own call woke it,
+/// on its caller's CPU, where [`answer_fd`] may hold both. A request already waiting came from
+/// wherever its caller runs (another process's, while this thread answered one), and holding
+/// it here would pull it off its own CPU (two processes of a parallel build, each pulled onto
+/// the init's CPU, ran 1.8× slower than with no hold; decision 0080).
+pub fn receive(listener: &OwnedFd) -> Result<(libc::seccomp_notif, bool), i32> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds = [PollFd::new(listener, PollFlags::IN)];
-    match poll(&mut fds, None) {
-        Ok(_) | Err(rustix::io::Errno::INTR) => {}
-        Err(e) => return Err(e.raw_os_error()),
+    let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+    let waiting = poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0);
+    if !waiting {
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.raw_os_error()),
+        }
     }
     // Nothing uses the filter any more and nothing waits: a kernel before 6.6 would block in
     // the receive for good (it waits on a count that no process will raise again).
@@ -96,7 +106,7 @@ pub fn receive(listener: &OwnedFd) -> Result<libc::seccomp_notif, i32> {
     // SAFETY: `req` is a valid seccomp_notif for the kernel to write.
     let ret =
         unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) };
-    if ret < 0 { Err(errno()) } else { Ok(req) }
+    if ret < 0 { Err(errno()) } else { Ok((req, !waiting)) }
 }
 
 /// Whether no process uses the listener's filter any more (the command and all it started
@@ -119,8 +129,10 @@ pub fn still_valid(listener: &OwnedFd, id: u64) -> bool {
     ret >= 0
 }
 
-/// Answers request `id` of thread `tid` with a copy of `fd` in it (the call's result is its
-/// number); the errno when that failed.
+/// Answers request `id` with a copy of `fd` in its thread (the call's result is its number);
+/// whether the thread was held and goes on on this CPU, or the errno when that failed.
+/// `hold`: the thread, when it is on this CPU (its call woke this one, [`receive`], or it
+/// was woken here by the last answer), so that both stay there.
 ///
 /// The hand-over is the one answer the kernel does not wake on the init's CPU: `ADDFD` wakes
 /// the target with a plain wake-up, which the scheduler gives to an idle CPU, and the target's
@@ -136,9 +148,9 @@ pub fn answer_fd(
     id: u64,
     fd: &OwnedFd,
     cloexec: bool,
-    tid: u32,
-) -> Result<(), i32> {
-    let held = Held::here(tid);
+    hold: Option<u32>,
+) -> Result<bool, i32> {
+    let held = hold.and_then(Held::here);
     let add = libc::seccomp_notif_addfd {
         id,
         // Held, the target installs the descriptor and waits again, still in its call, for the
@@ -154,14 +166,14 @@ pub fn answer_fd(
         unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD as _, &add) };
     let failed = (ret < 0).then(errno);
     let Some(held) = held else {
-        return failed.map_or(Ok(()), Err);
+        return failed.map_or(Ok(false), Err);
     };
     held.let_target_go();
     if let Some(errno) = failed {
         return Err(errno);
     }
     answer(listener, id, i64::from(ret), 0);
-    Ok(())
+    Ok(true)
 }
 
 /// The target of a descriptor's hand-over and this thread, held on this CPU ([`answer_fd`]);

@@ -84,9 +84,12 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     let busy = Arc::new(AtomicUsize::new(0));
     let lines = Arc::new(std::sync::Mutex::new(Budget::new()));
     let reporter = Arc::new(reporter);
+    // The caller the last answer woke on this thread's CPU, which has run nothing else since
+    // when its next call is already waiting (a program creating file after file).
+    let mut here_last = None;
     loop {
-        let req = match crate::sys::seccomp_notify::receive(&listener) {
-            Ok(req) => req,
+        let (req, woken) = match crate::sys::seccomp_notify::receive(&listener) {
+            Ok(got) => got,
             // Interrupted, or the target died before we read it: next. Once nothing uses the
             // filter, every receive fails at once: stop rather than spin until the init exits
             // (found by a profile of the launcher: a core busy for milliseconds per command).
@@ -107,8 +110,9 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             busy: busy.clone(),
             reporter: reporter.clone(),
             req,
+            here: woken || here_last == Some(req.pid),
         };
-        job.run();
+        here_last = job.run().then_some(req.pid);
     }
 }
 
@@ -151,6 +155,10 @@ struct Job {
     /// The launcher's report channel, where each refusal goes.
     reporter: Arc<crate::launcher::report::Reporter>,
     req: libc::seccomp_notif,
+    /// The caller is on this thread's CPU (its call woke this thread there, or the last answer
+    /// woke it here): a descriptor's hand-over may hold both there
+    /// ([`crate::sys::seccomp_notify::answer_fd`]).
+    here: bool,
 }
 
 /// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
@@ -280,14 +288,15 @@ fn errno_of(e: rustix::io::Errno) -> Answer {
 }
 
 impl Job {
-    fn run(&self) {
+    /// Whether the answer woke the caller on this thread's CPU.
+    fn run(&self) -> bool {
         let tid = self.req.pid;
         let answer = match self.prepare(tid) {
             Ok(Some((call, umask, args))) => self.perform(tid, call, umask, args),
-            Ok(None) => return,
+            Ok(None) => return false,
             Err(errno) => Answer::Errno(errno),
         };
-        send(&self.listener, self.req.id, answer, self.req.pid);
+        send(&self.listener, self.req.id, answer, self.here.then_some(self.req.pid))
     }
 
     /// Reads everything of the target the call needs (its paths, umask, the folders its
@@ -632,20 +641,24 @@ const SEALED: &str = "the config of a repository a command made, which the sandb
                       git changes it only through its lock file";
 
 /// Answers a call: a value, an errno, or a new descriptor of the target's.
-fn send(listener: &OwnedFd, id: u64, answer: Answer, tid: u32) {
+/// Whether the caller was woken on this thread's CPU: an answer (the same-CPU wake-up) or a
+/// held hand-over; `hold`: the caller, when it is on this CPU.
+fn send(listener: &OwnedFd, id: u64, answer: Answer, hold: Option<u32>) -> bool {
     match answer {
-        Answer::Later => {}
+        Answer::Later => false,
         Answer::Value(v) => respond(listener, id, v, 0),
         Answer::Errno(e) => respond(listener, id, 0, e),
         Answer::Fd(fd, cloexec) => {
-            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec, tid) {
-                Ok(()) | Err(libc::ENOENT) => {}
+            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec, hold) {
+                Ok(held) => held,
+                Err(libc::ENOENT) => false,
                 Err(errno) => respond(listener, id, 0, errno),
             }
         }
     }
 }
 
-fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
+fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) -> bool {
     crate::sys::seccomp_notify::answer(listener, id, val, errno);
+    true
 }

@@ -162,7 +162,8 @@ impl Job {
             } else {
                 Answer::Errno(libc::EAGAIN)
             };
-            send(&job.listener, job.req.id, answer, job.req.pid);
+            // A thread of its own runs where the scheduler put it: no hold.
+            let _ = send(&job.listener, job.req.id, answer, None);
             job.busy.fetch_sub(1, Ordering::AcqRel);
         });
         match spawned {
