@@ -77,7 +77,8 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     if crate::sys::unshare(libc::CLONE_FS).is_err() {
         return;
     }
-    let _ = crate::sys::seccomp_notify::sync_wake_up(&listener);
+    // Whether an answer wakes the caller on this thread's CPU (Linux 6.6+).
+    let same_cpu = crate::sys::seccomp_notify::sync_wake_up(&listener);
     let umask = Arc::new(Umask::now());
     let listener = Arc::new(listener);
     let walls = Arc::new(walls);
@@ -111,6 +112,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             reporter: reporter.clone(),
             req,
             here: woken || here_last == Some(req.pid),
+            same_cpu,
         };
         here_last = job.run().then_some(req.pid);
     }
@@ -159,6 +161,8 @@ struct Job {
     /// woke it here): a descriptor's hand-over may hold both there
     /// ([`crate::sys::seccomp_notify::answer_fd`]).
     here: bool,
+    /// The kernel wakes an answered caller on this thread's CPU.
+    same_cpu: bool,
 }
 
 /// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
@@ -296,7 +300,8 @@ impl Job {
             Ok(None) => return false,
             Err(errno) => Answer::Errno(errno),
         };
-        send(&self.listener, self.req.id, answer, self.here.then_some(self.req.pid))
+        let hold = self.here.then_some(self.req.pid);
+        send(&self.listener, self.req.id, answer, hold, self.same_cpu)
     }
 
     /// Reads everything of the target the call needs (its paths, umask, the folders its
@@ -641,24 +646,25 @@ const SEALED: &str = "the config of a repository a command made, which the sandb
                       git changes it only through its lock file";
 
 /// Answers a call: a value, an errno, or a new descriptor of the target's.
-/// Whether the caller was woken on this thread's CPU: an answer (the same-CPU wake-up) or a
-/// held hand-over; `hold`: the caller, when it is on this CPU.
-fn send(listener: &OwnedFd, id: u64, answer: Answer, hold: Option<u32>) -> bool {
+/// Whether the caller was woken on this thread's CPU: a held hand-over, or an answer where the
+/// kernel wakes it here (`same_cpu`); `hold`: the caller, when it is on this CPU.
+fn send(listener: &OwnedFd, id: u64, answer: Answer, hold: Option<u32>, same_cpu: bool) -> bool {
     match answer {
         Answer::Later => false,
-        Answer::Value(v) => respond(listener, id, v, 0),
-        Answer::Errno(e) => respond(listener, id, 0, e),
+        Answer::Value(v) => respond(listener, id, v, 0, same_cpu),
+        Answer::Errno(e) => respond(listener, id, 0, e, same_cpu),
         Answer::Fd(fd, cloexec) => {
             match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec, hold) {
                 Ok(held) => held,
                 Err(libc::ENOENT) => false,
-                Err(errno) => respond(listener, id, 0, errno),
+                Err(errno) => respond(listener, id, 0, errno, same_cpu),
             }
         }
     }
 }
 
-fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32) -> bool {
+/// Answers; `same_cpu` back: whether the kernel woke the caller on this thread's CPU.
+fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32, same_cpu: bool) -> bool {
     crate::sys::seccomp_notify::answer(listener, id, val, errno);
-    true
+    same_cpu
 }

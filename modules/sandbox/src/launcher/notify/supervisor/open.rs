@@ -163,7 +163,7 @@ impl Job {
                 Answer::Errno(libc::EAGAIN)
             };
             // A thread of its own runs where the scheduler put it: no hold.
-            let _ = send(&job.listener, job.req.id, answer, None);
+            let _ = send(&job.listener, job.req.id, answer, None, false);
             job.busy.fetch_sub(1, Ordering::AcqRel);
         });
         match spawned {
