@@ -169,6 +169,9 @@ pub fn answer_fd(
         return failed.map_or(Ok(false), Err);
     };
     held.let_target_go();
+    // This thread's affinity back before the answer wakes the target here: a thread still
+    // held that the target preempts could not be taken by another CPU.
+    drop(held);
     if let Some(errno) = failed {
         return Err(errno);
     }

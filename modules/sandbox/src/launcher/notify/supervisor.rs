@@ -5,6 +5,7 @@
 use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, real_path, root};
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
+mod crowd;
 mod open;
 use crate::launcher::Report;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
@@ -88,6 +89,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
     // The caller the last answer woke on this thread's CPU, which has run nothing else since
     // when its next call is already waiting (a program creating file after file).
     let mut here_last = None;
+    let mut crowd = crowd::Crowd::default();
     loop {
         let (req, woken) = match crate::sys::seccomp_notify::receive(&listener) {
             Ok(got) => got,
@@ -111,7 +113,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             busy: busy.clone(),
             reporter: reporter.clone(),
             req,
-            here: woken || here_last == Some(req.pid),
+            here: crowd.alone(req.pid) && (woken || here_last == Some(req.pid)),
             same_cpu,
         };
         here_last = job.run().then_some(req.pid);
