@@ -130,6 +130,10 @@ async fn a_protected_file_the_host_replaces_during_a_run_stays_unwritable() {
     assert!(denied.contains(".git/config") && denied.contains("change it on the host"), "{r}");
     let err = r["stderr"].as_str().unwrap_or_default();
     assert!(err.contains("hands sandbox: refused writing"), "{err}");
+    // An open with O_CREAT of the file that is there (a shell's `>>`) is told as a write.
+    let cfg_line = format!("{}/.git/config: ", fx.root.display());
+    assert!(err.contains(&format!("refused writing {cfg_line}")), "{err}");
+    assert!(!err.contains(&format!("refused creating {cfg_line}")), "{err}");
     c.stop().await;
     // The host's config is the person's, whole; its lock is untouched.
     let sub = std::fs::read_to_string(fx.root.join("sub/.git/config")).unwrap();

@@ -310,7 +310,7 @@ impl Walls {
                 return Some(format!(
                     "{} is read or run by a program on the host (git's config, hooks and \
                      includes as git resolves them, a protected name's target) or is a denied \
-                     path; it cannot be created",
+                     path; a command may neither create nor write it",
                     // As written (lowering keeps every byte where it was).
                     String::from_utf8_lossy(&full.as_os_str().as_bytes()[..end])
                 ));

@@ -514,6 +514,11 @@ impl Job {
 
     /// The walls for a new entry `name` in `dir` made as `kind`.
     fn check(&self, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
+        self.check_as(REFUSED, dir, name, kind)
+    }
+
+    /// [`Job::check`], a refusal's line beginning with `start`.
+    fn check_as(&self, start: &str, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
         let Some(real) = real_path(dir) else { return Checked::Go };
         let why = match self.walls.verdict(&real, name, kind) {
             Verdict::Refuse(why) => why,
@@ -535,7 +540,7 @@ impl Job {
                 }
             }
         };
-        Checked::Stop(self.refuse(&real, name, &why))
+        Checked::Stop(self.refuse_as(start, &real, name, &why))
     }
 
     /// EACCES for a new entry `name` in `real`, after the report and the line on stderr that

@@ -126,7 +126,14 @@ impl Job {
             return self.controlling_terminal(tid, flags);
         }
         if flags & libc::O_CREAT != 0 {
-            match self.check(&dir, &name, super::super::Kind::File) {
+            // A shell's `>>` or `>` onto a file that is there writes it: say so (the name is
+            // refused either way, as it would be made should the file go meanwhile).
+            let start = if lstat.is_some() && flags & libc::O_EXCL == 0 {
+                super::super::REFUSED_WRITE
+            } else {
+                super::super::REFUSED
+            };
+            match self.check_as(start, &dir, &name, super::super::Kind::File) {
                 super::Checked::Go => {}
                 super::Checked::Stop(a) => return a,
                 super::Checked::Config(real) => {
