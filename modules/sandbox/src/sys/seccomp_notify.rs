@@ -168,10 +168,7 @@ pub fn answer_fd(
     let Some(held) = held else {
         return failed.map_or(Ok(false), Err);
     };
-    held.let_target_go();
-    // This thread's affinity back before the answer wakes the target here: a thread still
-    // held that the target preempts could not be taken by another CPU.
-    drop(held);
+    held.release();
     if let Some(errno) = failed {
         return Err(errno);
     }
@@ -213,6 +210,13 @@ impl Held {
             own_was = Some(own);
         }
         Some(Held { target, target_was, own_was, here })
+    }
+
+    /// Gives the target its affinity back, then this thread its own — both before the answer
+    /// wakes the target here: a thread still held that the target preempts could not be taken
+    /// by another CPU (decision 0081).
+    fn release(self) {
+        self.let_target_go();
     }
 
     /// Gives the target its affinity back, unless another thread changed it meanwhile (then
