@@ -50,14 +50,18 @@ pub fn install_filter(prog: &[libc::sock_filter], flags: libc::c_ulong) -> Resul
 /// each notified call is a hand-off between two threads, never a cross-CPU wake-up.
 /// Whether the kernel took it (older kernels answer EINVAL; the walls are the same).
 pub fn sync_wake_up(listener: &OwnedFd) -> bool {
+    set_sync_wake_up(listener, true)
+}
+
+/// Turns the same-CPU wake-up on or off; whether the kernel took it. Off while the command's
+/// processes call in parallel: an answer woken on the init's CPU may preempt the init while
+/// another process's call waits (decision 0081).
+pub fn set_sync_wake_up(listener: &OwnedFd, on: bool) -> bool {
     const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+    let flags = if on { SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP } else { 0 };
     // SAFETY: an integer argument; the kernel reads no memory of ours.
     let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
-            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
-        )
+        libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _, flags)
     };
     ret >= 0
 }

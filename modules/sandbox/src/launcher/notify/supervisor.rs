@@ -105,6 +105,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             crate::sys::seccomp_notify::let_continue(&listener, req.id);
             continue;
         }
+        let alone = crowd.alone(req.pid);
         let job = Job {
             umask: umask.clone(),
             listener: listener.clone(),
@@ -113,8 +114,9 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             busy: busy.clone(),
             reporter: reporter.clone(),
             req,
-            here: crowd.alone(req.pid) && (woken || here_last == Some(req.pid)),
+            here: alone && (woken || here_last == Some(req.pid)),
             same_cpu,
+            alone,
         };
         here_last = job.run().then_some(req.pid);
     }
@@ -165,6 +167,8 @@ struct Job {
     here: bool,
     /// The kernel wakes an answered caller on this thread's CPU.
     same_cpu: bool,
+    /// No other thread's calls interleaved with this caller's lately ([`crowd::Crowd`]).
+    alone: bool,
 }
 
 /// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
@@ -303,7 +307,18 @@ impl Job {
             Err(errno) => Answer::Errno(errno),
         };
         let hold = self.here.then_some(self.req.pid);
-        send(&self.listener, self.req.id, answer, hold, self.same_cpu)
+        // A caller in parallel with others is woken where the scheduler likes: woken here it
+        // would preempt this thread while another process's call waits (decision 0081).
+        let apart =
+            self.same_cpu && !self.alone && matches!(answer, Answer::Value(_) | Answer::Errno(_));
+        if apart {
+            crate::sys::seccomp_notify::set_sync_wake_up(&self.listener, false);
+        }
+        let here = send(&self.listener, self.req.id, answer, hold, self.same_cpu && !apart);
+        if apart {
+            crate::sys::seccomp_notify::set_sync_wake_up(&self.listener, true);
+        }
+        here
     }
 
     /// Reads everything of the target the call needs (its paths, umask, the folders its
