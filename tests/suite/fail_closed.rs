@@ -572,3 +572,63 @@ print("BAD", bad, "MADE", len(os.listdir("aff")))
     }
     fx.assert_canary();
 }
+
+/// Answers to processes calling in parallel are woken where the scheduler likes: the init
+/// turns the kernel's same-CPU wake-up off for each such answer and on again after it
+/// (decision 0082). Each process still gets its own answers, and the walls hold while the
+/// flag is off and after: two processes rename files back and forth and `mkdir` existing
+/// folders in parallel (every rename lands, every `mkdir` says EEXIST), try a `.git` between
+/// (refused each time), and one process alone afterwards gets the same answers.
+#[tokio::test]
+async fn parallel_callers_get_their_own_answers_and_the_walls() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let script = r#"
+import os, time
+os.makedirs("par", exist_ok=True)
+def work(k, rounds):
+    a, b = f"par/r{k}a", f"par/r{k}b"
+    open(a, "w").write(str(k))
+    bad = 0
+    for i in range(rounds):
+        e = time.perf_counter() + 0.0002
+        while time.perf_counter() < e: pass
+        os.rename(a, b); a, b = b, a
+        try:
+            os.mkdir("par"); bad += 1
+        except FileExistsError:
+            pass
+        if i % 50 == 0:
+            try:
+                os.mkdir(f"par/k{k}/.git" if os.path.isdir(f"par/k{k}") else f"par/k{k}")
+            except PermissionError:
+                pass
+    return bad + (open(a).read() != str(k))
+kids = []
+for k in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(work(k, 600))
+    kids.append(pid)
+print("PARALLEL", [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids])
+print("ALONE", work(2, 200))
+print("GIT", [os.path.lexists(f"par/k{k}/.git") for k in range(3)], "DIRS", sorted(os.listdir("par")))
+"#;
+    let out = python(&c, script).await;
+    c.stop().await;
+    assert!(out.contains("PARALLEL [0, 0]"), "a parallel caller got a wrong answer: {out}");
+    assert!(out.contains("ALONE 0"), "a lone caller after them got a wrong answer: {out}");
+    assert!(out.contains("GIT [False, False, False]"), "a .git was made: {out}");
+    // Positive control: the allowed folders were made, and every file is where its last
+    // rename put it (600 and 200 renames: back under its first name).
+    for k in 0..3 {
+        assert!(fx.root.join(format!("par/k{k}")).is_dir(), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(format!("par/r{k}a"))).unwrap(),
+            k.to_string()
+        );
+        assert!(!fx.root.join(format!("par/k{k}/.git")).exists());
+    }
+    fx.assert_canary();
+}
