@@ -108,6 +108,28 @@ async fn get(addr: &str, request: &str) -> usize {
     total
 }
 
+/// Runs `start` on a thread of its own with a one-thread runtime, as a process of its own would
+/// (the daemon serves its proxy on one thread over stdio; the host is another machine), and
+/// gives back what it returned; what it spawned goes on serving there.
+fn apart<T, F>(name: &str, start: impl FnOnce() -> F + Send + 'static) -> T
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                tx.send(start().await).unwrap();
+                std::future::pending::<()>().await;
+            });
+        })
+        .unwrap();
+    rx.recv().unwrap()
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -122,18 +144,22 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let len = body_len();
-    let port = server(len).await;
-    let rules = Rules::new(&["127.0.0.1".to_string()], &[], Unknown::Deny).unwrap();
-    let proxy = Proxy::new(rules, Arc::new(Quiet), Limits::default());
-    let pl = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let paddr = pl.local_addr().unwrap().to_string();
-    tokio::spawn(Arc::clone(&proxy).serve_http(pl));
+    // The client here, the host, the proxy and the plain relay each on a thread of their own.
+    let port = apart("host", move || server(len));
+    let paddr = apart("proxy", || async {
+        let rules = Rules::new(&["127.0.0.1".to_string()], &[], Unknown::Deny).unwrap();
+        let proxy = Proxy::new(rules, Arc::new(Quiet), Limits::default());
+        let pl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let paddr = pl.local_addr().unwrap().to_string();
+        tokio::spawn(proxy.serve_http(pl));
+        paddr
+    });
     let direct = format!("127.0.0.1:{port}");
-
-    let plain = relay(direct.clone()).await;
+    let to = direct.clone();
+    let plain = apart("relay", move || relay(to));
     let (mut d, mut p, mut r) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..GETS {
         let t = Instant::now();
@@ -167,7 +193,7 @@ async fn main() {
         rm.as_secs_f64() / dm.as_secs_f64()
     );
 
-    let greet = greeter().await;
+    let greet = apart("greeter", greeter);
     let direct = format!("127.0.0.1:{greet}");
     let (mut d, mut p) = (Vec::new(), Vec::new());
     for _ in 0..CONNECTS {
