@@ -114,6 +114,20 @@ impl HandsServer {
             ))),
         };
         let Answer { result, refused } = answer;
+        self.recorded(def, arguments, &verdict, result, refused).await
+    }
+
+    /// The audit record of a decided call (SPEC §8), fsynced before its result is returned:
+    /// every write- and external-class call and every call that does not succeed; a read-class
+    /// success is not recorded. `refused`: the tool itself refused (its first line says why).
+    async fn recorded(
+        &self,
+        def: &Entry,
+        arguments: serde_json::Value,
+        verdict: &Verdict,
+        result: CallToolResult,
+        refused: bool,
+    ) -> CallToolResponse {
         let Some((decision, decided_by)) = verdict.recorded() else { return result.into() };
         let failed = result.is_error == Some(true);
         if def.class == ActionClass::Read && !failed {
@@ -122,7 +136,7 @@ impl HandsServer {
         let first_line = |r: &CallToolResult| text_of(r).lines().next().unwrap_or("").to_string();
         // The gate's refusal in full; a module's refusal (its error's own `is_refusal`) and a
         // plain failure by their first line.
-        let outcome = match (&verdict, refused, failed) {
+        let outcome = match (verdict, refused, failed) {
             (Verdict::Deny { why, .. }, _, _) => format!("refused: {}", why.message),
             (_, true, _) => format!("refused: {}", first_line(&result)),
             (_, false, true) => format!("error: {}", first_line(&result)),
@@ -160,13 +174,20 @@ impl HandsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
-        match self.verdict(def, &arguments, None, false, Retry::default(), &context).await {
-            Verdict::Allow { .. } => {}
-            Verdict::Deny { why, .. } => return Ok(refused(why.message, vec![why.denial]).into()),
-            Verdict::Ask(input) => return Ok(CallToolResponse::InputRequired(input)),
-        }
-        let seal = Seal::new(self.daemon.approvals.clone(), self.client.clone());
-        serve(McpCall { request, context, seal }).await
+        let verdict = self.verdict(def, &arguments, None, false, Retry::default(), &context).await;
+        let result = match &verdict {
+            Verdict::Allow { .. } => {
+                let seal = Seal::new(self.daemon.approvals.clone(), self.client.clone());
+                match serve(McpCall { request, context, seal }).await? {
+                    CallToolResponse::Complete(result) => result,
+                    // Not finished yet: recorded when it is.
+                    pending => return Ok(pending),
+                }
+            }
+            Verdict::Deny { why, .. } => refused(why.message.clone(), vec![why.denial.clone()]),
+            Verdict::Ask(input) => return Ok(CallToolResponse::InputRequired(input.clone())),
+        };
+        Ok(self.recorded(def, arguments, &verdict, result, false).await)
     }
 
     /// The gate's verdict on a call of `def` by this connection's client.
