@@ -53,9 +53,9 @@ pub fn sync_wake_up(listener: &OwnedFd) -> bool {
     set_sync_wake_up(listener, true)
 }
 
-/// Turns the same-CPU wake-up on or off; whether the kernel took it. Off while the command's
-/// processes call in parallel: an answer woken on the init's CPU may preempt the init while
-/// another process's call waits (decision 0081).
+/// Turns the same-CPU wake-up on or off; whether the kernel took it. Off for one answer to a
+/// caller in parallel with others: woken on the init's CPU it may preempt the init while
+/// another process's call waits (decisions 0081, 0082).
 pub fn set_sync_wake_up(listener: &OwnedFd, on: bool) -> bool {
     const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
     let flags = if on { SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP } else { 0 };

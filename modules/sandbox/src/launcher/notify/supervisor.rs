@@ -308,7 +308,7 @@ impl Job {
         };
         let hold = self.here.then_some(self.req.pid);
         // A caller in parallel with others is woken where the scheduler likes: woken here it
-        // would preempt this thread while another process's call waits (decision 0081).
+        // would preempt this thread while another process's call waits (decision 0082).
         let apart =
             self.same_cpu && !self.alone && matches!(answer, Answer::Value(_) | Answer::Errno(_));
         if apart {
