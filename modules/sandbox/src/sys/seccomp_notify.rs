@@ -184,7 +184,7 @@ pub fn answer_fd(
 /// dropping it gives this thread its affinity back.
 struct Held {
     target: rustix::process::Pid,
-    /// The target's affinity before, given back by [`Held::let_target_go`].
+    /// The target's affinity before, given back by [`Held::release`].
     target_was: CpuSet,
     /// This thread's affinity before, when it was changed.
     own_was: Option<CpuSet>,
@@ -216,16 +216,11 @@ impl Held {
         Some(Held { target, target_was, own_was, here })
     }
 
-    /// Gives the target its affinity back, then this thread its own — both before the answer
-    /// wakes the target here: a thread still held that the target preempts could not be taken
-    /// by another CPU (decision 0081).
-    fn release(self) {
-        self.let_target_go();
-    }
-
     /// Gives the target its affinity back, unless another thread changed it meanwhile (then
-    /// that change stands). The target is still in its call: it has run nothing since.
-    fn let_target_go(&self) {
+    /// that change stands; the target is still in its call and has run nothing since), then
+    /// this thread its own (on drop) — both before the answer wakes the target here: a thread
+    /// still held that the target preempts could not be taken by another CPU (decision 0081).
+    fn release(self) {
         if self.target_was != self.here
             && sched_getaffinity(Some(self.target)).is_ok_and(|now| now == self.here)
         {

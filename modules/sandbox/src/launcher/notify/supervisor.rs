@@ -5,9 +5,11 @@
 use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, real_path, root};
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
+mod answer;
 mod crowd;
 mod open;
 use crate::launcher::Report;
+use answer::{Wake, send};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use std::ffi::OsStr;
 use std::io::Write;
@@ -106,6 +108,11 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             continue;
         }
         let alone = crowd.alone(req.pid);
+        let wake = match (same_cpu, alone) {
+            (false, _) => Wake::Plain,
+            (true, true) => Wake::Here,
+            (true, false) => Wake::Anywhere,
+        };
         let job = Job {
             umask: umask.clone(),
             listener: listener.clone(),
@@ -115,8 +122,7 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             reporter: reporter.clone(),
             req,
             here: alone && (woken || here_last == Some(req.pid)),
-            same_cpu,
-            alone,
+            wake,
         };
         here_last = job.run().then_some(req.pid);
     }
@@ -165,10 +171,8 @@ struct Job {
     /// woke it here): a descriptor's hand-over may hold both there
     /// ([`crate::sys::seccomp_notify::answer_fd`]).
     here: bool,
-    /// The kernel wakes an answered caller on this thread's CPU.
-    same_cpu: bool,
-    /// No other thread's calls interleaved with this caller's lately ([`crowd::Crowd`]).
-    alone: bool,
+    /// Where an answer wakes the caller.
+    wake: Wake,
 }
 
 /// A decoded call: directory arguments as given (`AT_FDCWD` or a descriptor of the command),
@@ -307,18 +311,7 @@ impl Job {
             Err(errno) => Answer::Errno(errno),
         };
         let hold = self.here.then_some(self.req.pid);
-        // A caller in parallel with others is woken where the scheduler likes: woken here it
-        // would preempt this thread while another process's call waits (decision 0082).
-        let apart =
-            self.same_cpu && !self.alone && matches!(answer, Answer::Value(_) | Answer::Errno(_));
-        if apart {
-            crate::sys::seccomp_notify::set_sync_wake_up(&self.listener, false);
-        }
-        let here = send(&self.listener, self.req.id, answer, hold, self.same_cpu && !apart);
-        if apart {
-            crate::sys::seccomp_notify::set_sync_wake_up(&self.listener, true);
-        }
-        here
+        send(&self.listener, self.req.id, answer, hold, self.wake)
     }
 
     /// Reads everything of the target the call needs (its paths, umask, the folders its
@@ -666,27 +659,3 @@ enum Checked {
 /// Why an open for writing (or a new name) of a config the init wrote is refused.
 const SEALED: &str = "the config of a repository a command made, which the sandbox checked: \
                       git changes it only through its lock file";
-
-/// Answers a call: a value, an errno, or a new descriptor of the target's.
-/// Whether the caller was woken on this thread's CPU: a held hand-over, or an answer where the
-/// kernel wakes it here (`same_cpu`); `hold`: the caller, when it is on this CPU.
-fn send(listener: &OwnedFd, id: u64, answer: Answer, hold: Option<u32>, same_cpu: bool) -> bool {
-    match answer {
-        Answer::Later => false,
-        Answer::Value(v) => respond(listener, id, v, 0, same_cpu),
-        Answer::Errno(e) => respond(listener, id, 0, e, same_cpu),
-        Answer::Fd(fd, cloexec) => {
-            match crate::sys::seccomp_notify::answer_fd(listener, id, &fd, cloexec, hold) {
-                Ok(held) => held,
-                Err(libc::ENOENT) => false,
-                Err(errno) => respond(listener, id, 0, errno, same_cpu),
-            }
-        }
-    }
-}
-
-/// Answers; `same_cpu` back: whether the kernel woke the caller on this thread's CPU.
-fn respond(listener: &OwnedFd, id: u64, val: i64, errno: i32, same_cpu: bool) -> bool {
-    crate::sys::seccomp_notify::answer(listener, id, val, errno);
-    same_cpu
-}

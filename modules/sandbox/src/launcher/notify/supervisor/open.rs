@@ -10,7 +10,7 @@
 
 use super::super::Walls;
 use super::super::target::{Arg, Place, locate, real_path};
-use super::{Answer, Job, MAX_THREADS, SEALED, errno_of, send};
+use super::{Answer, Job, MAX_THREADS, SEALED, Wake, errno_of, send};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -169,8 +169,9 @@ impl Job {
             } else {
                 Answer::Errno(libc::EAGAIN)
             };
-            // A thread of its own runs where the scheduler put it: no hold.
-            let _ = send(&job.listener, job.req.id, answer, None, false);
+            // A thread of its own runs where the scheduler put it: no hold, and the answer
+            // leaves the listener's same-CPU flag as the serving thread keeps it.
+            let _ = send(&job.listener, job.req.id, answer, None, Wake::Plain);
             job.busy.fetch_sub(1, Ordering::AcqRel);
         });
         match spawned {
