@@ -632,3 +632,44 @@ print("GIT", [os.path.lexists(f"par/k{k}/.git") for k in range(3)], "DIRS", sort
     }
     fx.assert_canary();
 }
+
+/// A folder whose path is past the kernel's `PATH_MAX` (made by relative steps) cannot be named
+/// by the init, so nothing is made in it, rather than everything unchecked (found by the fourth
+/// attack pass: `.git` with an fsmonitor, `.vscode` and `.envrc` were made there and the tree
+/// moved to a short name in the root). Positive control: the same creates in a shallow folder;
+/// canary outside the roots.
+#[tokio::test]
+async fn nothing_is_made_where_the_path_is_too_long_to_check() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let cmd = "n=$(printf 'd%.0s' $(seq 1 200)); mkdir deep && cd deep && \
+               for i in $(seq 1 24); do mkdir $n 2>/dev/null && cd $n || break; done; \
+               mkdir .git 2>/dev/null && echo MADE-git || echo REFUSED-git; \
+               mkdir pay 2>/dev/null && echo MADE-pay || echo REFUSED-pay; \
+               (echo x > .envrc) 2>/dev/null && echo MADE-envrc || echo REFUSED-envrc";
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = shown(&r);
+    for word in ["REFUSED-git", "REFUSED-pay", "REFUSED-envrc"] {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+    let denied = r["denied"].to_string();
+    assert!(denied.contains("longer than the kernel can name"), "the refusal says why: {denied}");
+    let pos = c
+        .ok(
+            "bash",
+            json!({ "command": "mkdir -p shallow/pay && echo x > shallow/f && echo POS-OK" }),
+        )
+        .await;
+    assert!(shown(&pos).contains("POS-OK"), "positive control: {pos}");
+    c.stop().await;
+    let found = std::process::Command::new("find")
+        .arg(&fx.root)
+        .args(["-name", ".git", "-o", "-name", "pay", "-o", "-name", ".envrc"])
+        .output()
+        .unwrap();
+    let found = String::from_utf8_lossy(&found.stdout);
+    let made: Vec<&str> = found.lines().filter(|l| !l.ends_with("shallow/pay")).collect();
+    assert!(made.is_empty(), "made where the walls could not check: {made:?}");
+    assert!(fx.root.join("shallow/pay").is_dir(), "positive control left its folder");
+    fx.assert_canary();
+}

@@ -462,13 +462,19 @@ impl Job {
                 // second name that could be opened for writing (decision 0079): found by its
                 // real path, as an open for writing is.
                 let source = if old.path.is_empty() {
-                    real_path(old_base)
+                    Some(real_path(old_base))
                 } else {
                     let flags = OFlags::PATH | OFlags::CLOEXEC;
                     let flags = if follow { flags } else { flags | OFlags::NOFOLLOW };
+                    // Not there: the link itself fails and says why.
                     rustix::fs::openat(odir, OsStr::from_bytes(&oname), flags, Mode::empty())
                         .ok()
-                        .and_then(real_path)
+                        .map(real_path)
+                };
+                // A source that is there but that the kernel cannot name is not linked.
+                let source = match source {
+                    Some(None) => return self.refuse(Path::new(NAMELESS), &oname, TOO_DEEP),
+                    other => other.flatten(),
                 };
                 if let Some(why) = source.as_deref().and_then(|s| self.walls.written(s)) {
                     let shown = source.unwrap_or_default();
@@ -527,7 +533,13 @@ impl Job {
 
     /// [`Job::check`], a refusal's line beginning with `start`.
     fn check_as(&self, start: &str, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
-        let Some(real) = real_path(dir) else { return Checked::Go };
+        // A folder the kernel cannot name (its path past PATH_MAX, made by relative steps):
+        // nothing the walls cannot check is made (found by the fourth attack pass: every
+        // create there went unchecked, and a `mv` of the tree to a short name carried a git
+        // dir in).
+        let Some(real) = real_path(dir) else {
+            return Checked::Stop(self.refuse_as(start, Path::new(NAMELESS), name, TOO_DEEP));
+        };
         let why = match self.walls.verdict(&real, name, kind) {
             Verdict::Refuse(why) => why,
             Verdict::CheckConfig => return Checked::Config(real),
@@ -657,5 +669,11 @@ enum Checked {
 }
 
 /// Why an open for writing (or a new name) of a config the init wrote is refused.
+/// What a refusal shows for a folder whose path the kernel cannot give (past `PATH_MAX`).
+const NAMELESS: &str = "(a folder too deep to name)";
+/// Why nothing is made in such a folder.
+const TOO_DEEP: &str = "its folder's path is longer than the kernel can name (4096 bytes), so \
+                        the walls cannot tell what it is, and nothing unchecked is made; make \
+                        the tree shallower";
 const SEALED: &str = "the config of a repository a command made, which the sandbox checked: \
                       git changes it only through its lock file";
