@@ -133,6 +133,8 @@ impl Daemon {
         let trust = trust_for(&config, &lists);
         let mut shell = None;
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // What commands may move while tools-git reads or writes a work tree (decision 0083).
+        let still = Arc::new(hands_sandbox::still::Still::default());
         let mut pushes = Vec::new();
         let mut tools = Vec::new();
         let mut resolvers = Vec::new();
@@ -149,6 +151,7 @@ impl Daemon {
                     let g = Git::new(resolver, git_settings(m, cfg, &config.state_dir))
                         .map_err(|e| anyhow::anyhow!("tools-git: {e}"))?;
                     g.set_brake(stopped.clone());
+                    g.set_still(still.clone());
                     pushes.push(g.pushes());
                     let push = g.push_configured();
                     let mut registrar = Registrar::new(m.id, Arc::new(g));
@@ -161,8 +164,9 @@ impl Daemon {
                     // `bash = false` the module still runs: `run`, `os-*` and the tmux tools
                     // that only show or end sessions.
                     if cfg!(target_os = "linux") {
-                        let sh = crate::shell_mcp::new(m, cfg, &config, resolver, &lists)
-                            .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
+                        let sh =
+                            crate::shell_mcp::new(m, cfg, &config, resolver, &lists, still.clone())
+                                .map_err(|e| anyhow::anyhow!("tools-shell: {e:#}"))?;
                         let sh = Arc::new(sh);
                         tools.extend(crate::shell_mcp::tools(&sh, cfg, m.has(Grant::Network)));
                         shell = Some(sh);

@@ -35,6 +35,7 @@ pub fn new(
     config: &Config,
     resolver: Arc<Resolver>,
     lists: &hands_roots::PolicyLists,
+    still: Arc<hands_sandbox::still::Still>,
 ) -> anyhow::Result<Shell> {
     Shell::new(hands_shell::service::Setup {
         module: hands_shell::service::Module {
@@ -49,6 +50,7 @@ pub fn new(
         state_dir: &config.state_dir,
         enforce: config.sandbox_mode == crate::config::SandboxMode::Enforce,
         answer_cap: config.runner.as_ref().map(|_| answer_cap(settings.output_chars)),
+        still,
     })
 }
 

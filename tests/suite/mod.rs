@@ -25,6 +25,8 @@ mod faults;
 mod fs_tools;
 mod gate;
 mod git_ssh;
+#[cfg(target_os = "linux")]
+mod git_still;
 mod git_tools;
 #[cfg(target_os = "linux")]
 mod home;

@@ -73,6 +73,12 @@ pub enum GitError {
         shown(meant)
     )]
     PathNotInWorkTree { given: String, workdir: PathBuf, meant: String },
+    /// A command could change the work tree while the tool reads or writes it by name
+    /// (decision 0083).
+    #[error(
+        "{tool} is refused now: {busy} where a folder could be swapped for a link under the tool while it reads or writes files by name (decision 0083); run it again once nothing runs there (tmux_kill ends a session), or run git in `bash`, where the sandbox's walls hold"
+    )]
+    Moving { tool: &'static str, busy: String },
     /// The tool needs a work tree and the repository is bare.
     #[error("`{}` is a bare repository; {tool} needs a work tree", shown(path))]
     Bare { path: PathBuf, tool: &'static str },
@@ -207,6 +213,7 @@ impl GitError {
             | GitError::BadName { .. }
             | GitError::PathOutsideRepo { .. }
             | GitError::ProtectedChange { .. }
+            | GitError::Moving { .. }
             | GitError::HiddenPath { .. }
             | GitError::PushOff
             | GitError::PushNoNetwork

@@ -73,6 +73,9 @@ pub struct Git {
     pub(crate) brake: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
     /// The pushes sending now, which the brake waits for ([`Git::pushes`]).
     pub(crate) in_flight: Arc<InFlight>,
+    /// What commands may move, shared with tools-shell: a tool that reads or writes a work
+    /// tree by name holds it still ([`Git::set_still`], decision 0083).
+    pub(crate) still: std::sync::OnceLock<Arc<hands_sandbox::still::Still>>,
 }
 
 /// The pushes that are sending: each one counted from before its brake check (at its
@@ -136,7 +139,30 @@ impl Git {
             repos: Mutex::new(Vec::new()),
             brake: std::sync::OnceLock::new(),
             in_flight: Arc::default(),
+            still: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Shares the daemon's record of what commands may move (decision 0083). Set once.
+    pub fn set_still(&self, still: Arc<hands_sandbox::still::Still>) {
+        let _ = self.still.set(still);
+    }
+
+    /// Holds the module's roots still for `tool`, which reads or writes a work tree by name:
+    /// refused while a command runs or a tmux session lives where it could swap a folder
+    /// under the tool (decision 0083). Taken before the repository is opened and checked, so
+    /// what is checked is what the tool then uses.
+    pub(crate) fn hold(
+        &self,
+        tool: &'static str,
+    ) -> Result<Option<hands_sandbox::still::Held<'_>>, GitError> {
+        let Some(still) = self.still.get() else { return Ok(None) };
+        let trees: Vec<&std::path::Path> = self.resolver.roots().iter().map(|r| r.path()).collect();
+        let trees = &trees;
+        still
+            .hold(trees)
+            .map(Some)
+            .map_err(|busy| GitError::Moving { tool, busy: busy.to_string() })
     }
 
     /// Ties `push` to a brake: while `brake` is `true`, a push that has not sent yet refuses at

@@ -73,6 +73,7 @@ impl Git {
     /// `git_status`: branch, upstream ahead/behind, and the changed files, structured.
     pub fn status(&self, p: StatusParams) -> Result<StatusOutput, GitError> {
         let at = p.repo.clone();
+        let _held = self.hold("git_status")?;
         self.with_read(at.as_deref(), |r| {
             r.workdir("git_status")?;
             let repo = &r.repo;
@@ -252,6 +253,7 @@ impl Git {
     /// `git_diff`: the patch of the unstaged or staged changes, optionally of one path.
     pub fn diff(&self, p: DiffParams) -> Result<DiffOutput, GitError> {
         let at = p.repo.clone();
+        let _held = self.hold("git_diff")?;
         self.with_read(at.as_deref(), |r| {
             let workdir = r.workdir("git_diff")?.to_path_buf();
             let repo = &r.repo;

@@ -173,6 +173,8 @@ impl Git {
         if let Some(start) = &p.start {
             check_rev("start", start)?;
         }
+        let checkout = p.checkout.unwrap_or(true);
+        let _held = if checkout { self.hold("git_branch")? } else { None };
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         let repo = &r.repo;
         if repo.find_branch(&name, BranchType::Local).is_ok() {
@@ -183,7 +185,6 @@ impl Git {
             None => head_state(repo)?.1.ok_or(GitError::Unborn)?,
         };
         let commit = repo.find_commit(start).map_err(GitError::git("branch"))?;
-        let checkout = p.checkout.unwrap_or(true);
         if checkout {
             r.workdir("git_branch with checkout")?;
             r.check_clean_state()?;
@@ -201,6 +202,7 @@ impl Git {
     /// overwritten (naming the files) or protected files would change.
     pub fn switch(&self, p: SwitchParams) -> Result<SwitchOutput, GitError> {
         let name = check_branch("branch", &p.branch)?.to_string();
+        let _held = self.hold("git_switch")?;
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         r.workdir("git_switch")?;
         let repo = &r.repo;
@@ -311,6 +313,7 @@ impl Git {
                 why: "it is empty; say what the commit does".into(),
             });
         }
+        let _held = self.hold("git_commit")?;
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         let workdir = r.workdir("git_commit")?.to_path_buf();
         let repo = &r.repo;
@@ -437,6 +440,7 @@ impl Git {
     /// branch made from HEAD if missing (and removed again if the worktree cannot be made).
     pub fn worktree_add(&self, p: WorktreeAddParams) -> Result<WorktreeAddOutput, GitError> {
         let branch = check_branch("branch", &p.branch)?.to_string();
+        let _held = self.hold("git_worktree_add")?;
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         let repo = &r.repo;
         let commondir = self.inside(&r.gitdir, "common dir", repo.commondir())?;

@@ -23,6 +23,8 @@ pub mod masks;
 pub mod netns;
 pub mod probe;
 pub mod resolve;
+// A work tree held still while the daemon's git works on it by name (decision 0083).
+pub mod still;
 // `hands doctor`'s version lines of the host's tmux and git, read in a sandbox of their own.
 #[cfg(target_os = "linux")]
 pub mod host;

@@ -61,6 +61,8 @@ pub struct Shell {
     network: Option<Network>,
     /// The module's tmux sessions (`sessions.rs`).
     pub(crate) tmux: sessions::Sessions,
+    /// What commands may move, shared with tools-git (decision 0083).
+    pub(crate) still: Arc<hands_sandbox::still::Still>,
     /// The report channels of the sessions this daemon started (`session_walls.rs`).
     session_walls: Mutex<std::collections::HashMap<String, session_walls::SessionWalls>>,
     /// `keep_sessions`: tmux sessions outlive this daemon (else they end with it).
@@ -181,6 +183,9 @@ pub struct Setup<'a> {
     /// The largest answer the daemon's transports all deliver, in bytes, when one has a cap
     /// (a runner's link): `bash`'s `outputs` are fitted under it.
     pub answer_cap: Option<u64>,
+    /// The daemon's record of what commands may move, shared with tools-git (decision 0083):
+    /// every command counts itself there while it runs, and the live sessions are its census.
+    pub still: Arc<hands_sandbox::still::Still>,
 }
 
 impl Shell {
@@ -195,6 +200,7 @@ impl Shell {
             state_dir,
             enforce,
             answer_cap,
+            still,
         } = setup;
         let state = if state_dir.is_absolute() {
             state_dir.to_path_buf()
@@ -345,6 +351,14 @@ impl Shell {
         let base = pinned.into_iter().fold(base, |b, (path, id)| b.seen(path, id));
         let exe = std::env::current_exe().context("cannot find the hands binary to re-run")?;
         let sessions = sessions::Sessions::new(&state, &m.name, &path)?;
+        let writable: Vec<PathBuf> = resolver
+            .roots()
+            .iter()
+            .filter(|r| r.writable())
+            .map(|r| r.path().to_path_buf())
+            .collect();
+        let census = sessions.clone();
+        still.set_shell(writable, Box::new(move || census.live()));
         let netns = if host_network {
             None
         } else {
@@ -382,6 +396,7 @@ impl Shell {
             network,
             tmux: sessions,
             keep_sessions: cfg.keep_sessions,
+            still,
             session_walls: Mutex::default(),
             answer_cap,
             _sweeper: launcher::bounds::Sweeper::new(bound.bound.clone()),

@@ -209,6 +209,9 @@ impl Shell {
         })?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let mut walked_again = false;
+        // Counted as running while it runs: a git tool does not read or write its work tree
+        // by name meanwhile, and it waits while one does (decision 0083).
+        let moving = self.still.moving().await;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
             let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
             if let Some(c) = program {
@@ -232,6 +235,7 @@ impl Shell {
                 Err(e) => return Err(e),
             }
         };
+        drop(moving);
         // The next command's sandbox, built while the agent reads this one's answer; after a
         // call a person widened (`needs`), an ordinary call's, which the next is likelier to be.
         if widening.is_none() {

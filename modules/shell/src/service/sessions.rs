@@ -45,6 +45,7 @@ const START_CHECK: Duration = Duration::from_millis(500);
 const START_LINES: u32 = 20;
 
 /// Where a module's sessions live.
+#[derive(Clone)]
 pub struct Sessions {
     dir: PathBuf,
     /// Where the socket folders live when not in `dir/s`: set once, before any session
@@ -133,6 +134,12 @@ impl Sessions {
     fn read_meta(&self, name: &str) -> Option<Meta> {
         let text = std::fs::read_to_string(self.meta_path(name)).ok()?;
         serde_json::from_str(&text).ok()
+    }
+
+    /// Names of the recorded sessions whose server still runs (decision 0083's census).
+    pub(crate) fn live(&self) -> Vec<String> {
+        let live = |n: &String| self.read_meta(n).is_some_and(|m| m.launcher.alive());
+        self.names().into_iter().filter(live).collect()
     }
 
     /// Names of recorded sessions, sorted.

@@ -35,6 +35,8 @@ impl Shell {
         };
         self.refuse_when_unsafe()?;
         self.refuse_when_braked()?;
+        // Counted as a running command until its record is written (decision 0083).
+        let _moving = self.still.moving().await;
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {

@@ -1,0 +1,190 @@
+//! A work tree held still while the daemon's own git reads or writes it by name (decision 0083).
+//!
+//! libgit2 works on path names: a checkout writes `d/f` by its name, a commit reads `d/f` by
+//! its name, after the tool checked `d` once. A command running at the same time (a `bash`
+//! call, a tmux session's loop) could swap `d` for a symbolic link in between, and the daemon,
+//! which runs on the host with every wall behind it, would write or read wherever the link
+//! points (found by the fourth attack pass: a worktree written into the state dir, a hook
+//! planted in `.git/hooks`, a secret outside the roots committed). So a git tool that touches a
+//! work tree runs only while nothing a command runs can change that tree: no command of the
+//! daemon's shell is running there and no tmux session of it lives, and a command that starts
+//! meanwhile waits until the tool is done. Two such git tools run one after the other.
+
+use hands_roots::lock;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+
+/// The daemon's one record of what may move its trees (shared by tools-shell and tools-git).
+#[derive(Default)]
+pub struct Still {
+    state: Mutex<State>,
+    /// Wakes a git tool waiting for another's hold to end.
+    freed: Condvar,
+    /// Wakes commands waiting for a hold to end.
+    released: tokio::sync::Notify,
+    shell: OnceLock<Shell>,
+}
+
+impl std::fmt::Debug for Still {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Still").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Commands starting or running now.
+    moving: usize,
+    /// Whether a git tool holds the trees still.
+    held: bool,
+}
+
+/// What tools-shell's commands can change: its writable roots, and its live tmux sessions.
+struct Shell {
+    roots: Vec<PathBuf>,
+    sessions: Box<dyn Fn() -> Vec<String> + Send + Sync>,
+}
+
+/// A command counted as running until this is dropped.
+pub struct Moving(Arc<Still>);
+
+impl Drop for Moving {
+    fn drop(&mut self) {
+        lock(&self.0.state).moving -= 1;
+    }
+}
+
+/// The trees held still until this is dropped.
+pub struct Held<'a>(&'a Still);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).held = false;
+        self.0.freed.notify_one();
+        self.0.released.notify_waiters();
+    }
+}
+
+/// Why a git tool cannot hold its tree still now: what runs there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Busy {
+    /// Commands running now (`bash`, `run`, `hands exec`).
+    pub commands: usize,
+    /// The live tmux sessions, by name.
+    pub sessions: Vec<String>,
+}
+
+impl std::fmt::Display for Busy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        match self.commands {
+            0 => {}
+            1 => parts.push("a command runs".to_string()),
+            n => parts.push(format!("{n} commands run")),
+        }
+        let names: Vec<String> = self.sessions.iter().take(5).map(|s| format!("`{s}`")).collect();
+        match self.sessions.len() {
+            0 => {}
+            1 => parts.push(format!("tmux session {} lives", names.join(""))),
+            n if n > 5 => parts.push(format!("tmux sessions {}, … live", names.join(", "))),
+            _ => parts.push(format!("tmux sessions {} live", names.join(", "))),
+        }
+        f.write_str(&parts.join(" and "))
+    }
+}
+
+impl Still {
+    /// Names what tools-shell's commands can change: its writable roots (as resolved) and a
+    /// census of its live tmux sessions. Once; without it nothing conflicts.
+    pub fn set_shell(
+        &self,
+        roots: Vec<PathBuf>,
+        sessions: Box<dyn Fn() -> Vec<String> + Send + Sync>,
+    ) {
+        let _ = self.shell.set(Shell { roots, sessions });
+    }
+
+    /// Counts a command as running (a session as starting) until the guard is dropped; waits
+    /// while a git tool holds the trees still.
+    pub async fn moving(self: &Arc<Self>) -> Moving {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            {
+                let mut s = lock(&self.state);
+                if !s.held {
+                    s.moving += 1;
+                    return Moving(self.clone());
+                }
+            }
+            released.await;
+        }
+    }
+
+    /// Holds `trees` still for a git tool: waits for another git tool's hold to end, then
+    /// refuses while a command runs or a tmux session lives where they can change one of
+    /// `trees`. Blocking: git tools run on blocking threads.
+    pub fn hold(&self, trees: &[&Path]) -> Result<Held<'_>, Busy> {
+        let mut s = lock(&self.state);
+        while s.held {
+            s = self.freed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        if let Some(shell) = self.shell.get()
+            && shell.roots.iter().any(|r| trees.iter().any(|t| overlaps(r, t)))
+        {
+            let sessions = (shell.sessions)();
+            if s.moving > 0 || !sessions.is_empty() {
+                return Err(Busy { commands: s.moving, sessions });
+            }
+        }
+        s.held = true;
+        Ok(Held(self))
+    }
+}
+
+/// Whether a command that can write below `root` can change something below `tree`.
+fn overlaps(root: &Path, tree: &Path) -> bool {
+    root.starts_with(tree) || tree.starts_with(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn still(sessions: Vec<String>) -> Arc<Still> {
+        let s = Arc::new(Still::default());
+        s.set_shell(vec![PathBuf::from("/p/root")], Box::new(move || sessions.clone()));
+        s
+    }
+
+    #[tokio::test]
+    async fn a_running_command_or_a_live_session_refuses_a_hold_where_it_can_write() {
+        let s = still(Vec::new());
+        let m = s.moving().await;
+        let busy = s.hold(&[Path::new("/p/root/sub")]).map(|_| ()).unwrap_err();
+        assert_eq!(busy.commands, 1);
+        // Beside the roots: nothing there can move.
+        assert!(s.hold(&[Path::new("/q/other")]).is_ok());
+        drop(m);
+        assert!(s.hold(&[Path::new("/p/root/sub")]).is_ok(), "no command runs now");
+        let s = still(vec!["dev".into()]);
+        let busy = s.hold(&[Path::new("/p")]).map(|_| ()).unwrap_err();
+        assert_eq!(busy.sessions, vec!["dev".to_string()]);
+        assert!(busy.to_string().contains("`dev`"));
+    }
+
+    #[tokio::test]
+    async fn a_command_waits_while_a_tree_is_held() {
+        let s = still(Vec::new());
+        let held = s.hold(&[Path::new("/p/root")]).unwrap();
+        let s2 = s.clone();
+        let started = tokio::spawn(async move {
+            let _m = s2.moving().await;
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!started.is_finished(), "a command started while the tree was held");
+        drop(held);
+        tokio::time::timeout(std::time::Duration::from_secs(5), started).await.unwrap().unwrap();
+    }
+}
