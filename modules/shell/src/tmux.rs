@@ -305,6 +305,17 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_name_is_not_echoed_whole() {
+        // Found by the fourth attack pass: a 5 MB name came back whole in the error.
+        let e = check_name(&"A".repeat(5_000_000)).unwrap_err().to_string();
+        assert!(
+            e.len() < 1_000 && e.contains("5000000 bytes in all"),
+            "{}",
+            &e[..200.min(e.len())]
+        );
+    }
+
+    #[test]
     fn the_first_free_default_name_is_chosen() {
         assert_eq!(default_name(&[]), "s1");
         assert_eq!(default_name(&["s1".into(), "s3".into()]), "s2");

@@ -74,9 +74,11 @@ pub enum Until {
 /// what to send instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ArgError {
+    /// Quoted at most [`hands_roots::QUOTE_MAX`] characters long: an error never echoes a flood.
     #[error(
-        "invalid session name {0:?}: use 1 to {MAX_NAME} letters, digits, `_` or `-`, not \
-         starting with `-` (tmux target syntax such as `:` or `.` is not allowed)"
+        "invalid session name {:?}: use 1 to {MAX_NAME} letters, digits, `_` or `-`, not \
+         starting with `-` (tmux target syntax such as `:` or `.` is not allowed)",
+        hands_roots::shown(.0)
     )]
     SessionName(String),
     /// None, or more than one, of the condition's fields is given (`allowed` lists them).
