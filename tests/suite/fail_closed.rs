@@ -673,3 +673,81 @@ async fn nothing_is_made_where_the_path_is_too_long_to_check() {
     assert!(fx.root.join("shallow/pay").is_dir(), "positive control left its folder");
     fx.assert_canary();
 }
+
+/// A unix socket's path is a new name: sockets named `refs` and `objects` beside a `HEAD` and
+/// a `config` made a git dir that the host's git took for a repository and ran its fsmonitor
+/// (found by the fourth attack pass: `bind` was not sent to the init). Now the init binds, after
+/// the walls' check. Positive controls: a socket by path in the root, by an abstract name,
+/// unnamed, and a TCP port all bind; canary outside the roots.
+#[tokio::test]
+async fn a_unix_socket_cannot_complete_a_git_dir() {
+    let fx = Fixture::new();
+    let (script, marker) = monitor(&fx);
+    let c = start(&fx).await;
+    let py = format!(
+        r#"
+import os, socket
+os.mkdir("bare")
+open("bare/HEAD", "w").write("ref: refs/heads/main\n")
+open("bare/config", "w").write("[core]\n\tbare = false\n\tfsmonitor = {mon}\n")
+for n in ("refs", "objects"):
+    try:
+        socket.socket(socket.AF_UNIX).bind("bare/" + n); print("BOUND-" + n)
+    except OSError as e:
+        print("REFUSED-%s %d" % (n, e.errno))
+s = socket.socket(socket.AF_UNIX); s.bind("ok.sock"); print("POS-path")
+s = socket.socket(socket.AF_UNIX); s.bind("\0hands-abstract-test"); print("POS-abstract")
+s = socket.socket(socket.AF_UNIX); s.bind(""); print("POS-unnamed", s.getsockname() != "")
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(); print("POS-tcp", t.getsockname()[1] > 0)
+"#,
+        mon = script.display()
+    );
+    let r = python(&c, &py).await;
+    for word in
+        ["REFUSED-objects 13", "POS-path", "POS-abstract", "POS-unnamed True", "POS-tcp True"]
+    {
+        assert!(r.contains(word), "{word}: {r}");
+    }
+    c.stop().await;
+    let meta = std::fs::symlink_metadata(fx.root.join("ok.sock")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()), "the socket is there");
+    assert!(std::fs::symlink_metadata(fx.root.join("bare/objects")).is_err(), "objects was bound");
+    // The host's git in the folder: a repository there would run its fsmonitor.
+    std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--short"])
+        .current_dir(fx.root.join("bare"))
+        .env("HOME", &fx.home)
+        .env("GIT_CEILING_DIRECTORIES", &fx.root)
+        .output()
+        .unwrap();
+    assert!(!marker.exists(), "the host's git ran the command's program");
+    fx.assert_canary();
+}
+
+/// The init's other threads have `/proc` folders of their own (`/proc/3`), hidden from listings
+/// but reachable; an open the init performed for the command through one reached the init's
+/// own descriptors (found by the fourth attack pass: writing to its pipes ended the run early).
+/// Now such a path means the command, as `/proc/1` and `/proc/self` already did: the command's
+/// own descriptor 9 (a file it opened) is what the write reaches.
+#[tokio::test]
+async fn the_inits_threads_proc_folders_mean_the_command() {
+    let fx = Fixture::new();
+    let c = start(&fx).await;
+    let py = r#"
+import os
+fd = os.open("mine.txt", os.O_WRONLY | os.O_CREAT, 0o644); os.dup2(fd, 9)
+tids = [t for t in os.listdir("/proc/1/task") if t != "1"]
+print("THREADS", len(tids))
+for t in tids:
+    try:
+        w = os.open("/proc/%s/fd/9" % t, os.O_WRONLY | os.O_APPEND); os.write(w, b"via-%s\n" % t.encode())
+    except OSError as e:
+        print("ERR", t, e.errno)
+"#;
+    let r = python(&c, py).await;
+    assert!(!r.contains("THREADS 0"), "the init has a thread of its own: {r}");
+    c.stop().await;
+    let mine = std::fs::read_to_string(fx.root.join("mine.txt")).unwrap_or_default();
+    assert!(mine.contains("via-"), "the write reached the command's own descriptor: {mine:?} {r}");
+    fx.assert_canary();
+}

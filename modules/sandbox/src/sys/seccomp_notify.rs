@@ -3,7 +3,7 @@
 
 use super::{errno, os_err, owned};
 use anyhow::Result;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 /// Makes this process dumpable again (a change of uid cleared it), so that a process of the
 /// same uid may take its descriptors.
@@ -259,4 +259,14 @@ pub fn answer(listener: &OwnedFd, id: u64, val: i64, errno: i32) {
     // SAFETY: `resp` is a valid seccomp_notif_resp for the kernel to read.
     let _ =
         unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &resp) };
+}
+
+/// `bind(2)` of `fd` to an address given as its bytes (the init binds a command's socket to
+/// the address it read once from the command's memory).
+pub fn bind_raw(fd: BorrowedFd<'_>, addr: &[u8]) -> rustix::io::Result<()> {
+    let len = libc::socklen_t::try_from(addr.len()).map_err(|_| rustix::io::Errno::INVAL)?;
+    // SAFETY: `addr` is a live slice and `len` its length; the kernel copies at most `len`
+    // bytes of it and keeps no pointer.
+    let r = unsafe { libc::bind(fd.as_raw_fd(), addr.as_ptr().cast(), len) };
+    if r < 0 { Err(rustix::io::Errno::from_raw_os_error(errno())) } else { Ok(()) }
 }

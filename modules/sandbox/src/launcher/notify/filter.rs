@@ -21,6 +21,8 @@ fn notified() -> Vec<libc::c_long> {
         libc::SYS_linkat,
         libc::SYS_symlinkat,
         libc::SYS_truncate,
+        // A unix socket's path is a name (a git dir's `refs` and `objects` can be sockets).
+        libc::SYS_bind,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([

@@ -6,6 +6,7 @@ use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, r
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
 mod answer;
+mod bind;
 mod crowd;
 mod open;
 use crate::launcher::Report;
@@ -219,6 +220,12 @@ enum Call {
         path: u64,
         length: u64,
     },
+    /// `bind(2)`: a unix socket's path is a new name (`bind.rs`).
+    Bind {
+        fd: i32,
+        addr: u64,
+        len: u32,
+    },
 }
 
 fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
@@ -280,6 +287,7 @@ fn decode(nr: libc::c_long, a: [u64; 6]) -> Option<Call> {
         }
         libc::SYS_symlinkat => Call::Symlink { target: a[0], ndir: fd(a[1]), new: a[2] },
         libc::SYS_truncate => Call::Truncate { path: a[0], length: a[1] },
+        libc::SYS_bind => Call::Bind { fd: fd(a[0]), addr: a[1], len: a[2] as u32 },
         _ => return None,
     })
 }
@@ -326,7 +334,7 @@ impl Job {
         // symbolic link does not).
         let moded = match &call {
             Call::Open { flags, .. } => flags & libc::O_CREAT != 0,
-            Call::Mkdir { .. } | Call::Mknod { .. } => true,
+            Call::Mkdir { .. } | Call::Mknod { .. } | Call::Bind { .. } => true,
             Call::Rename { .. } | Call::Link { .. } | Call::Symlink { .. } => false,
             Call::Truncate { .. } => false,
         };
@@ -357,6 +365,7 @@ impl Job {
                 }
                 vec![Arg { base: Base::Root, path: t }, arg(*ndir, *new, false)?]
             }
+            Call::Bind { addr, len, .. } => bind::read_address(tid, *addr, *len)?,
         };
         if !crate::sys::seccomp_notify::still_valid(&self.listener, self.req.id) {
             return Ok(None);
@@ -373,6 +382,10 @@ impl Job {
         match call {
             Call::Open { flags, mode, .. } => self.open(tid, &last, flags, mode, umask),
             Call::Truncate { length, .. } => self.truncate(tid, &last, length),
+            Call::Bind { fd, .. } => {
+                args.push(last);
+                self.bind(tid, fd, args)
+            }
             Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
                 rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
             }),

@@ -73,14 +73,24 @@ pub(super) fn read_path(tid: u32, addr: u64) -> Result<Vec<u8>, i32> {
 /// The caller's umask, from the second line of `/proc/TID/status` (one read: the kernel
 /// renders the whole file, the buffer takes its start).
 pub(super) fn read_umask(tid: u32) -> Option<u32> {
+    u32::from_str_radix(&status_field(tid, "Umask:")?, 8).ok()
+}
+
+/// The thread group (process) thread `tid` belongs to.
+pub(super) fn read_tgid(tid: u32) -> Option<libc::pid_t> {
+    status_field(tid, "Tgid:")?.parse().ok()
+}
+
+/// A field among the first lines of `/proc/TID/status` (`Umask:` is the second, `Tgid:` the
+/// fourth), trimmed.
+fn status_field(tid: u32, key: &str) -> Option<String> {
     let path = format!("/proc/{tid}/status");
     let fd =
         rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let mut buf = [0u8; 512];
     let n = rustix::io::read(&fd, &mut buf).ok()?;
     let status = std::str::from_utf8(&buf[..n]).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-    u32::from_str_radix(line.trim(), 8).ok()
+    status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
 }
 
 pub(super) fn open_dir(p: &str) -> Result<OwnedFd, i32> {
@@ -148,6 +158,32 @@ fn as_target_from(path: &[u8], prefix: &[u8], tid: u32) -> Vec<u8> {
     out
 }
 
+/// The `/proc` folder of ours that `real` (a path the kernel resolved on /proc) is in: `/proc/1`,
+/// or `/proc/N` for a thread N of ours (the init's other threads have folders of their own,
+/// hidden from listings but reachable: found by the fourth attack pass, a command opened the
+/// init's own descriptors through `/proc/3/fd/N`). Anything else is returned unchanged-safe:
+/// `/proc/1`, which `real` then does not start with.
+fn our_proc_folder(real: &[u8]) -> Vec<u8> {
+    let n = real.strip_prefix(b"/proc/").map(|r| {
+        let end = r.iter().position(|&b| b == b'/').unwrap_or(r.len());
+        &r[..end]
+    });
+    match n {
+        Some(n)
+            if !n.is_empty()
+                && n.iter().all(u8::is_ascii_digit)
+                && n != b"1"
+                && rustix::fs::stat(
+                    format!("/proc/self/task/{}", String::from_utf8_lossy(n)).as_str(),
+                )
+                .is_ok() =>
+        {
+            [b"/proc/".as_slice(), n].concat()
+        }
+        _ => b"/proc/1".to_vec(),
+    }
+}
+
 /// Where a path's final name is: the folder (a descriptor), the name, and the entry as `lstat`
 /// saw it when `locate` looked (`Some(None)`: absent).
 pub(super) struct Place {
@@ -212,7 +248,7 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
         // A link met on the way (`/dev/fd` -> `/proc/self/fd`) was resolved by the kernel for
         // us, the namespace's PID 1, which the command never is: put the target back.
         if on_proc && let Some(real) = base_path_of(&dir) {
-            let ours = as_target_from(&real, b"/proc/1", tid);
+            let ours = as_target_from(&real, &our_proc_folder(&real), tid);
             if ours != real {
                 path = ours;
                 path.push(b'/');
