@@ -751,3 +751,58 @@ for t in tids:
     assert!(mine.contains("via-"), "the write reached the command's own descriptor: {mine:?} {r}");
     fx.assert_canary();
 }
+
+/// A thread made without `CLONE_FILES` has a descriptor table of its own: the init takes its
+/// socket from that thread's table (a pidfd of the thread), not the process's, where the number
+/// names nothing (found by attacking the first version: EBADF). Positive control for the bind
+/// path through the init.
+#[tokio::test]
+async fn a_thread_with_its_own_descriptors_binds_its_socket() {
+    let fx = Fixture::new();
+    let src = fx.root.parent().unwrap().join("t.c");
+    std::fs::write(&src, THREAD_BIND_C).unwrap();
+    let bin = fx.root.join("t");
+    let cc = std::process::Command::new("cc").arg("-o").arg(&bin).arg(&src).output().unwrap();
+    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let r = shown(&c.ok("bash", json!({ "command": "./t" })).await);
+    // Linux before 6.9 has no pidfd of a thread; there the process's table is the best there is.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let thread_pidfd = (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (6, 9);
+    if thread_pidfd {
+        assert!(r.contains("POS-thread"), "{r}");
+    }
+    c.stop().await;
+    fx.assert_canary();
+}
+
+const THREAD_BIND_C: &str = r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/syscall.h>
+static volatile int done;
+static char stack[65536];
+static int fn(void *a) {
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un u; memset(&u, 0, sizeof u); u.sun_family = AF_UNIX;
+    strcpy(u.sun_path, "thread.sock");
+    done = bind(s, (void *)&u, sizeof u) ? -errno : 1;
+    syscall(SYS_exit, 0); return 0;
+}
+int main(void) {
+    if (clone(fn, stack + sizeof stack, CLONE_VM | CLONE_SIGHAND | CLONE_THREAD, 0) < 0) {
+        perror("clone"); return 1;
+    }
+    while (!done) usleep(1000);
+    if (done == 1) printf("POS-thread\n"); else printf("THREAD-ERR %d\n", -done);
+    return 0;
+}
+"#;

@@ -60,7 +60,10 @@ pub struct Held<'a>(&'a Still);
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         lock(&self.0.state).held = false;
-        self.0.freed.notify_one();
+        // Every waiting tool: the first to wake holds, or is refused (a command started) and
+        // must not leave the others asleep (found by attacking the first version, which woke
+        // one: a refused tool's wake-up was lost and the rest waited for good).
+        self.0.freed.notify_all();
         self.0.released.notify_waiters();
     }
 }
@@ -172,6 +175,31 @@ mod tests {
         let busy = s.hold(&[Path::new("/p")]).map(|_| ()).unwrap_err();
         assert_eq!(busy.sessions, vec!["dev".to_string()]);
         assert!(busy.to_string().contains("`dev`"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_waiting_tool_answers_when_a_hold_ends() {
+        for _ in 0..20 {
+            let s = still(Vec::new());
+            let held = s.hold(&[Path::new("/p/root")]).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            for _ in 0..3 {
+                let (s, tx) = (s.clone(), tx.clone());
+                std::thread::spawn(move || tx.send(s.hold(&[Path::new("/p/root")]).is_ok()));
+            }
+            let s2 = s.clone();
+            let cmd = tokio::spawn(async move {
+                let _m = s2.moving().await;
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            drop(held);
+            for _ in 0..3 {
+                let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
+                assert!(answered.is_ok(), "a waiting tool never answered");
+            }
+            cmd.await.unwrap();
+        }
     }
 
     #[tokio::test]

@@ -164,8 +164,18 @@ pub fn restore_signal_mask(old: &libc::sigset_t) -> Result<()> {
 }
 
 pub fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
+    pidfd_open_flags(pid, 0)
+}
+
+/// A pidfd of thread `tid` itself (`PIDFD_THREAD`, Linux 6.9+): `pidfd_getfd` through it reads
+/// that thread's descriptor table, which a thread made without `CLONE_FILES` has of its own.
+pub fn pidfd_open_thread(tid: libc::pid_t) -> Result<OwnedFd> {
+    pidfd_open_flags(tid, libc::O_EXCL)
+}
+
+fn pidfd_open_flags(pid: libc::pid_t, flags: i32) -> Result<OwnedFd> {
     // SAFETY: pidfd_open takes integers only.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
     check(fd, "pidfd_open")?;
     Ok(owned(fd as i32))
 }

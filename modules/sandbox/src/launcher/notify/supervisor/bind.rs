@@ -25,6 +25,10 @@ pub(super) fn read_address(tid: u32, addr: u64, len: u32) -> Result<Vec<Arg>, i3
         }
     }
     let unix = len > 2 && u16::from_ne_bytes([raw[0], raw[1]]) == libc::AF_UNIX as u16;
+    // As the kernel's `unix_bind` answers a unix address longer than its structure.
+    if unix && len > std::mem::size_of::<libc::sockaddr_un>() {
+        return Err(libc::EINVAL);
+    }
     let path: Option<Vec<u8>> = (unix && raw[2] != 0)
         .then(|| raw[2..].split(|&b| b == 0).next().unwrap_or_default().to_vec());
     let mut args = vec![Arg { base: Base::Root, path: raw }];
@@ -54,9 +58,9 @@ impl Job {
             use std::os::unix::ffi::OsStrExt;
             let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
             addr.extend_from_slice(name.as_bytes());
-            addr.push(0);
-            if addr.len() > std::mem::size_of::<libc::sockaddr_un>() {
-                return Err(rustix::io::Errno::NAMETOOLONG);
+            // A path that fills `sun_path` needs no NUL (the kernel ends it).
+            if addr.len() < std::mem::size_of::<libc::sockaddr_un>() {
+                addr.push(0);
             }
             // By its final name from the located folder: this thread's working folder is its
             // own (it unshared CLONE_FS) and goes back to `/` at once.
@@ -68,10 +72,17 @@ impl Job {
     }
 }
 
-/// A copy of the caller's descriptor `fd` (its thread group's table).
+/// A copy of the caller's descriptor `fd`: from the calling thread's own table (Linux 6.9+),
+/// else its thread group's (the same table unless the thread was made without
+/// `CLONE_FILES`).
 fn socket_of(tid: u32, fd: i32) -> Result<OwnedFd, i32> {
-    let tgid = read_tgid(tid).ok_or(libc::ESRCH)?;
-    let pidfd = crate::sys::pidfd_open(tgid).map_err(|_| libc::ESRCH)?;
+    let pidfd = match crate::sys::pidfd_open_thread(tid as libc::pid_t) {
+        Ok(p) => p,
+        Err(_) => {
+            let tgid = read_tgid(tid).ok_or(libc::ESRCH)?;
+            crate::sys::pidfd_open(tgid).map_err(|_| libc::ESRCH)?
+        }
+    };
     crate::sys::seccomp_notify::pidfd_getfd(&pidfd, fd).map_err(|e| {
         crate::sys::errno_of(&e)
             .map(|n| if n == libc::EBADF { libc::EBADF } else { libc::EPERM })
