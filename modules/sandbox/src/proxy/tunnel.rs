@@ -86,7 +86,11 @@ pub(super) async fn open(
                 Err(_) => Tunnel::Ended,
             }
         }
-        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => Tunnel::Http { bytes, down },
+        Ok(FirstFlight { bytes, kind: Flight::Http, down }) => {
+            // Empty lines before the request line are dropped, as servers ignore them.
+            let bytes = bytes[blank_lines(&bytes)..].to_vec();
+            Tunnel::Http { bytes, down }
+        }
         Err(Some(refusal)) => {
             proxy.refuse_opened(opened, &refusal.why);
             let _ = write_all(client, &refusal.answer).await;
@@ -164,8 +168,46 @@ async fn first_flight(
     }
 }
 
+/// How many bytes of empty lines (CR, LF) `bytes` starts with: HTTP servers skip them before a
+/// request line (RFC 9112 §2.2), so they do not make a request something else (found by the
+/// fourth attack pass: `\r\nGET … Host: denied` in a tunnel passed unchecked).
+fn blank_lines(bytes: &[u8]) -> usize {
+    bytes.iter().take_while(|b| **b == b'\r' || **b == b'\n').count()
+}
+
+/// Whether `bytes` start a ClientHello in SSLv2's record format (RFC 5246 appendix E.2: a
+/// two-byte length with its high bit set, message type 1, a version 2.0 or 3.x), which carries
+/// no extensions and so no server name; `None` while it cannot be told.
+fn sslv2_hello(bytes: &[u8]) -> Option<bool> {
+    match bytes {
+        [b0, ..] if b0 & 0x80 == 0 => Some(false),
+        [_, _, t, v, _, ..] => Some(*t == 1 && matches!(*v, 0 | 2 | 3)),
+        _ => None,
+    }
+}
+
 /// Judges the bytes so far.
 fn judge(bytes: &[u8], host: &str) -> Verdict {
+    match sslv2_hello(bytes) {
+        None => return Verdict::Need,
+        // Found by the fourth attack pass: such a hello reached a name target unchecked.
+        Some(true) => {
+            let nameless = sni::ClientHello { server_name: None, ech: false };
+            return judge_hello(&nameless, host);
+        }
+        Some(false) => {}
+    }
+    let all = bytes.len();
+    let bytes = &bytes[blank_lines(bytes)..];
+    if bytes.is_empty() {
+        if all > MAX_LINE {
+            return Verdict::Refuse(Refusal {
+                why: format!("over {MAX_LINE} bytes of empty lines in a tunnel to {host}"),
+                answer: http_status("400 Bad Request", "only empty lines were sent"),
+            });
+        }
+        return Verdict::Need;
+    }
     if bytes.first() == Some(&0x16) {
         return match sni::client_hello(bytes) {
             Hello::Need => Verdict::Need,
@@ -341,5 +383,24 @@ mod tests {
         // Too little to tell: a method without its space, a request line without its end.
         assert!(matches!(judge(b"GE", "h"), Verdict::Need));
         assert!(matches!(judge(b"GET /index", "h"), Verdict::Need));
+    }
+
+    /// Found by the fourth attack pass: empty lines before a request line made it "not HTTP",
+    /// so its `Host` (a denied one) went through unchecked; an SSLv2-format ClientHello (no
+    /// server name) reached a name target.
+    #[test]
+    fn empty_lines_before_a_request_and_sslv2_hellos_are_judged() {
+        let smuggled = b"\r\n\r\nGET /t HTTP/1.1\r\nHost: denied.example\r\n\r\n";
+        assert!(matches!(judge(smuggled, "example.org"), Verdict::Http));
+        assert!(matches!(judge(b"\r\n\n", "example.org"), Verdict::Need));
+        let flood = vec![b'\n'; MAX_LINE + 1];
+        assert!(refused(&flood, "example.org").contains("empty lines"));
+        // A TLS 1.2 hello in SSLv2's format: no name to check against a name target.
+        let v2 = b"\x80\x2e\x01\x03\x03\x00\x15\x00\x00\x00\x10";
+        assert!(refused(v2, "example.org").contains("no SNI"));
+        assert!(passes(v2, "192.0.2.7"));
+        assert!(matches!(judge(b"\x80\x2e", "example.org"), Verdict::Need));
+        // Binary protocols that are not such a hello still pass.
+        assert!(passes(b"\x80\x2e\x05\x03\x03", "example.org"));
     }
 }
