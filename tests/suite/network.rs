@@ -338,6 +338,11 @@ async fn allowed_and_refused(who: Who) {
         assert!(out["stdout"].as_str().unwrap().contains("hands: "), "{target}: {out}");
         assert!(out["stdout"].as_str().unwrap().contains(why), "{target}: {out}");
         assert_eq!(denied_hosts(&out), vec![target.clone()], "{out}");
+        // What a person can do: a deny entry is removed (adding an allow would change
+        // nothing); anything else is allowed or approved.
+        let remedy = out["denied"][0]["remedy"].as_str().unwrap_or_default().to_string();
+        let wants = if why == "deny entry" { "network.deny" } else { "network.allow" };
+        assert!(remedy.contains(wants), "{target}: {remedy}");
         let out = bash(&c, &format!("curl -sS --proxy \"$ALL_PROXY\" http://{target}/")).await;
         assert_ne!(out["exit_code"], 0, "{target} over SOCKS5: {out}");
     }

@@ -298,7 +298,13 @@ impl Proxy {
         let by = match self.rules.decide(&target, port) {
             Verdict::Allow(rule) => rule,
             Verdict::Deny(rule) => {
-                return Err(refuse(&rule, format!("{shown}:{port} is refused by {rule}"), None));
+                // "by deny entry `x`", or the rule for IP addresses as a sentence of its own.
+                let why = if rule.starts_with("deny entry") {
+                    format!("{shown}:{port} is refused by {rule}")
+                } else {
+                    format!("{shown}:{port} is refused: {rule}")
+                };
+                return Err(refuse(&rule, why, None));
             }
             Verdict::Unknown if granted.is_some() => {
                 format!(

@@ -600,13 +600,21 @@ pub(crate) fn network_denials(
 ) -> Vec<crate::bash::Denied> {
     refused
         .into_iter()
-        .map(|d| crate::bash::Denied {
-            what: format!("{}:{}", d.host, d.port),
-            layer: "network".into(),
-            why: d.why,
-            remedy: "a person can add the host to tools-shell's config.network.allow, or approve \
-                     it when asked (unknown = \"ask\")"
-                .into(),
+        .map(|d| {
+            // A deny entry wins over allow: adding the host there would change nothing.
+            let remedy = if d.why.contains("by deny entry `") {
+                "a person can remove that entry from tools-shell's config.network.deny (deny \
+                 wins over allow)"
+            } else {
+                "a person can add the host to tools-shell's config.network.allow, or approve \
+                 it when asked (unknown = \"ask\")"
+            };
+            crate::bash::Denied {
+                what: format!("{}:{}", d.host, d.port),
+                layer: "network".into(),
+                why: d.why,
+                remedy: remedy.into(),
+            }
         })
         .collect()
 }
