@@ -180,7 +180,7 @@ async fn a_refused_connection_is_listed_with_its_layer_rule_and_remedy() {
     assert_eq!(d["what"], format!("denied.test:{PORT}"), "{d}");
     assert_eq!(d["layer"], "network", "{d}");
     assert!(d["why"].as_str().unwrap().contains("deny entry"), "{d}");
-    assert!(d["remedy"].as_str().unwrap().contains("network.allow"), "{d}");
+    assert!(d["remedy"].as_str().unwrap().contains("network.deny"), "{d}");
     assert_eq!(net.served(), 1, "only the allowed request reached the test host");
     assert_eq!(net.canary_hits(), 0);
     c.stop().await;
