@@ -21,6 +21,7 @@ mod tunnel;
 pub use net_rules::{AddressRefusal, Entry, HostError, RuleError, Rules, Target, Unknown, Verdict};
 
 use hands_roots::lock;
+use net_rules::DENY_ENTRY;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -130,6 +131,9 @@ pub struct Denial {
     pub host: String,
     pub port: u16,
     pub why: String,
+    /// Whether a `deny` entry refused it (which wins over `allow`: the remedy differs).
+    #[serde(skip)]
+    pub by_deny_entry: bool,
 }
 
 #[derive(Default)]
@@ -299,7 +303,7 @@ impl Proxy {
             Verdict::Allow(rule) => rule,
             Verdict::Deny(rule) => {
                 // "by deny entry `x`", or the rule for IP addresses as a sentence of its own.
-                let why = if rule.starts_with("deny entry") {
+                let why = if rule.starts_with(DENY_ENTRY) {
                     format!("{shown}:{port} is refused by {rule}")
                 } else {
                     format!("{shown}:{port} is refused: {rule}")
@@ -441,7 +445,13 @@ impl Proxy {
             && known.denied.len() < DENIALS_KEPT
             && !known.denied.iter().any(|d| d.host == host && d.port == port)
         {
-            known.denied.push(Denial { host: host.to_string(), port, why: why.to_string() });
+            let by_deny_entry = by.starts_with(DENY_ENTRY);
+            known.denied.push(Denial {
+                host: host.to_string(),
+                port,
+                why: why.to_string(),
+                by_deny_entry,
+            });
         }
         self.gate.record(Record {
             event: "refused",

@@ -13,6 +13,9 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
+/// How a refusal by a `deny` entry begins: the proxy's remedy for it differs (deny wins).
+pub const DENY_ENTRY: &str = "deny entry";
+
 /// A malformed rule entry: the caller places it at file, section and key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("network entry `{entry}`: {why}\nhint: {hint}")]
@@ -289,10 +292,11 @@ impl Rules {
         })
     }
 
-    /// Deny before allow; an IP literal only when an entry names it.
+    /// Deny before allow; an IP literal only when an entry names it. A `deny` entry's verdict
+    /// names it after [`DENY_ENTRY`].
     pub fn decide(&self, target: &Target, port: u16) -> Verdict {
         if let Some(e) = self.deny.iter().find(|e| e.covers(target, port)) {
-            return Verdict::Deny(format!("deny entry `{e}`"));
+            return Verdict::Deny(format!("{DENY_ENTRY} `{e}`"));
         }
         if let Some(e) = self.allow.iter().find(|e| e.covers(target, port)) {
             return Verdict::Allow(format!("allow entry `{e}`"));

@@ -602,7 +602,7 @@ pub(crate) fn network_denials(
         .into_iter()
         .map(|d| {
             // A deny entry wins over allow: adding the host there would change nothing.
-            let remedy = if d.why.contains("by deny entry `") {
+            let remedy = if d.by_deny_entry {
                 "a person can remove that entry from tools-shell's config.network.deny (deny \
                  wins over allow)"
             } else {
