@@ -46,6 +46,7 @@ const SPAWN_ALLOWED: &[(&str, &str)] = &[
     ("modules/sandbox/src/launcher/remask.rs", "`remask::request` starts `hands __remask`"),
     ("modules/sandbox/src/probe.rs", "the self-test starts the launcher it tests, by its spec"),
     ("modules/sandbox/src/host.rs", "doctor's version lines start the launcher, by its spec"),
+    ("modules/sandbox/src/sys/marks.rs", "`inherit` hands the launcher's command its marks"),
 ];
 
 /// The longest a file in `src/` may be (issue 19 point 7).

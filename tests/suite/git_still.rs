@@ -99,3 +99,102 @@ async fn git_tools_refuse_while_a_session_lives_or_a_command_runs_and_commands_w
     assert!(log.trim().is_empty(), "the work tree is the branch's: {log}");
     fx.assert_canary();
 }
+
+/// Another daemon over the same project — another client's `hands serve` with a state dir of
+/// its own, which shares neither this daemon's count of commands nor its session records —
+/// sees its running commands and its live sessions by their marks on the folders (decision
+/// 0084), a kept session's even after its daemon ended. The attack of the test above across
+/// two daemons: A's session swaps `h` for a link to `.git/hooks` while B's `git_switch`
+/// checks out; B refuses, naming what runs, and works again once nothing of A's runs.
+#[tokio::test]
+async fn another_daemons_commands_and_sessions_hold_the_tree_still() {
+    let fx = Fixture::new();
+    repo(&fx);
+    let shell = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" }, keep_sessions = true }\n",
+    );
+    let base = fx.root.parent().unwrap();
+    let state_b = base.join("state-b");
+    std::fs::create_dir_all(&state_b).unwrap();
+    let git = base.join("daemon-b.toml");
+    std::fs::write(
+        &git,
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\n\
+             [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+             filesystem = [{{ path = \"{}\", write = true }}]\n\
+             config = {{ trust = {{ write = \"allow\" }} }}\n",
+            state_b.display(),
+            fx.root.display()
+        ),
+    )
+    .unwrap();
+    let a = std::sync::Arc::new(Client::start_era(&fx, &shell, Era::Legacy).await);
+    let b = Client::start_era(&fx, &git, Era::Legacy).await;
+    // Positive control: nothing of A's runs, B's tools work.
+    assert_eq!(b.ok("git_status", json!({})).await["branch"], "main");
+
+    // A's command running: B refuses while it runs, and works once it has ended.
+    let bg = {
+        let a = a.clone();
+        tokio::spawn(async move { a.ok("bash", json!({ "command": "sleep 3; echo SLEPT" })).await })
+    };
+    let mut refused = String::new();
+    for _ in 0..100 {
+        let r = b.call("git_status", json!({})).await;
+        if r.is_error == Some(true) {
+            refused = super::common::text_of(&r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let root = fx.root.display().to_string();
+    assert!(
+        refused.contains("a command of another hands daemon runs") && refused.contains(&root),
+        "while A's `bash` runs, B says what runs and where: {refused}"
+    );
+    let out = bg.await.unwrap();
+    assert!(out["stdout"].as_str().unwrap_or_default().contains("SLEPT"), "{out}");
+    assert_eq!(b.ok("git_status", json!({})).await["branch"], "main", "A's command ended");
+
+    // A's session, kept past A's daemon, swapping `h` for a link to `.git/hooks`.
+    let swap = "while true; do if [ -d h ] && [ ! -L h ]; then mv h h.old; \
+                ln -s .git/hooks h; fi; sleep 0.01; done";
+    a.ok("tmux_start", json!({ "command": swap, "name": "swapper" })).await;
+    std::sync::Arc::into_inner(a).unwrap().stop().await;
+    for (tool, args) in [
+        ("git_switch", json!({ "branch": "evil" })),
+        ("git_worktree_add", json!({ "branch": "evil", "path": "wt" })),
+        ("git_commit", json!({ "message": "m" })),
+    ] {
+        let e = b.err(tool, args).await;
+        assert!(
+            e.contains("refused now: a command of another hands daemon runs") && e.contains(&root),
+            "{tool} is refused while A's kept session lives: {e}"
+        );
+    }
+    assert!(!fx.root.join(".git/hooks/pre-commit").exists(), "a hook was planted");
+    assert!(!fx.root.join("wt").exists(), "a worktree was made while the session lived");
+
+    // A daemon on A's state dir adopts the session and ends it: B works again.
+    let a = Client::start_era(&fx, &shell, Era::Legacy).await;
+    a.ok("tmux_kill", json!({ "session": "swapper" })).await;
+    let mut status = json!(null);
+    for _ in 0..100 {
+        let r = b.call("git_status", json!({})).await;
+        if r.is_error != Some(true) {
+            status = r.structured_content.unwrap_or_default();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["branch"], "main", "the session ended: {status}");
+    let sw = b.ok("git_switch", json!({ "branch": "evil" })).await;
+    assert_eq!(sw["branch"], "evil", "{sw}");
+    assert!(fx.root.join("h/pre-commit").is_file(), "the branch's own file is in the work tree");
+    assert!(!fx.root.join(".git/hooks/pre-commit").exists(), "a hook was planted");
+    fx.assert_canary();
+}

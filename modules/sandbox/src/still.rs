@@ -8,8 +8,13 @@
 //! planted in `.git/hooks`, a secret outside the roots committed). So a git tool that touches a
 //! work tree runs only while nothing a command runs can change that tree: no command of the
 //! daemon's shell is running there and no tmux session of it lives, and a command that starts
-//! meanwhile waits until the tool is done. Two such git tools run one after the other.
+//! meanwhile waits until the tool is done. Two such git tools run one after the other. Other
+//! daemons over the same trees see this one's commands and tools, and it theirs, by marks on
+//! the folders themselves ([`across`], decision 0084).
 
+mod across;
+
+pub use across::Marks;
 use hands_roots::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -45,8 +50,16 @@ struct Shell {
     sessions: Box<dyn Fn() -> Vec<String> + Send + Sync>,
 }
 
-/// A command counted as running until this is dropped.
-pub struct Moving(Arc<Still>);
+/// A command counted as running until this is dropped: in its daemon, and by its marks for
+/// every other (a tmux session's launcher inherits them, [`Moving::marks`]).
+pub struct Moving(Arc<Still>, Marks);
+
+impl Moving {
+    /// The marks other daemons see while the command runs.
+    pub fn marks(&self) -> &Marks {
+        &self.1
+    }
+}
 
 impl Drop for Moving {
     fn drop(&mut self) {
@@ -54,8 +67,8 @@ impl Drop for Moving {
     }
 }
 
-/// The trees held still until this is dropped.
-pub struct Held<'a>(&'a Still);
+/// The trees held still until this is dropped, with the marks other daemons see.
+pub struct Held<'a>(&'a Still, #[expect(dead_code, reason = "held for its locks")] Marks);
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
@@ -75,7 +88,32 @@ pub struct Busy {
     pub commands: usize,
     /// The live tmux sessions, by name.
     pub sessions: Vec<String>,
+    /// A folder where another daemon's command (or a process holding such a mark) can change
+    /// a tree (decision 0084).
+    pub elsewhere: Option<PathBuf>,
 }
+
+/// Why a command cannot start: another daemon's git tool has held its trees still for longer
+/// than [`WAIT_ELSEWHERE`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elsewhere(pub PathBuf);
+
+impl std::fmt::Display for Elsewhere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the command did not start: for {}s a git tool of another hands daemon has held `{}` \
+             still (it reads or writes files there by name, decision 0084); run the command again \
+             when that tool is done. If no other daemon works there, a process holds a lock on \
+             the folder: /proc/locks lists it (OFDLCK, the folder's inode)",
+            WAIT_ELSEWHERE.as_secs(),
+            hands_roots::shown(&self.0)
+        )
+    }
+}
+
+/// How long a command waits for another daemon's git tool before it is refused.
+pub const WAIT_ELSEWHERE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Display for Busy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,6 +130,13 @@ impl std::fmt::Display for Busy {
             n if n > 5 => parts.push(format!("tmux sessions {}, … live", names.join(", "))),
             _ => parts.push(format!("tmux sessions {} live", names.join(", "))),
         }
+        if let Some(at) = &self.elsewhere {
+            parts.push(format!(
+                "a command of another hands daemon runs where it can change `{}` (its mark is on \
+                 the folder, decision 0084)",
+                hands_roots::shown(at)
+            ));
+        }
         f.write_str(&parts.join(" and "))
     }
 }
@@ -107,27 +152,40 @@ impl Still {
         let _ = self.shell.set(Shell { roots, sessions });
     }
 
-    /// Counts a command as running (a session as starting) until the guard is dropped; waits
-    /// while a git tool holds the trees still.
-    pub async fn moving(self: &Arc<Self>) -> Moving {
+    /// Counts a command as running (a session as starting) until the guard is dropped, and
+    /// marks its roots for other daemons; waits while a git tool holds the trees still — this
+    /// daemon's, or another's for up to [`WAIT_ELSEWHERE`].
+    pub async fn moving(self: &Arc<Self>) -> Result<Moving, Elsewhere> {
+        let began = std::time::Instant::now();
+        let roots = self.shell.get().map(|s| s.roots.as_slice()).unwrap_or_default();
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            {
+            let admitted = {
                 let mut s = lock(&self.state);
-                if !s.held {
-                    s.moving += 1;
-                    return Moving(self.clone());
-                }
+                (!s.held).then(|| s.moving += 1)
+            };
+            if admitted.is_none() {
+                released.await;
+                continue;
             }
-            released.await;
+            // Marked first, then looked: of this and another daemon's tool starting together,
+            // one sees the other.
+            let moving = Moving(self.clone(), Marks::command(roots));
+            let Some(at) = across::git_at(roots) else { return Ok(moving) };
+            drop(moving);
+            if began.elapsed() >= WAIT_ELSEWHERE {
+                return Err(Elsewhere(at));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 
     /// Holds `trees` still for a git tool: waits for another git tool's hold to end, then
     /// refuses while a command runs or a tmux session lives where they can change one of
-    /// `trees`. Blocking: git tools run on blocking threads.
+    /// `trees` — this daemon's, or another's (its marks). Blocking: git tools run on blocking
+    /// threads.
     pub fn hold(&self, trees: &[&Path]) -> Result<Held<'_>, Busy> {
         let mut s = lock(&self.state);
         while s.held {
@@ -138,11 +196,17 @@ impl Still {
         {
             let sessions = (shell.sessions)();
             if s.moving > 0 || !sessions.is_empty() {
-                return Err(Busy { commands: s.moving, sessions });
+                return Err(Busy { commands: s.moving, sessions, elsewhere: None });
             }
         }
+        // Marked first, then looked (as a command does): no command of this daemon runs there
+        // now, so a mark found is another's.
+        let marks = Marks::git(trees);
+        if let Some(at) = across::command_at(trees) {
+            return Err(Busy { commands: 0, sessions: Vec::new(), elsewhere: Some(at) });
+        }
         s.held = true;
-        Ok(Held(self))
+        Ok(Held(self, marks))
     }
 }
 
@@ -164,7 +228,7 @@ mod tests {
     #[tokio::test]
     async fn a_running_command_or_a_live_session_refuses_a_hold_where_it_can_write() {
         let s = still(Vec::new());
-        let m = s.moving().await;
+        let m = s.moving().await.unwrap();
         let busy = s.hold(&[Path::new("/p/root/sub")]).map(|_| ()).unwrap_err();
         assert_eq!(busy.commands, 1);
         // Beside the roots: nothing there can move.
@@ -189,7 +253,7 @@ mod tests {
             }
             let s2 = s.clone();
             let cmd = tokio::spawn(async move {
-                let _m = s2.moving().await;
+                let _m = s2.moving().await.unwrap();
                 tokio::time::sleep(std::time::Duration::from_millis(30)).await;
             });
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -208,11 +272,35 @@ mod tests {
         let held = s.hold(&[Path::new("/p/root")]).unwrap();
         let s2 = s.clone();
         let started = tokio::spawn(async move {
-            let _m = s2.moving().await;
+            let _m = s2.moving().await.unwrap();
         });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!started.is_finished(), "a command started while the tree was held");
         drop(held);
         tokio::time::timeout(std::time::Duration::from_secs(5), started).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_command_waits_while_another_daemons_tool_holds_its_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let s = Arc::new(Still::default());
+        s.set_shell(vec![root.clone()], Box::new(Vec::new));
+        // Another daemon's git tool, on a tree above the root (its marks: another open file).
+        let elsewhere = Marks::git(&[dir.path()]);
+        let s2 = s.clone();
+        let started = tokio::spawn(async move { s2.moving().await.map(drop) });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!started.is_finished(), "a command started while another daemon held its root");
+        drop(elsewhere);
+        let done = tokio::time::timeout(std::time::Duration::from_secs(5), started).await;
+        assert_eq!(done.unwrap().unwrap(), Ok(()));
+        // And this daemon's running command refuses the other's tool (seen by its marks).
+        let running = s.moving().await.unwrap();
+        assert_eq!(across::command_at(&[dir.path()]).as_deref(), Some(dir.path()));
+        assert_eq!(across::command_at(&[&root]), Some(root.clone()));
+        drop(running);
+        assert_eq!(across::command_at(&[dir.path()]), None);
     }
 }

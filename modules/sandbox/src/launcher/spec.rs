@@ -334,14 +334,18 @@ impl Spec {
     /// Starts the launcher to outlive the call (a tmux server): stdout to nowhere, stderr to
     /// `log`, and a process group of its own, so that a Ctrl-C meant for the daemon does not
     /// reach it (it ends with its daemon through its parent-death signal, or outlives it with
-    /// `keep_sessions`).
+    /// `keep_sessions`). It inherits `marks`, which other daemons see while it lives (decision
+    /// 0084; the command it runs does not: close-on-exec again there).
     pub fn spawn_detached(
         &self,
         launcher: &Path,
         log: std::fs::File,
+        marks: &crate::still::Marks,
     ) -> std::io::Result<(std::process::Child, Reports)> {
+        use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
         let (mut command, reports) = self.command(launcher)?;
+        sys::marks::inherit(&mut command, marks.descriptors().map(|fd| fd.as_raw_fd()).collect());
         let child =
             command.stdout(std::process::Stdio::null()).stderr(log).process_group(0).spawn()?;
         Ok((child, reports))

@@ -2,13 +2,14 @@
 //! names the call. The crate's one unsafe zone. By job: `mount_attrs.rs` (mounts and their
 //! attributes), `signals.rs` (signals and reaping), `users.rs` (the passwd database, owners),
 //! `seccomp_notify.rs` (seccomp user notification), `ifaddrs.rs` (the machine's own addresses),
-//! `libgit2.rs` (libgit2's process-global options, for hands-git); the rest here (processes,
-//! descriptors, namespaces, exec).
+//! `libgit2.rs` (libgit2's process-global options, for hands-git), `marks.rs` (byte locks on
+//! folders, decision 0084); the rest here (processes, descriptors, namespaces, exec).
 
 #![allow(unsafe_code)]
 
 pub mod ifaddrs;
 pub mod libgit2;
+pub mod marks;
 mod mount_attrs;
 pub mod seccomp_notify;
 mod signals;

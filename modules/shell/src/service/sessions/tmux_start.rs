@@ -36,7 +36,7 @@ impl Shell {
         self.refuse_when_unsafe()?;
         self.refuse_when_braked()?;
         // Counted as a running command until its record is written (decision 0083).
-        let _moving = self.still.moving().await;
+        let moving = self.still.moving().await.map_err(|e| ShellError::Failed(e.to_string()))?;
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
@@ -64,7 +64,10 @@ impl Shell {
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
         let label = format!("tmux session {name}: {}", p.command);
-        let start = || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref());
+        // The server's launcher keeps the command's marks for the session's life (decision 0084).
+        let marks = moving.marks();
+        let start =
+            || self.start_server(&name, &cwd, &label, &caller.client, widening.as_ref(), marks);
         let (launcher, masked, ticket, walls) = match start().await {
             // A walk that saw an entry moved aside since: once more, after a new walk.
             Err(ShellError::Changed(why)) => {
@@ -201,6 +204,7 @@ impl Shell {
         label: &str,
         client: &str,
         widening: Option<&Widening>,
+        marks: &hands_sandbox::still::Marks,
     ) -> Result<Server, ShellError> {
         let t = &self.tmux;
         let socket_dir = t.socket_dir(name);
@@ -228,7 +232,7 @@ impl Shell {
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
         let walls_spec = spec.clone();
         let (mut child, reports) = spec
-            .spawn_detached(&self.launcher, log)
+            .spawn_detached(&self.launcher, log, marks)
             .map_err(|e| fail("start the sandbox launcher", e))?;
         let pid = child.id() as i32;
         let start = netns::start_time(pid);
