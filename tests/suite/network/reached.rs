@@ -169,6 +169,13 @@ async fn reached(who: Who) {
     );
     let out = bash(&c, &smuggle).await;
     assert!(stdout(&out).contains("vhost allowed.test"), "{out}");
+    // HTTP/2 without TLS in a tunnel names its host inside compressed frames: refused, saying
+    // why, before its preface reaches the host.
+    let h2 = "--http2-prior-knowledge --proxytunnel -H 'Host: other.test'";
+    let out = bash(&c, &format!("curl -sS {h2} {vhost}; echo \"rc=$?\"")).await;
+    assert!(!stdout(&out).contains("vhost") && !stdout(&out).contains("rc=0"), "{out}");
+    let why = out["denied"][0]["why"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains("HTTP/2 without TLS") && why.contains("use https"), "{out}");
     // TLS naming another server through CONNECT, and no server name at all: refused before
     // the ClientHello reaches the host.
     for sni in ["other.test", ""] {
@@ -183,6 +190,7 @@ async fn reached(who: Who) {
     let after = names(&log);
     assert!(!after.contains("other.test"), "a refused name reached the test host: {after}");
     assert!(!after.contains("/second"), "a smuggled request reached the test host: {after}");
+    assert!(!after.contains("PRI"), "an HTTP/2 preface reached the test host: {after}");
     assert_eq!(after.matches("tls None").count(), 0, "{after}");
     assert!(after.contains("http allowed.test") && after.contains("tls allowed.test"), "{after}");
 

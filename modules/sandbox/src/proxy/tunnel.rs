@@ -11,6 +11,8 @@
 //!   request (`http_proxy.rs`): its `Host` must name the host, only the body its head frames goes
 //!   up, and it is the tunnel's one request (`Connection: close`), so no later request on the
 //!   connection goes unchecked;
+//! - HTTP/2 without TLS (its preface, `PRI * HTTP/2.0`) is refused: its requests name their host
+//!   in HPACK-compressed frames, which the proxy does not read;
 //! - anything else (SSH, a database's protocol) passes as it is.
 //!
 //! While the command has sent nothing, the host's bytes go to it (a server that speaks first);
@@ -215,6 +217,16 @@ fn judge(bytes: &[u8], host: &str) -> Verdict {
             Hello::Done(hello) => judge_hello(&hello, host),
         };
     }
+    if bytes.starts_with(H2_PREFACE) {
+        return Verdict::Refuse(Refusal {
+            why: format!(
+                "HTTP/2 without TLS (prior knowledge) in a tunnel to {host}: its requests name \
+                 their host inside compressed headers, which the proxy does not read; use https \
+                 (HTTP/2 over TLS names its host in the handshake) or HTTP/1.1"
+            ),
+            answer: h2_refusal(),
+        });
+    }
     match plain_http(bytes) {
         // A whole head is served as a plain request; a head that never ends is refused.
         Some(true) if super::head_end(bytes).is_some() => Verdict::Http,
@@ -228,6 +240,26 @@ fn judge(bytes: &[u8], host: &str) -> Verdict {
         Some(true) | None => Verdict::Need,
         Some(false) => Verdict::Pass,
     }
+}
+
+/// The first line of HTTP/2's connection preface (RFC 9113 §3.4), which a client with prior
+/// knowledge sends first, without TLS and without an `Upgrade`. Its head would pass as a plain
+/// request (`PRI * HTTP/2.0` and an empty line) with no `Host`, and every request after it names
+/// its host in HPACK-compressed frames (found by the fourth attack pass, noted in session 27).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// What an HTTP/2 client understands as "use HTTP/1.1": the server's preface (an empty
+/// SETTINGS frame) and a GOAWAY with `HTTP_1_1_REQUIRED` (RFC 9113 §7), whose debug data says
+/// why.
+fn h2_refusal() -> Vec<u8> {
+    let debug = b"hands: HTTP/2 without TLS cannot be checked; use https or HTTP/1.1";
+    let mut out = vec![0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    let len = (8 + debug.len()) as u32;
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x0d]);
+    out.extend_from_slice(debug);
+    out
 }
 
 fn judge_hello(hello: &sni::ClientHello, host: &str) -> Verdict {
@@ -402,5 +434,25 @@ mod tests {
         assert!(matches!(judge(b"\x80\x2e", "example.org"), Verdict::Need));
         // Binary protocols that are not such a hello still pass.
         assert!(passes(b"\x80\x2e\x05\x03\x03", "example.org"));
+    }
+
+    /// HTTP/2 with prior knowledge: its preface's head would be served as a plain request with
+    /// no `Host`, and the requests after it name their hosts where the proxy does not read.
+    #[test]
+    fn http2_without_tls_is_refused_with_a_goaway() {
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+        for n in [H2_PREFACE.len(), preface.len()] {
+            assert!(refused(&preface[..n], "example.org").contains("HTTP/2 without TLS"));
+        }
+        assert!(refused(b"\r\nPRI * HTTP/2.0\r\n", "192.0.2.7").contains("use https"));
+        assert!(matches!(judge(b"PRI * HTTP/2", "example.org"), Verdict::Need));
+        // A plain request that only looks alike is still served.
+        assert!(matches!(judge(b"PRI / HTTP/1.1\r\n\r\n", "example.org"), Verdict::Http));
+        let Verdict::Refuse(r) = judge(preface, "example.org") else { panic!("passed") };
+        // SETTINGS (type 4) on stream 0, then GOAWAY (type 7) with HTTP_1_1_REQUIRED (0xd).
+        assert_eq!(&r.answer[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        let len = u32::from_be_bytes([0, r.answer[9], r.answer[10], r.answer[11]]) as usize;
+        assert_eq!((r.answer[12], r.answer.len()), (7, 18 + len));
+        assert_eq!(&r.answer[18..26], &[0, 0, 0, 0, 0, 0, 0, 0x0d]);
     }
 }
