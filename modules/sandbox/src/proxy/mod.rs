@@ -443,11 +443,13 @@ impl Proxy {
         if let Some(t) = token
             && let Some(known) = lock(&self.table).by_token.get_mut(t)
             && known.denied.len() < DENIALS_KEPT
-            && !known.denied.iter().any(|d| d.host == host && d.port == port)
+            && !known.denied.iter().any(|d| d.host == tunnel::normal(host) && d.port == port)
         {
             let by_deny_entry = by.starts_with(DENY_ENTRY);
+            // Listed by the name the rules compare (`BAD.test.` is `bad.test`): one entry for
+            // a host however the command spelled it.
             known.denied.push(Denial {
-                host: host.to_string(),
+                host: tunnel::normal(host),
                 port,
                 why: why.to_string(),
                 by_deny_entry,

@@ -193,6 +193,13 @@ async fn an_unknown_host_asks_the_gate_and_only_an_allow_opens_it() {
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].host, "localhost");
     assert_eq!(asked[0].asker.as_ref().unwrap().command, "curl x");
+    // The same host spelled otherwise is listed once, by the name the rules compare.
+    for spelled in ["LocalHost", "localhost."] {
+        let req = format!(
+            "GET http://{spelled}:{port}/a HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n"
+        );
+        assert!(roundtrip(s.http, req.as_bytes()).await.starts_with("HTTP/1.1 403"));
+    }
     let denied = ticket.denied();
     assert_eq!(denied.len(), 1, "{denied:?}");
     assert_eq!((denied[0].host.as_str(), denied[0].port), ("localhost", port));
