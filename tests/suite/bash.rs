@@ -773,3 +773,33 @@ async fn a_command_called_at_once_waits_for_the_self_test() {
     assert!(tier.contains('('), "a tier names its mechanisms: {r}");
     assert_eq!(out(&r), "[]\n", "{r}");
 }
+
+/// `SHELL` names the sandbox's bash: a program that starts the user's shell — tmux above all —
+/// gets a shell, not the run-as user's login shell, which for `nobody` is `nologin` (found by
+/// the fourth attack pass: a `tmux` started in `bash` ended at once). `env` may name another.
+#[tokio::test]
+async fn a_tmux_started_in_bash_gets_a_shell() {
+    let fx = Fixture::new();
+    let c = start(&fx, "").await;
+    let r = bash(
+        &c,
+        "echo \"shell=$SHELL\"; s=/tmp/t.sock; tmux -S $s new-session -d -s in 'sleep 30' && \
+         sleep 0.3 && tmux -S $s list-sessions -F 'alive #{session_name}'; \
+         tmux -S $s kill-server 2>/dev/null; true",
+    )
+    .await;
+    let text = out(&r);
+    let shell = text.lines().find_map(|l| l.strip_prefix("shell=")).unwrap_or_default();
+    assert!(shell.ends_with("/bash"), "SHELL is the sandbox's bash: {r}");
+    assert!(text.contains("alive in"), "the session lives: {r}");
+    c.stop().await;
+    // A person's `env` still decides.
+    let config = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+         grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" }, env = { SHELL = \"/bin/sh\" } }\n",
+    );
+    let c = Client::start(&fx, &config).await;
+    assert!(out(&bash(&c, "echo \"shell=$SHELL\"").await).contains("shell=/bin/sh\n"));
+    fx.assert_canary();
+}

@@ -306,6 +306,12 @@ impl Shell {
         ] {
             env.insert(k.into(), v.into());
         }
+        // A program that starts a shell of the user's (tmux, an editor's `:!`) takes `SHELL`,
+        // else the login shell, which for `sandbox.run_as` or `nobody` is often `nologin`: a
+        // `tmux` run in `bash` ended at once (found by the fourth attack pass). The bash on the
+        // sandbox's PATH, or `/bin/sh`; `env` may name another.
+        let shell = allow::resolve("bash", &path).map(|b| b.to_string_lossy().into_owned());
+        env.insert("SHELL".into(), shell.unwrap_or_else(|| "/bin/sh".into()));
         for (k, v) in &cfg.env {
             env.insert(k.clone(), v.clone());
         }
