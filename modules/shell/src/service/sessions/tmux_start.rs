@@ -114,6 +114,9 @@ impl Shell {
         if let Err(e) = self.tmux_client(&name, argv, &cwd_s).await {
             end_launcher(launcher).await;
             t.forget(&name);
+            // A stop that came meanwhile ended the server under the client ("server exited
+            // unexpectedly"): say it was the stop (seen once in suite::stop's race).
+            self.refuse_when_braked()?;
             return Err(e);
         }
         // A command that cannot start (not found, not executable) ends at once with 127/126:
