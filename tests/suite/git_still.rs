@@ -38,6 +38,19 @@ fn repo(fx: &Fixture) {
     own_tree(&fx.root);
 }
 
+/// `git_status`'s first refusal while a `bash` call started just before runs (polled for up to
+/// two seconds; empty when it never refused).
+async fn refusal_while_running(c: &Client) -> String {
+    for _ in 0..100 {
+        let r = c.call("git_status", json!({})).await;
+        if r.is_error == Some(true) {
+            return super::common::text_of(&r);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    String::new()
+}
+
 #[tokio::test]
 async fn git_tools_refuse_while_a_session_lives_or_a_command_runs_and_commands_wait() {
     let fx = Fixture::new();
@@ -77,15 +90,7 @@ async fn git_tools_refuse_while_a_session_lives_or_a_command_runs_and_commands_w
         let c = c.clone();
         tokio::spawn(async move { c.ok("bash", json!({ "command": "sleep 3; echo SLEPT" })).await })
     };
-    let mut refused = String::new();
-    for _ in 0..100 {
-        let r = c.call("git_status", json!({})).await;
-        if r.is_error == Some(true) {
-            refused = super::common::text_of(&r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let refused = refusal_while_running(&c).await;
     assert!(refused.contains("a command runs"), "while `bash` runs: {refused}");
     let out = bg.await.unwrap();
     assert!(out["stdout"].as_str().unwrap_or_default().contains("SLEPT"), "{out}");
@@ -142,15 +147,7 @@ async fn another_daemons_commands_and_sessions_hold_the_tree_still() {
         let a = a.clone();
         tokio::spawn(async move { a.ok("bash", json!({ "command": "sleep 3; echo SLEPT" })).await })
     };
-    let mut refused = String::new();
-    for _ in 0..100 {
-        let r = b.call("git_status", json!({})).await;
-        if r.is_error == Some(true) {
-            refused = super::common::text_of(&r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let refused = refusal_while_running(&b).await;
     let root = fx.root.display().to_string();
     assert!(
         refused.contains("a command of another hands daemon runs") && refused.contains(&root),
