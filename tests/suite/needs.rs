@@ -466,3 +466,60 @@ async fn a_root_owned_write_path_is_id_mapped_or_refused_before_asking() {
     assert_eq!(std::fs::read_dir(&ram).unwrap().count(), 0, "nothing was made there");
     fx.assert_canary();
 }
+
+/// A command a person let write a folder beside the roots (`needs.write`) can move that
+/// folder's tree while it runs: tools-git, whose work tree holds it, refuses its tools meanwhile,
+/// though no root of tools-shell overlaps it (decision 0084, found attacking it: the hold saw
+/// only the shell's roots). Positive controls: before the run and after it, the tool works.
+#[tokio::test]
+async fn a_widened_command_holds_the_tree_it_may_write_still() {
+    let fx = Fixture::new();
+    let dir = grant_dir(&fx);
+    super::common::host_git(&fx.home, &dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+    super::common::host_git(&fx.home, &dir, &["add", "."]);
+    super::common::host_git(&fx.home, &dir, &["commit", "-qm", "first"]);
+    super::common::own_tree(&dir);
+    let config = fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = 30\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"allow\" }} }}\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{}\", write = true }}]\n\
+         config = {{ trust = {{ write = \"allow\" }} }}\n",
+        dir.display()
+    ));
+    let c = connect(&fx, &config).await;
+    let status = |c: &Client| {
+        let c = c.clone();
+        async move { c.call_tool(CallToolRequestParams::new("git_status")).await.unwrap() }
+    };
+    assert_ne!(status(&c).await.is_error, Some(true), "nothing runs yet");
+    // A folder of the work tree (the repository's own `.git` cannot be granted).
+    let sub = dir.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    own(&sub);
+    let d = sub.display();
+    let run = bash(
+        &c,
+        json!({ "command": format!("touch {d}/w.txt; sleep 3"), "needs": { "write": [sub] } }),
+    );
+    let (id, _) = parked_id(&fx, &config, "w.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let mut refused = String::new();
+    for _ in 0..100 {
+        let r = status(&c).await;
+        if r.is_error == Some(true) {
+            refused = text_of(&r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(refused.contains("a command runs"), "while the widened run runs: {refused}");
+    let r = run.await.unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert!(sub.join("w.txt").exists(), "the widened run wrote its folder");
+    assert_ne!(status(&c).await.is_error, Some(true), "the run ended: {}", text_of(&r));
+    fx.assert_canary();
+}

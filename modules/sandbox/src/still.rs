@@ -42,6 +42,9 @@ struct State {
     moving: usize,
     /// Whether a git tool holds the trees still.
     held: bool,
+    /// Paths outside the roots that running commands may write (a person widened them,
+    /// `needs.write`), once per command.
+    widened: Vec<PathBuf>,
 }
 
 /// What tools-shell's commands can change: its writable roots, and its live tmux sessions.
@@ -52,7 +55,7 @@ struct Shell {
 
 /// A command counted as running until this is dropped: in its daemon, and by its marks for
 /// every other (a tmux session's launcher inherits them, [`Moving::marks`]).
-pub struct Moving(Arc<Still>, Marks);
+pub struct Moving(Arc<Still>, Marks, Vec<PathBuf>);
 
 impl Moving {
     /// The marks other daemons see while the command runs.
@@ -63,7 +66,13 @@ impl Moving {
 
 impl Drop for Moving {
     fn drop(&mut self) {
-        lock(&self.0.state).moving -= 1;
+        let mut s = lock(&self.0.state);
+        s.moving -= 1;
+        for w in &self.2 {
+            if let Some(i) = s.widened.iter().position(|p| p == w) {
+                s.widened.swap_remove(i);
+            }
+        }
     }
 }
 
@@ -132,8 +141,8 @@ impl std::fmt::Display for Busy {
         }
         if let Some(at) = &self.elsewhere {
             parts.push(format!(
-                "a command of another hands daemon runs where it can change `{}` (its mark is on \
-                 the folder, decision 0084)",
+                "a command that can change `{}` runs (seen by its mark on the folder: another \
+                 hands daemon's, or a tmux session's a person let write there; decision 0084)",
                 hands_roots::shown(at)
             ));
         }
@@ -153,18 +162,23 @@ impl Still {
     }
 
     /// Counts a command as running (a session as starting) until the guard is dropped, and
-    /// marks its roots for other daemons; waits while a git tool holds the trees still — this
-    /// daemon's, or another's for up to [`WAIT_ELSEWHERE`].
-    pub async fn moving(self: &Arc<Self>) -> Result<Moving, Elsewhere> {
+    /// marks its roots and the paths a person let it write beside them (`widened`) for other
+    /// daemons; waits while a git tool holds the trees still — this daemon's, or another's for
+    /// up to [`WAIT_ELSEWHERE`].
+    pub async fn moving(self: &Arc<Self>, widened: &[PathBuf]) -> Result<Moving, Elsewhere> {
         let began = std::time::Instant::now();
         let roots = self.shell.get().map(|s| s.roots.as_slice()).unwrap_or_default();
+        let roots: Vec<PathBuf> = roots.iter().chain(widened).cloned().collect();
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
             let admitted = {
                 let mut s = lock(&self.state);
-                (!s.held).then(|| s.moving += 1)
+                (!s.held).then(|| {
+                    s.moving += 1;
+                    s.widened.extend_from_slice(widened);
+                })
             };
             if admitted.is_none() {
                 released.await;
@@ -172,8 +186,8 @@ impl Still {
             }
             // Marked first, then looked: of this and another daemon's tool starting together,
             // one sees the other.
-            let moving = Moving(self.clone(), Marks::command(roots));
-            let Some(at) = across::git_at(roots) else { return Ok(moving) };
+            let moving = Moving(self.clone(), Marks::command(&roots), widened.to_vec());
+            let Some(at) = across::git_at(&roots) else { return Ok(moving) };
             drop(moving);
             if began.elapsed() >= WAIT_ELSEWHERE {
                 return Err(Elsewhere(at));
@@ -198,6 +212,11 @@ impl Still {
             if s.moving > 0 || !sessions.is_empty() {
                 return Err(Busy { commands: s.moving, sessions, elsewhere: None });
             }
+        }
+        // A command a person let write a path beside the roots (found attacking 0084: a
+        // widened command's loop raced a git tool whose tree no shell root overlapped).
+        if s.widened.iter().any(|w| trees.iter().any(|t| overlaps(w, t))) {
+            return Err(Busy { commands: s.moving, sessions: Vec::new(), elsewhere: None });
         }
         // Marked first, then looked (as a command does): no command of this daemon runs there
         // now, so a mark found is another's.
@@ -228,7 +247,7 @@ mod tests {
     #[tokio::test]
     async fn a_running_command_or_a_live_session_refuses_a_hold_where_it_can_write() {
         let s = still(Vec::new());
-        let m = s.moving().await.unwrap();
+        let m = s.moving(&[]).await.unwrap();
         let busy = s.hold(&[Path::new("/p/root/sub")]).map(|_| ()).unwrap_err();
         assert_eq!(busy.commands, 1);
         // Beside the roots: nothing there can move.
@@ -253,7 +272,7 @@ mod tests {
             }
             let s2 = s.clone();
             let cmd = tokio::spawn(async move {
-                let _m = s2.moving().await.unwrap();
+                let _m = s2.moving(&[]).await.unwrap();
                 tokio::time::sleep(std::time::Duration::from_millis(30)).await;
             });
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -272,7 +291,7 @@ mod tests {
         let held = s.hold(&[Path::new("/p/root")]).unwrap();
         let s2 = s.clone();
         let started = tokio::spawn(async move {
-            let _m = s2.moving().await.unwrap();
+            let _m = s2.moving(&[]).await.unwrap();
         });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!started.is_finished(), "a command started while the tree was held");
@@ -290,14 +309,14 @@ mod tests {
         // Another daemon's git tool, on a tree above the root (its marks: another open file).
         let elsewhere = Marks::git(&[dir.path()]);
         let s2 = s.clone();
-        let started = tokio::spawn(async move { s2.moving().await.map(drop) });
+        let started = tokio::spawn(async move { s2.moving(&[]).await.map(drop) });
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         assert!(!started.is_finished(), "a command started while another daemon held its root");
         drop(elsewhere);
         let done = tokio::time::timeout(std::time::Duration::from_secs(5), started).await;
         assert_eq!(done.unwrap().unwrap(), Ok(()));
         // And this daemon's running command refuses the other's tool (seen by its marks).
-        let running = s.moving().await.unwrap();
+        let running = s.moving(&[]).await.unwrap();
         assert_eq!(across::command_at(&[dir.path()]).as_deref(), Some(dir.path()));
         assert_eq!(across::command_at(&[&root]), Some(root.clone()));
         drop(running);

@@ -57,6 +57,13 @@ pub struct Widening {
     pub lasts: String,
 }
 
+impl Widening {
+    /// The paths it makes writable (what a git tool's hold must see, decision 0084).
+    pub fn write_paths(&self) -> Vec<PathBuf> {
+        self.write.iter().map(|g| g.path.clone()).collect()
+    }
+}
+
 /// One `write` path of a widening.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -211,7 +211,9 @@ impl Shell {
         let mut walked_again = false;
         // Counted as running while it runs: a git tool does not read or write its work tree
         // by name meanwhile, and it waits while one does (decision 0083).
-        let moving = self.still.moving().await.map_err(|e| ShellError::Failed(e.to_string()))?;
+        let widened = widening.map(Widening::write_paths).unwrap_or_default();
+        let moving =
+            self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
             let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
             if let Some(c) = program {

@@ -36,7 +36,9 @@ impl Shell {
         self.refuse_when_unsafe()?;
         self.refuse_when_braked()?;
         // Counted as a running command until its record is written (decision 0083).
-        let moving = self.still.moving().await.map_err(|e| ShellError::Failed(e.to_string()))?;
+        let widened = widening.as_ref().map(Widening::write_paths).unwrap_or_default();
+        let moving =
+            self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
         let t = &self.tmux;
         let name = match p.name {
             Some(n) => {
