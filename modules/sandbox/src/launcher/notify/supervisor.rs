@@ -365,7 +365,7 @@ impl Job {
                 }
                 vec![Arg { base: Base::Root, path: t }, arg(*ndir, *new, false)?]
             }
-            Call::Bind { addr, len, .. } => bind::read_address(tid, *addr, *len)?,
+            Call::Bind { fd, addr, len } => bind::read_address(tid, *fd, *addr, *len)?,
         };
         if !crate::sys::seccomp_notify::still_valid(&self.listener, self.req.id) {
             return Ok(None);

@@ -10,8 +10,15 @@ use super::super::target::{Arg, Base, base_dir, read_tgid};
 use super::{Answer, Job, errno_of};
 use std::os::fd::{AsFd, OwnedFd};
 
-/// The address of a `bind`, read once: its bytes, and the path it names, if any.
-pub(super) fn read_address(tid: u32, addr: u64, len: u32) -> Result<Vec<Arg>, i32> {
+/// The address of a `bind`, read once: its bytes, and the path it names, if any. The socket
+/// `fd` is looked at first, as the kernel does: a bad descriptor is EBADF and a file ENOTSOCK
+/// before a bad address is EFAULT.
+pub(super) fn read_address(tid: u32, fd: i32, addr: u64, len: u32) -> Result<Vec<Arg>, i32> {
+    let sock = socket_of(tid, fd)?;
+    if rustix::fs::fstat(&sock).map(|s| s.st_mode & libc::S_IFMT) != Ok(libc::S_IFSOCK) {
+        return Err(libc::ENOTSOCK);
+    }
+    drop(sock);
     let len = len as usize;
     if len > std::mem::size_of::<libc::sockaddr_storage>() {
         return Err(libc::EINVAL);
@@ -47,6 +54,16 @@ impl Job {
             Err(e) => return Answer::Errno(e),
         };
         let bind = |addr: &[u8]| crate::sys::seccomp_notify::bind_raw(sock.as_fd(), addr);
+        // A unix address given to another kind of socket names no file: the kernel answers it
+        // as it would bare (EAFNOSUPPORT or EINVAL), from the address as read.
+        let unix = rustix::net::sockopt::socket_domain(&sock)
+            .is_ok_and(|d| d == rustix::net::AddressFamily::UNIX);
+        if !unix && let Some(raw) = args.first() {
+            return match bind(&raw.path) {
+                Ok(()) => Answer::Value(0),
+                Err(e) => errno_of(e),
+            };
+        }
         if args.is_empty() {
             // No path: the address as read.
             return match bind(&last.path) {
