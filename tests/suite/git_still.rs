@@ -71,6 +71,12 @@ async fn git_tools_refuse_while_a_session_lives_or_a_command_runs_and_commands_w
         ("git_commit", json!({ "message": "m" })),
         ("git_worktree_add", json!({ "branch": "evil", "path": "wt" })),
         ("git_branch", json!({ "name": "other" })),
+        // Those that read or write only `.git` too: refs and objects are files there, by name
+        // (the fifth attack pass swapped `.git/refs/heads` for a link out of the roots).
+        ("git_branch", json!({ "name": "other", "checkout": false })),
+        ("git_log", json!({})),
+        ("git_branches", json!({})),
+        ("git_branch_commits", json!({ "branch": "evil" })),
     ] {
         let e = c.err(tool, args).await;
         assert!(
@@ -78,8 +84,6 @@ async fn git_tools_refuse_while_a_session_lives_or_a_command_runs_and_commands_w
             "{tool} says what runs and what to do: {e}"
         );
     }
-    // What reads no work tree still works.
-    c.ok("git_log", json!({})).await;
     c.ok("tmux_kill", json!({ "session": "swapper" })).await;
     assert!(!fx.root.join(".git/hooks/pre-commit").exists(), "a hook was planted");
     assert!(!fx.root.join("wt").exists(), "a worktree was made while the session lived");

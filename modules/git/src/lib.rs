@@ -148,7 +148,8 @@ impl Git {
         let _ = self.still.set(still);
     }
 
-    /// Holds the module's roots still for `tool`, which reads or writes a work tree by name:
+    /// Holds the module's roots still for `tool`, which reads or writes a work tree or `.git`
+    /// by name (every git tool):
     /// refused while a command runs or a tmux session lives where it could swap a folder
     /// under the tool (decision 0083). Taken before the repository is opened and checked, so
     /// what is checked is what the tool then uses.

@@ -274,6 +274,7 @@ impl Git {
                 patterns: policy.patterns.join(", "),
             });
         }
+        let _held = self.hold("git_push")?;
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         let repo = &r.repo;
         let remote_name = policy.remote.clone();

@@ -412,6 +412,7 @@ impl Git {
         if let Some(rev) = &p.rev {
             check_rev("rev", rev)?;
         }
+        let _held = self.hold("git_log")?;
         let at = p.repo.clone();
         self.with_read(at.as_deref(), |r| {
             let repo = &r.repo;
@@ -545,6 +546,7 @@ pub struct BranchesOutput {
 impl Git {
     /// `git_branches`: local branches, the current one marked, with upstream and last commit.
     pub fn branches(&self, p: BranchesParams) -> Result<BranchesOutput, GitError> {
+        let _held = self.hold("git_branches")?;
         let at = p.repo.clone();
         self.with_read(at.as_deref(), |r| {
             let repo = &r.repo;
@@ -636,6 +638,7 @@ impl Git {
         if let Some(base) = &p.base {
             check_rev("base", base)?;
         }
+        let _held = self.hold("git_branch_commits")?;
         let at = p.repo.clone();
         self.with_read(at.as_deref(), |r| {
             let repo = &r.repo;

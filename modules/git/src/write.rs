@@ -174,7 +174,7 @@ impl Git {
             check_rev("start", start)?;
         }
         let checkout = p.checkout.unwrap_or(true);
-        let _held = if checkout { self.hold("git_branch")? } else { None };
+        let _held = self.hold("git_branch")?;
         let r = self.open(p.repo.as_deref(), Access::Write)?;
         let repo = &r.repo;
         if repo.find_branch(&name, BranchType::Local).is_ok() {

@@ -14,7 +14,7 @@
 
 mod across;
 
-pub use across::Marks;
+pub use across::{Marks, Unmarked};
 use hands_roots::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -77,10 +77,12 @@ impl Drop for Moving {
 }
 
 /// The trees held still until this is dropped, with the marks other daemons see.
-pub struct Held<'a>(&'a Still, #[expect(dead_code, reason = "held for its locks")] Marks);
+pub struct Held<'a>(&'a Still, Marks);
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
+        // The marks first: a command woken below looks for them at once.
+        drop(std::mem::take(&mut self.1));
         lock(&self.0.state).held = false;
         // Every waiting tool: the first to wake holds, or is refused (a command started) and
         // must not leave the others asleep (found by attacking the first version, which woke
@@ -91,7 +93,7 @@ impl Drop for Held<'_> {
 }
 
 /// Why a git tool cannot hold its tree still now: what runs there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Busy {
     /// Commands running now (`bash`, `run`, `hands exec`).
     pub commands: usize,
@@ -100,23 +102,41 @@ pub struct Busy {
     /// A folder where another daemon's command (or a process holding such a mark) can change
     /// a tree (decision 0084).
     pub elsewhere: Option<PathBuf>,
+    /// Why the trees could not be marked or checked for other daemons' commands.
+    pub unchecked: Option<Unmarked>,
 }
 
-/// Why a command cannot start: another daemon's git tool has held its trees still for longer
-/// than [`WAIT_ELSEWHERE`].
+/// Why a command cannot start: a git tool's mark has been on its trees for longer than
+/// [`WAIT_ELSEWHERE`], or they could not be marked or checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Elsewhere(pub PathBuf);
+pub enum Elsewhere {
+    Held(PathBuf),
+    Unchecked(Unmarked),
+}
 
 impl std::fmt::Display for Elsewhere {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = match self {
+            Elsewhere::Held(at) => at,
+            Elsewhere::Unchecked(why) => {
+                return write!(
+                    f,
+                    "the command did not start: {}; a command's roots are marked so that \
+                     other hands daemons' git tools see it (decision 0084). Check that the \
+                     daemon can open the folder and has descriptors left",
+                    why.0
+                );
+            }
+        };
         write!(
             f,
-            "the command did not start: for {}s a git tool of another hands daemon has held `{}` \
-             still (it reads or writes files there by name, decision 0084); run the command again \
-             when that tool is done. If no other daemon works there, a process holds a lock on \
-             the folder: /proc/locks lists it (OFDLCK, the folder's inode)",
+            "the command did not start: for {}s a git tool's mark has been on `{}` (decision \
+             0084): another hands daemon's git tool holds it still, or a process holds such a \
+             lock on the folder (a command of this daemon or another can take one). Run the \
+             command again when that tool is done; ending the tmux sessions that could hold the \
+             lock frees it (/proc/locks lists it as OFDLCK, pid -1, by the folder's inode)",
             WAIT_ELSEWHERE.as_secs(),
-            hands_roots::shown(&self.0)
+            hands_roots::shown(at)
         )
     }
 }
@@ -138,6 +158,12 @@ impl std::fmt::Display for Busy {
             1 => parts.push(format!("tmux session {} lives", names.join(""))),
             n if n > 5 => parts.push(format!("tmux sessions {}, … live", names.join(", "))),
             _ => parts.push(format!("tmux sessions {} live", names.join(", "))),
+        }
+        if let Some(why) = &self.unchecked {
+            parts.push(format!(
+                "the roots could not be checked for other hands daemons' commands ({})",
+                why.0
+            ));
         }
         if let Some(at) = &self.elsewhere {
             parts.push(format!(
@@ -186,11 +212,15 @@ impl Still {
             }
             // Marked first, then looked: of this and another daemon's tool starting together,
             // one sees the other.
-            let moving = Moving(self.clone(), Marks::command(&roots), widened.to_vec());
-            let Some(at) = across::git_at(&roots) else { return Ok(moving) };
+            // Counted from here: a failure below drops the guard, and the count with it.
+            let mut moving = Moving(self.clone(), Marks::default(), widened.to_vec());
+            moving.1 = Marks::command(&roots).map_err(Elsewhere::Unchecked)?;
+            let Some(at) = across::git_at(&roots).map_err(Elsewhere::Unchecked)? else {
+                return Ok(moving);
+            };
             drop(moving);
             if began.elapsed() >= WAIT_ELSEWHERE {
-                return Err(Elsewhere(at));
+                return Err(Elsewhere::Held(at));
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -210,19 +240,20 @@ impl Still {
         {
             let sessions = (shell.sessions)();
             if s.moving > 0 || !sessions.is_empty() {
-                return Err(Busy { commands: s.moving, sessions, elsewhere: None });
+                return Err(Busy { commands: s.moving, sessions, ..Busy::default() });
             }
         }
         // A command a person let write a path beside the roots (found attacking 0084: a
         // widened command's loop raced a git tool whose tree no shell root overlapped).
         if s.widened.iter().any(|w| trees.iter().any(|t| overlaps(w, t))) {
-            return Err(Busy { commands: s.moving, sessions: Vec::new(), elsewhere: None });
+            return Err(Busy { commands: s.moving, ..Busy::default() });
         }
         // Marked first, then looked (as a command does): no command of this daemon runs there
         // now, so a mark found is another's.
-        let marks = Marks::git(trees);
-        if let Some(at) = across::command_at(trees) {
-            return Err(Busy { commands: 0, sessions: Vec::new(), elsewhere: Some(at) });
+        let unchecked = |why| Busy { unchecked: Some(why), ..Busy::default() };
+        let marks = Marks::git(trees).map_err(unchecked)?;
+        if let Some(at) = across::command_at(trees).map_err(unchecked)? {
+            return Err(Busy { elsewhere: Some(at), ..Busy::default() });
         }
         s.held = true;
         Ok(Held(self, marks))
@@ -238,37 +269,49 @@ fn overlaps(root: &Path, tree: &Path) -> bool {
 mod tests {
     use super::*;
 
-    fn still(sessions: Vec<String>) -> Arc<Still> {
+    /// A tree of real folders (`p/root/sub`, `q/other`): the marks are taken on them.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["p/root/sub", "q/other"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        let base = dir.path().to_path_buf();
+        (dir, base)
+    }
+
+    fn still(base: &Path, sessions: Vec<String>) -> Arc<Still> {
         let s = Arc::new(Still::default());
-        s.set_shell(vec![PathBuf::from("/p/root")], Box::new(move || sessions.clone()));
+        s.set_shell(vec![base.join("p/root")], Box::new(move || sessions.clone()));
         s
     }
 
     #[tokio::test]
     async fn a_running_command_or_a_live_session_refuses_a_hold_where_it_can_write() {
-        let s = still(Vec::new());
+        let (_dir, base) = tree();
+        let s = still(&base, Vec::new());
         let m = s.moving(&[]).await.unwrap();
-        let busy = s.hold(&[Path::new("/p/root/sub")]).map(|_| ()).unwrap_err();
+        let busy = s.hold(&[&base.join("p/root/sub")]).map(|_| ()).unwrap_err();
         assert_eq!(busy.commands, 1);
         // Beside the roots: nothing there can move.
-        assert!(s.hold(&[Path::new("/q/other")]).is_ok());
+        assert!(s.hold(&[&base.join("q/other")]).is_ok());
         drop(m);
-        assert!(s.hold(&[Path::new("/p/root/sub")]).is_ok(), "no command runs now");
-        let s = still(vec!["dev".into()]);
-        let busy = s.hold(&[Path::new("/p")]).map(|_| ()).unwrap_err();
+        assert!(s.hold(&[&base.join("p/root/sub")]).is_ok(), "no command runs now");
+        let s = still(&base, vec!["dev".into()]);
+        let busy = s.hold(&[&base.join("p")]).map(|_| ()).unwrap_err();
         assert_eq!(busy.sessions, vec!["dev".to_string()]);
         assert!(busy.to_string().contains("`dev`"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_waiting_tool_answers_when_a_hold_ends() {
+        let (_dir, base) = tree();
         for _ in 0..20 {
-            let s = still(Vec::new());
-            let held = s.hold(&[Path::new("/p/root")]).unwrap();
+            let s = still(&base, Vec::new());
+            let held = s.hold(&[&base.join("p/root")]).unwrap();
             let (tx, rx) = std::sync::mpsc::channel();
             for _ in 0..3 {
-                let (s, tx) = (s.clone(), tx.clone());
-                std::thread::spawn(move || tx.send(s.hold(&[Path::new("/p/root")]).is_ok()));
+                let (s, tx, root) = (s.clone(), tx.clone(), base.join("p/root"));
+                std::thread::spawn(move || tx.send(s.hold(&[&root]).is_ok()));
             }
             let s2 = s.clone();
             let cmd = tokio::spawn(async move {
@@ -287,8 +330,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_command_waits_while_a_tree_is_held() {
-        let s = still(Vec::new());
-        let held = s.hold(&[Path::new("/p/root")]).unwrap();
+        let (_dir, base) = tree();
+        let s = still(&base, Vec::new());
+        let held = s.hold(&[&base.join("p/root")]).unwrap();
         let s2 = s.clone();
         let started = tokio::spawn(async move {
             let _m = s2.moving(&[]).await.unwrap();
@@ -307,7 +351,7 @@ mod tests {
         let s = Arc::new(Still::default());
         s.set_shell(vec![root.clone()], Box::new(Vec::new));
         // Another daemon's git tool, on a tree above the root (its marks: another open file).
-        let elsewhere = Marks::git(&[dir.path()]);
+        let elsewhere = Marks::git(&[dir.path()]).unwrap();
         let s2 = s.clone();
         let started = tokio::spawn(async move { s2.moving(&[]).await.map(drop) });
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -317,9 +361,9 @@ mod tests {
         assert_eq!(done.unwrap().unwrap(), Ok(()));
         // And this daemon's running command refuses the other's tool (seen by its marks).
         let running = s.moving(&[]).await.unwrap();
-        assert_eq!(across::command_at(&[dir.path()]).as_deref(), Some(dir.path()));
-        assert_eq!(across::command_at(&[&root]), Some(root.clone()));
+        assert_eq!(across::command_at(&[dir.path()]).unwrap().as_deref(), Some(dir.path()));
+        assert_eq!(across::command_at(&[&root]), Ok(Some(root.clone())));
         drop(running);
-        assert_eq!(across::command_at(&[dir.path()]), None);
+        assert_eq!(across::command_at(&[dir.path()]), Ok(None));
     }
 }

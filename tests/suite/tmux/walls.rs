@@ -98,3 +98,55 @@ async fn a_refusal_after_a_burst_is_still_listed() {
     fx.assert_canary();
     c.ok("tmux_kill", json!({ "session": "burst" })).await;
 }
+
+/// A tmux client writes nothing in the roots (found by the fifth attack pass): a session's
+/// command put a fake server on its own socket, which told the next `tmux_read`'s client to
+/// exec a shell command — in the client's sandbox, which had the roots writable and was counted
+/// by nothing, so it could swap a folder under tools-git. Now the client's roots are
+/// read-only. Positive control: the client did run the command (it wrote the socket folder,
+/// the one place a client may write); the write into the root was refused; the canary holds.
+#[tokio::test]
+async fn a_fake_server_cannot_make_a_client_write_the_roots() {
+    let fx = Fixture::new();
+    let c = Client::start_era(&fx, &super::shell_config(&fx), Era::Legacy).await;
+    let wrote = fx.root.join("client-wrote.txt");
+    let fake = format!(
+        r#"
+import os, socket, struct, time
+sock = os.environ["TMUX"].split(",")[0]
+here = os.path.dirname(sock)
+open("sockdir.txt", "w").write(here)
+cmd = "echo ran > {{}}/client-ran; echo pwned > {wrote}".format(here)
+def msg(t, data=b""):
+    return struct.pack("=IHHII", t, 16 + len(data), 0, 8, os.getpid()) + data
+os.unlink(sock)
+s = socket.socket(socket.AF_UNIX); s.bind(sock); s.listen(8)
+while True:
+    c, _ = s.accept()
+    c.settimeout(1.0)
+    try:
+        c.recv(65536)
+    except OSError:
+        pass
+    c.sendall(msg(207) + msg(217, cmd.encode() + b"\0/bin/sh\0") + msg(204))
+    time.sleep(0.2)
+    c.close()
+"#,
+        wrote = wrote.display()
+    );
+    std::fs::write(fx.root.join("fake.py"), fake).unwrap();
+    c.ok("tmux_start", json!({ "command": "python3 fake.py", "name": "fake" })).await;
+    let ran = |fx: &Fixture| {
+        let here = std::fs::read_to_string(fx.root.join("sockdir.txt")).unwrap_or_default();
+        !here.is_empty() && std::path::Path::new(&here).join("client-ran").exists()
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while !ran(&fx) && Instant::now() < until {
+        let _ = c.call("tmux_read", json!({ "session": "fake" })).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(ran(&fx), "the fake server's command never ran in a client (the control)");
+    assert!(!wrote.exists(), "a tmux client wrote into the root");
+    let _ = c.call("tmux_kill", json!({ "session": "fake" })).await;
+    fx.assert_canary();
+}

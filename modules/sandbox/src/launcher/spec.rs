@@ -211,6 +211,17 @@ impl Spec {
         self.program = Some((dev, ino));
     }
 
+    /// Makes every root read-only but `keep` (a tmux client's: it talks to its server through
+    /// the socket folder and writes nothing else; found by the fifth attack pass, a fake
+    /// server made a client run a command that swapped a work-tree folder under tools-git).
+    pub fn read_only_roots_but(&mut self, keep: &Path) {
+        for r in &mut self.roots {
+            if r.path != keep {
+                r.writable = false;
+            }
+        }
+    }
+
     /// Sets one variable of the command's environment (the proxy's, per call).
     pub fn set_env(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.env.insert(key.into(), value.into());

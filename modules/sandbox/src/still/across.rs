@@ -43,31 +43,31 @@ impl std::fmt::Debug for Marks {
 
 impl Marks {
     /// A running command's marks: on each of its writable `roots` and each folder above.
-    pub(crate) fn command(roots: &[PathBuf]) -> Marks {
+    pub(crate) fn command(roots: &[PathBuf]) -> Result<Marks, Unmarked> {
         Marks::take(roots, COMMAND_AT, COMMAND_BELOW)
     }
 
     /// A git tool's marks: on each of its `trees` and each folder above.
-    pub(crate) fn git(trees: &[&Path]) -> Marks {
+    pub(crate) fn git(trees: &[&Path]) -> Result<Marks, Unmarked> {
         Marks::take(trees, GIT_AT, GIT_BELOW)
     }
 
     /// Marks byte `at` on each of `trees` and byte `below` on each folder above them. A folder
-    /// that cannot be opened (no read permission) is left unmarked: a daemon that could not
-    /// open it could not look there either.
-    fn take(trees: &[impl AsRef<Path>], at: i64, below: i64) -> Marks {
+    /// above that this process may not open (no read permission) is left unmarked: a daemon
+    /// that could not open it could not look there either. Any other failure — a tree itself
+    /// that cannot be marked, no descriptor left — is an error: unmarked, another daemon would
+    /// not see what runs (found attacking this: every failure was skipped).
+    fn take(trees: &[impl AsRef<Path>], at: i64, below: i64) -> Result<Marks, Unmarked> {
         let mut held = Vec::new();
         for tree in trees {
             for (i, folder) in tree.as_ref().ancestors().enumerate() {
                 let byte = if i == 0 { at } else { below };
-                if let Ok(fd) = marks::open_folder(folder)
-                    && marks::mark(fd.as_fd(), byte).is_ok()
-                {
-                    held.push(fd);
-                }
+                let Some(fd) = open(folder, i == 0)? else { continue };
+                marks::mark(fd.as_fd(), byte).map_err(|e| unmarked(folder, e))?;
+                held.push(fd);
             }
         }
-        Marks(held)
+        Ok(Marks(held))
     }
 
     /// The descriptors that hold the marks, for a launcher to inherit (a tmux session's server
@@ -77,30 +77,55 @@ impl Marks {
     }
 }
 
+/// A folder that could not be marked or looked at, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmarked(pub String);
+
+fn unmarked(folder: &Path, e: impl std::fmt::Display) -> Unmarked {
+    Unmarked(format!("`{}` could not be marked or checked ({e})", hands_roots::shown(folder)))
+}
+
+/// `folder` opened to be marked or looked at; `None` for a folder above the trees that this
+/// process may not read.
+fn open(folder: &Path, tree: bool) -> Result<Option<OwnedFd>, Unmarked> {
+    match marks::open_folder(folder) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e)
+            if !tree
+                && matches!(crate::sys::errno_of(&e), Some(libc::EACCES) | Some(libc::EPERM)) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(unmarked(folder, e)),
+    }
+}
+
 /// Where a command of another daemon (or one holding such a mark) can change one of `trees`:
-/// the first marked folder.
-pub(crate) fn command_at(trees: &[&Path]) -> Option<PathBuf> {
+/// the first marked folder (or one that could not be looked at: `Err`).
+pub(crate) fn command_at(trees: &[&Path]) -> Result<Option<PathBuf>, Unmarked> {
     look(trees, COMMAND_AT, COMMAND_BELOW)
 }
 
 /// Where a git tool of another daemon holds a tree that a command with `roots` can change.
-pub(crate) fn git_at(roots: &[PathBuf]) -> Option<PathBuf> {
+pub(crate) fn git_at(roots: &[PathBuf]) -> Result<Option<PathBuf>, Unmarked> {
     look(roots, GIT_AT, GIT_BELOW)
 }
 
 /// The first folder with byte `at` marked on one of `trees` or a folder above, or byte
 /// `below` on one of `trees`.
-fn look(trees: &[impl AsRef<Path>], at: i64, below: i64) -> Option<PathBuf> {
+fn look(trees: &[impl AsRef<Path>], at: i64, below: i64) -> Result<Option<PathBuf>, Unmarked> {
     for tree in trees {
         for (i, folder) in tree.as_ref().ancestors().enumerate() {
-            let Ok(fd) = marks::open_folder(folder) else { continue };
+            let Some(fd) = open(folder, i == 0)? else { continue };
             let bytes: &[i64] = if i == 0 { &[at, below] } else { &[at] };
-            if bytes.iter().any(|&b| marks::marked(fd.as_fd(), b).unwrap_or(false)) {
-                return Some(folder.to_path_buf());
+            for &b in bytes {
+                if marks::marked(fd.as_fd(), b).map_err(|e| unmarked(folder, e))? {
+                    return Ok(Some(folder.to_path_buf()));
+                }
             }
         }
     }
-    None
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -115,36 +140,54 @@ mod tests {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
         let (sub, q) = (p.join("sub"), dir.path().join("q"));
-        assert_eq!(command_at(&[&sub]), None, "nothing runs yet");
-        let running = Marks::command(std::slice::from_ref(&sub));
+        assert_eq!(command_at(&[&sub]).unwrap(), None, "nothing runs yet");
+        let running = Marks::command(std::slice::from_ref(&sub)).unwrap();
         // A git tool at the command's root, above it, below it: each sees it.
-        assert_eq!(command_at(&[&sub]), Some(sub.clone()));
-        assert_eq!(command_at(&[&p]), Some(p.clone()), "a command below the tree");
-        assert_eq!(command_at(&[&sub.join("deep")]), Some(sub.clone()), "a command above");
+        assert_eq!(command_at(&[&sub]).unwrap(), Some(sub.clone()));
+        assert_eq!(command_at(&[&p]).unwrap(), Some(p.clone()), "a command below the tree");
+        assert_eq!(command_at(&[&sub.join("deep")]).unwrap(), Some(sub.clone()), "a command above");
         // Beside it, or a sibling's: nothing to see.
-        assert_eq!(command_at(&[&q]), None);
-        assert_eq!(git_at(std::slice::from_ref(&sub)), None, "commands do not see commands");
+        assert_eq!(command_at(&[&q]).unwrap(), None);
+        assert_eq!(
+            git_at(std::slice::from_ref(&sub)).unwrap(),
+            None,
+            "commands do not see commands"
+        );
         drop(running);
-        assert_eq!(command_at(&[&p]), None, "the mark ends with its descriptor");
+        assert_eq!(command_at(&[&p]).unwrap(), None, "the mark ends with its descriptor");
 
-        let held = Marks::git(&[&p]);
-        assert_eq!(git_at(std::slice::from_ref(&sub)), Some(p.clone()), "a tree above the root");
-        assert_eq!(git_at(std::slice::from_ref(&p)), Some(p.clone()));
-        assert_eq!(git_at(&[dir.path().to_path_buf()]).as_deref(), Some(dir.path()));
-        assert_eq!(git_at(std::slice::from_ref(&q)), None);
+        let held = Marks::git(&[&p]).unwrap();
+        assert_eq!(
+            git_at(std::slice::from_ref(&sub)).unwrap(),
+            Some(p.clone()),
+            "a tree above the root"
+        );
+        assert_eq!(git_at(std::slice::from_ref(&p)).unwrap(), Some(p.clone()));
+        assert_eq!(git_at(&[dir.path().to_path_buf()]).unwrap().as_deref(), Some(dir.path()));
+        assert_eq!(git_at(std::slice::from_ref(&q)).unwrap(), None);
         drop(held);
-        assert_eq!(git_at(std::slice::from_ref(&sub)), None);
+        assert_eq!(git_at(std::slice::from_ref(&sub)).unwrap(), None);
     }
 
     #[test]
     fn an_inherited_copy_keeps_the_mark() {
         let dir = tempfile::tempdir().unwrap();
-        let marks = Marks::command(&[dir.path().to_path_buf()]);
+        let marks = Marks::command(&[dir.path().to_path_buf()]).unwrap();
         let copies: Vec<OwnedFd> =
             marks.descriptors().map(|fd| fd.try_clone_to_owned().unwrap()).collect();
         drop(marks);
-        assert!(command_at(&[dir.path()]).is_some(), "a copy of the descriptor keeps it");
+        assert!(command_at(&[dir.path()]).unwrap().is_some(), "a copy of the descriptor keeps it");
         drop(copies);
-        assert!(command_at(&[dir.path()]).is_none());
+        assert!(command_at(&[dir.path()]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_tree_that_cannot_be_marked_or_looked_at_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let e = Marks::command(std::slice::from_ref(&gone)).map(drop).unwrap_err();
+        assert!(e.0.contains("gone") && e.0.contains("could not be marked"), "{e:?}");
+        assert!(git_at(std::slice::from_ref(&gone)).is_err());
+        assert!(command_at(&[&gone]).is_err());
     }
 }

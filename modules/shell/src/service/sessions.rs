@@ -271,8 +271,11 @@ impl Shell {
         let socket_dir = self.tmux.socket_dir(name);
         let mut walked_again = false;
         loop {
-            let spec =
+            let mut spec =
                 self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
+            // A client writes nothing in the roots: what a server (the session's own, or one a
+            // command put in its place) makes it run cannot change a work tree either.
+            spec.read_only_roots_but(&socket_dir);
             // A sandbox made ready for this session's client commands, else one of its own
             // (decision 0078).
             let started = match self.ready_tmux.take(&spec) {
