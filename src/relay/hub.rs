@@ -59,6 +59,8 @@ struct Waiting {
 /// One agent session on a runner's link.
 pub struct LinkSession {
     pub id: String,
+    /// The agent it serves (one agent holds at most [`MAX_PER_AGENT`] of a runner's).
+    agent: String,
     runner: Weak<Runner>,
     calls: Mutex<HashMap<String, Waiting>>,
     /// Requests and notifications of the runner not tied to a waiting call.
@@ -203,6 +205,10 @@ struct State {
 
 /// Why an agent's session with a runner was not opened ([`Runner::open`]); the agent's
 /// request fails with it (an MCP internal error), and a later one may succeed.
+/// The most sessions of one runner one agent may hold: half, so that one agent cannot keep
+/// the others out.
+pub const MAX_PER_AGENT: usize = MAX_SESSIONS / 2;
+
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The runner's link is down (it never came, or it dropped and has not come back).
@@ -211,6 +217,13 @@ pub enum OpenError {
     /// The runner serves [`MAX_SESSIONS`] sessions already.
     #[error("runner {runner} serves {MAX_SESSIONS} sessions already; try again in a moment")]
     Busy { runner: String },
+    /// The agent holds [`MAX_PER_AGENT`] of the runner's sessions already.
+    #[error(
+        "agent {agent} holds {MAX_PER_AGENT} sessions of runner {runner} already, the most one \
+         agent may (so that no agent keeps the others out); end one (an HTTP DELETE of its \
+         session) or let an idle one expire, then try again"
+    )]
+    Crowded { runner: String, agent: String },
     /// The link's outbound queue had no room for the session's opening.
     #[error(transparent)]
     Queue(#[from] Full),
@@ -335,12 +348,13 @@ impl Runner {
         if s.live.is_none() {
             return Err(OpenError::NotConnected { runner: self.name.to_string() });
         }
-        if s.sessions.len() >= MAX_SESSIONS {
-            return Err(OpenError::Busy { runner: self.name.to_string() });
+        if let Some(full) = self.full_for(&s, agent) {
+            return Err(full);
         }
         let id = crate::link::random_id();
         let session = Arc::new(LinkSession {
             id: id.clone(),
+            agent: agent.to_string(),
             runner: self.me.clone(),
             calls: Mutex::default(),
             loose,
@@ -359,9 +373,20 @@ impl Runner {
         Ok(session)
     }
 
-    /// Whether a new session could open now (for the door's 503).
-    pub fn busy(&self) -> bool {
-        hands_roots::lock(&self.state).sessions.len() >= MAX_SESSIONS
+    /// Why a new session of `agent` could not open now (for the door's 503), if it could not.
+    pub fn busy_for(&self, agent: &str) -> Option<OpenError> {
+        self.full_for(&hands_roots::lock(&self.state), agent)
+    }
+
+    /// Whether the runner, or `agent`'s share of it, is full (found by the fifth attack pass:
+    /// one agent opened all 64 sessions and kept every other agent out).
+    fn full_for(&self, s: &State, agent: &str) -> Option<OpenError> {
+        let runner = self.name.to_string();
+        if s.sessions.len() >= MAX_SESSIONS {
+            return Some(OpenError::Busy { runner });
+        }
+        let held = s.sessions.values().filter(|v| v.agent == agent).count();
+        (held >= MAX_PER_AGENT).then(|| OpenError::Crowded { runner, agent: agent.to_string() })
     }
 
     fn end_session(&self, id: &str, why: &str) {
@@ -475,6 +500,26 @@ mod tests {
         assert_eq!(r.held.load(Ordering::SeqCst), 0);
     }
 
+    /// One agent holds at most half a runner's sessions: the others still get in (found by
+    /// the fifth attack pass: one agent opened all 64 and kept every other out).
+    #[tokio::test]
+    async fn one_agent_cannot_take_every_session() {
+        let r = Runner::new("box-1".into(), [0; 32]);
+        r.connected("one-instance");
+        let mut held = Vec::new();
+        for _ in 0..MAX_PER_AGENT {
+            let (tx, rx) = mpsc::channel(MAX_QUEUED);
+            held.push((r.open("carol", tx).unwrap(), rx));
+        }
+        let (tx, _rx) = mpsc::channel(MAX_QUEUED);
+        let e = r.open("carol", tx).map(drop).unwrap_err();
+        assert!(matches!(e, OpenError::Crowded { .. }), "{e}");
+        assert!(e.to_string().contains("DELETE"), "says what to do: {e}");
+        assert!(r.busy_for("carol").is_some() && r.busy_for("alice").is_none());
+        let (tx, _rx) = mpsc::channel(MAX_QUEUED);
+        assert!(r.open("alice", tx).is_ok(), "another agent still gets in");
+    }
+
     /// Sessions the relay drops — the runner came back as another process, or its link stayed
     /// down past [`LINGER`] — leave a `close` each for the runner's next link, which would else
     /// keep serving them, one slot each (found by the fifth attack pass).
@@ -510,7 +555,7 @@ mod tests {
             assert!(matches!(r.open("alice", tx), Err(OpenError::Queue(_))));
         }
         assert!(hands_roots::lock(&r.state).sessions.is_empty());
-        assert!(!r.busy());
+        assert!(r.busy_for("alice").is_none());
         // The positive control: once the queue drains, a session opens and is held.
         r.outbox.clear();
         let (tx, _rx) = mpsc::channel(MAX_QUEUED);

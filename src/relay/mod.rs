@@ -317,10 +317,10 @@ impl Relay {
             );
         }
         let opens = !req.headers().contains_key("mcp-session-id");
-        if opens && runner.is_some_and(|r| r.busy()) {
+        if opens && let Some(full) = runner.and_then(|r| r.busy_for(&self.agents[agent].name)) {
             return json(
                 StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"error": format!("runner {name} serves {} sessions already; try again in a moment", crate::link::MAX_SESSIONS)}),
+                serde_json::json!({"error": full.to_string()}),
             );
         }
         mcp_door::serve_mcp(service, &self.sessions, *index, req).await
