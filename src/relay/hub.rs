@@ -30,6 +30,13 @@ pub struct Held {
     of: Arc<AtomicUsize>,
 }
 
+impl Held {
+    /// The message's size as the runner sent it.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         self.of.fetch_sub(self.bytes, Ordering::SeqCst);

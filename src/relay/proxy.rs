@@ -93,7 +93,7 @@ impl Proxy {
                     }
                     // Its bytes stay counted until the agent has been given it.
                     Some((Inbound::Request(v), _held)) => ask(&session, v, &ctx.peer).await,
-                    Some((Inbound::Notification(v), _held)) => notify(v, &ctx.peer).await,
+                    Some((Inbound::Notification(v), held)) => notify(v, &held, &ctx.peer).await,
                     None => return Err(lost(&session)),
                 },
                 () = ctx.ct.cancelled() => return Err(cancel(&session, &id)),
@@ -163,7 +163,21 @@ async fn ask(session: &LinkSession, v: Value, peer: &rmcp::Peer<RoleServer>) {
     let _ = session.send(&reply);
 }
 
-async fn notify(v: Value, peer: &rmcp::Peer<RoleServer>) {
+/// The largest notification of a runner the relay forwards (progress, a log line). Once handed
+/// to rmcp a message waits in its per-call channel and the agent's connection, outside what the
+/// relay counts: a rogue runner's 15 MiB progress notes to an agent that did not read grew the
+/// relay by ~280 MiB a session (found by the fifth attack pass). No progress note needs more.
+const MAX_NOTIFICATION: usize = 64 << 10;
+
+async fn notify(v: Value, held: &crate::relay::hub::Held, peer: &rmcp::Peer<RoleServer>) {
+    if held.bytes() > MAX_NOTIFICATION {
+        tracing::warn!(
+            "relay: a runner's notification of {} bytes was dropped (at most {MAX_NOTIFICATION} \
+             are forwarded)",
+            held.bytes()
+        );
+        return;
+    }
     if let Ok(ServerJsonRpcMessage::Notification(n)) =
         serde_json::from_value::<ServerJsonRpcMessage>(v)
     {
@@ -181,7 +195,7 @@ async fn loose(
         tokio::select! {
             m = rx.recv() => match m {
                 Some((v, _held)) if v.get("id").is_some() => ask(&session, v, &peer).await,
-                Some((v, _held)) => notify(v, &peer).await,
+                Some((v, held)) => notify(v, &held, &peer).await,
                 None => return,
             },
             () = session.ended.cancelled() => return,

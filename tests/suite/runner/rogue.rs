@@ -88,6 +88,11 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
         json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"stray"}]}});
     ws.feed(msg("never-given", stray)).await.unwrap();
     let said = |text: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}});
+    // A 1 MiB notification is not forwarded: once handed on it would wait for the agent outside
+    // what the relay counts (found by the fifth attack pass: ~280 MiB a session).
+    let big = json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "data": "p".repeat(1 << 20)}});
+    ws.feed(msg(&session, big)).await.unwrap();
     ws.feed(msg(&session, said("the one answer"))).await.unwrap();
     ws.feed(msg(&session, said("a second answer"))).await.unwrap();
     ws.flush().await.unwrap();
@@ -97,6 +102,7 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
     let noted = relay.lines.lock().unwrap().iter().filter(|l| l.contains("dropped (")).count();
     assert!((1..=6).contains(&noted), "{noted} log lines for 2,003 odd frames:\n{}", relay.text());
     assert!(!relay.text().contains(RUNNER_TOKEN) && !relay.text().contains(ALICE));
+    assert!(relay.text().contains("notification of 10"), "{}", relay.text());
 
     // A new authenticated connection for the name replaces the old one (a reconnect after a
     // half-open link): the relay closes the first.
