@@ -523,3 +523,25 @@ async fn a_widened_command_holds_the_tree_it_may_write_still() {
     assert_ne!(status(&c).await.is_error, Some(true), "the run ended: {}", text_of(&r));
     fx.assert_canary();
 }
+
+/// A widening may name a file: approved, the run writes it (found by the sixth attack pass:
+/// after decision 0084 marked widened paths, a file's could not be opened as a folder and the
+/// run was refused after the person's yes). The file's folder carries its marks.
+#[tokio::test]
+async fn a_widening_that_names_a_file_runs_once_approved() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = connect(&fx, &config).await;
+    let file = grant_dir(&fx).join("one.txt");
+    std::fs::write(&file, "before\n").unwrap();
+    own(&file);
+    let f = file.display();
+    let run =
+        bash(&c, json!({ "command": format!("echo after > {f}"), "needs": { "write": [file] } }));
+    let (id, _) = parked_id(&fx, &config, "one.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = run.await.unwrap();
+    assert_eq!(r.structured_content.as_ref().unwrap()["exit_code"], 0, "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "after\n");
+    fx.assert_canary();
+}

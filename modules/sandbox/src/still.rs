@@ -167,8 +167,9 @@ impl std::fmt::Display for Busy {
         }
         if let Some(at) = &self.elsewhere {
             parts.push(format!(
-                "a command that can change `{}` runs (seen by its mark on the folder: another \
-                 hands daemon's, or a tmux session's a person let write there; decision 0084)",
+                "a command that can change `{}` runs (seen by its mark on the folder, decision \
+                 0084: another hands daemon's command or session, which that daemon ends — \
+                 tmux_kill, hands stop —, or a session of this one a person let write there)",
                 hands_roots::shown(at)
             ));
         }
