@@ -92,9 +92,15 @@ fn open(folder: &Path, tree: bool) -> Result<Option<OwnedFd>, Unmarked> {
     match marks::open_folder(folder) {
         Ok(fd) => Ok(Some(fd)),
         Err(e) if tree && crate::sys::errno_of(&e) == Some(libc::ENOTDIR) => Ok(None),
+        // Above a tree: a folder this process may not read, or a name that is no folder now
+        // (a widened path's folder swapped for a link: its run is refused when its launcher
+        // finds the path changed, which a refusal here would only hide; `suite::resolve`).
         Err(e)
             if !tree
-                && matches!(crate::sys::errno_of(&e), Some(libc::EACCES) | Some(libc::EPERM)) =>
+                && matches!(
+                    crate::sys::errno_of(&e),
+                    Some(libc::EACCES | libc::EPERM | libc::ENOTDIR | libc::ELOOP | libc::ENOENT)
+                ) =>
         {
             Ok(None)
         }
