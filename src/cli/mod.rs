@@ -166,6 +166,9 @@ pub fn run_with(extra: fn() -> Vec<crate::registry::Entry>) -> ExitCode {
         Command::Init { force, print } => init::init(force, print),
         Command::Relay { config, log_level } => {
             serve::init_logging(log_level.as_deref());
+            // The relay's cap (1,024 connections) and its runners' links need more than a
+            // desktop's soft limit of 1,024 descriptors.
+            serve::raise_open_files();
             relay_cmd::relay(&config)
         }
         Command::Check { config } => check::check(config, false),

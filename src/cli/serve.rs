@@ -30,7 +30,7 @@ pub(super) fn init_logging(level: Option<&str>) {
 /// commands' pipes and the audit log could exhaust, and then the control socket and the
 /// dashboard could not accept the person's brake. Nothing the daemon starts inherits the raise
 /// as its own: the launcher sets every command's limit from its module's `limits.open_files`.
-fn raise_open_files() {
+pub(super) fn raise_open_files() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let now = getrlimit(Resource::Nofile);
     // An unlimited hard limit is not one the kernel lets a soft limit take: leave it.

@@ -172,6 +172,12 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
         } else if runners.iter().any(|o| o.name == *name) {
             let m = format!("runner `{name}` appears twice");
             p.add(name_at, "[[relay.runners]]", "name", m, None);
+        } else if let Some(o) = runners.iter().find(|o| o.name.eq_ignore_ascii_case(name)) {
+            // Patterns match case-sensitively, and `GET /runners` would list two names a
+            // person reads as one.
+            let m = format!("runner `{name}` differs from runner `{}` only in case", o.name);
+            let hint = "give each machine a name that differs in more than case";
+            p.add(name_at, "[[relay.runners]]", "name", m, Some(hint));
         }
         let hex = e.token_sha256.get_ref();
         let digest = hex::decode(hex).ok().and_then(|d| <[u8; 32]>::try_from(d).ok());
@@ -189,6 +195,18 @@ fn validate(r: RawRelay, p: &mut Problems<'_>) -> RelayCfg {
                 [0; 32]
             }
         };
+        if let Some(o) = runners.iter().find(|o| digest.is_some() && o.token_sha256 == token_sha256)
+        {
+            // The holder of one runner's token could connect as the other and answer its agents.
+            let m = format!(
+                "runner `{}` has the same token_sha256 as runner `{}`",
+                hands_roots::shown(name),
+                o.name
+            );
+            let hint = "give each runner its own token (in its daemon.toml's [runner] token_file \
+                        or token_env) and put its `printf %s \"$TOKEN\" | sha256sum` here";
+            p.add(Some(e.token_sha256.span()), "[[relay.runners]]", "token_sha256", m, Some(hint));
+        }
         runners.push(RunnerEntry { name: name.clone(), token_sha256 });
     }
     let mut agents: Vec<AgentEntry> = Vec::new();

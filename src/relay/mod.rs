@@ -13,7 +13,7 @@ mod hub;
 mod proxy;
 mod upgrade;
 
-use crate::transport::conns::Timed;
+use crate::transport::conns::{self, Timed};
 use crate::transport::hangups::Sessions;
 use crate::transport::http_setup::{HostRule, mac, tag_of};
 use crate::transport::mcp_door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
@@ -24,21 +24,12 @@ use hmac::Mac;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hub::Runner;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use proxy::Proxy;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// A slow client gets this long to send its request headers, and a TLS handshake as long.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Connections served at once; past it a new one is closed at once.
-const MAX_CONNECTIONS: usize = 1024;
 
 type Service = StreamableHttpService<Proxy, LocalSessionManager>;
 
@@ -141,9 +132,8 @@ fn server_tls(
 /// Binds, tells `bound` the address, and serves until SIGINT or SIGTERM.
 pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> anyhow::Result<()> {
     let Setup { cfg, agent_tags, tls, oauth } = setup;
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let listener =
+        conns::bind(cfg.listen).with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     bound(addr);
     let shutdown = CancellationToken::new();
@@ -190,66 +180,20 @@ pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> an
     });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let (stream, _) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("relay: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => break,
-            _ = term.recv() => break,
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("relay: {MAX_CONNECTIONS} connections already; one more closed");
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (relay, tls, stop) = (relay.clone(), tls.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            match tls {
-                None => connection(relay, TokioIo::new(stream), stop).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(s)) => connection(relay, TokioIo::new(s), stop).await,
-                        Ok(Err(e)) => tracing::debug!("relay: TLS handshake failed: {e}"),
-                        Err(_) => tracing::debug!("relay: TLS handshake timed out"),
-                    }
-                }
-            }
-        });
+    // The door of `hands serve --http` (decision 0057): at the cap, the connection longest
+    // without an agent's or a runner's valid token makes room; heads and TLS handshakes within
+    // 10 s, bodies timed.
+    let serving = conns::serve_tls(listener, conns::RELAY, tls, shutdown.clone(), move |req| {
+        let relay = relay.clone();
+        async move { relay.handle(req).await }
+    });
+    tokio::select! {
+        () = serving => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
     shutdown.cancel();
     Ok(())
-}
-
-async fn connection<I>(relay: Arc<Relay>, io: I, stop: CancellationToken)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let svc = hyper::service::service_fn(move |req| {
-        let relay = relay.clone();
-        // A body that trickles in is cut as on `hands serve --http` (408, the connection
-        // closes), so a slow agent cannot hold a connection and a session open for ever.
-        let (req, watch) = crate::transport::conns::timed(req);
-        async move { Ok::<_, Infallible>(watch.answer(relay.handle(req).await)) }
-    });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
-        .serve_connection(io, svc)
-        .with_upgrades();
-    tokio::select! {
-        r = conn => if let Err(e) = r {
-            tracing::debug!("relay: connection ended: {e}");
-        },
-        () = stop.cancelled() => {}
-    }
 }
 
 fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
@@ -261,7 +205,7 @@ fn json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
 }
 
 impl Relay {
-    async fn handle(self: &Arc<Self>, req: Request<Timed>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, mut req: Request<Timed>) -> Response<Body> {
         if let Err(r) = self.hosts.check_host(&req) {
             return *r;
         }
@@ -288,6 +232,8 @@ impl Relay {
             Ok(a) => a,
             Err(r) => return *r,
         };
+        // An agent's token: this connection is not closed to make room while it is served.
+        conns::vouch(&mut req);
         if path == "/runners" {
             if req.method() != http::Method::GET {
                 return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /runners lists your runners");

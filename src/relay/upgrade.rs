@@ -25,7 +25,7 @@ fn has_token(headers: &http::HeaderMap, name: header::HeaderName, token: &str) -
     })
 }
 
-pub(super) fn runner(relay: &Arc<Relay>, req: Request<Timed>) -> Response<Body> {
+pub(super) fn runner(relay: &Arc<Relay>, mut req: Request<Timed>) -> Response<Body> {
     let h = req.headers();
     let is_upgrade = req.method() == http::Method::GET
         && has_token(h, header::UPGRADE, "websocket")
@@ -63,6 +63,8 @@ pub(super) fn runner(relay: &Arc<Relay>, req: Request<Timed>) -> Response<Body> 
     let instance =
         h.get(INSTANCE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let runner = runner.clone();
+    // The runner's token: not closed to make room until the upgrade takes the connection over.
+    crate::transport::conns::vouch(&mut req);
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(req).await {
             Ok(u) => u,

@@ -1,5 +1,6 @@
-//! What every HTTP listener of the daemon (`/mcp`, the dashboard) holds to, so that no client
-//! can take the descriptors or the slots the person's brake needs (decision 0057):
+//! What every HTTP listener (`/mcp`, the dashboard, the relay's) holds to, so that no client
+//! can take the descriptors or the slots the person's brake, or a client with a token, needs
+//! (decision 0057):
 //!
 //! - **A cap per listener** ([`Limits::cap`]). At the cap, the connection that has gone longest
 //!   without serving a request its door vouched for (a client's token, a person's session) is
@@ -11,8 +12,10 @@
 //!   also runs while a kept-alive connection waits for its next request: an idle connection is
 //!   closed after the same time).
 //! - **Request bodies** within [`BODY_TIMEOUT`] plus a second per [`BODY_RATE`] bytes received
-//!   ([`Timed`]); a late one is answered `408` and its connection closed. The relay's door,
-//!   which runs its own connections (TLS, upgrades), times its bodies the same way ([`timed`]).
+//!   ([`Timed`]); a late one is answered `408` and its connection closed.
+//! - **TLS and upgrades** for the relay ([`serve_tls`]): the handshake is done inside the
+//!   connection's slot within [`HEADER_TIMEOUT`], and a connection a WebSocket upgrade took over
+//!   gives its slot back (a runner's link is bounded by the runners configured, not here).
 //! - **A quiet log**: cut connections are counted by reason, and each listener writes at most
 //!   one line a second about them ([`Tally`]), at debug (a failed `accept` at warn).
 
@@ -31,6 +34,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+pub use super::tally::{Cut, Tally};
 use tokio_util::sync::CancellationToken;
 
 /// A response body as both listeners build them.
@@ -79,6 +85,10 @@ pub const MCP: Limits = Limits { name: "http", cap: 256 };
 
 /// The dashboard: a browser opens at most six connections to a host; 64 serve a person's tabs.
 pub const DASHBOARD: Limits = Limits { name: "dashboard", cap: 64 };
+
+/// `hands relay`: every agent of an organization, for all its runners, and the runners'
+/// upgrades; the relay raises its descriptor limit to hold them.
+pub const RELAY: Limits = Limits { name: "relay", cap: 1024 };
 
 /// One connection as its listener sees it.
 struct Conn {
@@ -182,6 +192,23 @@ where
     H: Fn(Request<Timed>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Boxed>> + Send + 'static,
 {
+    serve_tls(listener, limits, None, stop, handler).await;
+}
+
+/// [`serve`], over TLS through `tls` when it is given. The handshake is made in the
+/// connection's slot, so one that never ends it is closed to make room, or at
+/// [`HEADER_TIMEOUT`], like one that never sends its head. At the cap a TLS newcomer is closed
+/// without the 503, which it could not read before a handshake.
+pub async fn serve_tls<H, F>(
+    listener: TcpListener,
+    limits: Limits,
+    tls: Option<TlsAcceptor>,
+    stop: CancellationToken,
+    handler: H,
+) where
+    H: Fn(Request<Timed>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Boxed>> + Send + 'static,
+{
     let table = Arc::new(Table::new(limits));
     loop {
         let accepted = tokio::select! {
@@ -198,12 +225,15 @@ where
             }
         };
         let Some(admitted) = table.admit() else {
-            full(&stream, limits);
+            if tls.is_none() {
+                full(&stream, limits);
+            }
             table.tally.note(Cut::Full, None);
             continue;
         };
         no_nagle(&stream, limits.name);
-        tokio::spawn(connection(stream, admitted, handler.clone(), stop.clone()));
+        let tls = tls.clone();
+        tokio::spawn(connection(stream, tls, admitted, handler.clone(), stop.clone()));
     }
 }
 
@@ -216,9 +246,11 @@ fn no_nagle(stream: &TcpStream, who: &str) {
     }
 }
 
-/// Serves one connection until it ends, is cut, or the listener stops.
+/// Serves one connection (after its TLS handshake, if any) until it ends, is cut, or the
+/// listener stops; `admitted` holds its slot until then.
 async fn connection<H, F>(
     stream: TcpStream,
+    tls: Option<TlsAcceptor>,
     admitted: Admitted,
     handler: H,
     stop: CancellationToken,
@@ -226,7 +258,43 @@ async fn connection<H, F>(
     H: Fn(Request<Timed>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Boxed>> + Send + 'static,
 {
-    let conn = admitted.conn.clone();
+    let (conn, tally) = (admitted.conn.clone(), admitted.table.tally.clone());
+    let ended = match tls {
+        None => serve_io(TokioIo::new(stream), &conn, handler, &stop).await,
+        Some(acceptor) => {
+            let shaken = tokio::select! {
+                r = tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)) => r,
+                () = conn.cut.cancelled() => return,
+                () = stop.cancelled() => return,
+            };
+            match shaken {
+                Ok(Ok(s)) => serve_io(TokioIo::new(s), &conn, handler, &stop).await,
+                Ok(Err(e)) => return tally.note(Cut::Error, Some(format!("TLS handshake: {e}"))),
+                Err(_) => return tally.note(Cut::Head, None),
+            }
+        }
+    };
+    match ended {
+        _ if conn.late.load(Ordering::SeqCst) => tally.note(Cut::Body, None),
+        Ok(()) => {}
+        Err(e) if e.is_timeout() => tally.note(Cut::Head, None),
+        Err(e) => tally.note(Cut::Error, Some(e.to_string())),
+    }
+}
+
+/// Serves HTTP/1.1 on `io` for [`connection`]; an upgrade (a runner's WebSocket) ends it
+/// here, handing `io` to whoever awaits it.
+async fn serve_io<I, H, F>(
+    io: I,
+    conn: &Arc<Conn>,
+    handler: H,
+    stop: &CancellationToken,
+) -> Result<(), hyper::Error>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    H: Fn(Request<Timed>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Boxed>> + Send + 'static,
+{
     let svc = {
         let conn = conn.clone();
         hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -245,19 +313,13 @@ async fn connection<H, F>(
     let serving = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), svc);
-    let ended = tokio::select! {
+        .serve_connection(io, svc)
+        .with_upgrades();
+    tokio::select! {
         r = serving => r,
         // Closed to make room (counted then), or the listener stops.
         () = conn.cut.cancelled() => Ok(()),
         () = stop.cancelled() => Ok(()),
-    };
-    let tally = &admitted.table.tally;
-    match ended {
-        _ if conn.late.load(Ordering::SeqCst) => tally.note(Cut::Body, None),
-        Ok(()) => {}
-        Err(e) if e.is_timeout() => tally.note(Cut::Head, None),
-        Err(e) => tally.note(Cut::Error, Some(e.to_string())),
     }
 }
 
@@ -384,29 +446,6 @@ impl Body for Timed {
     }
 }
 
-/// [`Timed`] for a door that runs its own connections (the relay): the request with its body
-/// timed, and the watch that turns the door's answer into a closing 408 when the body was late.
-pub fn timed(req: Request<Incoming>) -> (Request<Timed>, LateWatch) {
-    let conn = Arc::new(Conn {
-        epoch: Instant::now(),
-        vouched: AtomicBool::new(false),
-        free_since: AtomicU64::new(0),
-        late: AtomicBool::new(false),
-        cut: CancellationToken::new(),
-    });
-    let (parts, body) = req.into_parts();
-    (Request::from_parts(parts, Timed::new(body, conn.clone())), LateWatch(conn))
-}
-
-/// See [`timed`].
-pub struct LateWatch(Arc<Conn>);
-
-impl LateWatch {
-    pub fn answer(&self, answer: Response<Boxed>) -> Response<Boxed> {
-        if self.0.late.load(Ordering::SeqCst) { late() } else { answer }
-    }
-}
-
 /// A short plain-text answer that closes its connection.
 fn closing(status: StatusCode, text: &str) -> Response<Boxed> {
     let mut r = Response::new(http_body_util::Full::new(Bytes::from(format!("{text}\n"))).boxed());
@@ -447,94 +486,6 @@ fn full(stream: &TcpStream, limits: Limits) {
         text.len()
     );
     let _ = stream.try_write(answer.as_bytes());
-}
-
-/// Why a connection was cut (or not accepted), as the log counts them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cut {
-    /// Refused at the cap with a 503: every slot served a vouched-for request.
-    Full = 0,
-    /// Closed to make room for a newcomer.
-    Evicted,
-    /// No request head within [`HEADER_TIMEOUT`]: idle, silent or slow.
-    Head,
-    /// A request body late (408).
-    Body,
-    /// Ended by an error (a reset, a malformed request).
-    Error,
-    /// `accept` itself failed (out of descriptors?).
-    Accept,
-}
-
-const REASONS: [&str; 6] = [
-    "refused at the cap (503)",
-    "closed to make room",
-    "without a request head in time (idle or slow)",
-    "with a request body late (408)",
-    "ended by an error",
-    "failed accepts",
-];
-
-/// Counts of cut connections, written as one line a second at most.
-pub struct Tally {
-    name: &'static str,
-    counts: Mutex<([u64; 6], Option<String>)>,
-    /// A line is due within the second.
-    armed: AtomicBool,
-}
-
-impl Tally {
-    /// The tally of the listener `name` (its prefix in the log).
-    pub fn new(name: &'static str) -> Arc<Tally> {
-        Arc::new(Tally { name, counts: Mutex::new(([0; 6], None)), armed: AtomicBool::new(false) })
-    }
-
-    /// Counts one `cut` (with its error, if any); the line comes within a second. Needs a
-    /// tokio runtime (every listener runs on one).
-    pub fn note(self: &Arc<Self>, cut: Cut, detail: Option<String>) {
-        {
-            let mut c = hands_roots::lock(&self.counts);
-            c.0[cut as usize] = c.0[cut as usize].saturating_add(1);
-            if detail.is_some() {
-                c.1 = detail;
-            }
-        }
-        if !self.armed.swap(true, Ordering::SeqCst) {
-            let me = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                me.flush();
-            });
-        }
-    }
-
-    /// Writes what was counted since the last line, if anything.
-    fn flush(&self) {
-        // Disarmed first: a cut counted from here on is in this line or arms the next.
-        self.armed.store(false, Ordering::SeqCst);
-        let (counts, last) = std::mem::take(&mut *hands_roots::lock(&self.counts));
-        let Some(line) = line(self.name, &counts, last.as_deref()) else { return };
-        if counts[Cut::Accept as usize] > 0 {
-            tracing::warn!("{line}");
-        } else {
-            tracing::debug!("{line}");
-        }
-    }
-}
-
-/// The log line of a second's counts, if any.
-fn line(name: &str, counts: &[u64; 6], last: Option<&str>) -> Option<String> {
-    let parts: Vec<String> = counts
-        .iter()
-        .zip(REASONS)
-        .filter(|(n, _)| **n > 0)
-        .map(|(n, why)| format!("{n} {why}"))
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
-    let last = last.map(|e| format!("; the last error: {e}")).unwrap_or_default();
-    Some(format!("{name}: connections in the last second: {}{last}", parts.join(", ")))
 }
 
 #[cfg(test)]
@@ -580,17 +531,5 @@ mod tests {
         assert_eq!(allowed(64 * 1024), Duration::from_secs(11));
         assert_eq!(allowed(4 * 1024 * 1024), Duration::from_secs(74));
         assert_eq!(allowed(u64::MAX), BODY_TIMEOUT + Duration::from_millis(u64::MAX / BODY_RATE));
-    }
-
-    #[test]
-    fn a_seconds_cuts_are_one_line_of_counts() {
-        assert_eq!(line("http", &[0; 6], None), None);
-        let l = line("http", &[2, 0, 1700, 0, 1, 0], Some("connection reset")).unwrap();
-        assert_eq!(
-            l,
-            "http: connections in the last second: 2 refused at the cap (503), 1700 without a \
-             request head in time (idle or slow), 1 ended by an error; the last error: \
-             connection reset"
-        );
     }
 }

@@ -70,11 +70,13 @@ impl Hosts {
         if self.allowed(authority.host(), authority.port_u16()) {
             return Ok(());
         }
-        tracing::warn!(host = %authority, "http: refused a request for a Host that is not allowed");
+        // Cut, as every quoted input is (SPEC §10): a Host may be tens of kilobytes.
+        let shown = hands_roots::shown(authority.as_str());
+        tracing::warn!(host = %shown, "http: refused a request for a Host that is not allowed");
         Err(bad(
             StatusCode::FORBIDDEN,
             &format!(
-                "Host `{authority}` is not allowed (DNS-rebinding protection); a person can add it \
+                "Host `{shown}` is not allowed (DNS-rebinding protection); a person can add it \
                  to {}",
                 self.remedy
             ),
@@ -85,12 +87,13 @@ impl Hosts {
         let mut values = headers.get_all(header::ORIGIN).iter();
         let Some(value) = values.next() else { return Ok(()) };
         let refuse = |why: &str| {
-            tracing::warn!(origin = ?value, "http: refused a request from an Origin: {why}");
+            let origin = String::from_utf8_lossy(value.as_bytes());
+            let shown = hands_roots::shown(origin.as_ref());
+            tracing::warn!(origin = %shown, "http: refused a request from an Origin: {why}");
             bad(
                 StatusCode::FORBIDDEN,
                 &format!(
-                    "Origin `{}` is not allowed: {why}; a person can add its host to {}",
-                    String::from_utf8_lossy(value.as_bytes()),
+                    "Origin `{shown}` is not allowed: {why}; a person can add its host to {}",
                     self.remedy
                 ),
             )

@@ -9,4 +9,5 @@ pub mod http_setup;
 pub mod mcp_door;
 pub mod oauth;
 pub mod stdio;
+mod tally;
 pub mod tls;

@@ -43,7 +43,7 @@ const BRAKE_BOUND: Duration = Duration::from_secs(5);
 
 /// The test process's own descriptor soft limit, raised to its hard limit (the flood needs
 /// more than the usual 1,024); the hard limit.
-fn raise_own_limit() -> u64 {
+pub fn raise_own_limit() -> u64 {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let now = getrlimit(Resource::Nofile);
     let hard = now.maximum.unwrap_or(1 << 20);
@@ -52,7 +52,7 @@ fn raise_own_limit() -> u64 {
 }
 
 /// The soft and hard `Max open files` of a process.
-fn open_files_limit(pid: u32) -> (String, String) {
+pub fn open_files_limit(pid: u32) -> (String, String) {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
     let mut fields = line["Max open files".len()..].split_whitespace();

@@ -630,3 +630,71 @@ async fn an_oauth_identity_is_the_client_a_person_approves_and_a_permission_name
     assert!(approvals(&fx, &config, &["revoke", "--all"]).0);
     fx.assert_canary();
 }
+
+/// SPEC §10: an error never echoes an input whole. A 60,000-character `Host` or `Origin`, and a
+/// token whose `alg` is 11,000 characters (jsonwebtoken's error quotes it), are refused with
+/// the input cut, in the answer and in the log, on `hands serve --http` and the relay alike.
+#[tokio::test]
+async fn refusals_quote_a_huge_host_origin_or_algorithm_cut_on_serve_and_the_relay() {
+    use base64::Engine as _;
+    let fx = Fixture::new();
+    let port = free_port();
+    // No issuer answers there: these tokens are refused before any key is asked for.
+    let hands = serve(&fx, &oauth_config(&fx, port, "http://127.0.0.1:9", ""), port).await;
+    let org = super::runner::Org::start_plain(&fx).await;
+    let big = "a".repeat(60_000);
+    let header = json!({"alg": "A".repeat(11_000), "typ": "at+jwt"}).to_string();
+    let jwt = format!(
+        "{}.e30.c2ln",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(header.as_bytes())
+    );
+    let ask = |host: &str, extra: &str, path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Type: application/json\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let serve_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let cases = [
+        ("serve Host", serve_addr, ask(&format!("{big}.example"), "", "/mcp"), 403),
+        (
+            "serve Origin",
+            serve_addr,
+            ask("127.0.0.1", &format!("Origin: http://{big}\r\n"), "/mcp"),
+            403,
+        ),
+        (
+            "serve alg",
+            serve_addr,
+            ask("127.0.0.1", &format!("Authorization: Bearer {jwt}\r\n"), "/mcp"),
+            401,
+        ),
+        ("relay Host", org.addr, ask(&format!("{big}.example"), "", "/runners"), 403),
+        (
+            "relay Origin",
+            org.addr,
+            ask("127.0.0.1", &format!("Origin: http://{big}\r\n"), "/runners"),
+            403,
+        ),
+    ];
+    for (what, addr, request, want) in cases {
+        let (status, body) = super::runner::exchange(addr, None, request.as_bytes()).await;
+        assert_eq!(status, want, "{what}: {}", &body[..body.len().min(400)]);
+        // Cut, with the marker that says so (and the positive control that it is quoted).
+        assert!(body.len() < 1500, "{what}: a {}-byte answer", body.len());
+        assert!(body.contains("aaaa") || body.contains("AAAA"), "{what}: {body}");
+        assert!(body.contains("bytes in all"), "{what}: {body}");
+    }
+    let relay = org.relay.as_ref().unwrap();
+    for (who, p) in [("serve", &hands), ("relay", relay)] {
+        // The refusals were logged, and no line quotes an input whole.
+        for needle in ["refused a request for a Host", "refused a request from an Origin"] {
+            assert!(p.wait_for(needle, Duration::from_secs(5)).await, "{who}: {needle}");
+        }
+        let log = p.lines.lock().unwrap().clone();
+        let longest = log.iter().map(String::len).max().unwrap_or(0);
+        assert!(longest < 2000, "{who}: a log line of {longest} bytes");
+    }
+    let refused = hands.wait_for("refused an OAuth access token", Duration::from_secs(5)).await;
+    assert!(refused, "{}", hands.text().chars().take(2000).collect::<String>());
+}

@@ -46,8 +46,13 @@ pub async fn check(token: &str, cfg: &OAuthCfg, keys: &Keys) -> Result<String, R
             Some(a) if a.eq_ignore_ascii_case("none") => {
                 "an unsigned token (`alg: none`) is never accepted".to_string()
             }
-            Some(a) => format!("algorithm `{}` is not accepted ({e})", hands_roots::shown(a)),
-            None => format!("not a JWT: {e}"),
+            // jsonwebtoken's error may quote the header whole (a 12,000-character `alg`).
+            Some(a) => format!(
+                "algorithm `{}` is not accepted ({})",
+                hands_roots::shown(a),
+                hands_roots::shown(&e.to_string())
+            ),
+            None => format!("not a JWT: {}", hands_roots::shown(&e.to_string())),
         })
     })?;
     if !ACCEPTED.contains(&header.alg) {
@@ -152,7 +157,7 @@ fn explain(e: &jsonwebtoken::errors::Error) -> String {
         }
         K::MissingRequiredClaim(c) => format!("the token has no `{c}` claim"),
         K::InvalidAlgorithm => "the token's algorithm does not match the issuer's key".into(),
-        _ => format!("the token is malformed: {e}"),
+        _ => format!("the token is malformed: {}", hands_roots::shown(&e.to_string())),
     }
 }
 

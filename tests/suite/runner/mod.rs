@@ -8,6 +8,7 @@
 //! `rogue.rs` a runner stand-in in a runner's.
 
 mod both_ways;
+mod crowd;
 mod every;
 mod hostile;
 mod outputs;
@@ -109,6 +110,8 @@ pub struct Org {
     pub relay: Option<Proc>,
     /// TLS with the test CA's certificate, or plain HTTP (behind the organization's TLS proxy).
     pub tls: bool,
+    /// Started at a desktop's descriptor soft limit (1,024), through `sh`'s `ulimit -S`.
+    pub desktop_limit: bool,
 }
 
 pub fn sha256_hex(s: &str) -> String {
@@ -120,15 +123,20 @@ impl Org {
     /// Starts `hands relay` with TLS on a free loopback port, runners `box-1` and `box-2`,
     /// agents alice (`box-*`), bob (`other-*`) and carol (`box-1`).
     pub async fn start(fx: &Fixture) -> Org {
-        Org::start_with(fx, true).await
+        Org::start_with(fx, true, false).await
     }
 
     /// The same relay speaking plain HTTP, as it does behind the organization's TLS proxy.
     pub async fn start_plain(fx: &Fixture) -> Org {
-        Org::start_with(fx, false).await
+        Org::start_with(fx, false, false).await
     }
 
-    async fn start_with(fx: &Fixture, tls: bool) -> Org {
+    /// [`Org::start`] at a desktop's descriptor soft limit (1,024; the hard limit stays).
+    pub async fn start_at_desktop_limit(fx: &Fixture) -> Org {
+        Org::start_with(fx, true, true).await
+    }
+
+    async fn start_with(fx: &Fixture, tls: bool, desktop_limit: bool) -> Org {
         let dir = fx.dir.path().join("org");
         std::fs::create_dir_all(&dir).unwrap();
         let pki = Pki::new();
@@ -136,7 +144,8 @@ impl Org {
         std::fs::write(dir.join("relay.crt"), &pki.cert_pem).unwrap();
         std::fs::write(dir.join("relay.key"), &pki.key_pem).unwrap();
         std::fs::write(dir.join("bob.token"), format!("{BOB}\n")).unwrap();
-        let mut org = Org { pki, dir, addr: "127.0.0.1:0".parse().unwrap(), relay: None, tls };
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let mut org = Org { pki, dir, addr, relay: None, tls, desktop_limit };
         org.run(fx).await;
         org
     }
@@ -168,7 +177,15 @@ impl Org {
     pub async fn run(&mut self, fx: &Fixture) {
         let file = self.dir.join("relay.toml");
         std::fs::write(&file, self.toml()).unwrap();
-        let mut cmd = fx.command(&["relay", "--config", file.to_str().unwrap()]);
+        let args = ["relay", "--config", file.to_str().unwrap()];
+        let mut cmd = if self.desktop_limit {
+            let limited = ["-c", "ulimit -S -n 1024 && exec \"$0\" \"$@\""];
+            let mut cmd = fx.command_of(Path::new("/bin/sh"), &limited);
+            cmd.arg(super::common::hands_bin()).args(args);
+            cmd
+        } else {
+            fx.command(&args)
+        };
         cmd.env("RELAY_TOKEN_ALICE", ALICE).env("RELAY_TOKEN_CAROL", CAROL).env("RUST_LOG", "info");
         let relay = Proc::spawn(cmd, "relay");
         let scheme = if self.tls { "https://" } else { "http://" };

@@ -174,3 +174,47 @@ async fn an_agent_whose_body_trickles_in_gets_408_from_the_relay() {
     let init = until(&mut ws, |v| v["message"]["method"] == "initialize").await;
     assert_eq!(init["message"]["params"]["clientInfo"]["name"], "slow");
 }
+
+/// Two runners with one token (the holder of one could connect as the other and answer its
+/// agents), or two names a person reads as one: `hands relay` refuses to start, saying which
+/// entries and what to do; the same file with distinct tokens and names starts.
+#[test]
+fn a_relay_toml_whose_runners_share_a_token_or_differ_only_in_case_is_refused() {
+    let fx = Fixture::new();
+    let file = fx.dir.path().join("relay.toml");
+    // A port taken: a relay whose file passes its checks stops there, unable to listen.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let start = |second: &str, token: &str| {
+        let toml = format!(
+            "[relay]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"https://relay.example.com\"\n\n\
+             [[relay.runners]]\nname = \"box-1\"\ntoken_sha256 = \"{}\"\n\n\
+             [[relay.runners]]\nname = \"{second}\"\ntoken_sha256 = \"{}\"\n\n\
+             [[relay.agents]]\nname = \"alice\"\ntoken_env = \"RELAY_TOKEN_ALICE\"\n\
+             runners = [\"box-*\"]\n",
+            super::sha256_hex(RUNNER_TOKEN),
+            super::sha256_hex(token),
+        );
+        std::fs::write(&file, toml).unwrap();
+        let out = fx
+            .std_command(&["relay", "--config", file.to_str().unwrap()])
+            .env("RELAY_TOKEN_ALICE", ALICE)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, said) = start("box-2", RUNNER_TOKEN);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("relay.toml:11: [[relay.runners]]: token_sha256"), "{said}");
+    assert!(said.contains("runner `box-2` has the same token_sha256 as runner `box-1`"), "{said}");
+    assert!(said.contains("hint: give each runner its own token"), "{said}");
+    let (code, said) = start("Box-1", "box-2-token-0123456789abcdef");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("relay.toml:10: [[relay.runners]]: name"), "{said}");
+    assert!(said.contains("runner `Box-1` differs from runner `box-1` only in case"), "{said}");
+    // The positive control: distinct names and tokens pass the file's checks (the taken port
+    // is then what fails).
+    let (code, said) = start("box-2", "box-2-token-0123456789abcdef");
+    assert!(!said.contains("[[relay.runners]]"), "{code:?}: {said}");
+    assert!(said.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{code:?}: {said}");
+}
