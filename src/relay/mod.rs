@@ -252,7 +252,13 @@ impl Relay {
             );
             return json(
                 StatusCode::FORBIDDEN,
-                serde_json::json!({"error": format!("agent {} may not reach runner {}", self.agents[agent].name, hands_roots::shown(name))}),
+                serde_json::json!({"error": format!(
+                    "agent {} may not reach runner {} (or there is no such runner); GET /runners \
+                     lists those it may, and a person can add the name to the agent's `runners` \
+                     patterns in relay.toml",
+                    self.agents[agent].name,
+                    hands_roots::shown(name)
+                )}),
             );
         };
         let runner = found.map(|ri| &self.runners[ri]);

@@ -52,7 +52,12 @@ pub(super) fn runner(relay: &Arc<Relay>, mut req: Request<Timed>) -> Response<Bo
             "relay: refused a runner connection as `{}`: unknown name or wrong token",
             hands_roots::shown(name)
         );
-        let mut r = refuse(StatusCode::UNAUTHORIZED, "unknown runner name or wrong token");
+        let mut r = refuse(
+            StatusCode::UNAUTHORIZED,
+            "unknown runner name or wrong token: the runner's [runner] name and token_file must \
+             match a [[relay.runners]] entry of relay.toml (its name, and the sha256 of the \
+             token as token_sha256)",
+        );
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"hands-runner\""),
