@@ -15,7 +15,8 @@ Checks: probe (`hands doctor`: its self-test, and tmux's and git's versions read
 bash, write-outside, secret (.env masked), host-replaced (a `.git/config` the host replaced
 by rename mid-run stays unwritable, decision 0079), loopback (a listener
 on this machine's 127.0.0.1, outside the sandbox, gets no connection), seccomp (the denied system
-calls fail with EPERM inside; outside, the controls among them work), forkbomb (bounded while
+calls fail with EPERM inside; outside, the controls among them work), orphans (a `setsid`
+child ends with its command), forkbomb (bounded while
 a second call answers), kill (`kill $$` ends with SIGTERM), tmux (start, send, read, kill),
 leftovers (no process, cgroup or mount left once the daemon is gone).
 --strict: every new process, cgroup and mount counts as left behind (a quiet VM); without it,
@@ -28,8 +29,8 @@ runs, and the refusal and `hands doctor` name the remedy (user.max_user_namespac
 a second daemon in `sandbox.mode = "best-effort"`, that `bash` runs with Landlock and seccomp
 alone and its result and `hands doctor` state the same tier, naming what is missing (best-effort),
 and that the walls left hold as attacks: write-outside (a write inside works; writing or
-creating outside is refused; a chmod outside is allowed only because the tier names it missing)
-and seccomp.
+creating outside is refused; a chmod outside is allowed only because the tier names it missing),
+seccomp and orphans.
 --container FLAGS: as --no-userns, in a container whose runtime forbids the namespaces (as
 `docker run`/`podman run` start one; scripts/container-acceptance): the refusals and doctor
 name FLAGS (the `run` flags that give the full tier), the initialize instructions name the
@@ -666,6 +667,28 @@ def check_best_effort(run):
                f"{outcome(r)}; result tier {result_tier[:80]!r}")
 
 
+def check_orphans(run):
+    """What a command leaves running ends with it, outside its process group too: a `setsid`
+    child of a shell that has exited keeps writing a heartbeat into the project; once the call
+    has answered the heartbeat must stop and no process of it be left (without namespaces there
+    is no PID namespace's init to end it)."""
+    beat = os.path.join(run.proj, f"beat-{run.mark}")
+    r = run.bash(f"setsid sh -c 'while :; do date +%s%N > {beat}; sleep 0.05; done # {run.mark}' "
+                 f"</dev/null >/dev/null 2>&1 & sleep 0.5; test -s {beat} && echo beating")
+    beating = r.structured.get("stdout", "") == "beating\n"
+    time.sleep(0.3)
+    first = open(beat).read() if os.path.exists(beat) else ""
+    time.sleep(1)
+    second = open(beat).read() if os.path.exists(beat) else ""
+    left = [v[2][:60] for v in processes().values() if run.mark in v[2] and v[1] != "Z"]
+    ok = not r.is_error and beating and first == second and not left
+    run.report("orphans", ok, "a setsid child of the command ended with it (heartbeat stopped, "
+               "no process left)" if ok else
+               f"left running: {left[:2]}" if left else
+               "the heartbeat went on after the answer" if first != second else
+               f"the heartbeat never started: {outcome(r)}")
+
+
 def check_forkbomb(run):
     code = ("import os,time\n"
             "n=0;err=''\n"
@@ -846,7 +869,8 @@ def main():
             steps(check_refusals)
         else:
             steps(check_bash, check_write_outside, check_secret, check_host_replaced,
-                  check_loopback, check_seccomp, check_forkbomb, check_kill, check_tmux)
+                  check_loopback, check_seccomp, check_orphans, check_forkbomb, check_kill,
+                  check_tmux)
     code, tail = run.session.close() if run.session else (None, [])
     if no_userns and code is not None:
         # The same machine in best-effort: a second daemon, the walls that remain as attacks.
@@ -856,7 +880,8 @@ def main():
         except (McpError, OSError) as e:
             run.report("best-effort", False, f"hands serve did not answer initialize: {e}")
         if run.session and not run.session.closed:
-            steps(check_best_effort, check_write_outside, check_seccomp, check_best_effort_tmux)
+            steps(check_best_effort, check_write_outside, check_seccomp, check_orphans,
+                  check_best_effort_tmux)
         code, tail = run.session.close() if run.session else (None, [])
     # The module's network-namespace holder (`hands __netns`) outlives the daemon by design, so
     # tmux sessions keep their loopback across a restart (ARCHITECTURE.md); it ends once its

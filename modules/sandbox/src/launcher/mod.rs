@@ -219,6 +219,11 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     // The init's word that the command and all it left have ended (one byte: the status).
     let (done_read, done_write) = sys::pipe()?;
     let (signals, old_mask) = sys::catch_stop_signals()?;
+    if spec.without_namespaces {
+        // No init of a PID namespace to end what the command leaves behind: what leaves its
+        // process group (`setsid`) and its parent is orphaned to this process, and ended below.
+        sys::become_subreaper()?;
+    }
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -357,6 +362,9 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
                 }
                 Ok(sys::Event::Tick) => {
                     use std::os::unix::fs::MetadataExt;
+                    if !namespaces {
+                        sys::reap_others(pid);
+                    }
                     // A removed marker has no links left: end everything in the sandbox.
                     if watch.as_ref().is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0)) {
                         sys::signal(pid, libc::SIGKILL);
@@ -368,8 +376,10 @@ fn launch(spec: Spec, spec_fd: std::fs::File, reporter: &report::Reporter) -> an
     }
     let status = sys::wait(pid);
     if !namespaces {
-        // No init to end what the command left behind: its process group, and its cgroup.
+        // No init to end what the command left behind: its process group, what was orphaned
+        // to this process, and its cgroup.
         sys::signal(-pid, libc::SIGKILL);
+        sys::end_children();
         if let Some(l) = &leaf {
             l.kill_all();
         }

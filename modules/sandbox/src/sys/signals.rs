@@ -121,3 +121,58 @@ pub fn wait_any() -> Option<libc::pid_t> {
         }
     }
 }
+
+/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
+/// process that leaves its parent behind (a double fork, a shell's `setsid … &` after which the
+/// shell exits) becomes this process's child rather than the host init's, so that
+/// [`end_children`] reaches it even outside its command's process group.
+pub fn become_subreaper() -> Result<()> {
+    // SAFETY: prctl with integer arguments.
+    let ret = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) };
+    check(ret.into(), "prctl(PR_SET_CHILD_SUBREAPER)").map(drop)
+}
+
+/// This process's children, ended ones included (`/proc/self/task/*/children`: a child is a
+/// thread's); `None` where the kernel does not list them.
+fn children() -> Option<Vec<libc::pid_t>> {
+    let mut kids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path().join("children");
+        #[expect(clippy::disallowed_methods, reason = "procfs: this process's own children")]
+        let text = std::fs::read_to_string(path).ok()?;
+        kids.extend(text.split_whitespace().filter_map(|p| p.parse::<libc::pid_t>().ok()));
+    }
+    Some(kids)
+}
+
+/// Reaps, without waiting, every child but `keep` that has ended (the orphans a subreaper
+/// takes in while its command runs).
+pub fn reap_others(keep: libc::pid_t) {
+    for kid in children().unwrap_or_default().into_iter().filter(|&k| k != keep) {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        unsafe { libc::waitpid(kid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// Kills and reaps every child of this process, and every child that takes their place: a
+/// killed child's orphans are this (sub)reaper's before that child can be reaped, so listing
+/// again after each reap finds them. Where the children cannot be listed, only those that have
+/// ended are reaped.
+pub fn end_children() {
+    loop {
+        let Some(kids) = children() else {
+            while let Reaped::Ended(..) = reap_one() {}
+            return;
+        };
+        if kids.is_empty() {
+            return;
+        }
+        for kid in kids {
+            signal(kid, libc::SIGKILL);
+        }
+        if wait_any().is_none() {
+            return;
+        }
+    }
+}
