@@ -24,8 +24,9 @@ mod fail_closed;
 mod faults;
 mod fs_tools;
 mod gate;
-mod git_ssh;
 #[cfg(target_os = "linux")]
+mod git_planted;
+mod git_ssh;
 mod git_still;
 mod git_tools;
 #[cfg(target_os = "linux")]

@@ -11,7 +11,9 @@ use hands_roots::PathError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::ffi::OsStr;
 use std::fmt;
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,8 @@ use std::path::{Path, PathBuf};
 const NAMED_PATHS: usize = 20;
 /// Longest commit message accepted.
 const MAX_MESSAGE: usize = 64 * 1024;
+/// Longest protected file compared with a new worktree's copy (bigger: not alike).
+const MAX_PROTECTED: u64 = 1024 * 1024;
 
 /// Parameters of `git_branch`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -291,6 +295,66 @@ impl Git {
         Err(GitError::ProtectedChange { what, paths: name_some(hit) })
     }
 
+    /// Refuses a new worktree at `target` whose `tree` holds a protected path that the
+    /// repository's own work tree does not hold alike (same kind, same bytes). A command can
+    /// move HEAD and write any commit, but can neither make nor change a protected file in the
+    /// roots (decision 0046 and the read-only masks), so what the work tree holds is the
+    /// person's (decision 0017, amended).
+    fn refuse_protected_new(
+        &self,
+        repo: &Repository,
+        target: &Path,
+        tree: &Tree<'_>,
+        what: String,
+    ) -> Result<(), GitError> {
+        let mut hit = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            let rel = Path::new(dir).join(OsStr::from_bytes(entry.name_bytes()));
+            if entry.kind() != Some(git2::ObjectType::Tree)
+                && self.protected(target, &rel).is_some()
+                && !self.held_alike(repo, &rel, entry)
+            {
+                hit.push(rel.to_string_lossy().into_owned());
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .map_err(GitError::git("worktree add"))?;
+        if hit.is_empty() {
+            return Ok(());
+        }
+        Err(GitError::ProtectedChange { what, paths: name_some(hit) })
+    }
+
+    /// Whether the repository's work tree holds `rel` as `entry` has it: a symbolic link to
+    /// the same target, or a regular file (at that very path, no link on the way) with the
+    /// same bytes and executable bit.
+    fn held_alike(&self, repo: &Repository, rel: &Path, entry: &git2::TreeEntry<'_>) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(workdir) = repo.workdir() else { return false };
+        let Ok(blob) = repo.find_blob(entry.id()) else { return false };
+        let abs = workdir.join(rel);
+        let Ok(meta) = std::fs::symlink_metadata(&abs) else { return false };
+        match entry.filemode() {
+            0o120000 => {
+                meta.file_type().is_symlink()
+                    && std::fs::read_link(&abs)
+                        .is_ok_and(|l| l.as_os_str().as_bytes() == blob.content())
+            }
+            mode @ (0o100644 | 0o100755) => {
+                let Ok(shown) = path_str(&abs) else { return false };
+                let Ok(mut opened) = self.resolver.open_file(shown) else { return false };
+                let mut bytes = Vec::new();
+                let read = std::io::Read::take(&mut opened.file, MAX_PROTECTED + 1)
+                    .read_to_end(&mut bytes);
+                read.is_ok()
+                    && std::fs::canonicalize(workdir).is_ok_and(|w| opened.abs == w.join(rel))
+                    && (meta.permissions().mode() & 0o100 != 0) == (mode == 0o100755)
+                    && bytes == blob.content()
+            }
+            _ => false,
+        }
+    }
+
     /// `git_commit`: commits every change (untracked included, `.gitignore` respected) or only
     /// `paths`, with the configured author; hooks never run (libgit2 has none).
     pub fn commit(&self, p: CommitParams) -> Result<CommitOutput, GitError> {
@@ -491,16 +555,15 @@ impl Git {
                 let _ = b.delete();
             }
         };
-        if !created {
-            let tip = reference.peel_to_tree().map_err(GitError::git("worktree add"))?;
-            let old = head_tree(repo)?;
-            self.refuse_protected(
-                repo,
-                &abs,
-                old.as_ref(),
-                &tip,
-                format!("a worktree on `{branch}`"),
-            )?;
+        // Every file of the new worktree is written, the branch made from HEAD included: HEAD,
+        // refs and objects are a command's to write, so the work tree on disk is what vouches.
+        let tip = reference.peel_to_tree().map_err(GitError::git("worktree add"));
+        let checked = tip.and_then(|tip| {
+            self.refuse_protected_new(repo, &abs, &tip, format!("a worktree on `{branch}`"))
+        });
+        if let Err(e) = checked {
+            undo(reference);
+            return Err(e);
         }
         let added = {
             let mut opts = git2::WorktreeAddOptions::new();

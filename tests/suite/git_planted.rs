@@ -1,0 +1,79 @@
+//! A new worktree writes a protected file only as the person's work tree holds it (decision
+//! 0017, amended). A command can move HEAD and write any commit — `.git/HEAD`, refs and
+//! objects are its to write — so "HEAD holds it" vouched for nothing: one `bash` call built a
+//! commit adding `.envrc` and `.vscode/tasks.json`, pointed HEAD at it, and `git_worktree_add`
+//! (an existing branch, or one it made from HEAD) wrote both into the roots, where direnv and
+//! VS Code run them (the seventh attack pass). Through the real binary, with a positive
+//! control and the canary.
+
+use super::common::{Client, Era, Fixture, host_git, own_tree};
+use serde_json::json;
+
+fn config(fx: &Fixture) -> std::path::PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { external = \"allow\" } }\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { write = \"allow\" } }\n",
+    )
+}
+
+/// One `bash` call: a commit adding `.envrc` and `.vscode/tasks.json` to HEAD's tree, built
+/// with git's plumbing (no protected name is ever made in the work tree), on `evil` and
+/// `evil2`, with HEAD moved to `evil`.
+const PLANT: &str = r#"set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.org GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.org
+export GIT_INDEX_FILE=/tmp/planted-index
+envrc=$(printf 'touch /tmp/direnv-ran\n' | git hash-object -w --stdin)
+tasks=$(printf '{"tasks":[{"runOptions":{"runOn":"folderOpen"}}]}\n' | git hash-object -w --stdin)
+git read-tree HEAD
+git update-index --add --cacheinfo "100644,$envrc,.envrc"
+git update-index --add --cacheinfo "100644,$tasks,.vscode/tasks.json"
+commit=$(git commit-tree "$(git write-tree)" -p HEAD -m planted)
+git update-ref refs/heads/evil "$commit"
+git update-ref refs/heads/evil2 "$commit"
+git symbolic-ref HEAD refs/heads/evil
+echo planted"#;
+
+#[tokio::test]
+async fn a_new_worktree_writes_protected_files_only_as_the_work_tree_holds_them() {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    // The person's repository, with a committed `.vscode/settings.json` on disk as committed.
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir(root.join(".vscode")).unwrap();
+    std::fs::write(root.join(".vscode/settings.json"), "{}\n").unwrap();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    own_tree(root);
+    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
+
+    // Positive control first: the person's own protected file is checked out.
+    c.ok("git_worktree_add", json!({ "path": "wt-ok", "branch": "task/ok" })).await;
+    let settings = std::fs::read_to_string(root.join("wt-ok/.vscode/settings.json")).unwrap();
+    assert_eq!(settings, "{}\n");
+
+    let r = c.ok("bash", json!({ "command": PLANT })).await;
+    assert_eq!(r["stdout"], "planted\n", "{r}");
+    assert_eq!(host_git(h, root, &["symbolic-ref", "--short", "HEAD"]), "evil");
+    for (path, branch) in [("wt", "evil2"), ("wt2", "fresh")] {
+        let e = c.err("git_worktree_add", json!({ "path": path, "branch": branch })).await;
+        assert!(
+            e.contains("protected files") && e.contains(".envrc") && e.contains("tasks.json"),
+            "{branch}: {e}"
+        );
+        assert!(!e.contains("settings.json"), "the person's own file is not in question: {e}");
+        assert!(!root.join(path).join(".envrc").exists(), "{path}/.envrc was written");
+        assert!(!root.join(path).join(".vscode/tasks.json").exists());
+    }
+    // The branch the refused call made is gone again.
+    let branches = host_git(h, root, &["branch", "--list", "fresh"]);
+    assert!(branches.is_empty(), "{branches}");
+    assert!(!std::path::Path::new("/tmp/direnv-ran").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
