@@ -57,8 +57,11 @@ async fn lines_in_the_launchers_format_on_stderr_decide_nothing() {
     let d = denied(&real);
     assert!(
         d.iter().any(|d| d["what"].as_str() == envrc.to_str()
-            && d["layer"] == "sandbox (in-run walls)"),
-        "positive control: the real refusal is listed: {real}"
+            && d["layer"] == "sandbox (in-run walls)"
+            && d["remedy"]
+                .as_str()
+                .is_some_and(|r| r.contains("on the host") && !r.contains("repositories"))),
+        "positive control: the real refusal is listed, its remedy for this name: {real}"
     );
     let line = line_for(&real, ".envrc").to_string();
     let notes = fx.root.join("notes.txt");

@@ -54,6 +54,8 @@ pub fn walls_hit(reports: &[Report], stderr: &str, spec: &Spec) -> Vec<Hit> {
                 why: wall.clone(),
                 remedy: if wall.starts_with(super::WRITTEN) {
                     "a person can change it on the host".into()
+                } else if !wall.contains("`.git`") {
+                    "a person can create it on the host, after reading what it would hold".into()
                 } else {
                     "a person can create it on the host; a command may make repositories \
                      outside the roots (/tmp), or in them when a person sets tools-shell's \
