@@ -1,0 +1,89 @@
+//! Sessions ended on purpose, through the real relay and a real runner: an agent's `DELETE`
+//! ends only its own session (another agent's id is unknown to it: 404, and that session keeps
+//! working).
+
+use super::super::common::Fixture;
+use super::{ALICE, CAROL, Org, RUNNER_TOKEN, runner_config, start_runner};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One plain HTTP/1.1 exchange with the relay: `method` on box-1's endpoint as `token`, in
+/// `session` when given, with `body`; (status, head, body).
+async fn at_box1(
+    addr: SocketAddr,
+    method: &str,
+    token: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let session = session.map(|s| format!("Mcp-Session-Id: {s}\r\n")).unwrap_or_default();
+    let request = format!(
+        "{method} /runners/box-1/mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \
+         {token}\r\nContent-Type: application/json\r\nAccept: application/json, \
+         text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: \
+         {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id").then(|| v.trim().to_string())
+        })
+        .expect("a 2025-era session id")
+}
+
+/// Found by the previous session's notes: rmcp answers 202 to a `DELETE` of any id, so carol's
+/// `DELETE` carrying alice's session id seemed to close it while nothing was closed.
+#[tokio::test]
+async fn a_delete_with_another_agents_session_id_is_404_and_that_session_goes_on() {
+    let fx = Fixture::new();
+    let org = Org::start_plain(&fx).await;
+    let config = runner_config(&fx, &org.url(), None, RUNNER_TOKEN, "local");
+    let runner = start_runner(&fx, &config);
+    assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
+    let a = org.addr;
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},
+        "clientInfo":{"name":"raw","version":"0"}}})
+    .to_string();
+    let (status, head, body) = at_box1(a, "POST", ALICE, None, &init).await;
+    assert_eq!(status, 200, "{head}\n{body}");
+    let alice = session_of(&head);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(at_box1(a, "POST", ALICE, Some(&alice), initialized).await.0, 202);
+    let echo = |id: u64, word: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"bash","arguments":{"command":format!("echo {word}")}}})
+        .to_string()
+    };
+
+    // Carol may reach box-1 too, but alice's session is not hers: unknown, and nothing closes.
+    let (status, head, body) = at_box1(a, "DELETE", CAROL, Some(&alice), "").await;
+    assert_eq!(status, 404, "a DELETE of another agent's session was accepted: {head}\n{body}");
+    assert!(body.contains("session not found") && body.contains("nothing was closed"), "{body}");
+    assert!(!body.contains(&alice), "the id is not echoed: {body}");
+    let made_up = "0123456789abcdef0123456789abcdef";
+    assert_eq!(at_box1(a, "DELETE", CAROL, Some(made_up), "").await.0, 404);
+    let (status, _, body) = at_box1(a, "POST", ALICE, Some(&alice), &echo(2, "still-alice")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("still-alice"), "alice's session stopped working: {body}");
+
+    // The positive control: alice's own DELETE ends it, and it is unknown from then on.
+    let (status, head, _) = at_box1(a, "DELETE", ALICE, Some(&alice), "").await;
+    assert!((200..300).contains(&status), "{head}");
+    assert_eq!(at_box1(a, "POST", ALICE, Some(&alice), &echo(3, "after")).await.0, 404);
+    fx.assert_canary();
+}
