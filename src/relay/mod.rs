@@ -8,6 +8,7 @@
 //! claim is its entry's `oauth_subject` (SPEC §14; the same check as `hands serve --http`'s,
 //! `src/transport/oauth`, whose Protected Resource Metadata the relay serves too).
 
+mod closed;
 pub mod config;
 mod hub;
 mod proxy;

@@ -1,10 +1,12 @@
 //! Sessions ended on purpose, through the real relay and a real runner: an agent's `DELETE`
 //! ends only its own session (another agent's id is unknown to it: 404, and that session keeps
-//! working).
+//! working), and a runner shutting down closes its sessions saying so, so that a waiting agent
+//! reads why at once (decision 0086) rather than a call lost after the relay's linger.
 
-use super::super::common::Fixture;
-use super::{ALICE, CAROL, Org, RUNNER_TOKEN, runner_config, start_runner};
-use serde_json::json;
+use super::super::common::{Era, Fixture, host_processes, text_of, unique_sleep, wait_until};
+use super::{ALICE, CAROL, Org, RUNNER_TOKEN, agent_at, runner_config, start_runner};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -85,5 +87,51 @@ async fn a_delete_with_another_agents_session_id_is_404_and_that_session_goes_on
     let (status, head, _) = at_box1(a, "DELETE", ALICE, Some(&alice), "").await;
     assert!((200..300).contains(&status), "{head}");
     assert_eq!(at_box1(a, "POST", ALICE, Some(&alice), &echo(3, "after")).await.0, 404);
+    fx.assert_canary();
+}
+
+/// Found by the previous session's notes: a runner that stopped left its agents' calls waiting
+/// for the relay's linger (60 s), then reading "a call still waiting was lost". It closes each
+/// session saying it is shutting down, and the agent reads that, why, and what to do, at once.
+#[tokio::test]
+async fn a_runner_shutting_down_tells_its_waiting_agents_why() {
+    let fx = Fixture::new();
+    let org = Org::start_plain(&fx).await;
+    let config = runner_config(&fx, &org.url(), None, RUNNER_TOKEN, "local");
+    let mut runner = start_runner(&fx, &config);
+    assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", runner.text());
+    let c = std::sync::Arc::new(agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()).await);
+    let secs = unique_sleep();
+    let pending = {
+        let c = c.clone();
+        let command = format!("sleep {secs}; echo ran >> stopped.txt");
+        let Value::Object(args) = json!({"command": command}) else { unreachable!() };
+        tokio::spawn(async move {
+            c.call_tool(CallToolRequestParams::new("bash").with_arguments(args)).await
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || !host_processes(&["sleep", &secs]).is_empty()).await,
+        "the command never started"
+    );
+    let pid = rustix::process::Pid::from_raw(runner.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(15), pending)
+        .await
+        .expect("the agent's call waited on after its runner stopped")
+        .unwrap();
+    let e = r.expect_err("a call whose runner stopped was answered").to_string();
+    assert!(e.contains("runner box-1 is shutting down"), "{e}");
+    assert!(e.contains("at most once") && e.contains("try again once it is back"), "{e}");
+    let exited = tokio::time::timeout(Duration::from_secs(15), runner.child.wait()).await;
+    assert!(exited.is_ok(), "the runner did not exit: {}", runner.text());
+    assert!(!fx.root.join("stopped.txt").exists(), "a stopped call's command ran on");
+    // The positive control: the runner back, the agent's next session reaches it.
+    assert!(org.wait_connected(false, Duration::from_secs(10)).await);
+    let again = start_runner(&fx, &config);
+    assert!(org.wait_connected(true, Duration::from_secs(20)).await, "{}", again.text());
+    let c = agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()).await;
+    let r = super::call(&c, "bash", json!({"command": "echo back"})).await;
+    assert!(text_of(&r).contains("back"), "{}", text_of(&r));
     fx.assert_canary();
 }

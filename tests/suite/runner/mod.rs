@@ -4,7 +4,7 @@
 //! (`python.rs`): the door, identities, approvals, restarts and lost calls (`through.rs`),
 //! every tool (`every.rs`), progress and cancellation (`both_ways.rs`), standing permissions
 //! per agent and the dashboard (`scopes.rs`), `bash`'s files fitted under a link frame
-//! (`outputs.rs`), sessions an agent deletes (`closes.rs`).
+//! (`outputs.rs`), sessions an agent deletes or a stopping runner closes (`closes.rs`).
 //! `hostile.rs` puts a test-written relay stand-in in the relay's place,
 //! `rogue.rs` a runner stand-in in a runner's.
 
