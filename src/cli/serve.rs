@@ -166,17 +166,22 @@ pub(super) fn serve(
         if let Some(shell) = daemon.shell().cloned() {
             tokio::spawn(async move { shell.ready_first().await });
         }
-        // The runner's link lives as long as the process; it never ends serving.
+        // The runner's link lives as long as the process; it never ends serving. On the way out
+        // its sessions are closed, the relay told why.
         let runner_on = runner.is_some();
-        if let Some(setup) = runner {
+        let link = runner.map(|setup| {
             eprint_line(&format!("hands: {}", setup.describe()));
-            crate::runner::start(daemon.clone(), setup, tokio_util::sync::CancellationToken::new());
-        }
+            crate::runner::start(daemon.clone(), setup)
+        });
         if let Some(setup) = http {
             // Over HTTP the banner waits for the bound address (`--http 127.0.0.1:0`).
             let banner = daemon.clone();
             let bound = move |t: &str| eprint_line(&printout::banner(&banner, t));
-            return transport::http::serve(daemon, setup, bound).await;
+            let served = transport::http::serve(daemon, setup, bound).await;
+            if let Some(link) = link {
+                link.shut().await;
+            }
+            return served;
         }
         let (input, output) = rmcp::transport::io::stdio_pipes();
         let server = server::HandsServer::new(daemon.clone(), "stdio");
@@ -201,6 +206,9 @@ pub(super) fn serve(
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
+        }
+        if let Some(link) = link {
+            link.shut().await;
         }
         // A stdio daemon ends with its client (a runner when it is stopped), and nothing it
         // started runs on unsupervised.

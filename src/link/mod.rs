@@ -7,7 +7,8 @@
 //! session starts), `{"v":1,"type":"msg","session":ID,"message":{…JSON-RPC…}}` (either way) or
 //! `{"v":1,"type":"close","session":ID}` (either way: the session ends). A runner's `msg` may
 //! carry `"call":ID`, the id of the agent's request it belongs to, so that the relay delivers a
-//! question on that call's own answer stream.
+//! question on that call's own answer stream; a `close` may carry `"reason":WORD`, why the end
+//! that sent it closed the session ([`CloseReason`], decision 0086).
 
 pub mod drive;
 
@@ -60,7 +61,45 @@ pub const LINGER: Duration = Duration::from_secs(60);
 pub enum Envelope {
     Open { session: String, agent: String },
     Msg { session: String, message: Box<RawValue>, call: Option<serde_json::Value> },
-    Close { session: String },
+    Close { session: String, reason: Option<CloseReason> },
+}
+
+/// Why an end closed a session, carried in its `close` (decision 0086). Optional on the wire: a
+/// peer that sends none, or one that does not know the field, still closes. A word, never text
+/// from the peer, so that nothing it sends is echoed to an agent or a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// The runner serves [`MAX_SESSIONS`] sessions already; the opening is refused.
+    Full,
+    /// The agent's name is not one the runner takes (`[A-Za-z0-9._@-]{1,64}`).
+    BadAgent,
+    /// The end does not have the session: it ended there, or the process restarted.
+    NoSession,
+    /// The session's messages overflowed what the end keeps for the other.
+    Overflow,
+    /// The session ended on its own: the runner's server for it stopped, or the agent left.
+    Ended,
+    /// The runner is shutting down; its commands are stopped.
+    ShuttingDown,
+    /// A reason of a newer peer that this end does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl CloseReason {
+    /// Its word on the wire, for a log line.
+    pub fn word(self) -> &'static str {
+        match self {
+            CloseReason::Full => "full",
+            CloseReason::BadAgent => "bad_agent",
+            CloseReason::NoSession => "no_session",
+            CloseReason::Overflow => "overflow",
+            CloseReason::Ended => "ended",
+            CloseReason::ShuttingDown => "shutting_down",
+            CloseReason::Other => "other",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -85,6 +124,15 @@ struct Wire<'a> {
     message: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     call: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "any_reason", skip_serializing_if = "Option::is_none")]
+    reason: Option<CloseReason>,
+}
+
+/// A `close`'s reason: one this end does not know, or that is not a word, is [`CloseReason::Other`]
+/// rather than a frame refused whole (the session must still close).
+fn any_reason<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<CloseReason>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.map(|v| serde_json::from_value(v).unwrap_or(CloseReason::Other)))
 }
 
 /// Why a frame is not an envelope; the text is short and never quotes the frame whole.
@@ -105,7 +153,7 @@ impl Envelope {
         match self {
             Envelope::Open { session, .. }
             | Envelope::Msg { session, .. }
-            | Envelope::Close { session } => session,
+            | Envelope::Close { session, .. } => session,
         }
     }
 
@@ -131,7 +179,7 @@ impl Envelope {
                 message: w.message.ok_or(BadFrame::Missing("msg", "message"))?.to_owned(),
                 call: w.call,
             },
-            Kind::Close => Envelope::Close { session },
+            Kind::Close => Envelope::Close { session, reason: w.reason },
         })
     }
 
@@ -144,6 +192,7 @@ impl Envelope {
                 agent: Some(agent),
                 message: None,
                 call: None,
+                reason: None,
             },
             Envelope::Msg { session, message, call } => Wire {
                 v: 1,
@@ -152,10 +201,17 @@ impl Envelope {
                 agent: None,
                 message: Some(message),
                 call: call.clone(),
+                reason: None,
             },
-            Envelope::Close { session } => {
-                Wire { v: 1, kind: Kind::Close, session, agent: None, message: None, call: None }
-            }
+            Envelope::Close { session, reason } => Wire {
+                v: 1,
+                kind: Kind::Close,
+                session,
+                agent: None,
+                message: None,
+                call: None,
+                reason: *reason,
+            },
         };
         // A struct of strings and JSON values always serializes.
         serde_json::to_string(&w).unwrap_or_default()
@@ -167,6 +223,11 @@ pub fn msg<T: Serialize>(session: &str, message: &T, call: Option<serde_json::Va
     let message = serde_json::value::to_raw_value(message)
         .unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap_or_default());
     Envelope::Msg { session: session.to_string(), message, call }.to_text()
+}
+
+/// A `close` envelope of `session`, saying why when this end knows.
+pub fn close(session: &str, reason: Option<CloseReason>) -> String {
+    Envelope::Close { session: session.to_string(), reason }.to_text()
 }
 
 /// A random 128-bit id in hex: a session's or a process instance's.
@@ -210,6 +271,30 @@ mod tests {
             r#"{"v":1,"type":"shout","session":"s"}"#,
         ] {
             assert!(Envelope::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A `close`'s reason is optional: a close without one (an older peer's) still closes, none
+    /// is written when there is none, and a reason this end does not know is `Other`.
+    #[test]
+    fn a_close_reason_is_optional_and_unknown_ones_still_close() {
+        assert_eq!(close("s", None), r#"{"v":1,"type":"close","session":"s"}"#);
+        let full = close("s", Some(CloseReason::Full));
+        assert_eq!(full, r#"{"v":1,"type":"close","session":"s","reason":"full"}"#);
+        let reason = |text: &str| match Envelope::parse(text) {
+            Ok(Envelope::Close { session, reason }) if session == "s" => reason,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(reason(&full), Some(CloseReason::Full));
+        assert_eq!(reason(r#"{"v":1,"type":"close","session":"s"}"#), None);
+        let newer = r#"{"v":1,"type":"close","session":"s","reason":"moon_phase"}"#;
+        assert_eq!(reason(newer), Some(CloseReason::Other));
+        let odd = r#"{"v":1,"type":"close","session":"s","reason":{"x":[1]}}"#;
+        assert_eq!(reason(odd), Some(CloseReason::Other));
+        use CloseReason::*;
+        for r in [Full, BadAgent, NoSession, Overflow, Ended, ShuttingDown] {
+            assert_eq!(reason(&close("s", Some(r))), Some(r));
+            assert!(close("s", Some(r)).contains(&format!(r#""reason":"{}""#, r.word())));
         }
     }
 }

@@ -5,7 +5,7 @@
 //! nobody waits for is dropped.
 
 use crate::link::drive::{Full, Outbox};
-use crate::link::{Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, msg};
+use crate::link::{CloseReason, Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, close, msg};
 use rmcp::model::{NumberOrString, RequestId};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -138,7 +138,7 @@ impl LinkSession {
         let Some(runner) = self.runner.upgrade() else { return };
         runner.outbox.forget(&self.id);
         if hands_roots::lock(&runner.state).sessions.remove(&self.id).is_some() {
-            runner.outbox.push_control(Envelope::Close { session: self.id.clone() }.to_text());
+            runner.outbox.push_control(close(&self.id, Some(CloseReason::Ended)));
         }
         self.end("the agent closed it");
     }
@@ -341,7 +341,7 @@ impl Runner {
     /// pass: after an outage a runner took 56 new sessions of 64).
     fn tell_ended(&self, ended: &[Arc<LinkSession>]) {
         for session in ended {
-            self.outbox.push_control(Envelope::Close { session: session.id.clone() }.to_text());
+            self.outbox.push_control(close(&session.id, Some(CloseReason::NoSession)));
         }
     }
 
@@ -400,7 +400,7 @@ impl Runner {
         let session = hands_roots::lock(&self.state).sessions.remove(id);
         self.outbox.forget(id);
         if let Some(s) = session {
-            self.outbox.push_control(Envelope::Close { session: id.to_string() }.to_text());
+            self.outbox.push_control(close(id, Some(CloseReason::Overflow)));
             s.end(why);
         }
     }
@@ -421,14 +421,11 @@ impl Runner {
             Err(e) => return self.odd(format_args!("sent a frame that is no envelope ({e})")),
         };
         match envelope {
-            Envelope::Close { session } => {
+            Envelope::Close { session, reason } => {
                 let s = hands_roots::lock(&self.state).sessions.remove(&session);
                 self.outbox.forget(&session);
                 if let Some(s) = s {
-                    s.end(&format!(
-                        "runner `{}` ended the session: a call still waiting was lost",
-                        self.name
-                    ));
+                    s.end(&super::closed::by_runner(&self.name, &s.agent, reason));
                 }
             }
             Envelope::Msg { session, message, call } => {

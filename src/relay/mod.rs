@@ -8,6 +8,7 @@
 //! claim is its entry's `oauth_subject` (SPEC §14; the same check as `hands serve --http`'s,
 //! `src/transport/oauth`, whose Protected Resource Metadata the relay serves too).
 
+mod closed;
 pub mod config;
 mod hub;
 mod proxy;
@@ -48,12 +49,21 @@ pub struct Relay {
     hosts: Hosts,
     runners: Vec<Arc<Runner>>,
     agents: Vec<Agent>,
-    /// (agent, runner) → (index in `sessions`, service): the agent's identity is the service's.
-    services: HashMap<(usize, usize), (usize, Service)>,
+    /// (agent, runner) → its door: the agent's identity is the service's.
+    services: HashMap<(usize, usize), Door>,
     sessions: Arc<Sessions>,
     /// This process, told to each runner in the upgrade's answer.
     instance: String,
     oauth: Option<crate::transport::oauth::ResourceServer>,
+}
+
+/// An agent's door to one runner: its rmcp service and the sessions it holds.
+struct Door {
+    /// Its index in `Relay::sessions`.
+    index: usize,
+    service: Service,
+    /// The service's sessions, which are this agent's alone on this runner.
+    manager: Arc<LocalSessionManager>,
 }
 
 /// Everything `relay` needs, checked before the runtime starts: the tokens read, the TLS
@@ -155,13 +165,14 @@ pub async fn serve(setup: Setup, bound: impl FnOnce(std::net::SocketAddr)) -> an
     for (ai, a) in agents.iter().enumerate() {
         for &ri in &a.reaches {
             let (runner, agent) = (runners[ri].clone(), Arc::<str>::from(a.name.as_str()));
-            let svc = StreamableHttpService::new(
+            let manager = Arc::new(LocalSessionManager::default());
+            let service = StreamableHttpService::new(
                 move || Ok(Proxy::new(runner.clone(), agent.clone())),
-                Arc::new(LocalSessionManager::default()),
+                manager.clone(),
                 rmcp_config.clone(),
             );
             let index = services.len();
-            services.insert((ai, ri), (index, svc));
+            services.insert((ai, ri), Door { index, service, manager });
         }
     }
     let mut rules = vec![HostRule { host: cfg.public_host.clone(), port: None }];
@@ -244,7 +255,7 @@ impl Relay {
             return plain(StatusCode::NOT_FOUND, "a runner's MCP endpoint is /runners/NAME/mcp");
         };
         let found = self.runners.iter().position(|r| r.name == name);
-        let Some((index, service)) = found.and_then(|ri| self.services.get(&(agent, ri))) else {
+        let Some(door) = found.and_then(|ri| self.services.get(&(agent, ri))) else {
             tracing::warn!(
                 "relay: agent `{}` asked for runner `{}`, which it may not reach",
                 self.agents[agent].name,
@@ -275,7 +286,40 @@ impl Relay {
                 serde_json::json!({"error": full.to_string()}),
             );
         }
-        mcp_door::serve_mcp(service, &self.sessions, *index, req).await
+        if let Some(r) = self.not_this_agents(door, agent, name, &req).await {
+            return r;
+        }
+        mcp_door::serve_mcp(&door.service, &self.sessions, door.index, req).await
+    }
+
+    /// 404 for a `DELETE` of a session this agent's door does not hold: rmcp answers 202 to any
+    /// id, so another agent's session id (or a made-up one) seemed closed while nothing was.
+    /// Sessions are per agent and runner; another agent's is unknown here, and stays open.
+    async fn not_this_agents(
+        &self,
+        door: &Door,
+        agent: usize,
+        runner: &str,
+        req: &Request<Timed>,
+    ) -> Option<Response<Body>> {
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        if req.method() != http::Method::DELETE {
+            return None;
+        }
+        let id = req.headers().get("mcp-session-id")?.to_str().ok()?;
+        if door.manager.has_session(&id.into()).await.unwrap_or(false) {
+            return None;
+        }
+        let agent = &self.agents[agent].name;
+        tracing::info!(
+            "relay: agent `{agent}` deleted a session of runner `{runner}` it holds not"
+        );
+        Some(plain(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "session not found: agent {agent} holds no session of runner {runner} with this                  id (it ended, expired, or is not this agent's); nothing was closed"
+            ),
+        ))
     }
 
     /// The agent whose token the request carries (an index): a bearer token compared in

@@ -7,7 +7,9 @@
 //! session whose answers overflow ends.
 
 use crate::link::drive::{Full, Outbox};
-use crate::link::{Envelope, MAX_FRAME, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, msg};
+use crate::link::{
+    CloseReason, Envelope, MAX_FRAME, MAX_INBOUND_BYTES, MAX_QUEUED, MAX_SESSIONS, close, msg,
+};
 use crate::server::{Daemon, HandsServer};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
@@ -108,8 +110,9 @@ impl Sessions {
         match Envelope::parse(text) {
             Ok(Envelope::Open { session, agent }) => self.open(session, agent),
             Ok(Envelope::Msg { session, message, .. }) => self.deliver(session, message.get()),
-            Ok(Envelope::Close { session }) => {
-                self.end(&session, "the relay closed it");
+            Ok(Envelope::Close { session, reason }) => {
+                let why = reason.map_or("none given", CloseReason::word);
+                self.end(&session, &format!("the relay closed it (reason: {why})"));
             }
             Err(e) => {
                 // A relay that sends garbage is told nothing and changes nothing; the log says
@@ -125,9 +128,10 @@ impl Sessions {
         }
     }
 
-    fn refuse(&self, session: &str, why: &str) {
+    /// Refuses an opening: the relay is told why, so that its agent reads it (decision 0086).
+    fn refuse(&self, session: &str, reason: CloseReason, why: &str) {
         tracing::warn!(session = %hands_roots::shown(session), "runner: refused a session: {why}");
-        self.outbox.push_control(Envelope::Close { session: session.to_string() }.to_text());
+        self.outbox.push_control(close(session, Some(reason)));
     }
 
     fn open(&self, session: String, agent: String) {
@@ -136,7 +140,7 @@ impl Sessions {
                 "its agent name `{}` is not 1-64 letters, digits, `.`, `_`, `-`, `@`",
                 hands_roots::shown(&agent)
             );
-            return self.refuse(&session, &why);
+            return self.refuse(&session, CloseReason::BadAgent, &why);
         }
         let mut table = self.table();
         if table.contains_key(&session) {
@@ -145,7 +149,8 @@ impl Sessions {
         }
         if table.len() >= MAX_SESSIONS {
             drop(table);
-            return self.refuse(&session, &format!("{MAX_SESSIONS} sessions are open already"));
+            let why = format!("{MAX_SESSIONS} sessions are open already");
+            return self.refuse(&session, CloseReason::Full, &why);
         }
         tracing::info!(session = %session, "runner: agent `{agent}` opened a session");
         table.insert(session, Slot::Opened { agent });
@@ -158,7 +163,7 @@ impl Sessions {
             drop(table);
             // A session this runner does not have (ended, or of an old relay): the relay is
             // told, once per message.
-            self.outbox.push_control(Envelope::Close { session }.to_text());
+            self.outbox.push_control(close(&session, Some(CloseReason::NoSession)));
             return;
         };
         let message = match parsed {
@@ -215,7 +220,7 @@ impl Sessions {
             "error": {"code": -32000, "message": format!("the runner is busy: {why}; try again")},
         });
         if self.outbox.push(session, msg(session, &answer, None)).is_err() {
-            self.end_and_tell(session, "its answers overflowed");
+            self.end_and_tell(session, CloseReason::Overflow, "its answers overflowed");
         }
     }
 
@@ -236,7 +241,7 @@ impl Sessions {
             )},
         });
         if self.outbox.push(session, msg(session, &answer, None)).is_err() {
-            self.end_and_tell(session, "its answers overflowed");
+            self.end_and_tell(session, CloseReason::Overflow, "its answers overflowed");
         }
     }
 
@@ -262,7 +267,7 @@ impl Sessions {
                 Err(e) => tracing::debug!(session = %id, "runner: a session did not start: {e}"),
             }
             if let Some(me) = me.upgrade() {
-                me.end_and_tell(&id, "it ended");
+                me.end_and_tell(&id, CloseReason::Ended, "it ended");
             }
         });
         Serving { tx, gone, seen: Seen::default() }
@@ -283,10 +288,10 @@ impl Sessions {
         }
     }
 
-    /// Ends `session` and tells the relay.
-    fn end_and_tell(&self, session: &str, why: &str) {
+    /// Ends `session` and tells the relay why.
+    fn end_and_tell(&self, session: &str, reason: CloseReason, why: &str) {
         if self.end(session, why) {
-            self.outbox.push_control(Envelope::Close { session: session.to_string() }.to_text());
+            self.outbox.push_control(close(session, Some(reason)));
         }
     }
 
@@ -296,6 +301,15 @@ impl Sessions {
         let ids: Vec<String> = self.table().keys().cloned().collect();
         for id in ids {
             self.end(&id, why);
+        }
+    }
+
+    /// Ends every session and tells the relay why (the runner is shutting down), so that its
+    /// agents read that at once rather than a call lost after the relay's linger.
+    pub fn close_all(&self, reason: CloseReason, why: &str) {
+        let ids: Vec<String> = self.table().keys().cloned().collect();
+        for id in ids {
+            self.end_and_tell(&id, reason, why);
         }
     }
 }

@@ -10,20 +10,23 @@ pub mod agent_sessions;
 pub mod dial;
 
 use crate::config::{Config, RunnerApprovals, RunnerCfg, TokenSource};
-use crate::link::LINGER;
 use crate::link::drive::{Outbox, drive};
+use crate::link::{CloseReason, LINGER};
 use crate::server::Daemon;
 use agent_sessions::Sessions;
 use dial::{Dialer, Linked, Secret};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// The first wait before a reconnect, and the longest.
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a runner shutting down waits for the relay to confirm its sessions' closes.
+const FAREWELL: Duration = Duration::from_secs(2);
 
 /// The file in the state dir that says how the runner's link stands, for `hands doctor`.
 pub const STATUS_FILE: &str = "runner-status.json";
@@ -73,15 +76,53 @@ impl Setup {
     }
 }
 
-/// Keeps the link up until `stop`; runs on the daemon's runtime beside its transport.
-pub fn start(daemon: Arc<Daemon>, setup: Setup, stop: CancellationToken) {
-    tokio::spawn(run(daemon, setup, stop));
+/// The link kept up beside the daemon's transport, until [`Link::shut`].
+pub struct Link {
+    sessions: Arc<Sessions>,
+    outbox: Arc<Outbox>,
+    /// Whether a connection is up now.
+    up: Arc<AtomicBool>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
-async fn run(daemon: Arc<Daemon>, setup: Setup, stop: CancellationToken) {
+/// Keeps the link up; runs on the daemon's runtime beside its transport.
+pub fn start(daemon: Arc<Daemon>, setup: Setup) -> Link {
     let outbox = Arc::new(Outbox::default());
     let asks_client = setup.approvals == RunnerApprovals::Client;
     let sessions = Sessions::new(daemon, asks_client, outbox.clone());
+    let (up, stop) = (Arc::new(AtomicBool::new(false)), CancellationToken::new());
+    let task = tokio::spawn(run(setup, sessions.clone(), outbox.clone(), up.clone(), stop.clone()));
+    Link { sessions, outbox, up, stop, task }
+}
+
+impl Link {
+    /// The daemon is shutting down: every session is closed, the relay told why (so that a
+    /// waiting agent reads "shutting down" at once, not a call lost a minute later), and the
+    /// link closed once the relay confirmed it, or after [`FAREWELL`].
+    pub async fn shut(self) {
+        let why = "the runner is shutting down";
+        self.sessions.close_all(CloseReason::ShuttingDown, why);
+        if self.up.load(Ordering::SeqCst) {
+            let confirmed = async {
+                while !self.outbox.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            let _ = tokio::time::timeout(FAREWELL, confirmed).await;
+        }
+        self.stop.cancel();
+        let _ = tokio::time::timeout(FAREWELL, self.task).await;
+    }
+}
+
+async fn run(
+    setup: Setup,
+    sessions: Arc<Sessions>,
+    outbox: Arc<Outbox>,
+    up: Arc<AtomicBool>,
+    stop: CancellationToken,
+) {
     // Bumped on every connection; a linger timer that finds it unchanged ends the sessions.
     let generation = Arc::new(AtomicU64::new(0));
     let mut relay: Option<String> = None;
@@ -107,10 +148,12 @@ async fn run(daemon: Arc<Daemon>, setup: Setup, stop: CancellationToken) {
                 tracing::info!("runner: connected to {} as `{}`", setup.url, setup.dialer.name);
                 write_status(&setup, "connected", None);
                 let on_text = |t: &str| sessions.on_frame(t);
+                up.store(true, Ordering::SeqCst);
                 let ended = match link {
                     Linked::Plain(ws, _) => drive(ws, &outbox, on_text, &stop).await,
                     Linked::Tls(ws, _) => drive(ws, &outbox, on_text, &stop).await,
                 };
+                up.store(false, Ordering::SeqCst);
                 if stop.is_cancelled() {
                     return;
                 }

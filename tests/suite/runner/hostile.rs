@@ -143,8 +143,10 @@ async fn a_hostile_relay_cannot_redirect_crash_bloat_or_steer_the_runner() {
 
     // A name no agent can have is refused; `stdio` as an agent is only `runner:stdio`.
     ws.send(open("colon", "runner:stdio")).await.unwrap();
-    let refused = until(&mut ws, Duration::from_secs(5), |v| v["type"] == "close").await;
-    assert_eq!(refused.unwrap()["session"], "colon");
+    let refused = until(&mut ws, Duration::from_secs(5), |v| v["type"] == "close").await.unwrap();
+    assert_eq!(refused["session"], "colon");
+    // It says why (decision 0086), so that the relay can tell its agent.
+    assert_eq!(refused["reason"], "bad_agent", "{refused}");
     start_session(&mut ws, "spoof", "stdio").await;
     ws.send(msg("spoof", call(2, "bash", json!({"command": "echo spoofed"})))).await.unwrap();
     let r = until(&mut ws, Duration::from_secs(20), |v| {
@@ -164,7 +166,8 @@ async fn a_hostile_relay_cannot_redirect_crash_bloat_or_steer_the_runner() {
         ws.send(open(&format!("many-{i}"), "alice")).await.unwrap();
     }
     let mut closes = 0;
-    while until(&mut ws, Duration::from_secs(2), |v| v["type"] == "close").await.is_some() {
+    while let Some(c) = until(&mut ws, Duration::from_secs(2), |v| v["type"] == "close").await {
+        assert_eq!(c["reason"], "full", "a refusal past the bound says why: {c}");
         closes += 1;
     }
     // 64 at once: the spoof session and 63 of these stand.

@@ -4,10 +4,12 @@
 //! (`python.rs`): the door, identities, approvals, restarts and lost calls (`through.rs`),
 //! every tool (`every.rs`), progress and cancellation (`both_ways.rs`), standing permissions
 //! per agent and the dashboard (`scopes.rs`), `bash`'s files fitted under a link frame
-//! (`outputs.rs`). `hostile.rs` puts a test-written relay stand-in in the relay's place,
+//! (`outputs.rs`), sessions an agent deletes or a stopping runner closes (`closes.rs`).
+//! `hostile.rs` puts a test-written relay stand-in in the relay's place,
 //! `rogue.rs` a runner stand-in in a runner's.
 
 mod both_ways;
+mod closes;
 mod crowd;
 mod every;
 mod hostile;

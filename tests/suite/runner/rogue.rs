@@ -3,7 +3,8 @@
 //! own, messages for sessions it was never given and a second answer to a call; a second
 //! connection of the same name replaces the first; then a 64 MiB frame. The relay passes on
 //! exactly one answer, keeps a quiet log, drops the link at the oversized frame, stays small,
-//! and serves the real runner that connects next.
+//! and serves the real runner that connects next. A stand-in's `close` with a reason, or an
+//! older one's without, reaches the agent as what happened, why and what to do.
 
 use super::super::common::{Era, Fixture, text_of};
 use super::{ALICE, Org, RUNNER_TOKEN, agent_at, call, peak_rss_mib, runner_config, start_runner};
@@ -136,6 +137,74 @@ async fn a_runner_gone_wrong_cannot_crash_bloat_or_confuse_the_relay() {
     let relay = org.relay.as_mut().unwrap();
     assert!(relay.child.try_wait().unwrap().is_none(), "the relay exited");
     fx.assert_canary();
+}
+
+/// A runner that refuses a session says why in its `close`, and the agent reads what happened,
+/// why and what to do (found by the previous session's notes: a refused agent read "a call
+/// still waiting was lost"). A `close` without a reason (an older runner's) still ends the
+/// session, and its agent's waiting call is told at once.
+#[tokio::test]
+async fn an_agent_reads_why_its_runner_closed_its_session() {
+    let fx = Fixture::new();
+    let org = Org::start_plain(&fx).await;
+    let mut ws = dial(&org).await;
+    assert!(org.wait_connected(true, Duration::from_secs(10)).await);
+    let close = |session: &str, reason: Option<&str>| {
+        let mut v = json!({"v": 1, "type": "close", "session": session});
+        if let Some(r) = reason {
+            v["reason"] = json!(r);
+        }
+        Message::text(v.to_string())
+    };
+
+    // Refused as full: the agent's `initialize` fails saying so.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let head = format!(
+        "POST /runners/box-1/mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream"
+    );
+    let addr = org.addr;
+    let refused = tokio::spawn(async move { org_raw(addr, &head, body).await });
+    let open = until(&mut ws, |v| v["type"] == "open").await;
+    let session = open["session"].as_str().unwrap().to_string();
+    ws.send(close(&session, Some("full"))).await.unwrap();
+    let (_, said) = tokio::time::timeout(Duration::from_secs(10), refused).await.unwrap().unwrap();
+    assert!(said.contains("runner box-1 refused the session"), "{said}");
+    assert!(said.contains("64 sessions already") && said.contains("try again"), "{said}");
+
+    // An older runner's close, without a reason: the waiting call ends at once.
+    let agent = tokio::spawn(agent_at(org.endpoint("box-1"), ALICE, Era::Legacy, ()));
+    let open = until(&mut ws, |v| v["type"] == "open").await;
+    let session = open["session"].as_str().unwrap().to_string();
+    let init = until(&mut ws, |v| v["message"]["method"] == "initialize").await;
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "rogue", "version": "0"}});
+    let answer = json!({"jsonrpc": "2.0", "id": init["message"]["id"], "result": result});
+    ws.send(msg(&session, answer)).await.unwrap();
+    let alice = Arc::new(agent.await.unwrap());
+    let pending = {
+        let alice = alice.clone();
+        tokio::spawn(async move {
+            let p = rmcp::model::CallToolRequestParams::new("read");
+            alice
+                .call_tool(p.with_arguments(json!({"path": "x"}).as_object().unwrap().clone()))
+                .await
+        })
+    };
+    until(&mut ws, |v| v["message"]["method"] == "tools/call").await;
+    ws.send(close(&session, None)).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    let e = r.expect_err("a call in a closed session was answered").to_string();
+    assert!(e.contains("runner box-1 ended the session without a reason"), "{e}");
+    assert!(e.contains("start a new session"), "{e}");
+}
+
+/// One request to the plain relay at `addr` (`head` without its final blank line); (status,
+/// body).
+async fn org_raw(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, String) {
+    let request =
+        format!("{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    super::exchange(addr, None, request.as_bytes()).await
 }
 
 /// An agent whose request body trickles in is cut as on `hands serve --http`: 408 and the
