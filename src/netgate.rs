@@ -52,6 +52,24 @@ const BY_CLIENT: &str = "person via client";
 /// The client named in a question from a command whose connection carried no known token.
 const UNIDENTIFIED: &str = "an unidentified command";
 
+/// The most bytes of the asking command a question shows: the command is context (the host and
+/// port are what is asked), and a question must fit a `hands approvals` listing whatever the
+/// command's length (decision 0088).
+pub const COMMAND_SHOWN: usize = 400;
+
+/// The command as a question shows it: whole, or its first [`COMMAND_SHOWN`] bytes and how
+/// many more there are.
+fn command_shown(command: &str) -> String {
+    if command.len() <= COMMAND_SHOWN {
+        return command.to_string();
+    }
+    let mut end = COMMAND_SHOWN;
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes more)", &command[..end], command.len() - end)
+}
+
 type Sessions = HashSet<(String, String, u16, u64)>;
 
 pub struct NetGate {
@@ -96,7 +114,7 @@ impl NetGate {
 
     fn action(&self, q: &Question) -> Action {
         let (client, command) = match &q.asker {
-            Some(a) => (a.client.clone(), a.command.clone()),
+            Some(a) => (a.client.clone(), command_shown(&a.command)),
             None => (UNIDENTIFIED.to_string(), String::new()),
         };
         Action {
@@ -200,5 +218,21 @@ impl Gate for NetGate {
             })),
         };
         let _ = hands_roots::lock(&self.records).send(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_shows_a_long_command_cut_and_says_so() {
+        assert_eq!(command_shown("curl -sS https://x.test/"), "curl -sS https://x.test/");
+        let long = format!("curl https://x.test/ ; : {}", "é".repeat(40_000));
+        let shown = command_shown(&long);
+        assert!(shown.len() < COMMAND_SHOWN + 40, "{} bytes", shown.len());
+        assert!(shown.starts_with("curl https://x.test/ ; : é"), "{shown}");
+        let more = long.len() - shown.find('…').unwrap();
+        assert!(shown.ends_with(&format!("… ({more} bytes more)")), "{shown}");
     }
 }

@@ -53,6 +53,9 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
         Err(code) => return code,
     };
     let always_path = dir.join("approvals.json");
+    // Daemons that gave no answer: said, and counted, so that a listing never takes a daemon
+    // it could not read for one with nothing waiting.
+    let failed = std::cell::Cell::new(0usize);
     let live = |req: Request| -> Vec<Reply> {
         control::client::request_all(&dir, &req)
             .into_iter()
@@ -61,6 +64,7 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                 Err(e) => {
                     // The error names its socket.
                     printout::out(&format!("hands: {e}"));
+                    failed.set(failed.get() + 1);
                     None
                 }
             })
@@ -94,7 +98,14 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
                     ));
                 }
             }
-            if waiting == 0 && !refused {
+            let failed = failed.get();
+            if failed > 0 {
+                refused = true;
+                printout::out(&format!(
+                    "hands: {failed} daemon(s) could not be asked (above); what waits there is \
+                     not listed — its log names each waiting action, and the dashboard shows it"
+                ));
+            } else if waiting == 0 && !refused {
                 printout::out("no action is waiting for a person");
             }
             match approvals::read_always(&always_path) {
@@ -135,6 +146,13 @@ pub(super) fn approvals_cmd(config: Option<PathBuf>, action: ApprovalsCmd) -> Ex
             if all {
                 // Every live daemon's session permissions end too.
                 live(Request::RevokeSessions);
+                if failed.get() > 0 {
+                    printout::out(
+                        "hands: the always permissions are revoked, but the session permissions \
+                         of the daemon(s) above may still hold; run it again, or restart them",
+                    );
+                    return ExitCode::from(1);
+                }
                 printout::out("revoked every standing permission, session permissions included");
             } else {
                 printout::out("revoked");

@@ -2,7 +2,7 @@
 //! state dir (`hands stop`, `hands approvals`, a dashboard reaching the other daemons), or to
 //! the first one (`hands exec`, a revoke), and their [`Reply`] lines back.
 
-use crate::control::protocol::{LineError, MAX_LINE, REQUEST_TIMEOUT, Reply, Request, SOCKET};
+use crate::control::protocol::{LineError, MAX_REPLY, REQUEST_TIMEOUT, Reply, Request, SOCKET};
 use std::io::{BufRead, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,9 @@ pub enum ClientError {
     /// The request could not be sent, or the answer not read in time.
     #[error("{}: {source}", socket.display())]
     Exchange { socket: PathBuf, source: std::io::Error },
+    /// The answer ran past [`MAX_REPLY`] bytes without ending: it is not read as less.
+    #[error("{}: the daemon's answer is longer than {max} bytes, and was not read", socket.display())]
+    TooLong { socket: PathBuf, max: u64 },
     /// The answer is not a reply this `hands` reads.
     #[error("{}: {source}", socket.display())]
     Reply { socket: PathBuf, source: LineError },
@@ -124,10 +127,13 @@ fn exchange(mut stream: UnixStream, req: &Request, socket: &Path) -> Result<Repl
         stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
         stream.write_all(req.to_line().as_bytes())?;
         let mut answer = String::new();
-        std::io::BufReader::new(std::io::Read::take(stream, MAX_LINE)).read_line(&mut answer)?;
+        std::io::BufReader::new(std::io::Read::take(stream, MAX_REPLY)).read_line(&mut answer)?;
         std::io::Result::Ok(answer)
     })()
     .map_err(|source| ClientError::Exchange { socket: socket.to_path_buf(), source })?;
+    if answer.len() as u64 >= MAX_REPLY && !answer.ends_with('\n') {
+        return Err(ClientError::TooLong { socket: socket.to_path_buf(), max: MAX_REPLY });
+    }
     Reply::from_line(&answer)
         .map_err(|source| ClientError::Reply { socket: socket.to_path_buf(), source })
 }

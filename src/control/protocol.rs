@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 pub const SOCKET: &str = "control.sock";
 /// The longest line accepted either way.
 pub const MAX_LINE: u64 = 64 * 1024;
+/// The longest reply line a front end reads: a listing of every parked action (at most
+/// `MAX_PARKED`, a network question's command cut where it is made) fits well within it
+/// (decision 0088). A longer answer is a failure the front end names, never read as less.
+pub const MAX_REPLY: u64 = 1024 * 1024;
 /// How long a peer has to send its request.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -202,7 +206,8 @@ pub struct Exited {
 /// A line that is not a request or reply this end reads (another version's, or not JSON).
 #[derive(Debug, thiserror::Error)]
 pub enum LineError {
-    /// The daemon answered `line`, which this `hands` cannot read.
+    /// The daemon answered `line` (cut to a few hundred characters), which this `hands`
+    /// cannot read.
     #[error("the daemon's answer is not one this hands reads ({source}): {line:?}")]
     Reply { line: String, source: serde_json::Error },
     /// A front end sent a request this daemon does not know; the daemon answers `invalid`.
@@ -241,7 +246,7 @@ impl Reply {
     /// Reads one reply line (its `ok` is implied by its tag and not read).
     pub fn from_line(line: &str) -> Result<Reply, LineError> {
         serde_json::from_str(line)
-            .map_err(|source| LineError::Reply { line: line.to_string(), source })
+            .map_err(|source| LineError::Reply { line: line.chars().take(300).collect(), source })
     }
 }
 

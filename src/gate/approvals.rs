@@ -56,6 +56,15 @@ pub enum ApprovalError {
     /// The action under `id` was parked, but its call no longer waits for the answer.
     #[error("approval {id} is no longer waiting")]
     NotWaiting { id: String },
+    /// As many actions as the daemon keeps are already waiting for a person
+    /// ([`MAX_PARKED`](parked::MAX_PARKED)): the new one is refused without asking, so a
+    /// command or client cannot flood a person with questions (or a listing past its size).
+    #[error(
+        "not put to a person: {waiting} actions are already waiting for one (the daemon's \
+         bound); a person can answer or deny them with `hands approvals list`, `approve ID` or \
+         `deny ID` (or on the dashboard), and the call can be retried then"
+    )]
+    TooMany { waiting: usize },
     /// No action is parked under `id` (answered, expired, or never).
     #[error("no action is waiting under {id}; `hands approvals list` shows them")]
     NoSuchAction { id: String },

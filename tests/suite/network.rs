@@ -6,6 +6,7 @@
 //! touched). Canary listeners on the client namespace's loopback and its own interface address
 //! must see no connection: a refused name never reaches the host.
 
+mod asking;
 mod reached;
 
 use super::common::*;
@@ -15,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-const SERVER_IP: &str = "203.0.113.2";
+pub(super) const SERVER_IP: &str = "203.0.113.2";
 const CLIENT_IP: &str = "203.0.113.1";
 pub(super) const PORT: u16 = 8080;
 

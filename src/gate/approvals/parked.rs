@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// The most actions parked at once in one daemon: past it a new one is refused at once
+/// (decision 0088). Each waits for a person, who reads each in the daemon's log, a desktop
+/// notice and `hands approvals list`.
+pub const MAX_PARKED: usize = 32;
+
 /// A person's answer to a parked action: the choice (`None`: denied) and where it was made.
 pub(super) type Answer = (Option<Choice>, Channel);
 
@@ -91,10 +96,17 @@ impl Approvals {
         let id = random_hex(4).map(|h| format!("a-{h}")).map_err(ApprovalError::Park)?;
         let (tx, rx) = oneshot::channel();
         let expires = now() + self.timeout.as_secs();
-        lock(&self.parked).insert(
-            id.clone(),
-            Parked { id: id.clone(), action: a.describe(), expires, detail: a.clone(), answer: tx },
-        );
+        {
+            let mut parked = lock(&self.parked);
+            if parked.len() >= MAX_PARKED {
+                return Err(ApprovalError::TooMany { waiting: parked.len() });
+            }
+            let action = a.describe();
+            parked.insert(
+                id.clone(),
+                Parked { id: id.clone(), action, expires, detail: a.clone(), answer: tx },
+            );
+        }
         let how = self.how_to_answer(&id);
         tracing::warn!(
             "approval needed ({id}): {}\n  {how}, within {} s",

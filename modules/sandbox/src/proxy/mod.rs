@@ -33,8 +33,12 @@ use tokio::net::{TcpListener, TcpStream};
 /// The bounds of the proxy.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections open at once per command (unidentified commands share one count).
+    /// Connections open at once per command (unidentified commands share one count). A
+    /// connection waiting for a person holds its slot while it waits.
     pub per_command: usize,
+    /// Questions one command may have waiting for a person at once (unidentified commands
+    /// share one count); a connection past it is refused without asking.
+    pub questions_per_command: usize,
     /// A connection with no byte either way for this long is closed.
     pub idle: Duration,
     /// The most bytes of an HTTP request head (request line and headers).
@@ -49,6 +53,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             per_command: 64,
+            questions_per_command: 4,
             idle: Duration::from_secs(300),
             head_bytes: 16 * 1024,
             handshake: Duration::from_secs(10),
@@ -140,6 +145,8 @@ pub struct Denial {
 struct Known {
     asker: Asker,
     open: usize,
+    /// Its connections waiting for a person's answer.
+    asking: usize,
     denied: Vec<Denial>,
     /// Hosts a person approved for this one command (its `needs.network`, SPEC §6): allowed
     /// like `allow` entries, for this ticket only; `deny` still wins.
@@ -150,6 +157,7 @@ struct Known {
 struct Table {
     by_token: HashMap<String, Known>,
     unidentified_open: usize,
+    unidentified_asking: usize,
 }
 
 /// The proxy of one module.
@@ -299,23 +307,29 @@ impl Proxy {
             let known = table.by_token.get(t)?;
             known.granted.iter().find(|e| e.covers(&target, port)).map(|e| e.to_string())
         });
-        let by = match self.rules.decide(&target, port) {
-            Verdict::Allow(rule) => rule,
+        // `None`: no rule covers it, and a person is asked (once the slot is taken).
+        let decided = match self.rules.decide(&target, port) {
+            Verdict::Allow(rule) => Some(rule),
             Verdict::Deny(rule) => {
+                // An address spelled otherwise than in four decimal parts says which it is.
+                let named = match &target {
+                    Target::Ip(ip) if spelled_otherwise(host) => {
+                        format!("{} (the IPv4 address {ip})", cut(host))
+                    }
+                    _ => shown.clone(),
+                };
                 // "by deny entry `x`", or the rule for IP addresses as a sentence of its own.
                 let why = if rule.starts_with(DENY_ENTRY) {
-                    format!("{shown}:{port} is refused by {rule}")
+                    format!("{named}:{port} is refused by {rule}")
                 } else {
-                    format!("{shown}:{port} is refused: {rule}")
+                    format!("{named}:{port} is refused: {rule}")
                 };
                 return Err(refuse(&rule, why, None));
             }
-            Verdict::Unknown if granted.is_some() => {
-                format!(
-                    "needs entry `{}` (a person approved it for this run)",
-                    granted.unwrap_or_default()
-                )
-            }
+            Verdict::Unknown if granted.is_some() => Some(format!(
+                "needs entry `{}` (a person approved it for this run)",
+                granted.unwrap_or_default()
+            )),
             Verdict::Unknown if self.rules.unknown() == Unknown::Deny => {
                 return Err(refuse(
                     "unknown = \"deny\"",
@@ -323,7 +337,37 @@ impl Proxy {
                     None,
                 ));
             }
-            Verdict::Unknown => {
+            Verdict::Unknown => None,
+        };
+        // The slot is taken before a person is asked: a command past its bound puts no more
+        // questions to anyone.
+        let Some(slot) = self.take(token.as_deref(), Count::Open) else {
+            return Err(refuse(
+                "proxy",
+                format!(
+                    "{shown}:{port}: the command already has {} connections open or waiting \
+                     (the proxy's bound); let some finish before opening more",
+                    self.limits.per_command
+                ),
+                None,
+            ));
+        };
+        let by = match decided {
+            Some(by) => by,
+            None => {
+                let Some(_waiting) = self.take(token.as_deref(), Count::Asking) else {
+                    return Err(refuse(
+                        "proxy",
+                        format!(
+                            "{shown}:{port} was not put to a person: the command already has {} \
+                             questions waiting for one (the proxy's bound); wait for those \
+                             answers and connect again, or ask for the hosts in the call's \
+                             `needs.network`",
+                            self.limits.questions_per_command
+                        ),
+                        None,
+                    ));
+                };
                 let question = Question {
                     host: shown.clone(),
                     port,
@@ -338,17 +382,6 @@ impl Proxy {
                 }
             }
         };
-        if !self.take_slot(token.as_deref()) {
-            return Err(refuse(
-                "proxy",
-                format!(
-                    "the command already has {} connections open (the proxy's bound)",
-                    self.limits.per_command
-                ),
-                None,
-            ));
-        }
-        let slot = Slot { proxy: Arc::clone(self), token: token.clone() };
         let addresses = match &target {
             Target::Ip(ip) => vec![SocketAddr::new(*ip, port)],
             Target::Name(name) => {
@@ -498,18 +531,20 @@ impl Proxy {
         );
     }
 
-    fn take_slot(&self, token: Option<&str>) -> bool {
-        let mut table = lock(&self.table);
-        let limit = self.limits.per_command;
-        let open = match token.and_then(|t| table.by_token.get_mut(t)) {
-            Some(known) => &mut known.open,
-            None => &mut table.unidentified_open,
+    /// Takes one of the command's `count` (given back when the slot drops), unless it has
+    /// reached its bound.
+    fn take(self: &Arc<Proxy>, token: Option<&str>, count: Count) -> Option<Slot> {
+        let limit = match count {
+            Count::Open => self.limits.per_command,
+            Count::Asking => self.limits.questions_per_command,
         };
-        if *open >= limit {
-            return false;
+        let mut table = lock(&self.table);
+        let held = table.counter(token, count);
+        if *held >= limit {
+            return None;
         }
-        *open += 1;
-        true
+        *held += 1;
+        Some(Slot { proxy: Arc::clone(self), token: token.map(str::to_string), count })
     }
 
     fn close(&self, opened: &Opened, up: u64, down: u64) {
@@ -535,20 +570,39 @@ enum Protocol {
     Socks,
 }
 
-/// A connection slot of one command, given back on drop.
+/// What a [`Slot`] counts against a command's bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Count {
+    /// A connection, open or being decided.
+    Open,
+    /// A question waiting for a person.
+    Asking,
+}
+
+impl Table {
+    /// The counter of the command holding `token` (the unidentified commands' shared one).
+    fn counter(&mut self, token: Option<&str>, count: Count) -> &mut usize {
+        match (token.and_then(|t| self.by_token.get_mut(t)), count) {
+            (Some(known), Count::Open) => &mut known.open,
+            (Some(known), Count::Asking) => &mut known.asking,
+            (None, Count::Open) => &mut self.unidentified_open,
+            (None, Count::Asking) => &mut self.unidentified_asking,
+        }
+    }
+}
+
+/// One unit of a command's bound (a connection, a question), given back on drop.
 struct Slot {
     proxy: Arc<Proxy>,
     token: Option<String>,
+    count: Count,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = lock(&self.proxy.table);
-        let open = match self.token.as_deref().and_then(|t| table.by_token.get_mut(t)) {
-            Some(known) => &mut known.open,
-            None => &mut table.unidentified_open,
-        };
-        *open = open.saturating_sub(1);
+        let held = table.counter(self.token.as_deref(), self.count);
+        *held = held.saturating_sub(1);
     }
 }
 
@@ -606,6 +660,12 @@ fn cut(text: &str) -> String {
         }
         format!("{}… ({} bytes)", &text[..end], text.len())
     }
+}
+
+/// Whether `host`, judged as an IP address, was spelled otherwise than as one (`0x7f000001`).
+fn spelled_otherwise(host: &str) -> bool {
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    bare.parse::<std::net::IpAddr>().is_err()
 }
 
 /// The token in `user:password` credentials (the password; the user is always `hands`).

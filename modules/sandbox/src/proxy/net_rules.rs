@@ -32,9 +32,15 @@ pub enum HostError {
     /// (the text as given, cut).
     #[error("`{0}` is not a host name")]
     NotAName(String),
-    /// Digits and dots only: an IPv4 address written oddly (`127.1`), not taken as a name.
+    /// Numbers between dots, as an IPv4 address is spelled (`127.1`, `0x7f.1`, `017700000001`),
+    /// that no resolver reads as one (five parts, a part too large, `08`): neither a name nor
+    /// an address.
     #[error("`{0}` is neither a host name nor an IP address")]
     Numeric(String),
+    /// An IPv4 address spelled another way than four decimal parts (`0x7f000001`, `127.1`,
+    /// `0177.0.0.1`): resolvers read it as the address, so an entry must write the address.
+    #[error("`{spelled}` is the IPv4 address {ip} spelled another way; write it as {ip}")]
+    Spelled { spelled: String, ip: Ipv4Addr },
 }
 
 /// Why a resolved address is refused ([`Rules::address`]); the proxy refuses the connection
@@ -168,11 +174,59 @@ pub fn name(text: &str) -> Result<String, HostError> {
     if lower.is_empty() || lower.len() > 253 || !lower.split('.').all(ok_label) {
         return Err(HostError::NotAName(cut(text)));
     }
-    // A name of digits and dots only would be an IPv4 address written oddly (`127.1`).
-    if lower.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return Err(HostError::Numeric(cut(text)));
+    // Numbers between dots are an IPv4 address to a resolver (`0x7f000001` is 127.0.0.1), or
+    // nothing at all: never a name to compare with the rules.
+    match ipv4_spelling(&lower) {
+        Some(Some(ip)) => Err(HostError::Spelled { spelled: cut(text), ip }),
+        Some(None) => Err(HostError::Numeric(cut(text))),
+        None => Ok(lower),
     }
-    Ok(lower)
+}
+
+/// How a resolver reads `text` when it is numbers between dots, as `inet_aton` does (and
+/// getaddrinfo, curl, Python with it): one to four parts, each decimal, octal (a leading `0`)
+/// or hexadecimal (`0x`), the last filling the bytes left (`127.1` is 127.0.0.1, `0x7f000001`
+/// too). `None`: not numbers between dots, so a name; `Some(None)`: numbers no resolver takes
+/// as an address (five parts, a part too large, `08`), so neither.
+pub fn ipv4_spelling(text: &str) -> Option<Option<Ipv4Addr>> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    let parts: Vec<&str> = text.split('.').collect();
+    let numeric = |p: &str| {
+        let hex = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X"));
+        match hex {
+            Some(digits) => digits.bytes().all(|b| b.is_ascii_hexdigit()),
+            None => !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()),
+        }
+    };
+    if !parts.iter().all(|p| numeric(p)) {
+        return None;
+    }
+    let value = |p: &str| -> Option<u64> {
+        if let Some(digits) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            // `0x` alone is 0 to inet_aton.
+            let digits = digits.trim_start_matches('0');
+            return if digits.is_empty() { Some(0) } else { u64::from_str_radix(digits, 16).ok() };
+        }
+        match p.strip_prefix('0') {
+            Some(octal) if !octal.is_empty() => u64::from_str_radix(octal, 8).ok(),
+            _ => p.parse().ok(),
+        }
+    };
+    let values: Option<Vec<u64>> = parts.iter().map(|p| value(p)).collect();
+    let Some(values) = values else { return Some(None) };
+    let (last, head) = match values.split_last() {
+        Some(split) if values.len() <= 4 => split,
+        _ => return Some(None),
+    };
+    let last_bits = 8 * (4 - head.len() as u32);
+    if head.iter().any(|v| *v > 0xff) || *last >= 1u64 << last_bits {
+        return Some(None);
+    }
+    let mut address: u64 = 0;
+    for (i, v) in head.iter().enumerate() {
+        address |= v << (24 - 8 * i as u32);
+    }
+    Some(Some(Ipv4Addr::from((address | last) as u32)))
 }
 
 /// An IPv4-mapped or IPv4-compatible IPv6 address as the IPv4 address it reaches.
@@ -215,12 +269,17 @@ pub enum Target {
 }
 
 impl Target {
-    /// Parses what a client sent as the host: an IP literal or a host name.
+    /// Parses what a client sent as the host: an IP literal or a host name. An IPv4 address
+    /// in any spelling a resolver reads as one (`0x7f000001`, `127.1`, `0177.0.0.1`) is the
+    /// address, judged as an IP literal: never a name a `*` entry or a person could admit.
     pub fn parse(host: &str) -> Result<Target, HostError> {
         let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         match bare.parse::<IpAddr>() {
             Ok(ip) => Ok(Target::Ip(canonical(ip))),
-            Err(_) => name(bare).map(Target::Name),
+            Err(_) => match name(bare) {
+                Err(HostError::Spelled { ip, .. }) => Ok(Target::Ip(IpAddr::V4(ip))),
+                other => other.map(Target::Name),
+            },
         }
     }
 }
@@ -503,6 +562,53 @@ mod tests {
         assert!(matches!(r.decide(&t("93.184.216.34"), 80), Verdict::Deny(_)));
         assert!(matches!(r.decide(&t("10.1.2.3"), 80), Verdict::Allow(_)));
         assert!(matches!(r.decide(&t("[::ffff:10.1.2.3]"), 80), Verdict::Allow(_)));
+    }
+
+    #[test]
+    fn every_spelling_a_resolver_reads_as_an_ipv4_address_is_an_ip_literal() {
+        let r = rules(&["*", "allowed.test"], &[]);
+        for (spelled, ip) in [
+            ("0x7f000001", "127.0.0.1"),
+            ("0X7F000001", "127.0.0.1"),
+            ("2130706433", "127.0.0.1"),
+            ("017700000001", "127.0.0.1"),
+            ("127.1", "127.0.0.1"),
+            ("127.0.1", "127.0.0.1"),
+            ("0177.0.0.1", "127.0.0.1"),
+            ("0x7f.0.0.1", "127.0.0.1"),
+            ("0x7f.1", "127.0.0.1"),
+            ("127.000.000.001", "127.0.0.1"),
+            ("0xa9.0xfe.0xa9.0xfe", "169.254.169.254"),
+            ("0xa9fea9fe", "169.254.169.254"),
+            ("169.254.43518", "169.254.169.254"),
+            ("0x", "0.0.0.0"),
+            ("0", "0.0.0.0"),
+            ("0x7f000001.", "127.0.0.1"),
+            ("10.0x10203", "10.1.2.3"),
+        ] {
+            let want: IpAddr = ip.parse().unwrap();
+            assert_eq!(Target::parse(spelled), Ok(Target::Ip(want)), "{spelled}");
+            // Refused as an IP literal, even under `*`, which admits names only.
+            assert!(matches!(r.decide(&t(spelled), 443), Verdict::Deny(_)), "{spelled}");
+            let e = spelled.parse::<Entry>().unwrap_err().to_string();
+            assert!(e.contains(&format!("write it as {ip}")), "{spelled}: {e}");
+        }
+        // Numbers no resolver reads as an address are neither a name nor an address.
+        for neither in ["1.2.3.4.5", "256.1.1.1", "08", "0x100000000", "1.0x1000000", "99999999999"]
+        {
+            assert!(
+                matches!(Target::parse(neither), Err(HostError::Numeric(_))),
+                "{neither}: {:?}",
+                Target::parse(neither)
+            );
+        }
+        // Names that merely hold numbers or hex digits stay names.
+        for name in ["0xdead.example", "1e100.net", "0x7f000001x", "deadbeef", "a.0x7f", "123abc"] {
+            assert!(matches!(Target::parse(name), Ok(Target::Name(_))), "{name}");
+        }
+        // An entry naming the address admits every spelling of it.
+        let named = rules(&["127.0.0.1"], &[]);
+        assert!(matches!(named.decide(&t("0x7f000001"), 443), Verdict::Allow(_)));
     }
 
     #[test]

@@ -9,6 +9,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// A gate that answers with a fixed answer and keeps what it was asked and told.
 struct TestGate {
     answer: Answer,
+    /// Never answers: the question waits as one parked for an absent person does.
+    hang: bool,
     asked: Mutex<Vec<Question>>,
     records: Mutex<Vec<Record>>,
 }
@@ -17,6 +19,9 @@ impl Gate for TestGate {
     fn ask(&self, question: Question) -> Asking {
         self.asked.lock().unwrap().push(question);
         let answer = self.answer.clone();
+        if self.hang {
+            return Box::pin(std::future::pending());
+        }
         Box::pin(async move { answer })
     }
     fn record(&self, record: Record) {
@@ -25,7 +30,12 @@ impl Gate for TestGate {
 }
 
 fn gate(answer: Answer) -> Arc<TestGate> {
-    Arc::new(TestGate { answer, asked: Mutex::new(Vec::new()), records: Mutex::new(Vec::new()) })
+    Arc::new(TestGate {
+        answer,
+        hang: false,
+        asked: Mutex::new(Vec::new()),
+        records: Mutex::new(Vec::new()),
+    })
 }
 
 fn strings(list: &[&str]) -> Vec<String> {
@@ -50,8 +60,17 @@ async fn setup_with(
     answer: Answer,
     limits: Limits,
 ) -> Setup {
+    setup_gate(allow, deny, unknown, gate(answer), limits).await
+}
+
+async fn setup_gate(
+    allow: &[&str],
+    deny: &[&str],
+    unknown: Unknown,
+    gate: Arc<TestGate>,
+    limits: Limits,
+) -> Setup {
     let rules = Rules::new(&strings(allow), &strings(deny), unknown).unwrap();
-    let gate = gate(answer);
     let proxy = Proxy::new(rules, gate.clone(), limits);
     let h = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let s = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -302,6 +321,62 @@ async fn a_command_has_a_bounded_number_of_connections() {
         roundtrip(s.http, format!("GET http://127.0.0.1:{port}/again HTTP/1.1\r\n\r\n").as_bytes())
             .await;
     assert!(out.contains("hello GET /again"), "a closed connection gave its slot back: {out}");
+}
+
+/// Opens `n` CONNECTs at once to hosts no rule covers, to a gate that never answers; the
+/// answers that came back within a second, and how many questions the gate was asked.
+async fn flood(limits: Limits, n: usize) -> (Vec<String>, usize) {
+    let hanging = Arc::new(TestGate {
+        hang: true,
+        ..Arc::into_inner(gate(Answer::Refuse { why: "no".into() })).unwrap()
+    });
+    let s = setup_gate(&[], &[], Unknown::Ask, hanging, limits).await;
+    let mut held = Vec::new();
+    for i in 0..n {
+        let mut c = TcpStream::connect(s.http).await.unwrap();
+        c.write_all(format!("CONNECT q{i}.flood.test:443 HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        held.push(c);
+    }
+    let mut answers = Vec::new();
+    for mut c in held {
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_millis(300), c.read_to_end(&mut out)).await;
+        if !out.is_empty() {
+            answers.push(String::from_utf8_lossy(&out).to_string());
+        }
+    }
+    let asked = s.gate.asked.lock().unwrap().len();
+    (answers, asked)
+}
+
+#[tokio::test]
+async fn a_command_puts_a_bounded_number_of_questions_to_a_person() {
+    // Positive control: within the bound, every connection is asked about.
+    let limits = Limits { questions_per_command: 4, ..Limits::default() };
+    let (answers, asked) = flood(limits, 4).await;
+    assert_eq!((asked, answers.len()), (4, 0), "{answers:?}");
+    // Past it, the rest are refused at once, saying why and what to do.
+    let (answers, asked) = flood(limits, 30).await;
+    assert_eq!(asked, 4, "the gate was asked {asked} questions");
+    assert_eq!(answers.len(), 26);
+    assert!(
+        answers.iter().all(|a| a.starts_with("HTTP/1.1 403")
+            && a.contains("was not put to a person")
+            && a.contains("4 questions waiting")
+            && a.contains("needs.network")),
+        "{answers:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_connection_bound_is_taken_before_a_person_is_asked() {
+    let limits = Limits { per_command: 3, questions_per_command: 100, ..Limits::default() };
+    let (answers, asked) = flood(limits, 10).await;
+    assert_eq!(asked, 3, "the gate was asked {asked} questions past the connection bound");
+    assert_eq!(answers.len(), 7);
+    assert!(answers.iter().all(|a| a.contains("3 connections open or waiting")), "{answers:?}");
 }
 
 #[tokio::test]
