@@ -752,6 +752,28 @@ for t in tids:
     fx.assert_canary();
 }
 
+/// `/dev/fd/N/x` names the command's descriptor N, a folder, as on bare Linux: the kernel met
+/// the magic link in `/proc/1/fd` for the init, which created in its own descriptor's folder
+/// (or failed with ENOTDIR) until the steps before the link were put back as the command's.
+#[tokio::test]
+async fn a_folder_through_dev_fd_is_the_commands_own() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("dira")).unwrap();
+    std::fs::create_dir_all(fx.root.join("sub")).unwrap();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let cmd = "exec 3<dira 9<dira; cd sub; echo hi > /dev/fd/3/made3; mkdir /dev/fd/9/nine; \
+               python3 -c 'import os; os.rename(\"/dev/fd/3/made3\", \"/proc/self/fd/9/moved\")'; \
+               echo done";
+    let r = shown(&c.ok("bash", json!({ "command": cmd })).await);
+    assert!(r.contains("done") && !r.contains("Not a directory"), "{r}");
+    c.stop().await;
+    let read = std::fs::read_to_string(fx.root.join("dira/moved")).unwrap_or_default();
+    assert_eq!(read, "hi\n", "created and renamed in the command's folder: {r}");
+    assert!(fx.root.join("dira/nine").is_dir(), "{r}");
+    fx.assert_canary();
+}
+
 /// A thread made without `CLONE_FILES` has a descriptor table of its own: the init takes its
 /// socket from that thread's table (a pidfd of the thread), not the process's, where the number
 /// names nothing (found by attacking the first version: EBADF). Positive control for the bind

@@ -184,6 +184,35 @@ fn our_proc_folder(real: &[u8]) -> Vec<u8> {
     }
 }
 
+/// `parent` as the target means it, when a magic link on its way lies in a /proc folder the
+/// kernel resolved for us (`/dev/fd/3` -> `/proc/1/fd/3`: our descriptor 3, not the
+/// command's): the steps up to that link put back as the target's, the rest as written.
+/// `None` when the link is the target's own already, or no step is in a /proc folder of ours.
+fn through_our_proc(base: BorrowedFd<'_>, parent: &[u8], tid: u32) -> Option<Vec<u8>> {
+    let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let ends = parent.iter().enumerate().filter(|&(i, &b)| b == b'/' && i > 0).map(|(i, _)| i);
+    let mut before: Option<(OwnedFd, usize)> = None;
+    for end in ends.chain(std::iter::once(parent.len())) {
+        let step = OsStr::from_bytes(&parent[..end]);
+        match rustix::fs::openat2(base, step, how, Mode::empty(), ResolveFlags::NO_MAGICLINKS) {
+            Ok(dir) => before = Some((dir, end)),
+            Err(rustix::io::Errno::LOOP) => break,
+            Err(_) => return None,
+        }
+    }
+    let (dir, end) = before?;
+    // `f_type`'s type differs between architectures and libcs.
+    #[allow(clippy::unnecessary_cast)]
+    let on_proc = rustix::fs::fstatfs(&dir)
+        .is_ok_and(|s| s.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64);
+    let real = base_path_of(&dir).filter(|_| on_proc)?;
+    let mut theirs = as_target_from(&real, &our_proc_folder(&real), tid);
+    (theirs != real).then(|| {
+        theirs.extend_from_slice(&parent[end..]);
+        theirs
+    })
+}
+
 /// Where a path's final name is: the folder (a descriptor), the name, and the entry as `lstat`
 /// saw it when `locate` looked (`Some(None)`: absent).
 pub(super) struct Place {
@@ -236,6 +265,13 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
         let dir = match rustix::fs::openat2(base, parent, how, none, ResolveFlags::NO_MAGICLINKS) {
             Ok(d) => d,
             Err(rustix::io::Errno::LOOP) => {
+                if let Some(theirs) = through_our_proc(base, parent.as_bytes(), tid) {
+                    path = theirs;
+                    path.push(b'/');
+                    path.extend_from_slice(&name);
+                    next = Some(root()?.try_clone_to_owned().map_err(|_| libc::EMFILE)?);
+                    continue;
+                }
                 rustix::fs::openat2(base, parent, how, none, ResolveFlags::empty())
                     .map_err(|e| e.raw_os_error())?
             }
