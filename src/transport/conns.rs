@@ -8,6 +8,10 @@
 //!   request nobody vouched for. A newcomer is answered `503` (with `Retry-After`) and closed
 //!   only when every slot serves a vouched-for request. So a flood from anyone who can merely
 //!   connect cannot keep a client with a token, or a logged-in person, out.
+//! - **A token's share** ([`Limits::vouched`], decision 0087): one holder's vouched-for
+//!   requests (an SSE stream is one while it is open) hold at most its share of the listener,
+//!   all tokens' together at most a total that leaves room for the relay's runners; past it
+//!   [`vouch`] answers 429 or 503.
 //! - **Request heads** within [`HEADER_TIMEOUT`] (hyper's `header_read_timeout`, whose timer
 //!   also runs while a kept-alive connection waits for its next request: an idle connection is
 //!   closed after the same time).
