@@ -318,7 +318,9 @@ impl Door {
         };
         // The person's own session: this connection is not closed to make room for another
         // while the request is served.
-        conns::vouch(&mut req);
+        if let Err(r) = conns::vouch(&mut req, conns::Holder::Token("the person")) {
+            return *r;
+        }
         match method {
             Method::GET => match rest.as_str() {
                 "/" => html(

@@ -6,6 +6,7 @@
 
 use crate::link::drive::{Full, Outbox};
 use crate::link::{CloseReason, Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, close, msg};
+use crate::transport::shares::{Over, Shares};
 use rmcp::model::{NumberOrString, RequestId};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -212,9 +213,12 @@ struct State {
 
 /// Why an agent's session with a runner was not opened ([`Runner::open`]); the agent's
 /// request fails with it (an MCP internal error), and a later one may succeed.
-/// The most sessions of one runner one agent may hold: half, so that one agent cannot keep
-/// the others out.
-pub const MAX_PER_AGENT: usize = MAX_SESSIONS / 2;
+/// A runner's sessions: [`MAX_SESSIONS`] in all, and half of them for any one agent, so that
+/// one agent cannot keep the others out.
+pub const SESSIONS: Shares = Shares { total: MAX_SESSIONS, each: MAX_SESSIONS / 2 };
+
+/// The most sessions of one runner one agent may hold.
+pub const MAX_PER_AGENT: usize = SESSIONS.each;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -389,11 +393,11 @@ impl Runner {
     /// one agent opened all 64 sessions and kept every other agent out).
     fn full_for(&self, s: &State, agent: &str) -> Option<OpenError> {
         let runner = self.name.to_string();
-        if s.sessions.len() >= MAX_SESSIONS {
-            return Some(OpenError::Busy { runner });
-        }
         let held = s.sessions.values().filter(|v| v.agent == agent).count();
-        (held >= MAX_PER_AGENT).then(|| OpenError::Crowded { runner, agent: agent.to_string() })
+        match SESSIONS.over(s.sessions.len(), held)? {
+            Over::Total => Some(OpenError::Busy { runner }),
+            Over::Share => Some(OpenError::Crowded { runner, agent: agent.to_string() }),
+        }
     }
 
     fn end_session(&self, id: &str, why: &str) {

@@ -244,7 +244,9 @@ impl Relay {
             Err(r) => return *r,
         };
         // An agent's token: this connection is not closed to make room while it is served.
-        conns::vouch(&mut req);
+        if let Err(r) = conns::vouch(&mut req, conns::Holder::Token(&self.agents[agent].name)) {
+            return *r;
+        }
         if path == "/runners" {
             if req.method() != http::Method::GET {
                 return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /runners lists your runners");

@@ -6,7 +6,7 @@
 use super::{Relay, refuse};
 use crate::link::drive::{drive, ws_config};
 use crate::link::{INSTANCE_HEADER, SUBPROTOCOL};
-use crate::transport::conns::Timed;
+use crate::transport::conns::{Holder, Timed};
 use crate::transport::http_setup::{mac, tag_of};
 use crate::transport::mcp_door::Body;
 use hmac::Mac;
@@ -69,7 +69,9 @@ pub(super) fn runner(relay: &Arc<Relay>, mut req: Request<Timed>) -> Response<Bo
         h.get(INSTANCE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let runner = runner.clone();
     // The runner's token: not closed to make room until the upgrade takes the connection over.
-    crate::transport::conns::vouch(&mut req);
+    if let Err(r) = crate::transport::conns::vouch(&mut req, Holder::Runner(&runner.name)) {
+        return *r;
+    }
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(req).await {
             Ok(u) => u,

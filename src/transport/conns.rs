@@ -8,6 +8,10 @@
 //!   request nobody vouched for. A newcomer is answered `503` (with `Retry-After`) and closed
 //!   only when every slot serves a vouched-for request. So a flood from anyone who can merely
 //!   connect cannot keep a client with a token, or a logged-in person, out.
+//! - **A token's share** ([`Limits::vouched`], decision 0087): one holder's vouched-for
+//!   requests (an SSE stream is one while it is open) hold at most its share of the listener,
+//!   all tokens' together at most a total that leaves room for the relay's runners; past it
+//!   [`vouch`] answers 429 or 503.
 //! - **Request heads** within [`HEADER_TIMEOUT`] (hyper's `header_read_timeout`, whose timer
 //!   also runs while a kept-alive connection waits for its next request: an idle connection is
 //!   closed after the same time).
@@ -36,8 +40,14 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::shares::{Over, Shares};
 pub use super::tally::{Cut, Tally};
 use tokio_util::sync::CancellationToken;
+
+mod timed;
+
+use timed::late;
+pub use timed::{BodyError, Timed};
 
 /// A response body as both listeners build them.
 pub type Boxed = BoxBody<Bytes, Infallible>;
@@ -72,35 +82,46 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(BACKLOG)
 }
 
-/// One listener's cap, and its name in the log.
+/// One listener's cap, its name in the log, and the share of its connections that requests
+/// vouched for by a token may hold (decision 0087).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub name: &'static str,
     pub cap: usize,
+    /// `total`: the most connections the requests of every [`Holder::Token`] together may hold
+    /// (below `cap` leaves the rest to runners); `each`: the most one holder's may, a runner's
+    /// included.
+    pub vouched: Shares,
 }
 
 /// `/mcp`: a client opens a few connections at a time (a call each, and a stream); 256 serve
-/// dozens of agents and keep a flood's share of descriptors well inside a desktop's 1,024.
-pub const MCP: Limits = Limits { name: "http", cap: 256 };
+/// dozens of agents and keep a flood's share of descriptors well inside a desktop's 1,024. A
+/// client's requests in flight hold at most a quarter of them.
+pub const MCP: Limits = Limits { name: "http", cap: 256, vouched: Shares { total: 256, each: 64 } };
 
 /// The dashboard: a browser opens at most six connections to a host; 64 serve a person's tabs.
-pub const DASHBOARD: Limits = Limits { name: "dashboard", cap: 64 };
+/// One person, so no share.
+pub const DASHBOARD: Limits =
+    Limits { name: "dashboard", cap: 64, vouched: Shares { total: 64, each: 64 } };
 
 /// `hands relay`: every agent of an organization, for all its runners, and the runners'
-/// upgrades; the relay raises its descriptor limit to hold them.
-pub const RELAY: Limits = Limits { name: "relay", cap: 1024 };
+/// upgrades; the relay raises its descriptor limit to hold them. One agent's requests in flight
+/// hold at most an eighth of them, and all agents' together never the last 128, which are left
+/// for runners to (re)connect through.
+pub const RELAY: Limits =
+    Limits { name: "relay", cap: 1024, vouched: Shares { total: 896, each: 128 } };
 
 /// One connection as its listener sees it.
 struct Conn {
     /// When the listener's table began, to read `free_since` against.
     epoch: Instant,
-    /// Set while a request its door vouched for is served, until its answer has been sent.
-    vouched: AtomicBool,
+    /// Whom its door vouched for the request it serves, until the answer has been sent.
+    vouched: Mutex<Option<Voucher>>,
     /// When the connection was accepted or last finished a vouched-for request (ms after
     /// `epoch`): the longest-free goes first to make room.
     free_since: AtomicU64,
     /// Its request's body came too slowly: the answer is a 408 and the connection closes.
-    late: AtomicBool,
+    late: Arc<AtomicBool>,
     /// Closes the connection (to make room for another).
     cut: CancellationToken,
 }
@@ -109,18 +130,54 @@ impl Conn {
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+
+    fn is_vouched(&self) -> bool {
+        hands_roots::lock(&self.vouched).is_some()
+    }
+}
+
+/// Whom a door vouches for a request as ([`vouch`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Holder<'a> {
+    /// A client's or an agent's token (or a person's session), by the name of its holder.
+    Token(&'a str),
+    /// A relay runner's valid upgrade, by the runner's name: outside the tokens' total, so that
+    /// agents never crowd a runner out.
+    Runner(&'a str),
+}
+
+/// A [`Holder`] kept with the connection it vouched for.
+#[derive(Debug, PartialEq, Eq)]
+struct Voucher {
+    runner: bool,
+    name: Arc<str>,
+}
+
+impl Voucher {
+    fn is(&self, holder: Holder<'_>) -> bool {
+        match holder {
+            Holder::Token(n) => !self.runner && *self.name == *n,
+            Holder::Runner(n) => self.runner && *self.name == *n,
+        }
+    }
 }
 
 /// In every request's extensions until its door vouches for it ([`vouch`]).
 #[derive(Clone)]
-struct Slot(Arc<Conn>);
+struct Slot(Arc<Conn>, Arc<Table>);
 
-/// The door's word that `req` passed its checks (a client's token, a person's session): its
-/// connection is not closed to make room while the request is served. The connection's handle
-/// leaves the request here, so it goes no further (to rmcp, to handlers).
-pub fn vouch<B>(req: &mut Request<B>) {
-    if let Some(Slot(conn)) = req.extensions_mut().remove::<Slot>() {
-        conn.vouched.store(true, Ordering::SeqCst);
+/// The door's word that `req` passed its checks as `holder`: its connection is not closed to
+/// make room while the request is served. The connection's handle leaves the request here, so
+/// it goes no further (to rmcp, to handlers).
+///
+/// `Err` is the answer when the holder's requests in flight hold its share of the listener's
+/// connections already (`429`), or those of every token together hold theirs (`503`): an SSE
+/// stream is a request in flight for as long as it is open, so without the share one token
+/// could hold every slot for good (found by the seventh attack pass).
+pub fn vouch<B>(req: &mut Request<B>, holder: Holder<'_>) -> Result<(), Box<Response<Boxed>>> {
+    match req.extensions_mut().remove::<Slot>() {
+        Some(Slot(conn, table)) => table.vouch(&conn, holder),
+        None => Ok(()),
     }
 }
 
@@ -151,7 +208,7 @@ impl Table {
         if live.len() >= self.limits.cap {
             let (&id, _) = live
                 .iter()
-                .filter(|(_, c)| !c.vouched.load(Ordering::SeqCst))
+                .filter(|(_, c)| !c.is_vouched())
                 .min_by_key(|(_, c)| c.free_since.load(Ordering::SeqCst))?;
             if let Some(c) = live.remove(&id) {
                 c.cut.cancel();
@@ -161,14 +218,61 @@ impl Table {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             epoch: self.epoch,
-            vouched: AtomicBool::new(false),
+            vouched: Mutex::new(None),
             free_since: AtomicU64::new(0),
-            late: AtomicBool::new(false),
+            late: Arc::default(),
             cut: CancellationToken::new(),
         });
         conn.free_since.store(conn.now(), Ordering::SeqCst);
         live.insert(id, conn.clone());
         Some(Admitted { table: self.clone(), id, conn })
+    }
+
+    /// Marks `conn` vouched for as `holder`, if the holder's share and the tokens' total allow.
+    fn vouch(&self, conn: &Conn, holder: Holder<'_>) -> Result<(), Box<Response<Boxed>>> {
+        let live = hands_roots::lock(&self.live);
+        let (mut all, mut mine) = (0, 0);
+        for c in live.values() {
+            if let Some(v) = &*hands_roots::lock(&c.vouched) {
+                all += usize::from(!v.runner);
+                mine += usize::from(v.is(holder));
+            }
+        }
+        let (runner, name) = match holder {
+            Holder::Token(n) => (false, n),
+            Holder::Runner(n) => (true, n),
+        };
+        let Shares { total, each } = self.limits.vouched;
+        let all = if runner { 0 } else { all };
+        let (status, text) = match self.limits.vouched.over(all, mine) {
+            None => {
+                *hands_roots::lock(&conn.vouched) = Some(Voucher { runner, name: name.into() });
+                return Ok(());
+            }
+            Some(Over::Share) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "hands: `{}` has {each} requests in flight on this listener already (an SSE \
+                     stream is one for as long as it is open), the most one token may, so that \
+                     no one keeps the others out; close a stream, end a session you no longer \
+                     use (an HTTP DELETE), or wait for a call to end, then try again",
+                    hands_roots::shown(name)
+                ),
+            ),
+            Some(Over::Total) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "hands: requests in flight hold {total} of this listener's {} connections, \
+                     the most all tokens together may; try again in a moment",
+                    self.limits.cap
+                ),
+            ),
+        };
+        drop(live);
+        self.tally.note(Cut::Share, None);
+        let mut r = closing(status, &text);
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        Err(Box::new(r))
     }
 }
 
@@ -258,9 +362,10 @@ async fn connection<H, F>(
     H: Fn(Request<Timed>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Boxed>> + Send + 'static,
 {
-    let (conn, tally) = (admitted.conn.clone(), admitted.table.tally.clone());
+    let (conn, table) = (admitted.conn.clone(), admitted.table.clone());
+    let tally = table.tally.clone();
     let ended = match tls {
-        None => serve_io(TokioIo::new(stream), &conn, handler, &stop).await,
+        None => serve_io(TokioIo::new(stream), &conn, &table, handler, &stop).await,
         Some(acceptor) => {
             let shaken = tokio::select! {
                 r = tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)) => r,
@@ -268,7 +373,7 @@ async fn connection<H, F>(
                 () = stop.cancelled() => return,
             };
             match shaken {
-                Ok(Ok(s)) => serve_io(TokioIo::new(s), &conn, handler, &stop).await,
+                Ok(Ok(s)) => serve_io(TokioIo::new(s), &conn, &table, handler, &stop).await,
                 Ok(Err(e)) => return tally.note(Cut::Error, Some(format!("TLS handshake: {e}"))),
                 Err(_) => return tally.note(Cut::Head, None),
             }
@@ -287,6 +392,7 @@ async fn connection<H, F>(
 async fn serve_io<I, H, F>(
     io: I,
     conn: &Arc<Conn>,
+    table: &Arc<Table>,
     handler: H,
     stop: &CancellationToken,
 ) -> Result<(), hyper::Error>
@@ -296,14 +402,14 @@ where
     F: Future<Output = Response<Boxed>> + Send + 'static,
 {
     let svc = {
-        let conn = conn.clone();
+        let (conn, table) = (conn.clone(), table.clone());
         hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (conn, handler) = (conn.clone(), handler.clone());
+            let (conn, table, handler) = (conn.clone(), table.clone(), handler.clone());
             async move {
                 let served = Served(conn.clone());
                 let (mut parts, body) = req.into_parts();
-                parts.extensions.insert(Slot(conn.clone()));
-                let body = Timed::new(body, conn.clone());
+                parts.extensions.insert(Slot(conn.clone(), table));
+                let body = Timed::new(body, conn.late.clone());
                 let answer = handler(Request::from_parts(parts, body)).await;
                 let answer = if conn.late.load(Ordering::SeqCst) { late() } else { answer };
                 Ok::<_, Infallible>(answer.map(|inner| Tracked { inner, _served: served }.boxed()))
@@ -329,7 +435,7 @@ struct Served(Arc<Conn>);
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if self.0.vouched.swap(false, Ordering::SeqCst) {
+        if hands_roots::lock(&self.0.vouched).take().is_some() {
             self.0.free_since.store(self.0.now(), Ordering::SeqCst);
         }
     }
@@ -361,93 +467,8 @@ impl Body for Tracked {
     }
 }
 
-/// Why a request's body could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum BodyError {
-    /// The body came slower than [`BODY_TIMEOUT`] and [`BODY_RATE`] allow; the connection
-    /// answers 408 and closes, whatever the handler makes of this.
-    #[error("the request body did not arrive in time")]
-    Late,
-    /// The connection failed or the client closed it mid-body.
-    #[error("reading the request body: {0}")]
-    Read(#[from] hyper::Error),
-}
-
-/// A request's body, cut when it comes too slowly: it must be complete within
-/// [`BODY_TIMEOUT`] plus a second per [`BODY_RATE`] bytes received since the head.
-pub struct Timed {
-    inner: Incoming,
-    conn: Arc<Conn>,
-    start: tokio::time::Instant,
-    received: u64,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl Timed {
-    fn new(inner: Incoming, conn: Arc<Conn>) -> Timed {
-        Timed { inner, conn, start: tokio::time::Instant::now(), received: 0, timer: None }
-    }
-
-    fn deadline(&self) -> tokio::time::Instant {
-        self.start + allowed(self.received)
-    }
-}
-
-/// How long a body may take once `received` bytes of it have come.
-fn allowed(received: u64) -> Duration {
-    BODY_TIMEOUT + Duration::from_millis(received.saturating_mul(1000) / BODY_RATE)
-}
-
-impl Body for Timed {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let this = &mut *self;
-        if this.conn.late.load(Ordering::SeqCst) {
-            return Poll::Ready(None);
-        }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                let n = frame.data_ref().map_or(0, |d| d.len());
-                this.received = this.received.saturating_add(n as u64);
-                let deadline = this.deadline();
-                if let Some(timer) = &mut this.timer {
-                    timer.as_mut().reset(deadline);
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::Read(e)))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => {
-                let deadline = this.deadline();
-                let timer =
-                    this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => {
-                        this.conn.late.store(true, Ordering::SeqCst);
-                        Poll::Ready(Some(Err(BodyError::Late)))
-                    }
-                    Poll::Pending => Poll::Pending,
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 /// A short plain-text answer that closes its connection.
-fn closing(status: StatusCode, text: &str) -> Response<Boxed> {
+pub(super) fn closing(status: StatusCode, text: &str) -> Response<Boxed> {
     let mut r = Response::new(http_body_util::Full::new(Bytes::from(format!("{text}\n"))).boxed());
     *r.status_mut() = status;
     let h = r.headers_mut();
@@ -456,19 +477,6 @@ fn closing(status: StatusCode, text: &str) -> Response<Boxed> {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
-}
-
-/// The answer to a request whose body came too slowly.
-fn late() -> Response<Boxed> {
-    closing(
-        StatusCode::REQUEST_TIMEOUT,
-        &format!(
-            "hands: the request body did not arrive in time ({} s, and a second more for every \
-             {} KiB); send the body with the head, at once",
-            BODY_TIMEOUT.as_secs(),
-            BODY_RATE / 1024
-        ),
-    )
 }
 
 /// Tells a connection the listener has no room for why it is closed, if its buffer takes it at
@@ -494,27 +502,29 @@ mod tests {
 
     #[tokio::test]
     async fn at_the_cap_the_longest_free_unvouched_connection_makes_room() {
-        let table = Arc::new(Table::new(Limits { name: "test", cap: 3 }));
+        let vouched = Shares { total: 3, each: 3 };
+        let table = Arc::new(Table::new(Limits { name: "test", cap: 3, vouched }));
+        let vouch = |c: &Arc<Conn>| *hands_roots::lock(&c.vouched) = Some(voucher("a"));
         let a = table.admit().unwrap();
         let b = table.admit().unwrap();
         let c = table.admit().unwrap();
         // a serves a vouched-for request; b is older than c.
-        a.conn.vouched.store(true, Ordering::SeqCst);
+        vouch(&a.conn);
         b.conn.free_since.store(0, Ordering::SeqCst);
         c.conn.free_since.store(5, Ordering::SeqCst);
         let d = table.admit().expect("room was made");
         assert!(b.conn.cut.is_cancelled(), "the longest-free connection was not the one closed");
         assert!(!a.conn.cut.is_cancelled() && !c.conn.cut.is_cancelled());
         // Every slot vouched for: the newcomer is refused, nobody is closed.
-        c.conn.vouched.store(true, Ordering::SeqCst);
-        d.conn.vouched.store(true, Ordering::SeqCst);
+        vouch(&c.conn);
+        vouch(&d.conn);
         assert!(
             table.admit().is_none(),
             "a connection was closed while every slot was vouched for"
         );
         // A vouched-for request's answer sent: its connection may make room again.
         drop(Served(d.conn.clone()));
-        assert!(!d.conn.vouched.load(Ordering::SeqCst));
+        assert!(!d.conn.is_vouched());
         let _e = table.admit().expect("room was made again");
         assert!(d.conn.cut.is_cancelled());
         // An evicted connection's task ending gives back nothing more; one that ends by itself
@@ -525,11 +535,32 @@ mod tests {
         assert_eq!(hands_roots::lock(&table.live).len(), 2);
     }
 
-    #[test]
-    fn a_body_gets_ten_seconds_and_a_second_per_64_kib() {
-        assert_eq!(allowed(0), Duration::from_secs(10));
-        assert_eq!(allowed(64 * 1024), Duration::from_secs(11));
-        assert_eq!(allowed(4 * 1024 * 1024), Duration::from_secs(74));
-        assert_eq!(allowed(u64::MAX), BODY_TIMEOUT + Duration::from_millis(u64::MAX / BODY_RATE));
+    fn voucher(name: &str) -> Voucher {
+        Voucher { runner: false, name: name.into() }
+    }
+
+    #[tokio::test]
+    async fn a_token_vouches_for_its_share_and_runners_keep_the_rest() {
+        let vouched = Shares { total: 3, each: 2 };
+        let table = Arc::new(Table::new(Limits { name: "test", cap: 5, vouched }));
+        let conns: Vec<Admitted> = (0..5).map(|_| table.admit().unwrap()).collect();
+        let status = |r: Result<(), Box<Response<Boxed>>>| r.err().map(|r| r.status());
+        assert_eq!(status(table.vouch(&conns[0].conn, Holder::Token("alice"))), None);
+        assert_eq!(status(table.vouch(&conns[1].conn, Holder::Token("alice"))), None);
+        // Alice's share is full; Bob still gets his.
+        let third = table.vouch(&conns[2].conn, Holder::Token("alice"));
+        assert_eq!(status(third), Some(StatusCode::TOO_MANY_REQUESTS));
+        assert!(!conns[2].conn.is_vouched());
+        assert_eq!(status(table.vouch(&conns[2].conn, Holder::Token("bob"))), None);
+        // Every token's together: the total; a runner is outside it.
+        let carol = table.vouch(&conns[3].conn, Holder::Token("carol"));
+        assert_eq!(status(carol), Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(status(table.vouch(&conns[3].conn, Holder::Runner("box-1"))), None);
+        // So at the cap there is room to make, for a newcomer that may be a runner.
+        assert!(table.admit().is_some());
+        assert!(conns[4].conn.cut.is_cancelled());
+        // An answer sent gives the share back.
+        drop(Served(conns[0].conn.clone()));
+        assert_eq!(status(table.vouch(&conns[1].conn, Holder::Token("carol"))), None);
     }
 }

@@ -37,6 +37,7 @@ use super::conns::{self, Timed};
 use super::hangups::Sessions;
 use super::http_setup::{ANONYMOUS, ClientKey, Setup, mac};
 use super::mcp_door::{self, Body, Hosts, bearer, plain, unauthorized};
+use super::shares::{Over, Shares};
 use crate::server::{Daemon, HandsServer};
 use anyhow::Context as _;
 use hmac::Mac;
@@ -49,25 +50,45 @@ use tokio_util::sync::CancellationToken;
 
 pub use mcp_door::MAX_BODY;
 
+/// The header naming an MCP session (2025-11-25 era).
+const SESSION_ID: &str = "mcp-session-id";
+
 /// The most OAuth identities served (each keeps a service and its sessions); past it a new one
 /// is refused with 503 until a restart.
 const MAX_OAUTH_IDENTITIES: usize = 4096;
 
+/// MCP sessions: 256 in all, a quarter of them for any one client (the shape of a relay
+/// runner's, decision 0085). Each holds ~72 KB and, idle, lives 5 minutes: before this bound one
+/// client's 20,000 grew the daemon to 1.5 GB (seventh attack pass).
+pub const SESSIONS: Shares = Shares { total: 256, each: 64 };
+
 type Service = StreamableHttpService<HandsServer, LocalSessionManager>;
 
-/// OAuth identities (the claim's value) and each one's (index in `Sessions`, service).
-type Identities = Mutex<HashMap<String, (usize, Service)>>;
+/// One client's service, and what the door counts of it.
+#[derive(Clone)]
+struct Client {
+    /// Its index in `Sessions` (hangups).
+    index: usize,
+    /// The identity its sessions are served as, and its name in refusals.
+    name: Arc<str>,
+    service: Service,
+    /// Its sessions, as rmcp holds them (an expired one leaves this table).
+    sessions: Arc<LocalSessionManager>,
+}
+
+/// OAuth identities (the claim's value) and each one's client.
+type Identities = Mutex<HashMap<String, Client>>;
 
 /// The state every connection shares.
 struct Door {
     hosts: Hosts,
     /// One service per configured client (same order as the clients), or one anonymous one.
-    services: Vec<(Option<ClientKey>, Service)>,
+    services: Vec<(Option<ClientKey>, Client)>,
     /// The sessions calls were made in, for clients that vanish mid-call.
     sessions: Arc<Sessions>,
     /// `[server.http.oauth]`, and a service per identity seen (indices after `services`').
     oauth: Option<(super::oauth::ResourceServer, Identities)>,
-    make_service: Box<dyn Fn(String) -> Service + Send + Sync>,
+    make_client: Box<dyn Fn(usize, String) -> Client + Send + Sync>,
 }
 
 /// Binds the address, tells `bound` what it serves (for the banner), and serves until SIGINT
@@ -84,30 +105,31 @@ pub async fn serve(
 
     let shutdown = CancellationToken::new();
     let rmcp_config = mcp_door::rmcp_config(&shutdown);
-    let make_service = move |name: String| -> Service {
-        let daemon = daemon.clone();
-        StreamableHttpService::new(
-            move || Ok(HandsServer::new(daemon.clone(), &name)),
-            Arc::new(LocalSessionManager::default()),
+    let make_client = move |index: usize, name: String| -> Client {
+        let (daemon, sessions) = (daemon.clone(), Arc::new(LocalSessionManager::default()));
+        let name = Arc::<str>::from(name);
+        let served_as = name.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(HandsServer::new(daemon.clone(), &served_as)),
+            sessions.clone(),
             rmcp_config.clone(),
-        )
+        );
+        Client { index, name, service, sessions }
     };
     let services = if setup.clients.is_empty() && setup.oauth.is_none() {
-        vec![(None, make_service(ANONYMOUS.to_string()))]
+        vec![(None, make_client(0, ANONYMOUS.to_string()))]
     } else {
-        setup
-            .clients
-            .into_iter()
-            .map(|c| {
-                let svc = make_service(c.name.clone());
-                (Some(c), svc)
+        (setup.clients.into_iter().enumerate())
+            .map(|(i, c)| {
+                let client = make_client(i, c.name.clone());
+                (Some(c), client)
             })
             .collect()
     };
     let hosts = Hosts { rules: setup.hosts, remedy: "[server.http].allowed_hosts in daemon.toml" };
     let oauth = setup.oauth.map(|o| (o, Mutex::default()));
-    let make_service = Box::new(make_service);
-    let door = Arc::new(Door { hosts, services, sessions: Arc::default(), oauth, make_service });
+    let make_client = Box::new(make_client);
+    let door = Arc::new(Door { hosts, services, sessions: Arc::default(), oauth, make_client });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
@@ -146,36 +168,76 @@ impl Door {
         if let Err(r) = self.hosts.check_origin(req.headers()) {
             return *r;
         }
-        let (index, service) = match self.pick_service(req.headers()).await {
-            Ok(s) => s,
+        let client = match self.pick_client(req.headers()).await {
+            Ok(c) => c,
             Err(r) => return *r,
         };
         // A client's token (or loopback without tokens): this connection is not closed to make
-        // room for another while the request is served.
-        conns::vouch(&mut req);
-        mcp_door::serve_mcp(&service, &self.sessions, index, req).await
+        // room for another while the request is served, within the client's share.
+        if let Err(r) = conns::vouch(&mut req, conns::Holder::Token(&client.name)) {
+            return *r;
+        }
+        let opens = req.method() == http::Method::POST && !req.headers().contains_key(SESSION_ID);
+        if opens && let Some(refused) = self.crowded(&client).await {
+            return refused;
+        }
+        mcp_door::serve_mcp(&client.service, &self.sessions, client.index, req).await
     }
 
-    /// The service of the client whose token the request carries: a static client's, else the
+    /// Why `client` may not open another session now ([`SESSIONS`]), if it may not: as on the
+    /// relay, any request without a session id is refused then, since only its body says whether
+    /// it would open one.
+    async fn crowded(&self, client: &Client) -> Option<Response<Body>> {
+        let mut tables: Vec<Arc<LocalSessionManager>> =
+            self.services.iter().map(|(_, c)| c.sessions.clone()).collect();
+        if let Some((_, identities)) = &self.oauth {
+            tables.extend(hands_roots::lock(identities).values().map(|c| c.sessions.clone()));
+        }
+        let mut all = 0;
+        for t in &tables {
+            all += t.sessions.read().await.len();
+        }
+        let mine = client.sessions.sessions.read().await.len();
+        let Shares { total, each } = SESSIONS;
+        let who = hands_roots::shown(&*client.name);
+        let (status, text) = match SESSIONS.over(all, mine)? {
+            Over::Total => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "this daemon holds {total} MCP sessions already, the most it serves at once; \
+                     try again when one ends (an idle one expires after 5 minutes)"
+                ),
+            ),
+            Over::Share => (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "client `{who}` holds {each} MCP sessions already, the most one client may \
+                     (so that no client keeps the others out); end one (an HTTP DELETE of its \
+                     session) or let an idle one expire (5 minutes), then try again"
+                ),
+            ),
+        };
+        tracing::warn!("http: refused a new session of client `{who}`: {all} held, {mine} its own");
+        Some(plain(status, &text))
+    }
+
+    /// The client whose token the request carries: a static client's, else the
     /// OAuth identity's; 401 without a token or with one no client has and OAuth refuses.
     /// Every static client's tag is compared, in constant time, whatever matched.
-    async fn pick_service(
-        &self,
-        headers: &HeaderMap,
-    ) -> Result<(usize, Service), Box<Response<Body>>> {
-        if let [(None, service)] = self.services.as_slice() {
-            return Ok((0, service.clone()));
+    async fn pick_client(&self, headers: &HeaderMap) -> Result<Client, Box<Response<Body>>> {
+        if let [(None, client)] = self.services.as_slice() {
+            return Ok(client.clone());
         }
         let presented = bearer(headers);
         let mut found = None;
         if let Some(presented) = presented {
             let mut m = mac();
             m.update(presented.as_bytes());
-            for (index, (client, service)) in self.services.iter().enumerate() {
-                if let Some(c) = client
-                    && m.clone().verify_slice(&c.tag).is_ok()
+            for (key, client) in &self.services {
+                if let Some(k) = key
+                    && m.clone().verify_slice(&k.tag).is_ok()
                 {
-                    found = Some((index, service.clone()));
+                    found = Some(client.clone());
                 }
             }
         }
@@ -187,7 +249,7 @@ impl Door {
                 Ok(c) => c,
                 Err(refusal) => return Err(Box::new(oauth.refuse(refusal, "http"))),
             };
-            return self.oauth_service(identities, claim);
+            return self.oauth_client(identities, claim);
         }
         let Some(_) = presented else {
             return Err(unauthorized(
@@ -203,15 +265,15 @@ impl Door {
         ))
     }
 
-    /// The service of OAuth identity `claim`, made the first time it is seen.
-    fn oauth_service(
+    /// The client of OAuth identity `claim`, made the first time it is seen.
+    fn oauth_client(
         &self,
         identities: &Identities,
         claim: String,
-    ) -> Result<(usize, Service), Box<Response<Body>>> {
+    ) -> Result<Client, Box<Response<Body>>> {
         let mut table = hands_roots::lock(identities);
-        if let Some((index, service)) = table.get(&claim) {
-            return Ok((*index, service.clone()));
+        if let Some(client) = table.get(&claim) {
+            return Ok(client.clone());
         }
         if table.len() >= MAX_OAUTH_IDENTITIES {
             tracing::warn!(
@@ -228,8 +290,8 @@ impl Door {
         let index = self.services.len() + table.len();
         let identity = format!("{}{claim}", super::oauth::PREFIX);
         tracing::info!("http: first request of OAuth client `{}`", hands_roots::shown(&identity));
-        let service = (self.make_service)(identity);
-        table.insert(claim, (index, service.clone()));
-        Ok((index, service))
+        let client = (self.make_client)(index, identity);
+        table.insert(claim, client.clone());
+        Ok(client)
     }
 }

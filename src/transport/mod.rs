@@ -8,6 +8,7 @@ pub mod http;
 pub mod http_setup;
 pub mod mcp_door;
 pub mod oauth;
+pub mod shares;
 pub mod stdio;
 mod tally;
 pub mod tls;

@@ -21,21 +21,25 @@ pub enum Cut {
     Error,
     /// `accept` itself failed (out of descriptors?).
     Accept,
+    /// A request refused (429, 503) past its token's share of the connections, or past all
+    /// tokens' (`conns::vouch`).
+    Share,
 }
 
-const REASONS: [&str; 6] = [
+const REASONS: [&str; 7] = [
     "refused at the cap (503)",
     "closed to make room",
     "without a request head in time (idle or slow)",
     "with a request body late (408)",
     "ended by an error",
     "failed accepts",
+    "refused past a token's share (429, 503)",
 ];
 
 /// Counts of cut connections, written as one line a second at most.
 pub struct Tally {
     name: &'static str,
-    counts: Mutex<([u64; 6], Option<String>)>,
+    counts: Mutex<([u64; 7], Option<String>)>,
     /// A line is due within the second.
     armed: AtomicBool,
 }
@@ -43,7 +47,7 @@ pub struct Tally {
 impl Tally {
     /// The tally of the listener `name` (its prefix in the log).
     pub fn new(name: &'static str) -> Arc<Tally> {
-        Arc::new(Tally { name, counts: Mutex::new(([0; 6], None)), armed: AtomicBool::new(false) })
+        Arc::new(Tally { name, counts: Mutex::new(([0; 7], None)), armed: AtomicBool::new(false) })
     }
 
     /// Counts one `cut` (with its error, if any); the line comes within a second. Needs a
@@ -80,7 +84,7 @@ impl Tally {
 }
 
 /// The log line of a second's counts, if any.
-fn line(name: &str, counts: &[u64; 6], last: Option<&str>) -> Option<String> {
+fn line(name: &str, counts: &[u64; 7], last: Option<&str>) -> Option<String> {
     let parts: Vec<String> = counts
         .iter()
         .zip(REASONS)
@@ -100,8 +104,8 @@ mod tests {
 
     #[test]
     fn a_seconds_cuts_are_one_line_of_counts() {
-        assert_eq!(line("http", &[0; 6], None), None);
-        let l = line("http", &[2, 0, 1700, 0, 1, 0], Some("connection reset")).unwrap();
+        assert_eq!(line("http", &[0; 7], None), None);
+        let l = line("http", &[2, 0, 1700, 0, 1, 0, 0], Some("connection reset")).unwrap();
         assert_eq!(
             l,
             "http: connections in the last second: 2 refused at the cap (503), 1700 without a \

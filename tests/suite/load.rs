@@ -21,6 +21,14 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const MCP_TOKEN: &str = "load-client-token-0123456789abcdef";
 
+/// The clients gone bad whose slow bodies fill `/mcp`: one client's requests in flight hold at
+/// most a quarter of its 256 connections (decision 0087), so it takes four to fill them all.
+const BAD_CLIENTS: usize = 4;
+
+fn bad_token(i: usize) -> String {
+    format!("load-bad-token-{i}-0123456789abcdef")
+}
+
 /// How many flood connections go to `/mcp` and to the dashboard's port.
 const MCP_FLOOD: usize = 2000;
 const DASHBOARD_FLOOD: usize = 300;
@@ -68,16 +76,24 @@ fn at_desktop_limit(fx: &Fixture, args: &[&str]) -> tokio::process::Command {
     cmd
 }
 
-/// tools-fs on the root, `/mcp` with one client, the dashboard; both on free loopback ports.
+/// tools-fs on the root, `/mcp` with the client `agent` and the bad ones, the dashboard; both
+/// on free loopback ports.
 fn config(fx: &Fixture) -> std::path::PathBuf {
-    fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\n\
+    let bad: String = (0..BAD_CLIENTS)
+        .map(|i| {
+            format!(
+                "[[server.http.clients]]\nname = \"bad-{i}\"\ntoken_env = \"HANDS_BAD_{i}\"\n\n"
+            )
+        })
+        .collect();
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n\
          [server.http]\nlisten = \"127.0.0.1:0\"\n\n\
-         [[server.http.clients]]\nname = \"agent\"\ntoken_env = \"HANDS_LOAD_TOKEN\"\n\n\
+         [[server.http.clients]]\nname = \"agent\"\ntoken_env = \"HANDS_LOAD_TOKEN\"\n\n{bad}\
          [server.dashboard]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"HANDS_DASHBOARD_TOKEN\"\n\n\
          [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n",
-    )
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n",
+    ))
 }
 
 /// A running daemon: its pid, both addresses, and every line it logged.
@@ -92,6 +108,7 @@ impl Daemon {
     async fn start(fx: &Fixture, config: &Path) -> Daemon {
         let args = ["serve", "--config", config.to_str().unwrap(), "--log-level", "hands=debug"];
         let mut cmd = at_desktop_limit(fx, &args);
+        cmd.envs((0..BAD_CLIENTS).map(|i| (format!("HANDS_BAD_{i}"), bad_token(i))));
         cmd.env("HANDS_LOAD_TOKEN", MCP_TOKEN)
             .env("HANDS_DASHBOARD_TOKEN", dashboard::TOKEN)
             .stdin(std::process::Stdio::null())
@@ -210,7 +227,7 @@ async fn flood_one(
 /// What each kind sends first, for `/mcp` (`mcp`) and the dashboard.
 fn openings(mcp: SocketAddr, dash: SocketAddr) -> [(&'static str, SocketAddr, Kind, Arc<str>); 6] {
     let mcp_body = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {mcp}\r\nAuthorization: Bearer {MCP_TOKEN}\r\n\
+        "POST /mcp HTTP/1.1\r\nHost: {mcp}\r\nAuthorization: Bearer BAD\r\n\
          Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
          Content-Length: 100000\r\n\r\n{{"
     );
@@ -335,8 +352,9 @@ async fn the_brake_the_dashboard_and_mcp_answer_while_mcp_is_flooded() {
 
     // The flood: MCP_FLOOD on /mcp, DASHBOARD_FLOOD on the dashboard, a third of each kind;
     // fewer when the test's own hard limit cannot hold them all. The slow bodies on /mcp come
-    // first, with the client's token: a client gone bad (or an agent told to) fills every slot
-    // with requests its door vouched for, the worst /mcp can meet. The rest follow at once,
+    // first, with the tokens of four clients gone bad (or agents told to): together they fill
+    // every slot with requests their door vouched for (each up to its share, the rest answered
+    // 429), the worst /mcp can meet; the real call is another client's. The rest follow at once,
     // kinds and listeners interleaved.
     let room = (hard as usize).saturating_sub(200);
     let scale = |n: usize| n.min(room * n / (MCP_FLOOD + DASHBOARD_FLOOD));
@@ -352,8 +370,14 @@ async fn the_brake_the_dashboard_and_mcp_answer_while_mcp_is_flooded() {
     };
     // In small batches, so each batch's heads are read (and vouched for) before the next
     // arrives: at once, newcomers would close the connections whose heads were still unread.
+    let bodies: Vec<_> = (0..BAD_CLIENTS)
+        .map(|b| {
+            let (target, addr, kind, opening) = &kinds[2];
+            (*target, *addr, *kind, opening.replace("BAD", &bad_token(b)).into())
+        })
+        .collect();
     for i in 0..mcp_n / 3 {
-        spawn(&kinds[2]);
+        spawn(&bodies[i % BAD_CLIENTS]);
         if i % 16 == 15 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

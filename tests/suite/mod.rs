@@ -72,6 +72,8 @@ mod run;
 mod runner;
 #[cfg(target_os = "linux")]
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod shares;
 mod special_files;
 #[cfg(target_os = "linux")]
 mod stop;

@@ -17,6 +17,7 @@ mod outputs;
 mod python;
 mod rogue;
 mod scopes;
+mod shares;
 mod through;
 
 use super::common::{Era, Fixture, handshake, wait_until};
