@@ -7,19 +7,8 @@
 //! control and the canary.
 
 use super::common::{Client, Era, Fixture, host_git, own_tree};
+use super::git_still::config;
 use serde_json::json;
-
-fn config(fx: &Fixture) -> std::path::PathBuf {
-    fx.config(
-        "[daemon]\nstate_dir = \"{state}\"\n\
-         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { external = \"allow\" } }\n\n\
-         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
-         filesystem = [{ path = \"{root}\", write = true }]\n\
-         config = { trust = { write = \"allow\" } }\n",
-    )
-}
 
 /// One `bash` call: a commit adding `.envrc` and `.vscode/tasks.json` to HEAD's tree, built
 /// with git's plumbing (no protected name is ever made in the work tree), on `evil` and

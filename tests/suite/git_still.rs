@@ -10,7 +10,8 @@ use super::common::{Client, Era, Fixture, host_git, own_tree};
 use serde_json::json;
 use std::time::Duration;
 
-fn config(fx: &Fixture) -> std::path::PathBuf {
+/// tools-shell and tools-git on one writable root (also `suite::git_planted`'s).
+pub(super) fn config(fx: &Fixture) -> std::path::PathBuf {
     fx.config(
         "[daemon]\nstate_dir = \"{state}\"\n\
          [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
