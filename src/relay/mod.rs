@@ -319,7 +319,8 @@ impl Relay {
         Some(plain(
             StatusCode::NOT_FOUND,
             &format!(
-                "session not found: agent {agent} holds no session of runner {runner} with this                  id (it ended, expired, or is not this agent's); nothing was closed"
+                "session not found: agent {agent} holds no session of runner {runner} with this \
+                 id (it ended, expired, or is not this agent's); nothing was closed"
             ),
         ))
     }
