@@ -96,8 +96,10 @@ pub struct Limits {
 
 /// `/mcp`: a client opens a few connections at a time (a call each, and a stream); 256 serve
 /// dozens of agents and keep a flood's share of descriptors well inside a desktop's 1,024. A
-/// client's requests in flight hold at most a quarter of them.
-pub const MCP: Limits = Limits { name: "http", cap: 256, vouched: Shares { total: 256, each: 64 } };
+/// client's requests in flight hold at most half of them: fifty sessions of one token, each
+/// with its stream and a call, fit (the load test), and the others keep the other half.
+pub const MCP: Limits =
+    Limits { name: "http", cap: 256, vouched: Shares { total: 256, each: 128 } };
 
 /// The dashboard: a browser opens at most six connections to a host; 64 serve a person's tabs.
 /// One person, so no share.

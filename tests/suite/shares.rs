@@ -157,10 +157,10 @@ async fn one_clients_sse_streams_hold_only_its_share_and_another_client_gets_in(
     // More streams than the listener's 256 connections; before, every one was held for good.
     let (streams, statuses) = open_streams(addr, "/mcp", ALPHA, &sessions, 270).await;
     let report = format!("alpha's streams: {statuses:?}");
-    assert_eq!(statuses.get(&200).map(|s| s.0), Some(64), "{report}");
+    assert_eq!(statuses.get(&200).map(|s| s.0), Some(128), "{report}");
     let (refused, body) = statuses.get(&429).cloned().unwrap_or_default();
-    assert_eq!(refused, 270 - 64, "{report}");
-    assert!(body.contains("`alpha` has 64 requests in flight") && body.contains("close a stream"));
+    assert_eq!(refused, 270 - 128, "{report}");
+    assert!(body.contains("`alpha` has 128 requests in flight") && body.contains("close a stream"));
     // Beta gets in and is served while alpha holds its streams.
     let (answer, id) = open_session(addr, "/mcp", BETA).await;
     assert_eq!(answer.status, 200, "beta was kept out: {answer:?}; {report}");
