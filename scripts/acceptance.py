@@ -674,7 +674,8 @@ def check_orphans(run):
     is no PID namespace's init to end it)."""
     beat = os.path.join(run.proj, f"beat-{run.mark}")
     r = run.bash(f"setsid sh -c 'while :; do date +%s%N > {beat}; sleep 0.05; done # {run.mark}' "
-                 f"</dev/null >/dev/null 2>&1 & sleep 0.5; test -s {beat} && echo beating")
+                 f"</dev/null >/dev/null 2>&1 & for i in $(seq 100); do test -s {beat} && break; "
+                 f"sleep 0.1; done; test -s {beat} && echo beating")
     beating = r.structured.get("stdout", "") == "beating\n"
     time.sleep(0.3)
     first = open(beat).read() if os.path.exists(beat) else ""
