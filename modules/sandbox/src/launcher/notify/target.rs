@@ -184,10 +184,11 @@ fn our_proc_folder(real: &[u8]) -> Vec<u8> {
     }
 }
 
-/// `parent` as the target means it, when a magic link on its way lies in a /proc folder the
-/// kernel resolved for us (`/dev/fd/3` -> `/proc/1/fd/3`: our descriptor 3, not the
-/// command's): the steps up to that link put back as the target's, the rest as written.
-/// `None` when the link is the target's own already, or no step is in a /proc folder of ours.
+/// `parent` as the target means it, when the step where it fails lies in a /proc folder the
+/// kernel resolved for us (`/dev/fd/3` -> `/proc/1/fd/3`: our descriptor 3, or none, not the
+/// command's): the steps up to there put back as the target's, the rest as written. `None`
+/// when that folder is the target's own already, or none of ours (an error path only: a few
+/// `openat2` more where a create fails anyway).
 fn through_our_proc(base: BorrowedFd<'_>, parent: &[u8], tid: u32) -> Option<Vec<u8>> {
     let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let ends = parent.iter().enumerate().filter(|&(i, &b)| b == b'/' && i > 0).map(|(i, _)| i);
@@ -196,8 +197,7 @@ fn through_our_proc(base: BorrowedFd<'_>, parent: &[u8], tid: u32) -> Option<Vec
         let step = OsStr::from_bytes(&parent[..end]);
         match rustix::fs::openat2(base, step, how, Mode::empty(), ResolveFlags::NO_MAGICLINKS) {
             Ok(dir) => before = Some((dir, end)),
-            Err(rustix::io::Errno::LOOP) => break,
-            Err(_) => return None,
+            Err(_) => break,
         }
     }
     let (dir, end) = before?;
@@ -264,7 +264,9 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
         let none = Mode::empty();
         let dir = match rustix::fs::openat2(base, parent, how, none, ResolveFlags::NO_MAGICLINKS) {
             Ok(d) => d,
-            Err(rustix::io::Errno::LOOP) => {
+            // A step through a /proc folder of ours fails as ours would (ELOOP at a magic
+            // link; ENOENT or ENOTDIR where our descriptor N is missing or no folder).
+            Err(e) => {
                 if let Some(theirs) = through_our_proc(base, parent.as_bytes(), tid) {
                     path = theirs;
                     path.push(b'/');
@@ -272,10 +274,12 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
                     next = Some(root()?.try_clone_to_owned().map_err(|_| libc::EMFILE)?);
                     continue;
                 }
+                if e != rustix::io::Errno::LOOP {
+                    return Err(e.raw_os_error());
+                }
                 rustix::fs::openat2(base, parent, how, none, ResolveFlags::empty())
                     .map_err(|e| e.raw_os_error())?
             }
-            Err(e) => return Err(e.raw_os_error()),
         };
         // `f_type`'s type differs between architectures and libcs.
         #[allow(clippy::unnecessary_cast)]
