@@ -308,11 +308,13 @@ impl Git {
         what: String,
     ) -> Result<(), GitError> {
         let mut hit = Vec::new();
+        // The work tree's real path, once: a protected file is compared at that very path.
+        let real = repo.workdir().and_then(|w| std::fs::canonicalize(w).ok());
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
             let rel = Path::new(dir).join(OsStr::from_bytes(entry.name_bytes()));
             if entry.kind() != Some(git2::ObjectType::Tree)
                 && self.protected(target, &rel).is_some()
-                && !self.held_alike(repo, &rel, entry)
+                && !real.as_deref().is_some_and(|w| self.held_alike(repo, w, &rel, entry))
             {
                 hit.push(rel.to_string_lossy().into_owned());
             }
@@ -328,9 +330,14 @@ impl Git {
     /// Whether the repository's work tree holds `rel` as `entry` has it: a symbolic link to
     /// the same target, or a regular file (at that very path, no link on the way) with the
     /// same bytes and executable bit.
-    fn held_alike(&self, repo: &Repository, rel: &Path, entry: &git2::TreeEntry<'_>) -> bool {
+    fn held_alike(
+        &self,
+        repo: &Repository,
+        workdir: &Path,
+        rel: &Path,
+        entry: &git2::TreeEntry<'_>,
+    ) -> bool {
         use std::os::unix::fs::PermissionsExt;
-        let Some(workdir) = repo.workdir() else { return false };
         let Ok(blob) = repo.find_blob(entry.id()) else { return false };
         let abs = workdir.join(rel);
         let Ok(meta) = std::fs::symlink_metadata(&abs) else { return false };
@@ -347,7 +354,7 @@ impl Git {
                 let read = std::io::Read::take(&mut opened.file, MAX_PROTECTED + 1)
                     .read_to_end(&mut bytes);
                 read.is_ok()
-                    && std::fs::canonicalize(workdir).is_ok_and(|w| opened.abs == w.join(rel))
+                    && opened.abs == workdir.join(rel)
                     && (meta.permissions().mode() & 0o100 != 0) == (mode == 0o100755)
                     && bytes == blob.content()
             }
