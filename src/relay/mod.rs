@@ -17,7 +17,7 @@ mod upgrade;
 use crate::transport::conns::{self, Timed};
 use crate::transport::hangups::Sessions;
 use crate::transport::http_setup::{HostRule, mac, tag_of};
-use crate::transport::mcp_door::{self, Body, Hosts, bad, bearer, plain, unauthorized};
+use crate::transport::mcp_door::{self, Body, Hosts, McpDoor, bad, bearer, plain, unauthorized};
 use anyhow::Context as _;
 use bytes::Bytes;
 use config::RelayCfg;
@@ -288,41 +288,15 @@ impl Relay {
                 serde_json::json!({"error": full.to_string()}),
             );
         }
-        if let Some(r) = self.not_this_agents(door, agent, name, &req).await {
-            return r;
-        }
-        mcp_door::serve_mcp(&door.service, &self.sessions, door.index, req).await
-    }
-
-    /// 404 for a `DELETE` of a session this agent's door does not hold: rmcp answers 202 to any
-    /// id, so another agent's session id (or a made-up one) seemed closed while nothing was.
-    /// Sessions are per agent and runner; another agent's is unknown here, and stays open.
-    async fn not_this_agents(
-        &self,
-        door: &Door,
-        agent: usize,
-        runner: &str,
-        req: &Request<Timed>,
-    ) -> Option<Response<Body>> {
-        use rmcp::transport::streamable_http_server::session::SessionManager as _;
-        if req.method() != http::Method::DELETE {
-            return None;
-        }
-        let id = req.headers().get("mcp-session-id")?.to_str().ok()?;
-        if door.manager.has_session(&id.into()).await.unwrap_or(false) {
-            return None;
-        }
-        let agent = &self.agents[agent].name;
-        tracing::info!(
-            "relay: agent `{agent}` deleted a session of runner `{runner}` it holds not"
-        );
-        Some(plain(
-            StatusCode::NOT_FOUND,
-            &format!(
-                "session not found: agent {agent} holds no session of runner {runner} with this \
-                 id (it ended, expired, or is not this agent's); nothing was closed"
-            ),
-        ))
+        let holder =
+            format!("agent {} on runner {}", self.agents[agent].name, hands_roots::shown(name));
+        let door = McpDoor {
+            service: &door.service,
+            manager: &door.manager,
+            index: door.index,
+            holder: &holder,
+        };
+        mcp_door::serve_mcp(door, &self.sessions, req).await
     }
 
     /// The agent whose token the request carries (an index): a bearer token compared in

@@ -36,7 +36,7 @@
 use super::conns::{self, Timed};
 use super::hangups::Sessions;
 use super::http_setup::{ANONYMOUS, ClientKey, Setup, mac};
-use super::mcp_door::{self, Body, Hosts, bearer, plain, unauthorized};
+use super::mcp_door::{self, Body, Hosts, McpDoor, bearer, plain, unauthorized};
 use super::shares::{Over, Shares};
 use crate::server::{Daemon, HandsServer};
 use anyhow::Context as _;
@@ -181,7 +181,14 @@ impl Door {
         if opens && let Some(refused) = self.crowded(&client).await {
             return refused;
         }
-        mcp_door::serve_mcp(&client.service, &self.sessions, client.index, req).await
+        let holder = format!("client {}", client.name);
+        let door = McpDoor {
+            service: &client.service,
+            manager: &client.sessions,
+            index: client.index,
+            holder: &holder,
+        };
+        mcp_door::serve_mcp(door, &self.sessions, req).await
     }
 
     /// Why `client` may not open another session now ([`SESSIONS`]), if it may not: as on the

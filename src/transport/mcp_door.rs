@@ -141,9 +141,8 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// (`index` names the service in `sessions`): a body over [`MAX_BODY`] is 413 at once, the
 /// token goes no further, a session's calls are watched for a client that vanishes.
 pub async fn serve_mcp<S, B>(
-    service: &StreamableHttpService<S, LocalSessionManager>,
+    door: McpDoor<'_, S>,
     sessions: &Arc<Sessions>,
-    index: usize,
     mut req: Request<B>,
 ) -> Response<Body>
 where
@@ -151,6 +150,7 @@ where
     B: hyper::body::Body + Send + 'static,
     B::Error: std::fmt::Display,
 {
+    let McpDoor { service, manager, index, holder } = door;
     let too_long = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -181,6 +181,9 @@ where
             }
         }
         http::Method::DELETE => {
+            if let Some(unknown) = not_held(manager, &id, holder).await {
+                return unknown;
+            }
             let answer = service.handle(req).await;
             if answer.status().is_success() {
                 sessions.deleted(index, &id);
@@ -189,6 +192,36 @@ where
         }
         _ => service.handle(req).await,
     }
+}
+
+/// One client's (or one agent's on one runner) MCP service, as [`serve_mcp`] serves it.
+pub struct McpDoor<'a, S: ServerHandler + Send + 'static> {
+    pub service: &'a StreamableHttpService<S, LocalSessionManager>,
+    /// The service's sessions: this client's alone.
+    pub manager: &'a LocalSessionManager,
+    /// Its index in `Sessions` (hangups).
+    pub index: usize,
+    /// Who holds the sessions, for a refusal: "client alice", "agent carol on runner box1".
+    pub holder: &'a str,
+}
+
+/// 404 for a `DELETE` of a session this door does not hold: rmcp answers 202 to any id, so
+/// another client's session id (or a made-up one) seemed closed while nothing was. Sessions
+/// are per client (per agent and runner on the relay); another's is unknown here, and stays
+/// open.
+async fn not_held(manager: &LocalSessionManager, id: &str, holder: &str) -> Option<Response<Body>> {
+    use rmcp::transport::streamable_http_server::session::SessionManager as _;
+    if manager.has_session(&id.into()).await.unwrap_or(false) {
+        return None;
+    }
+    tracing::info!("mcp: {holder} deleted a session it does not hold");
+    Some(plain(
+        StatusCode::NOT_FOUND,
+        &format!(
+            "session not found: {holder} holds no session with this id (it ended, expired, or \
+             is not this client's); nothing was closed"
+        ),
+    ))
 }
 
 pub fn plain(status: StatusCode, text: &str) -> Response<Body> {

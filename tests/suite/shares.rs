@@ -210,3 +210,36 @@ async fn one_client_holds_only_its_share_of_sessions_and_all_clients_their_total
     assert!(full.body.contains("holds 256 MCP sessions already"), "{full:?}");
     fx.assert_canary();
 }
+
+/// Found by the last session's notes (the relay's was mended in decision 0086): rmcp answers 202
+/// to a `DELETE` of any id, so beta's `DELETE` of alpha's session id seemed to close it while
+/// nothing was. Sessions are per client: another's id is 404, and that session goes on.
+#[tokio::test]
+async fn a_delete_of_another_clients_session_is_404_and_that_session_goes_on() {
+    let fx = Fixture::new();
+    let (_child, addr) = start(&fx).await;
+    let (_, alpha) = open_session(addr, "/mcp", ALPHA).await;
+    let alpha = alpha.expect("alpha's session id");
+    let delete = |token: &str, id: &str| {
+        format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+             Mcp-Session-Id: {id}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n\r\n"
+        )
+    };
+    let (foreign, _) = send(addr, &delete(BETA, &alpha)).await;
+    assert_eq!(foreign.status, 404, "beta's DELETE of alpha's session: {foreign:?}");
+    assert!(foreign.body.contains("client beta holds no session with this id"), "{foreign:?}");
+    assert!(foreign.body.contains("nothing was closed"), "{foreign:?}");
+    let (made_up, _) = send(addr, &delete(ALPHA, "no-such-session")).await;
+    assert_eq!(made_up.status, 404, "{made_up:?}");
+    // Alpha's session goes on: a call in it is served.
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (listed, _) = send(addr, &post("/mcp", ALPHA, Some(&alpha), call)).await;
+    assert_eq!(listed.status, 200, "alpha's session was closed: {listed:?}");
+    // The positive control: alpha's own DELETE ends it, and it is unknown from then on.
+    let (own, _) = send(addr, &delete(ALPHA, &alpha)).await;
+    assert!(own.status < 300, "{own:?}");
+    let (after, _) = send(addr, &post("/mcp", ALPHA, Some(&alpha), call)).await;
+    assert_eq!(after.status, 404, "a deleted session still served: {after:?}");
+    fx.assert_canary();
+}
