@@ -66,3 +66,69 @@ async fn a_new_worktree_writes_protected_files_only_as_the_work_tree_holds_them(
     c.stop().await;
     fx.assert_canary();
 }
+
+/// One `bash` call: branches built with git's plumbing, as `PLANT`: `bare` and `bare2` add a
+/// git dir under another name (`evil/HEAD`, `evil/config` running a program, `objects`,
+/// `refs`) and `evil/hooks/pre-commit`; `fine` adds a `HEAD` alone and a `config` alone.
+const PLANT_BARE: &str = r#"set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.org GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.org
+export GIT_INDEX_FILE=/tmp/planted-index
+blob() { printf "$1" | git hash-object -w --stdin; }
+head=$(blob 'ref: refs/heads/main\n')
+cfg=$(blob '[core]\n\tfsmonitor = "touch /tmp/fsmonitor-ran; false"\n\tworktree = ..\n')
+keep=$(blob '')
+git read-tree HEAD
+git update-index --add --cacheinfo "100644,$head,plain/HEAD"
+git update-index --add --cacheinfo "100644,$cfg,cfg/config"
+fine=$(git commit-tree "$(git write-tree)" -p HEAD -m fine)
+git read-tree HEAD
+git update-index --add --cacheinfo "100644,$head,evil/HEAD"
+git update-index --add --cacheinfo "100644,$cfg,evil/config"
+git update-index --add --cacheinfo "100644,$keep,evil/objects/.keep"
+git update-index --add --cacheinfo "100644,$keep,evil/refs/.keep"
+git update-index --add --cacheinfo "100755,$keep,evil/hooks/pre-commit"
+bare=$(git commit-tree "$(git write-tree)" -p HEAD -m bare)
+git update-ref refs/heads/fine "$fine"
+git update-ref refs/heads/bare "$bare"
+git update-ref refs/heads/bare2 "$bare"
+echo planted"#;
+
+/// Found by the eighth attack pass: `git_switch` and `git_worktree_add` wrote a branch's
+/// `evil/{HEAD,config,objects,refs}` — a git dir under another name, whose config the git a
+/// person runs in `evil` loads (its `core.fsmonitor` ran). The file tools and a command's run
+/// refuse those pieces; a checkout now does too, naming why.
+#[tokio::test]
+async fn a_checkout_makes_no_git_dir_under_another_name() {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    own_tree(root);
+    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
+    let r = c.ok("bash", json!({ "command": PLANT_BARE })).await;
+    assert_eq!(r["stdout"], "planted\n", "{r}");
+
+    let e = c.err("git_switch", json!({ "branch": "bare" })).await;
+    for part in ["protected files", "evil/config", "evil/HEAD", "makes `evil` a git dir"] {
+        assert!(e.contains(part), "{part}: {e}");
+    }
+    assert!(e.contains("evil/hooks/pre-commit"), "{e}");
+    assert!(!root.join("evil").exists(), "git_switch wrote the git dir");
+    assert_eq!(host_git(h, root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    let e = c.err("git_worktree_add", json!({ "path": "wt", "branch": "bare2" })).await;
+    assert!(e.contains("evil/config") && e.contains("a git dir"), "{e}");
+    assert!(!root.join("wt/evil").exists(), "git_worktree_add wrote the git dir");
+
+    // The positive control: a HEAD alone and a config alone are plain files, checked out.
+    c.ok("git_switch", json!({ "branch": "fine" })).await;
+    assert!(root.join("plain/HEAD").is_file() && root.join("cfg/config").is_file());
+    c.ok("git_worktree_add", json!({ "path": "wt-fine", "branch": "fine2" })).await;
+    assert!(root.join("wt-fine/cfg/config").is_file());
+    // Nothing ran the planted config.
+    host_git(h, root, &["status", "--short"]);
+    assert!(!std::path::Path::new("/tmp/fsmonitor-ran").exists());
+    c.stop().await;
+    fx.assert_canary();
+}

@@ -17,6 +17,7 @@ pub mod catalogue;
 mod confine;
 mod error;
 mod names;
+mod pieces;
 mod push;
 mod read;
 pub mod settings;

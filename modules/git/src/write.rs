@@ -3,6 +3,7 @@
 
 use crate::confine::{Access, Repo, path_str};
 use crate::names::{check_branch, check_rev};
+use crate::pieces::git_dir_piece;
 use crate::read::{head_state, resolve, short};
 use crate::{Git, GitError};
 use git2::build::CheckoutBuilder;
@@ -279,10 +280,15 @@ impl Git {
         let mut hit = Vec::new();
         for d in diff.deltas() {
             for f in [d.old_file(), d.new_file()] {
-                if let Some(p) = f.path()
-                    && self.protected(workdir, p).is_some()
-                {
-                    let s = p.to_string_lossy().into_owned();
+                let Some(p) = f.path() else { continue };
+                let written = d.status() != git2::Delta::Deleted;
+                let why = match self.protected(workdir, p) {
+                    Some(_) => Some(String::new()),
+                    None if written => git_dir_piece(new, workdir, p).map(|w| format!(" ({w})")),
+                    None => None,
+                };
+                if let Some(why) = why {
+                    let s = format!("{}{why}", p.to_string_lossy());
                     if !hit.contains(&s) {
                         hit.push(s);
                     }
@@ -312,11 +318,17 @@ impl Git {
         let real = repo.workdir().and_then(|w| std::fs::canonicalize(w).ok());
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
             let rel = Path::new(dir).join(OsStr::from_bytes(entry.name_bytes()));
-            if entry.kind() != Some(git2::ObjectType::Tree)
-                && self.protected(target, &rel).is_some()
+            if entry.kind() == Some(git2::ObjectType::Tree) {
+                return git2::TreeWalkResult::Ok;
+            }
+            let why = match self.protected(target, &rel) {
+                Some(_) => Some(String::new()),
+                None => git_dir_piece(tree, target, &rel).map(|w| format!(" ({w})")),
+            };
+            if let Some(why) = why
                 && !real.as_deref().is_some_and(|w| self.held_alike(repo, w, &rel, entry))
             {
-                hit.push(rel.to_string_lossy().into_owned());
+                hit.push(format!("{}{why}", rel.to_string_lossy()));
             }
             git2::TreeWalkResult::Ok
         })
