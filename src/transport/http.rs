@@ -74,6 +74,9 @@ struct Client {
     service: Service,
     /// Its sessions, as rmcp holds them (an expired one leaves this table).
     sessions: Arc<LocalSessionManager>,
+    /// Held from the share's check until rmcp has made the session, so that two requests of
+    /// this client opening at once cannot both pass a share with room for one.
+    opening: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// OAuth identities (the claim's value) and each one's client.
@@ -114,7 +117,7 @@ pub async fn serve(
             sessions.clone(),
             rmcp_config.clone(),
         );
-        Client { index, name, service, sessions }
+        Client { index, name, service, sessions, opening: Arc::default() }
     };
     let services = if setup.clients.is_empty() && setup.oauth.is_none() {
         vec![(None, make_client(0, ANONYMOUS.to_string()))]
@@ -178,6 +181,7 @@ impl Door {
             return *r;
         }
         let opens = req.method() == http::Method::POST && !req.headers().contains_key(SESSION_ID);
+        let _opening = if opens { Some(client.opening.clone().lock_owned().await) } else { None };
         if opens && let Some(refused) = self.crowded(&client).await {
             return refused;
         }

@@ -243,3 +243,26 @@ async fn a_delete_of_another_clients_session_is_404_and_that_session_goes_on() {
     assert_eq!(after.status, 404, "a deleted session still served: {after:?}");
     fx.assert_canary();
 }
+
+/// Found by the last session's notes: the share was checked before rmcp made the session, so
+/// initializes sent at once all passed a share with room for one. Now a client's opens are
+/// checked one at a time: 100 at once leave it at its 64.
+#[tokio::test]
+async fn initializes_sent_at_once_do_not_pass_a_clients_share() {
+    super::load::raise_own_limit();
+    let fx = Fixture::new();
+    let (_child, addr) = start(&fx).await;
+    let mut opens = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        opens.spawn(async move { open_session(addr, "/mcp", ALPHA).await.0.status });
+    }
+    let mut statuses = BTreeMap::new();
+    while let Some(status) = opens.join_next().await {
+        *statuses.entry(status.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(statuses.get(&200), Some(&64), "alpha's sessions opened at once: {statuses:?}");
+    assert_eq!(statuses.get(&429), Some(&36), "{statuses:?}");
+    // Another client still gets in.
+    assert_eq!(open_session(addr, "/mcp", BETA).await.0.status, 200);
+    fx.assert_canary();
+}
