@@ -88,6 +88,7 @@ pub fn embedded_default() -> Result<Config, ConfigError> {
         id,
         grants: grants.to_vec(),
         roots: root.clone(),
+        root_links: Vec::new(),
         trust: trust.clone(),
         settings,
     };

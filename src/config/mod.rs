@@ -215,8 +215,22 @@ pub struct ModuleCfg {
     pub id: ModuleId,
     pub grants: Vec<Grant>,
     pub roots: Vec<RootCfg>,
+    /// The symbolic links on the way to its roots as written: whoever may write the folder
+    /// that holds one chooses what the next daemon serves ([`trusted::refuse`]).
+    pub root_links: Vec<RootLink>,
     pub trust: Trust,
     pub settings: ModuleSettings,
+}
+
+/// A link met on the way to a root as the file writes it.
+#[derive(Debug, Clone)]
+pub struct RootLink {
+    /// The root as written (`~/p/lnk`).
+    pub given: String,
+    /// The link, as reached.
+    pub link: PathBuf,
+    /// The real folder that holds it.
+    pub folder: PathBuf,
 }
 
 impl ModuleCfg {

@@ -3,7 +3,8 @@
 //! at the block's line and the key.
 
 use super::{
-    Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RawTrust, RootCfg, Trust, expand_tilde,
+    Grant, ModuleCfg, ModuleId, ModuleSettings, Problems, RawTrust, RootCfg, RootLink, Trust,
+    expand_tilde,
 };
 use serde::Deserialize;
 use std::path::Path;
@@ -90,7 +91,7 @@ pub(super) fn validate(
                 );
             }
         }
-        let mut roots = Vec::new();
+        let (mut roots, mut root_links) = (Vec::new(), Vec::new());
         if b.filesystem.is_empty() {
             p.add(
                 Some(bspan.clone()),
@@ -157,6 +158,12 @@ pub(super) fn validate(
                                 ),
                             );
                         }
+                        let links = super::trusted::links_on_the_way(&expanded);
+                        root_links.extend(links.into_iter().map(|(link, folder)| RootLink {
+                            given: raw_path.to_string(),
+                            link,
+                            folder,
+                        }));
                         roots.push(RootCfg { path: c, writable: r.write })
                     }
                     Err(e) => p.add(Some(r.path.span()), &section, &key, e.to_string(), None),
@@ -215,7 +222,7 @@ pub(super) fn validate(
             Some(t) => trust.overlay(t),
             None => trust.clone(),
         };
-        modules.push(ModuleCfg { id, grants, roots, trust, settings });
+        modules.push(ModuleCfg { id, grants, roots, root_links, trust, settings });
     }
     if builtins.is_empty() {
         p.add(

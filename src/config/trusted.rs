@@ -10,12 +10,15 @@
 //! surface are [`HostPath`]s, read-only to every tool and command wherever they lie.
 //! `docs/decisions/0053-what-the-host-trusts.md` has the reasoning.
 
+mod identity;
 pub mod path_writers;
+
+use identity::Identity;
+pub use identity::on_the_way as links_on_the_way;
 
 use super::{Config, ConfigError, ConfigProblem, ModuleId, ModuleSettings};
 use hands_roots::HostPath;
 pub use hands_roots::lenient_canonical;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// A place a module's commands or file tools reach: the module, whether they may write there,
@@ -27,32 +30,6 @@ pub struct Reach {
     pub place: String,
 }
 
-/// A path as the kernel finds it: its real path (the missing tail kept as written) and the
-/// identity of it and of every existing folder above it.
-struct Identity {
-    real: PathBuf,
-    ids: Vec<(u64, u64)>,
-}
-
-impl Identity {
-    fn of(p: &Path) -> Identity {
-        let real = lenient_canonical(&absolute(p));
-        let ids = real
-            .ancestors()
-            .filter_map(|a| std::fs::metadata(a).ok())
-            .map(|m| (m.dev(), m.ino()))
-            .collect();
-        Identity { real, ids }
-    }
-
-    /// Whether the path is `dir` or lies beneath it: by real path, or because a folder on its
-    /// way is the same folder as `dir` under another name (a bind mount of it).
-    fn within(&self, dir: &Path) -> bool {
-        self.real.starts_with(lenient_canonical(dir))
-            || std::fs::metadata(dir).is_ok_and(|m| self.ids.contains(&(m.dev(), m.ino())))
-    }
-}
-
 /// Every place of `config` whose commands or file tools reach `path`, the writable ones first:
 /// a root of any module (read-write or read-only), and for tools-shell the folders of the
 /// state dir its commands write (their home, the tmux sessions' folders) and the folders every
@@ -62,20 +39,27 @@ pub fn reach(config: &Config, path: &Path) -> Vec<Reach> {
     let state = absolute(&config.state_dir);
     let mut out = Vec::new();
     for m in &config.modules {
-        for r in m.roots.iter().filter(|r| id.within(&r.path)) {
+        for r in &m.roots {
             let how = if r.writable { "writable" } else { "read-only" };
-            let place = format!("inside the root {} of {} ({how})", r.path.display(), m.id.name());
-            out.push(Reach { module: m.id, write: r.writable, place });
+            let inside = format!("inside the root {} of {} ({how})", r.path.display(), m.id.name());
+            // A link in a read-only root is out of reach: only the real path counts there.
+            let place = match r.writable {
+                true => id.placed(&r.path, &inside),
+                false => id.within(&r.path).then_some(inside),
+            };
+            if let Some(place) = place {
+                out.push(Reach { module: m.id, write: r.writable, place });
+            }
         }
         let ModuleSettings::Shell(sh) = &m.settings else { continue };
         for (dir, what) in [("sandbox-home", "their home"), ("tmux", "their tmux sessions")] {
             let dir = state.join(dir);
-            if id.within(&dir) {
-                let place = format!(
-                    "inside {}, a folder every command of {} sees and writes ({what})",
-                    dir.display(),
-                    m.id.name()
-                );
+            let inside = format!(
+                "inside {}, a folder every command of {} sees and writes ({what})",
+                dir.display(),
+                m.id.name()
+            );
+            if let Some(place) = id.placed(&dir, &inside) {
                 out.push(Reach { module: m.id, write: true, place });
             }
         }
@@ -194,6 +178,7 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
         }
     }
     refuse_state_dir(config)?;
+    refuse_root_links(config)?;
     path_writers::refuse(config)?;
     for t in token_files(config) {
         if let Some(r) = readable(config, &t.file) {
@@ -226,21 +211,56 @@ fn refuse_state_dir(config: &Config) -> Result<(), ConfigError> {
     let id = Identity::of(&state);
     for m in &config.modules {
         for r in &m.roots {
-            if id.within(&r.path) || Identity::of(&r.path).within(&state) {
+            let link = if r.writable { id.link_in(&r.path) } else { None };
+            if id.within(&r.path) || Identity::of(&r.path).within(&state) || link.is_some() {
+                let how = match link {
+                    Some(l) => format!("is reached through the link {}, which lies", l.display()),
+                    None => "lies".to_string(),
+                };
                 return Err(problem(
                     config,
                     "[daemon] state_dir",
                     format!(
-                        "the state dir {} lies inside the root {} of {} (or holds it): \
+                        "the state dir {} {how} inside the root {} of {} (or holds it): \
                          commands and file tools could rewrite the audit log and grant \
                          themselves approvals",
                         id.real.display(),
                         r.path.display(),
                         m.id.name()
                     ),
-                    "set [daemon] state_dir to a folder outside every root, or declare a \
-                     narrower root (with no config, run hands from a project folder rather \
+                    "set [daemon] state_dir to a folder outside every root, named without a \
+                     link inside a writable root, or declare a narrower root (with no config, run hands from a project folder rather \
                      than from your home)",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A root named through a link that a command or file tool could replace: the next daemon
+/// would serve whatever folder the agent pointed it at (`/etc`, with write, for a root daemon).
+fn refuse_root_links(config: &Config) -> Result<(), ConfigError> {
+    for m in &config.modules {
+        for l in &m.root_links {
+            let writable = config.modules.iter().flat_map(|w| w.roots.iter().map(move |r| (w, r)));
+            for (w, r) in writable.filter(|(_, r)| r.writable) {
+                if !Identity::real(&l.folder).within(&r.path) {
+                    continue;
+                }
+                return Err(problem(
+                    config,
+                    &format!("[[builtins]] id \"{}\" filesystem", m.id.name()),
+                    format!(
+                        "the root `{}` is reached through the link {}, which lies inside the \
+                         writable root {} of {}: a command could point the link elsewhere, and \
+                         the next `hands serve` would serve that folder",
+                        l.given,
+                        l.link.display(),
+                        r.path.display(),
+                        w.id.name()
+                    ),
+                    "name the folder itself (its real path), not a link inside a writable root",
                 ));
             }
         }

@@ -81,3 +81,4 @@ mod stop;
 mod tmux;
 #[cfg(target_os = "linux")]
 mod trusted;
+mod trusted_links;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 /// Runs a `hands` subcommand to its end; its exit code and its stdout and stderr together.
-fn run(mut cmd: std::process::Command) -> (i32, String) {
+pub(super) fn run(mut cmd: std::process::Command) -> (i32, String) {
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -19,7 +19,7 @@ fn run(mut cmd: std::process::Command) -> (i32, String) {
 
 /// `hands SUB --config FILE` for each of `check`, `doctor` and `serve`: each must refuse
 /// (exit 1) naming what `needles` say.
-fn all_refuse(fx: &Fixture, file: &Path, needles: &[&str]) {
+pub(super) fn all_refuse(fx: &Fixture, file: &Path, needles: &[&str]) {
     for sub in ["check", "doctor", "serve"] {
         let (code, text) = run(fx.std_command(&[sub, "--config", file.to_str().unwrap()]));
         assert_eq!(code, 1, "`hands {sub}` did not refuse {}: {text}", file.display());
@@ -32,7 +32,7 @@ fn all_refuse(fx: &Fixture, file: &Path, needles: &[&str]) {
 
 /// A config of tools-fs and tools-shell on `root` (writable), external calls allowed; `entry`
 /// replaces the root entry when given (`{ path = "...", write = true, allow_home = true }`).
-fn config_text(root: &str, entry: Option<&str>) -> String {
+pub(super) fn config_text(root: &str, entry: Option<&str>) -> String {
     let entry =
         entry.map(str::to_string).unwrap_or(format!("{{ path = \"{root}\", write = true }}"));
     format!(
@@ -45,7 +45,7 @@ fn config_text(root: &str, entry: Option<&str>) -> String {
 
 /// Writes `text` (with the fixture's `{root}`… replaced) at `at`, outside `Fixture::config`'s
 /// one place.
-fn config_at(fx: &Fixture, at: &Path, text: &str) -> PathBuf {
+pub(super) fn config_at(fx: &Fixture, at: &Path, text: &str) -> PathBuf {
     let made = fx.config(text);
     std::fs::create_dir_all(at.parent().unwrap()).unwrap();
     std::fs::rename(&made, at).unwrap();
