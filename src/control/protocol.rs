@@ -17,9 +17,10 @@ pub const SOCKET: &str = "control.sock";
 /// The longest line accepted either way.
 pub const MAX_LINE: u64 = 64 * 1024;
 /// The longest reply line a front end reads: a listing of every parked action (at most
-/// `MAX_PARKED`, a network question's command cut where it is made) fits well within it
-/// (decision 0088). A longer answer is a failure the front end names, never read as less.
-pub const MAX_REPLY: u64 = 1024 * 1024;
+/// `MAX_PARKED`, each at most `MAX_SHOWN` of arguments shown about three times over, a network
+/// question's command cut where it is made) fits within it (decisions 0088, 0090). A longer
+/// answer is a failure the front end names, never read as less.
+pub const MAX_REPLY: u64 = 16 * 1024 * 1024;
 /// How long a peer has to send its request.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

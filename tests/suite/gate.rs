@@ -601,3 +601,35 @@ async fn the_session_choice_says_what_it_means_in_either_era() {
     assert!(!fx.root.join("parked.txt").exists());
     fx.assert_canary();
 }
+
+/// Found by the eighth attack pass: 3.5 MiB `bash` commands, parked and dropped, made every
+/// dashboard render 29 MB an action and `hands approvals list` fail for every client. A call
+/// over `MAX_SHOWN` (64 KiB of arguments) is refused without asking, saying why and what to
+/// do; nothing is parked. The positive control: 60 KiB is asked about, approved, written.
+#[tokio::test]
+async fn a_call_too_long_to_show_a_person_is_refused_without_asking() {
+    let fx = Fixture::new();
+    let config = ask_config(&fx, 30);
+    let c = Arc::new(connect(&fx, &config, Era::Legacy, Person::new(None, false)).await);
+    let r = write(&c, "parked.txt", &"x".repeat(70 * 1024)).await;
+    let t = text_of(&r);
+    assert_eq!(r.is_error, Some(true), "{t}");
+    assert!(t.contains("over the 65536 a person is shown when asked"), "{t}");
+    assert!(t.contains("`write` tool") && t.len() < 4096, "{t}");
+    assert!(!fx.root.join("parked.txt").exists());
+    let (ok, out) = approvals(&fx, &config, &["list"]);
+    assert!(ok && !out.lines().any(|l| l.starts_with("waiting ")), "parked: {out}");
+    // The positive control.
+    let content = "y".repeat(60 * 1024);
+    let call = {
+        let (c, content) = (c.clone(), content.clone());
+        tokio::spawn(async move { write(&c, "parked.txt", &content).await })
+    };
+    let id = waiting_id(&fx, &config).await;
+    let (ok, out) = approvals(&fx, &config, &["approve", &id]);
+    assert!(ok, "{out}");
+    let r = call.await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(fx.root.join("parked.txt")).unwrap(), content);
+    fx.assert_canary();
+}

@@ -11,6 +11,29 @@ use crate::gate::{Asker, Call, Retry, lock};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
+/// The most of a call's arguments (as JSON) a person is asked about: about a thousand lines,
+/// more than anyone reads in a question. Found by the eighth attack pass: 3.5 MiB `bash`
+/// commands, parked and dropped, made every dashboard render 29 MB an action (323 MB, 13 s and
+/// 1.8 GB of the daemon's memory at 15) and `hands approvals list` fail for every client.
+pub const MAX_SHOWN: usize = 64 * 1024;
+
+/// A refusal for a call too long to put before a person: nobody could read what they allow.
+fn too_long_to_show(call: &Call<'_>) -> Option<Verdict> {
+    let len = call.arguments.to_string().len();
+    if len <= MAX_SHOWN {
+        return None;
+    }
+    let remedy = "put the long part in a file (the `write` tool) and name the file in a short \
+                  call, or a person allows the class without asking (trust in daemon.toml)";
+    let message = format!(
+        "`{}`'s arguments are {len} bytes, over the {MAX_SHOWN} a person is shown when asked: \
+         nobody can read that in a question, so it is not asked; {remedy}",
+        call.tool
+    );
+    let denial = crate::errors::Denial::new(call.tool, "gate", "too long to ask about", remedy);
+    Some(Verdict::Deny { by: DecidedBy::Policy, why: Refusal { denial, message } })
+}
+
 /// Asks for the call (see the module's documentation). `call.confirm` (a confirm-listed argv):
 /// no standing permission is consulted, and any allow counts as *once* — the answer grants no
 /// session or always permission, so the next confirm-listed run asks again.
@@ -56,6 +79,9 @@ pub(super) async fn ask_person(
     };
     if !confirm && (in_session || (!widening && approvals.always_allows(&action))) {
         return Verdict::Allow { by: DecidedBy::StandingPermission };
+    }
+    if let Some(refused) = too_long_to_show(call) {
+        return refused;
     }
     // The channel follows what the client declared (SPEC §6), read per request: a 2026-07-28
     // client's `_meta` capabilities, a 2025-era client's `initialize`. Nothing is sent for a
