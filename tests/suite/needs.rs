@@ -206,6 +206,17 @@ async fn needs_cannot_name_credential_or_secret_paths() {
         let asked = listing.lines().any(|l| l.starts_with("waiting "));
         assert!(!asked, "{write}: a person was asked: {listing}");
     }
+    // A loopback address spelled as a number is not put to a person as a host name (the
+    // eighth attack pass: `0x7f000001:28866` was asked about as if it were one).
+    for host in ["0x7f000001:28866", "2130706433:28866", "127.1"] {
+        let args = json!({ "command": "true", "needs": { "network": [host] } });
+        let r = tokio::time::timeout(Duration::from_secs(20), bash(&c, args)).await;
+        let r = r.expect("refused at once, without asking anyone").unwrap();
+        assert_eq!(r.is_error, Some(true), "{host}: {}", text_of(&r));
+        assert!(text_of(&r).contains("127.0.0.1 spelled another way"), "{}", text_of(&r));
+        let (_, listing) = approvals(&fx, &config, &["list"]);
+        assert!(!listing.lines().any(|l| l.starts_with("waiting ")), "{host}: {listing}");
+    }
     assert_eq!(std::fs::read_to_string(ssh.join("id_ed25519")).unwrap(), "KEY\n");
     assert_eq!(std::fs::read_to_string(secret_dir.join(".env")).unwrap(), "TOKEN=1\n");
     // Positive control: a clean folder is put to a person (denied here).

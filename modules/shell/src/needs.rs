@@ -363,6 +363,14 @@ fn host_entry(e: &str) -> Result<String, String> {
         return Err(bad("expected a host name with an optional :PORT (no scheme, path, user \
                         or wildcard)"));
     }
+    // Numbers between dots are an address to a resolver (`0x7f000001` is 127.0.0.1): never put
+    // to a person as a host name (found by the eighth attack pass).
+    if let Err(e) = hands_sandbox::proxy::net_rules::name(host) {
+        return Err(bad(&format!(
+            "{e}; an IP address is not asked for (a person can add an \
+                                 address to tools-shell's network.allow)"
+        )));
+    }
     let host = host.to_ascii_lowercase();
     match port {
         None => Ok(host),
@@ -449,6 +457,11 @@ mod tests {
                 (vec!["*.example.com"], vec![]),
                 (vec!["example.com:99999"], vec![]),
                 (vec!["10.0.0.1"], vec![]),
+                // IPv4 spelled otherwise (the eighth attack pass), and numbers no resolver reads.
+                (vec!["0x7f000001:28866"], vec![]),
+                (vec!["2130706433"], vec![]),
+                (vec!["127.1"], vec![]),
+                (vec!["1.2.3.4.5"], vec![]),
                 (vec!["[::1]:8080"], vec![]),
                 (vec![], vec!["x/y"]),
                 (vec![], vec!["/a/../b"]),
@@ -462,6 +475,8 @@ mod tests {
                 };
                 assert!(check(&n, r, ONE_RUN).is_err(), "{net:?} {write:?}");
             }
+            let e = check(&needs(&["0x7f000001:443"], &[]), r, ONE_RUN).unwrap_err();
+            assert!(e.why.contains("the IPv4 address 127.0.0.1 spelled another way"), "{}", e.why);
             let long = "x".repeat(100_000);
             let e = check(&needs(&[&long], &[]), r, ONE_RUN).unwrap_err();
             assert!(e.why.len() < 1000, "{}", e.why.len());
