@@ -70,7 +70,8 @@ impl Daemon {
             Request::StopSession { session, via } => {
                 let Some(sh) = self.shell() else { return no_shell() };
                 let params = hands_shell::tmux::KillParams { session: session.clone() };
-                let killed = sh.tmux_kill(params).await;
+                // The person: any session, whoever started it.
+                let killed = sh.tmux_kill(params, None).await;
                 let outcome = match &killed {
                     Ok(_) => "ok".to_string(),
                     Err(e) if e.is_refusal() => format!("refused: {e}"),

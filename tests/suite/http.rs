@@ -743,3 +743,58 @@ async fn with_tokens_a_command_cannot_call_tools_or_answer_an_approval() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// Found by the eighth attack pass: a tmux session was the module's, not its client's — beta
+/// listed alpha's session, read its output, typed into it (once a person allowed `tmux_send`
+/// for beta's own) and could end it; a relay agent the same with another agent's. A client now
+/// reads, types into and ends only the sessions it started; the person sees all of them.
+#[tokio::test]
+async fn a_client_reads_types_into_and_ends_only_its_own_tmux_sessions() {
+    let fx = Fixture::new();
+    let token_file = fx.root.parent().unwrap().join("beta.token");
+    std::fs::write(&token_file, format!("{TOKEN_B}\n")).unwrap();
+    let config = fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[server.http]\nlisten = \"127.0.0.1:1\"\n\n\
+         [[server.http.clients]]\nname = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_A\"\n\n\
+         [[server.http.clients]]\nname = \"beta\"\ntoken_file = \"{}\"\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"allow\" }} }}\n",
+        token_file.display()
+    ));
+    let server = start(&fx, &config).await;
+    let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    let beta = connect(&server, Some(TOKEN_B), Era::Legacy).await;
+    let start_args = json!({ "command": "echo SECRET-OF-A; sleep 300", "name": "a-work" });
+    alpha.ok("tmux_start", start_args).await;
+    let seen = super::tmux::read_until(&alpha, "a-work", |r| {
+        r["text"].as_str().unwrap_or("").contains("SECRET-OF-A")
+    })
+    .await;
+    assert!(seen["text"].as_str().unwrap().contains("SECRET-OF-A"), "{seen}");
+
+    let listed = beta.ok("tmux_list", json!({})).await;
+    assert!(!listed.to_string().contains("a-work"), "beta lists alpha's session: {listed}");
+    let session = json!({ "session": "a-work" });
+    let typed = json!({ "session": "a-work", "text": "echo INJECTED-BY-BETA" });
+    for (tool, args) in [("tmux_read", &session), ("tmux_send", &typed), ("tmux_kill", &session)] {
+        let e = beta.err(tool, args.clone()).await;
+        assert!(e.contains("was started by another client (`alpha`)"), "{tool}: {e}");
+        assert!(!e.contains("SECRET-OF-A"), "{tool}: {e}");
+    }
+    // Alpha's session goes on, untouched; beta's own session is its own to read (the positive
+    // controls).
+    let r = alpha.ok("tmux_read", session.clone()).await;
+    assert_eq!(r["ended"], false, "{r}");
+    assert!(!r["text"].as_str().unwrap().contains("INJECTED"), "{r}");
+    assert!(alpha.ok("tmux_list", json!({})).await.to_string().contains("a-work"));
+    beta.ok("tmux_start", json!({ "command": "echo OF-B; sleep 300", "name": "b-work" })).await;
+    let b = super::tmux::read_until(&beta, "b-work", |r| {
+        r["text"].as_str().unwrap_or("").contains("OF-B")
+    })
+    .await;
+    assert!(b["text"].as_str().unwrap().contains("OF-B"), "{b}");
+    beta.ok("tmux_kill", json!({ "session": "b-work" })).await;
+    alpha.ok("tmux_kill", session).await;
+    fx.assert_canary();
+}

@@ -65,7 +65,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
     }
     r.task(
         TMUX_READ,
-        |sh, p: t::ReadParams, _| Box::pin(async move { sh.tmux_read(p).await }),
+        |sh, p: t::ReadParams, c| Box::pin(async move { sh.tmux_read(p, Some(&c.client)).await }),
         ToString::to_string,
     );
     if settings.bash {
@@ -83,12 +83,12 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
     }
     r.task(
         TMUX_LIST,
-        |sh, p: t::ListParams, _| Box::pin(async move { sh.tmux_list(p).await }),
+        |sh, p: t::ListParams, c| Box::pin(async move { sh.tmux_list(p, Some(&c.client)).await }),
         ToString::to_string,
     );
     r.task(
         tmux_kill(network),
-        |sh, p: t::KillParams, _| Box::pin(async move { sh.tmux_kill(p).await }),
+        |sh, p: t::KillParams, c| Box::pin(async move { sh.tmux_kill(p, Some(&c.client)).await }),
         ToString::to_string,
     );
     if settings.policy.admits_something() {

@@ -351,16 +351,20 @@ async fn running(daemon: &Daemon, csrf: &str) -> String {
             button("/stop-command", csrf, &[("id", &id)], "Stop", "reject")
         );
     }
-    let sessions = sh.tmux_list(hands_shell::tmux::ListParams {}).await.map(|l| l.sessions);
+    // The person sees every session, whoever started it.
+    let sessions = sh.tmux_list(hands_shell::tmux::ListParams {}, None).await.map(|l| l.sessions);
     for t in sessions.unwrap_or_default() {
         rows += 1;
         let running = t.facts.state == hands_shell::tmux::State::Running;
         let out = sh
-            .tmux_read(hands_shell::tmux::ReadParams {
-                session: t.name.clone(),
-                lines: Some(OUTPUT_LINES as u32),
-                since: None,
-            })
+            .tmux_read(
+                hands_shell::tmux::ReadParams {
+                    session: t.name.clone(),
+                    lines: Some(OUTPUT_LINES as u32),
+                    since: None,
+                },
+                None,
+            )
             .await
             .map(|r| r.text)
             .unwrap_or_default();

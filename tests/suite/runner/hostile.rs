@@ -207,14 +207,19 @@ async fn a_hostile_relay_cannot_redirect_crash_bloat_or_steer_the_runner() {
         (Some("runner:mallory"), Some("person-via-terminal"))
     );
 
-    // A flood of 4 MiB writes in one session, each parked for a person (trust.write = "ask"):
-    // those past the runner's byte bound for calls in flight (16 MiB: three of them) are
-    // answered "busy" at once, and memory stays bounded.
+    // A flood of 4 MiB calls in one session, each held in flight — `bash` calls queued behind
+    // four that sleep (max_concurrent; a parked question cannot hold them: over 64 KiB is not
+    // asked about, decision 0090): those past the runner's byte bound for calls in flight
+    // (16 MiB: three of them) are answered "busy" at once, and memory stays bounded.
     start_session(&mut ws, "flood", "alice").await;
-    let big = "x".repeat(4 << 20);
+    for i in 0..4u64 {
+        let args = json!({"command": "sleep 60", "timeout_secs": 90});
+        ws.send(msg("flood", call(90 + i, "bash", args))).await.unwrap();
+    }
+    let big = format!("true # {}", "x".repeat(4 << 20));
     for i in 0..12u64 {
-        let args = json!({"path": format!("flood-{i}.txt"), "content": big});
-        ws.send(msg("flood", call(100 + i, "write", args))).await.unwrap();
+        let args = json!({"command": big});
+        ws.send(msg("flood", call(100 + i, "bash", args))).await.unwrap();
     }
     let mut busy = 0;
     while busy < 5 {
@@ -230,7 +235,6 @@ async fn a_hostile_relay_cannot_redirect_crash_bloat_or_steer_the_runner() {
     ws.send(Message::text(json!({"v":1,"type":"close","session":"flood"}).to_string()))
         .await
         .unwrap();
-    assert!(!fx.root.join("flood-0.txt").exists());
 
     // A 64 MiB frame: the runner drops the link (it never reads past 16 MiB) and dials again.
     let huge = "y".repeat(64 << 20);

@@ -241,6 +241,25 @@ fn no_session(name: &str) -> ShellError {
     ))
 }
 
+/// Refuses a client the session `m` another client started: a client reads, types into and
+/// ends only its own sessions (SPEC §13: a session is a client like any other, its identity in
+/// the scopes is its own). `whose` is the calling client; `None` is the person (the dashboard,
+/// `hands stop`), who sees every session. A record of an older version names no client.
+fn owned(m: &Meta, whose: Option<&str>) -> Result<(), ShellError> {
+    match (&m.client, whose) {
+        (Some(started_by), Some(caller)) if started_by != caller => {
+            Err(ShellError::Failed(format!(
+                "tmux session {:?} was started by another client (`{}`): a client reads, types \
+                 into and ends only its own sessions; start one of your own with tmux_start (a \
+                 person can end it with `hands stop` or on the dashboard)",
+                m.name,
+                hands_roots::shown(started_by)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Shell {
     /// The recorded, live session `name`, or the refusal that says it does not exist.
     fn live_session(&self, name: &str) -> Result<Meta, ShellError> {
@@ -401,7 +420,11 @@ impl Shell {
     }
 
     /// `tmux_read`.
-    pub async fn tmux_read(&self, p: tmux::ReadParams) -> Result<ReadOutput, ShellError> {
+    pub async fn tmux_read(
+        &self,
+        p: tmux::ReadParams,
+        whose: Option<&str>,
+    ) -> Result<ReadOutput, ShellError> {
         let lines = p.lines.unwrap_or(tmux::DEFAULT_LINES);
         if lines == 0 || lines > tmux::MAX_LINES {
             return Err(ShellError::Failed(format!(
@@ -410,6 +433,7 @@ impl Shell {
             )));
         }
         let m = self.live_session(&p.session)?;
+        owned(&m, whose)?;
         let Some(since) = p.since else {
             let mut r = self.read_settled(&m.name, &m.cwd, lines).await?;
             r.cursor = self.cursor(&m);
@@ -446,10 +470,17 @@ impl Shell {
     }
 
     /// `tmux_list`.
-    pub async fn tmux_list(&self, _p: tmux::ListParams) -> Result<ListOutput, ShellError> {
+    pub async fn tmux_list(
+        &self,
+        _p: tmux::ListParams,
+        whose: Option<&str>,
+    ) -> Result<ListOutput, ShellError> {
         let mut sessions = Vec::new();
         for name in self.tmux.names() {
             let Ok(m) = self.live_session(&name) else { continue };
+            if owned(&m, whose).is_err() {
+                continue;
+            }
             let (ended, exit_status) = match self.read_settled(&name, &m.cwd, 1).await {
                 Ok(r) => (r.ended, r.exit_status),
                 Err(_) => (true, None),
@@ -486,9 +517,14 @@ impl Shell {
     }
 
     /// `tmux_kill`.
-    pub async fn tmux_kill(&self, p: tmux::KillParams) -> Result<KillOutput, ShellError> {
+    pub async fn tmux_kill(
+        &self,
+        p: tmux::KillParams,
+        whose: Option<&str>,
+    ) -> Result<KillOutput, ShellError> {
         check_name(&p.session)?;
         let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
+        owned(&m, whose)?;
         let cursor = self.cursor(&m);
         end_launcher(m.launcher).await;
         if m.launcher.alive() {

@@ -30,6 +30,7 @@ impl Shell {
             )));
         }
         let mut m = self.live_session(&p.session)?;
+        super::owned(&m, Some(&caller.client))?;
         // A secret file created since the session started is hidden from it before anything is
         // typed that could read it.
         self.remask(&mut m).await?;
