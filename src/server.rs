@@ -208,7 +208,9 @@ impl HandsServer {
             confirm,
         };
         let d = &self.daemon;
+        let waits = crate::shell_mcp::caller(ctx, &self.gone, self.client(), None);
         let asker = Asker {
+            waits: &waits,
             client: self.client(),
             asks_client: self.asks_client,
             session: &self.session,

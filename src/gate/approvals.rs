@@ -65,6 +65,15 @@ pub enum ApprovalError {
          `deny ID` (or on the dashboard), and the call can be retried then"
     )]
     TooMany { waiting: usize },
+    /// This client has its share of them waiting already
+    /// ([`MAX_PARKED_EACH`](parked::MAX_PARKED_EACH)).
+    #[error(
+        "not put to a person: client `{client}` has {waiting} actions waiting for one already, \
+         the most one client may (so that no client keeps the others' questions out); the call \
+         can be retried once a person answered one (`hands approvals list`, or the dashboard) \
+         or one expired"
+    )]
+    TooManyOfOne { client: String, waiting: usize },
     /// No action is parked under `id` (answered, expired, or never).
     #[error("no action is waiting under {id}; `hands approvals list` shows them")]
     NoSuchAction { id: String },

@@ -74,6 +74,9 @@ pub struct Asker<'a> {
     /// The resolver of the call's module, for the check of denied paths before anyone is
     /// asked (`None`: the module has none).
     pub resolver: Option<&'a hands_roots::Resolver>,
+    /// The request's ways of ending (`notifications/cancelled`, a disconnect, an HTTP
+    /// hangup): a question parked for a person is taken back when the call no longer waits.
+    pub waits: &'a hands_shell::Caller,
 }
 
 use hands_roots::lock;

@@ -266,3 +266,90 @@ async fn initializes_sent_at_once_do_not_pass_a_clients_share() {
     assert_eq!(open_session(addr, "/mcp", BETA).await.0.status, 200);
     fx.assert_canary();
 }
+
+/// `[server.http]` with alpha and beta, tools-fs whose writes a person is asked about.
+fn two_asked(fx: &Fixture) -> std::path::PathBuf {
+    fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\n[trust]\nwrite = \"ask\"\n\
+         approval_timeout_secs = 60\n\n[server.http]\nlisten = \"127.0.0.1:1\"\n\n\
+         [[server.http.clients]]\nname = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_ALPHA\"\n\n\
+         [[server.http.clients]]\nname = \"beta\"\ntoken_env = \"HANDS_TEST_TOKEN_BETA\"\n\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n",
+    )
+}
+
+/// How many actions `hands approvals list` shows waiting, once it shows `n` (or 10 s passed).
+async fn waiting_until(fx: &Fixture, cfg: &std::path::Path, n: usize) -> usize {
+    let mut seen = usize::MAX;
+    for _ in 0..100 {
+        let (_, out) = super::gate::approvals(fx, cfg, &["list"]);
+        seen = out.lines().filter(|l| l.starts_with("waiting ")).count();
+        if seen == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+/// A `write` of `path` in `session` as `token`, sent on a connection of its own and left to
+/// wait: the connection, and what the server answered before it held the call.
+async fn parked_write(addr: SocketAddr, token: &str, session: &str, path: &str) -> TcpStream {
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"write","arguments":{{"path":"{path}","content":"P"}}}}}}"#
+    );
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(post("/mcp", token, Some(session), &call).as_bytes()).await.unwrap();
+    s
+}
+
+/// Found by the eighth attack pass: one client's calls, parked and dropped, held all 32 places
+/// for a person's questions (other clients' calls were refused at once), and stayed parked after
+/// their calls were gone — a person could approve what nobody waited for. A call that no longer
+/// waits takes its question back, and one client holds at most 16 of the 32.
+#[tokio::test]
+async fn a_dropped_call_takes_its_question_back_and_one_client_parks_half() {
+    let fx = Fixture::new();
+    let cfg = two_asked(&fx);
+    let env = [("HANDS_TEST_TOKEN_ALPHA", ALPHA), ("HANDS_TEST_TOKEN_BETA", BETA)];
+    let (_child, addr) = serve_http(&fx, &cfg, &env).await;
+    let alpha = open_session(addr, "/mcp", ALPHA).await.1.expect("alpha's session");
+    let beta = open_session(addr, "/mcp", BETA).await.1.expect("beta's session");
+    // Parked while its call waits (the control), taken back once the call is gone.
+    let held = parked_write(addr, ALPHA, &alpha, "dropped.txt").await;
+    assert_eq!(waiting_until(&fx, &cfg, 1).await, 1, "the call was not parked");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(waiting_until(&fx, &cfg, 1).await, 1, "unparked while its call waited");
+    drop(held);
+    assert_eq!(waiting_until(&fx, &cfg, 0).await, 0, "still parked after its call was dropped");
+    assert!(!fx.root.join("dropped.txt").exists());
+    // Alpha's share: 16 wait; its 17th is refused at once, saying why; beta is still asked.
+    let mut streams = Vec::new();
+    for i in 0..16 {
+        streams.push(parked_write(addr, ALPHA, &alpha, &format!("a{i}.txt")).await);
+    }
+    assert_eq!(waiting_until(&fx, &cfg, 16).await, 16);
+    let mut refused = parked_write(addr, ALPHA, &alpha, "a16.txt").await;
+    let mut answer = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("actions waiting") {
+            match refused.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.contains("client `alpha` has 16 actions waiting"), "{answer}");
+    streams.push(parked_write(addr, BETA, &beta, "b.txt").await);
+    assert_eq!(waiting_until(&fx, &cfg, 17).await, 17, "beta's question was kept out");
+    drop(streams);
+    assert_eq!(waiting_until(&fx, &cfg, 0).await, 0);
+    for f in ["a0.txt", "a16.txt", "b.txt"] {
+        assert!(!fx.root.join(f).exists(), "{f}");
+    }
+    fx.assert_canary();
+}

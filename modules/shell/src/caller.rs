@@ -64,7 +64,7 @@ impl Caller {
     }
 
     /// Resolves once the command's caller no longer waits for it.
-    pub(crate) async fn cancelled(&self) {
+    pub async fn cancelled(&self) {
         let mut waits: Vec<_> = self.cancel.iter().map(|t| Box::pin(t.cancelled())).collect();
         std::future::poll_fn(|cx| {
             if waits.iter_mut().any(|w| w.as_mut().poll(cx).is_ready()) {

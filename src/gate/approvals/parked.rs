@@ -16,6 +16,10 @@ use tokio::sync::oneshot;
 /// notice and `hands approvals list`.
 pub const MAX_PARKED: usize = 32;
 
+/// The most one client may have waiting at once: half, so that one client's questions (a
+/// token a person gave out, dropping calls as it goes) never keep every other client's out.
+pub const MAX_PARKED_EACH: usize = MAX_PARKED / 2;
+
 /// A person's answer to a parked action: the choice (`None`: denied) and where it was made.
 pub(super) type Answer = (Option<Choice>, Channel);
 
@@ -101,6 +105,11 @@ impl Approvals {
             if parked.len() >= MAX_PARKED {
                 return Err(ApprovalError::TooMany { waiting: parked.len() });
             }
+            let mine = parked.values().filter(|p| p.detail.client == a.client).count();
+            if mine >= MAX_PARKED_EACH {
+                let client = crate::shown::shown(&a.client).text;
+                return Err(ApprovalError::TooManyOfOne { client, waiting: mine });
+            }
             let action = a.describe();
             parked.insert(
                 id.clone(),
@@ -153,8 +162,17 @@ impl Approvals {
 
     /// Waits for a person's answer to the action parked under `id`, then unparks it.
     async fn wait(&self, id: &str, rx: oneshot::Receiver<Answer>, timeout: Duration) -> Asked {
+        /// Unparks the action however the wait ends: answered, timed out, or dropped because
+        /// the call no longer waits (its question is taken back).
+        struct Unpark<'a>(&'a Approvals, &'a str);
+        impl Drop for Unpark<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.parked).remove(self.1);
+            }
+        }
+        let unpark = Unpark(self, id);
         let answer = tokio::time::timeout(timeout, rx).await;
-        lock(&self.parked).remove(id);
+        drop(unpark);
         match answer {
             Ok(Ok((Some(choice), via))) => Asked::Allowed(choice, via),
             Ok(Ok((None, via))) => {
@@ -216,5 +234,65 @@ impl Approvals {
                 detail: p.detail.clone(),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn action(client: &str) -> Action {
+        Action {
+            client: client.into(),
+            module: "tools-shell".into(),
+            tool: "bash".into(),
+            class: "external".into(),
+            arguments: serde_json::json!({ "command": "ls" }),
+            confirm: false,
+            until_restart: false,
+        }
+    }
+
+    /// Found by the eighth attack pass: one client's dropped calls held all 32 places.
+    #[test]
+    fn one_client_holds_half_of_the_places_and_all_clients_all_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let ap = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let mut held = Vec::new();
+        for _ in 0..MAX_PARKED_EACH {
+            held.push(ap.enter(&action("alpha")).unwrap());
+        }
+        let e = ap.enter(&action("alpha")).unwrap_err().to_string();
+        assert!(e.contains("client `alpha` has 16 actions waiting"), "{e}");
+        for _ in 0..MAX_PARKED_EACH {
+            held.push(ap.enter(&action("beta")).unwrap());
+        }
+        let e = ap.enter(&action("gamma")).unwrap_err().to_string();
+        assert!(e.contains("32 actions are already waiting"), "{e}");
+        assert_eq!(ap.parked().len(), MAX_PARKED);
+    }
+
+    /// A call that no longer waits takes its question back: the waiting future dropped (as the
+    /// gate drops it when the call is cancelled or its client goes) unparks the action.
+    #[tokio::test]
+    async fn a_wait_given_up_unparks_its_action() {
+        let dir = tempfile::tempdir().unwrap();
+        let ap = std::sync::Arc::new(Approvals::new(dir.path(), Duration::from_secs(60)).unwrap());
+        let waiting = {
+            let ap = ap.clone();
+            tokio::spawn(async move { ap.park(&action("alpha")).await })
+        };
+        for _ in 0..100 {
+            if !ap.parked().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let id = ap.parked()[0].id.clone();
+        waiting.abort();
+        let _ = waiting.await;
+        assert!(ap.parked().is_empty(), "still parked after its call gave up");
+        let e = ap.answer_as(&id, Some(Choice::Once), Channel::Terminal).unwrap_err();
+        assert!(e.to_string().contains("no action is waiting"), "{e}");
     }
 }

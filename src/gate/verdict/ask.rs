@@ -92,43 +92,59 @@ pub(super) async fn ask_person(
     } else {
         Reach::Nobody
     };
-    let mut asked = match (&retry.state, modern, reach) {
-        (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
-        (None, true, Reach::Form) => match approvals.input_required(&action) {
-            Ok(r) => Asked::InputRequired(r),
-            Err(e) => Asked::Refused(e.to_string(), None),
-        },
-        // The action is parked and the client asked to open its dashboard entry; the retry
-        // waits for the person there. Without a dashboard the call itself waits.
-        (None, true, Reach::Url) => match approvals.input_required_url(&action) {
-            Some(Ok(r)) => Asked::InputRequired(r),
-            Some(Err(e)) => Asked::Refused(e.to_string(), None),
-            None => park_telling(approvals, &action, ctx).await,
-        },
-        (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
-        // A 2025-era client that can only open a URL is sent the action's entry on the
-        // dashboard, where the person decides; the answer to the URL request decides nothing.
-        (_, false, Reach::Url) => {
-            let peer = ctx.peer.clone();
-            let timeout =
-                std::time::Duration::from_secs(asker.config.trust.approval_timeout_secs.max(1));
-            approvals
-                .park_then(&action, |id| {
-                    let Some(url) = approvals.dashboard_entry(id) else { return };
-                    let params = crate::gate::approvals::url_params(&action, url, id);
-                    tokio::spawn(async move {
-                        let _ = peer.create_elicitation_with_timeout(params, Some(timeout)).await;
-                    });
-                })
-                .await
+    // A call that no longer waits (cancelled, its client gone) takes its question back: the
+    // parked action leaves the list as the asking is dropped (the eighth attack pass: dropped
+    // calls stayed parked, and a person approved what nobody waited for).
+    let asking = async {
+        let mut asked = match (&retry.state, modern, reach) {
+            (Some(state), true, _) => approvals.redeem(&action, state, retry.responses.as_ref()),
+            (None, true, Reach::Form) => match approvals.input_required(&action) {
+                Ok(r) => Asked::InputRequired(r),
+                Err(e) => Asked::Refused(e.to_string(), None),
+            },
+            // The action is parked and the client asked to open its dashboard entry; the retry
+            // waits for the person there. Without a dashboard the call itself waits.
+            (None, true, Reach::Url) => match approvals.input_required_url(&action) {
+                Some(Ok(r)) => Asked::InputRequired(r),
+                Some(Err(e)) => Asked::Refused(e.to_string(), None),
+                None => park_telling(approvals, &action, ctx).await,
+            },
+            (_, false, Reach::Form) => approvals.elicit(&action, &ctx.peer).await,
+            // A 2025-era client that can only open a URL is sent the action's entry on the
+            // dashboard, where the person decides; the answer to the URL request decides nothing.
+            (_, false, Reach::Url) => {
+                let peer = ctx.peer.clone();
+                let timeout =
+                    std::time::Duration::from_secs(asker.config.trust.approval_timeout_secs.max(1));
+                approvals
+                    .park_then(&action, |id| {
+                        let Some(url) = approvals.dashboard_entry(id) else { return };
+                        let params = crate::gate::approvals::url_params(&action, url, id);
+                        tokio::spawn(async move {
+                            let _ =
+                                peer.create_elicitation_with_timeout(params, Some(timeout)).await;
+                        });
+                    })
+                    .await
+            }
+            // Nobody to ask through the client, in either era: a person at `hands approvals` or on
+            // the dashboard.
+            (_, _, Reach::Nobody) => park_telling(approvals, &action, ctx).await,
+        };
+        if let Asked::Parked(id) = &asked {
+            asked = approvals.await_parked(id).await;
         }
-        // Nobody to ask through the client, in either era: a person at `hands approvals` or on
-        // the dashboard.
-        (_, _, Reach::Nobody) => park_telling(approvals, &action, ctx).await,
+        asked
     };
-    if let Asked::Parked(id) = &asked {
-        asked = approvals.await_parked(id).await;
-    }
+    let asked = tokio::select! {
+        asked = asking => asked,
+        () = asker.waits.cancelled() => Asked::Refused(
+            "the call was cancelled, or its client went, while it waited for a person; the \
+             question was taken back"
+                .to_string(),
+            None,
+        ),
+    };
     let by = |c: Channel| match c {
         Channel::Client => DecidedBy::PersonViaClient,
         Channel::Terminal => DecidedBy::PersonViaTerminal,
