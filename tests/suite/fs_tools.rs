@@ -389,3 +389,27 @@ async fn grep_modes_context_case_literal_glob_and_limit() {
     assert!(t.contains("1:needle"), "{t}");
     c.stop().await;
 }
+
+/// Found by the eighth attack pass: a refused `write` left the folders it made on its way
+/// (`.git/worktrees/zz` for a refused `commondir`). A refusal loses nothing and leaves nothing;
+/// the positive control writes through new folders, which stay.
+#[tokio::test]
+async fn a_refused_write_leaves_no_folder_it_made() {
+    let (fx, c) = setup().await;
+    std::fs::create_dir_all(fx.root.join("repo/.git/worktrees")).unwrap();
+    std::fs::write(fx.root.join("repo/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    // `HEAD` beside a `config` would make `new/deep` a git dir: refused once both folders exist.
+    std::fs::create_dir_all(fx.root.join("bare")).unwrap();
+    std::fs::write(fx.root.join("bare/config"), "[core]\n").unwrap();
+    for path in ["repo/.git/worktrees/zz/commondir", "made/a/b/.git", "bare/HEAD"] {
+        let e = c.err("write", serde_json::json!({ "path": path, "content": "x\n" })).await;
+        assert!(e.contains("protected") || e.contains("git dir"), "{path}: {e}");
+    }
+    for left in ["repo/.git/worktrees/zz", "made"] {
+        assert!(!fx.root.join(left).exists(), "{left} was left behind");
+    }
+    assert!(fx.root.join("bare/config").exists());
+    c.ok("write", serde_json::json!({ "path": "made/a/b/file.txt", "content": "x\n" })).await;
+    assert_eq!(std::fs::read_to_string(fx.root.join("made/a/b/file.txt")).unwrap(), "x\n");
+    fx.assert_canary();
+}

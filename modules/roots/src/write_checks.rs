@@ -33,7 +33,27 @@ impl Resolver {
         };
         self.check_writable(&loc.abs)?;
         let parent_rel = loc.rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let parent = self.open_parent(&loc, &parent_rel, create_parents)?;
+        let mut made = Vec::new();
+        let parent = self.open_parent(&loc, &parent_rel, create_parents, &mut made);
+        let target = parent.and_then(|parent| self.target_in(loc, parent, name, depth));
+        // A refused write leaves nothing behind: the folders made on its way go again (empty,
+        // as they were just made; one a command filled meanwhile stays).
+        if target.is_err() {
+            for (dir, name) in made.iter().rev() {
+                let _ = rustix::fs::unlinkat(dir, name.as_os_str(), rustix::fs::AtFlags::REMOVEDIR);
+            }
+        }
+        target
+    }
+
+    /// The checks of [`Resolver::prepare_write_at`] once the parent folder is open.
+    fn target_in(
+        &self,
+        loc: Located,
+        parent: OwnedFd,
+        name: std::ffi::OsString,
+        depth: u32,
+    ) -> Result<WriteTarget> {
         let (parent_abs, parent_root) = self.real_path(parent.as_fd(), &loc.abs);
         let abs = parent_abs.join(&name);
         // The real location decides: a link inside a writable root into a read-only root or a
@@ -205,7 +225,13 @@ impl Resolver {
 
     /// Opens (creating when asked) the parent folder of a write, one component at a time so
     /// that every folder it makes is made beneath the one before it.
-    fn open_parent(&self, loc: &Located, parent_rel: &Path, create: bool) -> Result<OwnedFd> {
+    fn open_parent(
+        &self,
+        loc: &Located,
+        parent_rel: &Path,
+        create: bool,
+        made: &mut Vec<(OwnedFd, std::ffi::OsString)>,
+    ) -> Result<OwnedFd> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         match self.open_beneath(loc.root, parent_rel, flags, &loc.abs) {
             Err(PathError::NotFound { .. }) if create => {}
@@ -228,7 +254,11 @@ impl Resolver {
                 Ok(fd) => cur = fd,
                 Err(Errno::NOENT) => {
                     match rustix::fs::mkdirat(cur.as_fd(), c, Mode::from_raw_mode(0o755)) {
-                        Ok(()) => {}
+                        Ok(()) => {
+                            let dir = rustix::io::fcntl_dupfd_cloexec(&cur, 0)
+                                .map_err(|e| self.map_open_error(e, &walked, loc.root))?;
+                            made.push((dir, c.to_os_string()));
+                        }
                         // A dangling symlink occupies the name: refuse rather than follow it.
                         Err(Errno::EXIST) => {
                             return Err(PathError::DanglingLink { path: walked });
