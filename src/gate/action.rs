@@ -104,6 +104,20 @@ pub fn widening_rows(needs: &Value) -> Vec<(&'static str, String)> {
 }
 
 impl Action {
+    /// A `bash` call of tools-shell by `client`, for the gate's unit tests.
+    #[cfg(test)]
+    pub fn bash_of(client: &str, command: &str) -> Action {
+        Action {
+            client: client.into(),
+            module: "tools-shell".into(),
+            tool: "bash".into(),
+            class: "external".into(),
+            arguments: serde_json::json!({ "command": command }),
+            confirm: false,
+            until_restart: false,
+        }
+    }
+
     /// Whether the action carries a one-run expansion ([`widens`]): never answered *always*.
     pub fn widens(&self) -> bool {
         widens(&self.arguments)

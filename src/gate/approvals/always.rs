@@ -105,15 +105,7 @@ mod tests {
     fn always_permissions_persist_and_are_bound_to_the_version() {
         let dir = tempfile::tempdir().unwrap();
         let ap = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();
-        let a = Action {
-            client: "stdio".into(),
-            module: "tools-shell".into(),
-            tool: "bash".into(),
-            class: "external".into(),
-            arguments: serde_json::json!({ "command": "ls" }),
-            confirm: false,
-            until_restart: false,
-        };
+        let a = Action::bash_of("stdio", "ls");
         assert!(!ap.always_allows(&a));
         ap.grant_always(&a).unwrap();
         let again = Approvals::new(dir.path(), Duration::from_secs(60)).unwrap();

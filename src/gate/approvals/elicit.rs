@@ -219,15 +219,7 @@ mod tests {
     use super::*;
 
     fn action(cmd: &str) -> Action {
-        Action {
-            client: "stdio".into(),
-            module: "tools-shell".into(),
-            tool: "bash".into(),
-            class: "external".into(),
-            arguments: json!({ "command": cmd }),
-            confirm: false,
-            until_restart: false,
-        }
+        Action::bash_of("stdio", cmd)
     }
 
     fn accept(decision: &str) -> InputResponses {

@@ -242,15 +242,7 @@ mod tests {
     use super::*;
 
     fn action(client: &str) -> Action {
-        Action {
-            client: client.into(),
-            module: "tools-shell".into(),
-            tool: "bash".into(),
-            class: "external".into(),
-            arguments: serde_json::json!({ "command": "ls" }),
-            confirm: false,
-            until_restart: false,
-        }
+        Action::bash_of(client, "ls")
     }
 
     /// Found by the eighth attack pass: one client's dropped calls held all 32 places.
