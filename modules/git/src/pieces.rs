@@ -7,7 +7,7 @@
 //! `evil/{HEAD,config,objects,refs}`, and `git_switch` wrote them all).
 
 use git2::Tree;
-use hands_roots::trust::GIT_CONTROL;
+use hands_roots::trust::GitDirPiece;
 use std::path::Path;
 
 /// Why writing `rel` of `tree` into `workdir` would make or fill a git dir under another name,
@@ -19,14 +19,15 @@ pub(crate) fn git_dir_piece(tree: &Tree<'_>, workdir: &Path, rel: &Path) -> Opti
     };
     let name = rel.file_name()?.to_str().unwrap_or_default();
     let parent = rel.parent().unwrap_or(Path::new(""));
-    if GIT_CONTROL.contains(&name) && holds(parent, "HEAD") {
-        return Some(format!("`{name}` beside a HEAD makes {} a git dir", folder(parent)));
-    }
-    if name == "HEAD" && GIT_CONTROL.iter().any(|c| holds(parent, c)) {
-        return Some(format!(
-            "a HEAD beside a git config or hooks makes {} a git dir",
-            folder(parent)
-        ));
+    match GitDirPiece::of(name, |c| holds(parent, c)) {
+        Some(GitDirPiece::Control) => {
+            return Some(format!("`{name}` beside a HEAD makes {} a git dir", folder(parent)));
+        }
+        Some(GitDirPiece::Head) => {
+            let f = folder(parent);
+            return Some(format!("a HEAD beside a git config or hooks makes {f} a git dir"));
+        }
+        None => {}
     }
     // Anything below the hooks folder of such a git dir (`evil/hooks/pre-commit`).
     let below_hooks = rel.ancestors().skip(1).any(|a| {

@@ -43,6 +43,27 @@ const MAX_LINKS: usize = 40;
 /// What a git dir holds that git reads as config, or runs, or that moves where it reads from.
 pub const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
 
+/// What the entry `name` would be in a folder that `holds` what it says: a git control file
+/// beside a `HEAD`, or a `HEAD` beside one — either makes the folder a git dir (bare-repository
+/// discovery) whose config and hooks git on the host loads. One rule for the file tools (by
+/// what the disk holds) and for git checkouts (by the tree and the disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitDirPiece {
+    /// `config`, `config.worktree`, `commondir` or `hooks` beside a `HEAD`.
+    Control,
+    /// `HEAD` beside one of those.
+    Head,
+}
+
+impl GitDirPiece {
+    pub fn of(name: &str, holds: impl Fn(&str) -> bool) -> Option<GitDirPiece> {
+        if GIT_CONTROL.contains(&name) && holds("HEAD") {
+            return Some(GitDirPiece::Control);
+        }
+        (name == "HEAD" && GIT_CONTROL.iter().any(|c| holds(c))).then_some(GitDirPiece::Head)
+    }
+}
+
 /// The walk of the roots for what the host trusts, and its cached result.
 #[derive(Debug)]
 pub struct Trust {

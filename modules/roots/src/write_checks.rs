@@ -3,15 +3,13 @@
 //! symlinks that dangle or leave the root; missing parent folders made on the way.
 
 use crate::openat::{fstat, openat2_beneath, statat_nofollow};
+use crate::trust::GitDirPiece;
 use crate::{Located, PathError, Resolver, Result, WriteTarget, fd_path, kind_name};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
-
-/// What git reads from a git dir that runs programs or moves where it reads config from.
-const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
 
 impl Resolver {
     /// Prepares a write of the file at `path`: refuses read-only roots, protected, denied and
@@ -196,13 +194,17 @@ impl Resolver {
             );
         }
         let n = name.to_str().unwrap_or("");
-        if GIT_CONTROL.contains(&n) && has(parent, "HEAD") {
-            return refuse(format!("`{n}` of a git dir (the folder holds HEAD)"));
-        }
-        if n == "HEAD" && GIT_CONTROL.iter().any(|c| has(parent, c)) {
-            return refuse(
-                "`HEAD` beside a git config or hooks would make the folder a git dir".to_string(),
-            );
+        match GitDirPiece::of(n, |c| has(parent, c)) {
+            Some(GitDirPiece::Control) => {
+                return refuse(format!("`{n}` of a git dir (the folder holds HEAD)"));
+            }
+            Some(GitDirPiece::Head) => {
+                return refuse(
+                    "`HEAD` beside a git config or hooks would make the folder a git dir"
+                        .to_string(),
+                );
+            }
+            None => {}
         }
         // Below a `hooks` folder of a git dir (its `hooks/pre-commit`, `hooks/x/y`).
         let Some(root) = self.root_of(parent_abs) else { return Ok(()) };
