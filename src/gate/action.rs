@@ -135,8 +135,8 @@ impl Action {
         hex::encode(sha2::Sha256::digest(text.to_string().as_bytes()))
     }
 
-    /// The exact action in words a person can judge: tool, module, and the arguments that
-    /// matter (command, argv, cwd, repo, branch, path), then all of them.
+    /// The exact action in words a person can judge: tool, module, a widening's grants, and
+    /// every argument once ([`Action::argument_rows`]).
     ///
     /// Every part is rendered by [`crate::shown::shown`] (control, invisible and bidirectional
     /// characters visibly escaped), an argv by [`crate::shown::argv`] (its argument boundaries
@@ -175,21 +175,51 @@ impl Action {
                 s.push_str(&format!("\n    {key}: {}", take(show(&text))));
             }
         }
-        for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
-        {
-            if let Some(v) = self.arguments.get(key) {
+        for (key, v) in self.argument_rows() {
+            s.push_str(&format!("\n  {key}: {}", take(v)));
+        }
+        let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
+        format!("{head}{note}{s}")
+    }
+}
+
+/// The arguments a person reads first, each on a row of its own, in this order.
+const NAMED: [&str; 9] =
+    ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"];
+
+impl Action {
+    /// The action's arguments as a person reads them, each once: those of [`NAMED`] on rows of
+    /// their own (an argv with its argument boundaries, `["a b"]` is not `["a", "b"]`), then
+    /// every other one together as JSON (`other arguments`), less a widening's `needs`, which
+    /// has rows of its own ([`widening_rows`]). Every part rendered by [`crate::shown::shown`].
+    /// (The whole arguments used to follow the named rows: a parked 64 KiB command was shown
+    /// twice, and a dashboard page of 32 of them was ~16 MB.)
+    pub fn argument_rows(&self) -> Vec<(&'static str, crate::shown::Shown)> {
+        let show = crate::shown::shown;
+        let Value::Object(all) = &self.arguments else {
+            return vec![("arguments", show(&self.arguments.to_string()))];
+        };
+        let mut rows = Vec::new();
+        for key in NAMED {
+            if let Some(v) = all.get(key) {
                 let v = match v {
                     Value::String(s) => show(s),
-                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
                     list @ Value::Array(_) => crate::shown::argv(list),
                     other => show(&other.to_string()),
                 };
-                s.push_str(&format!("\n  {key}: {}", take(v)));
+                rows.push((key, v));
             }
         }
-        s.push_str(&format!("\n  arguments: {}", take(show(&self.arguments.to_string()))));
-        let note = if escaped { format!("\n  {}", crate::shown::NOTE) } else { String::new() };
-        format!("{head}{note}{s}")
+        let widening = self.widens();
+        let rest: serde_json::Map<String, Value> = all
+            .iter()
+            .filter(|(k, _)| !(NAMED.contains(&k.as_str()) || widening && *k == "needs"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !rest.is_empty() {
+            rows.push(("other arguments", show(&Value::Object(rest).to_string())));
+        }
+        rows
     }
 }
 

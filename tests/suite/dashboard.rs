@@ -953,7 +953,7 @@ async fn invisible_characters_and_argv_boundaries_are_shown_exactly() {
         .concat();
     let escaped = format!("touch x{escaped}.txt");
     let calls: Vec<_> = [
-        json!(["bash", { "command": command }]),
+        json!(["bash", { "command": command, "timeout_secs": 7 }]),
         json!(["run", { "argv": ["echo", "a b"] }]),
         json!(["run", { "argv": ["echo", "a", "b"] }]),
     ]
@@ -977,6 +977,10 @@ async fn invisible_characters_and_argv_boundaries_are_shown_exactly() {
         assert!(!page.contains(h), "U+{:04X} reached the page as itself", h as u32);
     }
     assert!(page.contains(&escaped), "{escaped} not on the page: {page}");
+    // Each argument once: the command on its row, the rest beside it (the whole arguments
+    // used to follow, the command a second time).
+    assert_eq!(page.matches(&escaped).count(), 1, "{page}");
+    assert!(page.contains("{&quot;timeout_secs&quot;:7}"), "{page}");
     assert!(page.contains("(text contained control or invisible characters, shown escaped)"));
     assert!(page.contains("<code class=\"argv\">echo &quot;a b&quot;</code>"), "{page}");
     assert!(page.contains("<code class=\"argv\">echo a b</code>"), "{page}");
@@ -985,6 +989,8 @@ async fn invisible_characters_and_argv_boundaries_are_shown_exactly() {
     let listed = String::from_utf8(out.unwrap().stdout).unwrap();
     assert!(hidden.iter().all(|h| !listed.contains(*h)), "{listed}");
     assert!(listed.contains(&escaped), "{listed}");
+    assert_eq!(listed.matches(&escaped).count(), 1, "{listed}");
+    assert!(listed.contains("other arguments: {\"timeout_secs\":7}\n"), "{listed}");
     assert!(
         listed.contains("argv: echo \"a b\"\n") && listed.contains("argv: echo a b\n"),
         "{listed}"

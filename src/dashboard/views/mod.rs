@@ -7,7 +7,6 @@ mod trail;
 use crate::control::protocol::{Reply, Request};
 use crate::server::Daemon;
 use hands_roots::lock;
-use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -206,7 +205,7 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
                 s,
                 "<dt>{}</dt><dd><code class=\"{}\">{}</code></dd>",
                 esc(k),
-                esc(k),
+                esc(&k.replace(' ', "-")),
                 esc(&v.text)
             );
         };
@@ -220,19 +219,9 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
                 row(&format!("needs.{k}"), shown(&v));
             }
         }
-        for key in ["command", "argv", "binary", "cwd", "repo", "branch", "path", "session", "text"]
-        {
-            if let Some(v) = a.arguments.get(key) {
-                let v = match v {
-                    Value::String(t) => shown(t),
-                    // An argv keeps its argument boundaries (`["a b"]` is not `["a", "b"]`).
-                    list @ Value::Array(_) => crate::shown::argv(list),
-                    other => shown(&other.to_string()),
-                };
-                row(key, v);
-            }
+        for (key, v) in a.argument_rows() {
+            row(key, v);
         }
-        row("arguments", shown(&a.arguments.to_string()));
         if escaped {
             let _ = write!(
                 s,
