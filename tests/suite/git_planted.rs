@@ -93,6 +93,81 @@ git update-ref refs/heads/bare "$bare"
 git update-ref refs/heads/bare2 "$bare"
 echo planted"#;
 
+/// A command builds trees git itself never writes, with its plumbing: `dup`'s top folder names
+/// `evil` three times (`HEAD`, `objects`, `refs` in one; a config with `core.fsmonitor` and a
+/// hook in the next; a decoy), `unsorted`'s lists `zz` before `aa`, `fine` is well formed.
+const PLANT_MALFORMED: &str = r##"set -e
+python3 - <<'PY'
+import subprocess
+def obj(data, kind="blob"):
+    return subprocess.run(["git", "hash-object", "-t", kind, "--literally", "-w", "--stdin"],
+                          input=data, capture_output=True, check=True).stdout.strip().decode()
+def tree(entries):
+    return obj(b"".join(m.encode() + b" " + n.encode() + b"\0" + bytes.fromhex(i)
+                        for m, n, i in entries), "tree")
+def branch(name, top):
+    c = subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.org",
+                        "commit-tree", top, "-p", "HEAD", "-m", name],
+                       capture_output=True, check=True).stdout.strip().decode()
+    subprocess.run(["git", "update-ref", "refs/heads/" + name, c], check=True)
+x = obj(b"x\n")
+cfg = obj(b'[core]\n\tfsmonitor = "touch /tmp/fsmonitor-dup-ran; false"\n\tworktree = ..\n')
+head = obj(b"ref: refs/heads/main\n")
+hook = tree([("100755", "post-checkout", obj(b"#!/bin/sh\ntouch /tmp/hook-dup-ran\n"))])
+one = tree([("100644", "HEAD", head), ("40000", "objects", tree([("100644", "x", x)])),
+            ("40000", "refs", tree([("100644", "x", x)]))])
+two = tree([("100644", "config", cfg), ("40000", "hooks", hook)])
+three = tree([("100644", "zz", x)])
+a = ("100644", "a.txt", obj(b"a\n"))
+for name in ["dup", "dup2"]:
+    branch(name, tree([("40000", "evil", one), ("40000", "evil", two), ("40000", "evil", three),
+                       ("100644", "f", x)]))
+branch("unsorted", tree([a, ("40000", "dir", tree([("100644", "zz", x), ("100644", "aa", x)]))]))
+branch("fine", tree([a, ("40000", "dir", tree([("100644", "aa", x), ("100644", "zz", x)]))]))
+PY
+echo planted"##;
+
+/// Found by the ninth attack pass: a tree naming one folder more than once passed the checks
+/// of a checkout (libgit2 finds one entry of a name by a binary search: each `evil` alone is no
+/// git dir) while `git_switch` and `git_worktree_add` wrote them all into one `evil` — HEAD,
+/// objects, refs, a config with `core.fsmonitor` and a hook — and the person's `git status`
+/// there ran the program. Such a tree, and one out of git's order, is now refused, named.
+#[tokio::test]
+async fn a_tree_that_names_a_folder_twice_is_not_checked_out() {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    own_tree(root);
+    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
+    let r = c.ok("bash", json!({ "command": PLANT_MALFORMED })).await;
+    assert_eq!(r["stdout"], "planted\n", "{r}");
+
+    let e = c.err("git_switch", json!({ "branch": "dup" })).await;
+    for part in ["never writes", "`evil` is named twice", "git fsck"] {
+        assert!(e.contains(part), "{part}: {e}");
+    }
+    assert!(!root.join("evil").exists(), "git_switch wrote the duplicated folder");
+    assert_eq!(host_git(h, root, &["symbolic-ref", "--short", "HEAD"]), "main");
+    let e = c.err("git_worktree_add", json!({ "path": "wt", "branch": "dup2" })).await;
+    assert!(e.contains("`evil` is named twice"), "{e}");
+    assert!(!root.join("wt/evil").exists(), "git_worktree_add wrote the duplicated folder");
+    let e = c.err("git_switch", json!({ "branch": "unsorted" })).await;
+    assert!(e.contains("`dir/aa` is out of git's order"), "{e}");
+    assert!(!root.join("dir").exists());
+
+    // The positive control: the same files in a tree git would write are checked out.
+    c.ok("git_switch", json!({ "branch": "fine" })).await;
+    assert!(root.join("dir/aa").is_file() && root.join("dir/zz").is_file());
+    host_git(h, root, &["status", "--short"]);
+    assert!(!std::path::Path::new("/tmp/fsmonitor-dup-ran").exists());
+    assert!(!std::path::Path::new("/tmp/hook-dup-ran").exists());
+    c.stop().await;
+    fx.assert_canary();
+}
+
 /// Found by the eighth attack pass: `git_switch` and `git_worktree_add` wrote a branch's
 /// `evil/{HEAD,config,objects,refs}` — a git dir under another name, whose config the git a
 /// person runs in `evil` loads (its `core.fsmonitor` ran). The file tools and a command's run

@@ -114,6 +114,11 @@ pub enum GitError {
         paths.join(", ")
     )]
     ProtectedChange { what: String, paths: Vec<String> },
+    /// A tree to check out is one git itself never writes (`pieces::malformed`).
+    #[error(
+        "{what} would check out a tree git itself never writes ({why}): what such a tree writes is not what its checks see, so it is refused; `git fsck` on the host names it, and a person can rebuild the branch with git"
+    )]
+    MalformedTree { what: String, why: String },
     /// The index holds unresolved conflicts.
     #[error("the index has unresolved conflicts ({}); resolve them before committing", paths.join(", "))]
     Conflicts { paths: Vec<String> },
@@ -213,6 +218,7 @@ impl GitError {
             | GitError::BadName { .. }
             | GitError::PathOutsideRepo { .. }
             | GitError::ProtectedChange { .. }
+            | GitError::MalformedTree { .. }
             | GitError::Moving { .. }
             | GitError::HiddenPath { .. }
             | GitError::PushOff

@@ -4,11 +4,14 @@
 //! tools refuse the pieces in any order (`hands_roots`' write checks) and a command's run is
 //! refused the last one (decision 0046); a tree checked out into the roots is held to the same
 //! rule (found by the eighth attack pass: a branch built with git plumbing carried
-//! `evil/{HEAD,config,objects,refs}`, and `git_switch` wrote them all).
+//! `evil/{HEAD,config,objects,refs}`, and `git_switch` wrote them all). The checks read a
+//! tree by name, so a tree whose names are not each once and in git's order is refused first
+//! ([`malformed`]).
 
-use git2::Tree;
+use git2::{Oid, Repository, Tree};
 use hands_roots::trust::GitDirPiece;
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 /// Why writing `rel` of `tree` into `workdir` would make or fill a git dir under another name,
 /// if it would: counted as there are the tree's entries and what the folder holds on disk.
@@ -43,4 +46,60 @@ fn folder(rel: &Path) -> String {
     } else {
         format!("`{}`", rel.display())
     }
+}
+
+/// Why `new` (to be checked out over `old`, or into an empty folder when `None`) is a tree git
+/// itself never writes, if it is: a folder of it names an entry twice, or not in git's order
+/// (names compared as bytes, a tree's with a `/` after it) — `git fsck`'s `duplicateEntries`
+/// and `treeNotSorted`. libgit2 finds an entry by name with a binary search, so in such a
+/// tree it finds one entry of a name, or none, while a checkout writes them all: found by the
+/// ninth attack pass, a top tree naming `evil` three times (`HEAD`, `objects`, `refs` in one;
+/// `config`, `hooks` in the next) passed the rule of [`git_dir_piece`] one folder at a time,
+/// and `git_switch` wrote a whole git dir. Folders `old` holds alike (same object) are not
+/// written by the checkout and are not read again.
+pub(crate) fn malformed(
+    repo: &Repository,
+    new: &Tree<'_>,
+    old: Option<&Tree<'_>>,
+) -> Result<Option<String>, git2::Error> {
+    let mut seen = HashSet::new();
+    let mut todo: Vec<(PathBuf, Oid, Option<Oid>)> =
+        vec![(PathBuf::new(), new.id(), old.map(Tree::id))];
+    while let Some((at, id, was)) = todo.pop() {
+        if Some(id) == was || !seen.insert(id) {
+            continue;
+        }
+        let tree = repo.find_tree(id)?;
+        let before = match was {
+            Some(w) => Some(repo.find_tree(w)?),
+            None => None,
+        };
+        let mut names = HashSet::new();
+        let mut last: Option<Vec<u8>> = None;
+        for e in tree.iter() {
+            let name = e.name_bytes();
+            let shown = at.join(String::from_utf8_lossy(name).as_ref());
+            let is_tree = e.kind() == Some(git2::ObjectType::Tree);
+            let mut key = name.to_vec();
+            if is_tree {
+                key.push(b'/');
+            }
+            if !names.insert(name.to_vec()) {
+                return Ok(Some(format!("`{}` is named twice in one folder", shown.display())));
+            }
+            if last.as_ref().is_some_and(|l| *l >= key) {
+                return Ok(Some(format!("`{}` is out of git's order", shown.display())));
+            }
+            last = Some(key);
+            if is_tree {
+                let was = before
+                    .as_ref()
+                    .and_then(|b| b.get_name_bytes(name))
+                    .filter(|o| o.kind() == Some(git2::ObjectType::Tree))
+                    .map(|o| o.id());
+                todo.push((shown, e.id(), was));
+            }
+        }
+    }
+    Ok(None)
 }

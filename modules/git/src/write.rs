@@ -3,7 +3,7 @@
 
 use crate::confine::{Access, Repo, path_str};
 use crate::names::{check_branch, check_rev};
-use crate::pieces::git_dir_piece;
+use crate::pieces::{git_dir_piece, malformed};
 use crate::read::{head_state, resolve, short};
 use crate::{Git, GitError};
 use git2::build::CheckoutBuilder;
@@ -276,6 +276,9 @@ impl Git {
         new: &Tree<'_>,
         what: String,
     ) -> Result<(), GitError> {
+        if let Some(why) = malformed(repo, new, old).map_err(GitError::git("checkout"))? {
+            return Err(GitError::MalformedTree { what, why });
+        }
         let diff = repo.diff_tree_to_tree(old, Some(new), None).map_err(GitError::git("diff"))?;
         let mut hit = Vec::new();
         for d in diff.deltas() {
@@ -313,6 +316,9 @@ impl Git {
         tree: &Tree<'_>,
         what: String,
     ) -> Result<(), GitError> {
+        if let Some(why) = malformed(repo, tree, None).map_err(GitError::git("worktree add"))? {
+            return Err(GitError::MalformedTree { what, why });
+        }
         let mut hit = Vec::new();
         // The work tree's real path, once: a protected file is compared at that very path.
         let real = repo.workdir().and_then(|w| std::fs::canonicalize(w).ok());
