@@ -134,16 +134,8 @@ echo planted"##;
 /// there ran the program. Such a tree, and one out of git's order, is now refused, named.
 #[tokio::test]
 async fn a_tree_that_names_a_folder_twice_is_not_checked_out() {
-    let fx = Fixture::new();
+    let (fx, c) = planted(PLANT_MALFORMED).await;
     let (h, root) = (&fx.home, &fx.root);
-    host_git(h, root, &["init", "-q", "-b", "main"]);
-    std::fs::write(root.join("a.txt"), "a\n").unwrap();
-    host_git(h, root, &["add", "."]);
-    host_git(h, root, &["commit", "-qm", "first"]);
-    own_tree(root);
-    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
-    let r = c.ok("bash", json!({ "command": PLANT_MALFORMED })).await;
-    assert_eq!(r["stdout"], "planted\n", "{r}");
 
     let e = c.err("git_switch", json!({ "branch": "dup" })).await;
     for part in ["never writes", "`evil` is named twice", "git fsck"] {
@@ -174,16 +166,8 @@ async fn a_tree_that_names_a_folder_twice_is_not_checked_out() {
 /// refuse those pieces; a checkout now does too, naming why.
 #[tokio::test]
 async fn a_checkout_makes_no_git_dir_under_another_name() {
-    let fx = Fixture::new();
+    let (fx, c) = planted(PLANT_BARE).await;
     let (h, root) = (&fx.home, &fx.root);
-    host_git(h, root, &["init", "-q", "-b", "main"]);
-    std::fs::write(root.join("a.txt"), "a\n").unwrap();
-    host_git(h, root, &["add", "."]);
-    host_git(h, root, &["commit", "-qm", "first"]);
-    own_tree(root);
-    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
-    let r = c.ok("bash", json!({ "command": PLANT_BARE })).await;
-    assert_eq!(r["stdout"], "planted\n", "{r}");
 
     let e = c.err("git_switch", json!({ "branch": "bare" })).await;
     for part in ["protected files", "evil/config", "evil/HEAD", "makes `evil` a git dir"] {
@@ -206,4 +190,20 @@ async fn a_checkout_makes_no_git_dir_under_another_name() {
     assert!(!std::path::Path::new("/tmp/fsmonitor-ran").exists());
     c.stop().await;
     fx.assert_canary();
+}
+
+/// A repository with one commit (`a.txt`) in the fixture's root, and a client that has run
+/// `plant` there through `bash`.
+async fn planted(plant: &str) -> (Fixture, Client) {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    own_tree(root);
+    let c = Client::start_era(&fx, &config(&fx), Era::Legacy).await;
+    let r = c.ok("bash", json!({ "command": plant })).await;
+    assert_eq!(r["stdout"], "planted\n", "{r}");
+    (fx, c)
 }
