@@ -336,6 +336,16 @@ impl Shell {
         };
         let first_writable = m.roots.iter().find(|r| r.writable).map(|r| r.path.as_path());
         let run_as = launcher::run_as(run_as, first_writable)?;
+        if let Some(ids) = run_as {
+            let keep: Vec<PathBuf> =
+                hands_sandbox::profiles::home_carried().map(PathBuf::from).collect();
+            for other in launcher::hand_over(&home, &keep, (ids.uid, ids.gid))? {
+                tracing::warn!(
+                    "the commands' cache {} was another user's: its files still are, so a tool                      may fail to write them; remove it (the next command starts it afresh) if                      that happens",
+                    other.display()
+                );
+            }
+        }
         let bound =
             launcher::bounds::choose(rustix::process::geteuid().as_raw() != 0 || run_as.is_some());
         let base = launcher::Spec::builder(launcher::Confinement {

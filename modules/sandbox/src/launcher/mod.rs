@@ -33,6 +33,7 @@ pub mod remask;
 pub mod report;
 use report::{failure_bytes, failure_read};
 mod run_home;
+pub use run_home::hand_over;
 mod spec;
 #[cfg(test)]
 mod tests_spec;

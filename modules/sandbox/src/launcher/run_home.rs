@@ -108,8 +108,63 @@ fn carried(
                 }
             }
             Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Ok(None),
+            // A folder of another user's on the way (the command's user changed since it was
+            // made, and [`hand_over`] could not give it on): the run gets an empty one rather
+            // than no sandbox at all.
+            Err(rustix::io::Errno::ACCESS) => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("cannot open {}", rel.display())),
         };
     }
     Ok(Some(cur))
+}
+
+/// Gives the folders on the way to each `keep` folder of `store` (the host's home folder of
+/// the commands) to the command's user `ids` where they belong to another: a root daemon's
+/// commands run as `sandbox.run_as`, by default the owner of the first writable root, and a
+/// project given to another owner or group since (a `chown` on a build box) changed who they
+/// run as. The launcher, root only in the commands' user namespace, may not open a folder
+/// whose group that namespace does not map: every command was refused (found by a root daemon
+/// restarted after `chown nobody:root` of its `nobody:nogroup` project: "cannot open
+/// .cargo/registry: Permission denied"). Only those folders, never their contents, and never
+/// through a link (one on the way stops the walk: the launcher does not carry it either).
+/// Returns the `keep` folders whose owner was another user: their contents still are, which
+/// the command's tools may fail to write; the daemon names them.
+pub fn hand_over(
+    store: &Path,
+    keep: &[std::path::PathBuf],
+    (uid, gid): (libc::uid_t, libc::gid_t),
+) -> Result<Vec<std::path::PathBuf>> {
+    let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let top = rustix::fs::open(store, dir, Mode::empty())
+        .with_context(|| format!("cannot open the sandbox home {}", store.display()))?;
+    let mut others = Vec::new();
+    for rel in keep {
+        let mut cur = None::<OwnedFd>;
+        let mut other = false;
+        for c in rel.components() {
+            let Component::Normal(name) = c else { break };
+            let at = cur.as_ref().unwrap_or(&top);
+            let Ok(fd) = rustix::fs::openat(at, name, dir, Mode::empty()) else { break };
+            let st = rustix::fs::fstat(&fd)
+                .with_context(|| format!("cannot read {}", store.join(rel).display()))?;
+            if (st.st_uid, st.st_gid) != (uid, gid) {
+                other |= st.st_uid != uid;
+                rustix::fs::chownat(
+                    &fd,
+                    "",
+                    Some(rustix::fs::Uid::from_raw(uid)),
+                    Some(rustix::fs::Gid::from_raw(gid)),
+                    AtFlags::EMPTY_PATH,
+                )
+                .with_context(|| {
+                    format!("cannot give {} to the commands' user", store.join(rel).display())
+                })?;
+            }
+            cur = Some(fd);
+        }
+        if other {
+            others.push(store.join(rel));
+        }
+    }
+    Ok(others)
 }
