@@ -32,7 +32,7 @@ pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
 pub use openat::fd_path;
 use openat::{fstat, open_flags, openat2_beneath, openat2_plain, reopen};
-pub use policy::{HostPath, Policy, PolicyLists};
+pub use policy::{HostPath, Policy, PolicyLists, rule_ends, rule_fits, rule_within};
 pub use rustix::fs::FileType;
 pub use trust::{Trust, TrustError, Trusted};
 pub use walk::{
