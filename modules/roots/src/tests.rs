@@ -278,9 +278,28 @@ fn prepare_write_makes_no_folder_inside_a_denied_or_protected_folder_through_a_l
     assert!(matches!(r.prepare_write("h/c/x", true), Err(PathError::Protected { .. })));
     assert_eq!(std::fs::read_dir(proj.join("denied")).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(proj.join(".git/hooks")).unwrap().count(), 0);
-    // The paired positive control: a new folder beside them is made.
-    assert!(r.prepare_write("new/c/x", true).is_ok());
+    // The paired positive control: a new folder beside them is made, and stays once the write
+    // keeps it.
+    r.prepare_write("new/c/x", true).unwrap().made.keep();
     assert!(proj.join("new/c").is_dir());
+}
+
+/// A write that fails after its checks drops its target without keeping the folders made for
+/// it: they go again, innermost first, each only while it is empty.
+#[test]
+fn a_target_dropped_unkept_takes_back_only_the_empty_folders_it_made() {
+    let (_t, base) = tree();
+    let proj = base.join("proj");
+    let r = resolver(&[(&proj, true)], PolicyLists::default());
+    let t = r.prepare_write("gone/a/b/f.txt", true).unwrap();
+    assert!(proj.join("gone/a/b").is_dir());
+    drop(t);
+    assert!(!proj.join("gone").exists(), "an unkept target left its folders");
+    let t = r.prepare_write("full/a/b/f.txt", true).unwrap();
+    std::fs::write(proj.join("full/a/other.txt"), "x").unwrap();
+    drop(t);
+    assert!(!proj.join("full/a/b").exists());
+    assert!(proj.join("full/a/other.txt").exists(), "a folder filled meanwhile stays");
 }
 
 /// The byte-wise prefix test of the deny list agrees with `Path::starts_with` on clean and
