@@ -20,7 +20,7 @@ pub struct Denial {
     pub what: String,
     /// The layer that refused: roots, denied paths, secret files, protected paths, read-only
     /// root, hard links, gate, brake, allowlist, sandbox (enforce), git confinement, git push
-    /// policy, sessions (a tmux session that is not the caller's).
+    /// policy.
     pub layer: String,
     /// Why, in a sentence.
     pub why: String,
