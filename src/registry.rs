@@ -43,8 +43,9 @@ pub type Reply = Pin<Box<dyn Future<Output = Answer> + Send>>;
 /// Runs one call that the gate allowed: the arguments as sent, and who waits for it.
 pub type CallFn = Arc<dyn Fn(JsonObject, hands_shell::Caller) -> Reply + Send + Sync>;
 
-/// A tool's phase before the gate: the arguments as sent, refused or prepared ([`Checked`]).
-pub type CheckFn = Arc<dyn Fn(JsonObject) -> Pending + Send + Sync>;
+/// A tool's phase before the gate: the arguments as sent and the calling client's identity,
+/// refused or prepared ([`Checked`]).
+pub type CheckFn = Arc<dyn Fn(JsonObject, Arc<str>) -> Pending + Send + Sync>;
 
 /// The pending verdict of a tool's phase before the gate.
 pub type Pending = Pin<Box<dyn Future<Output = Checked> + Send>>;
@@ -56,7 +57,8 @@ pub enum Handler {
     Call(CallFn),
     /// Looks at the call before the gate (tools-shell's `Shell::prepare`: a wall missing in
     /// `enforce`, `run`'s and `os-*`'s allowlist, the widening `needs` asks for, a widened
-    /// session typed into), and prepares what runs once the gate allows.
+    /// session typed into, a tmux session that is not the caller's), and prepares what runs
+    /// once the gate allows.
     Checked(CheckFn),
     /// A tool that speaks MCP itself: once the gate allows the call (judged on its arguments
     /// as sent), it is given the request whole, with its connection and the gate's [`Seal`],
@@ -106,12 +108,12 @@ impl Seal {
 }
 
 impl Handler {
-    /// The phase before the gate of one call with `args`; a plain [`Handler::Call`] is
-    /// prepared as it is.
-    pub async fn check(&self, args: JsonObject) -> Checked {
+    /// The phase before the gate of one call with `args` by `client`; a plain
+    /// [`Handler::Call`] is prepared as it is.
+    pub async fn check(&self, args: JsonObject, client: Arc<str>) -> Checked {
         match self {
             Handler::Call(call) => Checked::call(call, args),
-            Handler::Checked(check) => check(args).await,
+            Handler::Checked(check) => check(args, client).await,
             // `src/server.rs` hands these the request whole, never through here.
             Handler::Mcp(_) => Checked::Ready(Ready {
                 shown: JsonObject::new(),

@@ -79,7 +79,7 @@ impl HandsServer {
         // anyone is asked, and what the person's question and the record carry besides the
         // arguments as sent (`run`'s full argv and the binary it resolved to; a widening as
         // checked, which is what the run gets).
-        let (ready, before) = match def.handler.check(args).await {
+        let (ready, before) = match def.handler.check(args, self.client.clone()).await {
             Checked::Ready(mut ready) => {
                 arguments.extend(std::mem::take(&mut ready.shown));
                 (Some(ready), None)

@@ -101,10 +101,10 @@ impl RegisterTasks<Shell, ShellError, Caller> for Registrar {
     ) {
         let tool = published::<P, O>(spec.name.clone(), &spec.title, spec.description, spec.hints);
         let (sh, name) = (self.sh.clone(), Arc::<str>::from(spec.name));
-        let check: CheckFn = Arc::new(move |args| {
+        let check: CheckFn = Arc::new(move |args, client| {
             let (sh, name, check) = (sh.clone(), name.clone(), check.clone());
             let shape = Shape { text, files };
-            Box::pin(async move { prepare(sh, name, check, run, shape, args).await })
+            Box::pin(async move { prepare(sh, name, check, run, shape, args, client).await })
         });
         self.entries.push(Entry {
             tool,
@@ -121,9 +121,10 @@ struct Shape<O> {
     files: Files<O>,
 }
 
-/// One call's phase before the gate: its arguments parsed as `P`, then `check` (on a blocking
-/// thread when it may walk a folder); refused with its reason and layer, or ready with what the
-/// check prepared — shown to the person asked, kept by the audit record, and given to `run`.
+/// One call's phase before the gate: its arguments parsed as `P`, then `check` for `client`
+/// (on a blocking thread when it may walk a folder); refused with its reason and layer, or
+/// ready with what the check prepared — shown to the person asked, kept by the audit record,
+/// and given to `run`.
 async fn prepare<P: Params, G: Prepared, O: Output>(
     sh: Arc<Shell>,
     name: Arc<str>,
@@ -131,6 +132,7 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
     run: Go<Shell, P, G, O, ShellError, Caller>,
     shape: Shape<O>,
     args: JsonObject,
+    client: Arc<str>,
 ) -> Checked {
     let refused = |why: crate::gate::Refusal, argv: Option<Vec<String>>| {
         let mut shown = JsonObject::new();
@@ -155,7 +157,7 @@ async fn prepare<P: Params, G: Prepared, O: Output>(
     };
     let on = sh.clone();
     let checking = move || {
-        let r = check(&on, &params);
+        let r = check(&on, &params, &client);
         (params, r)
     };
     let checked = if light {

@@ -221,6 +221,15 @@ async fn the_write_tool_cannot_point_a_submodule_at_a_git_dir_of_its_own() {
     // A real git dir's config, under any name, is refused too.
     let real = write(".git/modules/sub/config", &config).await;
     assert_eq!(real.is_error, Some(true), "{}", text_of(&real));
+    // A submodule named `a/b` keeps its git dir in `.git/modules/a/b`: its config is protected
+    // before that git dir exists, by the rule alone (no `HEAD` beside it yet), and the folders
+    // made on the way go again. Positive control: a file of no consequence in that folder.
+    let nested = write(".git/modules/a/b/config", &config).await;
+    assert_eq!(nested.is_error, Some(true), "{}", text_of(&nested));
+    assert!(text_of(&nested).contains("protected"), "{}", text_of(&nested));
+    assert!(!fx.root.join(".git/modules/a").exists(), "a refused write left its folders");
+    let ok = write(".git/modules/a/b/description", "nested\n").await;
+    assert_ne!(ok.is_error, Some(true), "{}", text_of(&ok));
     c.stop().await;
     assert_eq!(std::fs::read_to_string(fx.root.join("sub/.git")).unwrap(), dotgit);
     git(&fx, &fx.root, &["status", "--short"]);
@@ -399,17 +408,26 @@ async fn new_repositories_allowed_leave_existing_repositories_walled() {
                mkdir .git 2>/dev/null; echo x > .git/hooks/pre-commit || echo REFUSED-hooks; \
                echo x > .git/config || echo REFUSED-config; \
                mkdir -p .git/modules/m && echo x > .git/modules/m/config || echo REFUSED-mod; \
+               mkdir -p .git/modules/a/b && echo x > .git/modules/a/b/config || echo REFUSED-ab; \
+               echo x > .git/modules/a/b/description && echo AB-DESCRIPTION-OK; \
                mkdir -p deep && echo '{}' > deep/opencode.json || echo REFUSED-opencode";
     let r = c.ok("bash", json!({ "command": cmd })).await;
     let out = shown(&r);
-    for word in
-        ["NEW-REPO-OK", "REFUSED-hooks", "REFUSED-config", "REFUSED-mod", "REFUSED-opencode"]
-    {
+    for word in [
+        "NEW-REPO-OK",
+        "REFUSED-hooks",
+        "REFUSED-config",
+        "REFUSED-mod",
+        "REFUSED-ab",
+        "AB-DESCRIPTION-OK",
+        "REFUSED-opencode",
+    ] {
         assert!(out.contains(word), "{word}: {out}");
     }
     assert!(fx.root.join("sub/.git/HEAD").exists());
     assert!(!fx.root.join(".git/hooks/pre-commit").exists(), "the existing repository got a hook");
     assert!(!fx.root.join(".git/modules/m/config").exists(), "a submodule config was made");
+    assert!(!fx.root.join(".git/modules/a/b/config").exists(), "a submodule a/b config was made");
     let config = std::fs::read_to_string(fx.root.join(".git/config")).unwrap();
     assert!(!config.starts_with("x"), "the existing repository's config was written");
     assert!(!fx.root.join("deep/opencode.json").exists());

@@ -371,6 +371,43 @@ async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
     fx.assert_canary();
 }
 
+/// Found by the eighth attack pass: only a refused `write` took back the folders it made on its
+/// way; one that failed after its checks — here the disk full at the write itself, on a 1 MiB
+/// tmpfs where a folder costs no space and a file does — left them. Every failure now takes
+/// them back, and only while they are empty; the positive control's write keeps its folders.
+#[tokio::test]
+async fn a_write_that_fails_after_its_checks_leaves_no_folder_it_made() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let fx = Fixture::new();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&fx.root)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -t tmpfs failed");
+    let _mount = Tmpfs(fx.root.clone());
+    fx.write("kept/old.txt", "old\n");
+    let c = Client::start(&fx, &fx.fs_config()).await;
+    let big = "x".repeat(2 << 20);
+    for path in ["new/a/b/f.txt", "kept/c/d/f.txt"] {
+        let msg = c.err("write", json!({ "path": path, "content": big })).await;
+        assert!(msg.to_lowercase().contains("no space left"), "{path}: {msg}");
+    }
+    assert_eq!(names(&fx.root), vec!["kept"], "the folders the failed write made are left");
+    assert_eq!(names(&fx.root.join("kept")), vec!["old.txt"], "kept/c was left behind");
+    // Positive control: the same paths with content that fits; the folders stay with the file.
+    for path in ["new/a/b/f.txt", "kept/c/d/f.txt"] {
+        let r = c.ok("write", json!({ "path": path, "content": "fits\n" })).await;
+        assert_eq!(r["action"], "created", "{path}: {r}");
+        assert_eq!(std::fs::read_to_string(fx.root.join(path)).unwrap(), "fits\n");
+    }
+    c.stop().await;
+    fx.assert_canary();
+}
+
 /// The in-suite load test: 50 concurrent HTTP clients × 100 mixed read/grep/list_dir calls
 /// (the bench runs 50 × 1,000): zero errors, a fresh client is served while the load runs,
 /// and the daemon's peak resident memory stays under 256 MiB.

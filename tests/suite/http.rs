@@ -3,7 +3,8 @@
 //! Host, Origin, body cap, sessions that belong to another client, startup refusals).
 
 use super::common::{
-    Client, Era, Fixture, handshake, host_processes, serve_http, text_of, unique_sleep, wait_until,
+    Client, Era, Fixture, Person, handshake, host_processes, serve_http, text_of, unique_sleep,
+    wait_until,
 };
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -54,12 +55,22 @@ async fn start(fx: &Fixture, config: &std::path::Path) -> Server {
 
 /// rmcp's streamable HTTP client with this bearer token (or none), in the given era.
 async fn connect(server: &Server, token: Option<&str>, era: Era) -> Client {
+    connect_as(server, token, era, ()).await
+}
+
+/// [`connect`] with `handler` answering the daemon's questions (a [`Person`]).
+async fn connect_as<H: rmcp::ClientHandler>(
+    server: &Server,
+    token: Option<&str>,
+    era: Era,
+    handler: H,
+) -> Client<H> {
     let mut cfg = StreamableHttpClientTransportConfig::with_uri(server.url());
     if let Some(t) = token {
         cfg = cfg.auth_header(t);
     }
     let transport = StreamableHttpClientTransport::from_config(cfg);
-    Client { service: handshake((), transport, era).await }
+    Client { service: handshake(handler, transport, era).await }
 }
 
 /// A hand-written HTTP/1.1 exchange: status, lowercased head, body.
@@ -777,9 +788,10 @@ async fn a_client_reads_types_into_and_ends_only_its_own_tmux_sessions() {
     assert!(!listed.to_string().contains("a-work"), "beta lists alpha's session: {listed}");
     let session = json!({ "session": "a-work" });
     let typed = json!({ "session": "a-work", "text": "echo INJECTED-BY-BETA" });
+    // Names are each client's own: beta has no `a-work`, and is told so before anyone is asked.
     for (tool, args) in [("tmux_read", &session), ("tmux_send", &typed), ("tmux_kill", &session)] {
         let e = beta.err(tool, args.clone()).await;
-        assert!(e.contains("was started by another client (`alpha`)"), "{tool}: {e}");
+        assert!(e.contains("no tmux session named \"a-work\" is yours"), "{tool}: {e}");
         assert!(!e.contains("SECRET-OF-A"), "{tool}: {e}");
     }
     // Alpha's session goes on, untouched; beta's own session is its own to read (the positive
@@ -795,6 +807,109 @@ async fn a_client_reads_types_into_and_ends_only_its_own_tmux_sessions() {
     .await;
     assert!(b["text"].as_str().unwrap().contains("OF-B"), "{b}");
     beta.ok("tmux_kill", json!({ "session": "b-work" })).await;
+    alpha.ok("tmux_kill", session).await;
+    fx.assert_canary();
+}
+
+/// tools-shell over HTTP for alpha and beta, with `trust.external` as given.
+fn shell_for_two(fx: &Fixture, external: &str) -> PathBuf {
+    let token_file = fx.root.parent().unwrap().join("beta.token");
+    std::fs::write(&token_file, format!("{TOKEN_B}\n")).unwrap();
+    fx.config(&format!(
+        "[daemon]\nstate_dir = \"{{state}}\"\n\n[trust]\napproval_timeout_secs = 20\n\n\
+         [server.http]\nlisten = \"127.0.0.1:1\"\n\n\
+         [[server.http.clients]]\nname = \"alpha\"\ntoken_env = \"HANDS_TEST_TOKEN_A\"\n\n\
+         [[server.http.clients]]\nname = \"beta\"\ntoken_file = \"{}\"\n\n\
+         [[builtins]]\nid = \"tools-shell\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{{ path = \"{{root}}\", write = true }}]\n\
+         config = {{ trust = {{ external = \"{external}\" }} }}\n",
+        token_file.display()
+    ))
+}
+
+/// The names of the sessions a `tmux_list` result shows.
+fn listed(r: &serde_json::Value) -> Vec<String> {
+    let all = r["sessions"].as_array().cloned().unwrap_or_default();
+    all.iter().map(|s| s["name"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// Found by the eighth attack pass: a tmux session's name was the module's, so beta's
+/// `tmux_start` of `build` while alpha's ran was told to "read it, tmux_kill it" (which beta
+/// cannot), and one of alpha's whose server had ended was forgotten for beta's. A name is now
+/// its client's own: each has a `build` (and an `s1`) of its own, reads its own output, and
+/// ending one leaves the other running. Positive control: a client's second `build` is still
+/// refused as existing.
+#[tokio::test]
+async fn two_clients_each_have_their_own_tmux_session_named_build() {
+    let fx = Fixture::new();
+    let server = start(&fx, &shell_for_two(&fx, "allow")).await;
+    let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    let beta = connect(&server, Some(TOKEN_B), Era::Legacy).await;
+    let build =
+        |mark: &str| json!({ "command": format!("echo {mark}; sleep 300"), "name": "build" });
+    assert_eq!(alpha.ok("tmux_start", build("OF-ALPHA")).await["session"], "build");
+    assert_eq!(beta.ok("tmux_start", build("OF-BETA")).await["session"], "build");
+    for (c, mine, theirs) in [(&alpha, "OF-ALPHA", "OF-BETA"), (&beta, "OF-BETA", "OF-ALPHA")] {
+        let r = super::tmux::read_until(c, "build", |r| {
+            r["text"].as_str().unwrap_or("").contains(mine)
+        })
+        .await;
+        let text = r["text"].as_str().unwrap_or_default();
+        assert!(text.contains(mine) && !text.contains(theirs), "{r}");
+        assert_eq!(r["session"], "build");
+        let s = c.ok("tmux_start", json!({ "command": "sleep 300" })).await;
+        assert_eq!(s["session"], "s1", "a client's first unnamed session: {s}");
+        assert_eq!(listed(&c.ok("tmux_list", json!({})).await), ["build", "s1"]);
+    }
+    let again = alpha.err("tmux_start", build("AGAIN")).await;
+    assert!(again.contains("already exists"), "{again}");
+    beta.ok("tmux_kill", json!({ "session": "build" })).await;
+    let e = beta.err("tmux_read", json!({ "session": "build" })).await;
+    assert!(e.contains("no tmux session named \"build\" is yours"), "{e}");
+    let r = alpha.ok("tmux_read", json!({ "session": "build" })).await;
+    assert_eq!(r["ended"], false, "beta's kill ended alpha's build: {r}");
+    assert!(r["text"].as_str().unwrap().contains("OF-ALPHA"), "{r}");
+    for (c, names) in [(&alpha, &["build", "s1"][..]), (&beta, &["s1"][..])] {
+        for name in names {
+            c.ok("tmux_kill", json!({ "session": name })).await;
+        }
+    }
+    fx.assert_canary();
+}
+
+/// Found by the eighth attack pass: under `trust.external = "ask"` beta's `tmux_kill` and
+/// `tmux_send` of alpha's session asked beta's person first (without saying whose session it
+/// was), and only then did the tool refuse. A session that is not the caller's is refused before
+/// the gate: nobody is asked, and the refusal says what to do. Positive control: beta's own
+/// session is asked about, and alpha's goes on untouched.
+#[tokio::test]
+async fn nobody_is_asked_about_a_tmux_session_that_is_not_the_callers() {
+    let fx = Fixture::new();
+    let server = start(&fx, &shell_for_two(&fx, "ask")).await;
+    let (alice, bob) =
+        (Person::new(Some("allow_once"), true), Person::new(Some("allow_once"), true));
+    let alpha = connect_as(&server, Some(TOKEN_A), Era::Legacy, alice.clone()).await;
+    let beta = connect_as(&server, Some(TOKEN_B), Era::Legacy, bob.clone()).await;
+    let start_args = json!({ "command": "echo OF-ALPHA; sleep 300", "name": "a-work" });
+    alpha.ok("tmux_start", start_args).await;
+    assert_eq!(alice.times_asked(), 1);
+    let session = json!({ "session": "a-work" });
+    let typed = json!({ "session": "a-work", "text": "echo INJECTED-BY-BETA" });
+    for (tool, args) in [("tmux_send", &typed), ("tmux_kill", &session), ("tmux_read", &session)] {
+        let e = beta.err(tool, args.clone()).await;
+        assert!(e.contains(&format!("`{tool}` is refused before asking anyone")), "{tool}: {e}");
+        assert!(e.contains("no tmux session named \"a-work\" is yours"), "{tool}: {e}");
+        assert!(e.contains("tmux_start starts one"), "{tool}: what to do: {e}");
+    }
+    assert_eq!(bob.times_asked(), 0, "beta's person was asked: {}", bob.last_question());
+    // Positive control: beta's own session is beta's person's to allow.
+    beta.ok("tmux_start", json!({ "command": "sleep 300", "name": "b-work" })).await;
+    beta.ok("tmux_kill", json!({ "session": "b-work" })).await;
+    assert_eq!(bob.times_asked(), 2);
+    assert!(bob.last_question().contains("tmux_kill"), "{}", bob.last_question());
+    let r = alpha.ok("tmux_read", session.clone()).await;
+    assert_eq!(r["ended"], false, "{r}");
+    assert!(!r["text"].as_str().unwrap().contains("INJECTED"), "{r}");
     alpha.ok("tmux_kill", session).await;
     fx.assert_canary();
 }

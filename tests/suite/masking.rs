@@ -383,6 +383,9 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     git(&fx.root.join("repos/app"), &["init", "-q", "-b", "main"]);
     std::fs::create_dir_all(fx.root.join(".git/modules/sub/hooks")).unwrap();
     std::fs::write(fx.root.join(".git/modules/sub/config"), "[core]\n").unwrap();
+    // A submodule named `a/b`: its git dir is `.git/modules/a/b`.
+    std::fs::create_dir_all(fx.root.join(".git/modules/a/b/hooks")).unwrap();
+    std::fs::write(fx.root.join(".git/modules/a/b/config"), "[core]\n").unwrap();
     fx.write("evil/config", "[core]\n\tfsmonitor = touch /tmp/pwned-by-commondir\n");
     // Commands of a root daemon run as the root's owner (see `Fixture`): the repositories are
     // theirs, as a checkout is its user's.
@@ -395,6 +398,8 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
            mkdir -p aside && printf '../../evil\\n' > aside/c && mv aside/c $g/commondir \
              || echo MOVE-REFUSED; done; \
          echo evil > .git/modules/sub/config || echo SUBCONFIG; \
+         echo evil > .git/modules/a/b/config || echo ABCONFIG; \
+         echo hook > .git/modules/a/b/hooks/post-checkout || echo ABHOOK; \
          git status --short >/dev/null && echo STATUS-OK; \
          git -c user.name=a -c user.email=a@b commit -q --allow-empty -m inside && echo COMMIT-OK",
     )
@@ -403,14 +408,16 @@ async fn commands_cannot_redirect_a_repositorys_config_through_commondir() {
     assert_eq!(out(&r).lines().filter(|l| *l == "REFUSED").count(), 3, "{shown}");
     assert_eq!(out(&r).matches("MOVE-REFUSED").count(), 3, "{shown}");
     assert!(out(&r).contains("SUBCONFIG"), "{shown}");
+    assert!(out(&r).contains("ABCONFIG") && out(&r).contains("ABHOOK"), "{shown}");
     for g in [".git", "repos/app/.git", ".git/modules/sub"] {
         let at = fx.root.join(g).join("commondir");
         assert!(std::fs::symlink_metadata(&at).is_err(), "{g}/commondir was made");
     }
-    assert_eq!(
-        std::fs::read_to_string(fx.root.join(".git/modules/sub/config")).unwrap(),
-        "[core]\n"
-    );
+    for g in [".git/modules/sub", ".git/modules/a/b"] {
+        let config = std::fs::read_to_string(fx.root.join(g).join("config")).unwrap();
+        assert_eq!(config, "[core]\n", "{g}/config was written");
+    }
+    assert!(!fx.root.join(".git/modules/a/b/hooks/post-checkout").exists());
     // Positive controls: git works inside the sandbox, and on the host.
     assert!(out(&r).contains("STATUS-OK") && out(&r).contains("COMMIT-OK"), "{shown}");
     assert_eq!(git(&fx.root, &["log", "--format=%s"]).trim(), "inside");

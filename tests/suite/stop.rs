@@ -353,13 +353,17 @@ async fn a_tmux_start_in_flight_when_the_brake_is_pulled_does_not_run_under_it()
             c.call("tmux_start", json!({ "command": command, "name": "racer" })).await
         })
     };
-    // The start has begun preparing once its session marker exists (made before the walk);
-    // the stop goes straight to the control socket then, as `hands stop` sends it.
-    let marker = fx.state.join("tmux/tools-shell/racer.alive");
-    assert!(
-        wait_until(Duration::from_secs(30), || marker.exists()).await,
-        "the start never began preparing"
-    );
+    // The start has begun preparing once its session marker exists (made before the walk; its
+    // record's name is the session's and its client's tag, `racer-TAG`); the stop goes straight
+    // to the control socket then, as `hands stop` sends it.
+    let records = fx.state.join("tmux/tools-shell");
+    let marked = || {
+        let names = std::fs::read_dir(&records).into_iter().flatten().flatten();
+        names
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .any(|n| n.starts_with("racer-") && n.ends_with(".alive"))
+    };
+    assert!(wait_until(Duration::from_secs(30), marked).await, "the start never began preparing");
     let out = {
         use std::io::{BufRead, Write};
         let mut sock =

@@ -39,7 +39,11 @@ async fn start_kept(fx: &Fixture) -> Client {
 }
 
 /// Reads a session until `pred` holds on its result (or a deadline passes); returns the last.
-pub(super) async fn read_until(c: &Client, session: &str, pred: impl Fn(&Value) -> bool) -> Value {
+pub(super) async fn read_until<H: rmcp::ClientHandler>(
+    c: &Client<H>,
+    session: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     loop {
         let r = c.ok("tmux_read", json!({ "session": session })).await;

@@ -59,7 +59,10 @@ pub fn write(resolver: &Resolver, p: WriteParams) -> Result<WriteOutput, FsError
         verify_sha256(&target.abs, &expected, &actual)?;
     }
     let bytes = p.content.as_bytes();
+    // A failure from here on (the disk full, the rename refused) drops `target`, and with it
+    // the folders made for it (`hands_roots::Made`); a written file keeps them.
     atomic_write(&target, bytes)?;
+    target.made.keep();
     Ok(WriteOutput {
         path: target.abs.display().to_string(),
         action: if target.existing.is_some() { "replaced" } else { "created" }.to_string(),

@@ -561,7 +561,8 @@ impl Git {
                 ),
             });
         }
-        let abs = target.abs;
+        // The folders made on the way to the worktree go again when it cannot be made.
+        let (abs, made) = (target.abs, target.made);
         path_str(&abs)?;
         let wt_name = worktree_name(&commondir, &abs);
 
@@ -606,6 +607,7 @@ impl Git {
                 return Err(GitError::Git { op: "worktree add", source: e });
             }
         }
+        made.keep();
         let shown = std::fs::canonicalize(&abs).unwrap_or(abs);
         Ok(WorktreeAddOutput {
             path: shown.to_string_lossy().into_owned(),

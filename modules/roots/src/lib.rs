@@ -32,7 +32,7 @@ pub use home::{expand_tilde, home_dir};
 pub use lock::lock;
 pub use openat::fd_path;
 use openat::{fstat, open_flags, openat2_beneath, openat2_plain, reopen};
-pub use policy::{HostPath, Policy, PolicyLists};
+pub use policy::{HostPath, Policy, PolicyLists, rule_ends, rule_fits, rule_within};
 pub use rustix::fs::FileType;
 pub use trust::{Trust, TrustError, Trusted};
 pub use walk::{
@@ -136,6 +136,31 @@ pub struct WriteTarget {
     pub abs: PathBuf,
     /// The file that is there now, if any (always a regular file with one link).
     pub existing: Option<Stat>,
+    /// The folders made on the way to it: removed again unless the write [`Made::keep`]s them.
+    pub made: Made,
+}
+
+/// The folders a write made for its file, innermost last: each its parent's descriptor and its
+/// name. Dropped without [`Made::keep`] — the write failed, at its checks or after them (the
+/// disk full, the rename refused) — each is removed again while it is still empty (one that a
+/// command filled meanwhile stays), so a failed write leaves no folder of its own behind.
+#[derive(Debug, Default)]
+pub struct Made(Vec<(OwnedFd, OsString)>);
+
+impl Made {
+    /// The write is done: the folders it made stay.
+    pub fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for (dir, name) in self.0.drain(..).rev() {
+            // Only an empty folder goes; an error is the folder still holding something.
+            let _ = rustix::fs::unlinkat(&dir, name.as_os_str(), rustix::fs::AtFlags::REMOVEDIR);
+        }
+    }
 }
 
 /// The kind of a filesystem object, for messages.

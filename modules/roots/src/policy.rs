@@ -206,22 +206,17 @@ impl Policy {
     /// some protected rule (`hooks`, `config`, `.vscode`, ...). A cheap test before
     /// [`Policy::protected`].
     pub fn protected_leaf(&self, name: &std::ffi::OsStr) -> bool {
-        self.protected
-            .iter()
-            .any(|rule| rule.last().is_some_and(|l| std::ffi::OsStr::new(l) == name))
+        self.protected.iter().any(|rule| {
+            rule.last().is_some_and(|l| l == "*" || l == "**" || std::ffi::OsStr::new(l) == name)
+        })
     }
 
-    /// The protected rule `rel` (relative to its root) falls under, if any. A rule's `*`
-    /// component matches any one component (`.git/modules/*/hooks`: a submodule's hooks).
+    /// The protected rule `rel` (relative to its root) falls under, if any ([`rule_within`]:
+    /// `.git/modules/**/hooks` is the hooks of a submodule of any name, `a/b` included).
     pub fn protected(&self, rel: &Path) -> Option<String> {
-        let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
-        for rule in &self.protected {
-            let fits = |w: &[&str]| w.iter().zip(rule).all(|(a, b)| b == "*" || a == b);
-            if comps.windows(rule.len()).any(fits) {
-                return Some(rule.join("/"));
-            }
-        }
-        None
+        let comps: Vec<&[u8]> = rel.iter().map(|c| c.as_bytes()).collect();
+        let rule = self.protected.iter().find(|rule| rule_within(rule, &comps))?;
+        Some(rule.join("/"))
     }
 
     /// The denied names (as configured and in canonical form) that can be a prefix of an entry
@@ -272,7 +267,39 @@ fn is_clean(path: &Path) -> bool {
         || b.windows(3).any(|w| w == b"/./"))
 }
 
-/// Protected rules split into their components (`*` stays one: any component).
+/// Whether `comps` are the components a protected rule names, one for one: a `*` component
+/// matches any one component, a `**` one or more (a submodule's name may hold a `/`, and its git
+/// dir is then `.git/modules/a/b`). Every reader of the rules — the file tools' write checks,
+/// the masks walk, the in-run walls — matches with this, so they agree.
+pub fn rule_fits<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
+    match rule.split_first() {
+        None => comps.is_empty(),
+        Some((r, rest)) if r.as_ref() == b"**" => {
+            (1..=comps.len()).any(|n| rule_fits(rest, &comps[n..]))
+        }
+        Some((r, rest)) => comps.split_first().is_some_and(|(c, more)| {
+            (r.as_ref() == b"*" || r.as_ref() == c.as_ref()) && rule_fits(rest, more)
+        }),
+    }
+}
+
+/// Whether a protected rule matches consecutive components anywhere in `comps` ([`rule_fits`]):
+/// a rule matches at any depth, and a protected folder covers what is inside it.
+pub fn rule_within<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
+    if !rule.iter().any(|r| r.as_ref() == b"**") {
+        return !rule.is_empty() && comps.windows(rule.len()).any(|w| rule_fits(rule, w));
+    }
+    (0..comps.len()).any(|s| (s + 1..=comps.len()).any(|e| rule_fits(rule, &comps[s..e])))
+}
+
+/// Whether consecutive components at the end of `comps` match `rule` ([`rule_fits`]): a name a
+/// folder renamed or linked to brings `rule`'s remaining components along with it.
+pub fn rule_ends<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
+    (0..comps.len()).any(|s| rule_fits(rule, &comps[s..]))
+}
+
+/// Protected rules split into their components (`*` and `**` stay one each: see
+/// [`rule_fits`]).
 fn compile_rules(rules: &[String]) -> Vec<Vec<String>> {
     rules
         .iter()

@@ -93,19 +93,45 @@ fn protected_rules_match_at_any_depth_but_only_whole_components() {
 #[test]
 fn a_star_in_a_protected_rule_matches_one_whole_component() {
     let lists = PolicyLists {
-        protected: vec![".git/modules/*/hooks".into(), ".git/commondir".into()],
+        protected: vec![".git/worktrees/*/commondir".into(), ".git/commondir".into()],
         ..Default::default()
     };
     let p = Policy::new(&lists).unwrap();
-    assert!(p.protected(Path::new(".git/modules/lib/hooks/post-checkout")).is_some());
-    assert!(p.protected(Path::new("app/.git/modules/x/hooks")).is_some());
+    assert!(p.protected(Path::new(".git/worktrees/wt/commondir")).is_some());
+    assert!(p.protected(Path::new("app/.git/worktrees/x/commondir")).is_some());
     assert!(p.protected(Path::new(".git/commondir")).is_some());
-    // One component only, and only under `.git/modules`.
-    assert!(p.protected(Path::new(".git/modules/a/b/hooks")).is_none());
-    assert!(p.protected(Path::new("src/modules/x/hooks")).is_none());
-    assert!(p.protected(Path::new(".git/modules/hooks")).is_none());
-    assert!(p.protected_leaf(std::ffi::OsStr::new("hooks")));
+    // One component only, and only under `.git/worktrees`.
+    assert!(p.protected(Path::new(".git/worktrees/a/b/commondir")).is_none());
+    assert!(p.protected(Path::new("src/worktrees/x/commondir")).is_none());
+    assert!(p.protected(Path::new(".git/worktrees/commondir")).is_none());
+    assert!(p.protected_leaf(std::ffi::OsStr::new("commondir")));
     assert!(!p.protected_leaf(std::ffi::OsStr::new("objects")));
+}
+
+/// Found by the eighth attack pass: `.git/modules/*/config` missed the git dir of a submodule
+/// named `a/b` (`.git/modules/a/b`) and of one inside another (`.git/modules/a/modules/b`).
+#[test]
+fn a_double_star_in_a_protected_rule_matches_one_or_more_components() {
+    let lists = PolicyLists {
+        protected: vec![".git/modules/**/hooks".into(), ".git/modules/**/config".into()],
+        ..Default::default()
+    };
+    let p = Policy::new(&lists).unwrap();
+    for rel in [
+        ".git/modules/lib/hooks/post-checkout",
+        "app/.git/modules/x/hooks",
+        ".git/modules/a/b/hooks",
+        ".git/modules/a/b/config",
+        ".git/modules/a/modules/b/config",
+    ] {
+        assert!(p.protected(Path::new(rel)).is_some(), "{rel}");
+    }
+    // At least one component, and only under `.git/modules`.
+    for rel in [".git/modules/hooks", ".git/modules/config", "src/modules/x/config", ".git/config"]
+    {
+        assert!(p.protected(Path::new(rel)).is_none(), "{rel}");
+    }
+    assert!(p.protected_leaf(std::ffi::OsStr::new("config")));
 }
 
 #[test]
@@ -252,9 +278,28 @@ fn prepare_write_makes_no_folder_inside_a_denied_or_protected_folder_through_a_l
     assert!(matches!(r.prepare_write("h/c/x", true), Err(PathError::Protected { .. })));
     assert_eq!(std::fs::read_dir(proj.join("denied")).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(proj.join(".git/hooks")).unwrap().count(), 0);
-    // The paired positive control: a new folder beside them is made.
-    assert!(r.prepare_write("new/c/x", true).is_ok());
+    // The paired positive control: a new folder beside them is made, and stays once the write
+    // keeps it.
+    r.prepare_write("new/c/x", true).unwrap().made.keep();
     assert!(proj.join("new/c").is_dir());
+}
+
+/// A write that fails after its checks drops its target without keeping the folders made for
+/// it: they go again, innermost first, each only while it is empty.
+#[test]
+fn a_target_dropped_unkept_takes_back_only_the_empty_folders_it_made() {
+    let (_t, base) = tree();
+    let proj = base.join("proj");
+    let r = resolver(&[(&proj, true)], PolicyLists::default());
+    let t = r.prepare_write("gone/a/b/f.txt", true).unwrap();
+    assert!(proj.join("gone/a/b").is_dir());
+    drop(t);
+    assert!(!proj.join("gone").exists(), "an unkept target left its folders");
+    let t = r.prepare_write("full/a/b/f.txt", true).unwrap();
+    std::fs::write(proj.join("full/a/other.txt"), "x").unwrap();
+    drop(t);
+    assert!(!proj.join("full/a/b").exists());
+    assert!(proj.join("full/a/other.txt").exists(), "a folder filled meanwhile stays");
 }
 
 /// The byte-wise prefix test of the deny list agrees with `Path::starts_with` on clean and

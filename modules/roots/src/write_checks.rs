@@ -4,7 +4,7 @@
 
 use crate::openat::{fstat, openat2_beneath, statat_nofollow};
 use crate::trust::GitDirPiece;
-use crate::{Located, PathError, Resolver, Result, WriteTarget, fd_path, kind_name};
+use crate::{Located, Made, PathError, Resolver, Result, WriteTarget, fd_path, kind_name};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
@@ -31,17 +31,14 @@ impl Resolver {
         };
         self.check_writable(&loc.abs)?;
         let parent_rel = loc.rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let mut made = Vec::new();
-        let parent = self.open_parent(&loc, &parent_rel, create_parents, &mut made);
-        let target = parent.and_then(|parent| self.target_in(loc, parent, name, depth));
-        // A refused write leaves nothing behind: the folders made on its way go again (empty,
-        // as they were just made; one a command filled meanwhile stays).
-        if target.is_err() {
-            for (dir, name) in made.iter().rev() {
-                let _ = rustix::fs::unlinkat(dir, name.as_os_str(), rustix::fs::AtFlags::REMOVEDIR);
-            }
-        }
-        target
+        // A refused write leaves nothing behind: the folders made on its way go again with
+        // `made` (empty, as they were just made; one a command filled meanwhile stays). An
+        // allowed one carries them to the writer, which keeps them only once it has written.
+        let mut made = Made::default();
+        let parent = self.open_parent(&loc, &parent_rel, create_parents, &mut made.0)?;
+        let mut target = self.target_in(loc, parent, name, depth)?;
+        target.made = made;
+        Ok(target)
     }
 
     /// The checks of [`Resolver::prepare_write_at`] once the parent folder is open.
@@ -78,7 +75,13 @@ impl Resolver {
                         if st.st_nlink > 1 {
                             return Err(PathError::HardLinked { path: abs, links: st.st_nlink });
                         }
-                        Ok(WriteTarget { parent, name, abs, existing: Some(st) })
+                        Ok(WriteTarget {
+                            parent,
+                            name,
+                            abs,
+                            existing: Some(st),
+                            made: Made::default(),
+                        })
                     }
                     FileType::Symlink => {
                         if depth > 0 {
@@ -111,7 +114,7 @@ impl Resolver {
             }
             Err(Errno::NOENT) => {
                 self.check_hidden(&abs, None, true)?;
-                Ok(WriteTarget { parent, name, abs, existing: None })
+                Ok(WriteTarget { parent, name, abs, existing: None, made: Made::default() })
             }
             Err(e) => Err(PathError::Io { path: abs, op: "stat", source: e.into() }),
         }

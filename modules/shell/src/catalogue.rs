@@ -19,9 +19,11 @@ const fn runs(network: bool) -> Hints {
 /// Publishes the tools of tools-shell, in order: `bash`, the tmux tools, `run`, `os-*`.
 /// `network`: the module holds the `network` grant, so commands reach the network (open world).
 ///
-/// The tools that start a command (`bash`, `tmux_start`, `run`, `os-*`) and `tmux_send` are
-/// checked before the gate by [`Shell::prepare`]: a wall missing, the allowlist, the widening
-/// (`needs`) a person is asked about, a widened session typed into.
+/// The tools that start a command (`bash`, `tmux_start`, `run`, `os-*`) and those that take a
+/// session (`tmux_read`, `tmux_send`, `tmux_kill`) are checked before the gate by
+/// [`Shell::prepare`]: a wall missing, the allowlist, the widening (`needs`) a person is asked
+/// about, a widened session typed into, a session that is not the caller's (refused before
+/// anyone is asked about it).
 ///
 /// With `bash = false`, `bash`, `tmux_start` and `tmux_send` (which run shell text) are left
 /// out; `tmux_read`, `tmux_list` and `tmux_kill` stay, because sessions outlive a restart and a
@@ -36,7 +38,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
     if settings.bash {
         r.checked(
             bash(network).into(),
-            Arc::new(|sh: &Shell, p: &BashParams| {
+            Arc::new(|sh: &Shell, p: &BashParams, _: &str| {
                 sh.check_outputs(p.cwd.as_deref(), &p.outputs)?;
                 sh.prepare(Launching::Command {
                     tool: "bash",
@@ -52,7 +54,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
         );
         r.checked(
             tmux_start(network).into(),
-            Arc::new(|sh: &Shell, p: &t::StartParams| {
+            Arc::new(|sh: &Shell, p: &t::StartParams, _: &str| {
                 let needs = p.needs.as_ref();
                 sh.prepare(Launching::Command { tool: "tmux_start", needs, session: true })
             }),
@@ -63,16 +65,22 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
             no_files,
         );
     }
-    r.task(
-        TMUX_READ,
-        |sh, p: t::ReadParams, c| Box::pin(async move { sh.tmux_read(p, Some(&c.client)).await }),
+    r.checked(
+        TMUX_READ.into(),
+        Arc::new(|sh: &Shell, p: &t::ReadParams, whose: &str| {
+            sh.prepare(Launching::Session { tool: "tmux_read", session: &p.session, whose })
+        }),
+        |sh, p: t::ReadParams, _: Prepared, c| {
+            Box::pin(async move { sh.tmux_read(p, Some(&c.client)).await })
+        },
         ToString::to_string,
+        no_files,
     );
     if settings.bash {
         r.checked(
             tmux_send(network).into(),
-            Arc::new(|sh: &Shell, p: &t::SendParams| {
-                sh.prepare(Launching::Send { session: &p.session })
+            Arc::new(|sh: &Shell, p: &t::SendParams, whose: &str| {
+                sh.prepare(Launching::Send { session: &p.session, whose })
             }),
             |sh, p: t::SendParams, _: Prepared, c| {
                 Box::pin(async move { sh.tmux_send(p, c).await })
@@ -86,15 +94,21 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
         |sh, p: t::ListParams, c| Box::pin(async move { sh.tmux_list(p, Some(&c.client)).await }),
         ToString::to_string,
     );
-    r.task(
-        tmux_kill(network),
-        |sh, p: t::KillParams, c| Box::pin(async move { sh.tmux_kill(p, Some(&c.client)).await }),
+    r.checked(
+        tmux_kill(network).into(),
+        Arc::new(|sh: &Shell, p: &t::KillParams, whose: &str| {
+            sh.prepare(Launching::Session { tool: "tmux_kill", session: &p.session, whose })
+        }),
+        |sh, p: t::KillParams, _: Prepared, c| {
+            Box::pin(async move { sh.tmux_kill(p, Some(&c.client)).await })
+        },
         ToString::to_string,
+        no_files,
     );
     if settings.policy.admits_something() {
         r.checked(
             Spec { hints: runs(network), ..RUN }.into(),
-            Arc::new(|sh: &Shell, p: &RunParams| {
+            Arc::new(|sh: &Shell, p: &RunParams, _: &str| {
                 sh.prepare(Launching::Program { tool: "run", argv: Some(p.argv.clone()) })
             }),
             |sh, p: RunParams, g: Prepared, c| {
@@ -117,7 +131,7 @@ pub fn register<R: RegisterTasks<Shell, ShellError, Caller>>(
         let made = os_tool(name.clone(), tool, network);
         r.checked(
             made,
-            Arc::new(move |sh: &Shell, p: &OsToolParams| {
+            Arc::new(move |sh: &Shell, p: &OsToolParams, _: &str| {
                 sh.prepare(Launching::Program { tool: &name, argv: sh.os_argv(i, &p.args) })
             }),
             |sh, p: OsToolParams, g: Prepared, c| {

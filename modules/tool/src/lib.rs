@@ -135,10 +135,11 @@ pub trait Prepared: Serialize + Send + 'static {
     fn confirm(&self) -> bool;
 }
 
-/// A tool's phase before the gate over the module's state `S`: its parsed parameters checked
-/// against the module's policy, and refused or prepared as `G`. It may block (it may walk a
-/// folder); the daemon runs it off its runtime's threads.
-pub type Check<S, P, G> = Arc<dyn Fn(&S, &P) -> Result<G, Refused> + Send + Sync>;
+/// A tool's phase before the gate over the module's state `S`: its parsed parameters, and the
+/// identity of the client that called (`stdio`, an HTTP client's name, `runner:<agent>`),
+/// checked against the module's policy, and refused or prepared as `G`. It may block (it may
+/// walk a folder); the daemon runs it off its runtime's threads.
+pub type Check<S, P, G> = Arc<dyn Fn(&S, &P, &str) -> Result<G, Refused> + Send + Sync>;
 
 /// Runs a call its check prepared, given who waits for it.
 pub type Go<S, P, G, O, E, C> = fn(Arc<S>, P, G, C) -> Reply<O, E>;

@@ -2,7 +2,8 @@
 //! when a wall is missing in `enforce`; `run`'s and `os-*`'s argv checked against the
 //! allowlist and their binary resolved; `needs` checked into the widening a person is shown
 //! (one walk, under the same policy as the launch); a `tmux_send` into a widened session named
-//! as the widening it types into. What it prepares ([`Prepared`]) is what the person asked and
+//! as the widening it types into; a session the caller did not start (or that is not there)
+//! refused before a person is asked about it. What it prepares ([`Prepared`]) is what the person asked and
 //! the audit record see besides the arguments as sent, and what the run receives.
 
 use super::Shell;
@@ -34,8 +35,10 @@ pub enum Launching<'a> {
     Command { tool: &'a str, needs: Option<&'a Needs>, session: bool },
     /// `run` or an `os-*` tool: its full argv (`None`: the tool has no entry).
     Program { tool: &'a str, argv: Option<Vec<String>> },
-    /// `tmux_send` into `session`.
-    Send { session: &'a str },
+    /// `tmux_send` into `session`, by the client `whose`.
+    Send { session: &'a str, whose: &'a str },
+    /// `tmux_read` or `tmux_kill` (`tool`) of `session`, by the client `whose`.
+    Session { tool: &'a str, session: &'a str, whose: &'a str },
 }
 
 /// What a call's check prepared. Serialized (the program's `argv` and `binary`, the checked
@@ -109,8 +112,13 @@ impl Shell {
                     }
                 }
             }
-            Launching::Send { session } => {
-                Ok(Prepared { needs: self.widening_of(session), ..Prepared::default() })
+            Launching::Send { session, whose } => {
+                let needs = self.own_session("tmux_send", session, whose)?;
+                Ok(Prepared { needs, ..Prepared::default() })
+            }
+            Launching::Session { tool, session, whose } => {
+                self.own_session(tool, session, whose)?;
+                Ok(Prepared::default())
             }
         }
     }

@@ -6,6 +6,11 @@
 //! launcher too, never on the host: a tmux client obeys its server (it opens files the server
 //! names), and the server is inside the sandbox.
 //!
+//! A session's name is its client's own: two clients may each have a `build`. Its record, its
+//! files and its tmux-level name are that name and a tag of the client (`build-1f2e3d4c`,
+//! [`key_of`]); a client types and sees its own name, the person (the dashboard, the control
+//! socket) every session, by its name where that is unique, else by its record's.
+//!
 //! State, under `<state>/tmux/<module>/`: `<name>.json` (command, cwd, start time, the
 //! launcher's pid and start time; written by the daemon, invisible to commands), `<name>.alive`
 //! (the launcher's `watch` file: removing it ends the session), `<name>.log` (the launcher's
@@ -28,6 +33,7 @@ use crate::needs::Widening;
 use crate::service::Shell;
 use crate::tmux::{self, Facts, KillOutput, ListOutput, ReadOutput, Session, State, check_name};
 use hands_sandbox::netns;
+use hands_tool::Refused;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,7 +65,12 @@ pub struct Sessions {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Meta {
+    /// The record's own name: its files' and its tmux session's ([`key_of`]).
     name: String,
+    /// The name its client gave it, and knows it by; absent in records of older versions, whose
+    /// `name` is that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    called: Option<String>,
     command: String,
     cwd: String,
     started: u64,
@@ -83,6 +94,36 @@ struct Meta {
     /// (`keep_sessions`, and every session of older versions, which all outlived theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     daemon: Option<netns::Process>,
+}
+
+impl Meta {
+    /// The name the session's client knows it by.
+    fn called(&self) -> &str {
+        self.called.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// A client's tag in the names of its sessions' records: stable across restarts (a kept
+/// session is found again by the next daemon), short (a socket path holds 108 bytes), and no
+/// secret — what a record's `client` says decides whose it is ([`owned`]).
+fn tag(client: &str) -> String {
+    let fnv =
+        client.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    format!("{fnv:08x}")
+}
+
+/// The record's name of client `whose`'s session `name`: `name-TAG`.
+fn key_of(name: &str, whose: &str) -> String {
+    format!("{name}-{}", tag(whose))
+}
+
+/// Whether `n` can name a record: `NAME-TAG`, or a session's name as an older version
+/// recorded it.
+fn is_key(n: &str) -> bool {
+    let tagged = n.rsplit_once('-').is_some_and(|(name, tag)| {
+        check_name(name).is_ok() && tag.len() == 8 && tag.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    tagged || check_name(n).is_ok()
 }
 
 impl Sessions {
@@ -142,7 +183,7 @@ impl Sessions {
         self.names().into_iter().filter(live).collect()
     }
 
-    /// Names of recorded sessions, sorted.
+    /// Names of recorded sessions (the records' own), sorted.
     fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(&self.dir)
             .into_iter()
@@ -150,11 +191,44 @@ impl Sessions {
             .flatten()
             .filter_map(|e| {
                 let n = e.file_name().to_str()?.strip_suffix(".json")?.to_string();
-                check_name(&n).is_ok().then_some(n)
+                is_key(&n).then_some(n)
             })
             .collect();
         names.sort();
         names
+    }
+
+    /// Every session's record.
+    fn all(&self) -> Vec<Meta> {
+        self.names().iter().filter_map(|n| self.read_meta(n)).collect()
+    }
+
+    /// The record of the session `whose` calls `name`: its own, else one an older version
+    /// recorded under `name` itself (whoever started it: [`owned`] decides). The person
+    /// (`None`) names a record by its own name, or by its client's where no other session is
+    /// called that.
+    fn find(&self, name: &str, whose: Option<&str>) -> Result<Option<Meta>, ShellError> {
+        if let Some(client) = whose {
+            check_name(name)?;
+            let older = || self.read_meta(name).filter(|m| m.called.is_none());
+            return Ok(self.read_meta(&key_of(name, client)).or_else(older));
+        }
+        if !is_key(name) {
+            check_name(name)?;
+        }
+        if let Some(m) = self.read_meta(name) {
+            return Ok(Some(m));
+        }
+        let mut same: Vec<Meta> = self.all().into_iter().filter(|m| m.called() == name).collect();
+        if same.len() > 1 {
+            let names: Vec<&str> = same.iter().map(|m| m.name.as_str()).collect();
+            return Err(ShellError::Failed(format!(
+                "{} tmux sessions are called {name:?}, each another client's: name one as the                  dashboard lists it ({})",
+                same.len(),
+                names.join(", ")
+            )));
+        }
+        Ok(same.pop())
     }
 
     /// Removes everything recorded of a session (its launcher already gone).
@@ -219,7 +293,7 @@ pub fn end_sessions_in(state: &Path) -> Vec<(String, String)> {
                 let was_alive = m.launcher.alive();
                 end_launcher_now(m.launcher);
                 if was_alive {
-                    ended.push((module_name.clone(), name.clone()));
+                    ended.push((module_name.clone(), m.called().to_string()));
                 }
             }
             t.forget(&name);
@@ -235,10 +309,13 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn no_session(name: &str) -> ShellError {
-    ShellError::Failed(format!(
-        "no tmux session named {name:?}; tmux_list shows this module's sessions"
-    ))
+fn no_session(name: &str, whose: Option<&str>) -> ShellError {
+    ShellError::Failed(match whose {
+        Some(_) => format!(
+            "no tmux session named {name:?} is yours (a client sees the sessions it started,              under the names it gave them); tmux_list shows yours, tmux_start starts one"
+        ),
+        None => format!("no tmux session named {name:?}; tmux_list shows this module's sessions"),
+    })
 }
 
 /// Refuses a client the session `m` another client started: a client reads, types into and
@@ -252,7 +329,7 @@ fn owned(m: &Meta, whose: Option<&str>) -> Result<(), ShellError> {
                 "tmux session {:?} was started by another client (`{}`): a client reads, types \
                  into and ends only its own sessions; start one of your own with tmux_start (a \
                  person can end it with `hands stop` or on the dashboard)",
-                m.name,
+                m.called(),
                 hands_roots::shown(started_by)
             )))
         }
@@ -261,21 +338,56 @@ fn owned(m: &Meta, whose: Option<&str>) -> Result<(), ShellError> {
 }
 
 impl Shell {
-    /// The recorded, live session `name`, or the refusal that says it does not exist.
-    fn live_session(&self, name: &str) -> Result<Meta, ShellError> {
-        check_name(name)?;
-        let t = &self.tmux;
-        match t.read_meta(name) {
-            Some(m) if m.launcher.alive() => Ok(m),
-            Some(_) => {
-                t.forget(name);
-                self.end_session_state(name);
-                Err(ShellError::Failed(format!(
-                    "tmux session {name:?} is gone (its server ended, e.g. with the machine); \
-                     start it again with tmux_start"
-                )))
-            }
-            None => Err(no_session(name)),
+    /// The session `whose` calls `name`, when it is theirs ([`owned`]), or the refusal that
+    /// says it is not there or not theirs.
+    fn session_of(&self, name: &str, whose: Option<&str>) -> Result<Meta, ShellError> {
+        let m = self.tmux.find(name, whose)?.ok_or_else(|| no_session(name, whose))?;
+        owned(&m, whose)?;
+        Ok(m)
+    }
+
+    /// The recorded, live session `whose` calls `name`, or the refusal that says it is not
+    /// there, not theirs, or gone (then forgotten).
+    fn live_session(&self, name: &str, whose: Option<&str>) -> Result<Meta, ShellError> {
+        self.alive(self.session_of(name, whose)?)
+    }
+
+    /// The session while its server runs; one whose server ended is forgotten.
+    fn alive(&self, m: Meta) -> Result<Meta, ShellError> {
+        if m.launcher.alive() {
+            return Ok(m);
+        }
+        self.tmux.forget(&m.name);
+        self.end_session_state(&m.name);
+        Err(ShellError::Failed(format!(
+            "tmux session {:?} is gone (its server ended, e.g. with the machine); start it again \
+             with tmux_start",
+            m.called()
+        )))
+    }
+
+    /// The check before the gate of `tool` (`tmux_read`, `tmux_send`, `tmux_kill`) of the
+    /// session `whose` calls `name`: one that is not there or not theirs is refused before
+    /// anyone is asked about it (a person asked to let a client end or type into a session it
+    /// cannot touch would be asked for nothing). The session's widening, when it has one: what
+    /// a `tmux_send` types with, named to the person asked.
+    pub(crate) fn own_session(
+        &self,
+        tool: &str,
+        name: &str,
+        whose: &str,
+    ) -> Result<Option<Widening>, Refused> {
+        match self.session_of(name, Some(whose)) {
+            Ok(m) => Ok(m.needs),
+            Err(e) => Err(Refused {
+                what: name.to_string(),
+                layer: "sessions",
+                message: format!("`{tool}` is refused before asking anyone: {e}"),
+                remedy: "start a session of your own with tmux_start (tmux_list shows yours); a \
+                         person ends any session with `hands stop` or on the dashboard"
+                    .into(),
+                argv: None,
+            }),
         }
     }
 
@@ -361,10 +473,11 @@ impl Shell {
             return Ok(());
         }
         let name = &m.name;
+        let called = m.called.as_deref().unwrap_or(name);
         let refuse = |why: String| {
             let list: Vec<String> = new.iter().map(|p| p.display().to_string()).collect();
             ShellError::Failed(format!(
-                "secret files appeared in the roots after tmux session {name:?} started ({}), and \
+                "secret files appeared in the roots after tmux session {called:?} started ({}), and \
                  they could not be hidden from it: {why}; nothing was typed. tmux_kill the session \
                  and start it again (a new session masks them)",
                 list.join(", ")
@@ -432,10 +545,10 @@ impl Shell {
                 tmux::MAX_LINES
             )));
         }
-        let m = self.live_session(&p.session)?;
-        owned(&m, whose)?;
+        let m = self.live_session(&p.session, whose)?;
         let Some(since) = p.since else {
             let mut r = self.read_settled(&m.name, &m.cwd, lines).await?;
+            r.session = p.session;
             r.cursor = self.cursor(&m);
             r.needs = m.needs;
             r.denied = self.session_denied(&m.name);
@@ -445,7 +558,7 @@ impl Shell {
             return Err(ShellError::Failed(format!(
                 "tmux session {:?} was started by an older hands, which kept no output log, so \
                  `since` cannot be used; read without it, or start the session again",
-                m.name
+                m.called()
             )));
         }
         // The state first: once it says ended, the log holds everything before it.
@@ -455,7 +568,7 @@ impl Shell {
         let page = crate::pane::page(&c.data, lines as usize, self.output_chars);
         let denied = self.session_denied(&m.name);
         Ok(ReadOutput {
-            session: m.name,
+            session: p.session,
             lines: page.lines,
             text: page.text,
             ended: state.ended,
@@ -475,45 +588,40 @@ impl Shell {
         _p: tmux::ListParams,
         whose: Option<&str>,
     ) -> Result<ListOutput, ShellError> {
+        let mine = self.tmux.all().into_iter().filter(|m| owned(m, whose).is_ok());
+        let live: Vec<Meta> = mine.filter_map(|m| self.alive(m).ok()).collect();
         let mut sessions = Vec::new();
-        for name in self.tmux.names() {
-            let Ok(m) = self.live_session(&name) else { continue };
-            if owned(&m, whose).is_err() {
-                continue;
-            }
-            let (ended, exit_status) = match self.read_settled(&name, &m.cwd, 1).await {
+        for m in &live {
+            // A client knows its sessions by its own names; the person by theirs where no other
+            // session is called the same, else by the record's (what `find` takes back).
+            let shared = live.iter().filter(|o| o.called() == m.called()).count() > 1;
+            let name = if whose.is_some() || !shared { m.called() } else { &m.name };
+            let (ended, exit_status) = match self.read_settled(&m.name, &m.cwd, 1).await {
                 Ok(r) => (r.ended, r.exit_status),
                 Err(_) => (true, None),
             };
-            let cursor = self.cursor(&m);
             sessions.push(Session {
-                cursor,
+                cursor: self.cursor(m),
                 // An adopted kept session ends with a daemon that does not keep sessions.
                 kept: m.daemon.is_none() && self.keep_sessions,
-                name: m.name,
+                name: name.to_string(),
                 facts: Facts {
-                    command: m.command,
-                    cwd: m.cwd,
+                    command: m.command.clone(),
+                    cwd: m.cwd.clone(),
                     started: m.started,
                     state: if ended { State::Ended } else { State::Running },
                     exit_status,
-                    needs: m.needs,
+                    needs: m.needs.clone(),
                 },
             });
         }
         Ok(ListOutput { sessions })
     }
 
-    /// The widening a person approved for the session `name`, when it has one: what a
-    /// `tmux_send` into it types with (`Shell::prepare` names it to the person asked).
-    pub(crate) fn widening_of(&self, name: &str) -> Option<Widening> {
-        check_name(name).ok()?;
-        self.tmux.read_meta(name).and_then(|m| m.needs)
-    }
-
-    /// Who started a session (the MCP client's identity), when its record says.
+    /// Who started a session as the person names it (`tmux_list` without a client), when its
+    /// record says: the MCP client's identity.
     pub fn tmux_client_of(&self, session: &str) -> Option<String> {
-        self.tmux.read_meta(session).and_then(|m| m.client)
+        self.tmux.find(session, None).ok().flatten().and_then(|m| m.client)
     }
 
     /// `tmux_kill`.
@@ -522,20 +630,19 @@ impl Shell {
         p: tmux::KillParams,
         whose: Option<&str>,
     ) -> Result<KillOutput, ShellError> {
-        check_name(&p.session)?;
-        let Some(m) = self.tmux.read_meta(&p.session) else { return Err(no_session(&p.session)) };
-        owned(&m, whose)?;
+        let m = self.session_of(&p.session, whose)?;
         let cursor = self.cursor(&m);
         end_launcher(m.launcher).await;
         if m.launcher.alive() {
             return Err(ShellError::Failed(format!(
                 "tmux session {:?} did not end (pid {}); a person can kill it",
-                m.name, m.launcher.pid
+                m.called(),
+                m.launcher.pid
             )));
         }
         self.tmux.forget(&m.name);
         self.end_session_state(&m.name);
-        Ok(KillOutput { session: m.name, killed: true, cursor })
+        Ok(KillOutput { session: p.session, killed: true, cursor })
     }
 
     /// Ends the sessions this daemon holds at its end ([`Shell::shutdown`]): every recorded

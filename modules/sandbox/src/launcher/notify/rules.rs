@@ -59,7 +59,8 @@ const CONTROL: &[&[u8]] = &[b"config", b"config.worktree", b"commondir"];
 pub struct Walls {
     /// Every root: (path, writable). A read-only root's own binds already refuse creates.
     roots: Vec<(PathBuf, bool)>,
-    /// The protected rules, split into components (`*` is any one component), lowercased.
+    /// The protected rules, split into components (`*` is any one component, `**` one or
+    /// more: `hands_roots::rule_fits`), lowercased.
     rules: Vec<Vec<Vec<u8>>>,
     /// Every component the rules name literally, sorted: a path none of whose components is
     /// one matches no rule (when every rule starts with a literal), which is most creates.
@@ -111,11 +112,12 @@ impl Walls {
             })
             .filter(|r| !r.is_empty())
             .collect();
+        let wild = |c: &[u8]| c == b"*" || c == b"**";
         let mut literals: Vec<Vec<u8>> =
-            rules.iter().flatten().filter(|c| c.as_slice() != b"*").cloned().collect();
+            rules.iter().flatten().filter(|c| !wild(c)).cloned().collect();
         literals.sort();
         literals.dedup();
-        let literal_first = rules.iter().all(|r| r[0] != b"*");
+        let literal_first = rules.iter().all(|r| !wild(&r[0]));
         let roots: Vec<(PathBuf, bool)> =
             roots.iter().map(|r| (r.path.clone(), r.writable)).collect();
         let (mut exact, mut above) = (HashSet::new(), HashSet::new());
@@ -332,12 +334,9 @@ impl Walls {
         if self.literal_first && !rel.iter().any(|c| self.literals.binary_search(c).is_ok()) {
             return None;
         }
-        let matches = |rule: &[Vec<u8>], comps: &[Vec<u8>]| {
-            rule.len() == comps.len() && rule.iter().zip(comps).all(|(r, c)| r == b"*" || r == c)
-        };
         for rule in &self.rules {
             // A protected folder covers what is inside it.
-            if rel.windows(rule.len()).any(|w| matches(rule, w)) {
+            if hands_roots::rule_within(rule, rel) {
                 return Some(format!(
                     "a protected path (rule `{}` of sandbox-profiles/protected.txt): programs on \
                      the host read it",
@@ -348,7 +347,7 @@ impl Walls {
             // that path along.
             if kind.carries() {
                 for k in 1..rule.len() {
-                    if rel.len() >= k && matches(&rule[..k], &rel[rel.len() - k..]) {
+                    if hands_roots::rule_ends(&rule[..k], rel) {
                         return Some(format!(
                             "a name on the way to a protected path (rule `{}`): what it brings \
                              along would be read by programs on the host",
@@ -415,11 +414,16 @@ mod tests {
 
     fn walls() -> Walls {
         let roots = vec![root("/w", true), root("/w/ro", false)];
-        let rules: Vec<String> =
-            [".git/hooks", ".git/modules/*/config", ".envrc", ".gemini", ".kiro/settings/mcp.json"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+        let rules: Vec<String> = [
+            ".git/hooks",
+            ".git/modules/**/config",
+            ".envrc",
+            ".gemini",
+            ".kiro/settings/mcp.json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let absolute = vec![
             PathBuf::from("/w/repo/.husky/_"),
             PathBuf::from("/w/home/.ssh"),
@@ -518,6 +522,16 @@ mod tests {
         assert!(refused(w.verdict(Path::new("/w"), b".GIT/", Kind::Dir)));
         assert!(refused(w.verdict(Path::new("/w/a"), b".envrc", Kind::File)));
         assert!(refused(w.verdict(Path::new("/w/.git/modules/x"), b"config", Kind::File)));
+        // A submodule named `a/b` (its git dir `.git/modules/a/b`), and one inside another.
+        assert!(refused(w.verdict(Path::new("/w/.git/modules/a/b"), b"config", Kind::File)));
+        assert!(refused(w.verdict(
+            Path::new("/w/.git/modules/a/modules/b"),
+            b"config",
+            Kind::File
+        )));
+        assert!(refused(w.verdict(Path::new("/w/.git/modules/a"), b"b", Kind::Rename)));
+        assert_eq!(w.verdict(Path::new("/w/.git/modules"), b"config", Kind::File), Verdict::Allow);
+        assert_eq!(w.verdict(Path::new("/w/.git/modules/a"), b"b", Kind::Dir), Verdict::Allow);
         assert!(refused(w.verdict(Path::new("/w/.gemini"), b"settings.json", Kind::File)));
         assert_eq!(w.verdict(Path::new("/w/.git"), b"index.lock", Kind::File), Verdict::Allow);
         assert_eq!(w.verdict(Path::new("/w/ro"), b".git", Kind::Dir), Verdict::Allow);

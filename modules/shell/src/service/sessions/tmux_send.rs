@@ -29,8 +29,7 @@ impl Shell {
                 tmux::MAX_SEND_CHARS
             )));
         }
-        let mut m = self.live_session(&p.session)?;
-        super::owned(&m, Some(&caller.client))?;
+        let mut m = self.live_session(&p.session, Some(&caller.client))?;
         // A secret file created since the session started is hidden from it before anything is
         // typed that could read it.
         self.remask(&mut m).await?;
@@ -38,7 +37,7 @@ impl Shell {
             return Err(ShellError::Failed(format!(
                 "tmux session {:?} was started by an older hands, which kept no output log, so \
                  `wait` cannot be used; send without it and tmux_read, or start it again",
-                m.name
+                m.called()
             )));
         }
         // `hands stop` may have come during the walk: nothing is typed under the brake.
@@ -50,7 +49,7 @@ impl Shell {
         let argv = tmux::send_argv(&self.tmux.socket(&m.name), &m.name, &p.text, enter);
         self.tmux_client(&m.name, argv, &m.cwd).await?;
         let mut out = SendOutput {
-            session: m.name.clone(),
+            session: p.session.clone(),
             sent_chars: chars,
             enter,
             containment: self.containment(),

@@ -2,8 +2,8 @@
 //! its own, its record written, its command typed, and its readiness waited for.
 
 use super::{
-    MAX_SOCKET_PATH, Meta, SERVER_START, START_CHECK, START_LINES, end_launcher, now_secs, wait,
-    write_atomic,
+    MAX_SOCKET_PATH, Meta, SERVER_START, START_CHECK, START_LINES, end_launcher, key_of, now_secs,
+    owned, wait, write_atomic,
 };
 use crate::needs::Widening;
 use crate::service::Shell;
@@ -40,21 +40,38 @@ impl Shell {
         let moving =
             self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
         let t = &self.tmux;
-        let name = match p.name {
+        let whose = Some(caller.client.as_str());
+        // The client's own name for it, and its record's (`key_of`): another client's session of
+        // the same name is neither in the way nor touched.
+        let called = match p.name {
             Some(n) => {
                 check_name(&n)?;
                 n
             }
-            None => tmux::default_name(&t.names()),
+            None => {
+                let mine = t.all().into_iter().filter(|m| owned(m, whose).is_ok());
+                tmux::default_name(&mine.map(|m| m.called().to_string()).collect::<Vec<_>>())
+            }
         };
-        if let Some(m) = t.read_meta(&name) {
-            if m.launcher.alive() {
+        let name = key_of(&called, &caller.client);
+        match t.find(&called, whose)? {
+            Some(m) if owned(&m, whose).is_ok() => {
+                if m.launcher.alive() {
+                    return Err(ShellError::Failed(format!(
+                        "tmux session {called:?} already exists; read it, tmux_kill it, or \
+                         choose another name"
+                    )));
+                }
+                t.forget(&m.name);
+            }
+            // Two clients whose tags are alike: the record is the other's, and stays.
+            Some(m) if m.name == name => {
                 return Err(ShellError::Failed(format!(
-                    "tmux session {name:?} already exists; read it, tmux_kill it, or choose \
-                     another name"
+                    "tmux session name {called:?} is taken by another client's session recorded \
+                     as {name:?}; choose another name"
                 )));
             }
-            t.forget(&name);
+            _ => {}
         }
         let socket = t.socket(&name);
         if socket.len() > MAX_SOCKET_PATH {
@@ -65,7 +82,7 @@ impl Shell {
         }
         let cwd = self.resolve_cwd(p.cwd).await?;
         let cwd_s = cwd.to_string_lossy().into_owned();
-        let label = format!("tmux session {name}: {}", p.command);
+        let label = format!("tmux session {called}: {}", p.command);
         // The server's launcher keeps the command's marks for the session's life (decision 0084).
         let marks = moving.marks();
         let start =
@@ -83,6 +100,7 @@ impl Shell {
         }
         let meta = Meta {
             name: name.clone(),
+            called: Some(called.clone()),
             command: p.command.clone(),
             cwd: cwd_s.clone(),
             started: now_secs(),
@@ -99,7 +117,7 @@ impl Shell {
         if let Err(e) = recorded {
             end_launcher(launcher).await;
             t.forget(&name);
-            return Err(ShellError::Failed(format!("cannot record tmux session {name:?}: {e}")));
+            return Err(ShellError::Failed(format!("cannot record tmux session {called:?}: {e}")));
         }
         // The brake is atomic with the start: recorded first, then the brake read. A stop
         // that came before this read is seen here and this start ends itself; one after it
@@ -140,7 +158,7 @@ impl Shell {
                     // The shell's own complaint, when tmux caught it before the pane closed.
                     let said = r.text.trim();
                     return Err(ShellError::Failed(format!(
-                        "the command did not start in tmux session {name:?} (exit status \
+                        "the command did not start in tmux session {called:?} (exit status \
                          {status}: {why}){}{said}",
                         if said.is_empty() { "" } else { ": " }
                     )));
@@ -175,7 +193,7 @@ impl Shell {
             Err(_) => (String::new(), state),
         };
         Ok(Started {
-            session: name,
+            session: called,
             facts: Facts {
                 command: meta.command.clone(),
                 cwd: meta.cwd.clone(),

@@ -362,7 +362,7 @@ impl Shell {
             () = caller.cancelled() => Err(ShellError::Cancelled(format!(
                 "cancelled: stopped waiting; tmux session {:?} keeps running (tmux_read or \
                  tmux_kill it)",
-                m.name
+                m.called()
             ))),
             () = halted(&mut halt) => Err(ShellError::Braked),
         }
