@@ -124,7 +124,10 @@ impl NetGate {
             tool: format!("network {}:{}", q.host, q.port),
             class: "external".into(),
             arguments: json!({ "host": q.host, "port": q.port, "command": command }),
-            confirm: false,
+            // A connection without its command's proxy credentials cannot be told from another
+            // client's: a yes is for it alone, never a session or always one that would then
+            // let every client's such connections through (found by the tenth attack pass).
+            confirm: q.asker.is_none(),
             // The proxy's *session* answers are the daemon's, by client (`session` above).
             until_restart: true,
         }
@@ -135,8 +138,10 @@ impl Gate for NetGate {
     fn ask(&self, q: Question) -> Asking {
         let action = self.action(&q);
         let key = (action.client.clone(), q.host.clone(), q.port, self.approvals.epoch());
-        let known = hands_roots::lock(&self.session).contains(&key);
-        if known || self.approvals.always_allows(&action) {
+        let known = !action.confirm
+            && (hands_roots::lock(&self.session).contains(&key)
+                || self.approvals.always_allows(&action));
+        if known {
             return Box::pin(async { Answer::Allow { by: BY_STANDING.into() } });
         }
         let approvals = Arc::clone(&self.approvals);
@@ -152,6 +157,8 @@ impl Gate for NetGate {
                 Asked::Allowed(choice, via) => {
                     match choice {
                         Choice::Once => {}
+                        // Offered once only (the control socket refuses more): once, whatever.
+                        _ if action.confirm => {}
                         Choice::Session => {
                             hands_roots::lock(&session).insert(key);
                         }

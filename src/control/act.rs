@@ -105,7 +105,8 @@ impl Daemon {
             let name = if choice == Choice::Always { "always" } else { "for the session" };
             format!(
                 "approval {id} cannot be answered *{name}*: `{tool}` runs a confirm-listed \
-                 program (commands.confirm), which a person allows one run at a time"
+                 program (commands.confirm) or comes from a command the proxy cannot tell, \
+                 which a person allows one run at a time"
             )
         } else if choice == Choice::Always && action.widens() {
             format!(

@@ -165,8 +165,8 @@ impl Action {
         }
         if self.confirm {
             s.push_str(
-                "\n  confirm-listed: a yes allows this one run only (no session or always \
-                 permission covers it)",
+                "\n  once only: a yes allows this one run only, no session or always permission \
+                 covers it (a confirm-listed program, or a connection whose command is unknown)",
             );
         }
         if let Some(n) = self.arguments.get("needs").filter(|_| self.widens()) {

@@ -494,6 +494,62 @@ async fn asked(who: Who) {
     fx.assert_canary();
 }
 
+/// Found by the tenth attack pass: a connection made without the command's proxy credentials
+/// (`curl -x` the proxy's bare address) is asked about as "an unidentified command", one
+/// client for every agent: beta's person answered *for the session*, and alpha's commands then
+/// reached the host unasked. Such a question is now once only: *session* is refused with why,
+/// *once* lets that one connection through, and the next is asked again. Positive control: the
+/// same host fetched with the credentials is allowed for the session and then passes unasked.
+#[tokio::test]
+#[ignore = "needs root (test hosts in network namespaces); run with --include-ignored"]
+async fn a_connection_without_its_commands_credentials_is_allowed_once_at_most() {
+    let who = Who::Root;
+    let fx = Fixture::new();
+    let Some(net) = TestNet::new(&fx) else { return };
+    let cfg = config(&fx, "{ allow = [], unknown = \"ask\" }", 20);
+    let c = std::sync::Arc::new(net.daemon_as(&fx, &cfg, who).await);
+    let bare =
+        format!("curl -sS -x \"http://${{HTTP_PROXY##*@}}\" http://asked.test:{PORT}/file.txt");
+    let call = |command: String| {
+        let c = c.clone();
+        tokio::spawn(async move { bash(&c, &command).await })
+    };
+
+    let running = call(bare.clone());
+    let (id, shown) = pending(&fx, &cfg, who).await.expect("the connection was put to a person");
+    assert!(shown.contains("an unidentified command") && shown.contains("once only"), "{shown}");
+    let out = approvals(&fx, &cfg, who, &["approve", &id, "--for", "session"]).await;
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && said.contains("cannot be answered"), "{said}");
+    approvals(&fx, &cfg, who, &["approve", &id]).await;
+    assert_eq!(running.await.unwrap()["stdout"], "from the test host\n");
+    let served = net.served();
+    let running = call(bare.clone());
+    let (id, _) = pending(&fx, &cfg, who).await.expect("asked again: a yes was for one connection");
+    approvals(&fx, &cfg, who, &["deny", &id]).await;
+    // (Not listed in the call's `denied`: without its credentials the connection is no call's.)
+    let out = running.await.unwrap();
+    assert!(out["stdout"].as_str().unwrap().contains("a person denied it"), "{out}");
+    assert_eq!(net.served(), served, "a denied connection reached the test host");
+
+    // The positive control: with its credentials, a session answer stands for the client.
+    let fetch = format!("curl -sS http://asked.test:{PORT}/file.txt");
+    let running = call(fetch.clone());
+    let (id, _) = pending(&fx, &cfg, who).await.expect("asked");
+    answer(&fx, &id, "session", who).await;
+    assert_eq!(running.await.unwrap()["stdout"], "from the test host\n");
+    assert_eq!(bash(&c, &fetch).await["stdout"], "from the test host\n");
+    // ...which an unidentified connection still does not share.
+    let running = call(bare);
+    let (id, _) = pending(&fx, &cfg, who).await.expect("the unidentified one is asked");
+    approvals(&fx, &cfg, who, &["deny", &id]).await;
+    let out = running.await.unwrap();
+    assert!(out["stdout"].as_str().unwrap().contains("a person denied it"), "{out}");
+    assert_eq!(net.canary_hits(), 0);
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn network_entries_are_checked_strictly() {
     let fx = Fixture::new();

@@ -238,7 +238,8 @@ async fn pending(daemon: &Daemon, csrf: &str) -> String {
         );
         if a.confirm {
             s.push_str(
-                "<p class=\"warn\">confirm-listed program: a yes allows this one run only.</p>",
+                "<p class=\"warn\">once only: a yes allows this one run only (a confirm-listed \
+                 program, or a connection whose command is unknown).</p>",
             );
         }
         let _ = write!(
