@@ -321,13 +321,14 @@ async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() 
     let name = format!("rt{}x{}", std::process::id(), nanos.subsec_nanos());
     c.ok("tmux_start", json!({ "command": "bash --norc", "name": name })).await;
     c.ok("tmux_read", json!({ "session": name })).await;
-    // The one made ready for the session binds its socket folder, named after it.
+    // The one made ready for the session binds its socket folder, named after it (and its
+    // client's tag, decision 0091).
     let for_session = |fx: &Fixture| -> Vec<u32> {
         ready_launchers(fx)
             .into_iter()
             .filter(|p| {
                 let spec = std::fs::read(format!("/proc/{p}/fd/3")).unwrap_or_default();
-                String::from_utf8_lossy(&spec).contains(&format!("/{name}\""))
+                String::from_utf8_lossy(&spec).contains(&format!("/{name}-"))
             })
             .collect()
     };
@@ -343,7 +344,7 @@ async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() 
     let ready = waiting(&fx, for_session).await;
     let server = cmdlines()
         .into_iter()
-        .find(|(_, c)| c.starts_with("tmux -D ") && c.contains(&format!("/{name}/")))
+        .find(|(_, c)| c.starts_with("tmux -D ") && c.contains(&format!("/{name}-")))
         .map(|(p, _)| p)
         .expect("the session's tmux server runs");
     let pid = rustix::process::Pid::from_raw(server as i32).unwrap();
@@ -359,7 +360,7 @@ async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() 
     let found = wait_until(Duration::from_secs(10), || {
         client = cmdlines()
             .into_iter()
-            .find(|(_, c)| c.contains("send-keys") && c.contains(&format!("/{name}/")))
+            .find(|(_, c)| c.contains("send-keys") && c.contains(&format!("/{name}-")))
             .map(|(p, _)| p);
         client.is_some()
     })

@@ -179,8 +179,8 @@ impl Sessions {
 
     /// Names of the recorded sessions whose server still runs (decision 0083's census).
     pub(crate) fn live(&self) -> Vec<String> {
-        let live = |n: &String| self.read_meta(n).is_some_and(|m| m.launcher.alive());
-        self.names().into_iter().filter(live).collect()
+        let live = self.all().into_iter().filter(|m| m.launcher.alive());
+        live.map(|m| m.called().to_string()).collect()
     }
 
     /// Names of recorded sessions (the records' own), sorted.

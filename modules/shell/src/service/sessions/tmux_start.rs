@@ -77,7 +77,8 @@ impl Shell {
         if socket.len() > MAX_SOCKET_PATH {
             return Err(ShellError::Failed(format!(
                 "the tmux socket path {socket} is longer than {MAX_SOCKET_PATH} bytes, which unix \
-                 sockets cannot hold; a person can choose a shorter daemon.state_dir"
+                 sockets cannot hold; choose a shorter session name, or a person can choose a \
+                 shorter daemon.state_dir"
             )));
         }
         let cwd = self.resolve_cwd(p.cwd).await?;
