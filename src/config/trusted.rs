@@ -11,6 +11,8 @@
 //! `docs/decisions/0053-what-the-host-trusts.md` has the reasoning.
 
 mod identity;
+mod mountinfo;
+pub mod one_name;
 pub mod path_writers;
 
 use identity::Identity;
@@ -45,7 +47,7 @@ pub fn reach(config: &Config, path: &Path) -> Vec<Reach> {
             // A link in a read-only root is out of reach: only the real path counts there.
             let place = match r.writable {
                 true => id.placed(&r.path, &inside),
-                false => id.within(&r.path).then_some(inside),
+                false => id.within(&r.path).then(|| id.placed(&r.path, &inside)).flatten(),
             };
             if let Some(place) = place {
                 out.push(Reach { module: m.id, write: r.writable, place });
@@ -118,7 +120,8 @@ pub fn placement(config: &Config) -> Result<(), ConfigError> {
                 r.place,
                 r.module.name()
             ),
-            "keep daemon.toml outside every writable root — ~/.config/hands/daemon.toml is \
+            "keep daemon.toml outside every writable root, mounted into none — \
+             ~/.config/hands/daemon.toml is \
              where hands looks without --config — or declare narrower roots",
         )),
     }
@@ -154,6 +157,7 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
         }
     }
     placement(config)?;
+    one_name::refuse(config)?;
     let surface = home_surface(config);
     let looked_in = super::user_config_file()
         .and_then(|f| f.parent().map(Path::to_path_buf))
@@ -193,7 +197,8 @@ pub fn refuse(config: &Config) -> Result<(), ConfigError> {
                     t.whose
                 ),
                 &format!(
-                    "keep it outside every root and every folder commands see, e.g. \
+                    "keep it outside every root and every folder commands see, mounted into \
+                     none, e.g. \
                      ~/.config/hands/{}.token (chmod 600)",
                     t.name
                 ),
@@ -213,9 +218,19 @@ fn refuse_state_dir(config: &Config) -> Result<(), ConfigError> {
         for r in &m.roots {
             let link = if r.writable { id.link_in(&r.path) } else { None };
             if id.within(&r.path) || Identity::of(&r.path).within(&state) || link.is_some() {
-                let how = match link {
-                    Some(l) => format!("is reached through the link {}, which lies", l.display()),
-                    None => "lies".to_string(),
+                let how = match (
+                    link,
+                    id.mounted_in(&r.path).filter(|_| !id.real.starts_with(&r.path)),
+                ) {
+                    (Some(l), _) => {
+                        format!("is reached through the link {}, which lies", l.display())
+                    }
+                    (None, Some(m)) => format!(
+                        "is seen as {} through the mount at {}, which lies",
+                        m.name.display(),
+                        m.mount.display()
+                    ),
+                    (None, None) => "lies".to_string(),
                 };
                 return Err(problem(
                     config,
@@ -229,7 +244,8 @@ fn refuse_state_dir(config: &Config) -> Result<(), ConfigError> {
                         m.id.name()
                     ),
                     "set [daemon] state_dir to a folder outside every root, named without a \
-                     link inside a writable root, or declare a narrower root (with no config, run hands from a project folder rather \
+                     link inside a writable root, and mounted into none (`umount` it there), \
+                     or declare a narrower root (with no config, run hands from a project folder rather \
                      than from your home)",
                 ));
             }

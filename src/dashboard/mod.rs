@@ -105,7 +105,6 @@ impl Setup {
     }
 }
 
-#[expect(clippy::disallowed_methods, reason = "the token file the person configured")]
 fn read_token(cfg: &DashboardCfg) -> anyhow::Result<String> {
     let (raw, source) = match (&cfg.token_env, &cfg.token_file) {
         (Some(var), _) => {
@@ -119,9 +118,10 @@ fn read_token(cfg: &DashboardCfg) -> anyhow::Result<String> {
             (v, format!("${var}"))
         }
         (None, Some(file)) => {
-            let v = std::fs::read_to_string(file).with_context(|| {
-                format!("[server.dashboard]: cannot read token_file {}", file.display())
-            })?;
+            let v = crate::config::trusted::one_name::read_one_name(file, "token_file")
+                .with_context(|| {
+                    format!("[server.dashboard]: cannot read token_file {}", file.display())
+                })?;
             (v, file.display().to_string())
         }
         (None, None) => bail!(

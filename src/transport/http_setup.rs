@@ -197,7 +197,6 @@ pub(crate) fn read_token(c: &crate::config::HttpClientCfg) -> anyhow::Result<Str
 /// Reads a credential from `env` or `file` (exactly one is given), trimmed; refuses a missing,
 /// empty, short or non-printable one. `what` names its owner in errors (`[runner]`,
 /// `[[relay.agents]] `alice``); no error ever quotes the credential.
-#[expect(clippy::disallowed_methods, reason = "the token file the person configured")]
 pub(crate) fn read_secret(
     what: &str,
     env: Option<&str>,
@@ -218,7 +217,7 @@ pub(crate) fn read_secret(
             (v, format!("${var}"))
         }
         (None, Some(file)) => {
-            let v = std::fs::read_to_string(file)
+            let v = crate::config::trusted::one_name::read_one_name(file, "token_file")
                 .with_context(|| format!("{what}: cannot read token_file {}", file.display()))?;
             (v, file.display().to_string())
         }

@@ -82,3 +82,4 @@ mod tmux;
 #[cfg(target_os = "linux")]
 mod trusted;
 mod trusted_links;
+mod trusted_mounts;

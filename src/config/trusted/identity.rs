@@ -4,8 +4,10 @@
 //! state dir, a token file, a root — whatever the real path says today (found by the eighth
 //! attack pass: `--config root/lnk/daemon.toml` with `lnk` pointing out of the root passed,
 //! and a command re-pointed `lnk` at a daemon.toml it wrote; a state dir reached the same way
-//! let a command write the standing approvals).
+//! let a command write the standing approvals). A folder mounted into another is the same
+//! folder under another name too ([`mountinfo`](super::mountinfo), the tenth attack pass).
 
+use super::mountinfo::{self, Mount, Seen};
 use super::{absolute, lenient_canonical};
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -19,6 +21,8 @@ pub(super) struct Identity {
     ids: Vec<(u64, u64)>,
     /// Each symbolic link met on the way, and the real folder that holds it.
     links: Vec<(PathBuf, Identity)>,
+    /// The mount table as it was when the path was looked at.
+    mounts: Vec<Mount>,
 }
 
 impl Identity {
@@ -39,14 +43,22 @@ impl Identity {
             .filter_map(|a| std::fs::metadata(a).ok())
             .map(|m| (m.dev(), m.ino()))
             .collect();
-        Identity { real, ids, links: Vec::new() }
+        Identity { real, ids, links: Vec::new(), mounts: mountinfo::table() }
     }
 
-    /// Whether the path is `dir` or lies beneath it: by real path, or because a folder on its
-    /// way is the same folder as `dir` under another name (a bind mount of it).
+    /// Whether the path is `dir` or lies beneath it: by real path, because a folder on its
+    /// way is the same folder as `dir` under another name (a bind mount of it), or because a
+    /// mount shows it in `dir` ([`Identity::mounted_in`]).
     pub(super) fn within(&self, dir: &Path) -> bool {
         self.real.starts_with(lenient_canonical(dir))
             || std::fs::metadata(dir).is_ok_and(|m| self.ids.contains(&(m.dev(), m.ino())))
+            || self.mounted_in(dir).is_some()
+    }
+
+    /// How `dir` sees the path through a mount, when it does: a folder at or above the path
+    /// mounted at or below `dir`, or `dir` itself mounted from a folder above the path.
+    pub(super) fn mounted_in(&self, dir: &Path) -> Option<Seen> {
+        mountinfo::seen_through(&self.mounts, &lenient_canonical(dir), &self.real)
     }
 
     /// A link on the way that lies in `dir` (or beneath it), if one does: whoever writes `dir`
@@ -58,6 +70,15 @@ impl Identity {
     /// Where the path is, as the place `dir` is named in ("inside the root /p of tools-fs"):
     /// inside it, or reached through a link inside it; `None` when neither.
     pub(super) fn placed(&self, dir: &Path, inside: &str) -> Option<String> {
+        if let Some(seen) =
+            self.mounted_in(dir).filter(|_| !self.real.starts_with(lenient_canonical(dir)))
+        {
+            return Some(format!(
+                "{inside}, seen as {} through the mount at {}",
+                seen.name.display(),
+                seen.mount.display()
+            ));
+        }
         if self.within(dir) {
             return Some(inside.to_string());
         }

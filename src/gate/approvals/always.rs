@@ -25,10 +25,11 @@ pub fn module_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
-/// Reads the standing *always* permissions (a missing file is none).
-#[expect(clippy::disallowed_methods, reason = "the state dir's standing permissions")]
+/// Reads the standing *always* permissions (a missing file is none); a file with another
+/// name (a hard link, perhaps in a root) is refused, checked on the open file each time.
 pub fn read_always(path: &Path) -> anyhow::Result<Vec<Standing>> {
-    match std::fs::read_to_string(path) {
+    use crate::config::trusted::one_name::read_one_name;
+    match read_one_name(path, "the standing permissions") {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             anyhow::anyhow!("{} is not valid ({e}); a person can remove it", path.display())
         }),
@@ -70,7 +71,11 @@ impl Approvals {
     /// Whether a standing *always* permission covers this client, module and tool at this
     /// version. An unreadable file covers nothing (fails closed).
     pub fn always_allows(&self, a: &Action) -> bool {
-        read_always(&self.always_path).unwrap_or_default().iter().any(|s| {
+        let all = read_always(&self.always_path).unwrap_or_else(|e| {
+            tracing::warn!("standing permissions not honoured: {e:#}");
+            Vec::new()
+        });
+        all.iter().any(|s| {
             s.client == a.client
                 && s.module == a.module
                 && s.tool == a.tool
