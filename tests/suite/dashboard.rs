@@ -762,7 +762,8 @@ async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
     let start = Instant::now();
     let row = loop {
         let page = s.live().await;
-        if let Some(at) = page.find("class=\"tmux\" id=\"t-web\"") {
+        // The person knows a session by its record's name: the client's and its tag.
+        if let Some(at) = page.find("class=\"tmux\" id=\"t-web-") {
             let row = page[at..page[at..].find("</tr>").unwrap() + at].to_string();
             if row.contains(&format!("up-{mark}")) {
                 break row;
@@ -773,8 +774,11 @@ async fn a_tmux_session_shows_with_its_client_and_output_and_stop_ends_it() {
     };
     assert!(row.contains("<td>stdio</td>"), "{row}");
     assert!(row.contains("sleep 600"), "{row}");
-    assert_eq!(s.post("/stop-session", "session=web").await.status, 303);
-    assert!(!s.live().await.contains("id=\"t-web\""));
+    let value = row.split("name=\"session\" value=\"").nth(1).unwrap();
+    let stored = &value[..value.find('"').unwrap()];
+    assert!(stored.starts_with("web-") && stored.len() == "web-".len() + 8, "{row}");
+    assert_eq!(s.post("/stop-session", &format!("session={stored}")).await.status, 303);
+    assert!(!s.live().await.contains("id=\"t-web-"));
     let list = c.ok("tmux_list", json!({})).await;
     assert_eq!(list["sessions"], json!([]), "{list}");
     let last = fx.audit_records().into_iter().rev().find(|r| r["client"] == "dashboard").unwrap();

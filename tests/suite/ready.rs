@@ -316,9 +316,10 @@ async fn the_brake_ends_the_sandbox_that_waits_and_the_release_brings_it_back() 
 async fn a_tmux_client_command_runs_in_the_sandbox_made_ready_for_its_session() {
     let fx = Fixture::new();
     let c = Client::start_with_env(&fx, &config(&fx), Era::Legacy, &[]).await;
-    // Unique across copies of the suite running at once, and never a prefix of another's.
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let name = format!("rt{}x{}", std::process::id(), nanos.subsec_nanos());
+    // Unique across copies of the suite running at once (their process ids), and short: the
+    // socket path under test-as-user's long temporary folders holds the client's tag too. Matched
+    // below with the `-` before the tag, so never as a prefix of another's.
+    let name = format!("r{}", std::process::id());
     c.ok("tmux_start", json!({ "command": "bash --norc", "name": name })).await;
     c.ok("tmux_read", json!({ "session": name })).await;
     // The one made ready for the session binds its socket folder, named after it (and its

@@ -272,30 +272,71 @@ fn is_clean(path: &Path) -> bool {
 /// dir is then `.git/modules/a/b`). Every reader of the rules — the file tools' write checks,
 /// the masks walk, the in-run walls — matches with this, so they agree.
 pub fn rule_fits<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
-    match rule.split_first() {
-        None => comps.is_empty(),
-        Some((r, rest)) if r.as_ref() == b"**" => {
-            (1..=comps.len()).any(|n| rule_fits(rest, &comps[n..]))
-        }
-        Some((r, rest)) => comps.split_first().is_some_and(|(c, more)| {
-            (r.as_ref() == b"*" || r.as_ref() == c.as_ref()) && rule_fits(rest, more)
-        }),
-    }
+    Walk::new(rule, false).through(comps, |_| false).is_some_and(|w| w.at[rule.len()])
 }
 
 /// Whether a protected rule matches consecutive components anywhere in `comps` ([`rule_fits`]):
 /// a rule matches at any depth, and a protected folder covers what is inside it.
 pub fn rule_within<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
-    if !rule.iter().any(|r| r.as_ref() == b"**") {
-        return !rule.is_empty() && comps.windows(rule.len()).any(|w| rule_fits(rule, w));
-    }
-    (0..comps.len()).any(|s| (s + 1..=comps.len()).any(|e| rule_fits(rule, &comps[s..e])))
+    Walk::new(rule, true).through(comps, Walk::done).is_none()
 }
 
 /// Whether consecutive components at the end of `comps` match `rule` ([`rule_fits`]): a name a
 /// folder renamed or linked to brings `rule`'s remaining components along with it.
 pub fn rule_ends<R: AsRef<[u8]>, C: AsRef<[u8]>>(rule: &[R], comps: &[C]) -> bool {
-    (0..comps.len()).any(|s| rule_fits(rule, &comps[s..]))
+    Walk::new(rule, true).through(comps, |_| false).is_some_and(|w| w.done())
+}
+
+/// A rule read along a path one component at a time, every way it can match at once (a
+/// `**` may take one component or more; a match may start at any component): the rules'
+/// matchers in time linear in the path. Found by an attack on `**` (a `write` 185 folders deep
+/// took 18 s when every start, end and split was tried, and grew with the path's fourth power).
+struct Walk<'r, R> {
+    rule: &'r [R],
+    /// `at[i]`: the components read so far can stand for the rule's first `i`.
+    at: Vec<bool>,
+    /// A match may begin at every component, not only the first.
+    anywhere: bool,
+}
+
+impl<'r, R: AsRef<[u8]>> Walk<'r, R> {
+    fn new(rule: &'r [R], anywhere: bool) -> Self {
+        let mut at = vec![false; rule.len() + 1];
+        at[0] = true;
+        Walk { rule, at, anywhere }
+    }
+
+    /// The whole rule is matched by the components read last (a rule of none never is).
+    fn done(&self) -> bool {
+        !self.rule.is_empty() && self.at[self.rule.len()]
+    }
+
+    /// Reads `comps`, stopping (`None`) as soon as `stop` holds after a component.
+    fn through<C: AsRef<[u8]>>(
+        mut self,
+        comps: &[C],
+        stop: impl Fn(&Self) -> bool,
+    ) -> Option<Self> {
+        for c in comps {
+            let (c, mut next) = (c.as_ref(), vec![false; self.at.len()]);
+            for (i, r) in self.rule.iter().enumerate() {
+                let r = r.as_ref();
+                // Read as the rule's next component, or as more of a `**` already begun.
+                if self.at[i] && (r == b"*" || r == b"**" || r == c) {
+                    next[i + 1] = true;
+                }
+                if self.at[i + 1] && r == b"**" {
+                    next[i + 1] = true;
+                }
+            }
+            next[0] = self.anywhere;
+            self.at = next;
+            if stop(&self) {
+                return None;
+            }
+        }
+        Some(self)
+    }
 }
 
 /// Protected rules split into their components (`*` and `**` stay one each: see

@@ -134,6 +134,57 @@ fn a_double_star_in_a_protected_rule_matches_one_or_more_components() {
     assert!(p.protected_leaf(std::ffi::OsStr::new("config")));
 }
 
+/// The rules' matchers agree with trying every start, end and split of the path (what they did
+/// before the ninth attack pass's deep `write` made that take seconds), over every rule of up to
+/// four components and path of up to six drawn from a few names.
+#[test]
+fn the_rule_matchers_agree_with_trying_every_way() {
+    fn fits(rule: &[&str], comps: &[&str]) -> bool {
+        match rule.split_first() {
+            None => comps.is_empty(),
+            Some((&"**", rest)) => (1..=comps.len()).any(|n| fits(rest, &comps[n..])),
+            Some((r, rest)) => comps
+                .split_first()
+                .is_some_and(|(c, more)| (*r == "*" || r == c) && fits(rest, more)),
+        }
+    }
+    let within = |rule: &[&str], comps: &[&str]| {
+        (0..comps.len()).any(|s| (s + 1..=comps.len()).any(|e| fits(rule, &comps[s..e])))
+    };
+    let ends = |rule: &[&str], comps: &[&str]| (0..comps.len()).any(|s| fits(rule, &comps[s..]));
+    let words = ["a", "b", "*", "**"];
+    let names = ["a", "b", "c"];
+    // Every sequence of `len` items of `of`, by counting in base `of.len()`.
+    fn all<'a>(of: &[&'a str], len: usize) -> Vec<Vec<&'a str>> {
+        (0..of.len().pow(len as u32))
+            .map(|mut n| {
+                (0..len)
+                    .map(|_| {
+                        let w = of[n % of.len()];
+                        n /= of.len();
+                        w
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+    let mut checked = 0;
+    for rule in (0..=4).flat_map(|n| all(&words, n)) {
+        for comps in (0..=6).flat_map(|n| all(&names, n)) {
+            assert_eq!(rule_fits(&rule, &comps), fits(&rule, &comps), "{rule:?} {comps:?}");
+            let w = !rule.is_empty() && within(&rule, &comps);
+            assert_eq!(rule_within(&rule, &comps), w, "within {rule:?} {comps:?}");
+            assert_eq!(rule_ends(&rule, &comps), ends(&rule, &comps), "ends {rule:?} {comps:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 300_000, "{checked}");
+    // Deep paths answer at once (the brute force took seconds at 185 components).
+    let deep: Vec<&str> = [".git", "modules"].repeat(2_000);
+    let rule = [".git", "modules", "**", "config"];
+    assert!(!rule_within(&rule, &deep) && !rule_ends(&rule, &deep));
+}
+
 #[test]
 fn secret_patterns_have_exceptions() {
     let lists = PolicyLists {

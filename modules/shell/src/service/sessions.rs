@@ -205,8 +205,10 @@ impl Sessions {
 
     /// The record of the session `whose` calls `name`: its own, else one an older version
     /// recorded under `name` itself (whoever started it: [`owned`] decides). The person
-    /// (`None`) names a record by its own name, or by its client's where no other session is
-    /// called that.
+    /// (`None`) names a record by the record's own name, as [`Shell::tmux_list`] shows it to
+    /// them: a client's name for its session may be another's record's (`build-5d8b6dab`), so
+    /// taking it for a client's name let one client point the person's Stop at another's
+    /// session (found by an attack on per-client names).
     fn find(&self, name: &str, whose: Option<&str>) -> Result<Option<Meta>, ShellError> {
         if let Some(client) = whose {
             check_name(name)?;
@@ -216,19 +218,7 @@ impl Sessions {
         if !is_key(name) {
             check_name(name)?;
         }
-        if let Some(m) = self.read_meta(name) {
-            return Ok(Some(m));
-        }
-        let mut same: Vec<Meta> = self.all().into_iter().filter(|m| m.called() == name).collect();
-        if same.len() > 1 {
-            let names: Vec<&str> = same.iter().map(|m| m.name.as_str()).collect();
-            return Err(ShellError::Failed(format!(
-                "{} tmux sessions are called {name:?}, each another client's: name one as the                  dashboard lists it ({})",
-                same.len(),
-                names.join(", ")
-            )));
-        }
-        Ok(same.pop())
+        Ok(self.read_meta(name))
     }
 
     /// Removes everything recorded of a session (its launcher already gone).
@@ -325,12 +315,12 @@ fn no_session(name: &str, whose: Option<&str>) -> ShellError {
 fn owned(m: &Meta, whose: Option<&str>) -> Result<(), ShellError> {
     match (&m.client, whose) {
         (Some(started_by), Some(caller)) if started_by != caller => {
+            // Whose it is stays unsaid: a client learns nothing of another's.
             Err(ShellError::Failed(format!(
-                "tmux session {:?} was started by another client (`{}`): a client reads, types \
-                 into and ends only its own sessions; start one of your own with tmux_start (a \
-                 person can end it with `hands stop` or on the dashboard)",
+                "tmux session {:?} was started by another client: a client reads, types into \
+                 and ends only its own sessions; start one of your own with tmux_start (a person \
+                 can end it with `hands stop` or on the dashboard)",
                 m.called(),
-                hands_roots::shown(started_by)
             )))
         }
         _ => Ok(()),
@@ -592,10 +582,9 @@ impl Shell {
         let live: Vec<Meta> = mine.filter_map(|m| self.alive(m).ok()).collect();
         let mut sessions = Vec::new();
         for m in &live {
-            // A client knows its sessions by its own names; the person by theirs where no other
-            // session is called the same, else by the record's (what `find` takes back).
-            let shared = live.iter().filter(|o| o.called() == m.called()).count() > 1;
-            let name = if whose.is_some() || !shared { m.called() } else { &m.name };
+            // A client knows its sessions by its own names; the person by the records' (what
+            // `find` takes back: one name, one session, whatever the clients chose).
+            let name = if whose.is_some() { m.called() } else { &m.name };
             let (ended, exit_status) = match self.read_settled(&m.name, &m.cwd, 1).await {
                 Ok(r) => (r.ended, r.exit_status),
                 Err(_) => (true, None),
