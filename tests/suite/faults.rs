@@ -339,13 +339,12 @@ impl Drop for Tmpfs {
     }
 }
 
-/// A write that does not fit on the disk is a clear tool error (no space left), the old file
-/// is intact, no temp file is left, and a write that fits still works afterwards.
-#[tokio::test]
-async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
+/// A fixture whose root is a 1 MiB tmpfs (unmounted when the guard drops), as root; `None`,
+/// having said it skips, otherwise.
+fn on_a_full_disk() -> Option<(Fixture, Tmpfs)> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: mounting a tmpfs needs root");
-        return;
+        return None;
     }
     let fx = Fixture::new();
     let st = std::process::Command::new("mount")
@@ -354,7 +353,15 @@ async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
         .status()
         .unwrap();
     assert!(st.success(), "mount -t tmpfs failed");
-    let _mount = Tmpfs(fx.root.clone());
+    let mount = Tmpfs(fx.root.clone());
+    Some((fx, mount))
+}
+
+/// A write that does not fit on the disk is a clear tool error (no space left), the old file
+/// is intact, no temp file is left, and a write that fits still works afterwards.
+#[tokio::test]
+async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
+    let Some((fx, _mount)) = on_a_full_disk() else { return };
     let old = "old line\n".repeat(20_000); // 180 KB of the 1 MiB
     fx.write("f.txt", &old);
     let c = Client::start(&fx, &fx.fs_config()).await;
@@ -377,18 +384,7 @@ async fn a_full_disk_gives_a_clear_write_error_and_keeps_the_old_file() {
 /// them back, and only while they are empty; the positive control's write keeps its folders.
 #[tokio::test]
 async fn a_write_that_fails_after_its_checks_leaves_no_folder_it_made() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: mounting a tmpfs needs root");
-        return;
-    }
-    let fx = Fixture::new();
-    let st = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&fx.root)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount -t tmpfs failed");
-    let _mount = Tmpfs(fx.root.clone());
+    let Some((fx, _mount)) = on_a_full_disk() else { return };
     fx.write("kept/old.txt", "old\n");
     let c = Client::start(&fx, &fx.fs_config()).await;
     let big = "x".repeat(2 << 20);
