@@ -877,6 +877,56 @@ async fn two_clients_each_have_their_own_tmux_session_named_build() {
     fx.assert_canary();
 }
 
+/// Found by an attack on per-client names: beta named its session after alpha's record
+/// (`build-<alpha's tag>`), the person's view showed beta's row by that name with alpha's
+/// output, and its Stop ended alpha's `build`. The person now sees and names every session by
+/// its record (`suite::dashboard::a_tmux_session_shows_…` finds the row so named): beta's is
+/// `build-<alpha's tag>-<beta's tag>`, and stopping it ends beta's and leaves alpha's running;
+/// the positive control, stopping alpha's by its record, ends it.
+#[tokio::test]
+async fn the_persons_stop_ends_the_session_its_record_names_whatever_a_client_calls_it() {
+    let fx = Fixture::new();
+    let server = start(&fx, &shell_for_two(&fx, "allow")).await;
+    let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    let beta = connect(&server, Some(TOKEN_B), Era::Legacy).await;
+    alpha.ok("tmux_start", json!({ "command": "echo OF-ALPHA; sleep 300", "name": "build" })).await;
+    let records = fx.state.join("tmux/tools-shell");
+    let record = |starts: &str| {
+        std::fs::read_dir(&records)
+            .unwrap()
+            .filter_map(|e| {
+                e.unwrap().file_name().into_string().ok()?.strip_suffix(".json").map(String::from)
+            })
+            .filter(|n| n.starts_with(starts))
+            .min_by_key(String::len)
+    };
+    let alphas = record("build-").expect("alpha's record");
+    beta.ok("tmux_start", json!({ "command": "echo OF-BETA; sleep 300", "name": alphas })).await;
+    let betas = record(&format!("{alphas}-")).expect("beta's record");
+    let stop = |session: &str| {
+        let req = json!({ "op": "stop_session", "session": session, "via": "dashboard" });
+        let script = "import socket, sys\n\
+                      s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+                      s.sendall(sys.argv[2].encode() + b'\\n'); print(s.makefile().readline())\n";
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(fx.state.join("control.sock"))
+            .arg(req.to_string())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = stop(&betas);
+    assert!(said.contains("\"ok\":true") || said.contains("\"ok\": true"), "{said}");
+    let r = alpha.ok("tmux_read", json!({ "session": "build" })).await;
+    assert_eq!(r["ended"], false, "the person's stop of beta's ended alpha's: {r}");
+    assert!(listed(&beta.ok("tmux_list", json!({})).await).is_empty());
+    let said = stop(&alphas);
+    assert!(said.contains("\"ok\":true") || said.contains("\"ok\": true"), "{said}");
+    assert!(listed(&alpha.ok("tmux_list", json!({})).await).is_empty());
+    fx.assert_canary();
+}
+
 /// Found by the eighth attack pass: under `trust.external = "ask"` beta's `tmux_kill` and
 /// `tmux_send` of alpha's session asked beta's person first (without saying whose session it
 /// was), and only then did the tool refuse. A session that is not the caller's is refused before
