@@ -889,7 +889,8 @@ async fn the_persons_stop_ends_the_session_its_record_names_whatever_a_client_ca
     let server = start(&fx, &shell_for_two(&fx, "allow")).await;
     let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
     let beta = connect(&server, Some(TOKEN_B), Era::Legacy).await;
-    alpha.ok("tmux_start", json!({ "command": "echo OF-ALPHA; sleep 300", "name": "build" })).await;
+    // One letter: beta's socket path holds two tags, under test-as-user's long temporary folders.
+    alpha.ok("tmux_start", json!({ "command": "echo OF-ALPHA; sleep 300", "name": "b" })).await;
     let records = fx.state.join("tmux/tools-shell");
     let record = |starts: &str| {
         std::fs::read_dir(&records)
@@ -900,7 +901,7 @@ async fn the_persons_stop_ends_the_session_its_record_names_whatever_a_client_ca
             .filter(|n| n.starts_with(starts))
             .min_by_key(String::len)
     };
-    let alphas = record("build-").expect("alpha's record");
+    let alphas = record("b-").expect("alpha's record");
     beta.ok("tmux_start", json!({ "command": "echo OF-BETA; sleep 300", "name": alphas })).await;
     let betas = record(&format!("{alphas}-")).expect("beta's record");
     let stop = |session: &str| {
@@ -918,7 +919,7 @@ async fn the_persons_stop_ends_the_session_its_record_names_whatever_a_client_ca
     };
     let said = stop(&betas);
     assert!(said.contains("\"ok\":true") || said.contains("\"ok\": true"), "{said}");
-    let r = alpha.ok("tmux_read", json!({ "session": "build" })).await;
+    let r = alpha.ok("tmux_read", json!({ "session": "b" })).await;
     assert_eq!(r["ended"], false, "the person's stop of beta's ended alpha's: {r}");
     assert!(listed(&beta.ok("tmux_list", json!({})).await).is_empty());
     let said = stop(&alphas);
