@@ -57,7 +57,10 @@ pub struct Action {
     pub tool: String,
     pub class: String,
     pub arguments: Value,
-    /// A confirm-listed program (SPEC §4.4): the answer allows this one run only.
+    /// Once only: the answer allows this one run, and no *session* or *always* answer is
+    /// offered, honoured or consulted — a confirm-listed program (SPEC §4.4), or a proxy
+    /// connection whose command is unknown (`netgate.rs`: one such client stands for every
+    /// agent). The name is the wire's (the control protocol carries actions between daemons).
     pub confirm: bool,
     /// A *session* answer lasts for this client until the daemon restarts, not for a
     /// connection: a 2026-07-28 client has no session, and the network proxy's questions come
