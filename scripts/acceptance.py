@@ -673,9 +673,13 @@ def check_orphans(run):
     has answered the heartbeat must stop and no process of it be left (without namespaces there
     is no PID namespace's init to end it)."""
     beat = os.path.join(run.proj, f"beat-{run.mark}")
-    r = run.bash(f"setsid sh -c 'while :; do date +%s%N > {beat}; sleep 0.05; done # {run.mark}' "
-                 f"</dev/null >/dev/null 2>&1 & for i in $(seq 100); do test -s {beat} && break; "
-                 f"sleep 0.1; done; test -s {beat} && echo beating")
+    # Each beat is written beside and renamed over the last, so the file is never seen empty:
+    # `date > beat` truncates it first, and under software emulation the final `test -s` fell
+    # into that window about one run in fifteen (the heartbeat running all along).
+    r = run.bash(f"setsid sh -c 'while :; do date +%s%N > {beat}.t && mv -f {beat}.t {beat}; "
+                 f"sleep 0.05; done # {run.mark}' </dev/null >/dev/null 2>&1 & "
+                 f"for i in $(seq 100); do test -s {beat} && break; sleep 0.1; done; "
+                 f"test -s {beat} && echo beating")
     beating = r.structured.get("stdout", "") == "beating\n"
     time.sleep(0.3)
     first = open(beat).read() if os.path.exists(beat) else ""
