@@ -207,3 +207,67 @@ async fn planted(plant: &str) -> (Fixture, Client) {
     assert_eq!(r["stdout"], "planted\n", "{r}");
     (fx, c)
 }
+
+/// Found by session 32's attack pass: a command's run refused only the piece that completed a
+/// git dir's shape (`HEAD` with `refs` and `objects`), the file tools only a control file beside
+/// a `HEAD` — so together they armed one. A command made `x/HEAD` and `x/config` (a pager), the
+/// file tools then wrote `x/objects/` and `x/refs/`, and a person's `git branch` in `x` ran the
+/// pager; the file tools' `z/{HEAD,objects,refs}` took a command's `z/hooks/`; a folder the
+/// host holds with `HEAD` and `hooks/` took a command's hook. A command's run now keeps the file
+/// tools' rule as well, in any order. Positive control: a `HEAD` alone, a `config` alone and a
+/// `hooks` folder without a `HEAD` are made; canary: outside the roots.
+#[tokio::test]
+async fn a_command_and_the_file_tools_never_arm_a_git_dir_together() {
+    let fx = Fixture::new();
+    let root = &fx.root;
+    std::fs::create_dir_all(root.join("w/hooks")).unwrap();
+    std::fs::write(root.join("w/HEAD"), "ref: refs/heads/main\n").unwrap();
+    own_tree(root);
+    let ran = fx.dir.path().join("pager-ran");
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    for p in ["z/HEAD", "z/objects/info/keep", "z/refs/heads/keep"] {
+        c.ok("write", json!({ "path": p, "content": "ref: refs/heads/main\n" })).await;
+    }
+    let cmd = format!(
+        "mkdir x y plain cfg nohead; echo 'ref: refs/heads/main' > x/HEAD; \
+         printf '[core]\\n\\tpager = \"touch {ran}; cat\"\\n' > x/config || echo REFUSED-config; \
+         touch y/config.worktree; echo 'ref: refs/heads/main' > y/HEAD || echo REFUSED-head; \
+         mkdir z/hooks || echo REFUSED-hooks; \
+         printf '#!/bin/sh\\ntouch {ran}\\n' > w/hooks/pre-commit || echo REFUSED-hook; \
+         echo 'ref: refs/heads/main' > plain/HEAD && echo '[core]' > cfg/config && \
+         mkdir nohead/hooks && echo x > nohead/hooks/pre-commit && echo POS-OK",
+        ran = ran.display()
+    );
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let out = format!("{}{}", r["stdout"].as_str().unwrap(), r["stderr"].as_str().unwrap());
+    for word in ["REFUSED-config", "REFUSED-head", "REFUSED-hooks", "REFUSED-hook\n", "POS-OK"] {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+    for made in
+        ["x/HEAD", "y/config.worktree", "plain/HEAD", "cfg/config", "nohead/hooks/pre-commit"]
+    {
+        assert!(root.join(made).exists(), "{made} (a control of the refusals) is missing: {out}");
+    }
+    for refused in ["x/config", "y/HEAD", "z/hooks", "w/hooks/pre-commit"] {
+        assert!(!root.join(refused).exists(), "{refused} was made: {out}");
+        let line = format!("hands sandbox: refused creating {}", root.join(refused).display());
+        assert!(out.contains(&line), "the walls refused {refused}, saying so: {out}");
+    }
+    // The file tools complete `x`'s shape (a HEAD, objects and refs: no config, no hooks)...
+    for p in ["x/objects/info/keep", "x/refs/heads/keep"] {
+        c.ok("write", json!({ "path": p, "content": "" })).await;
+    }
+    c.stop().await;
+    // ...and the person's `git branch` there, at a terminal, runs no pager of the command's.
+    let out = std::process::Command::new("script")
+        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
+        .current_dir(root.join("x"))
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PAGER", "cat")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git branch in x: {out:?}");
+    assert!(!ran.exists(), "the person's git ran the command's pager or hook");
+    fx.assert_canary();
+}

@@ -45,8 +45,12 @@ pub const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "ho
 
 /// What the entry `name` would be in a folder that `holds` what it says: a git control file
 /// beside a `HEAD`, or a `HEAD` beside one — either makes the folder a git dir (bare-repository
-/// discovery) whose config and hooks git on the host loads. One rule for the file tools (by
-/// what the disk holds) and for git checkouts (by the tree and the disk).
+/// discovery) whose config and hooks git on the host loads, once `objects` and `refs` are
+/// there too. One rule for the file tools (by what the disk holds), for git checkouts (by the
+/// tree and the disk) and for a command's run (decision 0046: found by the tenth attack pass
+/// of session 32, a command's `HEAD` and `config` beside which the file tools then wrote
+/// `objects/` and `refs/`, and a person's `git branch` there ran the config's pager). Names
+/// match without regard to ASCII case, as a case-folding folder finds them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GitDirPiece {
     /// `config`, `config.worktree`, `commondir` or `hooks` beside a `HEAD`.
@@ -57,10 +61,11 @@ pub enum GitDirPiece {
 
 impl GitDirPiece {
     pub fn of(name: &str, holds: impl Fn(&str) -> bool) -> Option<GitDirPiece> {
-        if GIT_CONTROL.contains(&name) && holds("HEAD") {
+        if GIT_CONTROL.iter().any(|c| c.eq_ignore_ascii_case(name)) && holds("HEAD") {
             return Some(GitDirPiece::Control);
         }
-        (name == "HEAD" && GIT_CONTROL.iter().any(|c| holds(c))).then_some(GitDirPiece::Head)
+        let head = name.eq_ignore_ascii_case("HEAD");
+        (head && GIT_CONTROL.iter().any(|c| holds(c))).then_some(GitDirPiece::Head)
     }
 }
 

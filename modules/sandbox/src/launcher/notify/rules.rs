@@ -185,30 +185,58 @@ impl Walls {
     }
 
     /// Why a new entry `name` in the folder `parent` is refused because with it the folder
-    /// would be a git dir under another name (`HEAD`, and `commondir` or `refs` + `objects`, as
-    /// git's discovery checks; `config` arms one): git run in that folder on the host would
-    /// use its config. Folders inside a `.git` are git's own (an existing one's control files
-    /// are walled by name; a new one's are checked). `present` says whether an entry exists
-    /// there (the new one counts).
+    /// would be a git dir under another name, or arm one: git run in that folder on the host
+    /// would use its config or hooks. Three ways: the entry completes one (`HEAD`, and
+    /// `commondir` or `refs` + `objects`, as git's discovery checks); it is a control file
+    /// beside a `HEAD` or a `HEAD` beside one (`config`, `config.worktree`, `commondir`,
+    /// `hooks`: the file tools' and checkouts' own rule, [`GitDirPiece`], so that no order of
+    /// the tools and commands puts both in one folder); or it lies below the `hooks` of a
+    /// folder holding `HEAD` (a repository the run made, renamed out of its `.git`). Folders
+    /// inside a `.git` are git's own (an existing one's control files are walled by name; a new
+    /// one's are checked). `present` says whether an entry exists there (the new one counts).
     pub fn makes_git_dir(
         &self,
         parent: &Path,
         name: &[u8],
         present: impl Fn(&[u8]) -> bool,
     ) -> Option<String> {
+        use hands_roots::trust::GitDirPiece;
         let name = super::trim_slashes(name);
-        let parts: [&[u8]; 5] = [b"HEAD", b"refs", b"objects", b"commondir", b"config"];
+        let root = self.writable_root(parent)?;
+        let rel = parent.strip_prefix(root).ok()?;
+        let dot_git = |c: &OsStr| c.as_bytes().eq_ignore_ascii_case(b".git");
+        if rel.iter().any(dot_git) {
+            return None;
+        }
+        // Below `hooks` of a folder holding `HEAD`, looked at by path: no `HEAD` can join a
+        // `hooks` meanwhile (the rule below refuses it), so a folder that holds both held them
+        // before the run or came whole.
+        let hooks =
+            parent.ancestors().take_while(|a| a.starts_with(root) && *a != root).find(|a| {
+                a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks"))
+                    && a.parent().is_some_and(|g| std::fs::symlink_metadata(g.join("HEAD")).is_ok())
+            });
+        if hooks.is_some() {
+            return Some(
+                "it would be a hook of a git dir (the folder above `hooks` holds HEAD) inside a \
+                 root: git run there on the host would run it"
+                    .to_string(),
+            );
+        }
+        let parts: [&[u8]; 7] =
+            [b"HEAD", b"refs", b"objects", b"commondir", b"config", b"config.worktree", b"hooks"];
         if !parts.iter().any(|p| p.eq_ignore_ascii_case(name)) {
             return None;
         }
-        let root = self.writable_root(parent)?;
-        let inside_git = parent
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"));
-        if inside_git {
-            return None;
+        let text = std::str::from_utf8(name).ok()?;
+        if GitDirPiece::of(text, |c| present(c.as_bytes())).is_some() {
+            return Some(
+                "a git dir's `HEAD` and its config or hooks (`config`, `config.worktree`, \
+                 `commondir`, `hooks`) are never made side by side inside a root: with \
+                 `objects` and `refs` beside them, git run in that folder on the host would use \
+                 that config and run those hooks"
+                    .to_string(),
+            );
         }
         let git_dir = present(b"HEAD")
             && (present(b"commondir") || (present(b"refs") && present(b"objects")));
@@ -569,6 +597,19 @@ mod tests {
         };
         let all = has(&["HEAD", "refs", "objects"]);
         assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", all).is_some());
+        // A control file beside a HEAD, or a HEAD beside one, with no refs or objects yet
+        // (the file tools could add those), in either case.
+        for (name, there) in [
+            (&b"config"[..], &["HEAD"][..]),
+            (b"hooks", &["HEAD"]),
+            (b"Config.Worktree", &["HEAD"]),
+            (b"HEAD", &["config"]),
+            (b"head", &["hooks"]),
+        ] {
+            assert!(w.makes_git_dir(Path::new("/w/evil"), name, has(there)).is_some());
+        }
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"config", has(&["refs"])).is_none());
+        assert!(w.makes_git_dir(Path::new("/w/evil"), b"hooks", has(&["objects"])).is_none());
         assert!(
             w.makes_git_dir(Path::new("/w/evil"), b"HEAD", has(&["HEAD", "refs", "objects"]))
                 .is_some()
