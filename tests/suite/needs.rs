@@ -230,6 +230,45 @@ async fn needs_cannot_name_credential_or_secret_paths() {
     fx.assert_canary();
 }
 
+/// What a person approved is what the run gets: a `needs.write` folder is walked again just
+/// before the run starts, so a secret file the host put there while the person read the
+/// question (a `.env` written by another program) is not handed to the run. Noticed in
+/// session 31 (masks were computed when the question was made). The refusal says what
+/// changed and what to do; the command did not run; the secret is unchanged. Positive control:
+/// once the secret is gone, the same call asked again runs.
+#[tokio::test]
+async fn a_secret_that_appears_during_the_question_is_not_handed_to_the_run() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = connect(&fx, &config).await;
+    let dir = grant_dir(&fx);
+    let d = dir.display();
+    let cmd = format!("cat {d}/.env > {d}/copied.txt 2>&1; echo ran > {d}/ran.txt");
+    let call = bash(&c, json!({ "command": cmd, "needs": { "write": [dir] } }));
+    let (id, _) = parked_id(&fx, &config, "ran.txt").await;
+    std::fs::write(dir.join(".env"), "TOKEN=appeared\n").unwrap();
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = call.await.unwrap();
+    let text = text_of(&r);
+    assert_eq!(r.is_error, Some(true), "{text}");
+    for part in ["changed while the person read the question", ".env", "call again"] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!dir.join("ran.txt").exists() && !dir.join("copied.txt").exists(), "the run ran");
+    assert_eq!(std::fs::read_to_string(dir.join(".env")).unwrap(), "TOKEN=appeared\n");
+
+    // Positive control: the secret taken out, the same call is asked about again and runs.
+    std::fs::remove_file(dir.join(".env")).unwrap();
+    let cmd = format!("echo ran > {d}/ran.txt");
+    let call = bash(&c, json!({ "command": cmd, "needs": { "write": [dir] } }));
+    let (id, _) = parked_id(&fx, &config, "ran.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = call.await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
+    assert_eq!(std::fs::read_to_string(dir.join("ran.txt")).unwrap(), "ran\n");
+    fx.assert_canary();
+}
+
 /// `needs.network` end to end, inside the network test harness (`suite::network`: the daemon
 /// in a namespace of its own with a private `/etc/hosts`, the test host behind a veth). The
 /// module's rules deny every host (`unknown = "deny"`, and a deny entry for `denied.test`).

@@ -209,6 +209,36 @@ pub fn check(needs: &Needs, rules: &Rules<'_>, lasts: &str) -> Result<Widening, 
     Ok(widening)
 }
 
+/// Checks a widening a person approved once more, just before its run starts: each `write`
+/// path must still be the one shown (its identity) and still hold nothing that could not be
+/// granted. A secret file, a repository or a protected name put there while the person read
+/// the question is not handed to the run: the check before asking saw a folder without it.
+pub fn recheck(w: &Widening, rules: &Rules<'_>) -> Result<(), String> {
+    if w.write.is_empty() {
+        return Ok(());
+    }
+    let root = resolve::host_root().map_err(|e| format!("cannot open / ({e})"))?;
+    for g in &w.write {
+        let shown = cut(&g.path.display().to_string());
+        let now = write_path(&g.path, &root, rules).map_err(|f| {
+            format!(
+                "`needs.write` {shown} changed while the person read the question, so nothing \
+                 ran: {}. A person can take out what appeared there; then call again to ask \
+                 about the folder as it is",
+                f.why
+            )
+        })?;
+        if now.id() != g.id() {
+            return Err(format!(
+                "`needs.write` {shown} was replaced while the person read the question (another \
+                 file or folder has its name now), so nothing ran; call again to ask about \
+                 what is there now"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One `write` path checked: by name against what must never be granted, then opened without
 /// following a link, its identity checked too, and a folder walked under the launch's policy.
 fn write_path(

@@ -214,6 +214,8 @@ impl Shell {
         let widened = widening.map(Widening::write_paths).unwrap_or_default();
         let moving =
             self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
+        // What a person approved is what the run gets: checked again now, after the question.
+        self.recheck_needs(widening)?;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
             let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
             if let Some(c) = program {

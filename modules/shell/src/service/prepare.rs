@@ -7,6 +7,7 @@
 //! the audit record see besides the arguments as sent, and what the run receives.
 
 use super::Shell;
+use crate::ShellError;
 use crate::needs::{self, Needs, Widening};
 use hands_tool::Refused;
 use serde::Serialize;
@@ -65,6 +66,25 @@ pub const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's comma
                                 daemon.toml (commands.deny always wins)";
 
 impl Shell {
+    /// `f` with the rules a `needs` widening is checked by.
+    fn with_needs_rules<R>(&self, f: impl FnOnce(&needs::Rules<'_>) -> R) -> R {
+        f(&needs::Rules {
+            policy: self.resolver.policy(),
+            trust: self.resolver.trust().map(|t| t.as_ref()),
+            state_dir: &self.state_dir,
+            state_id: self.state_id,
+            proxied: self.network_proxied(),
+            path_folders: &self.path_folders(),
+        })
+    }
+
+    /// A widening a person approved, checked again just before its run or session starts
+    /// ([`needs::recheck`]): a refusal when its folder changed during the question.
+    pub(crate) fn recheck_needs(&self, widening: Option<&Widening>) -> Result<(), ShellError> {
+        let Some(w) = widening else { return Ok(()) };
+        self.with_needs_rules(|rules| needs::recheck(w, rules)).map_err(ShellError::Changed)
+    }
+
     /// The check of one call before the gate (see the module's documentation): what it
     /// prepared, or why it is refused before anyone is asked. May block (a `needs` folder is
     /// walked; a session's record is read).
@@ -74,15 +94,7 @@ impl Shell {
                 self.refuse_missing_wall(tool)?;
                 let Some(n) = needs else { return Ok(Prepared::default()) };
                 let lasts = if session { needs::SESSION_LIFE } else { needs::ONE_RUN };
-                let rules = needs::Rules {
-                    policy: self.resolver.policy(),
-                    trust: self.resolver.trust().map(|t| t.as_ref()),
-                    state_dir: &self.state_dir,
-                    state_id: self.state_id,
-                    proxied: self.network_proxied(),
-                    path_folders: &self.path_folders(),
-                };
-                match needs::check(n, &rules, lasts) {
+                match self.with_needs_rules(|rules| needs::check(n, rules, lasts)) {
                     Ok(w) => {
                         self.refuse_unmappable(tool, &w)?;
                         Ok(Prepared { needs: Some(w), ..Prepared::default() })
