@@ -44,10 +44,14 @@ async fn connect(fx: &Fixture, config: &Path) -> Client {
 }
 
 fn bash(c: &Client, args: Value) -> tokio::task::JoinHandle<CallToolResult> {
+    tool(c, "bash", args)
+}
+
+fn tool(c: &Client, name: &'static str, args: Value) -> tokio::task::JoinHandle<CallToolResult> {
     let c = c.clone();
     let Value::Object(args) = args else { panic!("arguments must be an object") };
     tokio::spawn(async move {
-        c.call_tool(CallToolRequestParams::new("bash").with_arguments(args)).await.unwrap()
+        c.call_tool(CallToolRequestParams::new(name).with_arguments(args)).await.unwrap()
     })
 }
 
@@ -256,6 +260,18 @@ async fn a_secret_that_appears_during_the_question_is_not_handed_to_the_run() {
     }
     assert!(!dir.join("ran.txt").exists() && !dir.join("copied.txt").exists(), "the run ran");
     assert_eq!(std::fs::read_to_string(dir.join(".env")).unwrap(), "TOKEN=appeared\n");
+    // A tmux session's widening the same way: the session does not start.
+    std::fs::remove_file(dir.join(".env")).unwrap();
+    let cmd = format!("echo ran > {d}/session.txt; sleep 60");
+    let call = tool(&c, "tmux_start", json!({ "command": cmd, "needs": { "write": [dir] } }));
+    let (id, _) = parked_id(&fx, &config, "session.txt").await;
+    std::fs::write(dir.join(".env"), "TOKEN=appeared\n").unwrap();
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = call.await.unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("changed while the person read"), "{}", text_of(&r));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!dir.join("session.txt").exists(), "the session started");
 
     // Positive control: the secret taken out, the same call is asked about again and runs.
     std::fs::remove_file(dir.join(".env")).unwrap();
