@@ -271,3 +271,112 @@ async fn a_command_and_the_file_tools_never_arm_a_git_dir_together() {
     assert!(!ran.exists(), "the person's git ran the command's pager or hook");
     fx.assert_canary();
 }
+
+/// A session's loop: for each folder `d0`…, make its `HEAD` and take it away again, a
+/// millisecond each, until a `config` is there; then say whether the `HEAD` stayed beside it.
+const FLICKER: &str = r#"import os, sys, time
+for i in range(int(sys.argv[1])):
+    d = f"d{i}"
+    os.mkdir(d)
+    while True:
+        try:
+            fd = os.open(f"{d}/HEAD", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            os.write(fd, b"ref: refs/heads/main\n")
+            os.close(fd)
+        except OSError:
+            pass
+        time.sleep(0.001)
+        if os.path.exists(f"{d}/config"):
+            break
+        try:
+            os.unlink(f"{d}/HEAD")
+        except OSError:
+            pass
+        time.sleep(0.001)
+    print(f"{d}:" + ("armed" if os.path.exists(f"{d}/HEAD") else "safe"), flush=True)
+open("plain/HEAD", "w").write("ref: refs/heads/main\n")
+print("POS-OK", flush=True)
+time.sleep(600)
+"#;
+
+/// Found by the eleventh attack pass: the file tools and a sandbox's init each checked a
+/// folder for the other git dir piece and then made theirs, in separate processes, so both
+/// checks passed while the file tools filled a `config`: a tmux session made `x/HEAD` in that
+/// window, the file tools wrote `x/objects/` and `x/refs/`, and a person's `git branch` in `x`
+/// ran the config's pager. Both now check and make such a name under the folder's lock.
+/// Positive control: a `HEAD` alone and a `config` alone are made; canary: outside the roots.
+#[tokio::test]
+async fn a_session_racing_the_file_tools_never_arms_a_git_dir() {
+    let fx = Fixture::new();
+    let root = &fx.root;
+    const TRIES: usize = 16;
+    std::fs::create_dir(root.join("plain")).unwrap();
+    std::fs::write(root.join("flicker.py"), FLICKER).unwrap();
+    own_tree(root);
+    let ran = fx.dir.path().join("pager-ran");
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    let cmd = format!("python3 flicker.py {TRIES}");
+    c.ok("tmux_start", json!({ "command": cmd, "name": "flicker" })).await;
+    // A config of a few MiB (comments), so that its write takes a while.
+    let pad = "# a comment that makes the file long, and its write slow\n".repeat(60_000);
+    let config = format!("[core]\n\tpager = \"touch {}; cat\"\n{pad}", ran.display());
+    let mut pane = String::new();
+    for i in 0..TRIES {
+        let d = format!("d{i}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !root.join(&d).is_dir() {
+            assert!(std::time::Instant::now() < deadline, "{d} was not made");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // Refused or written, as the folder held a HEAD or not when it was checked.
+        for _ in 0..100 {
+            if root.join(&d).join("config").exists() {
+                break;
+            }
+            let path = format!("{d}/config");
+            let _ = c.call("write", json!({ "path": path, "content": config })).await;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !pane.contains(&format!("{d}:")) {
+            assert!(std::time::Instant::now() < deadline, "no answer for {d}: {pane}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let r = c.ok("tmux_read", json!({ "session": "flicker" })).await;
+            pane.push_str(r["text"].as_str().unwrap_or_default());
+        }
+    }
+    c.ok("write", json!({ "path": "cfg/config", "content": "[core]\n" })).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !pane.contains("POS-OK") {
+        assert!(std::time::Instant::now() < deadline, "no positive control: {pane}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let r = c.ok("tmux_read", json!({ "session": "flicker" })).await;
+        pane.push_str(r["text"].as_str().unwrap_or_default());
+    }
+    c.ok("tmux_kill", json!({ "session": "flicker" })).await;
+    assert!(root.join("plain/HEAD").is_file() && root.join("cfg/config").is_file(), "{pane}");
+    let armed: Vec<usize> = (0..TRIES)
+        .filter(|i| root.join(format!("d{i}/HEAD")).exists())
+        .filter(|i| root.join(format!("d{i}/config")).exists())
+        .collect();
+    assert!(armed.is_empty(), "a HEAD and a config side by side in {armed:?}: {pane}");
+    assert!(!pane.contains(":armed"), "{pane}");
+    // The wall the race went past: a HEAD beside a config, refused, saying so.
+    let r = c.ok("bash", json!({ "command": "echo 'ref: refs/heads/main' > d0/HEAD" })).await;
+    let line = format!("hands sandbox: refused creating {}", root.join("d0/HEAD").display());
+    assert!(r["stderr"].as_str().unwrap_or_default().contains(&line), "{r}");
+    // The file tools complete `d0`'s shape; the person's `git branch` there runs no pager.
+    for p in ["d0/objects/info/keep", "d0/refs/heads/keep"] {
+        c.ok("write", json!({ "path": p, "content": "" })).await;
+    }
+    c.stop().await;
+    let out = std::process::Command::new("script")
+        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
+        .current_dir(root.join("d0"))
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PAGER", "cat")
+        .output()
+        .unwrap();
+    assert!(!ran.exists(), "the person's git ran the session's pager: {out:?}");
+    fx.assert_canary();
+}
