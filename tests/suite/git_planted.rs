@@ -6,7 +6,7 @@
 //! VS Code run them (the seventh attack pass). Through the real binary, with a positive
 //! control and the canary.
 
-use super::common::{Client, Era, Fixture, host_git, own_tree};
+use super::common::{Client, Era, Fixture, host_git, own_tree, text_of};
 use super::git_still::config;
 use serde_json::json;
 
@@ -378,5 +378,57 @@ async fn a_session_racing_the_file_tools_never_arms_a_git_dir() {
         .output()
         .unwrap();
     assert!(!ran.exists(), "the person's git ran the session's pager: {out:?}");
+    fx.assert_canary();
+}
+
+/// Found by the eleventh attack pass: `git_switch` checked a branch's `x/config` against the
+/// disk (no `HEAD` in `x`) and then wrote the branch's many files, the config last, while the
+/// file tools' `write x/HEAD` checked `x` (no config yet) and wrote it: both pieces side by
+/// side, and with `objects/` and `refs/` written next a person's `git branch` in `x` ran the
+/// config's pager. The checkout now holds the lock of each folder it writes such a piece into
+/// (the file tools' own, `hands_roots::trust::lock_folder`), from before its checks. Positive
+/// control: the switch is made, with `x/config`; canary: outside the roots.
+#[tokio::test]
+async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    host_git(h, root, &["checkout", "-qb", "evil"]);
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    for i in 0..150 {
+        let big: String =
+            (0..200_000).map(|j| char::from(b'a' + ((i * 7 + j) % 26) as u8)).collect();
+        std::fs::write(root.join(format!("a/f{i}")), big).unwrap();
+    }
+    std::fs::create_dir(root.join("x")).unwrap();
+    std::fs::write(root.join("x/config"), "[core]\n\tpager = \"touch /tmp/pager-ran; cat\"\n")
+        .unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "evil"]);
+    host_git(h, root, &["checkout", "-q", "main"]);
+    own_tree(root);
+    let cfg = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { write = \"allow\" } }\n",
+    );
+    let c = Client::start_era(&fx, &cfg, Era::Legacy).await;
+    let switch = c.call("git_switch", json!({ "branch": "evil" }));
+    let write = async {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        c.call("write", json!({ "path": "x/HEAD", "content": "ref: refs/heads/main\n" })).await
+    };
+    let (sw, w) = tokio::join!(switch, write);
+    assert_ne!(sw.is_error, Some(true), "the switch (positive control): {}", text_of(&sw));
+    assert!(root.join("x/config").is_file() && root.join("a/f149").is_file());
+    assert_eq!(w.is_error, Some(true), "x/HEAD was written beside x/config: {}", text_of(&w));
+    assert!(!root.join("x/HEAD").exists(), "a HEAD beside the branch's config");
+    c.stop().await;
     fx.assert_canary();
 }
