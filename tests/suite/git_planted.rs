@@ -387,7 +387,8 @@ async fn a_session_racing_the_file_tools_never_arms_a_git_dir() {
 /// side, and with `objects/` and `refs/` written next a person's `git branch` in `x` ran the
 /// config's pager. The checkout now holds the lock of each folder it writes such a piece into
 /// (the file tools' own, `hands_roots::trust::lock_folder`), from before its checks. Positive
-/// control: the switch is made, with `x/config`; canary: outside the roots.
+/// control: the switch is made, with `x/config`; canary: outside the roots. `git_worktree_add`
+/// the same, into its new folder.
 #[tokio::test]
 async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
     let fx = Fixture::new();
@@ -408,6 +409,7 @@ async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
         .unwrap();
     host_git(h, root, &["add", "."]);
     host_git(h, root, &["commit", "-qm", "evil"]);
+    host_git(h, root, &["branch", "evil2"]);
     host_git(h, root, &["checkout", "-q", "main"]);
     own_tree(root);
     let cfg = fx.config(
@@ -429,6 +431,17 @@ async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
     assert!(root.join("x/config").is_file() && root.join("a/f149").is_file());
     assert_eq!(w.is_error, Some(true), "x/HEAD was written beside x/config: {}", text_of(&w));
     assert!(!root.join("x/HEAD").exists(), "a HEAD beside the branch's config");
+    // A new worktree the same way.
+    let add = c.call("git_worktree_add", json!({ "branch": "evil2", "path": "wt" }));
+    let write = async {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        c.call("write", json!({ "path": "wt/x/HEAD", "content": "ref: refs/heads/main\n" })).await
+    };
+    let (wt, w) = tokio::join!(add, write);
+    assert_ne!(wt.is_error, Some(true), "the worktree (positive control): {}", text_of(&wt));
+    assert!(root.join("wt/x/config").is_file() && root.join("wt/a/f149").is_file());
+    assert_eq!(w.is_error, Some(true), "wt/x/HEAD was written beside its config: {}", text_of(&w));
+    assert!(!root.join("wt/x/HEAD").exists(), "a HEAD beside the worktree's config");
     c.stop().await;
     fx.assert_canary();
 }

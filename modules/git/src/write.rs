@@ -592,6 +592,8 @@ impl Git {
             undo(reference);
             return Err(e);
         }
+        // The file tools write nothing into it meanwhile (hands_roots::busy).
+        let _making = hands_roots::busy::making(abs.clone());
         let added = {
             let mut opts = git2::WorktreeAddOptions::new();
             opts.reference(Some(&reference));

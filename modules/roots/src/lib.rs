@@ -16,6 +16,7 @@
     )
 )]
 
+pub mod busy;
 mod error;
 pub mod gitcfg;
 mod home;

@@ -61,6 +61,10 @@ impl Resolver {
             });
         }
         self.check_writable(&abs)?;
+        if let Some(wt) = crate::busy::being_made(&abs) {
+            let rule = format!("inside `{}`, a worktree git_worktree_add makes now", wt.display());
+            return Err(PathError::Protected { path: abs, rule });
+        }
         // The folder by identity too: a trusted folder reached under a name the check above
         // cannot know (a bind mount of it inside the root).
         let pst = fstat(&parent, &parent_abs)?;
