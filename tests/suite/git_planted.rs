@@ -445,3 +445,67 @@ async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
     c.stop().await;
     fx.assert_canary();
 }
+
+/// Each of two sessions makes its piece in `d` and takes it away again, for eight seconds,
+/// and stops once it made its own while the other's was there.
+const PAIR: &str = r#"import os, sys, time
+mine, other = sys.argv[1], sys.argv[2]
+os.makedirs("d", exist_ok=True)
+end = time.time() + 8
+while time.time() < end:
+    try:
+        fd = os.open("d/" + mine, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        os.write(fd, b"ref: refs/heads/main\n")
+        os.close(fd)
+    except OSError:
+        continue
+    if os.path.exists("d/" + other):
+        print("BOTH", flush=True)
+        time.sleep(600)
+    os.unlink("d/" + mine)
+print("DONE", flush=True)
+time.sleep(600)
+"#;
+
+/// Found by the eleventh attack pass: two sandboxes' inits each checked `d` for the other's
+/// piece and then made theirs — one session's `d/HEAD` and another's `d/config` side by side
+/// within a second or two of trying. The inits now check and make such names under the
+/// folder's lock. Positive control: each session makes its piece thousands of times; canary.
+#[tokio::test]
+async fn two_sessions_never_make_a_head_and_a_config_together() {
+    let fx = Fixture::new();
+    std::fs::write(fx.root.join("pair.py"), PAIR).unwrap();
+    own_tree(&fx.root);
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    for (name, args) in [("a", "HEAD config"), ("b", "config HEAD")] {
+        let cmd = format!("python3 pair.py {args}");
+        c.ok("tmux_start", json!({ "command": cmd, "name": name })).await;
+    }
+    let mut said = Vec::new();
+    for name in ["a", "b"] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let r = c.ok("tmux_read", json!({ "session": name })).await;
+            let text = r["text"].as_str().unwrap_or_default().to_string();
+            if text.lines().any(|l| l == "BOTH" || l == "DONE") {
+                said.push(text);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{name} did not finish: {text}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    for name in ["a", "b"] {
+        c.ok("tmux_kill", json!({ "session": name })).await;
+    }
+    assert!(said.iter().all(|t| !t.lines().any(|l| l == "BOTH")), "{said:?}");
+    let both = fx.root.join("d/HEAD").exists() && fx.root.join("d/config").exists();
+    assert!(!both, "a HEAD and a config side by side: {said:?}");
+    // The wall each raced: a HEAD beside a config, refused, saying so.
+    let cmd = "echo '[core]' > d/config && echo 'ref: refs/heads/main' > d/HEAD";
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let line = format!("hands sandbox: refused creating {}", fx.root.join("d/HEAD").display());
+    assert!(r["stderr"].as_str().unwrap_or_default().contains(&line), "{r}");
+    c.stop().await;
+    fx.assert_canary();
+}
