@@ -410,7 +410,16 @@ async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
     host_git(h, root, &["add", "."]);
     host_git(h, root, &["commit", "-qm", "evil"]);
     host_git(h, root, &["branch", "evil2"]);
+    // A branch with `l/x/config`, and `l` a link out of the roots in the work tree (as a
+    // command could leave it): the checkout's locking makes no folder through it.
     host_git(h, root, &["checkout", "-q", "main"]);
+    host_git(h, root, &["checkout", "-qb", "linked"]);
+    std::fs::create_dir_all(root.join("l/x")).unwrap();
+    std::fs::write(root.join("l/x/config"), "[core]\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "linked"]);
+    host_git(h, root, &["checkout", "-q", "main"]);
+    std::os::unix::fs::symlink(&fx.outside, root.join("l")).unwrap();
     own_tree(root);
     let cfg = fx.config(
         "[daemon]\nstate_dir = \"{state}\"\n\
@@ -431,6 +440,8 @@ async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
     assert!(root.join("x/config").is_file() && root.join("a/f149").is_file());
     assert_eq!(w.is_error, Some(true), "x/HEAD was written beside x/config: {}", text_of(&w));
     assert!(!root.join("x/HEAD").exists(), "a HEAD beside the branch's config");
+    let e = c.err("git_switch", json!({ "branch": "linked" })).await;
+    assert!(!fx.outside.join("x").exists(), "a folder made through the link: {e}");
     // A new worktree the same way.
     let add = c.call("git_worktree_add", json!({ "branch": "evil2", "path": "wt" }));
     let write = async {

@@ -74,31 +74,43 @@ pub(crate) fn lock_pieces(
         }
     }
     let mut locked = Locked::default();
-    for f in folders {
-        let abs = workdir.join(&f);
-        // Where a file stands in the way the checkout refuses (a conflict) or replaces it.
-        let mut at = workdir.to_path_buf();
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let top = rustix::fs::open(workdir, flags, Mode::empty()).map_err(|e| PathError::Io {
+        path: workdir.into(),
+        op: "open",
+        source: e.into(),
+    })?;
+    'folders: for f in folders {
+        // One step at a time, no link followed (a command's `l -> /elsewhere` would have the
+        // daemon make folders there); where a link or a file stands in the way the checkout
+        // refuses (a conflict) or replaces it, and nothing is locked.
+        let (mut cur, mut at) =
+            (top.try_clone().map_err(|e| io_at(workdir, "open", e))?, workdir.to_path_buf());
         for c in f.components() {
             at.push(c);
-            if at.symlink_metadata().is_err() && std::fs::create_dir(&at).is_ok() {
-                locked.made.push(at.clone());
+            let next = match rustix::fs::openat(&cur, c.as_os_str(), flags, Mode::empty()) {
+                Err(rustix::io::Errno::NOENT) => {
+                    if rustix::fs::mkdirat(&cur, c.as_os_str(), Mode::from_raw_mode(0o755)).is_ok()
+                    {
+                        locked.made.push(at.clone());
+                    }
+                    rustix::fs::openat(&cur, c.as_os_str(), flags, Mode::empty())
+                }
+                other => other,
+            };
+            match next {
+                Ok(fd) => cur = fd,
+                Err(_) => continue 'folders,
             }
         }
-        if !abs.is_dir() {
-            continue;
-        }
-        let io =
-            |op, e: rustix::io::Errno| PathError::Io { path: abs.clone(), op, source: e.into() };
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(&abs, flags, Mode::empty()).map_err(|e| io("open", e))?;
-        let fd_locked = lock_folder(fd.as_fd()).map_err(|e| PathError::Io {
-            path: abs.clone(),
-            op: "lock",
-            source: e,
-        })?;
-        locked.held.push(fd_locked);
+        let held = lock_folder(cur.as_fd()).map_err(|e| io_at(&at, "lock", e))?;
+        locked.held.push(held);
     }
     Ok(locked)
+}
+
+fn io_at(path: &Path, op: &'static str, source: std::io::Error) -> GitError {
+    PathError::Io { path: path.into(), op, source }.into()
 }
 
 /// What [`lock_pieces`] holds: the locks, and the folders it made, removed again when they are
