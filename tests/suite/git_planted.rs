@@ -6,7 +6,7 @@
 //! VS Code run them (the seventh attack pass). Through the real binary, with a positive
 //! control and the canary.
 
-use super::common::{Client, Era, Fixture, host_git, own_tree};
+use super::common::{Client, Era, Fixture, host_git, own_tree, text_of};
 use super::git_still::config;
 use serde_json::json;
 
@@ -269,5 +269,254 @@ async fn a_command_and_the_file_tools_never_arm_a_git_dir_together() {
         .unwrap();
     assert!(out.status.success(), "git branch in x: {out:?}");
     assert!(!ran.exists(), "the person's git ran the command's pager or hook");
+    fx.assert_canary();
+}
+
+/// A session's loop: for each folder `d0`…, make its `HEAD` and take it away again, a
+/// millisecond each, until a `config` is there; then say whether the `HEAD` stayed beside it.
+const FLICKER: &str = r#"import os, sys, time
+for i in range(int(sys.argv[1])):
+    d = f"d{i}"
+    os.mkdir(d)
+    while True:
+        try:
+            fd = os.open(f"{d}/HEAD", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            os.write(fd, b"ref: refs/heads/main\n")
+            os.close(fd)
+        except OSError:
+            pass
+        time.sleep(0.001)
+        if os.path.exists(f"{d}/config"):
+            break
+        try:
+            os.unlink(f"{d}/HEAD")
+        except OSError:
+            pass
+        time.sleep(0.001)
+    print(f"{d}:" + ("armed" if os.path.exists(f"{d}/HEAD") else "safe"), flush=True)
+open("plain/HEAD", "w").write("ref: refs/heads/main\n")
+print("POS-OK", flush=True)
+time.sleep(600)
+"#;
+
+/// Found by the eleventh attack pass: the file tools and a sandbox's init each checked a
+/// folder for the other git dir piece and then made theirs, in separate processes, so both
+/// checks passed while the file tools filled a `config`: a tmux session made `x/HEAD` in that
+/// window, the file tools wrote `x/objects/` and `x/refs/`, and a person's `git branch` in `x`
+/// ran the config's pager. Both now check and make such a name under the folder's lock.
+/// Positive control: a `HEAD` alone and a `config` alone are made; canary: outside the roots.
+#[tokio::test]
+async fn a_session_racing_the_file_tools_never_arms_a_git_dir() {
+    let fx = Fixture::new();
+    let root = &fx.root;
+    const TRIES: usize = 16;
+    std::fs::create_dir(root.join("plain")).unwrap();
+    std::fs::write(root.join("flicker.py"), FLICKER).unwrap();
+    own_tree(root);
+    let ran = fx.dir.path().join("pager-ran");
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    let cmd = format!("python3 flicker.py {TRIES}");
+    c.ok("tmux_start", json!({ "command": cmd, "name": "flicker" })).await;
+    // A config of a few MiB (comments), so that its write takes a while.
+    let pad = "# a comment that makes the file long, and its write slow\n".repeat(60_000);
+    let config = format!("[core]\n\tpager = \"touch {}; cat\"\n{pad}", ran.display());
+    let mut pane = String::new();
+    for i in 0..TRIES {
+        let d = format!("d{i}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !root.join(&d).is_dir() {
+            assert!(std::time::Instant::now() < deadline, "{d} was not made");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // Refused or written, as the folder held a HEAD or not when it was checked.
+        for _ in 0..100 {
+            if root.join(&d).join("config").exists() {
+                break;
+            }
+            let path = format!("{d}/config");
+            let _ = c.call("write", json!({ "path": path, "content": config })).await;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !pane.contains(&format!("{d}:")) {
+            assert!(std::time::Instant::now() < deadline, "no answer for {d}: {pane}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let r = c.ok("tmux_read", json!({ "session": "flicker" })).await;
+            pane.push_str(r["text"].as_str().unwrap_or_default());
+        }
+    }
+    c.ok("write", json!({ "path": "cfg/config", "content": "[core]\n" })).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !pane.contains("POS-OK") {
+        assert!(std::time::Instant::now() < deadline, "no positive control: {pane}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let r = c.ok("tmux_read", json!({ "session": "flicker" })).await;
+        pane.push_str(r["text"].as_str().unwrap_or_default());
+    }
+    c.ok("tmux_kill", json!({ "session": "flicker" })).await;
+    assert!(root.join("plain/HEAD").is_file() && root.join("cfg/config").is_file(), "{pane}");
+    let armed: Vec<usize> = (0..TRIES)
+        .filter(|i| root.join(format!("d{i}/HEAD")).exists())
+        .filter(|i| root.join(format!("d{i}/config")).exists())
+        .collect();
+    assert!(armed.is_empty(), "a HEAD and a config side by side in {armed:?}: {pane}");
+    assert!(!pane.contains(":armed"), "{pane}");
+    // The wall the race went past: a HEAD beside a config, refused, saying so.
+    let r = c.ok("bash", json!({ "command": "echo 'ref: refs/heads/main' > d0/HEAD" })).await;
+    let line = format!("hands sandbox: refused creating {}", root.join("d0/HEAD").display());
+    assert!(r["stderr"].as_str().unwrap_or_default().contains(&line), "{r}");
+    // The file tools complete `d0`'s shape; the person's `git branch` there runs no pager.
+    for p in ["d0/objects/info/keep", "d0/refs/heads/keep"] {
+        c.ok("write", json!({ "path": p, "content": "" })).await;
+    }
+    c.stop().await;
+    let out = std::process::Command::new("script")
+        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
+        .current_dir(root.join("d0"))
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PAGER", "cat")
+        .output()
+        .unwrap();
+    assert!(!ran.exists(), "the person's git ran the session's pager: {out:?}");
+    fx.assert_canary();
+}
+
+/// Found by the eleventh attack pass: `git_switch` checked a branch's `x/config` against the
+/// disk (no `HEAD` in `x`) and then wrote the branch's many files, the config last, while the
+/// file tools' `write x/HEAD` checked `x` (no config yet) and wrote it: both pieces side by
+/// side, and with `objects/` and `refs/` written next a person's `git branch` in `x` ran the
+/// config's pager. The checkout now holds the lock of each folder it writes such a piece into
+/// (the file tools' own, `hands_roots::trust::lock_folder`), from before its checks. Positive
+/// control: the switch is made, with `x/config`; canary: outside the roots. `git_worktree_add`
+/// the same, into its new folder.
+#[tokio::test]
+async fn a_write_beside_a_checkout_never_arms_a_git_dir() {
+    let fx = Fixture::new();
+    let (h, root) = (&fx.home, &fx.root);
+    host_git(h, root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "first"]);
+    host_git(h, root, &["checkout", "-qb", "evil"]);
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    for i in 0..150 {
+        let big: String =
+            (0..200_000).map(|j| char::from(b'a' + ((i * 7 + j) % 26) as u8)).collect();
+        std::fs::write(root.join(format!("a/f{i}")), big).unwrap();
+    }
+    std::fs::create_dir(root.join("x")).unwrap();
+    std::fs::write(root.join("x/config"), "[core]\n\tpager = \"touch /tmp/pager-ran; cat\"\n")
+        .unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "evil"]);
+    host_git(h, root, &["branch", "evil2"]);
+    // A branch with `l/x/config`, and `l` a link out of the roots in the work tree (as a
+    // command could leave it): the checkout's locking makes no folder through it.
+    host_git(h, root, &["checkout", "-q", "main"]);
+    host_git(h, root, &["checkout", "-qb", "linked"]);
+    std::fs::create_dir_all(root.join("l/x")).unwrap();
+    std::fs::write(root.join("l/x/config"), "[core]\n").unwrap();
+    host_git(h, root, &["add", "."]);
+    host_git(h, root, &["commit", "-qm", "linked"]);
+    host_git(h, root, &["checkout", "-q", "main"]);
+    std::os::unix::fs::symlink(&fx.outside, root.join("l")).unwrap();
+    own_tree(root);
+    let cfg = fx.config(
+        "[daemon]\nstate_dir = \"{state}\"\n\
+         [[builtins]]\nid = \"tools-fs\"\ngrants = [\"filesystem\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\n\
+         [[builtins]]\nid = \"tools-git\"\ngrants = [\"filesystem\", \"spawn\"]\n\
+         filesystem = [{ path = \"{root}\", write = true }]\n\
+         config = { trust = { write = \"allow\" } }\n",
+    );
+    let c = Client::start_era(&fx, &cfg, Era::Legacy).await;
+    let switch = c.call("git_switch", json!({ "branch": "evil" }));
+    let write = async {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        c.call("write", json!({ "path": "x/HEAD", "content": "ref: refs/heads/main\n" })).await
+    };
+    let (sw, w) = tokio::join!(switch, write);
+    assert_ne!(sw.is_error, Some(true), "the switch (positive control): {}", text_of(&sw));
+    assert!(root.join("x/config").is_file() && root.join("a/f149").is_file());
+    assert_eq!(w.is_error, Some(true), "x/HEAD was written beside x/config: {}", text_of(&w));
+    assert!(!root.join("x/HEAD").exists(), "a HEAD beside the branch's config");
+    let e = c.err("git_switch", json!({ "branch": "linked" })).await;
+    assert!(!fx.outside.join("x").exists(), "a folder made through the link: {e}");
+    // A new worktree the same way.
+    let add = c.call("git_worktree_add", json!({ "branch": "evil2", "path": "wt" }));
+    let write = async {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        c.call("write", json!({ "path": "wt/x/HEAD", "content": "ref: refs/heads/main\n" })).await
+    };
+    let (wt, w) = tokio::join!(add, write);
+    assert_ne!(wt.is_error, Some(true), "the worktree (positive control): {}", text_of(&wt));
+    assert!(root.join("wt/x/config").is_file() && root.join("wt/a/f149").is_file());
+    assert_eq!(w.is_error, Some(true), "wt/x/HEAD was written beside its config: {}", text_of(&w));
+    assert!(!root.join("wt/x/HEAD").exists(), "a HEAD beside the worktree's config");
+    c.stop().await;
+    fx.assert_canary();
+}
+
+/// Each of two sessions makes its piece in `d` and takes it away again, for eight seconds,
+/// and stops once it made its own while the other's was there.
+const PAIR: &str = r#"import os, sys, time
+mine, other = sys.argv[1], sys.argv[2]
+os.makedirs("d", exist_ok=True)
+end = time.time() + 8
+while time.time() < end:
+    try:
+        fd = os.open("d/" + mine, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        os.write(fd, b"ref: refs/heads/main\n")
+        os.close(fd)
+    except OSError:
+        continue
+    if os.path.exists("d/" + other):
+        print("BOTH", flush=True)
+        time.sleep(600)
+    os.unlink("d/" + mine)
+print("DONE", flush=True)
+time.sleep(600)
+"#;
+
+/// Found by the eleventh attack pass: two sandboxes' inits each checked `d` for the other's
+/// piece and then made theirs — one session's `d/HEAD` and another's `d/config` side by side
+/// within a second or two of trying. The inits now check and make such names under the
+/// folder's lock. Positive control: each session makes its piece thousands of times; canary.
+#[tokio::test]
+async fn two_sessions_never_make_a_head_and_a_config_together() {
+    let fx = Fixture::new();
+    std::fs::write(fx.root.join("pair.py"), PAIR).unwrap();
+    own_tree(&fx.root);
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    for (name, args) in [("a", "HEAD config"), ("b", "config HEAD")] {
+        let cmd = format!("python3 pair.py {args}");
+        c.ok("tmux_start", json!({ "command": cmd, "name": name })).await;
+    }
+    let mut said = Vec::new();
+    for name in ["a", "b"] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let r = c.ok("tmux_read", json!({ "session": name })).await;
+            let text = r["text"].as_str().unwrap_or_default().to_string();
+            if text.lines().any(|l| l == "BOTH" || l == "DONE") {
+                said.push(text);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{name} did not finish: {text}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    for name in ["a", "b"] {
+        c.ok("tmux_kill", json!({ "session": name })).await;
+    }
+    assert!(said.iter().all(|t| !t.lines().any(|l| l == "BOTH")), "{said:?}");
+    let both = fx.root.join("d/HEAD").exists() && fx.root.join("d/config").exists();
+    assert!(!both, "a HEAD and a config side by side: {said:?}");
+    // The wall each raced: a HEAD beside a config, refused, saying so.
+    let cmd = "echo '[core]' > d/config && echo 'ref: refs/heads/main' > d/HEAD";
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    let line = format!("hands sandbox: refused creating {}", fx.root.join("d/HEAD").display());
+    assert!(r["stderr"].as_str().unwrap_or_default().contains(&line), "{r}");
+    c.stop().await;
     fx.assert_canary();
 }

@@ -8,9 +8,13 @@
 //! tree by name, so a tree whose names are not each once and in git's order is refused first
 //! ([`malformed`]).
 
+use crate::GitError;
 use git2::{Oid, Repository, Tree};
+use hands_roots::PathError;
 use hands_roots::trust::GitDirPiece;
-use std::collections::HashSet;
+use rustix::fs::{Mode, OFlags};
+use std::collections::{BTreeSet, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// Why writing `rel` of `tree` into `workdir` would make or fill a git dir under another name,
@@ -38,6 +42,91 @@ pub(crate) fn git_dir_piece(tree: &Tree<'_>, workdir: &Path, rel: &Path) -> Opti
             && holds(a.parent().unwrap_or(Path::new("")), "HEAD")
     });
     below_hooks.then(|| format!("the hooks of a git dir (a HEAD beside {})", folder(parent)))
+}
+
+/// Locks (`hands_roots::trust::lock_folder`), for as long as the result lives, every folder of
+/// `workdir` in which the checkout from `old` to `new` writes a git dir's piece — a `HEAD` or a
+/// control name, or an entry below a `hooks` (the folder above it) — making those not there
+/// yet, as the checkout would. The file tools check and write the other piece under the same
+/// lock, so one written beside the checkout waits for it and then sees its pieces; taken before
+/// the checks ([`git_dir_piece`] reads the disk), so one written before is seen by them. Found
+/// by the eleventh attack pass: `write x/HEAD` while `git_switch` wrote a branch's 300 big
+/// files and then `x/config`, and a person's `git branch` in `x` ran the config's pager.
+pub(crate) fn lock_pieces(
+    repo: &Repository,
+    workdir: &Path,
+    old: Option<&Tree<'_>>,
+    new: &Tree<'_>,
+) -> Result<Locked, GitError> {
+    use hands_roots::trust::{is_piece_name, lock_folder};
+    use std::os::unix::ffi::OsStrExt;
+    let diff = repo.diff_tree_to_tree(old, Some(new), None).map_err(GitError::git("diff"))?;
+    let mut folders = BTreeSet::new();
+    for d in diff.deltas().filter(|d| d.status() != git2::Delta::Deleted) {
+        let Some(p) = d.new_file().path() else { continue };
+        if p.file_name().is_some_and(|n| is_piece_name(n.as_bytes())) {
+            folders.insert(p.parent().unwrap_or(Path::new("")).to_path_buf());
+        }
+        for a in p.ancestors().skip(1) {
+            if a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks")) {
+                folders.insert(a.parent().unwrap_or(Path::new("")).to_path_buf());
+            }
+        }
+    }
+    let mut locked = Locked::default();
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let top = rustix::fs::open(workdir, flags, Mode::empty()).map_err(|e| PathError::Io {
+        path: workdir.into(),
+        op: "open",
+        source: e.into(),
+    })?;
+    'folders: for f in folders {
+        // One step at a time, no link followed (a command's `l -> /elsewhere` would have the
+        // daemon make folders there); where a link or a file stands in the way the checkout
+        // refuses (a conflict) or replaces it, and nothing is locked.
+        let (mut cur, mut at) =
+            (top.try_clone().map_err(|e| io_at(workdir, "open", e))?, workdir.to_path_buf());
+        for c in f.components() {
+            at.push(c);
+            let next = match rustix::fs::openat(&cur, c.as_os_str(), flags, Mode::empty()) {
+                Err(rustix::io::Errno::NOENT) => {
+                    if rustix::fs::mkdirat(&cur, c.as_os_str(), Mode::from_raw_mode(0o755)).is_ok()
+                    {
+                        locked.made.push(at.clone());
+                    }
+                    rustix::fs::openat(&cur, c.as_os_str(), flags, Mode::empty())
+                }
+                other => other,
+            };
+            match next {
+                Ok(fd) => cur = fd,
+                Err(_) => continue 'folders,
+            }
+        }
+        let held = lock_folder(cur.as_fd()).map_err(|e| io_at(&at, "lock", e))?;
+        locked.held.push(held);
+    }
+    Ok(locked)
+}
+
+fn io_at(path: &Path, op: &'static str, source: std::io::Error) -> GitError {
+    PathError::Io { path: path.into(), op, source }.into()
+}
+
+/// What [`lock_pieces`] holds: the locks, and the folders it made, removed again when they are
+/// still empty (the checkout was refused) once it is dropped.
+#[derive(Default)]
+pub(crate) struct Locked {
+    held: Vec<OwnedFd>,
+    made: Vec<PathBuf>,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        for p in self.made.iter().rev() {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
 }
 
 fn folder(rel: &Path) -> String {

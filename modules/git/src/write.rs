@@ -232,6 +232,7 @@ impl Git {
         let new_tree =
             repo.find_commit(target).and_then(|c| c.tree()).map_err(GitError::git("checkout"))?;
         let old_tree = head_tree(repo)?;
+        let _held = crate::pieces::lock_pieces(repo, workdir, old_tree.as_ref(), &new_tree)?;
         self.refuse_protected(
             repo,
             workdir,
@@ -591,6 +592,8 @@ impl Git {
             undo(reference);
             return Err(e);
         }
+        // The file tools write nothing into it meanwhile (hands_roots::busy).
+        let _making = hands_roots::busy::making(abs.clone());
         let added = {
             let mut opts = git2::WorktreeAddOptions::new();
             opts.reference(Some(&reference));

@@ -16,6 +16,7 @@
     )
 )]
 
+pub mod busy;
 mod error;
 pub mod gitcfg;
 mod home;
@@ -138,6 +139,9 @@ pub struct WriteTarget {
     pub existing: Option<Stat>,
     /// The folders made on the way to it: removed again unless the write [`Made::keep`]s them.
     pub made: Made,
+    /// The folders locked while a `HEAD` or a git control name is checked and written
+    /// ([`trust::lock_folder`]): held until the write is done, when this is dropped.
+    pub held: Vec<OwnedFd>,
 }
 
 /// The folders a write made for its file, innermost last: each its parent's descriptor and its

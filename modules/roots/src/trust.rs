@@ -69,6 +69,41 @@ impl GitDirPiece {
     }
 }
 
+/// Whether a new entry `name` is one [`GitDirPiece::of`] looks at (`HEAD` or a control name,
+/// any ASCII case): its check and its making happen under [`lock_folder`].
+pub fn is_piece_name(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"HEAD")
+        || GIT_CONTROL.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// How long [`lock_folder`] waits for another holder (a write or a create in flight).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Locks the folder `dir` (`flock`, exclusive, on a descriptor of its own) while a `HEAD` or a
+/// control name is checked against what the folder holds and then made there: the file tools
+/// and every sandbox's init check and make such names in separate processes, so without one
+/// lock a check on each side passed before either entry existed (found by the eleventh attack
+/// pass: a tmux session made `x/HEAD` while `write` filled `x/config`, and a person's `git
+/// branch` in `x` ran its pager). Waits up to two seconds, then fails (`EWOULDBLOCK`): a
+/// command that holds the lock itself only stops such names being made there.
+pub fn lock_folder(dir: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+    let until = Instant::now() + LOCK_WAIT;
+    loop {
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(fd),
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR)
+                if Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The walk of the roots for what the host trusts, and its cached result.
 #[derive(Debug)]
 pub struct Trust {

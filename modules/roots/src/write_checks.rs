@@ -3,12 +3,13 @@
 //! symlinks that dangle or leave the root; missing parent folders made on the way.
 
 use crate::openat::{fstat, openat2_beneath, statat_nofollow};
-use crate::trust::GitDirPiece;
+use crate::trust::{GitDirPiece, is_piece_name, lock_folder};
 use crate::{Located, Made, PathError, Resolver, Result, WriteTarget, fd_path, kind_name};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
 impl Resolver {
@@ -60,11 +61,15 @@ impl Resolver {
             });
         }
         self.check_writable(&abs)?;
+        if let Some(wt) = crate::busy::being_made(&abs) {
+            let rule = format!("inside `{}`, a worktree git_worktree_add makes now", wt.display());
+            return Err(PathError::Protected { path: abs, rule });
+        }
         // The folder by identity too: a trusted folder reached under a name the check above
         // cannot know (a bind mount of it inside the root).
         let pst = fstat(&parent, &parent_abs)?;
         self.check_host_path(&abs, Some((pst.st_dev, pst.st_ino)))?;
-        self.check_git_control(parent.as_fd(), &parent_abs, &name)?;
+        let held = self.check_git_control(parent.as_fd(), &parent_abs, &name)?;
         match statat_nofollow(parent.as_fd(), &name) {
             Ok(st) => {
                 let ft = FileType::from_raw_mode(st.st_mode);
@@ -81,6 +86,7 @@ impl Resolver {
                             abs,
                             existing: Some(st),
                             made: Made::default(),
+                            held,
                         })
                     }
                     FileType::Symlink => {
@@ -114,7 +120,7 @@ impl Resolver {
             }
             Err(Errno::NOENT) => {
                 self.check_hidden(&abs, None, true)?;
-                Ok(WriteTarget { parent, name, abs, existing: None, made: Made::default() })
+                Ok(WriteTarget { parent, name, abs, existing: None, made: Made::default(), held })
             }
             Err(e) => Err(PathError::Io { path: abs, op: "stat", source: e.into() }),
         }
@@ -180,15 +186,28 @@ impl Resolver {
     /// `config.worktree`, `commondir` or `hooks` in a folder that holds `HEAD` (a git dir), or
     /// anything below such a `hooks`; and `HEAD` beside one of those (it would turn the folder
     /// into a git dir whose config the tool wrote first). So the order of the writes does not
-    /// matter.
+    /// matter, nor a command making the other piece at the same time: the folder looked at is
+    /// locked ([`lock_folder`], as a sandbox's init does for its creates) and the locks are
+    /// returned, to be held until the file is in place.
     fn check_git_control(
         &self,
         parent: BorrowedFd<'_>,
         parent_abs: &Path,
         name: &OsStr,
-    ) -> Result<()> {
+    ) -> Result<Vec<OwnedFd>> {
         let has = |dir: BorrowedFd<'_>, n: &str| statat_nofollow(dir, OsStr::new(n)).is_ok();
         let refuse = |rule: String| Err(PathError::Protected { path: parent_abs.join(name), rule });
+        let lock = |dir: BorrowedFd<'_>, at: &Path| {
+            lock_folder(dir).map_err(|e| PathError::Io {
+                path: at.to_path_buf(),
+                op: "lock",
+                source: e,
+            })
+        };
+        let mut held = Vec::new();
+        if is_piece_name(name.as_bytes()) {
+            held.push(lock(parent, parent_abs)?);
+        }
         if name == ".git" {
             return refuse(
                 "a `.git` file names the git dir that git takes config and hooks from; only git \
@@ -210,7 +229,7 @@ impl Resolver {
             None => {}
         }
         // Below a `hooks` folder of a git dir (its `hooks/pre-commit`, `hooks/x/y`).
-        let Some(root) = self.root_of(parent_abs) else { return Ok(()) };
+        let Some(root) = self.root_of(parent_abs) else { return Ok(held) };
         let top = &self.roots[root].path;
         for a in parent_abs.ancestors().take_while(|a| *a != top.as_path()) {
             if a.file_name() != Some(OsStr::new("hooks")) {
@@ -219,13 +238,16 @@ impl Resolver {
             let Some(gitdir) = a.parent() else { continue };
             let rel = gitdir.strip_prefix(top).unwrap_or(Path::new(""));
             let flags = OFlags::PATH | OFlags::DIRECTORY;
-            if let Ok(fd) = self.open_beneath(root, rel, flags, gitdir)
-                && has(fd.as_fd(), "HEAD")
-            {
-                return refuse("the hooks of a git dir (the folder above holds HEAD)".to_string());
+            if let Ok(fd) = self.open_beneath(root, rel, flags, gitdir) {
+                held.push(lock(fd.as_fd(), gitdir)?);
+                if has(fd.as_fd(), "HEAD") {
+                    return refuse(
+                        "the hooks of a git dir (the folder above holds HEAD)".to_string(),
+                    );
+                }
             }
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Opens (creating when asked) the parent folder of a write, one component at a time so

@@ -51,6 +51,26 @@ pub const READ_ONLY_GONE: &str = "it lies in a read-only root whose read-only bi
      moved the folder aside or replaced it while the command ran); a person can restart the \
      daemon to bind the folder there now";
 
+/// The lock of the folder `dir` when the new entry `name` is a `HEAD` or a git control name
+/// (`hands_roots::trust::lock_folder`), to hold while it is checked and made: the file tools
+/// and every other sandbox's init check such names under the same lock, so that no two of
+/// them each see the folder without the other's piece. When it cannot be taken (another
+/// holds it for two seconds, or the folder cannot be read) the entry is refused: [`UNLOCKED`].
+pub(crate) fn piece_lock(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &[u8],
+) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use hands_roots::trust::{is_piece_name, lock_folder};
+    if !is_piece_name(super::trim_slashes(name)) {
+        return Ok(None);
+    }
+    lock_folder(dir).map(Some)
+}
+
+/// Why a `HEAD` or a git control name is refused when its folder cannot be locked.
+pub const UNLOCKED: &str = "its folder could not be locked while a git dir's `HEAD` or control \
+     file is checked (another process holds the lock, or the folder cannot be read)";
+
 /// The files of a git dir through which git reads config or moves where it reads it from.
 const CONTROL: &[&[u8]] = &[b"config", b"config.worktree", b"commondir"];
 

@@ -408,21 +408,20 @@ impl Job {
                 };
                 // An exchange (or a whiteout) gives the old name a new entry too.
                 let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
-                if swaps {
-                    match self.check(&odir, &oname, Kind::Rename) {
-                        Checked::Go => {}
-                        Checked::Stop(a) => return a,
-                        Checked::Config(real) => {
-                            return self.refuse(&real, &oname, "a config is not exchanged");
-                        }
+                let _held_old = match swaps.then(|| self.check(&odir, &oname, Kind::Rename)) {
+                    None => None,
+                    Some(Checked::Go(held)) => held,
+                    Some(Checked::Stop(a)) => return a,
+                    Some(Checked::Config(real)) => {
+                        return self.refuse(&real, &oname, "a config is not exchanged");
                     }
-                }
+                };
                 let (dir, name) = match locate(tid, &last, false) {
                     Ok(p) => (p.dir, p.name),
                     Err(e) => return Answer::Errno(e),
                 };
-                match self.check(&dir, &name, Kind::Rename) {
-                    Checked::Go => {}
+                let _held = match self.check(&dir, &name, Kind::Rename) {
+                    Checked::Go(held) => held,
                     Checked::Stop(a) => return a,
                     // `mv` asks not to replace first, then renames plainly.
                     Checked::Config(real) if flags & !libc::RENAME_NOREPLACE == 0 => {
@@ -432,7 +431,7 @@ impl Job {
                     Checked::Config(real) => {
                         return self.refuse(&real, &name, "a config is renamed in plainly");
                     }
-                }
+                };
                 let flags = RenameFlags::from_bits_retain(flags);
                 let (oname, name) = (OsStr::from_bytes(&oname), OsStr::from_bytes(&name));
                 match rustix::fs::renameat_with(&odir, oname, &dir, name, flags) {
@@ -526,13 +525,13 @@ impl Job {
             Ok(p) => p,
             Err(e) => return Answer::Errno(e),
         };
-        match self.check(&dir, &name, kind) {
-            Checked::Go => {}
+        let _held = match self.check(&dir, &name, kind) {
+            Checked::Go(held) => held,
             Checked::Stop(a) => return a,
             Checked::Config(real) => {
                 return self.refuse(&real, &name, "a config is made by rename");
             }
-        }
+        };
         match op(dir.as_fd(), OsStr::from_bytes(&name)) {
             Ok(()) => Answer::Value(0),
             Err(e) => errno_of(e),
@@ -561,17 +560,24 @@ impl Job {
             Verdict::Allow if self.walls.in_read_only_root(&real) && !read_only_mount(dir) => {
                 super::rules::READ_ONLY_GONE.to_string()
             }
-            Verdict::Allow => {
-                let present = |n: &[u8]| {
-                    trim_slashes(name).eq_ignore_ascii_case(n)
-                        || rustix::fs::statat(dir, OsStr::from_bytes(n), AtFlags::SYMLINK_NOFOLLOW)
+            Verdict::Allow => match super::rules::piece_lock(dir.as_fd(), name) {
+                Err(_) => super::rules::UNLOCKED.to_string(),
+                Ok(held) => {
+                    let present = |n: &[u8]| {
+                        trim_slashes(name).eq_ignore_ascii_case(n)
+                            || rustix::fs::statat(
+                                dir,
+                                OsStr::from_bytes(n),
+                                AtFlags::SYMLINK_NOFOLLOW,
+                            )
                             .is_ok()
-                };
-                match self.walls.makes_git_dir(&real, name, present) {
-                    Some(why) => why,
-                    None => return Checked::Go,
+                    };
+                    match self.walls.makes_git_dir(&real, name, present) {
+                        Some(why) => why,
+                        None => return Checked::Go(held),
+                    }
                 }
-            }
+            },
         };
         Checked::Stop(self.refuse_as(start, &real, name, &why))
     }
@@ -675,7 +681,8 @@ fn read_only_mount(dir: &OwnedFd) -> bool {
 
 /// What the walls say about a new entry.
 enum Checked {
-    Go,
+    /// Make it, holding the folder's lock if any ([`super::rules::piece_lock`]) until then.
+    Go(Option<OwnedFd>),
     Stop(Answer),
     /// A rename onto a new repository's config: check its content ([`Job::checked_config`]).
     Config(PathBuf),

@@ -125,6 +125,8 @@ impl Job {
         }) {
             return self.controlling_terminal(tid, flags);
         }
+        // The folder's lock for a git dir's piece, held until the file is made.
+        let mut _held = None;
         if flags & libc::O_CREAT != 0 {
             // A shell's `>>` or `>` onto a file that is there writes it: say so (the name is
             // refused either way, as it would be made should the file go meanwhile).
@@ -134,7 +136,7 @@ impl Job {
                 super::super::REFUSED
             };
             match self.check_as(start, &dir, &name, super::super::Kind::File) {
-                super::Checked::Go => {}
+                super::Checked::Go(h) => _held = h,
                 super::Checked::Stop(a) => return a,
                 super::Checked::Config(real) => {
                     return self.refuse(&real, &name, "a config is not created in place");
