@@ -209,31 +209,40 @@ pub fn check(needs: &Needs, rules: &Rules<'_>, lasts: &str) -> Result<Widening, 
     Ok(widening)
 }
 
+/// Why a widening a person approved does not run: its folder changed during the question
+/// ([`recheck`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Changed {
+    #[error(
+        "`needs.write` {path} changed while the person read the question, so nothing ran: {why}. \
+         A person can take out what appeared there; then call again to ask about the folder as \
+         it is"
+    )]
+    Holds { path: String, why: String },
+    #[error(
+        "`needs.write` {path} was replaced while the person read the question (another file or \
+         folder has its name now), so nothing ran; call again to ask about what is there now"
+    )]
+    Replaced { path: String },
+    #[error("the widening cannot be checked again before its run: cannot open / ({0})")]
+    NoRoot(std::io::Error),
+}
+
 /// Checks a widening a person approved once more, just before its run starts: each `write`
 /// path must still be the one shown (its identity) and still hold nothing that could not be
 /// granted. A secret file, a repository or a protected name put there while the person read
 /// the question is not handed to the run: the check before asking saw a folder without it.
-pub fn recheck(w: &Widening, rules: &Rules<'_>) -> Result<(), String> {
+pub fn recheck(w: &Widening, rules: &Rules<'_>) -> Result<(), Changed> {
     if w.write.is_empty() {
         return Ok(());
     }
-    let root = resolve::host_root().map_err(|e| format!("cannot open / ({e})"))?;
+    let root = resolve::host_root().map_err(Changed::NoRoot)?;
     for g in &w.write {
-        let shown = cut(&g.path.display().to_string());
-        let now = write_path(&g.path, &root, rules).map_err(|f| {
-            format!(
-                "`needs.write` {shown} changed while the person read the question, so nothing \
-                 ran: {}. A person can take out what appeared there; then call again to ask \
-                 about the folder as it is",
-                f.why
-            )
-        })?;
+        let path = cut(&g.path.display().to_string());
+        let now = write_path(&g.path, &root, rules)
+            .map_err(|f| Changed::Holds { path: path.clone(), why: f.why })?;
         if now.id() != g.id() {
-            return Err(format!(
-                "`needs.write` {shown} was replaced while the person read the question (another \
-                 file or folder has its name now), so nothing ran; call again to ask about \
-                 what is there now"
-            ));
+            return Err(Changed::Replaced { path });
         }
     }
     Ok(())

@@ -82,7 +82,8 @@ impl Shell {
     /// ([`needs::recheck`]): a refusal when its folder changed during the question.
     pub(crate) fn recheck_needs(&self, widening: Option<&Widening>) -> Result<(), ShellError> {
         let Some(w) = widening else { return Ok(()) };
-        self.with_needs_rules(|rules| needs::recheck(w, rules)).map_err(ShellError::Changed)
+        self.with_needs_rules(|rules| needs::recheck(w, rules))
+            .map_err(|e| ShellError::Changed(e.to_string()))
     }
 
     /// The check of one call before the gate (see the module's documentation): what it
