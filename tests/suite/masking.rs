@@ -470,6 +470,9 @@ async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
         ".clinerules/hooks/TaskStart",
         "opencode.json",
         "sub/.zed/settings.json",
+        // Not an agent's, but git-lfs's: where it sends the person's credentials.
+        ".lfsconfig",
+        "sub/.lfsconfig",
     ];
     for t in targets {
         let parent = std::path::Path::new(t).parent().unwrap().display().to_string();
@@ -490,6 +493,7 @@ async fn other_agents_and_editors_configs_cannot_be_written_by_a_command() {
         assert!(std::fs::symlink_metadata(fx.root.join(dir)).is_err(), "{dir} was made");
     }
     assert_eq!(std::fs::read_to_string(fx.root.join("opencode.json")).unwrap(), "{}\n");
+    assert!(std::fs::symlink_metadata(fx.root.join(".lfsconfig")).is_err(), ".lfsconfig made");
     // Positive control: an ordinary file beside them, at the top and in the subproject.
     let r =
         bash(&c, "echo ok > settings.json && echo ok > sub/notes.json && cat settings.json").await;

@@ -534,6 +534,15 @@ async fn protected_paths_are_read_only() {
         &fx,
         &c,
         "write",
+        json!({"path": "sub/.lfsconfig", "content": "[lfs]\n\turl = https://example.org/x\n"}),
+        "protected",
+        control.clone(),
+    )
+    .await;
+    refused(
+        &fx,
+        &c,
+        "write",
         json!({"path": ".claude/settings.json", "content": "{}"}),
         "protected",
         control.clone(),
