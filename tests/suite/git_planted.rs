@@ -259,14 +259,7 @@ async fn a_command_and_the_file_tools_never_arm_a_git_dir_together() {
     }
     c.stop().await;
     // ...and the person's `git branch` there, at a terminal, runs no pager of the command's.
-    let out = std::process::Command::new("script")
-        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
-        .current_dir(root.join("x"))
-        .env("HOME", &fx.home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("PAGER", "cat")
-        .output()
-        .unwrap();
+    let out = persons_git_branch(fx.home.as_path(), &root.join("x"));
     assert!(out.status.success(), "git branch in x: {out:?}");
     assert!(!ran.exists(), "the person's git ran the command's pager or hook");
     fx.assert_canary();
@@ -369,14 +362,7 @@ async fn a_session_racing_the_file_tools_never_arms_a_git_dir() {
         c.ok("write", json!({ "path": p, "content": "" })).await;
     }
     c.stop().await;
-    let out = std::process::Command::new("script")
-        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
-        .current_dir(root.join("d0"))
-        .env("HOME", &fx.home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("PAGER", "cat")
-        .output()
-        .unwrap();
+    let out = persons_git_branch(fx.home.as_path(), &root.join("d0"));
     assert!(!ran.exists(), "the person's git ran the session's pager: {out:?}");
     fx.assert_canary();
 }
@@ -519,4 +505,17 @@ async fn two_sessions_never_make_a_head_and_a_config_together() {
     assert!(r["stderr"].as_str().unwrap_or_default().contains(&line), "{r}");
     c.stop().await;
     fx.assert_canary();
+}
+
+/// The person's `git branch` in `dir`, at a terminal (`script`), so that git starts a pager:
+/// the config's `core.pager` when the folder is a git dir with one, else `cat`.
+fn persons_git_branch(home: &std::path::Path, dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new("script")
+        .args(["-qec", "git -c safe.directory='*' branch", "/dev/null"])
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PAGER", "cat")
+        .output()
+        .unwrap()
 }
