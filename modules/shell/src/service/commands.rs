@@ -215,7 +215,7 @@ impl Shell {
         let moving =
             self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
         // What a person approved is what the run gets: checked again now, after the question.
-        self.recheck_needs(widening)?;
+        self.recheck_needs(widening).await?;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
             let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
             if let Some(c) = program {

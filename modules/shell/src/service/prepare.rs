@@ -65,24 +65,54 @@ impl hands_tool::Prepared for Prepared {
 pub const ALLOW_REMEDY: &str = "a person can add an entry to tools-shell's commands.allow in \
                                 daemon.toml (commands.deny always wins)";
 
-impl Shell {
-    /// `f` with the rules a `needs` widening is checked by.
-    fn with_needs_rules<R>(&self, f: impl FnOnce(&needs::Rules<'_>) -> R) -> R {
+/// What a `needs` widening is checked by, owned, so that a blocking thread can take it.
+struct NeedsRules {
+    resolver: std::sync::Arc<hands_roots::Resolver>,
+    state_dir: std::path::PathBuf,
+    state_id: Option<hands_sandbox::launcher::Identity>,
+    proxied: bool,
+    path_folders: Vec<std::path::PathBuf>,
+}
+
+impl NeedsRules {
+    /// `f` with the rules.
+    fn with<R>(&self, f: impl FnOnce(&needs::Rules<'_>) -> R) -> R {
         f(&needs::Rules {
             policy: self.resolver.policy(),
             trust: self.resolver.trust().map(|t| t.as_ref()),
             state_dir: &self.state_dir,
             state_id: self.state_id,
-            proxied: self.network_proxied(),
-            path_folders: &self.path_folders(),
+            proxied: self.proxied,
+            path_folders: &self.path_folders,
         })
+    }
+}
+
+impl Shell {
+    fn needs_rules(&self) -> NeedsRules {
+        NeedsRules {
+            resolver: self.resolver.clone(),
+            state_dir: self.state_dir.clone(),
+            state_id: self.state_id,
+            proxied: self.network_proxied(),
+            path_folders: self.path_folders(),
+        }
     }
 
     /// A widening a person approved, checked again just before its run or session starts
-    /// ([`needs::recheck`]): a refusal when its folder changed during the question.
-    pub(crate) fn recheck_needs(&self, widening: Option<&Widening>) -> Result<(), ShellError> {
-        let Some(w) = widening else { return Ok(()) };
-        self.with_needs_rules(|rules| needs::recheck(w, rules))
+    /// ([`needs::recheck`]): a refusal when its folder changed during the question. The walk
+    /// is off a multi-thread runtime's workers ([`super::briefly`]).
+    pub(crate) async fn recheck_needs(
+        &self,
+        widening: Option<&Widening>,
+    ) -> Result<(), ShellError> {
+        let Some(w) = widening.filter(|w| !w.write.is_empty()).cloned() else { return Ok(()) };
+        let rules = self.needs_rules();
+        super::briefly(move || rules.with(|r| needs::recheck(&w, r)))
+            .await
+            .map_err(|e| {
+                ShellError::Failed(format!("the widening could not be checked again: {e}"))
+            })?
             .map_err(|e| ShellError::Changed(e.to_string()))
     }
 
@@ -95,7 +125,7 @@ impl Shell {
                 self.refuse_missing_wall(tool)?;
                 let Some(n) = needs else { return Ok(Prepared::default()) };
                 let lasts = if session { needs::SESSION_LIFE } else { needs::ONE_RUN };
-                match self.with_needs_rules(|rules| needs::check(n, rules, lasts)) {
+                match self.needs_rules().with(|rules| needs::check(n, rules, lasts)) {
                     Ok(w) => {
                         self.refuse_unmappable(tool, &w)?;
                         Ok(Prepared { needs: Some(w), ..Prepared::default() })

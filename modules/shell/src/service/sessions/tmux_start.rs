@@ -40,7 +40,7 @@ impl Shell {
         let moving =
             self.still.moving(&widened).await.map_err(|e| ShellError::Failed(e.to_string()))?;
         // What a person approved is what the session gets: checked again now.
-        self.recheck_needs(widening.as_ref())?;
+        self.recheck_needs(widening.as_ref()).await?;
         let t = &self.tmux;
         let whose = Some(caller.client.as_str());
         // The client's own name for it, and its record's (`key_of`): another client's session of
