@@ -123,6 +123,21 @@ pub fn own_tree(path: &Path) {
     }
 }
 
+/// Gives the tree at `path` to [`COMMAND_UID`] (as root; not following links) whatever the run:
+/// for a daemon the test runs as that user, whose fixture is its own also in a [`root_owned`]
+/// run (found by `scripts/test-as-user -r`: the user's daemon could not make its state).
+pub fn give_tree(path: &Path) {
+    if !is_root() {
+        return;
+    }
+    std::os::unix::fs::lchown(path, Some(COMMAND_UID), Some(COMMAND_UID)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for e in std::fs::read_dir(path).unwrap() {
+            give_tree(&e.unwrap().path());
+        }
+    }
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();

@@ -213,7 +213,7 @@ impl TestNet {
                 let exe = fx.dir.path().join("hands");
                 // Owned before the link is made: chowning a hard link chowns the build's own
                 // binary, and then the launcher beside it is passed over.
-                own_tree(fx.dir.path());
+                super::common::give_tree(fx.dir.path());
                 if std::fs::hard_link(hands_bin(), &exe).is_err() {
                     std::fs::copy(hands_bin(), &exe).unwrap();
                 }
