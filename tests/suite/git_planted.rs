@@ -257,6 +257,14 @@ async fn a_command_and_the_file_tools_never_arm_a_git_dir_together() {
     for p in ["x/objects/info/keep", "x/refs/heads/keep"] {
         c.ok("write", json!({ "path": p, "content": "" })).await;
     }
+    // The file tools keep the hooks rule in any case, as the run does (a case-folding folder
+    // answers git's `hooks` to `Hooks`): one place decides it for both.
+    for p in ["w/hooks/post-checkout", "w/Hooks/post-checkout"] {
+        let e = c.err("write", json!({ "path": p, "content": "#!/bin/sh\n" })).await;
+        assert!(e.contains("the hooks of a git dir"), "{p}: {e}");
+        assert!(!root.join(p).exists(), "{p} was written");
+    }
+    c.ok("write", json!({ "path": "nohead/Hooks/post-checkout", "content": "x" })).await;
     c.stop().await;
     // ...and the person's `git branch` there, at a terminal, runs no pager of the command's.
     let out = persons_git_branch(fx.home.as_path(), &root.join("x"));

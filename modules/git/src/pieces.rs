@@ -37,10 +37,7 @@ pub(crate) fn git_dir_piece(tree: &Tree<'_>, workdir: &Path, rel: &Path) -> Opti
         None => {}
     }
     // Anything below the hooks folder of such a git dir (`evil/hooks/pre-commit`).
-    let below_hooks = rel.ancestors().skip(1).any(|a| {
-        a.file_name().is_some_and(|n| n == "hooks")
-            && holds(a.parent().unwrap_or(Path::new("")), "HEAD")
-    });
+    let below_hooks = hands_roots::trust::hooks_owners(parent).any(|g| holds(g, "HEAD"));
     below_hooks.then(|| format!("the hooks of a git dir (a HEAD beside {})", folder(parent)))
 }
 
@@ -67,11 +64,8 @@ pub(crate) fn lock_pieces(
         if p.file_name().is_some_and(|n| is_piece_name(n.as_bytes())) {
             folders.insert(p.parent().unwrap_or(Path::new("")).to_path_buf());
         }
-        for a in p.ancestors().skip(1) {
-            if a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks")) {
-                folders.insert(a.parent().unwrap_or(Path::new("")).to_path_buf());
-            }
-        }
+        let parent = p.parent().unwrap_or(Path::new(""));
+        folders.extend(hands_roots::trust::hooks_owners(parent).map(Path::to_path_buf));
     }
     let mut locked = Locked::default();
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;

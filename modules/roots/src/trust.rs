@@ -76,6 +76,20 @@ pub fn is_piece_name(name: &[u8]) -> bool {
         || GIT_CONTROL.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name))
 }
 
+/// The folders that would be a git dir with an entry made in `folder` among its hooks: the one
+/// above each folder of `folder`'s path (itself included) named `hooks`, any ASCII case (a
+/// case-folding folder answers git's `hooks` to any spelling), nearest first. Such an entry is
+/// a hook when that folder holds `HEAD` (a repository renamed out of its `.git`, or one a
+/// checkout brought whole). One rule for the file tools, checkouts and a command's run; each
+/// stops the walk at its root.
+pub fn hooks_owners(folder: &Path) -> impl Iterator<Item = &Path> {
+    use std::os::unix::ffi::OsStrExt;
+    folder
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks")))
+        .filter_map(Path::parent)
+}
+
 /// How long [`lock_folder`] waits for another holder (a write or a create in flight).
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 

@@ -171,3 +171,13 @@ fn trust_walk_cost() {
         eprintln!("{} entries, {} paths, {:?}", k.seen, k.paths().count(), started.elapsed());
     }
 }
+
+#[test]
+fn hooks_owners_are_the_folders_above_each_hooks_in_any_case() {
+    let owners = |p: &str| hooks_owners(Path::new(p)).map(Path::to_path_buf).collect::<Vec<_>>();
+    assert_eq!(owners("a/hooks/x/HOOKS/y"), [PathBuf::from("a/hooks/x"), PathBuf::from("a")]);
+    assert_eq!(owners("hooks"), [PathBuf::from("")]);
+    assert_eq!(owners("/r/evil/Hooks"), [PathBuf::from("/r/evil")]);
+    // Names that only contain the word are not git's hooks folder.
+    assert!(owners("a/githooks/pre-hooks/hooks.d").is_empty());
+}

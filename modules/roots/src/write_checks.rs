@@ -231,12 +231,10 @@ impl Resolver {
         // Below a `hooks` folder of a git dir (its `hooks/pre-commit`, `hooks/x/y`).
         let Some(root) = self.root_of(parent_abs) else { return Ok(held) };
         let top = &self.roots[root].path;
-        for a in parent_abs.ancestors().take_while(|a| *a != top.as_path()) {
-            if a.file_name() != Some(OsStr::new("hooks")) {
-                continue;
-            }
-            let Some(gitdir) = a.parent() else { continue };
-            let rel = gitdir.strip_prefix(top).unwrap_or(Path::new(""));
+        let inside = parent_abs.strip_prefix(top).unwrap_or(Path::new(""));
+        for rel in crate::trust::hooks_owners(inside) {
+            let joined = top.join(rel);
+            let gitdir = if rel.as_os_str().is_empty() { top.as_path() } else { &joined };
             let flags = OFlags::PATH | OFlags::DIRECTORY;
             if let Ok(fd) = self.open_beneath(root, rel, flags, gitdir) {
                 held.push(lock(fd.as_fd(), gitdir)?);

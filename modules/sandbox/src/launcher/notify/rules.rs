@@ -231,12 +231,9 @@ impl Walls {
         // Below `hooks` of a folder holding `HEAD`, looked at by path: no `HEAD` can join a
         // `hooks` meanwhile (the rule below refuses it), so a folder that holds both held them
         // before the run or came whole.
-        let hooks =
-            parent.ancestors().take_while(|a| a.starts_with(root) && *a != root).find(|a| {
-                a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks"))
-                    && a.parent().is_some_and(|g| std::fs::symlink_metadata(g.join("HEAD")).is_ok())
-            });
-        if hooks.is_some() {
+        let armed = hands_roots::trust::hooks_owners(rel)
+            .any(|g| std::fs::symlink_metadata(root.join(g).join("HEAD")).is_ok());
+        if armed {
             return Some(
                 "it would be a hook of a git dir (the folder above `hooks` holds HEAD) inside a \
                  root: git run there on the host would run it"
