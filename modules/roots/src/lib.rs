@@ -18,6 +18,7 @@
 
 pub mod busy;
 mod error;
+pub mod fold;
 pub mod gitcfg;
 mod home;
 mod lock;

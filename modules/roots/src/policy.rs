@@ -70,7 +70,11 @@ pub struct Policy {
     identities: HashSet<(u64, u64)>,
     secrets: GlobSet,
     secret_exceptions: GlobSet,
+    /// The protected rules in components, folded and matched against folded names
+    /// ([`crate::fold`]: a case-folding folder answers `.envrc` to `.ENVRC`), and as given,
+    /// for a person.
     protected: Vec<Vec<String>>,
+    protected_shown: Vec<String>,
     host: Vec<HostEntry>,
     /// (device, inode) of every trusted path and what lies beneath a trusted folder, with the
     /// index of its entry in `host`.
@@ -123,12 +127,14 @@ impl Policy {
             }
             host.push(HostEntry { clean, entry: t.clone() });
         }
+        let (protected, protected_shown) = compile_rules(&lists.protected);
         Ok(Policy {
             denied,
             identities,
             secrets: build_set(&lists.secret_patterns)?,
             secret_exceptions: build_set(&lists.secret_exceptions)?,
-            protected: compile_rules(&lists.protected),
+            protected,
+            protected_shown,
             host,
             host_ids,
         })
@@ -158,12 +164,14 @@ impl Policy {
     /// A policy of protected rules alone (nothing denied, nothing secret): the rules'
     /// matching, for a walk that needs only them.
     pub fn rules_only(protected: &[String]) -> Policy {
+        let (protected, protected_shown) = compile_rules(protected);
         Policy {
             denied: Vec::new(),
             identities: HashSet::new(),
             secrets: GlobSet::empty(),
             secret_exceptions: GlobSet::empty(),
-            protected: compile_rules(protected),
+            protected,
+            protected_shown,
             host: Vec::new(),
             host_ids: std::collections::HashMap::new(),
         }
@@ -206,17 +214,20 @@ impl Policy {
     /// some protected rule (`hooks`, `config`, `.vscode`, ...). A cheap test before
     /// [`Policy::protected`].
     pub fn protected_leaf(&self, name: &std::ffi::OsStr) -> bool {
+        let name = name.as_bytes();
         self.protected.iter().any(|rule| {
-            rule.last().is_some_and(|l| l == "*" || l == "**" || std::ffi::OsStr::new(l) == name)
+            rule.last()
+                .is_some_and(|l| l == "*" || l == "**" || crate::fold::same(l.as_bytes(), name))
         })
     }
 
     /// The protected rule `rel` (relative to its root) falls under, if any ([`rule_within`]:
     /// `.git/modules/**/hooks` is the hooks of a submodule of any name, `a/b` included).
     pub fn protected(&self, rel: &Path) -> Option<String> {
-        let comps: Vec<&[u8]> = rel.iter().map(|c| c.as_bytes()).collect();
-        let rule = self.protected.iter().find(|rule| rule_within(rule, &comps))?;
-        Some(rule.join("/"))
+        let comps: Vec<Vec<u8>> =
+            rel.iter().map(|c| crate::fold::folded(c.as_bytes()).into_owned()).collect();
+        let i = self.protected.iter().position(|rule| rule_within(rule, &comps))?;
+        self.protected_shown.get(i).cloned()
     }
 
     /// The denied names (as configured and in canonical form) that can be a prefix of an entry
@@ -340,13 +351,18 @@ impl<'r, R: AsRef<[u8]>> Walk<'r, R> {
 }
 
 /// Protected rules split into their components (`*` and `**` stay one each: see
-/// [`rule_fits`]).
-fn compile_rules(rules: &[String]) -> Vec<Vec<String>> {
+/// [`rule_fits`]), folded ([`crate::fold`]), each with its components as given, for a person.
+fn compile_rules(rules: &[String]) -> (Vec<Vec<String>>, Vec<String>) {
     rules
         .iter()
-        .map(|p| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect())
-        .filter(|v: &Vec<String>| !v.is_empty())
-        .collect()
+        .map(|p| {
+            let comps: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+            let fold =
+                |c: &&str| String::from_utf8_lossy(&crate::fold::folded(c.as_bytes())).into();
+            (comps.iter().map(fold).collect::<Vec<String>>(), comps.join("/"))
+        })
+        .filter(|(v, _)| !v.is_empty())
+        .unzip()
 }
 
 fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {

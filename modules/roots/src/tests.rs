@@ -90,6 +90,20 @@ fn protected_rules_match_at_any_depth_but_only_whole_components() {
     assert!(p.protected(Path::new(".envrc.bak")).is_none());
 }
 
+/// As a command's run matches them (decision 0046's walls, lowercased): a case-folding folder
+/// gives `.ENVRC` to direnv as `.envrc` and `.GIT/Hooks` to git as its hooks.
+#[test]
+fn protected_rules_match_in_any_ascii_case_and_name_the_rule_as_written() {
+    let lists =
+        PolicyLists { protected: vec![".git/Hooks".into(), ".envrc".into()], ..Default::default() };
+    let p = Policy::new(&lists).unwrap();
+    assert_eq!(p.protected(Path::new("a/.ENVRC")).as_deref(), Some(".envrc"));
+    assert_eq!(p.protected(Path::new(".GIT/hooks/x")).as_deref(), Some(".git/Hooks"));
+    assert!(p.protected_leaf(std::ffi::OsStr::new(".EnvRC")));
+    assert!(p.protected(Path::new(".envrcs")).is_none());
+    assert!(!p.protected_leaf(std::ffi::OsStr::new("envrc")));
+}
+
 #[test]
 fn a_star_in_a_protected_rule_matches_one_whole_component() {
     let lists = PolicyLists {

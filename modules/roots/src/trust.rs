@@ -50,7 +50,7 @@ pub const GIT_CONTROL: &[&str] = &["config", "config.worktree", "commondir", "ho
 /// tree and the disk) and for a command's run (decision 0046: found by the tenth attack pass
 /// of session 32, a command's `HEAD` and `config` beside which the file tools then wrote
 /// `objects/` and `refs/`, and a person's `git branch` there ran the config's pager). Names
-/// match without regard to ASCII case, as a case-folding folder finds them.
+/// match as a case-folding folder finds them ([`crate::fold`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GitDirPiece {
     /// `config`, `config.worktree`, `commondir` or `hooks` beside a `HEAD`.
@@ -61,24 +61,25 @@ pub enum GitDirPiece {
 
 impl GitDirPiece {
     pub fn of(name: &str, holds: impl Fn(&str) -> bool) -> Option<GitDirPiece> {
-        if GIT_CONTROL.iter().any(|c| c.eq_ignore_ascii_case(name)) && holds("HEAD") {
+        let same = |c: &str| crate::fold::same(c.as_bytes(), name.as_bytes());
+        if GIT_CONTROL.iter().any(|c| same(c)) && holds("HEAD") {
             return Some(GitDirPiece::Control);
         }
-        let head = name.eq_ignore_ascii_case("HEAD");
+        let head = same("HEAD");
         (head && GIT_CONTROL.iter().any(|c| holds(c))).then_some(GitDirPiece::Head)
     }
 }
 
 /// Whether a new entry `name` is one [`GitDirPiece::of`] looks at (`HEAD` or a control name,
-/// any ASCII case): its check and its making happen under [`lock_folder`].
+/// folded): its check and its making happen under [`lock_folder`].
 pub fn is_piece_name(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"HEAD")
-        || GIT_CONTROL.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+    crate::fold::same(name, b"HEAD")
+        || GIT_CONTROL.iter().any(|c| crate::fold::same(c.as_bytes(), name))
 }
 
 /// The folders that would be a git dir with an entry made in `folder` among its hooks: the one
-/// above each folder of `folder`'s path (itself included) named `hooks`, any ASCII case (a
-/// case-folding folder answers git's `hooks` to any spelling), nearest first. Such an entry is
+/// above each folder of `folder`'s path (itself included) named `hooks` as a case-folding
+/// folder answers to it ([`crate::fold`]), nearest first. Such an entry is
 /// a hook when that folder holds `HEAD` (a repository renamed out of its `.git`, or one a
 /// checkout brought whole). One rule for the file tools, checkouts and a command's run; each
 /// stops the walk at its root.
@@ -86,7 +87,7 @@ pub fn hooks_owners(folder: &Path) -> impl Iterator<Item = &Path> {
     use std::os::unix::ffi::OsStrExt;
     folder
         .ancestors()
-        .filter(|a| a.file_name().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(b"hooks")))
+        .filter(|a| a.file_name().is_some_and(|n| crate::fold::same(n.as_bytes(), b"hooks")))
         .filter_map(Path::parent)
 }
 

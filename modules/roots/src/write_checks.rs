@@ -208,7 +208,7 @@ impl Resolver {
         if is_piece_name(name.as_bytes()) {
             held.push(lock(parent, parent_abs)?);
         }
-        if name == ".git" {
+        if crate::fold::same(name.as_bytes(), b".git") {
             return refuse(
                 "a `.git` file names the git dir that git takes config and hooks from; only git \
                  itself creates one"

@@ -450,7 +450,7 @@ impl Job {
                 Err(_) => super::rules::UNLOCKED.to_string(),
                 Ok(held) => {
                     let present = |n: &[u8]| {
-                        trim_slashes(name).eq_ignore_ascii_case(n)
+                        hands_roots::fold::same(trim_slashes(name), n)
                             || rustix::fs::statat(
                                 dir,
                                 OsStr::from_bytes(n),

@@ -1,0 +1,89 @@
+//! Names as a case-folding folder compares them, as far as the names the walls protect go
+//! (decisions 0046 and 0094): a folder with the casefold flag (ext4, f2fs, a tmpfs mounted with
+//! `casefold`) or a vfat or exFAT one gives a program that asks for `.envrc` the entry
+//! `.ENVRC`. Every protected name and git dir piece is ASCII, so what can stand for one is:
+//! ASCII letters in either case; the two non-ASCII letters whose case folding is an ASCII one,
+//! U+017F (ſ, folds to `s`) and U+212A (the Kelvin sign, folds to `k`); and the code points
+//! Unicode calls default-ignorable (a zero-width space, a soft hyphen), which a folding that
+//! ignores them drops. [`folded`] maps all three the same way for every check, so `.lfſconfig`,
+//! `hooKs` and `.env\u{200B}rc` meet the rules their folder would hand them to.
+
+use std::borrow::Cow;
+
+/// `name` folded for comparison with the protected rules and git's names (all ASCII,
+/// lowercase): ASCII letters lowercased, ſ and the Kelvin sign made `s` and `k`,
+/// default-ignorable code points dropped. Bytes that are not UTF-8 are only ASCII-lowercased.
+pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
+    if name.is_ascii() {
+        if !name.iter().any(u8::is_ascii_uppercase) {
+            return Cow::Borrowed(name);
+        }
+        return Cow::Owned(name.to_ascii_lowercase());
+    }
+    let Ok(text) = std::str::from_utf8(name) else {
+        return Cow::Owned(name.to_ascii_lowercase());
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{17F}' => out.push('s'),
+            '\u{212A}' => out.push('k'),
+            c if ignorable(c) => {}
+            c => out.push(c.to_ascii_lowercase()),
+        }
+    }
+    Cow::Owned(out.into_bytes())
+}
+
+/// Whether `a` and `b` fold to the same name ([`folded`]).
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    folded(a) == folded(b)
+}
+
+/// Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 15).
+fn ignorable(c: char) -> bool {
+    matches!(
+        c as u32,
+        0xAD | 0x34F
+            | 0x61C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_folding_folder_would_hand_over_folds_to_the_protected_name() {
+        for (name, want) in [
+            (".ENVRC", ".envrc"),
+            (".lf\u{17F}config", ".lfsconfig"),
+            ("hoo\u{212A}s", "hooks"),
+            (".env\u{200B}rc", ".envrc"),
+            ("\u{FEFF}.Claude", ".claude"),
+            ("HEAD\u{AD}", "head"),
+        ] {
+            assert_eq!(folded(name.as_bytes()).as_ref(), want.as_bytes(), "{name:?}");
+        }
+        assert!(same(b".VSCode", b".vscode"));
+        // Other letters stay what they are: an accented `e` is not `e`.
+        assert!(!same(".\u{E9}nvrc".as_bytes(), b".envrc"));
+        // Not UTF-8: only ASCII folds.
+        assert_eq!(folded(b"\xFF.ENVRC").as_ref(), b"\xFF.envrc");
+        assert!(matches!(folded(b"plain.txt"), Cow::Borrowed(_)));
+    }
+}
