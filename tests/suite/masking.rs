@@ -75,6 +75,34 @@ async fn a_dot_env_reads_as_masked_and_cannot_be_overwritten_while_env_example_r
     fx.assert_canary();
 }
 
+/// A secret's name in another case is a secret too (decision 0094): a case-folding folder opens
+/// the person's `.env` for `read .ENV`. Here (a folder that does not fold) the files are
+/// themselves named `.Env` and `KEY.PEM`: the file tools refuse them and `grep` skips them,
+/// commands read them masked; `.ENV.Example` stays a template. Found by session 33: the
+/// patterns matched byte for byte.
+#[tokio::test]
+async fn a_secret_in_another_case_is_a_secret_too() {
+    let fx = Fixture::new();
+    fx.write(".Env", &format!("TOKEN={SECRET}\n"));
+    fx.write("KEY.PEM", &format!("{SECRET}\n"));
+    fx.write(".ENV.Example", "TOKEN=example-value\n");
+    let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
+    for p in [".Env", "KEY.PEM"] {
+        let e = c.err("read", json!({ "path": p })).await;
+        assert!(e.contains("secret"), "{p}: {e}");
+        assert!(!e.contains(SECRET), "{p}: {e}");
+    }
+    let g = c.ok("grep", json!({ "pattern": SECRET, "hidden": true })).await;
+    assert_eq!(g["total_matches"], 0, "{g}");
+    let r = bash(&c, "cat .Env KEY.PEM; cat .ENV.Example").await;
+    assert!(!out(&r).contains(SECRET), "a secret leaked to a command: {r}");
+    assert!(out(&r).contains("TOKEN=example-value"), "the positive control failed: {r}");
+    let r = c.ok("read", json!({ "path": ".ENV.Example" })).await;
+    assert!(r.to_string().contains("example-value"), "{r}");
+    c.stop().await;
+    fx.assert_canary();
+}
+
 /// The spec travels on a descriptor, not in argv: thousands of masks (far past the 128 KiB
 /// one argument may hold, where the daemon used to refuse and tell a person to narrow the
 /// roots) still run, each stays masked, and the init's command line shows no spec.

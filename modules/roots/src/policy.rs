@@ -1,7 +1,7 @@
 //! What no tool may touch (denied and credential paths, by name and by file identity), which
 //! files count as secrets, and which paths inside writable roots are read-only.
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use rustix::fs::Stat;
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -204,9 +204,12 @@ impl Policy {
         self.identities.contains(&(dev, ino))
     }
 
-    /// Whether the file name of `abs` matches a secret pattern and no exception.
+    /// Whether the file name of `abs` matches a secret pattern and no exception, as a
+    /// case-folding folder finds names ([`crate::fold`]: `read .ENV` there opens `.env`).
     pub fn is_secret(&self, abs: &Path) -> bool {
         let Some(name) = abs.file_name() else { return false };
+        let name = crate::fold::folded(name.as_bytes());
+        let name = std::ffi::OsStr::from_bytes(&name);
         self.secrets.is_match(name) && !self.secret_exceptions.is_match(name)
     }
 
@@ -365,10 +368,11 @@ fn compile_rules(rules: &[String]) -> (Vec<Vec<String>>, Vec<String>) {
         .unzip()
 }
 
+/// Secret patterns and their exceptions, matched against folded names in any case.
 fn build_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
-        b.add(Glob::new(p)?);
+        b.add(GlobBuilder::new(p).case_insensitive(true).build()?);
     }
     b.build()
 }
