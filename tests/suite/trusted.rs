@@ -508,7 +508,9 @@ async fn with_allow_home_the_start_up_surface_is_read_only() {
 }
 
 /// Start-up files that do not exist yet cannot be created by a command either (a systemd user
-/// unit, `~/.profile`). Positive control: a new file beside them.
+/// unit, `~/.profile`), nor under a name a case-folding folder hands over as theirs
+/// (`~/.PROFILE`, by a command or the file tools: decision 0094). Positive control: a new file
+/// beside them.
 ///
 /// DEPENDENCY: kept from being created by the in-run walls, which branch `i30-git` makes refuse
 /// absolute protected paths that do not exist yet (this branch puts them in the spec's
@@ -522,14 +524,20 @@ async fn with_allow_home_a_missing_start_up_file_cannot_be_created() {
     let script = format!(
         "H={h}; echo ok > $H/fresh.txt && echo CONTROL; mkdir -p $H/.config/systemd/user && \
          echo evil > $H/.config/systemd/user/evil.service && echo UNIT; \
-         echo evil > $H/.profile && echo PROFILE"
+         echo evil > $H/.profile && echo PROFILE; echo evil > $H/.PROFILE && echo UPPER"
     );
     let r = c.ok("bash", json!({ "command": script })).await;
     let said = r["stdout"].as_str().unwrap();
     assert!(said.contains("CONTROL"), "{r}");
-    assert!(!said.contains("UNIT") && !said.contains("PROFILE"), "{r}");
+    assert!(!said.contains("UNIT") && !said.contains("PROFILE") && !said.contains("UPPER"), "{r}");
     assert!(!fx.home.join(".config/systemd/user/evil.service").exists(), "{r}");
     assert!(!fx.home.join(".profile").exists(), "{r}");
+    for p in [".PROFILE", ".Config/Systemd/User/evil.service"] {
+        let r = c.call("write", json!({ "path": format!("{h}/{p}"), "content": "evil" })).await;
+        assert_eq!(r.is_error, Some(true), "{p}: {}", text_of(&r));
+        assert!(std::fs::symlink_metadata(fx.home.join(p)).is_err(), "{p} was made");
+    }
+    c.ok("write", json!({ "path": format!("{h}/fresh2.txt"), "content": "ok" })).await;
     c.stop().await;
     fx.assert_canary();
 }

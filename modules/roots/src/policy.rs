@@ -144,7 +144,10 @@ impl Policy {
     /// file `dev_ino` is (a hard link, another name of it): a write there is refused.
     pub fn host_path(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<&HostPath> {
         let clean = is_clean(abs);
-        if let Some(t) = self.host.iter().find(|t| t.clean.iter().any(|n| under(abs, n, clean))) {
+        // As a case-folding folder finds names too (decision 0094): `write DAEMON.TOML` there
+        // is the config the next daemon loads.
+        let named = |n: &PathBuf| under(abs, n, clean) || folded_under(abs, n);
+        if let Some(t) = self.host.iter().find(|t| t.clean.iter().any(named)) {
             return Some(&t.entry);
         }
         let i = dev_ino.and_then(|id| self.host_ids.get(&id))?;
@@ -263,6 +266,16 @@ fn under(abs: &Path, prefix: &Path, abs_is_clean: bool) -> bool {
     }
     let (a, p) = (abs.as_os_str().as_bytes(), prefix.as_os_str().as_bytes());
     a.starts_with(p) && (a.len() == p.len() || p.ends_with(b"/") || a[p.len()] == b'/')
+}
+
+/// Whether `abs` is `prefix` or lies beneath it, each component compared folded
+/// ([`crate::fold`]); `.` components are skipped, as [`Path::components`] does.
+fn folded_under(abs: &Path, prefix: &Path) -> bool {
+    let mut a = abs.components();
+    prefix.components().all(|p| {
+        a.next()
+            .is_some_and(|c| crate::fold::same(c.as_os_str().as_bytes(), p.as_os_str().as_bytes()))
+    })
 }
 
 /// Whether components would rebuild `path` byte for byte: no `//`, no `.` component, no
