@@ -524,15 +524,18 @@ async fn with_allow_home_a_missing_start_up_file_cannot_be_created() {
     let script = format!(
         "H={h}; echo ok > $H/fresh.txt && echo CONTROL; mkdir -p $H/.config/systemd/user && \
          echo evil > $H/.config/systemd/user/evil.service && echo UNIT; \
-         echo evil > $H/.profile && echo PROFILE; echo evil > $H/.PROFILE && echo UPPER"
+         echo evil > $H/.profile && echo PROFILE; echo evil > $H/.PROFILE && echo UPPER; \
+         mkdir -p $H/.SSH && echo evil > $H/.SSH/authorized_keys && echo SSH"
     );
     let r = c.ok("bash", json!({ "command": script })).await;
     let said = r["stdout"].as_str().unwrap();
     assert!(said.contains("CONTROL"), "{r}");
-    assert!(!said.contains("UNIT") && !said.contains("PROFILE") && !said.contains("UPPER"), "{r}");
+    for word in ["UNIT", "PROFILE", "UPPER", "SSH"] {
+        assert!(!said.contains(word), "{word}: {r}");
+    }
     assert!(!fx.home.join(".config/systemd/user/evil.service").exists(), "{r}");
     assert!(!fx.home.join(".profile").exists(), "{r}");
-    for p in [".PROFILE", ".Config/Systemd/User/evil.service"] {
+    for p in [".PROFILE", ".Config/Systemd/User/evil.service", ".SSH/authorized_keys"] {
         let r = c.call("write", json!({ "path": format!("{h}/{p}"), "content": "evil" })).await;
         assert_eq!(r.is_error, Some(true), "{p}: {}", text_of(&r));
         assert!(std::fs::symlink_metadata(fx.home.join(p)).is_err(), "{p} was made");

@@ -189,8 +189,10 @@ impl Policy {
     /// [`Policy::denied`] with a bare (device, inode) pair.
     pub fn denied_ids(&self, abs: &Path, dev_ino: Option<(u64, u64)>) -> Option<String> {
         let clean = is_clean(abs);
+        // Folded as well (decision 0094): a case-folding home opens `~/.ssh` for `~/.SSH`.
+        let named = |n: &PathBuf| under(abs, n, clean) || folded_under(abs, n);
         for d in &self.denied {
-            if d.clean.iter().any(|n| under(abs, n, clean)) {
+            if d.clean.iter().any(named) {
                 return Some(format!("{} entry {}", d.why, d.names[0].display()));
             }
         }
