@@ -35,8 +35,12 @@ pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out.into_bytes())
 }
 
-/// Whether `a` and `b` fold to the same name ([`folded`]).
+/// Whether `a` and `b` fold to the same name ([`folded`]); two ASCII names are compared in
+/// place (the in-run walls ask this several times of every create).
 pub fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        return a.eq_ignore_ascii_case(b);
+    }
     folded(a) == folded(b)
 }
 

@@ -222,10 +222,10 @@ impl Policy {
     /// some protected rule (`hooks`, `config`, `.vscode`, ...). A cheap test before
     /// [`Policy::protected`].
     pub fn protected_leaf(&self, name: &std::ffi::OsStr) -> bool {
-        let name = name.as_bytes();
+        // Folded once: the masks' walk asks this of every entry of the roots.
+        let name = crate::fold::folded(name.as_bytes());
         self.protected.iter().any(|rule| {
-            rule.last()
-                .is_some_and(|l| l == "*" || l == "**" || crate::fold::same(l.as_bytes(), name))
+            rule.last().is_some_and(|l| l == "*" || l == "**" || l.as_bytes() == name.as_ref())
         })
     }
 
