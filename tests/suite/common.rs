@@ -112,14 +112,8 @@ pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
 /// [`own`] for `path` and everything below it, when the suite runs as root (a tree the test
 /// made on the host that commands must write, such as a repository from `git init`).
 pub fn own_tree(path: &Path) {
-    if !rustix::process::geteuid().is_root() {
-        return;
-    }
-    own(path);
-    if path.is_dir() && !path.is_symlink() {
-        for e in std::fs::read_dir(path).unwrap() {
-            own_tree(&e.unwrap().path());
-        }
+    if !root_owned() {
+        give_tree(path);
     }
 }
 
