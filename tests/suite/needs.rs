@@ -183,6 +183,13 @@ async fn needs_cannot_name_credential_or_secret_paths() {
     let secret_dir = dir.join("app");
     std::fs::create_dir_all(&secret_dir).unwrap();
     std::fs::write(secret_dir.join(".env"), "TOKEN=1\n").unwrap();
+    // The same in another case (decision 0094: a case-folding folder hands them over as
+    // `.env` and `.envrc`).
+    let (upper_secret, upper_protected) = (dir.join("app2"), dir.join("app3"));
+    std::fs::create_dir_all(&upper_secret).unwrap();
+    std::fs::write(upper_secret.join(".Env"), "TOKEN=1\n").unwrap();
+    std::fs::create_dir_all(&upper_protected).unwrap();
+    std::fs::write(upper_protected.join(".ENVRC"), "echo hi\n").unwrap();
     // What the host trusts: the daemon's own config file, and the folder hands takes its
     // configuration from (one approved run would set `external = "allow"` for every later
     // daemon).
@@ -196,6 +203,8 @@ async fn needs_cannot_name_credential_or_secret_paths() {
         (json!([fx.home]), "denied paths"),
         (json!([secret_dir.join(".env")]), "secret files"),
         (json!([secret_dir]), "needs"),
+        (json!([upper_secret]), "needs"),
+        (json!([upper_protected]), "needs"),
         (json!(["relative/path"]), "needs"),
     ];
     for (write, layer) in cases {
