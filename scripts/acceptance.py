@@ -859,7 +859,7 @@ def check_casefold(run):
     ok = (same and flagged and "POS-OK" in out and run.secret not in out + r.text
           and "MADE-ENVRC" not in out and "MADE-LFS" not in out and not made)
     run.report("casefold", ok, "a folding folder: .ENV read masked, a command's +F folder "
-               "refused .ENVRC, an ordinary file made" if ok else
+               "refused .ENVRC and .lf\u017fconfig, an ordinary file made" if ok else
                ("the secret was read through .ENV" if run.secret in out + r.text else
                 f"made: {[w for w in ('MADE-ENVRC', 'MADE-LFS') if w in out]} (direnv's .envrc, "
                 "git-lfs's .lfsconfig)" if made or "MADE-" in out else

@@ -109,8 +109,9 @@ pub fn host_git(home: &Path, dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim_end().to_string()
 }
 
-/// [`own`] for `path` and everything below it, when the suite runs as root (a tree the test
-/// made on the host that commands must write, such as a repository from `git init`).
+/// Gives `path` and everything below it to the commands' user ([`give_tree`]) — a tree the test
+/// made on the host that commands must write, such as a repository from `git init` — unless
+/// the run is [`root_owned`], where projects stay root's as on a build box.
 pub fn own_tree(path: &Path) {
     if !root_owned() {
         give_tree(path);

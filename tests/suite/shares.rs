@@ -296,10 +296,10 @@ async fn waiting_until(fx: &Fixture, cfg: &std::path::Path, n: usize) -> usize {
 /// A `write` of `path` in `session` as `token`, sent on a connection of its own and left to
 /// wait: the connection, and what the server answered before it held the call.
 ///
-/// Each call has a request id of its own, as the protocol asks of a client: rmcp routes an
-/// answer to the stream of the call with its id, so a reused id let a dropped call's late
-/// refusal end another parked call's stream, whose question was then taken back (seen once
-/// under load: 13 of 16 questions listed).
+/// Each call has a request id of its own, as the protocol asks of a client: rmcp keeps a
+/// call's cancellation (and its answer stream) by its id, and a newer call with the same id
+/// takes the older one's place, so a dropped call's late refusal cancelled the newest parked
+/// call with its id, whose question was taken back (seen once under load: 13 of 16 listed).
 async fn parked_write(addr: SocketAddr, token: &str, session: &str, path: &str) -> TcpStream {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
