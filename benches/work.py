@@ -8,8 +8,15 @@
   cargo  `cargo test --offline` of the memchr crate from the cargo registry (its target folder
          removed first), bare and through `bash` (`nproc` printed by each, so the parallelism
          the sandbox lets cargo see shows).
+  walls  benches/walls_spaced.py (a `mkdir` of an existing folder, a create and a rename, each
+         timed alone, --gap µs of computing before each), bare and through `bash`.
 
-    python3 benches/work.py [--bin target/release/hands] [--runs 3] [work] [steps] [cargo]
+  --vs B  a second build's `hands` (with its `hands-sandbox` beside it) as one more way of the
+          `work` and `walls` rows, interleaved with the others: a variant against main in the
+          same runs (benches/README.md, "What the notification itself costs").
+
+    python3 benches/work.py [--bin target/release/hands] [--vs B] [--runs 3] [--gap 1000]
+                            [work] [steps] [cargo] [walls]
 
 Needs bash, python3, git, tar, sha256sum, bwrap (for the bwrap column) and, for `cargo`, the
 memchr sources in ~/.cargo/registry/src with their dev-dependencies fetched. The daemon runs
@@ -105,7 +112,9 @@ def row(name, times, base="bare"):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "target", "release", "hands"))
+    ap.add_argument("--vs", help="a second build's hands, one more way of `work` and `walls`")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--gap", type=int, default=1000, help="µs of computing between calls (walls)")
     ap.add_argument("rows", nargs="*", default=["work"])
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
@@ -124,6 +133,12 @@ def main():
     # The cargo row's toolchain: cargo takes a lock in CARGO_HOME, rustup's toolchains are read.
     extra = [(f"{home}/.cargo", True), (f"{home}/.rustup", False)] if "cargo" in a.rows else []
     hands = Hands(binary, root, state, extra)
+    vs = None
+    if a.vs:
+        vs_state = state + "-vs"
+        shutil.rmtree(vs_state, ignore_errors=True)
+        os.makedirs(vs_state)
+        vs = Hands(os.path.abspath(a.vs), root, vs_state)
     nfiles = sum(len(f) for _, _, f in os.walk(src))
     print(f"source: {src} ({nfiles} files); hands: {binary}; load {os.getloadavg()[0]:.1f}", flush=True)
 
@@ -133,9 +148,12 @@ def main():
             "bwrap": lambda w: bare(bwrap(root, ["bash", script, src, w]), root),
             "hands": lambda w: hands.bash(f"bash {script} {src} {w}", root),
         }
+        if vs:
+            ways["vs"] = lambda w: vs.bash(f"bash {script} {src} {w}", root)
         times = {k: [] for k in ways}
         for i in range(a.runs):
-            order = list(ways)[i % 3:] + list(ways)[:i % 3]
+            n = i % len(ways)
+            order = list(ways)[n:] + list(ways)[:n]
             for k in order:
                 w = os.path.join(root, f"w-{k}-{i}")
                 dt, _ = timed(lambda: ways[k](w))
@@ -192,6 +210,23 @@ def main():
                 times[k].append(dt)
                 print(f"run {i} {k}: {dt:.1f} s, nproc and status: {out.split()}", flush=True)
         row("cargo test (memchr)", times)
+
+    if "walls" in a.rows:
+        spaced = os.path.join(root, "walls_spaced.py")
+        shutil.copy(os.path.join(HERE, "walls_spaced.py"), spaced)
+        ways = {"bare": None, "hands": hands}
+        if vs:
+            ways["vs"] = vs
+        for i in range(a.runs):
+            n = i % len(ways)
+            for k in list(ways)[n:] + list(ways)[:n]:
+                d = os.path.join(root, f"w-walls-{k}-{i}")
+                cmd = f"python3 {spaced} {d} {a.gap}"
+                out = bare(cmd.split(), root) if ways[k] is None else ways[k].bash(cmd, root)["stdout"]
+                print(f"run {i} {k}: {out.strip()}", flush=True)
+                shutil.rmtree(d)
+    if vs:
+        vs.close()
     hands.close()
 
 
