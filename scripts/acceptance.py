@@ -782,9 +782,11 @@ def check_tmux(run, tier="full"):
         why = outcome(st) if "guarantees missing" in st.text else st.text
         return run.report("tmux", False, f"tmux_start: {why}")
     containment = st.structured.get("containment", "")
+    t0 = time.time()
     sent = s.call("tmux_send", {"session": name,
                                 "text": f"echo $((6*7))-{run.mark}; echo x > {run.canary} "
                                         f"2>/dev/null && echo WRITTEN-$((5*5))"})
+    send_s = time.time() - t0
     text, deadline = "", time.time() + 60
     while f"42-{run.mark}" not in text and time.time() < deadline:
         rd = s.call("tmux_read", {"session": name})
@@ -797,9 +799,11 @@ def check_tmux(run, tier="full"):
     ok = (not sent.is_error and ran and "WRITTEN-25" not in text and not k.is_error
           and k.structured.get("killed") is not False and not listed
           and (str(containment).startswith("full") if tier == "full" else containment == tier))
-    run.report("tmux", ok, f"started ({containment}), sent, read, killed; gone from the list"
-               if ok else f"send error {sent.is_error}, output seen {ran}, kill "
-               f"{first_line(k.text)}, still listed {listed}, containment {containment!r}")
+    run.report("tmux", ok, f"started ({containment}), sent (in {send_s:.1f} s), read, killed; "
+               "gone from the list"
+               if ok else f"send error {sent.is_error} after {send_s:.1f} s"
+               f"{': ' + first_line(sent.text) if sent.is_error else ''}, output seen {ran}, "
+               f"kill {first_line(k.text)}, still listed {listed}, containment {containment!r}")
 
 
 def check_best_effort_tmux(run):

@@ -40,8 +40,10 @@ use std::time::{Duration, Instant};
 
 /// The longest unix socket path (`sun_path` holds 108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 100;
-/// How long a tmux client command may take.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a tmux client command may take, its sandbox's start included: a bound for a server
+/// that stopped answering, not a wait. 10 s was too short once for a `tmux_send` in a VM under
+/// software emulation on a 2-core CI host, where a sandbox's first start takes 13 s.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a new server gets to create its socket: a deadline, not a wait (the socket is
 /// polled every 10 ms). 5 s was too short once in a VM under software emulation at load 9.
 const SERVER_START: Duration = Duration::from_secs(20);
