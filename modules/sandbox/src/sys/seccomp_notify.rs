@@ -207,7 +207,7 @@ impl Held {
             sched_setaffinity(Some(target), &here).ok()?;
         }
         let mut own_was = None;
-        if let Ok(own) = sched_getaffinity(None)
+        if let Some(own) = own_affinity()
             && own != here
             && sched_setaffinity(None, &here).is_ok()
         {
@@ -227,6 +227,20 @@ impl Held {
             let _ = sched_setaffinity(Some(self.target), &self.target_was);
         }
     }
+}
+
+/// This thread's own affinity, read once: only a hold changes it, and the hold gives it back
+/// before the next (one `sched_getaffinity` less per descriptor handed over).
+fn own_affinity() -> Option<CpuSet> {
+    thread_local! {
+        static OWN: std::cell::Cell<Option<CpuSet>> = const { std::cell::Cell::new(None) };
+    }
+    OWN.with(|own| {
+        if own.get().is_none() {
+            own.set(sched_getaffinity(None).ok());
+        }
+        own.get()
+    })
 }
 
 impl Drop for Held {

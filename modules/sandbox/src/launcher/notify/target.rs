@@ -37,24 +37,48 @@ impl Base {
 /// path starts there.
 pub(super) fn root() -> Result<BorrowedFd<'static>, i32> {
     static ROOT: OnceLock<OwnedFd> = OnceLock::new();
-    if let Some(fd) = ROOT.get() {
-        return Ok(fd.as_fd());
-    }
-    let fd = open_dir("/")?;
-    Ok(ROOT.get_or_init(|| fd).as_fd())
+    fixed_dir(&ROOT, "/")
 }
 
-/// A NUL-terminated string at `addr` in the target's memory (read page by page, so a string
-/// that ends just before an unmapped page is still read).
+/// The sandbox's `/proc`, opened once: a caller's folder is looked up from there (`TID/cwd`),
+/// not walked to from `/` on every call (the walk was a tenth of the init's time per call,
+/// profiled).
+fn proc_dir() -> Result<BorrowedFd<'static>, i32> {
+    static PROC: OnceLock<OwnedFd> = OnceLock::new();
+    fixed_dir(&PROC, "/proc")
+}
+
+/// The init's own descriptor table in `/proc` (`/proc/self/fd`, which is `/proc/1/fd`: every
+/// thread of the init shares one table), opened once: a descriptor's real path is read as
+/// one name there.
+fn own_fds() -> Result<BorrowedFd<'static>, i32> {
+    static FDS: OnceLock<OwnedFd> = OnceLock::new();
+    fixed_dir(&FDS, "/proc/self/fd")
+}
+
+/// A folder of the init's that stays where it is for the sandbox's life, opened once.
+fn fixed_dir(cell: &'static OnceLock<OwnedFd>, path: &str) -> Result<BorrowedFd<'static>, i32> {
+    if let Some(fd) = cell.get() {
+        return Ok(fd.as_fd());
+    }
+    let fd = open_dir(path)?;
+    Ok(cell.get_or_init(|| fd).as_fd())
+}
+
+/// A NUL-terminated string at `addr` in the target's memory, read in pieces that never cross
+/// a page (so a string that ends just before an unmapped page is still read) of at most
+/// [`PIECE`] bytes: most paths are far shorter than a page, and the kernel copies what is
+/// asked for.
 pub(super) fn read_path(tid: u32, addr: u64) -> Result<Vec<u8>, i32> {
+    const PIECE: usize = 512;
     if addr == 0 {
         return Err(libc::EFAULT);
     }
     let mut out = Vec::new();
     let mut at = addr;
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; PIECE];
     while out.len() < PATH_MAX {
-        let room = (4096 - (at % 4096) as usize).min(PATH_MAX - out.len());
+        let room = (4096 - (at % 4096) as usize).min(PATH_MAX - out.len()).min(PIECE);
         let n = crate::sys::seccomp_notify::read_memory(tid, at, &mut buf[..room])
             .map_err(|_| libc::EFAULT)?;
         if n == 0 {
@@ -105,13 +129,13 @@ pub(super) fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<Base, i32> {
         return Ok(Base::Root);
     }
     let at = if dir == libc::AT_FDCWD {
-        format!("/proc/{tid}/cwd")
+        format!("{tid}/cwd")
     } else if dir < 0 {
         return Err(libc::EBADF);
     } else {
-        format!("/proc/{tid}/fd/{dir}")
+        format!("{tid}/fd/{dir}")
     };
-    rustix::fs::open(at.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+    rustix::fs::openat(proc_dir()?, at.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
         .map(Base::Fd)
         .map_err(|e| if e == rustix::io::Errno::NOENT { libc::EBADF } else { e.raw_os_error() })
 }
@@ -122,8 +146,8 @@ pub(super) fn real_path(fd: impl AsFd) -> Option<PathBuf> {
 }
 
 pub(super) fn base_path_of(fd: impl AsFd) -> Option<Vec<u8>> {
-    let link = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
-    rustix::fs::readlink(link.as_str(), Vec::new()).ok().map(|c| c.into_bytes())
+    let link = fd.as_fd().as_raw_fd().to_string();
+    rustix::fs::readlinkat(own_fds().ok()?, link.as_str(), Vec::new()).ok().map(|c| c.into_bytes())
 }
 
 /// `/proc/self` and `/proc/thread-self` at the start of a path name the target, not us.

@@ -76,12 +76,17 @@ impl Open {
                 return Opened::Refused(real, why);
             }
         }
+        // A file this open made is new (no sealed config: those were there before, and one
+        // is never created in place) and has nothing to cut: nothing more to look at.
+        if made {
+            return Opened::Answer(Answer::Fd(fd, flags & libc::O_CLOEXEC != 0));
+        }
         let st = rustix::fs::fstat(&fd);
         if self.watch && st.as_ref().is_ok_and(|st| self.walls.sealed((st.st_dev, st.st_ino))) {
             return Opened::Answer(Answer::Errno(libc::EACCES));
         }
         let regular = st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file());
-        if trunc && !made && regular {
+        if trunc && regular {
             // On a descriptor that can write: this one, or the same file opened again through
             // its /proc link (O_RDONLY|O_TRUNC).
             let cut = if flags & libc::O_ACCMODE == libc::O_RDONLY {
@@ -116,8 +121,10 @@ impl Job {
             Err(e) => return Answer::Errno(e),
         };
         // The entry as it is now, looked at once: whether it is a sealed config or a FIFO
-        // (advisory: the descriptor opened is checked again).
-        let (lstat, stat) = place.entry();
+        // (advisory: the descriptor opened is checked again). An exclusive create opens
+        // nothing that is there (the kernel answers EEXIST, whatever the entry is): no look.
+        let exclusive = flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
+        let (lstat, stat) = if exclusive { (None, None) } else { place.entry() };
         let Place { dir, name, .. } = place;
         let tty = libc::makedev(5, 0);
         if stat.is_some_and(|s| {
