@@ -898,3 +898,54 @@ print("made", sorted(os.listdir(".")))
     }
     fx.assert_canary();
 }
+
+/// An exclusive create (`O_CREAT | O_EXCL`) is answered by the kernel for whatever is at the
+/// name, so the init takes no look there first: a FIFO gives EEXIST at once (no open that waits
+/// for a reader), a symbolic link out of the root gives EEXIST and makes nothing where it
+/// points, a protected name (`.envrc`) is still refused by the walls. Positive controls: a new
+/// name is made and written; the FIFO opened without `O_EXCL` (`O_RDWR`) opens.
+#[tokio::test]
+async fn an_exclusive_create_gets_the_kernels_answer_for_whatever_is_there() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let out_file = fx.outside.join("made-through-a-link.txt");
+    let script = format!(
+        r#"
+import errno, os
+os.makedirs("ex", exist_ok=True)
+os.mkfifo("ex/pipe")
+os.symlink("{out}", "ex/out")
+os.symlink("{canary}", "ex/canary")
+def excl(name):
+    try:
+        fd = os.open("ex/" + name, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+        os.write(fd, b"new"); os.close(fd)
+        return "made"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for name in ["pipe", "out", "canary", ".envrc", "new"]:
+    print("EXCL", name, excl(name))
+fd = os.open("ex/pipe", os.O_CREAT | os.O_RDWR, 0o644); os.close(fd)
+print("FIFO opened")
+"#,
+        out = out_file.display(),
+        canary = fx.outside.join("canary.txt").display()
+    );
+    let out = python(&c, &script).await;
+    c.stop().await;
+    for want in [
+        "EXCL pipe EEXIST",
+        "EXCL out EEXIST",
+        "EXCL canary EEXIST",
+        "EXCL .envrc EACCES",
+        "EXCL new made",
+        "FIFO opened",
+    ] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    assert_eq!(std::fs::read(fx.root.join("ex/new")).unwrap(), b"new");
+    assert!(!fx.root.join("ex/.envrc").exists(), "a protected name was made: {out}");
+    assert!(!out_file.exists(), "a file was made through the link out of the root");
+    fx.assert_canary();
+}
