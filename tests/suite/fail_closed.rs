@@ -949,3 +949,70 @@ print("FIFO opened")
     assert!(!out_file.exists(), "a file was made through the link out of the root");
     fx.assert_canary();
 }
+
+/// A rename or a link within one folder (git's objects, Python's byte code) is located once:
+/// both names in the one folder the kernel resolved, checked there. Refused: a protected name
+/// (`.envrc`) by rename and by link, from the working folder and through one descriptor named
+/// twice, and within a folder reached through a link out of the roots (nothing moved there).
+/// Positive controls: the same calls to ordinary names, and between two folders, are made.
+#[tokio::test]
+async fn a_rename_or_link_within_one_folder_is_checked_in_that_folder() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let script = format!(
+        r#"
+import errno, os
+os.makedirs("one/sub", exist_ok=True)
+os.makedirs("two", exist_ok=True)
+for n in ["a", "b", "c", "d", "e"]:
+    open("one/" + n, "w").write(n)
+os.symlink("{outside}", "one/out")
+def do(what, f):
+    try:
+        f(); print(what, "made")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+os.chdir("one")
+do("rename-envrc", lambda: os.rename("a", ".envrc"))
+do("link-envrc", lambda: os.link("b", ".envrc"))
+do("rename-ok", lambda: os.rename("a", "a2"))
+do("link-ok", lambda: os.link("b", "b2"))
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+do("fd-rename-envrc", lambda: os.rename("c", ".envrc", src_dir_fd=fd, dst_dir_fd=fd))
+do("fd-link-envrc", lambda: os.link("d", ".envrc", src_dir_fd=fd, dst_dir_fd=fd))
+do("fd-rename-ok", lambda: os.rename("c", "c2", src_dir_fd=fd, dst_dir_fd=fd))
+do("sub-rename-envrc", lambda: os.rename("sub/../e", "sub/../.envrc"))
+do("out-rename", lambda: os.rename("out/canary.txt", "out/moved.txt"))
+do("out-link", lambda: os.link("out/canary.txt", "out/linked.txt"))
+do("across-ok", lambda: os.rename("e", "../two/e"))
+"#,
+        outside = fx.outside.display()
+    );
+    let out = python(&c, &script).await;
+    c.stop().await;
+    for want in [
+        "rename-envrc EACCES",
+        "link-envrc EACCES",
+        "rename-ok made",
+        "link-ok made",
+        "fd-rename-envrc EACCES",
+        "fd-link-envrc EACCES",
+        "fd-rename-ok made",
+        "sub-rename-envrc EACCES",
+        "across-ok made",
+    ] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    for refused in ["out-rename made", "out-link made"] {
+        assert!(!out.contains(refused), "{refused}: {out}");
+    }
+    let one = fx.root.join("one");
+    assert!(!one.join(".envrc").exists(), "a protected name was made: {out}");
+    assert_eq!(std::fs::read(one.join("a2")).unwrap(), b"a");
+    assert_eq!(std::fs::read(one.join("b2")).unwrap(), b"b");
+    assert_eq!(std::fs::read(one.join("c2")).unwrap(), b"c");
+    assert_eq!(std::fs::read(fx.root.join("two/e")).unwrap(), b"e");
+    assert!(!fx.outside.join("moved.txt").exists() && !fx.outside.join("linked.txt").exists());
+    fx.assert_canary();
+}

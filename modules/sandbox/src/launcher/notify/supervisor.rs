@@ -2,7 +2,9 @@
 //! on a descriptor of the checked parent folder with its own copy of the name, never letting
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
-use super::target::{Arg, Base, Place, base_dir, locate, read_path, read_umask, real_path, root};
+use super::target::{
+    Arg, Base, Bases, Place, locate, locate_both, read_path, read_umask, real_path, root,
+};
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
 mod answer;
@@ -225,12 +227,13 @@ impl Job {
             Call::Truncate { .. } => false,
         };
         let umask = if moded { Some(self.umask.of(tid).ok_or(libc::EPERM)?) } else { None };
+        let bases = std::cell::RefCell::new(Bases::default());
         let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
             let path = read_path(tid, addr)?;
             if path.is_empty() && !empty_ok {
                 return Err(libc::ENOENT);
             }
-            Ok(Arg { base: base_dir(tid, dir, &path)?, path })
+            Ok(Arg { base: bases.borrow_mut().of(tid, dir, &path)?, path })
         };
         let args = match &call {
             Call::Open { dir, path, .. }
@@ -288,10 +291,11 @@ impl Job {
             }
             Call::Rename { flags, .. } => {
                 let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
-                let (odir, oname) = match locate(tid, &old, false) {
-                    Ok(p) => (p.dir, p.name),
-                    Err(e) => return Answer::Errno(e),
-                };
+                let (Place { dir: odir, name: oname, .. }, new) =
+                    match locate_both(tid, &old, &last) {
+                        Ok(both) => both,
+                        Err(e) => return Answer::Errno(e),
+                    };
                 // An exchange (or a whiteout) gives the old name a new entry too.
                 let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
                 let _held_old = match swaps.then(|| self.check(&odir, &oname, Kind::Rename)) {
@@ -302,10 +306,7 @@ impl Job {
                         return self.refuse(&real, &oname, "a config is not exchanged");
                     }
                 };
-                let (dir, name) = match locate(tid, &last, false) {
-                    Ok(p) => (p.dir, p.name),
-                    Err(e) => return Answer::Errno(e),
-                };
+                let Place { dir, name, .. } = new;
                 let _held = match self.check(&dir, &name, Kind::Rename) {
                     Checked::Go(held) => held,
                     Checked::Stop(a) => return a,
@@ -335,7 +336,9 @@ impl Job {
                     Err(e) => return Answer::Errno(e),
                 };
                 let located;
+                let new;
                 let (odir, oname, oflags) = if old.path.is_empty() {
+                    new = None;
                     match root() {
                         // Our own descriptor of the same file, followed as a magic link (which
                         // also links an O_TMPFILE file).
@@ -346,9 +349,10 @@ impl Job {
                         Err(e) => return Answer::Errno(e),
                     }
                 } else {
-                    match locate(tid, &old, false) {
-                        Ok(p) => {
+                    match locate_both(tid, &old, &last) {
+                        Ok((p, n)) => {
                             located = p.dir;
+                            new = Some(n);
                             let flags =
                                 if follow { AtFlags::SYMLINK_FOLLOW } else { AtFlags::empty() };
                             (located.as_fd(), p.name, flags)
@@ -392,7 +396,11 @@ impl Job {
                         return self.refuse(&shown, &oname, SEALED);
                     }
                 }
-                self.at_name(tid, &last, Kind::Link, |dir, name| {
+                let new = match new.map_or_else(|| locate(tid, &last, false), Ok) {
+                    Ok(p) => p,
+                    Err(e) => return Answer::Errno(e),
+                };
+                self.at_place(new, Kind::Link, |dir, name| {
                     rustix::fs::linkat(odir, OsStr::from_bytes(&oname), dir, name, oflags)
                 })
             }
@@ -407,10 +415,20 @@ impl Job {
         kind: Kind,
         op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
     ) -> Answer {
-        let Place { dir, name, .. } = match locate(tid, arg, false) {
-            Ok(p) => p,
-            Err(e) => return Answer::Errno(e),
-        };
+        match locate(tid, arg, false) {
+            Ok(place) => self.at_place(place, kind, op),
+            Err(e) => Answer::Errno(e),
+        }
+    }
+
+    /// Checks the new entry at `place` and runs `op` on its folder and name.
+    fn at_place(
+        &self,
+        place: Place,
+        kind: Kind,
+        op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
+    ) -> Answer {
+        let Place { dir, name, .. } = place;
         let _held = match self.check(&dir, &name, kind) {
             Checked::Go(held) => held,
             Checked::Stop(a) => return a,

@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A path argument and the folder it starts from, read while the call was known valid.
 pub(super) struct Arg {
@@ -18,10 +18,12 @@ pub(super) struct Arg {
 }
 
 /// Where a path argument starts: the root, or a folder or file of the target's (its working
-/// folder, a descriptor it named).
+/// folder, a descriptor it named). The two paths of one call that start from the same place
+/// share one descriptor of it, opened once ([`Bases`]).
+#[derive(Clone)]
 pub(super) enum Base {
     Root,
-    Fd(OwnedFd),
+    Fd(Arc<OwnedFd>),
 }
 
 impl Base {
@@ -30,6 +32,39 @@ impl Base {
             Base::Root => root(),
             Base::Fd(fd) => Ok(fd.as_fd()),
         }
+    }
+
+    /// Whether `self` and `other` are the same opening (so a path from each starts at one
+    /// folder).
+    fn same(&self, other: &Base) -> bool {
+        match (self, other) {
+            (Base::Root, Base::Root) => true,
+            (Base::Fd(a), Base::Fd(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// The places one call's paths start from, each opened once for the call: a `rename` or a
+/// `link` names the caller's working folder (or one descriptor) twice, and both paths start
+/// from one look at it.
+#[derive(Default)]
+pub(super) struct Bases {
+    opened: Vec<(i32, Base)>,
+}
+
+impl Bases {
+    /// [`base_dir`], reusing what this call opened already for `dir`.
+    pub(super) fn of(&mut self, tid: u32, dir: i32, path: &[u8]) -> Result<Base, i32> {
+        if path.first() == Some(&b'/') {
+            return Ok(Base::Root);
+        }
+        if let Some((_, base)) = self.opened.iter().find(|(d, _)| *d == dir) {
+            return Ok(base.clone());
+        }
+        let base = base_dir(tid, dir, path)?;
+        self.opened.push((dir, base.clone()));
+        Ok(base)
     }
 }
 
@@ -136,7 +171,7 @@ pub(super) fn base_dir(tid: u32, dir: i32, path: &[u8]) -> Result<Base, i32> {
         format!("{tid}/fd/{dir}")
     };
     rustix::fs::openat(proc_dir()?, at.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map(Base::Fd)
+        .map(|fd| Base::Fd(Arc::new(fd)))
         .map_err(|e| if e == rustix::io::Errno::NOENT { libc::EBADF } else { e.raw_os_error() })
 }
 
@@ -260,6 +295,36 @@ impl Place {
     }
 }
 
+/// A path's folder and its final name, which keeps a trailing slash: the kernel gives it its
+/// meaning (a folder).
+fn split(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let trimmed = trim_slashes(path).len();
+    if trimmed == 0 {
+        return (b"/".to_vec(), b".".to_vec());
+    }
+    match path[..trimmed].iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/".to_vec(), path[1..].to_vec()),
+        Some(i) => (path[..i].to_vec(), path[i + 1..].to_vec()),
+        None => (b".".to_vec(), path.to_vec()),
+    }
+}
+
+/// [`locate`] of two paths of one call (a rename's or a link's), neither followed. When both
+/// name the same folder from the same start, the folder is resolved once and both places are
+/// in it — one look at it, as a rename within a folder means (`git`'s object, Python's byte
+/// code: most renames and links). Otherwise each is located on its own.
+pub(super) fn locate_both(tid: u32, old: &Arg, new: &Arg) -> Result<(Place, Place), i32> {
+    let (old_path, new_path) = (as_target(&old.path, tid), as_target(&new.path, tid));
+    let (old_parent, _) = split(&old_path);
+    let (new_parent, new_name) = split(&new_path);
+    let first = locate(tid, old, false)?;
+    if !old.base.same(&new.base) || old_parent != new_parent {
+        return Ok((first, locate(tid, new, false)?));
+    }
+    let dir = first.dir.try_clone().map_err(|_| libc::EMFILE)?;
+    Ok((first, Place { dir, name: new_name, entry: None }))
+}
+
 /// The folder a path's final name is in (a descriptor) and that name. The folder is found by
 /// the kernel (`openat2`, magic links refused first, then allowed: `/proc/TID/cwd/x`); with
 /// `follow`, a symbolic link at the end is followed as `open(O_CREAT)` would, and its target
@@ -272,17 +337,7 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
             Some(fd) => fd.as_fd(),
             None => arg.base.fd()?,
         };
-        let trimmed = trim_slashes(&path).len();
-        // The final name keeps a trailing slash: the kernel gives it its meaning (a folder).
-        let (parent, name): (Vec<u8>, Vec<u8>) = if trimmed == 0 {
-            (b"/".to_vec(), b".".to_vec())
-        } else {
-            match path[..trimmed].iter().rposition(|&b| b == b'/') {
-                Some(0) => (b"/".to_vec(), path[1..].to_vec()),
-                Some(i) => (path[..i].to_vec(), path[i + 1..].to_vec()),
-                None => (b".".to_vec(), path.clone()),
-            }
-        };
+        let (parent, name) = split(&path);
         let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let parent = OsStr::from_bytes(&parent);
         let none = Mode::empty();
