@@ -1016,3 +1016,52 @@ do("across-ok", lambda: os.rename("e", "../two/e"))
     assert!(!fx.outside.join("moved.txt").exists() && !fx.outside.join("linked.txt").exists());
     fx.assert_canary();
 }
+
+/// The init names a folder by moving its own thread there and asking the kernel where it is;
+/// a folder it cannot name that way (removed while a command stands in it) is named as before,
+/// through its descriptor's link, and a create there fails as it does bare (ENOENT), with no
+/// refusal. Positive control: back in a folder that is there, the same calls make their names.
+#[tokio::test]
+async fn a_create_in_a_removed_folder_fails_as_it_does_bare() {
+    let fx = Fixture::new();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let py = r#"
+import errno, os
+def do(what, f):
+    try:
+        f(); print(what, "made")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+home = os.getcwd()
+os.mkdir("gone")
+os.chdir("gone")
+os.rmdir("../gone")
+do("excl", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)))
+do("creat", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY, 0o644)))
+do("mkdir", lambda: os.mkdir("y"))
+do("symlink", lambda: os.symlink("t", "z"))
+os.chdir(home)
+os.mkdir("here")
+os.chdir("here")
+do("back-excl", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)))
+do("back-mkdir", lambda: os.mkdir("y"))
+"#;
+    let in_sandbox = python(&c, py).await;
+    c.stop().await;
+    let bare_dir = fx.dir.path().join("bare-removed");
+    std::fs::create_dir_all(&bare_dir).unwrap();
+    let bare = std::process::Command::new("python3")
+        .args(["-c", py])
+        .current_dir(&bare_dir)
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert!(bare.contains("excl ENOENT") && bare.contains("back-excl made"), "{bare}");
+    for line in bare.lines() {
+        assert!(in_sandbox.contains(line), "bare says {line:?}; in the sandbox: {in_sandbox}");
+    }
+    assert!(!in_sandbox.contains("refused"), "{in_sandbox}");
+    assert!(fx.root.join("here/x").is_file() && fx.root.join("here/y").is_dir());
+    fx.assert_canary();
+}

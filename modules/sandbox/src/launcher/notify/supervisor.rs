@@ -3,7 +3,8 @@
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
 use super::target::{
-    Arg, Base, Bases, Place, locate, locate_both, read_path, read_umask, real_path, root,
+    Arg, Base, Bases, Place, folder_path, locate, locate_both, read_path, read_umask, real_path,
+    root,
 };
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
@@ -453,7 +454,7 @@ impl Job {
         // nothing the walls cannot check is made (found by the fourth attack pass: every
         // create there went unchecked, and a `mv` of the tree to a short name carried a git
         // dir in).
-        let Some(real) = real_path(dir) else {
+        let Some(real) = folder_path(dir.as_fd()) else {
             return Checked::Stop(self.refuse_as(start, Path::new(NAMELESS), name, TOO_DEEP));
         };
         let why = match self.walls.verdict(&real, name, kind) {
