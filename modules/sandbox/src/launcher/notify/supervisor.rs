@@ -3,8 +3,7 @@
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
 use super::target::{
-    Arg, Base, Bases, Place, folder_path, locate, locate_both, read_path, read_umask, real_path,
-    root,
+    Arg, Base, Bases, Place, locate, locate_both, read_path, read_umask, real_path, root,
 };
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
@@ -292,14 +291,15 @@ impl Job {
             }
             Call::Rename { flags, .. } => {
                 let Some(old) = args.pop() else { return Answer::Errno(libc::EINVAL) };
-                let (Place { dir: odir, name: oname, .. }, new) =
+                let (Place { dir: odir, name: oname, real: oreal, .. }, new) =
                     match locate_both(tid, &old, &last) {
                         Ok(both) => both,
                         Err(e) => return Answer::Errno(e),
                     };
                 // An exchange (or a whiteout) gives the old name a new entry too.
                 let swaps = flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0;
-                let _held_old = match swaps.then(|| self.check(&odir, &oname, Kind::Rename)) {
+                let _held_old = match swaps.then(|| self.check(&odir, oreal, &oname, Kind::Rename))
+                {
                     None => None,
                     Some(Checked::Go(held)) => held,
                     Some(Checked::Stop(a)) => return a,
@@ -307,8 +307,8 @@ impl Job {
                         return self.refuse(&real, &oname, "a config is not exchanged");
                     }
                 };
-                let Place { dir, name, .. } = new;
-                let _held = match self.check(&dir, &name, Kind::Rename) {
+                let Place { dir, name, real, .. } = new;
+                let _held = match self.check(&dir, real, &name, Kind::Rename) {
                     Checked::Go(held) => held,
                     Checked::Stop(a) => return a,
                     // `mv` asks not to replace first, then renames plainly.
@@ -429,8 +429,8 @@ impl Job {
         kind: Kind,
         op: impl FnOnce(BorrowedFd<'_>, &OsStr) -> rustix::io::Result<()>,
     ) -> Answer {
-        let Place { dir, name, .. } = place;
-        let _held = match self.check(&dir, &name, kind) {
+        let Place { dir, name, real, .. } = place;
+        let _held = match self.check(&dir, real, &name, kind) {
             Checked::Go(held) => held,
             Checked::Stop(a) => return a,
             Checked::Config(real) => {
@@ -443,18 +443,25 @@ impl Job {
         }
     }
 
-    /// The walls for a new entry `name` in `dir` made as `kind`.
-    fn check(&self, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
-        self.check_as(REFUSED, dir, name, kind)
+    /// The walls for a new entry `name` in `dir` (whose real path is `real`) made as `kind`.
+    fn check(&self, dir: &OwnedFd, real: Option<PathBuf>, name: &[u8], kind: Kind) -> Checked {
+        self.check_as(REFUSED, dir, real, name, kind)
     }
 
     /// [`Job::check`], a refusal's line beginning with `start`.
-    fn check_as(&self, start: &str, dir: &OwnedFd, name: &[u8], kind: Kind) -> Checked {
+    fn check_as(
+        &self,
+        start: &str,
+        dir: &OwnedFd,
+        real: Option<PathBuf>,
+        name: &[u8],
+        kind: Kind,
+    ) -> Checked {
         // A folder the kernel cannot name (its path past PATH_MAX, made by relative steps):
         // nothing the walls cannot check is made (found by the fourth attack pass: every
         // create there went unchecked, and a `mv` of the tree to a short name carried a git
         // dir in).
-        let Some(real) = folder_path(dir.as_fd()) else {
+        let Some(real) = real else {
             return Checked::Stop(self.refuse_as(start, Path::new(NAMELESS), name, TOO_DEEP));
         };
         let why = match self.walls.verdict(&real, name, kind) {

@@ -294,6 +294,9 @@ pub(super) struct Place {
     pub(super) dir: OwnedFd,
     pub(super) name: Vec<u8>,
     pub(super) entry: Option<Option<Stat>>,
+    /// The folder's real path ([`folder_path`], read once when it was located); `None`: the
+    /// kernel cannot name it (past `PATH_MAX`).
+    pub(super) real: Option<PathBuf>,
 }
 
 impl Place {
@@ -338,7 +341,8 @@ pub(super) fn locate_both(tid: u32, old: &Arg, new: &Arg) -> Result<(Place, Plac
         return Ok((first, locate(tid, new, false)?));
     }
     let dir = first.dir.try_clone().map_err(|_| libc::EMFILE)?;
-    Ok((first, Place { dir, name: new_name, entry: None }))
+    let real = first.real.clone();
+    Ok((first, Place { dir, name: new_name, entry: None, real }))
 }
 
 /// The folder a path's final name is in (a descriptor) and that name. The folder is found by
@@ -376,14 +380,25 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
                     .map_err(|e| e.raw_os_error())?
             }
         };
+        // The folder's path, read once here for the walls too.
+        let real = folder_path(dir.as_fd());
         // `f_type`'s type differs between architectures and libcs.
         #[allow(clippy::unnecessary_cast)]
-        let on_proc = rustix::fs::fstatfs(&dir)
-            .is_ok_and(|s| s.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64);
+        let on_proc = || {
+            rustix::fs::fstatfs(&dir)
+                .is_ok_and(|s| s.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64)
+        };
         // A link met on the way (`/dev/fd` -> `/proc/self/fd`) was resolved by the kernel for
-        // us, the namespace's PID 1, which the command never is: put the target back.
-        if on_proc && let Some(real) = base_path_of(&dir) {
-            let ours = as_target_from(&real, &our_proc_folder(&real), tid);
+        // us, the namespace's PID 1, which the command never is: put the target back. Only a
+        // path under `/proc` can be one of our /proc folders (`our_proc_folder`), so no other
+        // folder is asked for its file system.
+        let bytes = real.as_deref().map(|r| r.as_os_str().as_bytes());
+        let under_proc = bytes.is_some_and(|r| r == b"/proc" || r.starts_with(b"/proc/"));
+        if under_proc
+            && on_proc()
+            && let Some(real) = bytes
+        {
+            let ours = as_target_from(real, &our_proc_folder(real), tid);
             if ours != real {
                 path = ours;
                 path.push(b'/');
@@ -393,15 +408,15 @@ pub(super) fn locate(tid: u32, arg: &Arg, follow: bool) -> Result<Place, i32> {
             }
         }
         if !follow {
-            return Ok(Place { dir, name, entry: None });
+            return Ok(Place { dir, name, entry: None, real });
         }
         let entry =
             rustix::fs::statat(&dir, OsStr::from_bytes(&name), AtFlags::SYMLINK_NOFOLLOW).ok();
         let is_link =
             entry.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Symlink);
         // Nothing can be created in /proc; its links (fd/N, cwd) are opened as they are.
-        if !is_link || on_proc {
-            return Ok(Place { dir, name, entry: Some(entry) });
+        if !is_link || on_proc() {
+            return Ok(Place { dir, name, entry: Some(entry), real });
         }
         let target = rustix::fs::readlinkat(&dir, OsStr::from_bytes(&name), Vec::new())
             .map_err(|e| e.raw_os_error())?;

@@ -125,7 +125,7 @@ impl Job {
         // nothing that is there (the kernel answers EEXIST, whatever the entry is): no look.
         let exclusive = flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
         let (lstat, stat) = if exclusive { (None, None) } else { place.entry() };
-        let Place { dir, name, .. } = place;
+        let Place { dir, name, real, .. } = place;
         let tty = libc::makedev(5, 0);
         if stat.is_some_and(|s| {
             FileType::from_raw_mode(s.st_mode).is_char_device() && s.st_rdev == tty
@@ -142,7 +142,7 @@ impl Job {
             } else {
                 super::super::REFUSED
             };
-            match self.check_as(start, &dir, &name, super::super::Kind::File) {
+            match self.check_as(start, &dir, real, &name, super::super::Kind::File) {
                 super::Checked::Go(h) => _held = h,
                 super::Checked::Stop(a) => return a,
                 super::Checked::Config(real) => {
