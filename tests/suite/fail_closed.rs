@@ -441,6 +441,23 @@ async fn python(c: &Client, script: &str) -> String {
     shown(&c.ok("bash", json!({ "command": cmd, "timeout_secs": 120 })).await)
 }
 
+/// A Python prelude for scripts that try calls: `do(what, f)` prints `what made`, or `what`
+/// and the errno's name.
+const DO: &str = r#"import errno, os
+def do(what, f):
+    try:
+        f(); print(what, "made")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])"#;
+
+/// Runs a Python script bare on the host, in a fresh folder `name` of the fixture (its stdout).
+fn bare_python(fx: &Fixture, name: &str, py: &str) -> String {
+    let dir = fx.dir.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new("python3").args(["-c", py]).current_dir(&dir).output();
+    String::from_utf8_lossy(&out.unwrap().stdout).into_owned()
+}
+
 /// The number printed after `key` in `out`.
 fn number_after(out: &str, key: &str) -> Option<u32> {
     out.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
@@ -881,14 +898,7 @@ print("file", bind(f, un))
 print("made", sorted(os.listdir(".")))
 "#;
     let in_sandbox = python(&c, py).await;
-    let bare_dir = fx.dir.path().join("bare-bind");
-    std::fs::create_dir_all(&bare_dir).unwrap();
-    let bare = std::process::Command::new("python3")
-        .args(["-c", py])
-        .current_dir(&bare_dir)
-        .output()
-        .unwrap();
-    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    let bare = bare_python(&fx, "bare-bind", py);
     assert!(
         bare.contains("tcp-unix EAFNOSUPPORT") && bare.contains("badfd-badaddr EBADF"),
         "{bare}"
@@ -961,18 +971,12 @@ async fn a_rename_or_link_within_one_folder_is_checked_in_that_folder() {
     super::common::own_tree(&fx.root);
     let c = start(&fx).await;
     let script = format!(
-        r#"
-import errno, os
+        r#"{DO}
 os.makedirs("one/sub", exist_ok=True)
 os.makedirs("two", exist_ok=True)
 for n in ["a", "b", "c", "d", "e"]:
     open("one/" + n, "w").write(n)
 os.symlink("{outside}", "one/out")
-def do(what, f):
-    try:
-        f(); print(what, "made")
-    except OSError as e:
-        print(what, errno.errorcode[e.errno])
 os.chdir("one")
 do("rename-envrc", lambda: os.rename("a", ".envrc"))
 do("link-envrc", lambda: os.link("b", ".envrc"))
@@ -1026,13 +1030,8 @@ async fn a_create_in_a_removed_folder_fails_as_it_does_bare() {
     let fx = Fixture::new();
     super::common::own_tree(&fx.root);
     let c = start(&fx).await;
-    let py = r#"
-import errno, os
-def do(what, f):
-    try:
-        f(); print(what, "made")
-    except OSError as e:
-        print(what, errno.errorcode[e.errno])
+    let py = &format!(
+        r#"{DO}
 home = os.getcwd()
 os.mkdir("gone")
 os.chdir("gone")
@@ -1046,17 +1045,11 @@ os.mkdir("here")
 os.chdir("here")
 do("back-excl", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)))
 do("back-mkdir", lambda: os.mkdir("y"))
-"#;
+"#
+    );
     let in_sandbox = python(&c, py).await;
     c.stop().await;
-    let bare_dir = fx.dir.path().join("bare-removed");
-    std::fs::create_dir_all(&bare_dir).unwrap();
-    let bare = std::process::Command::new("python3")
-        .args(["-c", py])
-        .current_dir(&bare_dir)
-        .output()
-        .unwrap();
-    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    let bare = bare_python(&fx, "bare-removed", py);
     assert!(bare.contains("excl ENOENT") && bare.contains("back-excl made"), "{bare}");
     for line in bare.lines() {
         assert!(in_sandbox.contains(line), "bare says {line:?}; in the sandbox: {in_sandbox}");
