@@ -227,13 +227,13 @@ impl Job {
             Call::Truncate { .. } => false,
         };
         let umask = if moded { Some(self.umask.of(tid).ok_or(libc::EPERM)?) } else { None };
-        let bases = std::cell::RefCell::new(Bases::default());
-        let arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
+        let mut bases = Bases::default();
+        let mut arg = |dir: i32, addr: u64, empty_ok: bool| -> Result<Arg, i32> {
             let path = read_path(tid, addr)?;
             if path.is_empty() && !empty_ok {
                 return Err(libc::ENOENT);
             }
-            Ok(Arg { base: bases.borrow_mut().of(tid, dir, &path)?, path })
+            Ok(Arg { base: bases.of(tid, dir, &path)?, path })
         };
         let args = match &call {
             Call::Open { dir, path, .. }

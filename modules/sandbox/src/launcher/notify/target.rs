@@ -333,11 +333,9 @@ fn split(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
 /// in it — one look at it, as a rename within a folder means (`git`'s object, Python's byte
 /// code: most renames and links). Otherwise each is located on its own.
 pub(super) fn locate_both(tid: u32, old: &Arg, new: &Arg) -> Result<(Place, Place), i32> {
-    let (old_path, new_path) = (as_target(&old.path, tid), as_target(&new.path, tid));
-    let (old_parent, _) = split(&old_path);
-    let (new_parent, new_name) = split(&new_path);
     let first = locate(tid, old, false)?;
-    if !old.base.same(&new.base) || old_parent != new_parent {
+    let (new_parent, new_name) = split(&as_target(&new.path, tid));
+    if !old.base.same(&new.base) || split(&as_target(&old.path, tid)).0 != new_parent {
         return Ok((first, locate(tid, new, false)?));
     }
     let dir = first.dir.try_clone().map_err(|_| libc::EMFILE)?;
