@@ -964,10 +964,13 @@ print("FIFO opened")
 /// both names in the one folder the kernel resolved, checked there. Refused: a protected name
 /// (`.envrc`) by rename and by link, from the working folder and through one descriptor named
 /// twice, and within a folder reached through a link out of the roots (nothing moved there).
+/// A protected file that is there gets no second name (its path named from its folder's, not
+/// looked up again); one that is not there fails as bare, ENOENT.
 /// Positive controls: the same calls to ordinary names, and between two folders, are made.
 #[tokio::test]
 async fn a_rename_or_link_within_one_folder_is_checked_in_that_folder() {
     let fx = Fixture::new();
+    fx.write("pre/.envrc", "export A=1\n");
     super::common::own_tree(&fx.root);
     let c = start(&fx).await;
     let script = format!(
@@ -990,6 +993,8 @@ do("sub-rename-envrc", lambda: os.rename("sub/../e", "sub/../.envrc"))
 do("out-rename", lambda: os.rename("out/canary.txt", "out/moved.txt"))
 do("out-link", lambda: os.link("out/canary.txt", "out/linked.txt"))
 do("across-ok", lambda: os.rename("e", "../two/e"))
+do("link-protected", lambda: os.link("../pre/.envrc", "../pre/copy"))
+do("link-missing-protected", lambda: os.link(".envrc", "f2"))
 "#,
         outside = fx.outside.display()
     );
@@ -1005,6 +1010,8 @@ do("across-ok", lambda: os.rename("e", "../two/e"))
         "fd-rename-ok made",
         "sub-rename-envrc EACCES",
         "across-ok made",
+        "link-protected EACCES",
+        "link-missing-protected ENOENT",
     ] {
         assert!(out.contains(want), "{want} missing: {out}");
     }
@@ -1013,6 +1020,7 @@ do("across-ok", lambda: os.rename("e", "../two/e"))
     }
     let one = fx.root.join("one");
     assert!(!one.join(".envrc").exists(), "a protected name was made: {out}");
+    assert!(!fx.root.join("pre/copy").exists(), "a protected file got a second name: {out}");
     assert_eq!(std::fs::read(one.join("a2")).unwrap(), b"a");
     assert_eq!(std::fs::read(one.join("b2")).unwrap(), b"b");
     assert_eq!(std::fs::read(one.join("c2")).unwrap(), b"c");

@@ -160,6 +160,20 @@ impl Umask {
     }
 }
 
+/// Sets this thread's umask, which is its own (it unshared `CLONE_FS`), unless it is `mask`
+/// already: a command's calls mostly come with one umask, and the call is skipped.
+pub(super) fn set_umask(mask: u32) {
+    thread_local! {
+        static SET: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    }
+    SET.with(|set| {
+        if set.get() != Some(mask) {
+            rustix::process::umask(Mode::from_raw_mode(mask));
+            set.set(Some(mask));
+        }
+    });
+}
+
 /// One notified call.
 #[derive(Clone)]
 struct Job {
@@ -265,7 +279,7 @@ impl Job {
     /// Checks and performs the call on the descriptors and copies `prepare` made.
     fn perform(&self, tid: u32, call: Call, umask: Option<u32>, mut args: Vec<Arg>) -> Answer {
         if let Some(umask) = umask {
-            rustix::process::umask(Mode::from_raw_mode(umask));
+            set_umask(umask);
         }
         let Some(last) = args.pop() else { return Answer::Errno(libc::EINVAL) };
         match call {
@@ -338,6 +352,7 @@ impl Job {
                 };
                 let located;
                 let new;
+                let mut oreal = None;
                 let (odir, oname, oflags) = if old.path.is_empty() {
                     new = None;
                     match root() {
@@ -353,6 +368,7 @@ impl Job {
                     match locate_both(tid, &old, &last) {
                         Ok((p, n)) => {
                             located = p.dir;
+                            oreal = p.real;
                             new = Some(n);
                             let flags =
                                 if follow { AtFlags::SYMLINK_FOLLOW } else { AtFlags::empty() };
@@ -364,8 +380,14 @@ impl Job {
                 // A protected file, or git's lock file on its way to a protected name, gets no
                 // second name that could be opened for writing (decision 0079): found by its
                 // real path, as an open for writing is.
+                // The entry itself (not followed) by a plain name: its path is its folder's,
+                // read when located, and the name, as its descriptor's /proc link would say.
+                let named = oreal.filter(|_| !follow && plain(&oname));
+                let computed = named.is_some();
                 let source = if old.path.is_empty() {
                     Some(real_path(old_base))
+                } else if let Some(folder) = named {
+                    Some(Some(folder.join(OsStr::from_bytes(&oname))))
                 } else {
                     let flags = OFlags::PATH | OFlags::CLOEXEC;
                     let flags = if follow { flags } else { flags | OFlags::NOFOLLOW };
@@ -379,7 +401,14 @@ impl Job {
                     Some(None) => return self.refuse(Path::new(NAMELESS), &oname, TOO_DEEP),
                     other => other.flatten(),
                 };
-                if let Some(why) = source.as_deref().and_then(|s| self.walls.written(s)) {
+                let there = || {
+                    rustix::fs::statat(odir, OsStr::from_bytes(&oname), AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok()
+                };
+                // A source named without a look is refused only when it is there.
+                if let Some(why) = source.as_deref().and_then(|s| self.walls.written(s))
+                    && (!computed || there())
+                {
                     let shown = source.unwrap_or_default();
                     let (dir, name) = (shown.parent().unwrap_or(&shown), shown.file_name());
                     let name = name.unwrap_or_default().as_bytes();
@@ -562,7 +591,7 @@ impl Job {
         let tmp = format!(".{}.hands-{}", String::from_utf8_lossy(name), self.req.id);
         // The copy gets the source's own mode bits (its creator's umask applied then), not
         // whatever umask an earlier call left on this thread.
-        rustix::process::umask(Mode::empty());
+        set_umask(0);
         let create =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let written = rustix::fs::openat(dir, tmp.as_str(), create, Mode::from_raw_mode(mode))
@@ -583,6 +612,11 @@ impl Job {
         let _ = rustix::fs::unlinkat(odir, OsStr::from_bytes(oname), AtFlags::empty());
         Answer::Value(0)
     }
+}
+
+/// Whether `name` is one entry's own name (not `.`, `..`, empty or with a slash).
+fn plain(name: &[u8]) -> bool {
+    !matches!(name, b"" | b"." | b"..") && !name.contains(&b'/')
 }
 
 /// Whether `dir` lies on a read-only mount (an unreadable answer counts as not).

@@ -172,7 +172,7 @@ impl Job {
         let spawned = std::thread::Builder::new().spawn(move || {
             let answer = if crate::sys::unshare(libc::CLONE_FS).is_ok() {
                 if let Some(umask) = umask {
-                    rustix::process::umask(Mode::from_raw_mode(umask));
+                    super::set_umask(umask);
                 }
                 job.answer(how.run(&dir, &name))
             } else {
