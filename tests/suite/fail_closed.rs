@@ -1066,3 +1066,67 @@ do("back-mkdir", lambda: os.mkdir("y"))
     assert!(fx.root.join("here/x").is_file() && fx.root.join("here/y").is_dir());
     fx.assert_canary();
 }
+
+/// `mkdir` of a name that is there fails with EEXIST, as bare, whatever the rules say of the
+/// name: the kernel looks before it asks for write access, so nothing would be made, and no
+/// refusal is listed for it (an `mkdir -p .vscode/x` listed a refused `.vscode` that was
+/// there). Refused still: the same protected names where they are not there. Positive control:
+/// a new ordinary folder is made. Canary outside the roots.
+#[tokio::test]
+async fn a_folder_made_where_a_name_is_there_says_it_exists_and_refuses_nothing() {
+    let fx = Fixture::new();
+    git(&fx, &fx.root, &["init", "-q", "-b", "main"]);
+    fx.write(".envrc", "export A=1\n");
+    std::fs::create_dir_all(fx.root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("nowhere", fx.root.join("dangling")).unwrap();
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let py = &format!(
+        r#"{DO}
+do("git", lambda: os.mkdir(".git"))
+do("envrc", lambda: os.mkdir(".envrc"))
+do("dangling", lambda: os.mkdir("dangling"))
+do("slash", lambda: os.mkdir("sub/"))
+do("new", lambda: os.mkdir("new"))
+do("again", lambda: os.mkdir("new"))
+do("new-git", lambda: os.mkdir("sub/.git"))
+do("new-envrc", lambda: os.mkdir("sub/.envrc"))
+"#
+    );
+    let cmd = format!("python3 - <<'PY'\n{py}\nPY");
+    let r = c.ok("bash", json!({ "command": cmd })).await;
+    c.stop().await;
+    let out = shown(&r);
+    for want in [
+        "git EEXIST",
+        "envrc EEXIST",
+        "dangling EEXIST",
+        "slash EEXIST",
+        "new made",
+        "again EEXIST",
+        "new-git EACCES",
+        "new-envrc EACCES",
+    ] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    // Bare, the names that are there say the same.
+    let bare_dir = fx.dir.path().join("bare-exists");
+    std::fs::create_dir_all(bare_dir.join(".git")).unwrap();
+    std::fs::create_dir_all(bare_dir.join("sub")).unwrap();
+    std::fs::write(bare_dir.join(".envrc"), "").unwrap();
+    std::os::unix::fs::symlink("nowhere", bare_dir.join("dangling")).unwrap();
+    let bare = bare_python(&fx, "bare-exists", py);
+    for line in ["git EEXIST", "envrc EEXIST", "dangling EEXIST", "slash EEXIST", "again EEXIST"] {
+        assert!(bare.contains(line), "bare: {line} missing: {bare}");
+    }
+    // Only the names that were not there are listed as refused.
+    let denied = r["denied"].to_string();
+    assert!(denied.contains("sub/.git") && denied.contains("sub/.envrc"), "{denied}");
+    let root = fx.root.display().to_string();
+    for there in [format!("{root}/.git\""), format!("{root}/.envrc\"")] {
+        assert!(!denied.contains(&there), "{there} listed: {denied}");
+    }
+    assert!(fx.root.join("new").is_dir() && !fx.root.join("sub/.git").exists());
+    assert!(fx.root.join(".envrc").is_file(), "the file that was there stays");
+    fx.assert_canary();
+}

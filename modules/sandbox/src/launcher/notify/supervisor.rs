@@ -289,9 +289,15 @@ impl Job {
                 args.push(last);
                 self.bind(tid, fd, args)
             }
-            Call::Mkdir { mode, .. } => self.at_name(tid, &last, Kind::Dir, |dir, name| {
-                rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
-            }),
+            Call::Mkdir { mode, .. } => match locate(tid, &last, false) {
+                // A name that is there: the kernel's answer is EEXIST whatever the rules say
+                // (it looks before it asks for write access), and nothing is made to check.
+                Ok(place) if place.there() => Answer::Errno(libc::EEXIST),
+                Ok(place) => self.at_place(place, Kind::Dir, |dir, name| {
+                    rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode))
+                }),
+                Err(e) => Answer::Errno(e),
+            },
             Call::Mknod { mode, dev, .. } => self.at_name(tid, &last, Kind::File, |dir, name| {
                 let kind = FileType::from_raw_mode(mode);
                 let kind = if mode & libc::S_IFMT == 0 { FileType::RegularFile } else { kind };

@@ -300,6 +300,18 @@ pub(super) struct Place {
 }
 
 impl Place {
+    /// Whether an entry is at the name (a symbolic link counts, dangling or not), as `lstat`
+    /// saw it when `locate` looked, or now.
+    pub(super) fn there(&self) -> bool {
+        match self.entry {
+            Some(e) => e.is_some(),
+            None => {
+                let name = OsStr::from_bytes(&self.name);
+                rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
+            }
+        }
+    }
+
     /// The entry as `lstat` sees it (looked at once), and as `stat` does (following a link).
     pub(super) fn entry(&self) -> (Option<Stat>, Option<Stat>) {
         let name = OsStr::from_bytes(&self.name);
