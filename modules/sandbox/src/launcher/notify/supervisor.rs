@@ -3,7 +3,7 @@
 //! the call continue (see `notify.rs`). Each refusal goes on the launcher's report channel.
 
 use super::target::{
-    Arg, Base, Bases, Place, locate, locate_both, read_path, read_umask, real_path, root,
+    Arg, Base, Bases, Place, locate, locate_both, read_path, read_umask, real_path, root, there,
 };
 use super::{Kind, REFUSED, Verdict, Walls, trim_slashes};
 
@@ -385,9 +385,9 @@ impl Job {
                 };
                 // A protected file, or git's lock file on its way to a protected name, gets no
                 // second name that could be opened for writing (decision 0079): found by its
-                // real path, as an open for writing is.
-                // The entry itself (not followed) by a plain name: its path is its folder's,
-                // read when located, and the name, as its descriptor's /proc link would say.
+                // real path, as an open for writing is. The entry itself (not followed) by a
+                // plain name: that path is its folder's, read when located, and the name, as its
+                // descriptor's /proc link would say; refused only when it is there.
                 let named = oreal.filter(|_| !follow && plain(&oname));
                 let computed = named.is_some();
                 let source = if old.path.is_empty() {
@@ -407,13 +407,8 @@ impl Job {
                     Some(None) => return self.refuse(Path::new(NAMELESS), &oname, TOO_DEEP),
                     other => other.flatten(),
                 };
-                let there = || {
-                    rustix::fs::statat(odir, OsStr::from_bytes(&oname), AtFlags::SYMLINK_NOFOLLOW)
-                        .is_ok()
-                };
-                // A source named without a look is refused only when it is there.
                 if let Some(why) = source.as_deref().and_then(|s| self.walls.written(s))
-                    && (!computed || there())
+                    && (!computed || there(odir, &oname))
                 {
                     let shown = source.unwrap_or_default();
                     let (dir, name) = (shown.parent().unwrap_or(&shown), shown.file_name());

@@ -303,13 +303,7 @@ impl Place {
     /// Whether an entry is at the name (a symbolic link counts, dangling or not), as `lstat`
     /// saw it when `locate` looked, or now.
     pub(super) fn there(&self) -> bool {
-        match self.entry {
-            Some(e) => e.is_some(),
-            None => {
-                let name = OsStr::from_bytes(&self.name);
-                rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
-            }
-        }
+        self.entry.map_or_else(|| there(&self.dir, &self.name), |e| e.is_some())
     }
 
     /// The entry as `lstat` sees it (looked at once), and as `stat` does (following a link).
@@ -324,6 +318,11 @@ impl Place {
             if link { rustix::fs::statat(&self.dir, name, AtFlags::empty()).ok() } else { lstat };
         (lstat, stat)
     }
+}
+
+/// Whether an entry is at `name` in `dir` now (a symbolic link counts, dangling or not).
+pub(super) fn there(dir: impl AsFd, name: &[u8]) -> bool {
+    rustix::fs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW).is_ok()
 }
 
 /// A path's folder and its final name, which keeps a trailing slash: the kernel gives it its
