@@ -129,6 +129,9 @@ pub fn serve(listener: OwnedFd, walls: Walls, reporter: crate::launcher::report:
             here: alone && (woken || here_last == Some(req.pid)),
             wake,
         };
+        if !job.here {
+            crate::sys::seccomp_notify::unpin();
+        }
         here_last = job.run().then_some(req.pid);
     }
 }
