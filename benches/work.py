@@ -94,6 +94,26 @@ def source_tree(dest):
     os.rename(tmp, dest)
 
 
+def accounted(script, src, w):
+    """The real work, then the CPU time it took: `times` (the script's processes, user and
+    system) and, inside `hands`' sandbox, its init's threads from /proc/1/task/*/schedstat (CPU
+    and runqueue nanoseconds: the walls serve calls there). CPU time is what a busy host's
+    noise moves least: a vCPU the host takes away is counted as steal, not as the work's."""
+    return (f"bash {script} {src} {w}; times; "
+            "if [ \"$(cat /proc/1/comm)\" = hands-sandbox ]; then cat /proc/1/task/*/schedstat; fi")
+
+
+def cpu_spent(out):
+    """(the work's CPU seconds, the init's CPU seconds, the init's runnable-but-waiting seconds)
+    from what `accounted` printed."""
+    lines = out.strip().splitlines()
+    clock = lambda t: float(t[:t.index("m")]) * 60 + float(t[t.index("m") + 1:-1])
+    times_at = next(n for n, l in enumerate(lines) if l.count("m") == 2 and l.endswith("s"))
+    user, system = lines[times_at + 1].split()
+    init = [tuple(int(x) for x in l.split()[:2]) for l in lines[times_at + 2:]]
+    return clock(user) + clock(system), sum(c for c, _ in init) / 1e9, sum(w for _, w in init) / 1e9
+
+
 def timed(f):
     t = time.perf_counter()
     out = f()
@@ -144,25 +164,33 @@ def main():
 
     if "work" in a.rows:
         ways = {
-            "bare": lambda w: bare(["bash", script, src, w], root),
-            "bwrap": lambda w: bare(bwrap(root, ["bash", script, src, w]), root),
-            "hands": lambda w: hands.bash(f"bash {script} {src} {w}", root),
+            "bare": lambda w: bare(["bash", "-c", accounted(script, src, w)], root),
+            "bwrap": lambda w: bare(bwrap(root, ["bash", "-c", accounted(script, src, w)]), root),
+            "hands": lambda w: hands.bash(accounted(script, src, w), root)["stdout"],
         }
         if vs:
-            ways["vs"] = lambda w: vs.bash(f"bash {script} {src} {w}", root)
+            ways["vs"] = lambda w: vs.bash(accounted(script, src, w), root)["stdout"]
         times = {k: [] for k in ways}
+        cpu = {k: [] for k in ways}
         for i in range(a.runs):
             n = i % len(ways)
             order = list(ways)[n:] + list(ways)[:n]
+            spent = {}
             for k in order:
                 w = os.path.join(root, f"w-{k}-{i}")
-                dt, _ = timed(lambda: ways[k](w))
+                dt, out = timed(lambda: ways[k](w))
                 times[k].append(dt)
+                spent[k] = cpu_spent(out)
+                cpu[k].append(spent[k][0] + spent[k][1])
                 shutil.rmtree(w)
                 # The next run must not pay for this one's writeback.
                 os.sync()
             print(f"run {i}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+            print("  cpu: " + ", ".join(
+                f"{k} {c:.2f} s" + (f" (the init {i_:.2f} s, {wait:.2f} s runnable but waiting)" if i_ else "")
+                for k, (c, i_, wait) in spent.items()), flush=True)
         row("real work", times)
+        row("cpu time (the work's processes and the sandbox's init)", cpu)
 
     if "steps" in a.rows:
         # Each step of the real work on its own (REAL_WORK_STEPS=1: the script prints "N ms:
