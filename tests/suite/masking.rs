@@ -579,8 +579,10 @@ async fn a_protected_name_in_another_case_is_protected_too() {
     super::common::own_tree(&fx.root);
     let c = Client::start_era(&fx, &fx.fs_shell_config(), Era::Legacy).await;
     // Also as a case-folding folder folds beyond ASCII: ſ is `s`, the Kelvin sign `k`, a
-    // zero-width space is dropped.
-    let folds = [".lf\u{17F}config", ".\u{212A}iro/x.json", ".env\u{200B}rc"];
+    // zero-width space is dropped, the ligature ﬁ is `fi` (the kernel's full case folding: an
+    // ext4 casefold folder on 6.1, 6.12 and 7.2 finds `.lfscon\u{FB01}g` as `.lfsconfig`).
+    let folds =
+        [".lf\u{17F}config", ".\u{212A}iro/x.json", ".env\u{200B}rc", ".lfscon\u{FB01}g"];
     for p in
         [".ENVRC", "sub/.VSCode/settings.json", ".Lfsconfig", "sub/.EnvRC"].into_iter().chain(folds)
     {
@@ -597,12 +599,17 @@ async fn a_protected_name_in_another_case_is_protected_too() {
          echo evil > .MCP.json 2>/dev/null && echo WROTE-new; \
          echo evil > \"$(printf '.env\\342\\200\\213rc')\" 2>/dev/null && echo WROTE-zw; \
          mkdir -p w/\"$(printf 'hoo\\342\\204\\252s')\" 2>/dev/null && echo MADE-kelvin; \
+         echo evil > \"$(printf '.lfscon\\357\\254\\201g')\" 2>/dev/null && echo WROTE-ligature; \
+         echo x > w/\"$(printf 'con\\357\\254\\201g')\" 2>/dev/null && echo MADE-piece; \
          echo ok > .envrc.example && echo ok > envrc.txt && echo POS-OK",
     )
     .await;
     assert_eq!(out(&r), "POS-OK\n", "{r}");
     assert!(std::fs::symlink_metadata(fx.root.join(".env\u{200B}rc")).is_err());
     assert!(std::fs::symlink_metadata(fx.root.join("w/hoo\u{212A}s")).is_err());
+    for p in [".lfscon\u{FB01}g", "w/con\u{FB01}g"] {
+        assert!(std::fs::symlink_metadata(fx.root.join(p)).is_err(), "{p} was made");
+    }
     c.ok("write", json!({ "path": "sub/.envrc.example", "content": "ok\n" })).await;
     assert_eq!(read(fx.root.join("sub/.EnvRC")), "echo mine\n");
     for p in [".ENVRC", "sub/.VSCode", ".Lfsconfig", ".MCP.json"] {

@@ -2,17 +2,24 @@
 //! (decisions 0046 and 0094): a folder with the casefold flag (ext4, f2fs, a tmpfs mounted with
 //! `casefold`) or a vfat or exFAT one gives a program that asks for `.envrc` the entry
 //! `.ENVRC`. Every protected name and git dir piece is ASCII, so what can stand for one is:
-//! ASCII letters in either case; the two non-ASCII letters whose case folding is an ASCII one,
-//! U+017F (ſ, folds to `s`) and U+212A (the Kelvin sign, folds to `k`); and the code points
-//! Unicode calls default-ignorable (a zero-width space, a soft hyphen), which a folding that
-//! ignores them drops. [`folded`] maps all three the same way for every check, so `.lfſconfig`,
-//! `hooKs` and `.env\u{200B}rc` meet the rules their folder would hand them to.
+//! ASCII letters in either case; the non-ASCII code points whose full case folding (the
+//! kernel's: Unicode's `CaseFolding.txt`, status C and F, after NFD) is ASCII — U+017F (ſ, `s`),
+//! U+212A (the Kelvin sign, `k`), ß and ẞ (`ss`) and the Latin ligatures U+FB00–FB06 (`ff`,
+//! `fi`, `fl`, `ffi`, `ffl`, `st`, `st`); and the code points Unicode calls default-ignorable (a
+//! zero-width space, a soft hyphen), which the kernel's folding drops. [`folded`] maps them all
+//! the same way for every check, so `.lfſconfig`, `.lfscon\u{FB01}g`, `hooKs` and
+//! `.env\u{200B}rc` meet the rules their folder would hand them to (each found by its ASCII
+//! name in an ext4 folder with the casefold flag on Debian's 6.1, 6.12 and 7.2 kernels). The
+//! list was made by folding every code point (`unicodedata`: NFD, `casefold`, NFD) and keeping
+//! those that came out ASCII: the two more it gave, U+037E (`;`) and U+1FEF (a backtick), are
+//! in no name the walls protect.
 
 use std::borrow::Cow;
 
 /// `name` folded for comparison with the protected rules and git's names (all ASCII,
-/// lowercase): ASCII letters lowercased, ſ and the Kelvin sign made `s` and `k`,
-/// default-ignorable code points dropped. Bytes that are not UTF-8 are only ASCII-lowercased.
+/// lowercase): ASCII letters lowercased, the code points whose full case folding is ASCII
+/// made that (ſ `s`, the Kelvin sign `k`, ß `ss`, the ligature ﬁ `fi`, ...), default-ignorable
+/// code points dropped. Bytes that are not UTF-8 are only ASCII-lowercased.
 pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
     if name.is_ascii() {
         if !name.iter().any(u8::is_ascii_uppercase) {
@@ -28,6 +35,13 @@ pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
         match c {
             '\u{17F}' => out.push('s'),
             '\u{212A}' => out.push('k'),
+            '\u{DF}' | '\u{1E9E}' => out.push_str("ss"),
+            '\u{FB00}' => out.push_str("ff"),
+            '\u{FB01}' => out.push_str("fi"),
+            '\u{FB02}' => out.push_str("fl"),
+            '\u{FB03}' => out.push_str("ffi"),
+            '\u{FB04}' => out.push_str("ffl"),
+            '\u{FB05}' | '\u{FB06}' => out.push_str("st"),
             c if ignorable(c) => {}
             c => out.push(c.to_ascii_lowercase()),
         }
@@ -80,6 +94,13 @@ mod tests {
             (".env\u{200B}rc", ".envrc"),
             ("\u{FEFF}.Claude", ".claude"),
             ("HEAD\u{AD}", "head"),
+            // Full case folding: one code point, two or three ASCII letters.
+            (".lfscon\u{FB01}g", ".lfsconfig"),
+            ("con\u{FB01}g.worktree", "config.worktree"),
+            (".pro\u{FB01}le", ".profile"),
+            (".\u{DF}h", ".ssh"),
+            (".\u{1E9E}H", ".ssh"),
+            ("\u{FB00}\u{FB02}\u{FB03}\u{FB04}\u{FB05}\u{FB06}", "ffflffifflstst"),
         ] {
             assert_eq!(folded(name.as_bytes()).as_ref(), want.as_bytes(), "{name:?}");
         }
