@@ -265,11 +265,16 @@ pub fn build_root(
     // lying in a folder masked already is covered: the entry there now is the blank, which is
     // not what the walk saw.
     let mut covered: Vec<&Path> = Vec::new();
+    let mut masked_files = Vec::new();
     for p in &spec.masked {
         if covered.iter().any(|c| p.starts_with(c)) {
             continue;
         }
         let Some((fd, is_dir)) = target(spec, &scratch, p)? else { continue };
+        if !is_dir {
+            let id = Identity::of(&fd).with_context(|| format!("cannot stat {}", p.display()))?;
+            masked_files.push((p.as_path(), id));
+        }
         let cover = if is_dir { remask::blank_folder()? } else { blank_file()? };
         remask::attach(&cover, &fd).with_context(|| format!("cannot mask {}", p.display()))?;
         covered.push(p);
@@ -281,10 +286,53 @@ pub fn build_root(
     sys::umount_detach(Path::new("."))?;
     std::env::set_current_dir("/").context("chdir /")?;
     sys::make_read_only(Path::new("/"), false)?;
+    unmasked_alias(&masked_files)?;
     // What was walled and stays in view: a read-only bind under a masked folder is hidden.
     walled.retain(|p| !covered.iter().any(|m| p.starts_with(m) && p != m));
     walled.extend(covered.iter().map(|p| p.to_path_buf()));
     Ok(walled)
+}
+
+/// Refuses the sandbox when a masked file can be reached under another spelling of its name
+/// without its mask: a mask covers one entry of the folder cache, and a folder whose file
+/// system folds case but whose own entry compares names byte for byte gives each spelling an
+/// entry of its own for the same file (the root folder of an ext4 file system with the
+/// casefold flag on Linux 6.1: `cat .ENV` read the `.env` masked at `.env`; 6.12 and later
+/// compare such a folder's names folded). One look per folder, in this view: its first masked
+/// file's name with every ASCII letter's case turned, which names the masked file itself
+/// when the folder folds (any other such file there is a secret too, and masked: not the same
+/// file).
+fn unmasked_alias(masked_files: &[(&Path, Identity)]) -> Result<()> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut looked = BTreeSet::new();
+    for (p, id) in masked_files {
+        let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { continue };
+        let turned: Vec<u8> = name
+            .as_bytes()
+            .iter()
+            .map(|b| {
+                if b.is_ascii_lowercase() { b.to_ascii_uppercase() } else { b.to_ascii_lowercase() }
+            })
+            .collect();
+        if turned == name.as_bytes() || !looked.insert(dir) {
+            continue;
+        }
+        let alias = dir.join(std::ffi::OsString::from_vec(turned));
+        let flags =
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC;
+        let Ok(fd) = rustix::fs::open(&alias, flags, rustix::fs::Mode::empty()) else { continue };
+        anyhow::ensure!(
+            Identity::of(&fd).ok().as_ref() != Some(id),
+            "refused to start: the secret {} can be read unmasked as {}: its folder folds case \
+             (the root of a case-folding file system, on a kernel that looks names up there byte \
+             for byte) and the mask covers the name as stored only. Move the file into a \
+             subfolder or out of the roots, or make the folder case-sensitive (`chattr -F` of \
+             an empty folder)",
+            p.display(),
+            alias.display()
+        );
+    }
+    Ok(())
 }
 
 /// The first of `walled` ([`build_root`]'s) that is no longer a mount's root in this view: a
