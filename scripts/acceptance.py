@@ -820,25 +820,31 @@ def fold_folder(run):
     reports nothing."""
     if os.getuid() != 0:
         return None
+
+    def ran(*argv):
+        """Whether the tool ran and succeeded (a machine may lack it)."""
+        try:
+            return subprocess.run(argv, capture_output=True).returncode == 0
+        except OSError:
+            return False
+
     cf = os.path.join(run.proj, "cf")
     os.mkdir(cf)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "casefold", "hands-acc-cf", cf],
-                             capture_output=True).returncode == 0
+    mounted = ran("mount", "-t", "tmpfs", "-o", "casefold", "hands-acc-cf", cf)
     if not mounted:
         image = os.path.join(run.base, "cf.ext4")
-        subprocess.run(["modprobe", "loop"], capture_output=True)
-        mounted = all(subprocess.run(argv, capture_output=True).returncode == 0 for argv in (
-            ["truncate", "-s", "32M", image],
-            ["mkfs.ext4", "-q", "-O", "casefold", "-E", "encoding=utf8", image],
-            ["mount", "-o", "loop", image, cf]))
+        ran("modprobe", "loop")
+        mounted = (ran("truncate", "-s", "32M", image)
+                   and ran("mkfs.ext4", "-q", "-O", "casefold", "-E", "encoding=utf8", image)
+                   and ran("mount", "-o", "loop", image, cf))
         if mounted:
             # The flag is set on an empty folder only: the new file system's lost+found goes.
             os.rmdir(os.path.join(cf, "lost+found"))
-            subprocess.run(["udevadm", "settle"], capture_output=True)
+            ran("udevadm", "settle")
     # The mount's own folder folds only with the flag (set while it is empty).
-    if not mounted or subprocess.run(["chattr", "+F", cf], capture_output=True).returncode != 0:
+    if not mounted or not ran("chattr", "+F", cf):
         if mounted:
-            subprocess.run(["umount", cf], capture_output=True)
+            ran("umount", cf)
         os.rmdir(cf)
         return None
     os.chown(cf, 65534, 65534)
