@@ -782,10 +782,20 @@ def check_tmux(run, tier="full"):
         why = outcome(st) if "guarantees missing" in st.text else st.text
         return run.report("tmux", False, f"tmux_start: {why}")
     containment = st.structured.get("containment", "")
+    # A secret that appears after the start is masked in the running session before the send
+    # types (`hands __remask`; on 6.1 and 6.12 its blank is cloned in a private namespace).
+    late, token = os.path.join(run.proj, "late", ".env"), f"hands-acc-late-{run.mark}"
+    if tier == "full":
+        os.makedirs(os.path.dirname(late), exist_ok=True)
+        with open(late, "w") as f:
+            f.write(f"TOKEN={token}\n")
+        os.chmod(late, 0o644)
+        time.sleep(2.5)  # the daemon reuses its walk of the roots for 2 s
     t0 = time.time()
     sent = s.call("tmux_send", {"session": name,
-                                "text": f"echo $((6*7))-{run.mark}; echo x > {run.canary} "
-                                        f"2>/dev/null && echo WRITTEN-$((5*5))"})
+                                "text": f"cat {late} 2>&1; echo $((6*7))-{run.mark}; "
+                                        f"echo x > {run.canary} 2>/dev/null && "
+                                        f"echo WRITTEN-$((5*5))"})
     send_s = time.time() - t0
     text, deadline = "", time.time() + 60
     while f"42-{run.mark}" not in text and time.time() < deadline:
@@ -796,12 +806,20 @@ def check_tmux(run, tier="full"):
     lst = s.call("tmux_list", {})
     listed = name in json.dumps(lst.structured)
     ran = f"42-{run.mark}" in text
+    late_read = token in text.replace("\n", "")
+    # The positive control: the cat ran, and met the mask.
+    late_masked = tier != "full" or ".env: Permission denied" in text
+    shutil.rmtree(os.path.dirname(late), ignore_errors=True)
     ok = (not sent.is_error and ran and "WRITTEN-25" not in text and not k.is_error
+          and not late_read and late_masked
           and k.structured.get("killed") is not False and not listed
           and (str(containment).startswith("full") if tier == "full" else containment == tier))
+    late_note = "; a secret made after the start masked before the send" if tier == "full" else ""
     run.report("tmux", ok, f"started ({containment}), sent (in {send_s:.1f} s), read, killed; "
-               "gone from the list"
+               f"gone from the list{late_note}"
                if ok else f"send error {sent.is_error} after {send_s:.1f} s"
+               f"{', the late secret read' if late_read else ''}"
+               f"{'' if late_masked else ', the late secret not refused'}"
                f"{': ' + first_line(sent.text) if sent.is_error else ''}, output seen {ran}, "
                f"kill {first_line(k.text)}, still listed {listed}, containment {containment!r}")
 

@@ -15,8 +15,11 @@
 //! missing. Nor is a pin needed to keep the secret hidden: a renamed folder carries the mask
 //! with it (a mount sits on the file's entry, not on its path).
 //!
-//! The blank is made with the new mount API, in a tmpfs that was never attached anywhere, so no
-//! process of the sandbox can reach it before it is in place and read-only.
+//! The blank is made in a tmpfs no process of the sandbox can reach before the blank is in place
+//! and read-only: a folder's blank is a detached tmpfs (the new mount API); a file's is cloned
+//! from a tmpfs attached only in a private copy of the session's mount namespace, since kernels
+//! before 6.15 (Debian's 6.1 and 6.12) refuse to clone from a mount that is not attached in the
+//! caller's namespace (`EINVAL`), and a detached clone may then be moved into any namespace.
 //!
 //! Every target is reached through descriptors (`O_NOFOLLOW` per component, the mask moved
 //! onto the final descriptor), so a folder swapped for a symlink cannot redirect a mask.
@@ -202,6 +205,7 @@ fn remask(r: &Request) -> Result<Answer> {
     ensure!(r.launcher.alive(), gone());
     sys::setns(&pidfd, libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
         .context("cannot join the session's namespaces")?;
+    let mut blanks = blank_files(r.paths.len(), &pidfd)?;
 
     let mut answer = Answer::default();
     for p in &r.paths {
@@ -213,7 +217,11 @@ fn remask(r: &Request) -> Result<Answer> {
             answer.absent.push(p.clone());
             continue;
         };
-        let blank = if is_dir { blank_folder()? } else { blank_file()? };
+        let blank = match (is_dir, blanks.pop()) {
+            (true, _) => blank_folder()?,
+            (false, Some(file)) => file,
+            (false, None) => anyhow::bail!("no blank is left for {}", p.display()),
+        };
         attach(&blank, &target).with_context(|| format!("cannot mask {}", p.display()))?;
         answer.masked.push(p.clone());
     }
@@ -278,15 +286,30 @@ pub(super) fn blank_folder() -> Result<OwnedFd> {
     tmpfs(true)
 }
 
-/// A file mask: an empty mode-000 file of a detached tmpfs, cloned as a mount of its own and
-/// made read-only before it is attached (reading it and writing it both fail; a chmod too).
-fn blank_file() -> Result<OwnedFd> {
+/// `n` file masks, each an empty mode-000 file cloned as a mount of its own and made read-only
+/// (reading it and writing it both fail; a chmod too), detached, for the session's mount
+/// namespace (the caller is in it, and back in it on return; `session` is its launcher).
+///
+/// The clones are made in a private copy of that namespace, where the tmpfs holding the blank is
+/// attached over its root: nothing of the sandbox sees that copy, and a clone of an attached
+/// mount is what every kernel allows. The copy ends when the helper leaves it.
+fn blank_files(n: usize, session: &OwnedFd) -> Result<Vec<OwnedFd>> {
+    sys::unshare(libc::CLONE_NEWNS).context("cannot make a private mount namespace")?;
     let fs = tmpfs(false)?;
+    let root =
+        rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .context("cannot open the private namespace's root")?;
+    attach(&fs, &root).context("cannot attach the blank's tmpfs in the private namespace")?;
     let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
     drop(rustix::fs::openat(&fs, "masked", flags, Mode::empty()).context("create the blank")?);
-    let tree =
-        open_tree(&fs, "masked", OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC)
-            .context("clone the blank")?;
-    sys::make_fd_read_only(&tree)?;
-    Ok(tree)
+    let blanks = (0..n)
+        .map(|_| {
+            let flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+            let tree = open_tree(&fs, "masked", flags).context("clone the blank")?;
+            sys::make_fd_read_only(&tree)?;
+            Ok(tree)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    sys::setns(session, libc::CLONE_NEWNS).context("cannot go back to the session's namespace")?;
+    Ok(blanks)
 }
