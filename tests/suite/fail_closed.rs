@@ -1130,3 +1130,143 @@ do("new-envrc", lambda: os.mkdir("sub/.envrc"))
     assert!(fx.root.join(".envrc").is_file(), "the file that was there stays");
     fx.assert_canary();
 }
+
+/// A FIFO at a name opened with `O_CREAT` (without `O_EXCL`) is opened on a thread of the init's
+/// own (it waits for its other end). That thread must make nothing: the name's check judged the
+/// folder as it was, and the command can take the FIFO away meanwhile. Found attacking this: a
+/// FIFO at `w/HEAD` beside `w/objects`, `HEAD` checked (no config yet), the FIFO unlinked while
+/// the init held the folder's lock, then `w/refs` and `w/config` made before the init's thread
+/// created `HEAD` — a git dir whose config the person's git would read (32 of 40 tries armed).
+/// Now that thread's open gets ENOENT. Positive control: the window is reached (`refs` and
+/// `config` made while the open of the FIFO that went away fails).
+#[tokio::test]
+async fn a_fifo_taken_away_during_its_check_is_not_replaced_by_a_new_file() {
+    let fx = Fixture::new();
+    let src = fx.root.parent().unwrap().join("race.c");
+    std::fs::write(&src, FIFO_RACE_C).unwrap();
+    let bin = fx.root.join("race");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    super::common::own_tree(&fx.root);
+    let c = start(&fx).await;
+    let r = shown(&c.ok("bash", json!({ "command": "./race 40 | tail -1" })).await);
+    c.stop().await;
+    let line = r.lines().find(|l| l.starts_with("TRIES 40 ")).unwrap_or_else(|| panic!("{r}"));
+    let count = |what: &str| -> u32 {
+        let at = line.split_whitespace().skip_while(|w| *w != what).nth(1);
+        at.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{what} in {line:?}"))
+    };
+    assert_eq!(count("ARMED"), 0, "a git dir was armed through the FIFO's thread: {r}");
+    assert!(count("REACHED") > 0, "the window was never reached (no test): {r}");
+    for i in 0..40 {
+        let w = fx.root.join(format!("w{i}"));
+        let armed =
+            w.join("HEAD").is_file() && w.join("config").exists() && w.join("refs").exists();
+        assert!(!armed, "{} holds HEAD, config and refs: {r}", w.display());
+    }
+    fx.assert_canary();
+}
+
+const FIFO_RACE_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char head[64], cfg[64], refs[64];
+static atomic_int go;
+static int head_err, cfg_err;
+
+static void *open_head(void *x) {
+  (void)x;
+  int fd = open(head, O_WRONLY | O_CREAT, 0644);
+  head_err = fd < 0 ? errno : 0;
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+static void *make_config(void *x) {
+  (void)x;
+  while (!go) ;
+  int fd = open(cfg, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cfg_err = fd < 0 ? errno : 0;
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+
+/* The init's thread that serves the calls, and every thread it starts, on CPU 1; this
+   process on CPU 0: the thread it starts for the FIFO waits behind the calls served next. */
+static void pin_init(void) {
+  DIR *d = opendir("/proc/1/task");
+  struct dirent *e;
+  cpu_set_t one, zero;
+  CPU_ZERO(&one); CPU_SET(1, &one); CPU_ZERO(&zero); CPU_SET(0, &zero);
+  while (d && (e = readdir(d))) {
+    char p[300], comm[32] = {0};
+    snprintf(p, sizeof p, "/proc/1/task/%s/comm", e->d_name);
+    FILE *f = fopen(p, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f) && !strncmp(comm, "walls", 5)) sched_setaffinity(atoi(e->d_name), sizeof one, &one);
+    fclose(f);
+  }
+  if (d) closedir(d);
+  sched_setaffinity(0, sizeof zero, &zero);
+}
+
+int main(int argc, char **argv) {
+  int tries = argc > 1 ? atoi(argv[1]) : 40, reached = 0, armed = 0;
+  pin_init();
+  for (int i = 0; i < tries; i++) {
+    char w[32], objects[64];
+    snprintf(w, sizeof w, "w%d", i);
+    snprintf(objects, sizeof objects, "%s/objects", w);
+    snprintf(head, sizeof head, "%s/HEAD", w);
+    snprintf(cfg, sizeof cfg, "%s/config", w);
+    snprintf(refs, sizeof refs, "%s/refs", w);
+    if (mkdir(w, 0755) || mkdir(objects, 0755) || mkfifo(head, 0644)) { perror("setup"); return 1; }
+    int reader = open(head, O_RDONLY | O_NONBLOCK);  /* the FIFO opened: never waits */
+    int dir = open(w, O_RDONLY | O_DIRECTORY);
+    go = 0;
+    pthread_t a, c;
+    pthread_create(&c, NULL, make_config, NULL);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_create(&a, NULL, open_head, NULL);
+    /* The init holds the folder's lock while it checks HEAD (after it saw the FIFO). */
+    for (;;) {
+      if (flock(dir, LOCK_EX | LOCK_NB) != 0) break;
+      flock(dir, LOCK_UN);
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 300000000L) break;
+    }
+    unlink(head);
+    go = 1;
+    int refs_err = mkdir(refs, 0755) ? errno : 0;
+    pthread_join(c, NULL);
+    pthread_join(a, NULL);
+    close(dir);
+    if (reader >= 0) close(reader);
+    struct stat st;
+    int regular = stat(head, &st) == 0 && S_ISREG(st.st_mode);
+    if (!refs_err && !cfg_err && head_err == ENOENT) reached++;
+    if (regular && !refs_err && !cfg_err) { armed++; printf("ARMED %s\n", w); }
+  }
+  printf("TRIES %d REACHED %d ARMED %d\n", tries, reached, armed);
+  return 0;
+}
+"#;

@@ -167,7 +167,12 @@ impl Job {
             return self.answer(how.run(&dir, &name));
         }
         // Opening a FIFO waits for its other end, which another of the command's calls may be
-        // about to open: on a thread of its own.
+        // about to open: on a thread of its own. That thread opens what is there and makes
+        // nothing: it holds no folder lock, and the name's check above judged the folder as it
+        // was then — a FIFO swapped for nothing meanwhile would otherwise let it create a git
+        // dir's last piece after other pieces were allowed beside the gap (found attacking
+        // this: `HEAD` made last beside `config` and `refs`). The name gone: ENOENT.
+        let how = Open { flags: flags & !libc::O_CREAT, ..how };
         let job = self.clone();
         let spawned = std::thread::Builder::new().spawn(move || {
             let answer = if crate::sys::unshare(libc::CLONE_FS).is_ok() {
