@@ -453,3 +453,53 @@ async fn serve_and_commands_leave_the_project_as_found() {
     assert_eq!(listing(&fx.root), before, "serve or its commands made something in the root");
     fx.assert_canary();
 }
+
+/// The names a folding folder hands over for what the host trusts: vfat and exFAT ignore a
+/// name's trailing dots (`config.` is `config` there) and fold case, so `.git/config.`,
+/// `.envrc.`, `.GITHOOKS/pre-commit` for a `core.hooksPath` of `.githooks` and
+/// `SHARED.gitconfig` for an `include.path` of `shared.gitconfig` would reach them. Found
+/// attacking this session: `write` made each of them (the protected rules did not drop
+/// trailing dots; the walk's paths were compared byte for byte), and a command made `.envrc.`.
+/// Refused to `write` and to a command now. Positive control: `notes.` and `shared.txt` are
+/// written by both; the person's git runs nothing of theirs.
+#[tokio::test]
+async fn what_the_host_trusts_is_refused_under_the_names_a_folding_folder_gives_it() {
+    let fx = Fixture::new();
+    let canary = Canary::new(&fx);
+    repo(&fx, &fx.root);
+    git(&fx, &fx.root, &["config", "core.hooksPath", ".githooks"]);
+    git(&fx, &fx.root, &["config", "include.path", "../shared.gitconfig"]);
+    fx.write("shared.gitconfig", "[user]\n\tname = person\n");
+    own_tree(&fx.root);
+    let c = start(&fx).await;
+    let (hook, bad) = (canary.hook(), canary.fsmonitor());
+    for p in [".git/config.", ".git./config", ".envrc.", ".git/hooks./pre-commit"] {
+        write_refused(&c, &fx, p, &bad).await;
+    }
+    for p in [".GITHOOKS/pre-commit", ".githooks./pre-commit"] {
+        write_refused(&c, &fx, p, &hook).await;
+    }
+    for p in ["SHARED.gitconfig", "shared.gitconfig."] {
+        write_refused(&c, &fx, p, &bad).await;
+    }
+    write_ok(&c, &fx, "notes.").await;
+    let r = bash(
+        &c,
+        "echo evil > .envrc. 2>/dev/null && echo WROTE1; mkdir .GITHOOKS. 2>/dev/null && echo MADE2; \
+         echo x >> SHARED.gitconfig. 2>/dev/null && echo WROTE3; echo ok > shared.txt && echo POS-OK",
+    )
+    .await;
+    let out = shown(&r);
+    for word in ["WROTE1", "MADE2", "WROTE3"] {
+        assert!(!out.contains(word), "{word}: {out}");
+    }
+    assert!(out.contains("POS-OK"), "positive control: {out}");
+    c.stop().await;
+    for p in [".git/config.", ".git.", ".envrc.", ".GITHOOKS", ".githooks.", "SHARED.gitconfig"] {
+        assert!(std::fs::symlink_metadata(fx.root.join(p)).is_err(), "{p} was made");
+    }
+    let kept = std::fs::read_to_string(fx.root.join("shared.gitconfig")).unwrap();
+    assert_eq!(kept, "[user]\n\tname = person\n");
+    person_uses(&fx, &fx.root);
+    canary.assert_unrun(&fx);
+}

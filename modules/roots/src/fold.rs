@@ -13,14 +13,20 @@
 //! list was made by folding every code point (`unicodedata`: NFD, `casefold`, NFD) and keeping
 //! those that came out ASCII: the two more it gave, U+037E (`;`) and U+1FEF (a backtick), are
 //! in no name the walls protect.
+//!
+//! Trailing dots go too: vfat and exFAT (without `keep_last_dots`) ignore them when they compare
+//! names, so `config.` there is `config` and `.git./HEAD` is `.git/HEAD` (found attacking this:
+//! `write .git/config.` and a command's `.envrc.` were made). A name of dots only stays itself.
 
 use std::borrow::Cow;
 
 /// `name` folded for comparison with the protected rules and git's names (all ASCII,
 /// lowercase): ASCII letters lowercased, the code points whose full case folding is ASCII
 /// made that (ſ `s`, the Kelvin sign `k`, ß `ss`, the ligature ﬁ `fi`, ...), default-ignorable
-/// code points dropped. Bytes that are not UTF-8 are only ASCII-lowercased.
+/// code points dropped, trailing dots dropped (not from a name of dots only). Bytes that are
+/// not UTF-8 are only ASCII-lowercased.
 pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
+    let name = undotted(name);
     if name.is_ascii() {
         if !name.iter().any(u8::is_ascii_uppercase) {
             return Cow::Borrowed(name);
@@ -46,14 +52,36 @@ pub fn folded(name: &[u8]) -> Cow<'_, [u8]> {
             c => out.push(c.to_ascii_lowercase()),
         }
     }
+    let kept = undotted(out.as_bytes()).len();
+    out.truncate(kept);
     Cow::Owned(out.into_bytes())
+}
+
+/// `name` without its trailing dots, unless it is dots only (`.`, `..`).
+fn undotted(name: &[u8]) -> &[u8] {
+    match name.iter().rposition(|b| *b != b'.') {
+        Some(last) => &name[..=last],
+        None => name,
+    }
+}
+
+/// `path` with each of its components [`folded`], joined by `/` as given.
+pub fn folded_path(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for (i, c) in path.split(|b| *b == b'/').enumerate() {
+        if i > 0 {
+            out.push(b'/');
+        }
+        out.extend_from_slice(&folded(c));
+    }
+    out
 }
 
 /// Whether `a` and `b` fold to the same name ([`folded`]); two ASCII names are compared in
 /// place (the in-run walls ask this several times of every create).
 pub fn same(a: &[u8], b: &[u8]) -> bool {
     if a.is_ascii() && b.is_ascii() {
-        return a.eq_ignore_ascii_case(b);
+        return undotted(a).eq_ignore_ascii_case(undotted(b));
     }
     folded(a) == folded(b)
 }
@@ -110,5 +138,14 @@ mod tests {
         // Not UTF-8: only ASCII folds.
         assert_eq!(folded(b"\xFF.ENVRC").as_ref(), b"\xFF.envrc");
         assert!(matches!(folded(b"plain.txt"), Cow::Borrowed(_)));
+        // Trailing dots, as vfat and exFAT ignore them; a name of dots only is itself.
+        for (name, want) in
+            [("config.", "config"), (".ENVRC..", ".envrc"), (".git.", ".git"), ("..", "..")]
+        {
+            assert_eq!(folded(name.as_bytes()).as_ref(), want.as_bytes(), "{name:?}");
+        }
+        assert_eq!(folded(".env\u{200B}rc.\u{200B}".as_bytes()).as_ref(), b".envrc");
+        assert!(same(b"HEAD.", b"head") && !same(b".", b""));
+        assert_eq!(folded_path(b"/p/.Git./Config."), b"/p/.git/config");
     }
 }

@@ -79,12 +79,11 @@ pub fn is_piece_name(name: &[u8]) -> bool {
 
 /// The folders that would be a git dir with an entry made in `folder` among its hooks: the one
 /// above each folder of `folder`'s path (itself included) named `hooks` as a case-folding
-/// folder answers to it ([`crate::fold`]), nearest first. Such an entry is
-/// a hook when that folder holds `HEAD` (a repository renamed out of its `.git`, or one a
-/// checkout brought whole). One rule for the file tools, checkouts and a command's run; each
-/// stops the walk at its root.
+/// folder answers to it ([`crate::fold`]), nearest first. Such an entry is a hook when that
+/// folder holds `HEAD` (a repository renamed out of its `.git`, or one a checkout brought
+/// whole). One rule for the file tools, checkouts and a command's run; each stops the walk at
+/// its root.
 pub fn hooks_owners(folder: &Path) -> impl Iterator<Item = &Path> {
-    use std::os::unix::ffi::OsStrExt;
     folder
         .ancestors()
         .filter(|a| a.file_name().is_some_and(|n| crate::fold::same(n.as_bytes(), b"hooks")))
@@ -170,6 +169,8 @@ pub struct Trusted {
     /// host reads or runs, existing or not, each with the reason; a folder covers what is
     /// below it.
     paths: BTreeMap<PathBuf, String>,
+    /// The same keyed folded ([`crate::fold::folded_path`]): as `.GITHOOKS` may reach them.
+    folded: BTreeMap<Vec<u8>, String>,
     /// Places outside every root that a protected name, a `.git` file or a git config leads
     /// to: (what leads there, the place). Commands must not be able to write them.
     pub outside: Vec<(PathBuf, PathBuf)>,
@@ -181,7 +182,9 @@ impl Trusted {
     /// The reason `abs` (absolute, clean) may not be written or created, when it or a folder
     /// above it is one of the paths.
     pub fn covers(&self, abs: &Path) -> Option<&str> {
-        abs.ancestors().find_map(|a| self.paths.get(a)).map(String::as_str)
+        let folded =
+            |a: &Path| self.folded.get(&crate::fold::folded_path(a.as_os_str().as_bytes()));
+        abs.ancestors().find_map(|a| self.paths.get(a).or_else(|| folded(a))).map(String::as_str)
     }
 
     /// Every path and why.
@@ -433,6 +436,8 @@ impl Trust {
         for p in links.iter().chain([&real]) {
             if self.roots.iter().any(|r| p.starts_with(r)) {
                 out.paths.entry(p.clone()).or_insert_with(|| why.to_string());
+                let folded = crate::fold::folded_path(p.as_os_str().as_bytes());
+                out.folded.entry(folded).or_insert_with(|| why.to_string());
             } else if p == &real && !out.outside.iter().any(|(_, o)| o == p) {
                 out.outside.push((path.to_path_buf(), p.clone()));
             }

@@ -109,9 +109,10 @@ struct Made {
     configs: Vec<PathBuf>,
 }
 
-/// A path as a case-folding folder compares it with the protected ones ([`fold`]).
+/// A path as a case-folding folder compares it with the protected ones ([`fold`]), component
+/// by component.
 fn lower(p: &Path) -> Vec<u8> {
-    fold::folded(p.as_os_str().as_bytes()).into_owned()
+    fold::folded_path(p.as_os_str().as_bytes())
 }
 
 impl Walls {
