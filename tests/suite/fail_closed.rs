@@ -826,11 +826,7 @@ async fn a_folder_through_dev_fd_is_the_commands_own() {
 #[tokio::test]
 async fn a_thread_with_its_own_descriptors_binds_its_socket() {
     let fx = Fixture::new();
-    let src = fx.root.parent().unwrap().join("t.c");
-    std::fs::write(&src, THREAD_BIND_C).unwrap();
-    let bin = fx.root.join("t");
-    let cc = std::process::Command::new("cc").arg("-o").arg(&bin).arg(&src).output().unwrap();
-    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    compile_c(&fx, "t", THREAD_BIND_C);
     super::common::own_tree(&fx.root);
     let c = start(&fx).await;
     let r = shown(&c.ok("bash", json!({ "command": "./t" })).await);
@@ -843,6 +839,19 @@ async fn a_thread_with_its_own_descriptors_binds_its_socket() {
     }
     c.stop().await;
     fx.assert_canary();
+}
+
+/// `source` (C) compiled with `cc -O1 -pthread` into the root as `name`.
+fn compile_c(fx: &Fixture, name: &str, source: &str) {
+    let src = fx.root.parent().unwrap().join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(fx.root.join(name))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
 }
 
 const THREAD_BIND_C: &str = r#"
@@ -1142,16 +1151,7 @@ do("new-envrc", lambda: os.mkdir("sub/.envrc"))
 #[tokio::test]
 async fn a_fifo_taken_away_during_its_check_is_not_replaced_by_a_new_file() {
     let fx = Fixture::new();
-    let src = fx.root.parent().unwrap().join("race.c");
-    std::fs::write(&src, FIFO_RACE_C).unwrap();
-    let bin = fx.root.join("race");
-    let cc = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    compile_c(&fx, "race", FIFO_RACE_C);
     super::common::own_tree(&fx.root);
     let c = start(&fx).await;
     let r = shown(&c.ok("bash", json!({ "command": "./race 40 | tail -1" })).await);
