@@ -169,7 +169,7 @@ pub struct Trusted {
     /// host reads or runs, existing or not, each with the reason; a folder covers what is
     /// below it.
     paths: BTreeMap<PathBuf, String>,
-    /// The same keyed folded ([`crate::fold::folded_path`]): as `.GITHOOKS` may reach them.
+    /// The same keyed folded ([`crate::fold::folded_path`]), as `covers` looks them up.
     folded: BTreeMap<Vec<u8>, String>,
     /// Places outside every root that a protected name, a `.git` file or a git config leads
     /// to: (what leads there, the place). Commands must not be able to write them.
@@ -182,9 +182,8 @@ impl Trusted {
     /// The reason `abs` (absolute, clean) may not be written or created, when it or a folder
     /// above it is one of the paths.
     pub fn covers(&self, abs: &Path) -> Option<&str> {
-        let folded =
-            |a: &Path| self.folded.get(&crate::fold::folded_path(a.as_os_str().as_bytes()));
-        abs.ancestors().find_map(|a| self.paths.get(a).or_else(|| folded(a))).map(String::as_str)
+        let folded = |a: &Path| crate::fold::folded_path(a.as_os_str().as_bytes());
+        abs.ancestors().find_map(|a| self.folded.get(&folded(a))).map(String::as_str)
     }
 
     /// Every path and why.
