@@ -620,3 +620,73 @@ async fn a_widening_that_names_a_file_runs_once_approved() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "after\n");
     fx.assert_canary();
 }
+
+/// A session-life widening is walked again at each `tmux_send`: a secret file another program
+/// put in the widened folder after the session started is masked in the session before the
+/// text is typed (decision 0101), as one in the roots is. Noticed in session 39 (0093's "What
+/// is left": the session saw it unmasked). Positive control: a plain file put there at the
+/// same moment is read by the session. The secret is unchanged; canary.
+#[tokio::test]
+async fn a_secret_put_in_a_session_widening_after_its_start_is_hidden_from_it() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let c = connect(&fx, &config).await;
+    let dir = grant_dir(&fx);
+    let d = dir.display();
+    let cmd = format!("cd {d} && exec bash --norc");
+    let args = json!({ "command": cmd, "name": "wide", "needs": { "write": [dir] } });
+    let start = tool(&c, "tmux_start", args);
+    let (id, _) = parked_id(&fx, &config, "exec bash --norc").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = start.await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
+
+    std::fs::write(dir.join(".env"), "TOKEN=late-secret\n").unwrap();
+    std::fs::write(dir.join("plain.txt"), "plain\n").unwrap();
+    let text = "cat .env > leak.txt 2>&1; cat plain.txt > copy.txt 2>&1; echo done > sent.txt";
+    let send = tool(&c, "tmux_send", json!({ "session": "wide", "text": text }));
+    let (id, listing) = parked_id(&fx, &config, "sent.txt").await;
+    assert!(listing.contains(&d.to_string()), "the send names the widening: {listing}");
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = send.await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
+    for _ in 0..100 {
+        if dir.join("sent.txt").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("sent.txt")).unwrap(), "done\n");
+    // Positive control: what is not a secret is the session's to read.
+    assert_eq!(std::fs::read_to_string(dir.join("copy.txt")).unwrap(), "plain\n");
+    let leak = std::fs::read_to_string(dir.join("leak.txt")).unwrap();
+    assert!(!leak.contains("late-secret"), "the session read the secret: {leak}");
+    assert!(leak.contains("Permission denied"), "the mask answers: {leak}");
+    assert_eq!(std::fs::read_to_string(dir.join(".env")).unwrap(), "TOKEN=late-secret\n");
+
+    // The folder moved away and another put under its name: what the session holds can no
+    // longer be found by name, so nothing is typed, and the refusal says what to do.
+    let moved = dir.with_file_name("grant-moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    let text = "echo typed > typed.txt";
+    let send = tool(&c, "tmux_send", json!({ "session": "wide", "text": text }));
+    let (id, _) = parked_id(&fx, &config, "typed.txt").await;
+    assert!(approvals(&fx, &config, &["approve", &id]).0);
+    let r = send.await.unwrap();
+    let said = text_of(&r);
+    assert_eq!(r.is_error, Some(true), "{said}");
+    for part in ["not the folder granted", "nothing was typed", "tmux_kill"] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!moved.join("typed.txt").exists(), "the text was typed");
+    let kill = tool(&c, "tmux_kill", json!({ "session": "wide" }));
+    if let Ok((id, _)) =
+        tokio::time::timeout(Duration::from_secs(5), parked_id(&fx, &config, "wide")).await
+    {
+        approvals(&fx, &config, &["approve", &id]);
+    }
+    let _ = kill.await;
+    fx.assert_canary();
+}

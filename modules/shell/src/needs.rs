@@ -248,6 +248,66 @@ pub fn recheck(w: &Widening, rules: &Rules<'_>) -> Result<(), Changed> {
     Ok(())
 }
 
+/// Why a session's widening could not be walked again before a `tmux_send` ([`secrets_now`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Unwalked {
+    #[error(
+        "its `needs.write` path {0} is not the folder granted any more (moved, removed, or \
+         another file or folder has its name)"
+    )]
+    Replaced(String),
+    #[error("its `needs.write` path {path} cannot be opened or walked: {why}")]
+    Failed { path: String, why: String },
+    #[error("{0} must be hidden but its name is not UTF-8")]
+    NotUtf8(String),
+    #[error("the walk stopped: {0}")]
+    Stopped(String),
+}
+
+/// The secret files a session-life widening's folders hold now, to be masked in the session
+/// before anything more is typed (decision 0101): a `.env` another program wrote into the folder
+/// after the session started is hidden from it as one in the roots is. The folder must still be
+/// the one granted (its identity): another folder under its name now means the session's files
+/// cannot be found by their names, and the send is refused.
+pub fn secrets_now(w: &Widening, rules: &Rules<'_>) -> Result<Vec<PathBuf>, Unwalked> {
+    let mut secrets = Vec::new();
+    if w.write.is_empty() {
+        return Ok(secrets);
+    }
+    let root = resolve::host_root()
+        .map_err(|e| Unwalked::Failed { path: "/".into(), why: e.to_string() })?;
+    for g in &w.write {
+        let path = cut(&g.path.display().to_string());
+        let failed = |why: String| Unwalked::Failed { path: path.clone(), why };
+        let fd = match resolve::open_nofollow(&root, &g.path) {
+            Ok(Target::Found(fd, true)) => fd,
+            Ok(Target::Found(fd, false)) if Identity::of(&fd).is_ok_and(|id| id == g.id()) => {
+                continue;
+            }
+            Ok(_) => return Err(Unwalked::Replaced(path)),
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        if !Identity::of(&fd).is_ok_and(|id| id == g.id()) {
+            return Err(Unwalked::Replaced(path));
+        }
+        use std::os::fd::AsFd;
+        let start = hands_roots::open_start_at(fd.as_fd())
+            .map_err(|e| failed(std::io::Error::from(e).to_string()))?;
+        let found = hands_sandbox::masks::walk_with(
+            vec![(g.path.clone(), start)],
+            rules.policy,
+            MAX_SCAN,
+            None,
+        )
+        .map_err(|e| failed(e.to_string()))?;
+        if let Some(p) = &found.unmaskable {
+            return Err(Unwalked::NotUtf8(cut(&p.display().to_string())));
+        }
+        secrets.extend(found.paths);
+    }
+    Ok(secrets)
+}
+
 /// One `write` path checked: by name against what must never be granted, then opened without
 /// following a link, its identity checked too, and a folder walked under the launch's policy.
 fn write_path(

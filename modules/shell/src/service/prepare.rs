@@ -116,6 +116,21 @@ impl Shell {
             .map_err(|e| ShellError::Changed(e.to_string()))
     }
 
+    /// The secret files a session's widening holds now ([`needs::secrets_now`]), for its
+    /// `tmux_send` to mask; why not, when the folder is not the one granted any more.
+    pub(crate) async fn widened_secrets(
+        &self,
+        w: &Widening,
+    ) -> Result<Vec<std::path::PathBuf>, needs::Unwalked> {
+        if w.write.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (w, rules) = (w.clone(), self.needs_rules());
+        super::briefly(move || rules.with(|r| needs::secrets_now(&w, r)))
+            .await
+            .map_err(|e| needs::Unwalked::Stopped(e.to_string()))?
+    }
+
     /// The check of one call before the gate (see the module's documentation): what it
     /// prepared, or why it is refused before anyone is asked. May block (a `needs` folder is
     /// walked; a session's record is read).

@@ -449,6 +449,18 @@ impl Shell {
     /// could read them.
     async fn remask(&self, m: &mut Meta) -> Result<(), ShellError> {
         let found = self.found_masks().await?;
+        // A session-life widening's folders too: a secret put there after the start (0101).
+        let widened = match &m.needs {
+            Some(w) => self.widened_secrets(w).await.map_err(|why| {
+                ShellError::Failed(format!(
+                    "tmux session {:?} has a widening whose folders could not be checked for \
+                     secret files: {why}; nothing was typed. tmux_kill the session and start \
+                     it again",
+                    m.called()
+                ))
+            })?,
+            None => Vec::new(),
+        };
         let known: std::collections::HashSet<PathBuf> = m.masked.iter().cloned().collect();
         // A mask stays only while it is a mount in the session's view: a host rename over its
         // file (an editor's atomic save) took it off, and the new file counts as not masked
@@ -460,7 +472,7 @@ impl Shell {
                     .as_ref()
                     .is_none_or(|on| p.ancestors().any(|a| on.contains(a) && known.contains(a)))
         };
-        let new: Vec<&PathBuf> = found.paths.iter().filter(|p| !held(p)).collect();
+        let new: Vec<&PathBuf> = found.paths.iter().chain(&widened).filter(|p| !held(p)).collect();
         if new.is_empty() {
             return Ok(());
         }
@@ -469,7 +481,7 @@ impl Shell {
         let refuse = |why: String| {
             let list: Vec<String> = new.iter().map(|p| p.display().to_string()).collect();
             ShellError::Failed(format!(
-                "secret files appeared in the roots after tmux session {called:?} started ({}), and \
+                "secret files appeared in the roots or its widened folders after tmux session {called:?} started ({}), and \
                  they could not be hidden from it: {why}; nothing was typed. tmux_kill the session \
                  and start it again (a new session masks them)",
                 list.join(", ")
