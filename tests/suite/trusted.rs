@@ -545,6 +545,41 @@ async fn with_allow_home_a_missing_start_up_file_cannot_be_created() {
     fx.assert_canary();
 }
 
+/// With `allow_home = true`, the state dir hands defaults to (`~/.local/state/hands`, where every
+/// daemon of the person's without a `state_dir` keeps its standing permissions and audit log)
+/// is read-only to commands and file tools, existing or not, though this daemon's state dir is
+/// elsewhere. Found by session 40's attack pass: a command wrote `approvals.json` there and
+/// the person's other daemon then ran `bash` unasked. Positive control: a folder beside it.
+#[tokio::test]
+async fn with_allow_home_the_default_state_dir_is_read_only() {
+    let fx = Fixture::new();
+    let config = home_with_surface(&fx);
+    let state = fx.home.join(".local/state/hands");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("audit.jsonl"), "").unwrap();
+    own_tree(&fx.home);
+    let c = Client::start_with_env(&fx, &config, Era::Legacy, &[("XDG_STATE_HOME", "")]).await;
+    let s = state.display().to_string();
+    let script = format!(
+        "mkdir -p {s}/../other && echo ok > {s}/../other/x && echo CONTROL; \
+         echo '[]' > {s}/approvals.json && echo NEW; echo x >> {s}/audit.jsonl && echo OLD; \
+         mv {s} {s}.old && echo MOVED"
+    );
+    let r = c.ok("bash", json!({ "command": script })).await;
+    let said = r["stdout"].as_str().unwrap();
+    assert!(said.contains("CONTROL"), "{r}");
+    for word in ["NEW", "OLD", "MOVED"] {
+        assert!(!said.contains(word), "{word}: {r}");
+    }
+    let at = state.join("approvals.json");
+    let w = c.call("write", json!({ "path": at.to_str().unwrap(), "content": "[]" })).await;
+    refused(&w, "host-trusted paths", "approvals.json");
+    assert!(!at.exists(), "{r}");
+    assert_eq!(std::fs::read_to_string(state.join("audit.jsonl")).unwrap(), "");
+    c.stop().await;
+    fx.assert_canary();
+}
+
 /// `check` refuses what `serve` refuses for the state dir and the token files as well: a
 /// token file a command or file tool could read, a state dir inside a root.
 #[test]
