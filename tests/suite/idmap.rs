@@ -309,3 +309,42 @@ async fn a_project_given_to_another_group_keeps_its_commands_caches() {
     }
     fx.assert_canary();
 }
+
+/// No file the command makes or changes carries the set-user-id or set-group-id bit: in a
+/// root-owned project its files are root's on the host, and a set-uid copy of a program would
+/// give root to whoever runs it outside the sandbox (found by session 40's attack pass: `cp
+/// /usr/bin/env e && chmod 4755 e` left a root set-uid `env`; decision 0102). `chmod`, `install
+/// -m`, an `open` that creates with the bit and `mknod` are refused (EPERM). Positive controls:
+/// `chmod 755` and `chmod +t` on the same file, a create with mode 0755.
+#[tokio::test]
+#[ignore = "needs root (a root daemon over a root-owned project); run with --include-ignored"]
+async fn no_file_a_command_makes_is_set_uid() {
+    if !needs_root("no_file_a_command_makes_is_set_uid", "a root daemon") {
+        return;
+    }
+    let t = RootOwned::new();
+    let root = &t.fx.root;
+    let c = t.start().await;
+    let script = "cp /bin/true e && chmod 755 e && echo CONTROL; chmod 4755 e && echo SUID; \
+         chmod u+s e && echo U; chmod g+s e && echo G; chmod 2755 e && echo SGID; \
+         install -m 4755 /bin/true i && echo INSTALL; \
+         python3 -c 'import os; os.close(os.open(\"o\", os.O_CREAT|os.O_WRONLY, 0o4755))' && echo OPEN; \
+         python3 -c 'import os; os.close(os.open(\"p\", os.O_CREAT|os.O_WRONLY, 0o755))' && echo PLAIN; \
+         python3 -c 'import os,stat; os.mknod(\"n\", stat.S_IFREG|0o6755)' && echo MKNOD; \
+         mkdir d && chmod 1777 d && echo STICKY; chmod g+s d && echo DIRSGID; echo end";
+    let r = c.ok("bash", json!({ "command": script })).await;
+    let said = out(&r);
+    assert!(said.contains("CONTROL") && said.contains("PLAIN") && said.contains("STICKY"), "{r}");
+    for word in ["SUID", "\nU\n", "\nG\n", "SGID", "INSTALL", "OPEN", "MKNOD", "DIRSGID"] {
+        assert!(!said.contains(word), "{word}: {r}");
+    }
+    assert!(r["stderr"].as_str().unwrap().contains("Operation not permitted"), "{r}");
+    for name in ["e", "i", "o", "p", "n", "d"] {
+        let Ok(m) = std::fs::symlink_metadata(root.join(name)) else { continue };
+        assert_eq!(m.mode() & 0o6000, 0, "{name} has mode {:o}: {r}", m.mode());
+    }
+    assert_eq!(std::fs::symlink_metadata(root.join("e")).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(owner(&root.join("e")), (0, 0));
+    c.stop().await;
+    t.assert_canaries();
+}

@@ -782,3 +782,21 @@ fn a_root_owned_read_only_root_reads_as_its_owner_and_stays_read_only() {
     assert_eq!(std::fs::read_to_string(ro.join("secret.txt")).unwrap(), "owner only\n");
     sb.fx.assert_canary();
 }
+
+/// As any user, the launcher refuses a set-user-id or set-group-id bit on a file (decision
+/// 0102): a set-uid copy of a program left in the project would run with its owner's rights
+/// for whoever starts it outside the sandbox. Positive control: `chmod 755` of the same file.
+#[test]
+fn a_command_cannot_make_a_set_uid_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let o = sb.run(
+        "cp /bin/true e && chmod 755 e && echo CONTROL; chmod 4755 e && echo SUID; \
+         chmod g+s e && echo SGID; echo end",
+    );
+    assert_eq!(stdout(&o), "CONTROL\nend\n", "{}", all(&o));
+    assert!(all(&o).contains("Operation not permitted"), "{}", all(&o));
+    let mode = std::fs::metadata(sb.fx.root.join("e")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
+    sb.fx.assert_canary();
+}

@@ -281,6 +281,9 @@ pub fn seccomp() -> Result<()> {
         .map(|&f| cond(0, Dword, SeccompCmpOp::Ne, f as u64))
         .collect::<Result<_>>()?;
     deny.insert(libc::SYS_socket, vec![rule(family_conds)?]);
+    for (nr, rules) in set_id_rules()? {
+        deny.insert(nr, rules);
+    }
     // A filter with a listener of the command's own would get the in-run walls' calls before
     // the init (the newest filter's listener wins) and could let them continue unchecked.
     let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
@@ -299,6 +302,53 @@ pub fn seccomp() -> Result<()> {
     program.extend(main);
     seccompiler::apply_filter(&program).context("seccomp")?;
     Ok(())
+}
+
+/// Calls that would give a file the set-user-id or set-group-id bit, each with the index of its
+/// mode argument and, for an open, of its flags (the mode counts only with `O_CREAT`): EPERM.
+/// A program the command leaves set-uid runs with its owner's rights for whoever starts it
+/// outside the sandbox — root's, where a root daemon's id-mapped root makes the command's files
+/// root's (found by session 40's attack pass; decision 0102). `nosuid` inside the sandbox does
+/// not reach the file on the host.
+fn set_id_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
+    let mut v = vec![
+        (libc::SYS_fchmod, 1, None),
+        (libc::SYS_fchmodat, 2, None),
+        (libc::SYS_fchmodat2, 2, None),
+        (libc::SYS_mknodat, 2, None),
+        (libc::SYS_openat, 3, Some(2)),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (libc::SYS_chmod, 1, None),
+        (libc::SYS_mknod, 1, None),
+        (libc::SYS_creat, 1, None),
+        (libc::SYS_open, 2, Some(1)),
+    ]);
+    v
+}
+
+/// [`set_id_calls`] as rules: one per bit (a rule's conditions must all hold).
+fn set_id_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>> {
+    use SeccompCmpArgLen::Dword;
+    let has = |arg: u8, bit: u32| cond(arg, Dword, SeccompCmpOp::MaskedEq(bit.into()), bit.into());
+    let create = libc::O_CREAT as u32;
+    set_id_calls()
+        .into_iter()
+        .map(|(nr, mode, flags)| {
+            let rules = [libc::S_ISUID, libc::S_ISGID]
+                .into_iter()
+                .map(|bit| {
+                    let mut c = vec![has(mode, bit)?];
+                    if let Some(f) = flags {
+                        c.push(has(f, create)?);
+                    }
+                    rule(c)
+                })
+                .collect::<Result<_>>()?;
+            Ok((nr, rules))
+        })
+        .collect()
 }
 
 /// `AUDIT_ARCH_*` of the architectures the filter is built for.
