@@ -643,7 +643,15 @@ async fn a_secret_put_in_a_session_widening_after_its_start_is_hidden_from_it() 
 
     std::fs::write(dir.join(".env"), "TOKEN=late-secret\n").unwrap();
     std::fs::write(dir.join("plain.txt"), "plain\n").unwrap();
-    let text = "cat .env > leak.txt 2>&1; cat plain.txt > copy.txt 2>&1; echo done > sent.txt";
+    // A host program's socket put there too (decision 0104): masked like a secret.
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("late.sock")).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let open_to_all = std::fs::Permissions::from_mode(0o777);
+    std::fs::set_permissions(dir.join("late.sock"), open_to_all).unwrap();
+    let text = "cat .env > leak.txt 2>&1; cat plain.txt > copy.txt 2>&1; python3 -c \
+                'import socket; socket.socket(socket.AF_UNIX).connect(\"late.sock\")' 2> sock.txt; \
+                echo done > sent.txt";
     let send = tool(&c, "tmux_send", json!({ "session": "wide", "text": text }));
     let (id, listing) = parked_id(&fx, &config, "sent.txt").await;
     assert!(listing.contains(&d.to_string()), "the send names the widening: {listing}");
@@ -662,6 +670,8 @@ async fn a_secret_put_in_a_session_widening_after_its_start_is_hidden_from_it() 
     let leak = std::fs::read_to_string(dir.join("leak.txt")).unwrap();
     assert!(!leak.contains("late-secret"), "the session read the secret: {leak}");
     assert!(leak.contains("Permission denied"), "the mask answers: {leak}");
+    let sock = std::fs::read_to_string(dir.join("sock.txt")).unwrap();
+    assert!(listener.accept().is_err() && sock.contains("Error"), "the socket was reached: {sock}");
     assert_eq!(std::fs::read_to_string(dir.join(".env")).unwrap(), "TOKEN=late-secret\n");
 
     // The folder moved away and another put under its name: what the session holds can no
@@ -688,5 +698,79 @@ async fn a_secret_put_in_a_session_widening_after_its_start_is_hidden_from_it() 
         approvals(&fx, &config, &["approve", &id]);
     }
     let _ = kill.await;
+    fx.assert_canary();
+}
+
+/// A `needs.write` path is refused before anyone is asked when it reaches what the host runs
+/// though it lies outside the roots and holds nothing of its own (session 40's attack pass,
+/// decision 0104; each was approved and ran the planted program on the host): the folder the
+/// roots' repository includes a config from and takes its hooks from (`include.path`,
+/// `core.hooksPath` outside the roots), the hooks folder the person's global git config names,
+/// a bare repository's `hooks`, a start-up folder of the home although no root holds the home,
+/// and a folder holding a unix socket (a host program's, which would take orders from the
+/// sandbox). Positive control: a plain folder beside them is put to a person.
+#[tokio::test]
+async fn needs_cannot_reach_what_the_host_runs_outside_the_roots() {
+    let fx = Fixture::new();
+    let config = config(&fx);
+    let dir = grant_dir(&fx);
+    let team = dir.join("team");
+    std::fs::create_dir_all(team.join("hooks")).unwrap();
+    std::fs::write(team.join("shared.gitconfig"), "[user]\n\tname = Team\n").unwrap();
+    super::common::host_git(&fx.home, &fx.root, &["init", "-q"]);
+    let git_config = fx.root.join(".git/config");
+    let mut text = std::fs::read_to_string(&git_config).unwrap();
+    text.push_str(&format!(
+        "[include]\n\tpath = {}\n[core]\n\thooksPath = {}\n",
+        team.join("shared.gitconfig").display(),
+        team.join("hooks").display()
+    ));
+    std::fs::write(&git_config, text).unwrap();
+    let global_hooks = dir.join("person-hooks");
+    std::fs::create_dir_all(&global_hooks).unwrap();
+    std::fs::write(
+        fx.home.join(".gitconfig"),
+        format!("[core]\n\thooksPath = {}\n", global_hooks.display()),
+    )
+    .unwrap();
+    let bare = dir.join("shared.git");
+    super::common::host_git(&fx.home, &dir, &["init", "-q", "--bare", "shared.git"]);
+    let cargo_bin = fx.home.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).unwrap();
+    let with_socket = dir.join("sockets");
+    std::fs::create_dir_all(with_socket.join("tmux-0")).unwrap();
+    let _listener =
+        std::os::unix::net::UnixListener::bind(with_socket.join("tmux-0/default")).unwrap();
+    let c = connect(&fx, &config).await;
+    let cases = [
+        (team.clone(), "shared.gitconfig"),
+        (team.join("hooks"), "hooks"),
+        (global_hooks.clone(), "person-hooks, "),
+        (bare.join("hooks"), "the git dir"),
+        (cargo_bin.clone(), "start-up"),
+        (with_socket.clone(), "unix socket"),
+        (with_socket.join("tmux-0/default"), "unix socket"),
+    ];
+    for (path, says) in cases {
+        let args = json!({ "command": "echo x > /dev/null", "needs": { "write": [path] } });
+        let r = tokio::time::timeout(Duration::from_secs(20), bash(&c, args)).await;
+        let r = r.expect("refused at once, without asking anyone").unwrap();
+        let text = text_of(&r);
+        assert_eq!(r.is_error, Some(true), "{}: {text}", path.display());
+        assert!(text.contains(says), "{says}: {text}");
+        let denied = &r.structured_content.as_ref().unwrap()["denied"][0];
+        assert!(denied["remedy"].as_str().unwrap().contains("nobody can approve"), "{denied}");
+        let (_, listing) = approvals(&fx, &config, &["list"]);
+        assert!(!listing.lines().any(|l| l.starts_with("waiting ")), "asked: {listing}");
+    }
+    // Positive control: a plain folder beside them is put to a person (denied here).
+    let clean = dir.join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let pending =
+        bash(&c, json!({ "command": "touch reach-marker", "needs": { "write": [clean] } }));
+    let (id, _) = parked_id(&fx, &config, "reach-marker").await;
+    assert!(approvals(&fx, &config, &["deny", &id]).0);
+    assert_eq!(pending.await.unwrap().is_error, Some(true));
+    assert!(std::fs::read_dir(team.join("hooks")).unwrap().next().is_none());
     fx.assert_canary();
 }

@@ -465,6 +465,26 @@ pub fn refusal_for_new_repository(text: &[u8]) -> Option<String> {
     None
 }
 
+/// The system and global config files the host's git reads for every repository (`~` is
+/// `home`; `$GIT_CONFIG_SYSTEM`, `$GIT_CONFIG_GLOBAL` and `$XDG_CONFIG_HOME` as git takes
+/// them), and what they name.
+pub fn global(home: Option<&Path>, budget: &mut usize) -> Named {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut files = vec![env("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())];
+    if let Some(g) = env("GIT_CONFIG_GLOBAL") {
+        files.push(g);
+    } else {
+        let xdg = env("XDG_CONFIG_HOME").or_else(|| home.map(|h| h.join(".config")));
+        files.extend(xdg.map(|x| x.join("git/config")));
+        files.extend(home.map(|h| h.join(".gitconfig")));
+    }
+    let mut named = Named::default();
+    for f in files.iter().filter(|f| f.is_absolute()) {
+        resolve(f, home, budget, &mut named);
+    }
+    named
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -336,23 +336,10 @@ impl Trust {
         }
     }
 
-    /// The system and global config files and what they name (for every repository).
-    fn global(&self, budget: &mut usize) -> gitcfg::Named {
-        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let mut files = vec![env("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())];
-        if let Some(g) = env("GIT_CONFIG_GLOBAL") {
-            files.push(g);
-        } else {
-            let xdg =
-                env("XDG_CONFIG_HOME").or_else(|| self.home.as_ref().map(|h| h.join(".config")));
-            files.extend(xdg.map(|x| x.join("git/config")));
-            files.extend(self.home.as_ref().map(|h| h.join(".gitconfig")));
-        }
-        let mut named = gitcfg::Named::default();
-        for f in files.iter().filter(|f| f.is_absolute()) {
-            gitcfg::resolve(f, self.home.as_deref(), budget, &mut named);
-        }
-        named
+    /// The system and global config files and what they name (for every repository): what a
+    /// widening must not reach wherever it lies (SPEC §6).
+    pub fn global(&self, budget: &mut usize) -> gitcfg::Named {
+        gitcfg::global(self.home.as_deref(), budget)
     }
 
     /// Everything one git dir makes the host's git read or run.

@@ -12,17 +12,19 @@
 //! config, token files, binary and launcher, the home's start-up surface) or what the host's
 //! git reads or runs; a kernel interface; a path missing or reached through a link.
 
-use hands_roots::{Policy, Trust};
+use hands_roots::{FileType, Policy, Trust};
 use hands_sandbox::resolve::{self, Identity, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 
+mod reach;
+
 /// At most this many entries in each list: a person must be able to read the request.
 pub const MAX_ENTRIES: usize = 16;
 /// A folder named in `write` is walked for what must stay hidden or read-only; beyond this
 /// many entries it is refused (a person can name a narrower folder).
-const MAX_SCAN: usize = 10_000;
+pub(crate) const MAX_SCAN: usize = 10_000;
 
 /// A widening a person must approve. `write`: absolute paths outside the roots the command may
 /// write (existing, no link on the way, holding no credential, secret or protected path, nothing
@@ -304,6 +306,8 @@ pub fn secrets_now(w: &Widening, rules: &Rules<'_>) -> Result<Vec<PathBuf>, Unwa
             return Err(Unwalked::NotUtf8(cut(&p.display().to_string())));
         }
         secrets.extend(found.paths);
+        // A host program's socket put there since: masked like a secret (decision 0104).
+        secrets.extend(reach::sockets(&g.path, fd.as_fd()).map_err(|e| failed(e.to_string()))?);
     }
     Ok(secrets)
 }
@@ -386,7 +390,29 @@ fn write_path(
         let why = format!("{what} is a denied or credential path (by its identity)");
         return Err(forbid("denied paths", why, NEVER));
     }
+    if rustix::fs::fstat(&fd).is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Socket)
+    {
+        let why = format!(
+            "{what} is a unix socket: a host program's socket takes orders from \
+                           outside the sandbox"
+        );
+        return Err(forbid("needs", why, NEVER));
+    }
+    if let Some(t) = reach::host_reads(p, rules) {
+        return Err(forbid("protected paths", format!("{what} is, holds or lies in {t}"), NEVER));
+    }
     if is_dir {
+        use std::os::fd::AsFd;
+        let sockets = reach::sockets(p, fd.as_fd())
+            .map_err(|e| forbid("needs", format!("{what} cannot be listed ({e})"), FIX))?;
+        if let Some(s) = sockets.first() {
+            let s = cut(&s.display().to_string());
+            let why = format!(
+                "{what} holds the unix socket {s}: a host program's socket takes orders from \
+                 outside the sandbox"
+            );
+            return Err(forbid("needs", why, NEVER));
+        }
         walk(p, &fd, rules).map_err(|(found, why)| {
             let found = cut(&found.display().to_string());
             forbid("needs", format!("{what} cannot be granted: {found}: {why}"), NEVER)
