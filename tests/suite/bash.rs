@@ -379,7 +379,7 @@ async fn the_environment_is_minimal_and_nothing_of_the_daemon_leaks() {
     for want in [
         "PATH=/usr/bin:/bin\n".to_string(),
         format!("HANDS_TOOL_DIR={}/tool\n", fx.home.display()),
-        format!("HOME={}\n", fx.state.join("sandbox-home/tools-shell").display()),
+        format!("HOME={}\n", super::common::sandbox_home(&fx).display()),
         "TMPDIR=/tmp\n".into(),
         "LANG=C.UTF-8\n".into(),
         "TERM=dumb\n".into(),

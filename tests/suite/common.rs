@@ -554,3 +554,15 @@ pub async fn serve_http(
     });
     (child, addr)
 }
+
+/// The commands' home of tools-shell on the host: one folder per set of roots below
+/// `<state>/sandbox-home/tools-shell` (decision 0105), made when the daemon starts.
+pub fn sandbox_home(fx: &Fixture) -> PathBuf {
+    let all = fx.state.join("sandbox-home/tools-shell");
+    let homes: Vec<PathBuf> = std::fs::read_dir(&all)
+        .unwrap_or_else(|e| panic!("{}: {e}", all.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(homes.len(), 1, "one set of roots, one home: {homes:?}");
+    homes.into_iter().next().unwrap()
+}

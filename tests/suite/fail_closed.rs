@@ -302,7 +302,7 @@ async fn a_removed_mount_point_is_made_again_for_the_next_command() {
     assert!(std::fs::symlink_metadata(fx.root.join(".vscode")).is_err(), "serve made .vscode");
     // Not while the next command's sandbox is being built from it (decision 0077).
     super::ready::settled(&fx).await;
-    std::fs::remove_dir_all(fx.state.join("sandbox-home/tools-shell")).unwrap();
+    std::fs::remove_dir_all(super::common::sandbox_home(&fx)).unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let r = c
         .call(

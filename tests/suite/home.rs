@@ -167,7 +167,45 @@ async fn what_a_run_leaves_in_the_home_runs_in_no_later_run() {
     assert_eq!(structured(&r)["exit_code"], 0, "{}", text_of(&r));
     assert_eq!(ran(), vec!["ran-direct".to_string()]);
     fx.assert_canary();
-    let home = fx.state.join("sandbox-home/tools-shell");
+    let home = super::common::sandbox_home(&fx);
     let kept: Vec<PathBuf> = std::fs::read_dir(&home).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(!home.join(".gitconfig").exists() && !home.join(".bashrc").exists(), "{kept:?}");
+}
+
+/// Two daemons of one person share the default state dir but not their roots: what one
+/// project's commands leave in the carried caches (`~/.cache`) is not in the other's home
+/// (found by session 40's attack pass: a planted `corepack` cache ran in the other project,
+/// which could then be written; decision 0105). Positive control: the first project's next
+/// run finds what it left there.
+#[tokio::test]
+async fn one_projects_caches_are_not_another_projects() {
+    let fx = Fixture::new();
+    let other = fx.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    own(&other);
+    let text = |root: &std::path::Path| {
+        format!(
+            "[daemon]\nstate_dir = \"{}\"\n\n[[builtins]]\nid = \"tools-shell\"\n\
+             grants = [\"filesystem\", \"spawn\"]\nfilesystem = [{{ path = \"{}\", write = true }}]\n\
+             config = {{ trust = {{ external = \"allow\" }} }}\n",
+            fx.state.display(),
+            root.display()
+        )
+    };
+    let first = fx.config(&text(&fx.root));
+    let second = fx.dir.path().join("second.toml");
+    std::fs::write(&second, text(&other)).unwrap();
+    let a = super::common::Client::start_era(&fx, &first, Era::Legacy).await;
+    let plant = "mkdir -p ~/.cache/planted && echo from-a > ~/.cache/planted/run.js && echo ok";
+    let r = a.ok("bash", json!({ "command": plant })).await;
+    assert_eq!(r["stdout"], "ok\n", "{r}");
+    let b = super::common::Client::start_era(&fx, &second, Era::Legacy).await;
+    let look = "cat ~/.cache/planted/run.js 2>&1; echo end";
+    let r = b.ok("bash", json!({ "command": look })).await;
+    assert!(!r["stdout"].as_str().unwrap().contains("from-a"), "the other project's cache: {r}");
+    let r = a.ok("bash", json!({ "command": look })).await;
+    assert_eq!(r["stdout"], "from-a\nend\n", "positive control: {r}");
+    a.stop().await;
+    b.stop().await;
+    fx.assert_canary();
 }

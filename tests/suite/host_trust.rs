@@ -242,7 +242,7 @@ async fn protected_names_that_are_links_protect_their_targets() {
     person_uses(&fx, &fx.root);
     // A protected name linking into the sandbox home: the person's editor would read what any
     // command writes there.
-    let home = fx.state.join("sandbox-home/tools-shell");
+    let home = super::common::sandbox_home(&fx);
     std::fs::create_dir_all(fx.root.join("sub")).unwrap();
     std::os::unix::fs::symlink(&home, fx.root.join("sub/.vscode")).unwrap();
     tokio::time::sleep(Duration::from_millis(2200)).await;

@@ -296,7 +296,7 @@ async fn a_project_given_to_another_group_keeps_its_commands_caches() {
     let r = c.ok("bash", json!({ "command": fill })).await;
     assert_eq!(out(&r), format!("{COMMAND_UID}\n"), "{r}");
     c.stop().await;
-    let store = fx.state.join("sandbox-home/tools-shell");
+    let store = super::common::sandbox_home(&fx);
     assert_eq!(owner(&store.join(".cargo/registry")), (COMMAND_UID, COMMAND_UID));
 
     std::os::unix::fs::lchown(&fx.root, Some(COMMAND_UID), Some(0)).unwrap();

@@ -127,7 +127,7 @@ async fn a_denied_program_runs_by_no_route() {
     let config = config(&fx, "allow = [\"*\"], deny = [\"rm\"], confirm = []", false);
     let c = connect(&fx, &config, Person::new(None, true)).await;
     let root = fx.root.display().to_string();
-    let home = fx.state.join("sandbox-home/tools-shell").display().to_string();
+    let home = super::common::sandbox_home(&fx).display().to_string();
     let evil_kc = kubeconfig(&fx, "evil.yaml", "rm", &format!("{root}/victim"));
     let good_kc = kubeconfig(&fx, "good.yaml", "touch", &format!("{root}/made-kube"));
     let evil_sort = sort_input(&fx, "evil-sort.txt", &format!("rm -f {root}/victim"));

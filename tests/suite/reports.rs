@@ -198,7 +198,7 @@ async fn a_sandbox_that_cannot_be_built_is_still_reported() {
     let c = start(&fx).await;
     let r = bash(&c, "echo before > before.txt").await;
     assert_eq!(r["exit_code"], 0, "positive control: {r}");
-    let home = fx.state.join("sandbox-home/tools-shell");
+    let home = super::common::sandbox_home(&fx);
     assert!(home.is_dir(), "the commands' home is {}", home.display());
     // The next command's sandbox is built from the home once the command has ended (decision
     // 0077): once it waits, the home is the test's to break (the daemon passes over a ready

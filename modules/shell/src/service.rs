@@ -217,7 +217,9 @@ impl Shell {
             use std::os::unix::fs::MetadataExt;
             launcher::Identity { dev: m.dev(), ino: m.ino() }
         });
-        let home = state.join("sandbox-home/tools-shell");
+        // One home per set of roots: what one project's commands leave in the carried caches
+        // runs in no other project's (found by session 40's attack pass; decision 0105).
+        let home = state.join("sandbox-home/tools-shell").join(roots_key(resolver.roots()));
         std::fs::create_dir_all(&home)
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
         let home = std::fs::canonicalize(&home)
@@ -513,6 +515,24 @@ pub async fn briefly<T: Send + 'static>(
             .map_err(|_| Unfinished::Panicked);
     }
     Ok(tokio::task::spawn_blocking(f).await?)
+}
+
+/// A short, stable name for a set of roots (their real paths and whether each is writable):
+/// the folder of the sandbox home its commands share.
+fn roots_key(roots: &[hands_roots::Root]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut lines: Vec<Vec<u8>> = roots
+        .iter()
+        .map(|r| {
+            use std::os::unix::ffi::OsStrExt;
+            let mut l = r.path().as_os_str().as_bytes().to_vec();
+            l.extend_from_slice(if r.writable() { b"\0rw\n" } else { b"\0ro\n" });
+            l
+        })
+        .collect();
+    lines.sort();
+    let digest = Sha256::digest(lines.concat());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether the caller runs on a one-thread tokio runtime (a stdio daemon: one client), where
