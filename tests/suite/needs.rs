@@ -741,8 +741,25 @@ async fn needs_cannot_reach_what_the_host_runs_outside_the_roots() {
     std::fs::create_dir_all(with_socket.join("tmux-0")).unwrap();
     let _listener =
         std::os::unix::net::UnixListener::bind(with_socket.join("tmux-0/default")).unwrap();
+    // A second name of the project's `.git/config`, and (as root) a bind of the state dir.
+    std::fs::hard_link(&git_config, dir.join("cfg-link")).unwrap();
+    let holder = dir.join("holder");
+    std::fs::create_dir_all(holder.join("m")).unwrap();
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let bound = super::common::is_root()
+        && std::process::Command::new("mount")
+            .args(["--bind", fx.state.to_str().unwrap(), holder.join("m").to_str().unwrap()])
+            .status()
+            .is_ok_and(|s| s.success());
+    let _unmount = bound.then(|| Unmount(holder.join("m")));
     let c = connect(&fx, &config).await;
-    let cases = [
+    let mut cases = vec![
+        (dir.join("cfg-link"), "hard links"),
         (team.clone(), "shared.gitconfig"),
         (team.join("hooks"), "hooks"),
         (global_hooks.clone(), "person-hooks, "),
@@ -751,6 +768,9 @@ async fn needs_cannot_reach_what_the_host_runs_outside_the_roots() {
         (with_socket.clone(), "unix socket"),
         (with_socket.join("tmux-0/default"), "unix socket"),
     ];
+    if bound {
+        cases.push((holder.clone(), "state dir, mounted at"));
+    }
     for (path, says) in cases {
         let args = json!({ "command": "echo x > /dev/null", "needs": { "write": [path] } });
         let r = tokio::time::timeout(Duration::from_secs(20), bash(&c, args)).await;

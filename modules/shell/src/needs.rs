@@ -307,7 +307,8 @@ pub fn secrets_now(w: &Widening, rules: &Rules<'_>) -> Result<Vec<PathBuf>, Unwa
         }
         secrets.extend(found.paths);
         // A host program's socket put there since: masked like a secret (decision 0104).
-        secrets.extend(reach::sockets(&g.path, fd.as_fd()).map_err(|e| failed(e.to_string()))?);
+        let scan = reach::scan(&g.path, fd.as_fd(), None).map_err(|e| failed(e.to_string()))?;
+        secrets.extend(scan.sockets);
     }
     Ok(secrets)
 }
@@ -398,14 +399,31 @@ fn write_path(
         );
         return Err(forbid("needs", why, NEVER));
     }
+    if let Ok(st) = rustix::fs::fstat(&fd)
+        && !is_dir
+        && st.st_nlink > 1
+    {
+        let why = format!(
+            "{what} has {} names (hard links): another of them could be a file the host \
+             trusts, which a run would write through this one",
+            st.st_nlink
+        );
+        let remedy = "nobody can approve it: name a file with no other names (a person can \
+                      copy it to a new one)";
+        return Err(forbid("needs", why, remedy));
+    }
     if let Some(t) = reach::host_reads(p, rules) {
         return Err(forbid("protected paths", format!("{what} is, holds or lies in {t}"), NEVER));
     }
     if is_dir {
         use std::os::fd::AsFd;
-        let sockets = reach::sockets(p, fd.as_fd())
+        let scan = reach::scan(p, fd.as_fd(), rules.state_id)
             .map_err(|e| forbid("needs", format!("{what} cannot be listed ({e})"), FIX))?;
-        if let Some(s) = sockets.first() {
+        if let Some(at) = scan.state {
+            let at = cut(&at.display().to_string());
+            return Err(host(format!("the daemon's state dir, mounted at {at}")));
+        }
+        if let Some(s) = scan.sockets.first() {
             let s = cut(&s.display().to_string());
             let why = format!(
                 "{what} holds the unix socket {s}: a host program's socket takes orders from \

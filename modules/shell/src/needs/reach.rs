@@ -65,17 +65,35 @@ fn is_git_dir(a: &Path) -> bool {
     a.join("HEAD").is_file() && ((has("objects") && has("refs")) || has("commondir"))
 }
 
-/// The unix sockets in the folder `fd` (named `p`), at any depth.
-pub(super) fn sockets(p: &Path, fd: BorrowedFd<'_>) -> std::io::Result<Vec<PathBuf>> {
+/// What a walk of a widened folder found beyond its own walk's rules.
+#[derive(Default)]
+pub(super) struct Scan {
+    /// Unix sockets, at any depth.
+    pub sockets: Vec<PathBuf>,
+    /// A folder that is the daemon's state dir (a bind mount of it placed there).
+    pub state: Option<PathBuf>,
+}
+
+/// Walks the folder `fd` (named `p`) for unix sockets and for the daemon's state dir (`state`,
+/// its identity), at any depth, into mounts too.
+pub(super) fn scan(
+    p: &Path,
+    fd: BorrowedFd<'_>,
+    state: Option<hands_sandbox::resolve::Identity>,
+) -> std::io::Result<Scan> {
     let start = hands_roots::open_start_at(fd)?;
-    let mut found = Vec::new();
+    let mut found = Scan::default();
     hands_roots::walk_beneath::<std::convert::Infallible>(
         vec![(p.to_path_buf(), start)],
         MAX_SCAN,
         |l| {
+            let here = l.folder.fd.and_then(|d| hands_sandbox::resolve::Identity::of(d).ok());
+            if here.is_some() && here == state && found.state.is_none() {
+                found.state = Some(l.folder.path.to_path_buf());
+            }
             for item in l.entries.iter_mut() {
                 match item.kind {
-                    FileType::Socket => found.push(l.folder.path.join(&item.name)),
+                    FileType::Socket => found.sockets.push(l.folder.path.join(&item.name)),
                     FileType::Directory => item.descend = true,
                     _ => {}
                 }
