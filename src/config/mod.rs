@@ -404,7 +404,7 @@ impl Problems<'_> {
 // ---------------------------------------------------------------------------------------------
 // Paths.
 
-pub(crate) fn default_state_dir(home: Option<&Path>) -> PathBuf {
+fn default_state_dir(home: Option<&Path>) -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
         return PathBuf::from(x).join("hands");
     }

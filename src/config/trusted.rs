@@ -430,9 +430,8 @@ pub fn warnings(config: &Config) -> Vec<String> {
 
 /// Every path the host trusts under this configuration, for every resolver's policy and every
 /// command's sandbox: the daemon's binary and its launcher (beside it, whether there or not),
-/// the config file, the folder hands takes its configuration from, the state dir hands
-/// defaults to, `$HANDS_CONFIG`'s file,
-/// the token files, and the home's start-up surface where a writable root holds the home.
+/// the config file, the folder hands takes its configuration from, the state dirs hands
+/// defaults to, `$HANDS_CONFIG`'s file, the token files, and the home's start-up surface.
 pub fn paths(config: &Config) -> Vec<HostPath> {
     let mut out = Vec::new();
     let mut add = |path: PathBuf, what: &str, remedy: &str| {
@@ -452,10 +451,12 @@ pub fn paths(config: &Config) -> Vec<HostPath> {
     if let Some(dir) = super::user_config_file().and_then(|f| f.parent().map(PathBuf::from)) {
         add(dir, "the folder hands takes its configuration from", edit);
     }
-    // Every daemon of the person's without a state_dir of its own keeps its standing
-    // permissions there (found by session 40's attack pass: a home root wrote approvals.json).
-    let state = super::default_state_dir(super::home_dir().as_deref());
-    add(state, "the state dir hands defaults to (standing permissions, audit log)", edit);
+    // Either state dir hands defaults to holds other daemons' standing permissions (0103).
+    let home = super::home_dir();
+    let xdg = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()).map(PathBuf::from);
+    for s in [home.map(|h| h.join(".local/state/hands")), xdg.map(|x| x.join("hands"))] {
+        add(s.unwrap_or_default(), "a state dir hands defaults to (standing permissions)", edit);
+    }
     if let Some(p) = std::env::var_os("HANDS_CONFIG").filter(|p| !p.is_empty()) {
         add(absolute(Path::new(&p)), "the configuration $HANDS_CONFIG names", edit);
     }

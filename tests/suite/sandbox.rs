@@ -792,9 +792,11 @@ fn a_command_cannot_make_a_set_uid_file() {
     let sb = Sandbox::new();
     let o = sb.run(
         "cp /bin/true e && chmod 755 e && echo CONTROL; chmod 4755 e && echo SUID; \
-         chmod g+s e && echo SGID; echo end",
+         chmod g+s e && echo SGID; python3 -c 'import os; os.open(\".\", os.O_TMPFILE|os.O_RDWR, \
+         0o2755)' 2>/dev/null && echo TMPFILE; python3 -c 'import os; os.close(os.open(\".\", \
+         os.O_TMPFILE|os.O_RDWR, 0o755))' && echo PLAIN; echo end",
     );
-    assert_eq!(stdout(&o), "CONTROL\nend\n", "{}", all(&o));
+    assert_eq!(stdout(&o), "CONTROL\nPLAIN\nend\n", "{}", all(&o));
     assert!(all(&o).contains("Operation not permitted"), "{}", all(&o));
     let mode = std::fs::metadata(sb.fx.root.join("e")).unwrap().permissions().mode();
     assert_eq!(mode & 0o7777, 0o755, "{mode:o}");

@@ -558,7 +558,11 @@ async fn with_allow_home_the_default_state_dir_is_read_only() {
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("audit.jsonl"), "").unwrap();
     own_tree(&fx.home);
-    let c = Client::start_with_env(&fx, &config, Era::Legacy, &[("XDG_STATE_HOME", "")]).await;
+    // Started with another $XDG_STATE_HOME (a systemd unit's, an editor's): the person's plain
+    // daemons still keep theirs in the home (found by the attack pass on 0103).
+    let xdg = fx.dir.path().join("xdg-state");
+    let env = [("XDG_STATE_HOME", xdg.to_str().unwrap())];
+    let c = Client::start_with_env(&fx, &config, Era::Legacy, &env).await;
     let s = state.display().to_string();
     let script = format!(
         "mkdir -p {s}/../other && echo ok > {s}/../other/x && echo CONTROL; \

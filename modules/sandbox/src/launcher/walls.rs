@@ -328,24 +328,27 @@ fn set_id_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
     v
 }
 
-/// [`set_id_calls`] as rules: one per bit (a rule's conditions must all hold).
+/// [`set_id_calls`] as rules: one per bit, and for an open one per flag that makes a file
+/// (`O_CREAT`, and `O_TMPFILE`'s own bit: a nameless file linked in later; found by the
+/// attack pass on 0102), as a rule's conditions must all hold.
 fn set_id_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>> {
     use SeccompCmpArgLen::Dword;
     let has = |arg: u8, bit: u32| cond(arg, Dword, SeccompCmpOp::MaskedEq(bit.into()), bit.into());
-    let create = libc::O_CREAT as u32;
+    let makes = [libc::O_CREAT as u32, (libc::O_TMPFILE & !libc::O_DIRECTORY) as u32];
     set_id_calls()
         .into_iter()
         .map(|(nr, mode, flags)| {
-            let rules = [libc::S_ISUID, libc::S_ISGID]
-                .into_iter()
-                .map(|bit| {
-                    let mut c = vec![has(mode, bit)?];
-                    if let Some(f) = flags {
-                        c.push(has(f, create)?);
+            let mut rules = Vec::new();
+            for bit in [libc::S_ISUID, libc::S_ISGID] {
+                match flags {
+                    None => rules.push(rule(vec![has(mode, bit)?])?),
+                    Some(f) => {
+                        for m in makes {
+                            rules.push(rule(vec![has(mode, bit)?, has(f, m)?])?);
+                        }
                     }
-                    rule(c)
-                })
-                .collect::<Result<_>>()?;
+                }
+            }
             Ok((nr, rules))
         })
         .collect()
