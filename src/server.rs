@@ -252,7 +252,27 @@ pub fn info() -> ServerConfig {
         )
 }
 
+/// The answer to a method this server does not know: its name cut for display (rmcp's own
+/// echoes it whole: a 3 MB name came back and was logged whole, found by session 40's attack
+/// pass).
+pub(crate) fn unknown_method(method: &str) -> McpError {
+    let shown = hands_roots::shown(method);
+    McpError::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("unknown method {shown}: this server answers the MCP methods only"),
+        None,
+    )
+}
+
 impl ServerHandler for HandsServer {
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        Err(unknown_method(&request.method))
+    }
+
     fn get_info(&self) -> ServerConfig {
         let info = info();
         // In a container the commands' walls differ from the host's: the agent is told which

@@ -208,6 +208,14 @@ impl ServerHandler for Proxy {
         crate::server::info()
     }
 
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        Err(crate::server::unknown_method(&request.method))
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,

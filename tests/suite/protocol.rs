@@ -215,3 +215,23 @@ fn nothing_but_protocol_reaches_stdout() {
     let ok = raw.call(1, "list_dir", json!({}));
     assert_eq!(ok["jsonrpc"], "2.0");
 }
+
+/// A method the server does not know, with a 1 MB name, gets a short error that names it cut,
+/// and serving continues (found by session 40's attack pass: rmcp's own answer echoed the name
+/// whole, 1,000,062 bytes on stdout, and logged it whole).
+#[test]
+fn an_unknown_method_with_a_huge_name_gets_a_short_error() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "hello\n");
+    let mut raw = Raw::start(&fx);
+    let method = format!("x/{}", "m".repeat(1_000_000));
+    raw.send_bytes(
+        json!({"jsonrpc":"2.0","id":1,"method":method,"params":{}}).to_string().as_bytes(),
+    );
+    let e = raw.recv();
+    assert_eq!(e["error"]["code"], -32601, "{}", &e.to_string()[..300]);
+    let said = e.to_string();
+    assert!(said.len() < 2000 && said.contains("unknown method x/mmm"), "{} bytes", said.len());
+    let ok = raw.call(2, "read", json!({"path": "a.txt"}));
+    assert_eq!(ok["result"]["structuredContent"]["total_lines"], 1, "{ok}");
+}
