@@ -964,3 +964,21 @@ async fn nobody_is_asked_about_a_tmux_session_that_is_not_the_callers() {
     alpha.ok("tmux_kill", session).await;
     fx.assert_canary();
 }
+
+/// An `MCP-Protocol-Version` header longer than any version gets a short 400 that names it cut,
+/// and serving continues (found by session 40's attack pass: rmcp's 400 echoed a 60 KB header
+/// whole). Positive control: the same request with a real version is served.
+#[tokio::test]
+async fn a_huge_protocol_version_header_gets_a_short_answer() {
+    let fx = Fixture::new();
+    let server = start(&fx, &two_clients(&fx)).await;
+    let a = server.addr;
+    let huge = format!("MCP-Protocol-Version: 2025-{}", "9".repeat(60_000));
+    let r = post(a, &[bearer(TOKEN_A), huge], INITIALIZE).await;
+    assert_eq!(r.status, 400, "{}", &r.head[..r.head.len().min(300)]);
+    assert!(r.body.len() < 2000 && r.body.contains("MCP-Protocol-Version"), "{}", r.body.len());
+    let real = [bearer(TOKEN_A), "MCP-Protocol-Version: 2025-11-25".into()];
+    let ok = post(a, &real, INITIALIZE).await;
+    assert_eq!(ok.status, 200, "{}{}", ok.head, ok.body);
+    drop(server);
+}
