@@ -205,6 +205,18 @@ async fn one_projects_caches_are_not_another_projects() {
     assert!(!r["stdout"].as_str().unwrap().contains("from-a"), "the other project's cache: {r}");
     let r = a.ok("bash", json!({ "command": look })).await;
     assert_eq!(r["stdout"], "from-a\nend\n", "positive control: {r}");
+    // Nor one loopback: a server the second project's session keeps is not the first's to
+    // reach (found by the attack pass on 0105: another project's files read over HTTP).
+    let serve = "echo only-b > served.txt && exec python3 -m http.server 8765 --bind 127.0.0.1";
+    b.ok("tmux_start", json!({ "command": serve, "name": "srv" })).await;
+    let get = "for i in $(seq 50); do python3 -c 'import urllib.request as u; \
+               print(u.urlopen(\"http://127.0.0.1:8765/served.txt\").read().decode())' \
+               2>/dev/null && break; sleep 0.2; done; echo end";
+    let r = b.ok("bash", json!({ "command": get })).await;
+    assert_eq!(r["stdout"], "only-b\n\nend\n", "positive control: {r}");
+    let r = a.ok("bash", json!({ "command": get.replace("seq 50", "seq 3") })).await;
+    assert_eq!(r["stdout"], "end\n", "the other project's server was reached: {r}");
+    b.ok("tmux_kill", json!({ "session": "srv" })).await;
     a.stop().await;
     b.stop().await;
     fx.assert_canary();

@@ -380,7 +380,10 @@ impl Shell {
         let netns = if host_network {
             None
         } else {
-            Some(netns::Netns::new(&exe, &state.join("netns"), &m.name)?)
+            // One loopback per set of roots, as one home (decision 0105): another project's
+            // servers and debug ports are not this one's to reach.
+            let name = format!("{}-{}", m.name, roots_key(resolver.roots()));
+            Some(netns::Netns::new(&exe, &state.join("netns"), &name)?)
         };
         Ok(Shell {
             hidden,
