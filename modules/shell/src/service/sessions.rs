@@ -304,7 +304,8 @@ fn now_secs() -> u64 {
 fn no_session(name: &str, whose: Option<&str>) -> ShellError {
     ShellError::Failed(match whose {
         Some(_) => format!(
-            "no tmux session named {name:?} is yours (a client sees the sessions it started,              under the names it gave them); tmux_list shows yours, tmux_start starts one"
+            "no tmux session named {name:?} is yours (a client sees the sessions it started, \
+             under the names it gave them); tmux_list shows yours, tmux_start starts one"
         ),
         None => format!("no tmux session named {name:?}; tmux_list shows this module's sessions"),
     })
