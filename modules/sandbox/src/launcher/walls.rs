@@ -188,6 +188,9 @@ pub fn landlock(spec: &Spec, without_namespaces: bool) -> Result<()> {
 /// `open_tree_attr` (Linux 6.15; one number on every architecture since 424), which the libc
 /// crate does not name yet: the mount family, like `open_tree`.
 const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+/// `fchmodat2` (Linux 6.6; the same number everywhere), which the libc crate names only on some
+/// targets (not aarch64 glibc).
+const SYS_FCHMODAT2: libc::c_long = 452;
 
 /// System calls refused with EPERM whatever their arguments (SPEC §5 item 4).
 const DENIED: &[libc::c_long] = &[
@@ -314,7 +317,7 @@ fn set_id_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
     let mut v = vec![
         (libc::SYS_fchmod, 1, None),
         (libc::SYS_fchmodat, 2, None),
-        (libc::SYS_fchmodat2, 2, None),
+        (SYS_FCHMODAT2, 2, None),
         (libc::SYS_mknodat, 2, None),
         (libc::SYS_openat, 3, Some(2)),
     ];
