@@ -391,18 +391,15 @@ fn write_path(
         let why = format!("{what} is a denied or credential path (by its identity)");
         return Err(forbid("denied paths", why, NEVER));
     }
-    if rustix::fs::fstat(&fd).is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Socket)
-    {
+    let st = rustix::fs::fstat(&fd).ok();
+    if st.is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Socket) {
         let why = format!(
-            "{what} is a unix socket: a host program's socket takes orders from \
-                           outside the sandbox"
+            "{what} is a unix socket: a host program's socket takes orders from outside the \
+             sandbox"
         );
         return Err(forbid("needs", why, NEVER));
     }
-    if let Ok(st) = rustix::fs::fstat(&fd)
-        && !is_dir
-        && st.st_nlink > 1
-    {
+    if let Some(st) = st.filter(|s| !is_dir && s.st_nlink > 1) {
         let why = format!(
             "{what} has {} names (hard links): another of them could be a file the host \
              trusts, which a run would write through this one",

@@ -219,7 +219,8 @@ impl Shell {
         });
         // One home per set of roots: what one project's commands leave in the carried caches
         // runs in no other project's (found by session 40's attack pass; decision 0105).
-        let home = state.join("sandbox-home/tools-shell").join(roots_key(resolver.roots()));
+        let key = roots_key(resolver.roots());
+        let home = state.join("sandbox-home/tools-shell").join(&key);
         std::fs::create_dir_all(&home)
             .with_context(|| format!("cannot create the sandbox home {}", home.display()))?;
         let home = std::fs::canonicalize(&home)
@@ -382,7 +383,7 @@ impl Shell {
         } else {
             // One loopback per set of roots, as one home (decision 0105): another project's
             // servers and debug ports are not this one's to reach.
-            let name = format!("{}-{}", m.name, roots_key(resolver.roots()));
+            let name = format!("{}-{key}", m.name);
             Some(netns::Netns::new(&exe, &state.join("netns"), &name)?)
         };
         Ok(Shell {

@@ -35,7 +35,8 @@ pub(super) fn host_reads(p: &Path, rules: &Rules<'_>) -> Option<String> {
                 shown(at)
             ));
         }
-        let global = trust.global(&mut GLOBAL_FILES.clone());
+        let mut budget = GLOBAL_FILES;
+        let global = trust.global(&mut budget);
         if let Some(f) = global.files.iter().find(|f| touches(f)) {
             return Some(format!("{}, a git config the host's git reads everywhere", shown(f)));
         }
