@@ -811,6 +811,47 @@ async fn a_client_reads_types_into_and_ends_only_its_own_tmux_sessions() {
     fx.assert_canary();
 }
 
+/// Found by session 40's attack pass: the clients of a daemon shared one loopback, so beta's
+/// `bash` reached a `node --inspect` port alpha's tmux session kept on 127.0.0.1 and ran code in
+/// it — with whatever a person had granted alpha's session. Each client's commands now have a
+/// network namespace of their own (decision 0106). Positive controls: alpha's own `bash`
+/// reaches its session's server, and beta's reaches beta's.
+#[tokio::test]
+async fn a_clients_commands_do_not_reach_another_clients_loopback() {
+    let fx = Fixture::new();
+    let config = shell_for_two(&fx, "allow");
+    let server = start(&fx, &config).await;
+    let alpha = connect(&server, Some(TOKEN_A), Era::Legacy).await;
+    let beta = connect(&server, Some(TOKEN_B), Era::Legacy).await;
+    let serve = |who: &str, port: u16| {
+        format!(
+            "mkdir -p {who} && echo only-{who} > {who}/served.txt && \
+             exec python3 -m http.server {port} --bind 127.0.0.1 --directory {who}"
+        )
+    };
+    let get = |port: u16, tries: u32| {
+        format!(
+            "for i in $(seq {tries}); do python3 -c 'import urllib.request as u; \
+             print(u.urlopen(\"http://127.0.0.1:{port}/served.txt\").read().decode())' \
+             2>/dev/null && break; sleep 0.2; done; echo end"
+        )
+    };
+    alpha.ok("tmux_start", json!({ "command": serve("alpha", 8771), "name": "srv" })).await;
+    let r = alpha.ok("bash", json!({ "command": get(8771, 50) })).await;
+    assert_eq!(r["stdout"], "only-alpha\n\nend\n", "positive control: {r}");
+    let r = beta.ok("bash", json!({ "command": get(8771, 3) })).await;
+    assert_eq!(r["stdout"], "end\n", "beta reached alpha's session's server: {r}");
+    // Beta's own session's server is beta's to reach, on a port alpha's loopback leaves free.
+    beta.ok("tmux_start", json!({ "command": serve("beta", 8771), "name": "srv" })).await;
+    let r = beta.ok("bash", json!({ "command": get(8771, 50) })).await;
+    assert_eq!(r["stdout"], "only-beta\n\nend\n", "positive control: {r}");
+    let r = alpha.ok("bash", json!({ "command": get(8771, 50) })).await;
+    assert_eq!(r["stdout"], "only-alpha\n\nend\n", "alpha's own server, still: {r}");
+    alpha.ok("tmux_kill", json!({ "session": "srv" })).await;
+    beta.ok("tmux_kill", json!({ "session": "srv" })).await;
+    fx.assert_canary();
+}
+
 /// tools-shell over HTTP for alpha and beta, with `trust.external` as given.
 fn shell_for_two(fx: &Fixture, external: &str) -> PathBuf {
     let token_file = fx.root.parent().unwrap().join("beta.token");

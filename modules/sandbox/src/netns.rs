@@ -1,17 +1,19 @@
-//! The daemon's side of a module's shared private network namespace (the holder process itself
-//! is `launcher/holder.rs`): find the module's live holder from its pid file in the state dir,
-//! or start one, and hand its pid and start time to every launcher of the module. The holder
-//! lives while one of its users does: each daemon that uses it and each tmux session kept past
-//! its daemon is a file `PID-START` in `<module>.users/` beside the pid file.
+//! The daemon's side of a module's private network namespaces (the holder process itself is
+//! `launcher/holder.rs`): one for each of the module's clients (decision 0106), each kept by a
+//! holder named by a pid file `<module>-<client key>.pid` in the state dir. Find a client's
+//! live holder, or start one, and hand its pid and start time to every launcher of that
+//! client. A holder lives while one of its users does: each daemon that uses it and each tmux
+//! session kept past its daemon is a file `PID-START` in `<pid file stem>.users/` beside it.
 
 use anyhow::{Context, Result, anyhow};
+use std::collections::HashMap;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// A process named for good by its pid and start time: the network namespace holder, or a
 /// tmux session's launcher. A reused pid has another start time, so it is never mistaken.
-#[derive(Debug, Clone, Copy, serde::Deserialize, serde::Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, serde::Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
 #[serde(deny_unknown_fields)]
 pub struct Process {
     pub pid: i32,
@@ -76,34 +78,42 @@ pub fn this_process() -> Option<Process> {
     Some(Process { pid, start: start_time(pid)? })
 }
 
-/// The module's holder: reused while alive, started again when it is gone.
+/// The module's holders, one for each client key: reused while alive, started again when gone.
 pub struct Netns {
     exe: PathBuf,
-    pidfile: PathBuf,
-    current: Mutex<Option<Process>>,
+    dir: PathBuf,
+    module: String,
+    current: Mutex<HashMap<String, Process>>,
 }
 
 impl Netns {
-    /// `dir` is the state dir's `netns/` folder; `module` names the pid file in it.
+    /// `dir` is the state dir's `netns/` folder; `module` begins the pid files' names in it.
     pub fn new(exe: &Path, dir: &Path, module: &str) -> Result<Netns> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(Netns {
             exe: exe.to_path_buf(),
-            pidfile: dir.join(format!("{module}.pid")),
-            current: Mutex::new(None),
+            dir: dir.to_path_buf(),
+            module: module.to_string(),
+            current: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The live holder, starting one when there is none. Several daemons sharing a state dir
-    /// agree on one through a lock file.
-    pub fn holder(&self) -> Result<Process> {
+    /// The pid file of the holder of client `key` (a short hex digest: a file name's piece).
+    fn pidfile(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{}-{key}.pid", self.module))
+    }
+
+    /// The live holder of client `key`, starting one when there is none. Several daemons
+    /// sharing a state dir agree on one through a lock file.
+    pub fn holder(&self, key: &str) -> Result<Process> {
         let mut current = hands_roots::lock(&self.current);
-        if let Some(h) = *current
+        if let Some(h) = current.get(key).copied()
             && h.alive()
         {
             return Ok(h);
         }
-        let lock_path = self.pidfile.with_extension("lock");
+        let pidfile = self.pidfile(key);
+        let lock_path = pidfile.with_extension("lock");
         #[expect(clippy::disallowed_methods, reason = "the holder's lock file in the state dir")]
         let lock = std::fs::File::create(&lock_path)
             .with_context(|| format!("cannot open {}", lock_path.display()))?;
@@ -112,45 +122,31 @@ impl Netns {
         // Named before the holder is picked, under the lock the holder takes to end: it then
         // either sees this daemon or is gone from the pid file.
         let me = this_process().ok_or_else(|| anyhow!("cannot read /proc/self/stat"))?;
-        add_user(&users_dir(&self.pidfile), me)?;
-        let h = match self.read_live() {
+        add_user(&users_dir(&pidfile), me)?;
+        let h = match read_live(&pidfile) {
             Some(h) => h,
-            None => self.spawn()?,
+            None => self.spawn(&pidfile)?,
         };
-        *current = Some(h);
+        current.insert(key.to_string(), h);
         Ok(h)
     }
 
-    /// Keeps the holder (and so the module's loopback, for new commands) while `session` lives:
-    /// a tmux session kept past the daemon (`keep_sessions`).
-    pub fn keep_for(&self, session: Process) -> Result<()> {
-        add_user(&users_dir(&self.pidfile), session)
-    }
-
-    /// The holder named by the pid file, when that process is alive and is a holder.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the holder's pid file in the state dir, and its cmdline in procfs"
-    )]
-    fn read_live(&self) -> Option<Process> {
-        let text = std::fs::read_to_string(&self.pidfile).ok()?;
-        let mut f = text.split_whitespace();
-        let h = Process { pid: f.next()?.parse().ok()?, start: f.next()?.parse().ok()? };
-        let cmdline = std::fs::read(format!("/proc/{}/cmdline", h.pid)).ok()?;
-        let is_holder = cmdline.split(|b| *b == 0).any(|a| a == b"__netns");
-        (is_holder && h.alive()).then_some(h)
+    /// Keeps client `key`'s holder (and so its loopback, for new commands) while `session`
+    /// lives: a tmux session kept past the daemon (`keep_sessions`).
+    pub fn keep_for(&self, key: &str, session: Process) -> Result<()> {
+        add_user(&users_dir(&self.pidfile(key)), session)
     }
 
     #[expect(
         clippy::disallowed_methods,
         reason = "starts the daemon's own binary as the netns holder (`hands __netns`)"
     )]
-    fn spawn(&self) -> Result<Process> {
+    fn spawn(&self, pidfile: &Path) -> Result<Process> {
         use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         let mut child = std::process::Command::new(&self.exe)
             .arg("__netns")
-            .arg(&self.pidfile)
+            .arg(pidfile)
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -184,11 +180,22 @@ impl Netns {
         // The holder outlives this call (and the daemon, while a kept session needs it); a
         // thread reaps it if it ends first.
         std::thread::spawn(move || child.wait());
-        self.read_live().ok_or_else(|| {
-            anyhow!(
-                "the network namespace holder did not record itself in {}",
-                self.pidfile.display()
-            )
+        read_live(pidfile).ok_or_else(|| {
+            anyhow!("the network namespace holder did not record itself in {}", pidfile.display())
         })
     }
+}
+
+/// The holder named by `pidfile`, when that process is alive and is a holder.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the holder's pid file in the state dir, and its cmdline in procfs"
+)]
+fn read_live(pidfile: &Path) -> Option<Process> {
+    let text = std::fs::read_to_string(pidfile).ok()?;
+    let mut f = text.split_whitespace();
+    let h = Process { pid: f.next()?.parse().ok()?, start: f.next()?.parse().ok()? };
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", h.pid)).ok()?;
+    let is_holder = cmdline.split(|b| *b == 0).any(|a| a == b"__netns");
+    (is_holder && h.alive()).then_some(h)
 }

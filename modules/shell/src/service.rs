@@ -332,7 +332,7 @@ impl Shell {
                 Some(Network {
                     rules: rules.clone(),
                     proxy: std::sync::OnceLock::new(),
-                    listening: Mutex::new(None),
+                    listening: Mutex::new(std::collections::HashMap::new()),
                     sessions: Mutex::default(),
                 }),
             ),
@@ -381,8 +381,8 @@ impl Shell {
         let netns = if host_network {
             None
         } else {
-            // One loopback per set of roots, as one home (decision 0105): another project's
-            // servers and debug ports are not this one's to reach.
+            // One loopback per set of roots (decision 0105) and client (0106): another
+            // project's, or another client's, servers and debug ports are not its to reach.
             let name = format!("{}-{key}", m.name);
             Some(netns::Netns::new(&exe, &state.join("netns"), &name)?)
         };
@@ -481,11 +481,11 @@ impl Shell {
         if self.keep_sessions { 0 } else { self.tmux_end_own().await }
     }
 
-    /// Keeps the module's network namespace holder while a kept session lives, so a later
-    /// daemon's commands share the session's loopback.
-    pub(crate) fn keep_loopback_for(&self, session: netns::Process) {
+    /// Keeps the network namespace holder of the session's client while a kept session lives,
+    /// so that client's commands under a later daemon share the session's loopback.
+    pub(crate) fn keep_loopback_for(&self, session: netns::Process, client: &str) {
         if let Some(n) = &self.netns
-            && let Err(e) = n.keep_for(session)
+            && let Err(e) = n.keep_for(&client_key(client), session)
         {
             tracing::warn!("a kept tmux session may lose its loopback with the daemon: {e:#}");
         }
@@ -536,6 +536,15 @@ fn roots_key(roots: &[hands_roots::Root]) -> String {
         .collect();
     lines.sort();
     let digest = Sha256::digest(lines.concat());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A short, stable name for a client's identity (`stdio`, a configured name, an OAuth
+/// identity, `runner:<agent>`): its network namespace's (decision 0106). A digest, so that no
+/// identity an issuer hands out can choose another's name.
+fn client_key(client: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(client.as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 

@@ -217,7 +217,8 @@ impl Shell {
         // What a person approved is what the run gets: checked again now, after the question.
         self.recheck_needs(widening).await?;
         let (spec, ticket, _asks, (mut out, reported)) = loop {
-            let mut spec = self.spec(argv.clone(), &cwd, None, None, widening).await?;
+            let mut spec =
+                self.spec(argv.clone(), &cwd, &caller.client, None, None, widening).await?;
             if let Some(c) = program {
                 // The file the configuration admitted, or nothing (decision 0068); and a run
                 // no person confirmed has no confirm-listed program in it (decision 0067).
@@ -245,7 +246,7 @@ impl Shell {
         if widening.is_none() {
             self.ready.prepare(&spec, &self.launcher);
         } else {
-            self.prepare_ordinary().await;
+            self.prepare_ordinary(&caller.client).await;
         }
         // Walls the command hit while it ran (refused creates, masked and read-only paths).
         out.denied.extend(self.wall_denials(&reported.reports, &out.stderr, &spec));
@@ -308,19 +309,23 @@ impl Shell {
         };
     }
 
-    /// The launcher spec for one command: the base plus the names the walk of the roots finds
-    /// now (secret files, hard links to denied files), passed to `__sandbox` on a descriptor.
+    /// The launcher spec for one command of `client` (in that client's network namespace): the
+    /// base plus the names the walk of the roots finds now (secret files, hard links to denied
+    /// files), passed to `__sandbox` on a descriptor.
     /// A tmux session adds its socket folder as a writable root and its marker as `watch`; a
     /// widening (`needs`) its `write` paths, each with the identity its check saw.
     pub(crate) async fn spec(
         &self,
         argv: Vec<String>,
         cwd: &Path,
+        client: &str,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
         widening: Option<&Widening>,
     ) -> Result<launcher::Spec, ShellError> {
-        self.spec_and_masks(argv, cwd, socket_dir, watch, widening).await.map(|(spec, _)| spec)
+        self.spec_and_masks(argv, cwd, client, socket_dir, watch, widening)
+            .await
+            .map(|(spec, _)| spec)
     }
 
     /// After the launcher reported an entry that is not what the daemon's check saw there
@@ -369,13 +374,14 @@ impl Shell {
         &self,
         argv: Vec<String>,
         cwd: &Path,
+        client: &str,
         socket_dir: Option<&Path>,
         watch: Option<&Path>,
         widening: Option<&Widening>,
     ) -> Result<(launcher::Spec, Arc<masks::Found>), ShellError> {
         let found = self.found_masks().await?;
         let mut spec = self
-            .netns_spec(self.base.clone())
+            .netns_spec(self.base.clone(), client)
             .map_err(|f| ShellError::Sandbox(f.why))?
             .mask(found.paths.iter().cloned())
             .protect(found.protected.iter().cloned());

@@ -6,13 +6,17 @@ use super::{Shell, reachable_by_run_as};
 use crate::ShellError;
 use hands_sandbox::{container, launcher, probe};
 
+/// The identity of a stdio daemon's one client.
+pub(crate) const STDIO: &str = "stdio";
+
 impl Shell {
     /// The sandbox self-test, run once (at startup, or by `hands doctor`). In `best-effort`,
     /// where no user namespace can be made, it runs again without namespaces, and so do the
     /// commands after it.
     pub fn self_test(&self) -> &probe::Probe {
         self.probe.get_or_init(|| {
-            let run = || match self.netns_spec(self.base.clone()) {
+            // In the namespace of a stdio daemon's one client: where most commands run.
+            let run = || match self.netns_spec(self.base.clone(), STDIO) {
                 Ok(base) => probe::run(&self.launcher, &base, &self.roots),
                 Err(failure) => {
                     // The netns holder's exit code says whether namespaces can be made here.
@@ -109,12 +113,13 @@ impl Shell {
         self.run_as
     }
 
-    /// Adds the module's shared network namespace to a launcher spec (starting its holder when
+    /// Adds the network namespace of `client` to a launcher spec (starting its holder when
     /// there is none; blocks briefly the first time). Its failure is typed: the self-test takes
     /// best-effort's path when the cause is that namespaces cannot be made here.
     pub(super) fn netns_spec(
         &self,
         spec: launcher::Builder,
+        client: &str,
     ) -> Result<launcher::Builder, launcher::Failure> {
         if self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed) {
             let spec = spec.without_namespaces();
@@ -124,7 +129,9 @@ impl Shell {
             });
         }
         match &self.netns {
-            Some(n) => Ok(spec.netns(n.holder().map_err(|e| launcher::Failure::of(&e))?)),
+            Some(n) => Ok(spec.netns(
+                n.holder(&super::client_key(client)).map_err(|e| launcher::Failure::of(&e))?,
+            )),
             None => Ok(spec),
         }
     }

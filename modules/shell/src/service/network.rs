@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 pub(super) struct Network {
     pub(super) rules: hands_sandbox::proxy::Rules,
     pub(super) proxy: std::sync::OnceLock<Arc<hands_sandbox::proxy::Proxy>>,
-    /// The holder whose namespace the listeners are in, and their ports (HTTP, SOCKS5).
-    pub(super) listening: Mutex<Option<(netns::Process, u16, u16)>>,
+    /// The ports (HTTP, SOCKS5) of the listeners in each holder's namespace (one a client).
+    pub(super) listening: Mutex<std::collections::HashMap<netns::Process, (u16, u16)>>,
     /// The tickets of the tmux sessions, by name: a session's panes use its proxy variables
     /// for as long as it lives (dropped at `tmux_kill`, or when it is found gone).
     pub(super) sessions: Mutex<std::collections::HashMap<String, hands_sandbox::proxy::Ticket>>,
@@ -42,11 +42,11 @@ impl Shell {
             return Err(ShellError::Failed("the network proxy is not ready (no gate)".into()));
         };
         let mut listening = lock(&n.listening);
-        if let Some((h, http, socks)) = *listening
-            && h == holder
-        {
-            return Ok(Some((http, socks)));
+        if let Some(ports) = listening.get(&holder) {
+            return Ok(Some(*ports));
         }
+        // The ports of holders that have ended are no use to anyone.
+        listening.retain(|h, _| h.alive());
         let refuse = |e: std::io::Error| {
             ShellError::Failed(format!(
                 "the network proxy could not listen in the module's network namespace: {e}"
@@ -69,7 +69,7 @@ impl Shell {
                 runtime.spawn(proxy.serve_socks(listener));
             }
         }
-        *listening = Some((holder, http, socks));
+        listening.insert(holder, (http, socks));
         Ok(Some((http, socks)))
     }
 
@@ -94,7 +94,9 @@ impl Shell {
             return Err(ShellError::Failed(crate::needs::NO_PROXY.into()));
         }
         let (Some(n), Some(netns)) = (&self.network, &self.netns) else { return Ok((spec, None)) };
-        let holder = netns.holder().map_err(|e| ShellError::Failed(format!("{e:#}")))?;
+        let holder = netns
+            .holder(&super::client_key(client))
+            .map_err(|e| ShellError::Failed(format!("{e:#}")))?;
         let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
         let asker =

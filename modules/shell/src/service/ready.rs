@@ -135,17 +135,18 @@ impl super::Shell {
         let me = self.clone();
         let runs = tokio::task::spawn_blocking(move || me.refuse_when_unsafe().is_ok());
         if runs.await.unwrap_or(false) {
-            self.prepare_ordinary().await;
+            // For a stdio daemon's one client; an HTTP daemon's first caller may not take it.
+            self.prepare_ordinary(super::containment::STDIO).await;
         }
     }
 
-    /// Makes ready the sandbox of an ordinary `bash` call in the default working folder: the
-    /// first call's, and the next one's after a call a person widened (`needs`), whose own
-    /// sandbox the next call is unlikely to want (decision 0078).
-    pub(crate) async fn prepare_ordinary(&self) {
+    /// Makes ready the sandbox of an ordinary `bash` call of `client` in the default working
+    /// folder: the first call's, and the next one's after a call a person widened (`needs`),
+    /// whose own sandbox the next call is unlikely to want (decision 0078).
+    pub(crate) async fn prepare_ordinary(&self, client: &str) {
         let Ok(cwd) = self.resolve_cwd(None).await else { return };
         let argv = crate::bash::argv("true");
-        match self.spec(argv, &cwd, None, None, None).await {
+        match self.spec(argv, &cwd, client, None, None, None).await {
             Ok(spec) => self.ready.prepare(&spec, &self.launcher),
             Err(e) => tracing::debug!("no sandbox made ready for an ordinary call: {e}"),
         }

@@ -393,10 +393,14 @@ impl Shell {
         cwd: &str,
     ) -> Result<Vec<u8>, ShellError> {
         let socket_dir = self.tmux.socket_dir(name);
+        // In the network namespace of the session's client, as its server is.
+        let client = self.tmux.read_meta(name).and_then(|m| m.client);
+        let client = client.as_deref().unwrap_or(super::containment::STDIO);
         let mut walked_again = false;
         loop {
-            let mut spec =
-                self.spec(argv.clone(), Path::new(cwd), Some(&socket_dir), None, None).await?;
+            let mut spec = self
+                .spec(argv.clone(), Path::new(cwd), &client, Some(&socket_dir), None, None)
+                .await?;
             // A client writes nothing in the roots: what a server (the session's own, or one a
             // command put in its place) makes it run cannot change a work tree either.
             spec.read_only_roots_but(&socket_dir);

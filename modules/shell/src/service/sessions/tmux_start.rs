@@ -99,7 +99,7 @@ impl Shell {
             started => started?,
         };
         if self.keep_sessions {
-            self.keep_loopback_for(launcher);
+            self.keep_loopback_for(launcher, &caller.client);
         }
         let meta = Meta {
             name: name.clone(),
@@ -252,8 +252,9 @@ impl Shell {
         let log =
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
-        let (spec, found) =
-            self.spec_and_masks(argv, cwd, Some(&socket_dir), Some(&marker), widening).await?;
+        let (spec, found) = self
+            .spec_and_masks(argv, cwd, client, Some(&socket_dir), Some(&marker), widening)
+            .await?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
         let walls_spec = spec.clone();
