@@ -1088,6 +1088,54 @@ async fn a_dot_git_file_pointing_outside_the_roots_is_refused() {
     fx.assert_canary();
 }
 
+/// Found by session 41's attack pass: `objects/info/alternates` was checked line by line at
+/// `\n` and each line joined to `objects/`, while libgit2 splits at `\r` too and takes a line
+/// not starting with `.` from the daemon's working folder. `./x\r/outside/objects`, or a
+/// relative line that stays in the roots from `objects/` but leaves them from the daemon's
+/// folder, let `git_log` print another repository's commits. Both are refused now; positive
+/// controls: an alternate inside the roots, written either way, is read.
+#[tokio::test]
+async fn alternates_are_checked_as_libgit2_reads_them() {
+    let (fx, c) = start().await;
+    let h = &fx.home;
+    let sep = tempfile::tempdir().unwrap();
+    let sep = std::fs::canonicalize(sep.path()).unwrap();
+    let src = sep.join("src");
+    init_repo(h, &src);
+    let secret = cli_commit(h, &src, "s.txt", "outside\n", "SECRET-OUTSIDE");
+    let outside_objects = src.join(".git/objects");
+    let repo = fx.root.join("alt3");
+    init_repo(h, &repo);
+    let alternates = repo.join(".git/objects/info/alternates");
+    let log = json!({ "repo": "alt3", "rev": secret });
+    // Lines split at a carriage return, as libgit2 splits them.
+    write(&alternates, &format!("./x\r{}\n", outside_objects.display()));
+    let e = c.err("git_log", log.clone()).await;
+    assert!(e.contains("alternate object store") && e.contains("outside the roots"), "{e}");
+    assert!(!e.contains("SECRET-OUTSIDE"), "{e}");
+    // A relative line taken from the daemon's working folder (the fixture's root): four steps
+    // up from `alt3/` there, but only back to the root from `alt3/.git/objects/alt3/`.
+    let cwd_up = fx.root.ancestors().nth(3).unwrap_or(Path::new("/"));
+    let rest = outside_objects.strip_prefix(cwd_up).unwrap();
+    write(&alternates, &format!("alt3/../../../../{}\n", rest.display()));
+    let e = c.err("git_log", log.clone()).await;
+    assert!(e.contains("alternate object store") && e.contains("outside the roots"), "{e}");
+    // Positive controls: objects borrowed from a repository inside the roots, by an absolute
+    // line and by a `.` line, are read.
+    let inside = fx.root.join("lender");
+    init_repo(h, &inside);
+    let lent = cli_commit(h, &inside, "l.txt", "lent\n", "LENT-INSIDE");
+    let lent_log = json!({ "repo": "alt3", "rev": lent });
+    write(&alternates, &format!("{}\n", inside.join(".git/objects").display()));
+    let r = c.ok("git_log", lent_log.clone()).await;
+    assert!(r.to_string().contains("LENT-INSIDE"), "{r}");
+    write(&alternates, "../../../lender/.git/objects\r\n");
+    let r = c.ok("git_log", lent_log).await;
+    assert!(r.to_string().contains("LENT-INSIDE"), "{r}");
+    c.stop().await;
+    fx.assert_canary();
+}
+
 #[tokio::test]
 async fn checkouts_that_would_touch_protected_files_are_refused() {
     let (fx, c) = start().await;

@@ -389,25 +389,41 @@ impl Git {
     }
 
     /// Refuses `objects/info/alternates` entries that borrow objects from outside the roots,
-    /// following chains as deep as libgit2 does.
+    /// following chains as deep as libgit2 does. The file is read as libgit2 1.9 reads it
+    /// (`load_alternates`): a C string (nothing after a NUL), lines split at `\r` as well as
+    /// `\n`, nothing trimmed, raw bytes; a line starting with `.` is joined to this `objects`
+    /// folder, and any other relative line is taken from the daemon's own working folder —
+    /// where git takes it from `objects` — so such a line must be inside the roots both ways.
+    /// (Found by session 41's attack pass: a line split at `\r`, or a relative line read from
+    /// the daemon's folder, let the git tools read another repository's objects.)
     #[expect(
         clippy::disallowed_methods,
         reason = "libgit2 reads it by path too, in a repository already confined to the roots"
     )]
     fn check_alternates(&self, repo: &Path, objects: &Path, depth: u32) -> Result<(), GitError> {
+        use std::os::unix::ffi::OsStrExt;
         if depth > ALTERNATES_DEPTH {
             return Ok(());
         }
         let file = objects.join("info").join("alternates");
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(_) => return Ok(()),
-        };
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') {
+        let Ok(bytes) = std::fs::read(&file) else { return Ok(()) };
+        let text = bytes.split(|b| *b == 0).next().unwrap_or_default();
+        for line in text.split(|b| *b == b'\r' || *b == b'\n') {
+            let (Some(&first), path) = (line.first(), Path::new(std::ffi::OsStr::from_bytes(line)))
+            else {
                 continue;
+            };
+            let mut ways = vec![objects.join(path)];
+            if first == b'#' {
+                continue;
+            } else if first != b'.' && first != b'/' {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                ways.push(cwd.join(path));
             }
-            let alt = self.inside(repo, "alternate object store", &objects.join(line))?;
+            let mut alt = PathBuf::new();
+            for way in ways {
+                alt = self.inside(repo, "alternate object store", &way)?;
+            }
             self.check_alternates(repo, &alt, depth + 1)?;
         }
         Ok(())
