@@ -147,7 +147,13 @@ enum Command {
     /// modules/sandbox/src/listen.rs)
     #[cfg(target_os = "linux")]
     #[command(name = "__netns-listen", hide = true)]
-    NetnsListen { pid: i32, start: u64 },
+    NetnsListen {
+        pid: i32,
+        start: u64,
+        /// Only a `sock_diag` socket made there (decision 0107).
+        #[arg(long)]
+        diag: bool,
+    },
 }
 
 /// Parses the command line and runs the command it names; `src/main.rs` calls only this.
@@ -186,7 +192,9 @@ pub fn run_with(extra: fn() -> Vec<crate::registry::Entry>) -> ExitCode {
         #[cfg(target_os = "linux")]
         Command::Remask => launcher::remask::main(),
         #[cfg(target_os = "linux")]
-        Command::NetnsListen { pid, start } => hands_sandbox::listen::child_main(pid, start),
+        Command::NetnsListen { pid, start, diag } => {
+            hands_sandbox::listen::child_main(pid, start, diag)
+        }
     }
 }
 

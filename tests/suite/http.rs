@@ -847,6 +847,21 @@ async fn a_clients_commands_do_not_reach_another_clients_loopback() {
     assert_eq!(r["stdout"], "only-beta\n\nend\n", "positive control: {r}");
     let r = alpha.ok("bash", json!({ "command": get(8771, 50) })).await;
     assert_eq!(r["stdout"], "only-alpha\n\nend\n", "alpha's own server, still: {r}");
+    // Nor its unix sockets in the shared root (decision 0107): alpha's session serves one,
+    // which alpha's `bash` reaches and beta's finds masked.
+    let unix = "exec python3 -c 'import socket; l=socket.socket(socket.AF_UNIX); \
+                l.bind(\"alpha.sock\"); l.listen(8)\nwhile True: l.accept()[0].close()'";
+    alpha.ok("tmux_start", json!({ "command": unix, "name": "unix" })).await;
+    let connect = "for i in $(seq 50); do [ -S alpha.sock ] && break; sleep 0.1; done; \
+                   python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"alpha.sock\"); \
+                   print(\"connected\")' 2>/dev/null || echo refused";
+    let r = alpha.ok("bash", json!({ "command": connect })).await;
+    assert_eq!(r["stdout"], "connected\n", "positive control: {r}");
+    // Past the two seconds the walk of the roots is reused (decision 0107's "What is left").
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = beta.ok("bash", json!({ "command": connect })).await;
+    assert_eq!(r["stdout"], "refused\n", "beta reached alpha's unix socket: {r}");
+    alpha.ok("tmux_kill", json!({ "session": "unix" })).await;
     alpha.ok("tmux_kill", json!({ "session": "srv" })).await;
     beta.ok("tmux_kill", json!({ "session": "srv" })).await;
     fx.assert_canary();

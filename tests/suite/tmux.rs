@@ -4,6 +4,7 @@
 //! one private loopback every command of a module shares.
 
 mod lifetime;
+mod sockets;
 mod walls;
 
 use super::common::{Client, Era, Fixture, host_processes};

@@ -13,6 +13,9 @@
     )
 )]
 
+// Which unix sockets a network namespace holds, by their files (decision 0107).
+#[cfg(target_os = "linux")]
+pub mod bound;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 #[cfg(target_os = "linux")]

@@ -4,7 +4,8 @@
 //! joins the holder's user and network namespaces through a pidfd, binds two loopback
 //! listeners there (HTTP and SOCKS5) and hands them back over the unix socket that is its
 //! stdin (SCM_RIGHTS). A socket keeps the namespace it was made in, so the daemon then accepts,
-//! on its own runtime, connections that only the module's commands can make.
+//! on its own runtime, connections that only the module's commands can make. With `--diag` it
+//! hands back only a `sock_diag` socket made there ([`crate::bound`]).
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -33,9 +34,9 @@ impl Listeners {
     }
 }
 
-/// Runs `hands __netns-listen PID START` (the child's side).
-pub fn child_main(pid: i32, start: u64) -> ExitCode {
-    match child(pid, start) {
+/// Runs `hands __netns-listen PID START [--diag]` (the child's side).
+pub fn child_main(pid: i32, start: u64, diag: bool) -> ExitCode {
+    match child(pid, start, diag) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The daemon reads nothing but the descriptors; its error says what failed.
@@ -45,7 +46,7 @@ pub fn child_main(pid: i32, start: u64) -> ExitCode {
     }
 }
 
-fn child(pid: i32, start: u64) -> io::Result<()> {
+fn child(pid: i32, start: u64, diag: bool) -> io::Result<()> {
     let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
     let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
     // The pidfd names one process for good; checking the start time after opening it makes
@@ -57,9 +58,14 @@ fn child(pid: i32, start: u64) -> io::Result<()> {
         pidfd.as_fd(),
         ThreadNameSpaceType::USER | ThreadNameSpaceType::NETWORK,
     )?;
-    let http = TcpListener::bind("127.0.0.1:0")?;
-    let socks = TcpListener::bind("127.0.0.1:0")?;
-    let fds = [http.as_fd(), socks.as_fd()];
+    let made: Vec<OwnedFd> = if diag {
+        vec![crate::bound::diag_socket()?]
+    } else {
+        let http = TcpListener::bind("127.0.0.1:0")?;
+        let socks = TcpListener::bind("127.0.0.1:0")?;
+        vec![http.into(), socks.into()]
+    };
+    let fds: Vec<_> = made.iter().map(|f| f.as_fd()).collect();
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
@@ -71,16 +77,31 @@ fn child(pid: i32, start: u64) -> io::Result<()> {
 }
 
 /// The daemon's side: the listeners inside the namespace held by `pid` (started at `start`).
+pub fn acquire(exe: &Path, pid: i32, start: u64) -> io::Result<Listeners> {
+    let mut fds = from_child(exe, pid, start, false)?;
+    let socks = TcpListener::from(fds.pop().ok_or(io::ErrorKind::InvalidData)?);
+    let http = TcpListener::from(fds.pop().ok_or(io::ErrorKind::InvalidData)?);
+    Ok(Listeners { http, socks })
+}
+
+/// The daemon's side: a `sock_diag` socket inside the namespace held by `pid`.
+pub fn diag(exe: &Path, pid: i32, start: u64) -> io::Result<OwnedFd> {
+    from_child(exe, pid, start, true)?.pop().ok_or_else(|| io::ErrorKind::InvalidData.into())
+}
+
+/// Runs `hands __netns-listen` and takes the descriptors it sends (two, or one for `diag`).
 #[expect(
     clippy::disallowed_methods,
     reason = "starts the daemon's own `hands __netns-listen`, which binds inside the namespace"
 )]
-pub fn acquire(exe: &Path, pid: i32, start: u64) -> io::Result<Listeners> {
+fn from_child(exe: &Path, pid: i32, start: u64, diag: bool) -> io::Result<Vec<OwnedFd>> {
     let (ours, theirs) = UnixStream::pair()?;
-    let mut child = Command::new(exe)
-        .arg("__netns-listen")
-        .arg(pid.to_string())
-        .arg(start.to_string())
+    let mut cmd = Command::new(exe);
+    cmd.arg("__netns-listen").arg(pid.to_string()).arg(start.to_string());
+    if diag {
+        cmd.arg("--diag");
+    }
+    let mut child = cmd
         .env_clear()
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
@@ -103,13 +124,11 @@ pub fn acquire(exe: &Path, pid: i32, start: u64) -> io::Result<Listeners> {
             fds.extend(rights);
         }
     }
-    if fds.len() != 2 {
+    if fds.len() != if diag { 1 } else { 2 } {
         return Err(io::Error::other(format!(
-            "the helper that opens the proxy's listeners in the module's network namespace \
-             failed ({status}); is the namespace holder (pid {pid}) still alive?"
+            "the helper that opens sockets in the module's network namespace failed \
+             ({status}); is the namespace holder (pid {pid}) still alive?"
         )));
     }
-    let socks = TcpListener::from(fds.pop().ok_or(io::ErrorKind::InvalidData)?);
-    let http = TcpListener::from(fds.pop().ok_or(io::ErrorKind::InvalidData)?);
-    Ok(Listeners { http, socks })
+    Ok(fds)
 }

@@ -109,6 +109,9 @@ pub struct Found {
     /// subproject's `.vscode`), and what the host trusts there (existing or not): the launcher
     /// binds the existing ones read-only, the in-run walls refuse creating the others.
     pub protected: Vec<PathBuf>,
+    /// Unix sockets in the roots, with the identity of each file: masked for a command unless
+    /// its own client's namespace holds the socket (decision 0107).
+    pub sockets: Vec<(PathBuf, Identity)>,
     /// Entries the walk visited.
     pub seen: usize,
     /// The identity each of `paths` and `protected` had when the walk found it (what it could
@@ -345,6 +348,15 @@ pub fn walk_with(
                         keep(&mut found.paths, &mut found.unmaskable, path);
                     } else if id.is_some_and(|(d, i)| policy.is_host_identity(d, i)) {
                         keep(&mut found.protected, &mut found.unmaskable, path);
+                    }
+                }
+                T::Socket => {
+                    // One gone since the folder was listed needs no mask; one whose name
+                    // the spec cannot carry refuses, as any other.
+                    if path.to_str().is_none() {
+                        found.unmaskable.get_or_insert(path);
+                    } else if let Ok(st) = folder.stat(&item.name) {
+                        found.sockets.push((path, Identity { dev: st.st_dev, ino: st.st_ino }));
                     }
                 }
                 _ => {}

@@ -12,6 +12,7 @@ mod prepare;
 mod ready;
 mod session_walls;
 pub mod sessions;
+mod sockets;
 
 pub use commands::Tee;
 pub use prepare::{ALLOW_REMEDY, Checked, Launching, Prepared};
@@ -55,8 +56,11 @@ pub struct Shell {
     enforce: bool,
     roots: Vec<PathBuf>,
     probe: std::sync::OnceLock<probe::Probe>,
-    /// The module's shared private network namespace; none with `network.mode = "host"`.
+    /// The module's private network namespaces, one for each client; none with
+    /// `network.mode = "host"`.
     netns: Option<netns::Netns>,
+    /// A `sock_diag` socket in each client's namespace (`sockets.rs`).
+    diags: sockets::Diags,
     /// The network by domain (SPEC §5.4): the proxy, once the daemon gave it its gate.
     network: Option<Network>,
     /// The module's tmux sessions (`sessions.rs`).
@@ -415,6 +419,7 @@ impl Shell {
             roots: m.roots.iter().map(|r| r.path.clone()).collect(),
             probe: std::sync::OnceLock::new(),
             netns,
+            diags: sockets::Diags::default(),
             network,
             tmux: sessions,
             keep_sessions: cfg.keep_sessions,

@@ -311,7 +311,8 @@ impl Shell {
 
     /// The launcher spec for one command of `client` (in that client's network namespace): the
     /// base plus the names the walk of the roots finds now (secret files, hard links to denied
-    /// files), passed to `__sandbox` on a descriptor.
+    /// files, unix sockets that are not the client's own), passed to `__sandbox` on a
+    /// descriptor.
     /// A tmux session adds its socket folder as a writable root and its marker as `watch`; a
     /// widening (`needs`) its `write` paths, each with the identity its check saw.
     pub(crate) async fn spec(
@@ -323,11 +324,39 @@ impl Shell {
         watch: Option<&Path>,
         widening: Option<&Widening>,
     ) -> Result<launcher::Spec, ShellError> {
-        self.spec_and_masks(argv, cwd, client, socket_dir, watch, widening)
-            .await
-            .map(|(spec, _)| spec)
+        let found = self.found_masks().await?;
+        let mut spec = self
+            .netns_spec(self.base.clone(), client)
+            .map_err(|f| ShellError::Sandbox(f.why))?
+            .mask(found.paths.iter().cloned())
+            .protect(found.protected.iter().cloned());
+        // What the walk saw at each: the launcher refuses to start when one was moved aside.
+        for (path, id) in &found.ids {
+            spec = spec.seen(path.clone(), *id);
+        }
+        // Unix sockets that are not this client's own (decision 0107).
+        for (path, id) in self.foreign_sockets(&found, client, socket_dir)? {
+            spec = spec.mask([path.clone()]).seen(path, id);
+        }
+        if let Some(dir) = socket_dir {
+            spec = spec.root(dir.to_path_buf(), true);
+        }
+        // `needs.write` a person approved for this call: writable roots of this launch only,
+        // each bound only while it is still what the person was shown.
+        for g in widening.map(|w| w.write.as_slice()).unwrap_or_default() {
+            spec = spec.root(g.path.clone(), true).seen(g.path.clone(), g.id());
+        }
+        // Everything dies with the daemon (its parent-death signal), but a tmux server of
+        // `keep_sessions`, which a later daemon adopts; a session's server also ends when its
+        // marker in the state dir is removed.
+        if let Some(w) = watch {
+            spec = spec.watch(w.to_path_buf());
+        }
+        if watch.is_none() || !self.keep_sessions {
+            spec = spec.parent(std::process::id() as i32);
+        }
+        Ok(spec.build(argv, cwd.to_path_buf()))
     }
-
     /// After the launcher reported an entry that is not what the daemon's check saw there
     /// ([`launcher::Cause::Changed`], SPEC §3): the walk's result is dropped, so a retry walks
     /// the roots again — a protected file git replaced since, or a folder a session moved
@@ -367,46 +396,6 @@ impl Shell {
             )));
         }
         Ok(found)
-    }
-
-    /// [`Shell::spec`], and the paths the walk added to the masks (a tmux session records them).
-    pub(crate) async fn spec_and_masks(
-        &self,
-        argv: Vec<String>,
-        cwd: &Path,
-        client: &str,
-        socket_dir: Option<&Path>,
-        watch: Option<&Path>,
-        widening: Option<&Widening>,
-    ) -> Result<(launcher::Spec, Arc<masks::Found>), ShellError> {
-        let found = self.found_masks().await?;
-        let mut spec = self
-            .netns_spec(self.base.clone(), client)
-            .map_err(|f| ShellError::Sandbox(f.why))?
-            .mask(found.paths.iter().cloned())
-            .protect(found.protected.iter().cloned());
-        // What the walk saw at each: the launcher refuses to start when one was moved aside.
-        for (path, id) in &found.ids {
-            spec = spec.seen(path.clone(), *id);
-        }
-        if let Some(dir) = socket_dir {
-            spec = spec.root(dir.to_path_buf(), true);
-        }
-        // `needs.write` a person approved for this call: writable roots of this launch only,
-        // each bound only while it is still what the person was shown.
-        for g in widening.map(|w| w.write.as_slice()).unwrap_or_default() {
-            spec = spec.root(g.path.clone(), true).seen(g.path.clone(), g.id());
-        }
-        // Everything dies with the daemon (its parent-death signal), but a tmux server of
-        // `keep_sessions`, which a later daemon adopts; a session's server also ends when its
-        // marker in the state dir is removed.
-        if let Some(w) = watch {
-            spec = spec.watch(w.to_path_buf());
-        }
-        if watch.is_none() || !self.keep_sessions {
-            spec = spec.parent(std::process::id() as i32);
-        }
-        Ok((spec.build(argv, cwd.to_path_buf()), found))
     }
 
     // Starts the launcher (`hands` re-executed), the one way a command runs; its output, and

@@ -252,9 +252,7 @@ impl Shell {
         let log =
             std::fs::File::create(&log_path).map_err(|e| fail("create the session log", e))?;
         let argv = tmux::server_argv(&t.socket(name));
-        let (spec, found) = self
-            .spec_and_masks(argv, cwd, client, Some(&socket_dir), Some(&marker), widening)
-            .await?;
+        let spec = self.spec(argv, cwd, client, Some(&socket_dir), Some(&marker), widening).await?;
         let network = widening.map(|w| w.network.as_slice()).unwrap_or_default();
         let (spec, ticket) = self.with_proxy(spec, label, client, network)?;
         let walls_spec = spec.clone();
@@ -305,7 +303,9 @@ impl Shell {
         }
         // The session's walls report on while it runs: each result takes what came since the
         // last (`session_walls.rs`).
+        // What it started with hidden (the walk's secrets, and sockets not its client's).
+        let masked = walls_spec.masked().to_vec();
         let walls = SessionWalls { reports, spec: walls_spec };
-        Ok((launcher, found.paths.clone(), ticket, walls))
+        Ok((launcher, masked, ticket, walls))
     }
 }
