@@ -9,7 +9,7 @@ use crate::link::{CloseReason, Envelope, LINGER, MAX_QUEUED, MAX_SESSIONS, close
 use crate::transport::shares::{Over, Shares};
 use rmcp::model::{NumberOrString, RequestId};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
@@ -75,7 +75,7 @@ pub struct LinkSession {
     pub(super) loose: mpsc::Sender<Delivery<Value>>,
     /// Runner requests already seen (one sent again after a reconnect is not asked twice):
     /// the newest [`SEEN`], oldest first, so that a runner cannot grow it without end.
-    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+    seen: Mutex<crate::runner::seen::Seen>,
     /// Cancelled when the session ended; `why` says how.
     pub ended: CancellationToken,
     why: Mutex<String>,
@@ -159,17 +159,9 @@ impl LinkSession {
                 }
             }
             (true, Some(id)) => {
-                let mut seen = hands_roots::lock(&self.seen);
-                if !seen.0.insert(id.clone()) {
+                if !hands_roots::lock(&self.seen).first(id.as_bytes()) {
                     return;
                 }
-                seen.1.push_back(id);
-                if seen.1.len() > SEEN
-                    && let Some(old) = seen.1.pop_front()
-                {
-                    seen.0.remove(&old);
-                }
-                drop(seen);
                 let call = call.and_then(key_of).and_then(|c| calls.get(&c));
                 (call.map(|w| w.tx.clone()), Inbound::Request(message))
             }
@@ -369,7 +361,7 @@ impl Runner {
             runner: self.me.clone(),
             calls: Mutex::default(),
             loose,
-            seen: Mutex::default(),
+            seen: Mutex::new(crate::runner::seen::Seen::new(SEEN)),
             ended: CancellationToken::new(),
             why: Mutex::default(),
         });

@@ -14,7 +14,7 @@ use crate::server::{Daemon, HandsServer};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::service::RoleServer;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc;
@@ -40,30 +40,7 @@ struct Serving {
     tx: mpsc::Sender<(ClientJsonRpcMessage, usize)>,
     /// The session's commands die when it is cancelled (the relay closed it).
     gone: CancellationToken,
-    seen: Seen,
-}
-
-#[derive(Default)]
-struct Seen {
-    set: HashSet<RequestId>,
-    order: VecDeque<RequestId>,
-}
-
-impl Seen {
-    /// Whether `id` is new (and remembers it).
-    fn first(&mut self, id: &RequestId) -> bool {
-        if self.set.contains(id) {
-            return false;
-        }
-        if self.order.len() >= SEEN
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
-        self.set.insert(id.clone());
-        self.order.push_back(id.clone());
-        true
-    }
+    seen: crate::runner::seen::Seen,
 }
 
 /// Every session of the runner's link.
@@ -182,7 +159,7 @@ impl Sessions {
         }
         let Slot::Serving(s) = slot else { return };
         if let ClientJsonRpcMessage::Request(r) = &message
-            && !s.seen.first(&r.id)
+            && !s.seen.first(&serde_json::to_vec(&r.id).unwrap_or_default())
         {
             // Sent again after a reconnect: it runs once.
             return;
@@ -270,7 +247,7 @@ impl Sessions {
                 me.end_and_tell(&id, CloseReason::Ended, "it ended");
             }
         });
-        Serving { tx, gone, seen: Seen::default() }
+        Serving { tx, gone, seen: crate::runner::seen::Seen::new(SEEN) }
     }
 
     /// Ends `session` here (its commands stop); nothing is sent.

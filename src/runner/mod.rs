@@ -8,6 +8,7 @@
 
 pub mod agent_sessions;
 pub mod dial;
+pub(crate) mod seen;
 
 use crate::config::{Config, RunnerApprovals, RunnerCfg, TokenSource};
 use crate::link::drive::{Outbox, drive};

@@ -255,6 +255,22 @@ async fn a_hostile_relay_cannot_redirect_crash_bloat_or_steer_the_runner() {
         "{r}"
     );
 
+    // Request ids of 4 MiB, each answered: the runner remembers ids (one sent again after a
+    // reconnect is not run twice) by digest, not whole — kept whole, sixty of them grew it past
+    // 200 MiB (found by session 41's attack pass, through the real relay).
+    for i in 0..60u64 {
+        let id = format!("{i}-{}", "z".repeat(4 << 20));
+        let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+        ws.send(msg("after", ping)).await.unwrap();
+        let prefix = format!("{i}-zz");
+        let answered = until(&mut ws, Duration::from_secs(20), |v| {
+            v["session"] == "after"
+                && v["message"]["id"].as_str().is_some_and(|s| s.starts_with(&prefix))
+        })
+        .await;
+        assert!(answered.is_some(), "ping {i} was not answered");
+    }
+
     let peak = peak_rss_mib(pid);
     assert!(peak < 200, "the runner's resident memory peaked at {peak} MiB");
     assert_eq!(went.load(Ordering::SeqCst), 0, "the runner followed the relay's redirect");
