@@ -163,6 +163,7 @@ pub async fn start(
         any_ip: setup.any_ip,
         sessions: Mutex::new(HashMap::new()),
         cache: views::Cache::default(),
+        wrong_logins: tokio::sync::Mutex::new(()),
     });
     {
         let door = door.clone();

@@ -275,6 +275,26 @@ async fn dashboard_needs_its_own_login_and_sets_a_strict_csp() {
     let wrong = try_login(addr, "not-the-token-0123456789").await;
     assert_eq!(wrong.status, 401, "{}", wrong.head);
     assert!(wrong.cookie("hands_session").is_none());
+    // Wrong tokens are answered one at a time, door-wide (found by session 41's attack pass:
+    // 48 connections guessed 158 tokens a second): eight at once take eight pauses, however
+    // many connections they come on. The right token waits for none of them (it logs in while
+    // they queue; checked below, after the CSRF cases).
+    let began = std::time::Instant::now();
+    let guesses: Vec<_> = (0..8)
+        .map(|i| {
+            tokio::spawn(async move { try_login(addr, &format!("wrong-token-{i:018}")).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let during = login(addr).await;
+    let logged_in_at = began.elapsed();
+    for g in guesses {
+        assert_eq!(g.await.unwrap().status, 401);
+    }
+    let all = began.elapsed();
+    assert!(all >= Duration::from_millis(8 * 300), "8 wrong logins in {all:?}");
+    assert!(logged_in_at < all, "the right token waited behind the wrong ones");
+    assert!(!during.cookie.is_empty());
     // The login form's own CSRF token is required too.
     let r = post(addr, "/login", &[origin(addr)], &format!("token={TOKEN}")).await;
     assert_eq!(r.status, 403, "{}", r.head);
