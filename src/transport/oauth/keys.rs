@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 
 /// A refetch for an unknown `kid` waits this long after the last fetch.
 const REFETCH_AFTER: Duration = Duration::from_secs(60);
+/// How long a fetched JWKS is trusted: a key the issuer removed (rotated out, or leaked) stops
+/// verifying within this, even when nobody sends an unknown `kid` (found by session 41's
+/// attack pass: a removed key was accepted until the next unknown `kid`).
+const KEYS_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// While no JWKS was ever fetched, attempts are this far apart.
 const RETRY_EMPTY_AFTER: Duration = Duration::from_secs(5);
@@ -84,6 +88,8 @@ pub struct Keys {
     /// The keys of the last JWKS fetched: read without waiting for a fetch in progress, so a
     /// slow issuer stalls only the tokens whose key is not known yet.
     keys: std::sync::RwLock<Arc<Vec<Key>>>,
+    /// When `keys` were fetched.
+    fetched_at: std::sync::Mutex<Option<Instant>>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -93,8 +99,15 @@ impl Keys {
             issuer: issuer.to_string(),
             fetcher,
             keys: Default::default(),
+            fetched_at: Default::default(),
             state: Default::default(),
         }
+    }
+
+    /// Whether the keys are older than [`KEYS_MAX_AGE`] (or were never fetched).
+    fn stale(&self) -> bool {
+        let at = *self.fetched_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        at.is_none_or(|t| t.elapsed() >= KEYS_MAX_AGE)
     }
 
     fn known(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
@@ -105,12 +118,16 @@ impl Keys {
     /// The key for a token signed with `alg` under `kid` (a token without `kid`: the one key of
     /// that algorithm, when there is exactly one).
     pub async fn find(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Missing> {
-        if let Some(k) = self.known(kid, alg) {
+        if !self.stale()
+            && let Some(k) = self.known(kid, alg)
+        {
             return Ok(k);
         }
         let mut state = self.state.lock().await;
         // A fetch that ended while this one waited may have brought the key.
-        if let Some(k) = self.known(kid, alg) {
+        if !self.stale()
+            && let Some(k) = self.known(kid, alg)
+        {
             return Ok(k);
         }
         let wait = if state.fetched { REFETCH_AFTER } else { RETRY_EMPTY_AFTER };
@@ -120,12 +137,15 @@ impl Keys {
             match self.fetch(&mut state).await {
                 Ok(()) => state.fetched = true,
                 Err(e) if !state.fetched => return Err(Missing::Unavailable(e.to_string())),
+                // Stale keys stay in use while the issuer cannot be reached: it is asked again
+                // a minute later.
                 Err(e) => tracing::warn!("oauth: cannot refetch the issuer's JWKS: {e}"),
             }
-            if let Some(k) = self.known(kid, alg) {
-                return Ok(k);
-            }
-        } else if !state.fetched {
+        }
+        if let Some(k) = self.known(kid, alg) {
+            return Ok(k);
+        }
+        if !due && !state.fetched {
             return Err(Missing::Unavailable(format!(
                 "the keys of {} could not be fetched a moment ago; the next try is within {} s",
                 self.issuer,
@@ -164,6 +184,8 @@ impl Keys {
         let keys = parse_jwks(&doc).ok_or_else(|| KeysError::NotJwks { uri: uri.clone() })?;
         tracing::info!("oauth: fetched {} signing keys of {} from {uri}", keys.len(), self.issuer);
         *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+        *self.fetched_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(Instant::now());
         Ok(())
     }
 
@@ -283,6 +305,61 @@ mod tests {
                 "https://login.example.org/realms/dev/.well-known/openid-configuration"
             ]
         );
+    }
+
+    /// A JWKS older than [`KEYS_MAX_AGE`] is fetched again before a key of it verifies, so a
+    /// key the issuer removed stops working though nobody sends an unknown `kid`. Control:
+    /// keys fetched a moment ago are used without asking the issuer.
+    #[tokio::test]
+    async fn a_key_the_issuer_removed_stops_verifying_once_the_keys_are_old() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let (with_key, fetches) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicUsize::new(0)));
+        let (w, f, iss) = (with_key.clone(), fetches.clone(), issuer.clone());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|x| x == b"\r\n\r\n") {
+                    let Ok(n) = conn.read(&mut buf).await else { break };
+                    if n == 0 {
+                        break;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                }
+                let body = if req.starts_with(b"GET /jwks ") {
+                    f.fetch_add(1, Ordering::SeqCst);
+                    let key = serde_json::json!({"kty": "EC", "crv": "P-256", "kid": "e",
+                        "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+                        "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"});
+                    let keys = if w.load(Ordering::SeqCst) { vec![key] } else { vec![] };
+                    serde_json::json!({ "keys": keys })
+                } else {
+                    serde_json::json!({ "issuer": iss, "jwks_uri": format!("{iss}/jwks") })
+                }
+                .to_string();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
+            }
+        });
+        let tls = crate::transport::tls::client_config(None, "test").unwrap();
+        let keys = Keys::new(&issuer, Fetcher::new(tls));
+        assert!(keys.find(Some("e"), Algorithm::ES256).await.is_ok());
+        with_key.store(false, Ordering::SeqCst);
+        assert!(keys.find(Some("e"), Algorithm::ES256).await.is_ok(), "the control");
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        // Ten minutes on (set back here): the issuer is asked again, and the key is gone.
+        *keys.fetched_at.lock().unwrap() = Instant::now().checked_sub(KEYS_MAX_AGE);
+        keys.state.lock().await.tried = Instant::now().checked_sub(REFETCH_AFTER);
+        let found = keys.find(Some("e"), Algorithm::ES256).await;
+        assert!(matches!(found, Err(Missing::Unknown(_))), "a removed key still verifies");
+        assert_eq!(fetches.load(Ordering::SeqCst), 2);
     }
 
     #[test]
