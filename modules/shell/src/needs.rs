@@ -306,9 +306,9 @@ pub fn secrets_now(w: &Widening, rules: &Rules<'_>) -> Result<Vec<PathBuf>, Unwa
             return Err(Unwalked::NotUtf8(cut(&p.display().to_string())));
         }
         secrets.extend(found.paths);
-        // A host program's socket put there since: masked like a secret (decision 0104).
-        let scan = reach::scan(&g.path, fd.as_fd(), None).map_err(|e| failed(e.to_string()))?;
-        secrets.extend(scan.sockets);
+        // A host program's socket put there since: masked like a secret (decision 0104), found
+        // by the same walk (0107).
+        secrets.extend(found.sockets.into_iter().map(|(p, _)| p));
     }
     Ok(secrets)
 }
