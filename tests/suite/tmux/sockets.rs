@@ -74,3 +74,33 @@ async fn a_host_socket_in_a_root_is_masked_and_the_clients_own_are_not() {
     c.ok("tmux_kill", json!({ "session": "srv" })).await;
     fx.assert_canary();
 }
+
+/// Found by the attack pass on 0107: the home's carried caches are shared by every client of
+/// the roots and not walked, so beta's `bash` reached a socket alpha's session served in
+/// `~/.npm/_cacache` and ran code in alpha's process. No socket is made in a carried cache
+/// now (none can be renamed or linked in: each is a mount of its own). Positive control: the
+/// same bind in the home's own folders and in /tmp works, and the cache itself is writable.
+#[tokio::test]
+async fn no_unix_socket_is_made_in_a_shared_cache() {
+    let fx = Fixture::new();
+    let c = Client::start_era(&fx, &super::shell_config(&fx), Era::Legacy).await;
+    let bind = |dir: &str| {
+        format!(
+            "mkdir -p {dir} && python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX)\
+             .bind(sys.argv[1]); print(\"bound\")' {dir}/x.sock 2>&1 | tail -1"
+        )
+    };
+    for cache in ["~/.npm/_cacache", "~/.cache/sub", "~/.cargo/registry"] {
+        let r = c.ok("bash", json!({ "command": bind(cache) })).await;
+        let out = r["stdout"].as_str().unwrap();
+        assert!(out.contains("Permission denied"), "a socket was made in {cache}: {r}");
+    }
+    for own in ["~/own", "/tmp/own"] {
+        let r = c.ok("bash", json!({ "command": bind(own) })).await;
+        assert_eq!(r["stdout"], "bound\n", "positive control in {own}: {r}");
+    }
+    let r =
+        c.ok("bash", json!({ "command": "echo x > ~/.npm/_cacache/f && cat ~/.npm/_cacache/f" }));
+    assert_eq!(r.await["stdout"], "x\n");
+    fx.assert_canary();
+}

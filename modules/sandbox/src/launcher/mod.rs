@@ -504,13 +504,7 @@ fn init(
     // The command's listener: what it creates while it runs is checked here (a failure is the
     // command's own error to report; it does not start).
     if let Ok(Some(listener)) = handoff.receive(child) {
-        let absolute = [&spec.protected[..], &spec.masked[..]];
-        let walls = notify::Walls::new(
-            &spec.roots,
-            &spec.protected_rules,
-            &absolute,
-            spec.new_repositories,
-        );
+        let walls = notify::Walls::of(spec);
         let reporter = reporter.clone();
         let (served, ended) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new().name("walls".into()).spawn(move || {

@@ -24,7 +24,7 @@
 //! reading, listing and ending sessions; `tmux_start.rs` starts one, `tmux_send.rs` types into
 //! one, `wait.rs` waits on a pane's output.
 
-mod remask;
+mod masked_since;
 mod tmux_send;
 mod tmux_start;
 mod wait;

@@ -22,16 +22,23 @@ pub(super) type Diags = std::sync::Mutex<HashMap<netns::Process, (OwnedFd, u32)>
 
 impl Shell {
     /// The sockets of `found` that `client`'s commands must not reach: every one whose socket
-    /// the client's namespace does not hold, but those below `own` (a tmux session's socket
-    /// folder, for its client commands).
+    /// the client's namespace does not hold. Where the client has no namespace of its own to
+    /// ask, every one but those below `own` (a tmux session's socket folder, for its client
+    /// commands); with one, not even those: a session's own server is bound there, and a
+    /// host socket a command moved into its folder is not.
     pub(crate) fn foreign_sockets(
         &self,
         found: &Found,
         client: &str,
         own: Option<&Path>,
     ) -> Result<Vec<(PathBuf, Identity)>, ShellError> {
-        let mut candidates =
-            found.sockets.iter().filter(|(p, _)| own.is_none_or(|o| !p.starts_with(o))).peekable();
+        let asks = self.netns.is_some()
+            && !self.without_namespaces.load(std::sync::atomic::Ordering::Relaxed);
+        let mut candidates = found
+            .sockets
+            .iter()
+            .filter(|(p, _)| asks || own.is_none_or(|o| !p.starts_with(o)))
+            .peekable();
         if candidates.peek().is_none() {
             return Ok(Vec::new());
         }

@@ -95,6 +95,10 @@ pub struct Walls {
     above: HashSet<Vec<u8>>,
     /// With `new_repositories = "allow"`: what the run made; None: a new `.git` is refused.
     made: Option<Arc<Mutex<Made>>>,
+    /// The home's carried caches, shared with the other runs over the same roots: no unix
+    /// socket is made in them (decision 0107; a socket cannot be renamed or linked in, since
+    /// each is a mount of its own).
+    pub(super) caches: Vec<PathBuf>,
 }
 
 /// The repositories a run made, and the configs the init wrote for them.
@@ -116,6 +120,15 @@ fn lower(p: &Path) -> Vec<u8> {
 }
 
 impl Walls {
+    /// The walls of `spec`: [`Walls::new`] of its parts, and its home's carried caches.
+    pub fn of(spec: &super::super::Spec) -> Walls {
+        let absolute = [&spec.protected[..], &spec.masked[..]];
+        let mut w =
+            Walls::new(&spec.roots, &spec.protected_rules, &absolute, spec.new_repositories);
+        w.caches = spec.keep.iter().map(|rel| spec.home.join(rel)).collect();
+        w
+    }
+
     /// The walls of a spec: its roots, protected rules, the absolute paths it protects and
     /// masks, and whether new repositories are allowed.
     pub fn new(
@@ -157,7 +170,7 @@ impl Walls {
             }
         }
         let made = new_repositories.then(Default::default);
-        Walls { roots, rules, literals, literal_first, exact, above, made }
+        Walls { roots, rules, literals, literal_first, exact, above, made, caches: Vec::new() }
     }
 
     /// With `new_repositories = "allow"`, writes to existing files are checked too (a config

@@ -71,7 +71,21 @@ impl Job {
                 Err(e) => errno_of(e),
             };
         }
-        self.at_name(tid, &last, Kind::File, |dir, name| {
+        let place = match super::locate(tid, &last, false) {
+            Ok(p) => p,
+            Err(e) => return Answer::Errno(e),
+        };
+        if let Some(real) = &place.real
+            && self.walls.caches.iter().any(|c| real.starts_with(c))
+        {
+            return self.refuse(
+                real,
+                &place.name,
+                "a unix socket in a cache shared with the other clients' runs (decision 0107): \
+                 bind it in /tmp or the project",
+            );
+        }
+        self.at_place(place, Kind::File, |dir, name| {
             use std::os::unix::ffi::OsStrExt;
             let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
             addr.extend_from_slice(name.as_bytes());
