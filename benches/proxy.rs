@@ -154,7 +154,7 @@ async fn main() {
         let proxy = Proxy::new(rules, Arc::new(Quiet), Limits::default());
         let pl = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let paddr = pl.local_addr().unwrap().to_string();
-        tokio::spawn(proxy.serve_http(pl));
+        tokio::spawn(proxy.serve_http(pl, "bench".into()));
         paddr
     });
     let direct = format!("127.0.0.1:{port}");

@@ -14,7 +14,8 @@ use tokio::net::TcpStream;
 
 const MAX_HEADERS: usize = 100;
 
-pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
+/// Serves one connection of a command of client `on`.
+pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream, on: &str) {
     let head = match tokio::time::timeout(
         proxy.limits.handshake,
         read_head(&mut client, proxy.limits.head_bytes),
@@ -52,7 +53,7 @@ pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
             }
         }
     };
-    let opened = match proxy.open(request.token.as_deref(), &host, port, protocol).await {
+    let opened = match proxy.open(request.token.as_deref(), &host, port, protocol, on).await {
         Ok(opened) => opened,
         Err(refused) => {
             let status = match refused.kind {

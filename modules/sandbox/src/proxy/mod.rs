@@ -249,26 +249,28 @@ impl Proxy {
         Ok(Ticket { proxy: Arc::clone(self), token })
     }
 
-    /// Serves the HTTP proxy on `listener` until the task is dropped.
-    pub async fn serve_http(self: Arc<Proxy>, listener: TcpListener) {
-        self.serve(listener, Protocol::Http).await;
+    /// Serves the HTTP proxy on `listener`, in the network namespace of `client`'s commands,
+    /// until the task is dropped.
+    pub async fn serve_http(self: Arc<Proxy>, listener: TcpListener, client: Arc<str>) {
+        self.serve(listener, Protocol::Http, client).await;
     }
 
-    /// Serves the SOCKS5 proxy on `listener` until the task is dropped.
-    pub async fn serve_socks(self: Arc<Proxy>, listener: TcpListener) {
-        self.serve(listener, Protocol::Socks).await;
+    /// Serves the SOCKS5 proxy on `listener`, as [`Proxy::serve_http`].
+    pub async fn serve_socks(self: Arc<Proxy>, listener: TcpListener, client: Arc<str>) {
+        self.serve(listener, Protocol::Socks, client).await;
     }
 
-    async fn serve(self: Arc<Proxy>, listener: TcpListener, protocol: Protocol) {
+    async fn serve(self: Arc<Proxy>, listener: TcpListener, protocol: Protocol, on: Arc<str>) {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     let proxy = Arc::clone(&self);
+                    let on = Arc::clone(&on);
                     tokio::spawn(async move {
                         match protocol {
-                            Protocol::Http => http_proxy::serve(proxy, stream).await,
-                            Protocol::Socks => socks::serve(proxy, stream).await,
+                            Protocol::Http => http_proxy::serve(proxy, stream, &on).await,
+                            Protocol::Socks => socks::serve(proxy, stream, &on).await,
                         }
                     });
                 }
@@ -290,8 +292,14 @@ impl Proxy {
         host: &str,
         port: u16,
         protocol: &'static str,
+        on: &str,
     ) -> Result<Opened, Refused> {
-        let asker = token.and_then(|t| lock(&self.table).by_token.get(t).map(|k| k.asker.clone()));
+        // A ticket is good only on the listeners of its own client's namespace (decision 0106):
+        // another client's token, read from a file its command left, is no token here.
+        let asker = token.and_then(|t| {
+            let table = lock(&self.table);
+            table.by_token.get(t).filter(|k| k.asker.client == on).map(|k| k.asker.clone())
+        });
         let token = token.filter(|_| asker.is_some()).map(str::to_string);
         let refuse = |by: &str, why: String, address: Option<SocketAddr>| {
             self.refused(token.as_deref(), host, port, protocol, by, &why, address, &asker);

@@ -21,14 +21,15 @@ const HOST_UNREACHABLE: u8 = 4;
 const COMMAND_NOT_SUPPORTED: u8 = 7;
 const ADDRESS_NOT_SUPPORTED: u8 = 8;
 
-pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream) {
+/// Serves one connection of a command of client `on`.
+pub async fn serve(proxy: Arc<Proxy>, mut client: TcpStream, on: &str) {
     let asked = tokio::time::timeout(proxy.limits.handshake, handshake(&mut client)).await;
     let (token, host, port) = match asked {
         Ok(Ok(asked)) => asked,
         Ok(Err(Some(code))) => return reply(&mut client, code).await,
         Ok(Err(None)) | Err(_) => return,
     };
-    let mut opened = match proxy.open(token.as_deref(), &host, port, "socks5").await {
+    let mut opened = match proxy.open(token.as_deref(), &host, port, "socks5", on).await {
         Ok(opened) => opened,
         Err(refused) => {
             let code = match refused.kind {

@@ -75,8 +75,8 @@ async fn setup_gate(
     let h = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let s = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (http, socks) = (h.local_addr().unwrap(), s.local_addr().unwrap());
-    tokio::spawn(Arc::clone(&proxy).serve_http(h));
-    tokio::spawn(Arc::clone(&proxy).serve_socks(s));
+    tokio::spawn(Arc::clone(&proxy).serve_http(h, "c".into()));
+    tokio::spawn(Arc::clone(&proxy).serve_socks(s, "c".into()));
     Setup { http, socks, proxy, gate }
 }
 
@@ -377,6 +377,31 @@ async fn the_connection_bound_is_taken_before_a_person_is_asked() {
     assert_eq!(asked, 3, "the gate was asked {asked} questions past the connection bound");
     assert_eq!(answers.len(), 7);
     assert!(answers.iter().all(|a| a.contains("3 connections open or waiting")), "{answers:?}");
+}
+
+/// Found by the attack pass on decision 0106: every client's listeners shared one token table,
+/// so beta used a token alpha's command left in the root on beta's own listener, and the
+/// refusal (a question, a `needs.network` grant) was alpha's. A ticket is now no ticket on
+/// another client's listener. Positive control: on its own client's, it names its command.
+#[tokio::test]
+async fn a_ticket_is_no_ticket_on_another_clients_listener() {
+    let s = setup(&[], &[], Unknown::Ask, Answer::Refuse { why: "no".into() }).await;
+    let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_addr = other.local_addr().unwrap();
+    tokio::spawn(Arc::clone(&s.proxy).serve_http(other, "d".into()));
+    let ticket = s.proxy.ticket(Asker { command: "curl x".into(), client: "c".into() }).unwrap();
+    use base64::Engine;
+    let auth =
+        base64::engine::general_purpose::STANDARD.encode(format!("hands:{}", ticket.token()));
+    let req = format!(
+        "GET http://stolen.example:80/ HTTP/1.1\r\nProxy-Authorization: Basic {auth}\r\n\r\n"
+    );
+    assert!(roundtrip(other_addr, req.as_bytes()).await.starts_with("HTTP/1.1 4"));
+    assert!(ticket.denied().is_empty(), "the refusal went to the ticket's own command");
+    let asked = s.gate.asked.lock().unwrap().clone();
+    assert!(asked.iter().all(|a| a.asker.is_none()), "{asked:?}");
+    assert!(roundtrip(s.http, req.as_bytes()).await.starts_with("HTTP/1.1 403"));
+    assert_eq!(ticket.denied().len(), 1, "positive control");
 }
 
 #[tokio::test]

@@ -34,9 +34,13 @@ impl Shell {
         }
     }
 
-    /// Makes sure the proxy listens inside the namespace of `holder` (a new holder is a new
-    /// namespace) and returns the ports.
-    fn proxy_ports(&self, holder: netns::Process) -> Result<Option<(u16, u16)>, ShellError> {
+    /// Makes sure the proxy listens inside the namespace of `holder`, `client`'s (a new holder
+    /// is a new namespace), and returns the ports.
+    fn proxy_ports(
+        &self,
+        holder: netns::Process,
+        client: &str,
+    ) -> Result<Option<(u16, u16)>, ShellError> {
         let Some(n) = &self.network else { return Ok(None) };
         let Some(proxy) = n.proxy.get() else {
             return Err(ShellError::Failed("the network proxy is not ready (no gate)".into()));
@@ -63,10 +67,12 @@ impl Shell {
             listener.set_nonblocking(true).map_err(refuse)?;
             let listener = tokio::net::TcpListener::from_std(listener).map_err(refuse)?;
             let proxy = Arc::clone(proxy);
+            // Each client's listeners take only that client's tickets (decision 0106).
+            let on: Arc<str> = client.into();
             if is_http {
-                runtime.spawn(proxy.serve_http(listener));
+                runtime.spawn(proxy.serve_http(listener, on));
             } else {
-                runtime.spawn(proxy.serve_socks(listener));
+                runtime.spawn(proxy.serve_socks(listener, on));
             }
         }
         listening.insert(holder, (http, socks));
@@ -97,7 +103,9 @@ impl Shell {
         let holder = netns
             .holder(&super::client_key(client))
             .map_err(|e| ShellError::Failed(format!("{e:#}")))?;
-        let Some((http, socks)) = self.proxy_ports(holder)? else { return Ok((spec, None)) };
+        let Some((http, socks)) = self.proxy_ports(holder, client)? else {
+            return Ok((spec, None));
+        };
         let Some(proxy) = n.proxy.get() else { return Ok((spec, None)) };
         let asker =
             hands_sandbox::proxy::Asker { command: label.to_string(), client: client.to_string() };
