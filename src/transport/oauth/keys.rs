@@ -106,7 +106,7 @@ impl Keys {
 
     /// Whether the keys are older than [`KEYS_MAX_AGE`] (or were never fetched).
     fn stale(&self) -> bool {
-        let at = *self.fetched_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = *hands_roots::lock(&self.fetched_at);
         at.is_none_or(|t| t.elapsed() >= KEYS_MAX_AGE)
     }
 
@@ -184,8 +184,7 @@ impl Keys {
         let keys = parse_jwks(&doc).ok_or_else(|| KeysError::NotJwks { uri: uri.clone() })?;
         tracing::info!("oauth: fetched {} signing keys of {} from {uri}", keys.len(), self.issuer);
         *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
-        *self.fetched_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(Instant::now());
+        *hands_roots::lock(&self.fetched_at) = Some(Instant::now());
         Ok(())
     }
 

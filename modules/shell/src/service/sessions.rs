@@ -400,7 +400,7 @@ impl Shell {
         let mut walked_again = false;
         loop {
             let mut spec = self
-                .spec(argv.clone(), Path::new(cwd), &client, Some(&socket_dir), None, None)
+                .spec(argv.clone(), Path::new(cwd), client, Some(&socket_dir), None, None)
                 .await?;
             // A client writes nothing in the roots: what a server (the session's own, or one a
             // command put in its place) makes it run cannot change a work tree either.

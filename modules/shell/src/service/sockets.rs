@@ -65,12 +65,11 @@ impl Shell {
         let holder = n.holder(&super::client_key(client)).map_err(std::io::Error::other)?;
         let mut diags = lock(&self.diags);
         diags.retain(|h, _| h.alive());
-        if !diags.contains_key(&holder) {
-            let fd = hands_sandbox::listen::diag(&self.exe, holder.pid, holder.start)?;
-            diags.insert(holder, (fd, 0));
-        }
-        let Some((fd, seq)) = diags.get_mut(&holder) else {
-            return Err(std::io::ErrorKind::NotFound.into());
+        let (fd, seq) = match diags.entry(holder) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((hands_sandbox::listen::diag(&self.exe, holder.pid, holder.start)?, 0))
+            }
         };
         *seq = seq.wrapping_add(1);
         let asked = hands_sandbox::bound::bound(fd.as_fd(), *seq);
