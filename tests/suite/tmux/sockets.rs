@@ -84,10 +84,12 @@ async fn a_host_socket_in_a_root_is_masked_and_the_clients_own_are_not() {
 async fn no_unix_socket_is_made_in_a_shared_cache() {
     let fx = Fixture::new();
     let c = Client::start_era(&fx, &super::shell_config(&fx), Era::Legacy).await;
+    // By a name relative to the folder: a long home (an ordinary user's TMPDIR) would pass
+    // the 108 bytes a socket's path may have.
     let bind = |dir: &str| {
         format!(
-            "mkdir -p {dir} && python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX)\
-             .bind(sys.argv[1]); print(\"bound\")' {dir}/x.sock 2>&1 | tail -1"
+            "mkdir -p {dir} && cd {dir} && python3 -c 'import socket; socket.socket(socket.AF_UNIX)\
+             .bind(\"x.sock\"); print(\"bound\")' 2>&1 | tail -1"
         )
     };
     for cache in ["~/.npm/_cacache", "~/.cache/sub", "~/.cargo/registry"] {
