@@ -175,9 +175,9 @@ fn tmux_start(network: bool) -> Spec {
         or {\"quiet_ms\": N} (no output for N ms), at most `timeout_secs` (default 30, \
         max 600); if the command ends first you get ended, exit_status and its last lines \
         (ready false), on timeout timed_out. The result has the last lines, the \
-        session's listening ports and a `cursor` for tmux_read's since. Commands of this \
-        module share one private loopback, so a server started here is reachable from \
-        bash (and from nothing else). A command that cannot start (not found) is an error.",
+        session's listening ports and a `cursor` for tmux_read's since. Your commands in \
+        this module share one private loopback, so a server started here is reachable from \
+        your bash (and from nothing else). A command that cannot start (not found) is an error.",
         class: Class::External,
         hints: runs(network),
     }

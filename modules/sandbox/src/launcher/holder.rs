@@ -1,6 +1,7 @@
-//! The module's one private network namespace (SPEC §4.2): without the `network` grant every
-//! command and tmux server of a module shares a single loopback, so a dev server started with
-//! `tmux_start` is reachable from `bash` and from nothing else.
+//! A client's private network namespace in a module (SPEC §4.2, decisions 0105 and 0106):
+//! without the `network` grant every command and tmux server of one client of a module shares
+//! a single loopback, so a dev server started with `tmux_start` is reachable from that
+//! client's `bash` and from nothing else.
 //!
 //! A network namespace lives as long as something is in it, so a small holder process keeps it:
 //! `hands __netns PIDFILE` unshares a user and a network namespace, brings loopback up, writes

@@ -2,7 +2,7 @@
 //! [`Spec`] on descriptor [`SPEC_FD`] (see `spec`), reports to the daemon on a channel of its
 //! own ([`report`]), makes the command's cgroup (see
 //! `bounds`), clones a child into new user, mount, PID, IPC and UTS namespaces (and network,
-//! without the module's shared one) — on cgroup v2 straight into that cgroup
+//! without its client's shared one) — on cgroup v2 straight into that cgroup
 //! (`clone3(CLONE_INTO_CGROUP)`), elsewhere moved into it while it builds the root — writes
 //! the child's uid and gid maps from outside, and waits. The child is PID 1 of its namespace:
 //! it builds the new root, becomes the command's user (`no_new_privs`, no capabilities) under

@@ -62,7 +62,7 @@ pub struct Spec {
     /// loopback only (the namespace is the wall; Landlock does not restrict TCP).
     #[serde(default)]
     pub(crate) network: bool,
-    /// Without `network`: the module's shared network namespace to join; none gives the
+    /// Without `network`: the network namespace of the module's client to join; none gives the
     /// command a namespace of its own.
     #[serde(default)]
     pub(crate) netns: Option<crate::netns::Process>,
@@ -575,7 +575,7 @@ impl Builder {
         self.0.network
     }
 
-    /// Joins the module's shared network namespace (held by `holder`).
+    /// Joins the network namespace of the module's client (held by `holder`).
     pub fn netns(mut self, holder: crate::netns::Process) -> Builder {
         self.0.netns = Some(holder);
         self

@@ -201,8 +201,8 @@ pub fn session_listens(launcher: netns::Process, port: u16) -> bool {
     owned(launcher, &table).is_none_or(|o| !o.is_empty())
 }
 
-/// Every TCP listener in the network namespace of the session's launcher (the module's shared
-/// one, or the host's with the `network` grant): `(port, inode)`.
+/// Every TCP listener in the network namespace of the session's launcher (its client's in the
+/// module, or the host's with the `network` grant): `(port, inode)`.
 #[expect(
     clippy::disallowed_methods,
     reason = "procfs: the TCP listeners of the session's network namespace"
